@@ -1,0 +1,103 @@
+"""A scikit-learn estimator over the same solvers: ``KernelHebbianPCA``."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from kpca.defaults import default_block_size
+from kpca.driver import run_passes
+from kpca.kernels import KernelSpec
+from kpca.rows import KernelRows
+from kpca.solvers import ITERATIVE, exact_components, init_state, resolve_params
+
+
+class KernelHebbianPCA(TransformerMixin, BaseEstimator):
+    """Kernel PCA by the Kernel Hebbian Algorithm family (seed 000), or exactly.
+
+    Parameters
+    ----------
+    n_components : int, default 8
+    kernel : {"gaussian", "laplacian", "polynomial", "linear", "tanh"}, default "gaussian"
+    sigma, degree, offset, gamma : kernel parameters (see `kpca.kernels`)
+    solver : {"kha", "kha-t", "kha-et", "kha-smd", "exact"}, default "kha-smd"
+    passes : int, default 20
+    eta0, mu, xi : float or None
+        Gains; None uses the scale-free defaults of `kpca.defaults`.
+    block_size : int or None
+        Kernel rows per block (memory O(block_size * l)).
+    random_state : int, default 0
+
+    Attributes
+    ----------
+    coefficients_ : ndarray of shape (n_components, n_samples)
+        Expansion coefficients A; components are ``A Phi'``.
+    eigenvalues_ : ndarray of shape (n_components,)
+        Eigenvalues of K' (exact) or their estimates (eq. 13).
+    params_used_ : dict
+        Hyper-parameters actually used (defaults resolved, gain reductions applied).
+    state_ : dict
+        The final solver state (iterative solvers).
+    """
+
+    def __init__(self, n_components=8, kernel="gaussian", sigma=1.0, degree=2, offset=1.0, gamma=1.0,
+                 solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.sigma = sigma
+        self.degree = degree
+        self.offset = offset
+        self.gamma = gamma
+        self.solver = solver
+        self.passes = passes
+        self.eta0 = eta0
+        self.mu = mu
+        self.xi = xi
+        self.block_size = block_size
+        self.random_state = random_state
+
+    def _kernel_spec(self) -> KernelSpec:
+        params = {"gaussian": ["sigma"], "laplacian": ["sigma"], "polynomial": ["degree", "offset", "gamma"],
+                  "linear": [], "tanh": ["gamma", "offset"]}.get(self.kernel)
+        if params is None:
+            return KernelSpec(type=self.kernel)  # raises a clear ValueError
+        return KernelSpec.from_dict({"type": self.kernel, **{p: getattr(self, p) for p in params}})
+
+    def fit(self, X, y=None, callback=None):
+        """Fit on X of shape (n_samples, n_features); ``callback(state)`` after each pass.
+
+        Cost: the centring pass plus ``passes`` passes of kernel rows,
+        ``2 l^2 n`` flops each, and O(r l) per step; ``exact`` is O(l^3).
+        """
+        X = check_array(X, dtype=[np.float64, np.float32])
+        l = X.shape[0]
+        if not 1 <= self.n_components < l:
+            raise ValueError(f"n_components: must be between 1 and n_samples - 1 = {l - 1}, got {self.n_components}")
+        self.rows_ = KernelRows(X, self._kernel_spec(), dtype=np.float64)
+        centering = self.rows_.fit_centering()
+        if self.solver == "exact":
+            self.eigenvalues_, self.coefficients_ = exact_components(self.rows_.dense(), self.n_components)
+            self.params_used_ = {}
+            self.state_ = None
+        else:
+            if self.solver not in ITERATIVE:
+                resolve_params(self.solver, 1.0)  # raises the ValueError naming the solver
+            params = resolve_params(self.solver, centering.mean_diagonal, self.eta0, self.mu, self.xi)
+            state = init_state(self.solver, self.n_components, self.rows_.block, l, params, seed=self.random_state)
+            block = self.block_size or default_block_size(l)
+            state, _ = run_passes(self.rows_, state, self.passes, block, on_pass=callback)
+            self.state_ = state
+            self.coefficients_ = state["A"]
+            self.eigenvalues_ = state["eigenvalues"]
+            self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi") if k in state}
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X):
+        """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""
+        check_is_fitted(self, "coefficients_")
+        X = check_array(X, dtype=[np.float64, np.float32])
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the model was fit with {self.n_features_in_}")
+        return self.rows_.transform_block(X) @ self.coefficients_.T

@@ -1,0 +1,196 @@
+"""Centred kernel rows on demand from any row source, memory bounded by the block.
+
+A *row source* is anything with ``shape == (l, n)`` and row slicing
+``source[a:b] -> ndarray`` (a numpy array, a read-only zarr array, ...).
+`KernelRows` reads it chunk by chunk (keeping a bounded LRU cache of chunks),
+so a block of ``b`` kernel rows costs one pass over the data and ``O(b l)``
+memory; the ``l x l`` kernel matrix is never formed.
+
+Centering in feature space (seed 000 eq. 4-5; seed 002 eq. 13):
+
+    K' = K - M K - (M K)^T + M K M,
+
+with ``M`` the l x l matrix of entries 1/l. All rows of ``M K`` equal the
+column means ``m`` of ``K`` and all entries of ``M K M`` equal their mean
+``m_bar``, so ``K'[i, j] = K[i, j] - m[i] - m[j] + m_bar``. For a new point x
+the same centring gives ``k'(x)_j = k(x, x_j) - mean_i k(x, x_i) - m[j] + m_bar``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from kpca.kernels import KernelSpec, kernel_block, kernel_diagonal, squared_norms
+
+
+@dataclass(frozen=True)
+class Centering:
+    """Statistics of the training kernel matrix needed to centre any kernel row.
+
+    Attributes
+    ----------
+    column_means : ndarray of shape (l,)
+        ``m[j] = (1/l) sum_i K[i, j]``.
+    grand_mean : float
+        ``m_bar = (1/l) sum_j m[j]``.
+    mean_diagonal : float
+        ``(1/l) trace(K')``, the mean squared feature-space norm of the centred
+        points; the natural scale of the kernel (see `kpca.defaults`).
+    """
+
+    column_means: np.ndarray
+    grand_mean: float
+    mean_diagonal: float
+
+
+def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> np.ndarray:
+    """Centre a block of kernel rows in place (eq. 5): ``K - r[:, None] - m[None, :] + m_bar``.
+
+    Parameters
+    ----------
+    K : ndarray of shape (b, l)
+        Raw kernel rows against the l training points.
+    row_means : ndarray of shape (b,)
+        ``mean_j K[i, j]`` (for training rows this equals ``m[idx]``).
+    """
+    K -= row_means[:, None]
+    K -= centering.column_means[None, :]
+    K += centering.grand_mean
+    return K
+
+
+def default_chunk_rows(source) -> int:
+    """Rows per read: the source's own chunking along axis 0 if it has one, else 4096."""
+    chunks = getattr(source, "chunks", None)
+    if chunks and isinstance(chunks[0], int) and chunks[0] > 0:
+        return int(chunks[0])
+    return 4096
+
+
+class KernelRows:
+    """Produce (centred) kernel rows of a data set block by block.
+
+    Parameters
+    ----------
+    source : array-like of shape (l, n)
+        Training data; read with ``source[a:b]`` only.
+    kernel : KernelSpec
+    dtype : numpy dtype, default float64
+        Precision of kernel rows (data is cast chunk by chunk).
+    chunk_rows : int, optional
+        Rows per read; defaults to the source's chunking.
+    cache_bytes : int, default 256 MiB
+        Bound on data chunks kept in memory (least recently used dropped).
+        If the whole set fits, every pass after the first reads nothing.
+
+    Cost: `block` of b rows is ``2 b l n`` flops (GEMMs) plus ``O(b l)``;
+    `fit_centering` is one pass of all l rows, ``2 l^2 n`` flops.
+    """
+
+    def __init__(self, source, kernel: KernelSpec, dtype=np.float64, chunk_rows: int | None = None,
+                 cache_bytes: int = 256 * 2**20):
+        if len(source.shape) != 2:
+            raise ValueError(f"data: expected a 2-D array, got shape {source.shape}")
+        self.source = source
+        self.kernel = kernel
+        self.dtype = np.dtype(dtype)
+        self.n_rows, self.n_features = (int(s) for s in source.shape)
+        self.chunk_rows = int(chunk_rows or default_chunk_rows(source))
+        self.cache_bytes = int(cache_bytes)
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._cached_bytes = 0
+        self.centering: Centering | None = None
+        self._sqnorms = None
+        if kernel.needs_norms:
+            self._sqnorms = np.concatenate([squared_norms(c) for _, c in self.chunks()])
+
+    # -- data access -------------------------------------------------------
+    def _chunk(self, c: int) -> np.ndarray:
+        hit = self._cache.get(c)
+        if hit is not None:
+            self._cache.move_to_end(c)
+            return hit
+        a = c * self.chunk_rows
+        data = np.ascontiguousarray(self.source[a : min(a + self.chunk_rows, self.n_rows)], dtype=self.dtype)
+        if data.nbytes <= self.cache_bytes:
+            self._cache[c] = data
+            self._cached_bytes += data.nbytes
+            while self._cached_bytes > self.cache_bytes:
+                _, old = self._cache.popitem(last=False)
+                self._cached_bytes -= old.nbytes
+        return data
+
+    def chunks(self):
+        """Yield ``(start, rows)`` for every chunk of the source, in order."""
+        for c in range(-(-self.n_rows // self.chunk_rows)):
+            yield c * self.chunk_rows, self._chunk(c)
+
+    def take(self, indices: np.ndarray) -> np.ndarray:
+        """Data rows ``source[indices]`` of shape (b, n) in this object's dtype."""
+        indices = np.asarray(indices)
+        out = np.empty((indices.size, self.n_features), dtype=self.dtype)
+        chunk_of = indices // self.chunk_rows
+        for c in np.unique(chunk_of):
+            sel = chunk_of == c
+            out[sel] = self._chunk(int(c))[indices[sel] - c * self.chunk_rows]
+        return out
+
+    # -- kernel rows --------------------------------------------------------
+    def raw_block(self, X: np.ndarray, x_sqnorms: np.ndarray | None = None) -> np.ndarray:
+        """Uncentred kernel rows ``K(X, data)`` of shape (b, l). One pass over the data."""
+        X = np.ascontiguousarray(X, dtype=self.dtype)
+        if self.kernel.needs_norms and x_sqnorms is None:
+            x_sqnorms = squared_norms(X)
+        out = np.empty((X.shape[0], self.n_rows), dtype=self.dtype)
+        for start, Y in self.chunks():
+            yn = None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
+            out[:, start : start + Y.shape[0]] = kernel_block(X, Y, self.kernel, x_sqnorms, yn)
+        return out
+
+    def fit_centering(self, block_size: int = 256) -> Centering:
+        """One pass over all kernel rows: column means, their mean, mean of diag(K').
+
+        Cost ``2 l^2 n`` flops and O(block_size * l) memory.
+        """
+        sums = np.zeros(self.n_rows, dtype=np.float64)
+        diag_sum = 0.0
+        for a in range(0, self.n_rows, block_size):
+            idx = np.arange(a, min(a + block_size, self.n_rows))
+            X = self.take(idx)
+            sums[idx] = self.raw_block(X).sum(axis=1, dtype=np.float64)
+            diag_sum += float(kernel_diagonal(X, self.kernel).sum(dtype=np.float64))
+        column_means = sums / self.n_rows
+        grand_mean = float(column_means.mean())
+        self.centering = Centering(
+            column_means=column_means.astype(self.dtype),
+            grand_mean=grand_mean,
+            mean_diagonal=diag_sum / self.n_rows - grand_mean,
+        )
+        return self.centering
+
+    def block(self, indices: np.ndarray) -> np.ndarray:
+        """Centred training kernel rows ``K'[indices, :]`` of shape (b, l). Eq. 5."""
+        c = self._require_centering()
+        indices = np.asarray(indices)
+        X = self.take(indices)
+        xn = None if self._sqnorms is None else self._sqnorms[indices]
+        K = self.raw_block(X, xn)
+        return center_block(K, c.column_means[indices], c)
+
+    def transform_block(self, X: np.ndarray) -> np.ndarray:
+        """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring."""
+        c = self._require_centering()
+        K = self.raw_block(X)
+        return center_block(K, K.mean(axis=1), c)
+
+    def dense(self) -> np.ndarray:
+        """The whole centred kernel matrix K' (l, l). Only for small l: O(l^2) memory."""
+        return self.block(np.arange(self.n_rows))
+
+    def _require_centering(self) -> Centering:
+        if self.centering is None:
+            raise RuntimeError("call fit_centering() (or set .centering) before asking for centred rows")
+        return self.centering

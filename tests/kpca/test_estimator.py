@@ -1,0 +1,55 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from kpca.estimator import KernelHebbianPCA
+from kpca.metrics import subspace_angles
+
+
+def test_estimator_matches_exact_up_to_rotation(digits):
+    X = digits[:300]
+    exact = KernelHebbianPCA(5, sigma=3.0, solver="exact").fit(X)
+    smd = KernelHebbianPCA(5, sigma=3.0, solver="kha-smd", passes=20).fit(X)
+    Kc = exact.rows_.dense()
+    assert subspace_angles(smd.coefficients_, exact.coefficients_[:4], Kc).max() < 0.05
+    # transforms of new data agree up to an orthogonal map: compare by least squares
+    Z_exact, Z_smd = exact.transform(digits[1000:1100]), smd.transform(digits[1000:1100])
+    Q, *_ = np.linalg.lstsq(Z_smd, Z_exact, rcond=None)
+    rel = np.linalg.norm(Z_smd @ Q - Z_exact) / np.linalg.norm(Z_exact)
+    assert rel < 0.1
+    assert smd.params_used_["eta0"] > 0 and smd.params_used_["xi"] == 0.99
+
+
+def test_exact_transform_of_training_points_is_scaled_eigenvectors(digits):
+    X = digits[:200]
+    est = KernelHebbianPCA(3, sigma=3.0, solver="exact")
+    Z = est.fit_transform(X)
+    np.testing.assert_allclose(Z, est.transform(X), atol=1e-10)
+    # Z = K' A^T = V sqrt(lambda): columns orthogonal with squared norms lambda
+    np.testing.assert_allclose(Z.T @ Z, np.diag(est.eigenvalues_), atol=1e-8 * est.eigenvalues_[0])
+
+
+def test_sklearn_protocol(digits):
+    est = KernelHebbianPCA(4, kernel="polynomial", degree=3, solver="kha-et", passes=3)
+    assert est.get_params()["degree"] == 3
+    est.set_params(degree=2)
+    assert clone(est).get_params()["degree"] == 2
+    with pytest.raises(ValueError, match="n_components"):
+        KernelHebbianPCA(300).fit(digits[:300])
+    with pytest.raises(ValueError, match="solver"):
+        KernelHebbianPCA(2, solver="power").fit(digits[:50])
+    with pytest.raises(ValueError, match="kernel.sigma"):
+        KernelHebbianPCA(2, sigma=-1.0).fit(digits[:50])
+    with pytest.raises(ValueError, match="features"):
+        KernelHebbianPCA(2, passes=1).fit(digits[:50]).transform(digits[:5, :10])
+
+
+def test_kpca_imports_no_io_or_service_libraries():
+    code = ("import sys, kpca, kpca.estimator, kpca.driver, kpca.rows, kpca.metrics; "
+            "bad = [m for m in ('zarr', 'dask', 'distributed', 'fastapi', 'pydantic', 'uvicorn') if m in sys.modules]; "
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""

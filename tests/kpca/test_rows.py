@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from kpca.kernels import KernelSpec
+from kpca.rows import KernelRows
+from tests.naive import centered, kernel_matrix
+
+
+class CountingSource:
+    """A row source that records every read, to check reads are chunk-sized."""
+
+    def __init__(self, X, chunk_rows):
+        self.X, self.shape, self.chunks = X, X.shape, (chunk_rows, X.shape[1])
+        self.reads = []
+
+    def __getitem__(self, sl):
+        self.reads.append(sl.stop - sl.start)
+        return self.X[sl]
+
+
+@pytest.mark.parametrize("spec", [KernelSpec("gaussian", sigma=1.5), KernelSpec("polynomial", degree=2)],
+                         ids=lambda s: s.type)
+def test_centred_rows_match_eq5(spec, rng):
+    X = rng.normal(size=(97, 6))
+    rows = KernelRows(X, spec, chunk_rows=20)
+    c = rows.fit_centering(block_size=13)
+    Kc = centered(kernel_matrix(X, X, spec))
+    idx = np.array([5, 0, 96, 40])
+    np.testing.assert_allclose(rows.block(idx), Kc[idx], atol=1e-10)
+    assert c.mean_diagonal == pytest.approx(np.trace(Kc) / 97, rel=1e-10)
+
+
+def test_new_points_get_the_training_centring(rng):
+    spec = KernelSpec("gaussian", sigma=2.0)
+    X, Z = rng.normal(size=(50, 4)), rng.normal(size=(7, 4))
+    rows = KernelRows(X, spec)
+    rows.fit_centering()
+    K, Kz = kernel_matrix(X, X, spec), kernel_matrix(Z, X, spec)
+    expected = Kz - Kz.mean(axis=1, keepdims=True) - K.mean(axis=0) + K.mean()
+    np.testing.assert_allclose(rows.transform_block(Z), expected, atol=1e-12)
+    # a training point seen as a new point has exactly its training row
+    np.testing.assert_allclose(rows.transform_block(X[3:4]), rows.block(np.array([3])), atol=1e-12)
+
+
+def test_chunked_source_with_small_cache_reads_chunks_and_agrees(rng):
+    X = rng.normal(size=(230, 5))
+    spec = KernelSpec("laplacian", sigma=3.0)
+    source = CountingSource(X, chunk_rows=32)
+    chunked = KernelRows(source, spec, cache_bytes=3 * 32 * 5 * 8)  # 3 of 8 chunks fit
+    chunked.fit_centering(block_size=50)
+    full = KernelRows(X, spec)
+    full.fit_centering()
+    idx = rng.permutation(230)[:40]
+    np.testing.assert_allclose(chunked.block(idx), full.block(idx), atol=1e-12)
+    assert max(source.reads) <= 32
+    assert chunked._cached_bytes <= chunked.cache_bytes
