@@ -1,0 +1,222 @@
+"""Atomic file writes, JSON documents and advisory locks.
+
+Every file the store writes goes through `write_via_temp`: the content is
+written to a hidden temporary name in the destination folder
+(``.{name}.tmp-{random}``), flushed and fsynced, then renamed over the final
+name (``os.replace``) or linked to it when the name must not exist yet
+(``os.link``, atomic exclusive creation). A reader therefore sees the old file,
+the new file or no file, never a partial one; a crash leaves at most a hidden
+temporary file, which listings ignore.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+"""Version of every JSON document and checkpoint the store writes."""
+
+_LINK_UNSUPPORTED = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK}
+
+
+def temp_path(path: Path) -> Path:
+    """A fresh hidden temporary name next to ``path``: ``.{name}.tmp-{hex}``. Cost O(1)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush a directory's entries (renames, creations) to disk. Cost one fsync."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    """Fsync every file and directory under ``root`` (before renaming the tree). Cost one fsync per entry."""
+    for folder, _dirs, files in os.walk(root):
+        for file_name in files:
+            fd = os.open(os.path.join(folder, file_name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(folder))
+
+
+def write_via_temp(path: Path, write: Callable[[IO[bytes]], None], exclusive: bool = False) -> None:
+    """Write a file atomically: ``write(f)`` fills a temporary file that then takes the name ``path``.
+
+    Parameters
+    ----------
+    path : Path
+        Final name; its folder must exist.
+    write : callable
+        Called once with a binary file object open for writing.
+    exclusive : bool
+        If true, fail with `FileExistsError` when ``path`` already exists
+        (atomic create-once via ``os.link``); otherwise replace it.
+
+    Notes
+    -----
+    Cost: the bytes written plus two fsyncs (file and folder). On failure the
+    temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "xb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if exclusive:
+            _link_exclusive(tmp, path)
+        else:
+            os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(path.parent)
+
+
+def _link_exclusive(tmp: Path, path: Path) -> None:
+    try:
+        os.link(tmp, path)
+    except OSError as exc:
+        if isinstance(exc, FileExistsError) or exc.errno not in _LINK_UNSUPPORTED:
+            raise
+        # File systems without hard links: serialise creators with a lock instead.
+        with file_lock(path.parent / ".create.lock", shared=False):
+            if path.exists():
+                raise FileExistsError(errno.EEXIST, "file exists", str(path)) from None
+            os.replace(tmp, path)
+
+
+def atomic_write_bytes(path: Path, data: bytes, exclusive: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically (see `write_via_temp`). Cost O(len(data)) plus two fsyncs."""
+    write_via_temp(path, lambda handle: handle.write(data), exclusive=exclusive)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dump_json(obj: dict) -> bytes:
+    """Encode a stored document as strict UTF-8 JSON.
+
+    The document must be a dict carrying ``"schema_version"``. numpy scalars
+    and arrays are converted to Python values; NaN and infinities are refused
+    (`ValueError`) because they are not JSON. Cost O(size of the document).
+    """
+    if not isinstance(obj, dict) or "schema_version" not in obj:
+        raise ValueError("a stored JSON document must be a dict with a 'schema_version'")
+    text = json.dumps(obj, default=_json_default, allow_nan=False, indent=1, sort_keys=True)
+    return (text + "\n").encode("utf-8")
+
+
+def atomic_write_json(path: Path, obj: dict, exclusive: bool = False) -> None:
+    """Write the JSON document ``obj`` (see `dump_json`) to ``path`` atomically.
+
+    Cost O(document size) plus two fsyncs.
+    """
+    atomic_write_bytes(path, dump_json(obj), exclusive=exclusive)
+
+
+def read_json(path: Path) -> dict:
+    """Read a stored JSON document.
+
+    Raises `FileNotFoundError` if it is missing and `ValueError` if it is not a
+    dict or has a ``schema_version`` newer than this code understands.
+    Cost O(size of the file).
+    """
+    with open(path, "rb") as handle:
+        doc = json.loads(handle.read().decode("utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ValueError(f"{path}: unsupported schema_version {version!r}")
+    return doc
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, shared: bool = False) -> Iterator[None]:
+    """Hold an advisory ``fcntl.flock`` on ``path`` (created if missing) for the ``with`` block.
+
+    Shared holders run together; an exclusive holder runs alone. Each call
+    opens its own descriptor, so the lock works between threads of one
+    process as well as between processes. If the lock file is renamed away
+    (its folder deleted) while waiting, the lock is taken again on the current
+    file; if the folder no longer exists, `FileNotFoundError` is raised.
+
+    Parameters
+    ----------
+    path : Path
+        Lock file; its folder must exist.
+    shared : bool
+        Shared (reader) lock instead of an exclusive one.
+
+    Notes
+    -----
+    Cost: an open, a flock and two stats; blocks while a conflicting lock is held.
+    """
+    operation = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, operation)
+            try:
+                on_disk = os.stat(path)
+            except FileNotFoundError:
+                on_disk = None
+            held = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if on_disk is not None and (on_disk.st_ino, on_disk.st_dev) == (held.st_ino, held.st_dev):
+            break
+        os.close(fd)  # the file we locked was renamed away: lock the current one
+    try:
+        yield
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def remove_tree(path: Path) -> bool:
+    """Delete a folder so that it is never seen half-deleted.
+
+    The folder is first renamed to a hidden tombstone next to it
+    (``.{name}.deleted-{hex}``), then removed. Returns False if ``path`` did
+    not exist. Cost: one rename plus O(files) unlinks.
+    """
+    path = Path(path)
+    tombstone = path.with_name(f".{path.name}.deleted-{uuid.uuid4().hex[:12]}")
+    try:
+        os.rename(path, tombstone)
+    except FileNotFoundError:
+        return False
+    fsync_dir(path.parent)
+    shutil.rmtree(tombstone, ignore_errors=True)
+    return True

@@ -1,0 +1,61 @@
+"""Errors raised by `store/`, each naming a machine-readable code and the field at fault.
+
+The service maps them to HTTP statuses: `NotFound` -> 404, `Conflict` -> 409,
+`Invalid` -> 400/422. Anything else escaping `store/` is a bug (a 500).
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class: a request the store refuses, with a message a user can act on.
+
+    Attributes
+    ----------
+    code : str
+        Machine-readable kind (``"not_found"``, ``"conflict"``, ``"invalid"``).
+    message : str
+        Human-readable explanation.
+    field : str or None
+        The request field at fault (``"name"``, ``"rows"``, ``"index"``, ...).
+    """
+
+    code: str = "store_error"
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def as_dict(self) -> dict:
+        """The error as a JSON-able ``{"code", "message", "field"}`` dict. Cost O(1)."""
+        return {"code": self.code, "message": self.message, "field": self.field}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, field={self.field!r})"
+
+
+class NotFound(StoreError):
+    """A named resource does not exist: ``NotFound("dataset", "x")`` -> "dataset 'x' not found"."""
+
+    code = "not_found"
+
+    def __init__(self, kind: str, name: str, field: str | None = None):
+        super().__init__(f"{kind} {name!r} not found", field=field)
+        self.kind = kind
+        self.name = name
+
+
+class Conflict(StoreError):
+    """The request clashes with the stored state (name taken, set already committed, ...)."""
+
+    code = "conflict"
+
+
+class Invalid(StoreError):
+    """Client input at fault; ``field`` names it: ``Invalid("rows", "empty chunk")``."""
+
+    code = "invalid"
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message, field=field)

@@ -1,0 +1,16 @@
+"""UTC timestamps as the ISO-8601 strings stored in documents."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def utc_now() -> str:
+    """Current UTC time as ``"2025-01-31T12:00:00.123Z"``. Cost O(1)."""
+    return to_iso(datetime.now(timezone.utc).timestamp())
+
+
+def to_iso(epoch_seconds: float) -> str:
+    """A POSIX timestamp (seconds) as an ISO-8601 UTC string with milliseconds. Cost O(1)."""
+    moment = datetime.fromtimestamp(epoch_seconds, timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,38 @@
+"""Process safety: uploads and record updates from separate processes (spawned, real flock)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from store import DatasetStore, ModelRegistry
+
+
+def _chunk(index: int) -> np.ndarray:
+    return np.random.default_rng(index).normal(size=(20 + index, 8))
+
+
+def _upload_and_update(root: str, indices: list[int]) -> list[int]:
+    datasets, registry = DatasetStore(root), ModelRegistry(root)
+    for index in indices:
+        datasets.put_chunk("shared", index, _chunk(index))
+        registry.update("job", **{f"chunk{index}": "stored"})
+    return indices
+
+
+def test_uploads_and_updates_from_two_processes(root):
+    datasets, registry = DatasetStore(root), ModelRegistry(root)
+    datasets.create("shared", 8, "float64")
+    registry.create("job", {"status": "running"})
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+        done = list(pool.map(_upload_and_update, [str(root)] * 2, [[0, 2, 4, 6], [1, 3, 5, 7]]))
+    assert sorted(sum(done, [])) == list(range(8))
+    record = registry.get("job")
+    assert all(record[f"chunk{i}"] == "stored" for i in range(8))
+    meta = datasets.commit("shared")
+    expected = np.concatenate([_chunk(i) for i in range(8)])
+    assert meta["n_rows"] == expected.shape[0]
+    assert datasets.open_array("shared")[:].tobytes() == expected.tobytes()
