@@ -1,0 +1,106 @@
+"""The fit and projection tasks on a real LocalCluster, with real zarr on disk."""
+
+import time
+
+import numpy as np
+import pytest
+
+from kpca.estimator import KernelHebbianPCA
+from kpca.metrics import subspace_angles
+from store import CheckpointStore, DatasetStore, ModelRegistry
+from workers import Backend
+from workers.fit import run_fit
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, digits):
+    root = tmp_path_factory.mktemp("data")
+    ds = DatasetStore(root)
+    ds.create("digits", 64, "float64")
+    for i, chunk in enumerate(np.array_split(digits[:400], 3)):
+        ds.put_chunk("digits", i, chunk)
+    ds.commit("digits")
+    return root
+
+
+@pytest.fixture(scope="module")
+def backend(data_dir):
+    with Backend(data_dir, n_workers=1) as b:
+        yield b
+
+
+def model_record(name, solver="kha-smd", passes=4, **params):
+    return {"name": name, "dataset": "digits", "kernel": {"type": "gaussian", "sigma": 3.0}, "n_components": 5,
+            "solver": solver, "params": {"passes": passes, "seed": 3, **params}, "status": "queued",
+            "progress": None, "history": [], "error": None}
+
+
+def wait_for(registry, name, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = registry.get(name)
+        if record["status"] in ("completed", "failed", "cancelled"):
+            return record
+        time.sleep(0.2)
+    raise AssertionError(f"{name} did not finish: {registry.get(name)['status']}")
+
+
+def test_fit_on_cluster_reports_progress_and_projects(data_dir, backend, digits):
+    registry = ModelRegistry(data_dir)
+    registry.create("smd", model_record("smd", passes=6))
+    backend.submit_fit("smd")
+    record = wait_for(registry, "smd")
+    assert record["status"] == "completed", record["error"]
+    assert [h["pass"] for h in record["history"]] == [1, 2, 3, 4, 5, 6]
+    errors = [h["convergence"]["value"] for h in record["history"]]
+    assert all(h["convergence"]["metric"] == "excess_error" for h in record["history"])
+    assert errors[-1] < errors[0] and errors[-1] < 0.05
+    assert record["progress"]["fraction"] == 1.0 and record["progress"]["t"] == 6 * 400
+    assert record["params_used"]["eta0"] > 0 and record["params_used"]["xi"] == 0.99
+    # projection on a worker equals the estimator on the same data
+    Z = backend.project("smd", digits[1000:1010])
+    exact = KernelHebbianPCA(5, sigma=3.0, solver="exact").fit(digits[:400])
+    A = CheckpointStore(data_dir).load("smd")["A"]
+    assert subspace_angles(A, exact.coefficients_[:4], exact.rows_.dense()).max() < 0.1
+    np.testing.assert_allclose(Z, exact.rows_.transform_block(digits[1000:1010]) @ A.T, atol=1e-10)
+
+
+def test_resume_from_checkpoint_equals_uninterrupted_run(data_dir):
+    registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
+    registry.create("whole", model_record("whole", passes=4))
+    assert run_fit(str(data_dir), "whole") == "completed"
+    # "crash" after pass 2: the fit ran only two passes, then is started again for four
+    registry.create("crashed", model_record("crashed", passes=2))
+    assert run_fit(str(data_dir), "crashed") == "completed"
+    record = registry.get("crashed")
+    registry.update("crashed", status="queued", params={**record["params"], "passes": 4})
+    assert run_fit(str(data_dir), "crashed") == "completed"
+    whole, resumed = checkpoints.load("whole"), checkpoints.load("crashed")
+    for key in ("A", "AK", "B", "rho"):
+        assert np.array_equal(whole[key], resumed[key]), key
+    assert [h["pass"] for h in registry.get("crashed")["history"]] == [1, 2, 3, 4]
+
+
+def test_cancel_keeps_the_last_checkpoint(data_dir):
+    registry = ModelRegistry(data_dir)
+    registry.create("cancelled", model_record("cancelled", passes=50, block_size=50))
+    registry.request_cancel("cancelled")
+    assert run_fit(str(data_dir), "cancelled") == "cancelled"
+    assert registry.get("cancelled")["status"] == "cancelled"
+
+
+def test_divergence_is_reported_in_words(data_dir):
+    registry = ModelRegistry(data_dir)
+    registry.create("wild", model_record("wild", solver="kha", passes=2, eta0=1e12))
+    assert run_fit(str(data_dir), "wild") == "failed"
+    error = registry.get("wild")["error"]
+    assert error["code"] == "diverged" and "smaller eta0" in error["message"]
+
+
+def test_exact_solver_task(data_dir, digits):
+    registry = ModelRegistry(data_dir)
+    registry.create("exact", model_record("exact", solver="exact"))
+    assert run_fit(str(data_dir), "exact") == "completed"
+    lam = CheckpointStore(data_dir).load("exact")["eigenvalues"]
+    ref = KernelHebbianPCA(5, sigma=3.0, solver="exact").fit(digits[:400]).eigenvalues_
+    np.testing.assert_allclose(lam, ref, rtol=1e-8)
