@@ -108,7 +108,8 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
     registry.update(name, status="running", error=None)
     rows = open_rows(datasets, record)
     l = rows.n_rows
-    limit = int(params.get("exact_limit") or DEFAULT_EXACT_LIMIT)
+    limit = record.get("exact_limit")
+    limit = DEFAULT_EXACT_LIMIT if limit is None else int(limit)
 
     if solver == "exact":
         if l > limit:

@@ -1,0 +1,83 @@
+"""Throughput of kernel-row blocks as a ratio to numpy's GEMM of the same shape.
+
+For each (n, dtype): a block of B rows against l points, Gaussian kernel.
+``gemm`` times ``X @ Y.T`` alone (the floor: 2 B l n flops); ``kernel_block``
+times the GEMM plus the jitted element-wise map; ``centred_rows`` times
+`KernelRows.block` (gather, kernel, centring) over a chunked source. Same
+process, same BLAS threads, best of ``--repeat`` runs. Prints JSON and writes
+bench/results/kernel_rows.json.
+
+    python bench/kernel_rows.py [--l 20000] [--block 256] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kpca.kernels import KernelSpec, kernel_block, squared_norms
+from kpca.rows import KernelRows
+
+OUT = Path(__file__).parent / "results"
+
+
+def best_time(fn, repeat):
+    fn()  # warm-up (and numba compilation)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def blas_info():
+    try:
+        from threadpoolctl import threadpool_info
+
+        return [{k: d.get(k) for k in ("internal_api", "num_threads", "architecture")} for d in threadpool_info()]
+    except Exception:  # threadpoolctl is optional
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--l", type=int, default=20000)
+    ap.add_argument("--block", type=int, default=256)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    spec = KernelSpec("gaussian", sigma=4.0)
+    runs = []
+    for n in (64, 256):
+        for dtype in (np.float32, np.float64):
+            Y = rng.random((args.l, n)).astype(dtype)
+            X = Y[: args.block].copy()
+            xn, yn = squared_norms(X), squared_norms(Y)
+            flops = 2.0 * args.block * args.l * n
+            t_gemm = best_time(lambda: X @ Y.T, args.repeat)
+            t_kernel = best_time(lambda: kernel_block(X, Y, spec, xn, yn), args.repeat)
+            rows = KernelRows(Y, spec, dtype=dtype, chunk_rows=4096)
+            rows.fit_centering(block_size=1024) if args.l <= 20000 else None
+            idx = rng.permutation(args.l)[: args.block]
+            t_rows = best_time(lambda: rows.block(idx), args.repeat) if rows.centering is not None else None
+            runs.append({
+                "n": n, "dtype": np.dtype(dtype).name, "block": args.block, "l": args.l,
+                "gemm_gflops": flops / t_gemm / 1e9,
+                "kernel_block_gflops": flops / t_kernel / 1e9,
+                "kernel_block_vs_gemm": t_gemm / t_kernel,
+                "centred_rows_gflops": flops / t_rows / 1e9 if t_rows else None,
+                "centred_rows_vs_gemm": t_gemm / t_rows if t_rows else None,
+            })
+    doc = {"kernel": spec.to_dict(), "blas": blas_info(), "runs": runs}
+    OUT.mkdir(exist_ok=True)
+    (OUT / "kernel_rows.json").write_text(json.dumps(doc, indent=1))
+    print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""A complete session against a running kpca-stream (``make run``): upload
+scikit-learn's digits in chunks, commit, fit kha-smd, poll, project.
+
+    .venv/bin/python examples/digits_session.py [http://127.0.0.1:8000]
+"""
+
+import io
+import sys
+import time
+
+import httpx
+import numpy as np
+from sklearn.datasets import load_digits
+
+api = httpx.Client(base_url=sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000", timeout=60)
+X = (load_digits().data / 16.0).astype(np.float32)  # 1797 x 64, pixels in [0, 1]
+
+api.post("/v1/datasets", json={"name": "digits", "n_features": 64, "dtype": "float32"}).raise_for_status()
+for i, chunk in enumerate(np.array_split(X, 4)):
+    if i % 2 == 0:  # .npy bytes ...
+        buf = io.BytesIO()
+        np.save(buf, chunk)
+        r = api.put(f"/v1/datasets/digits/chunks/{i}", content=buf.getvalue(),
+                    headers={"Content-Type": "application/octet-stream"})
+    else:  # ... or JSON rows
+        r = api.put(f"/v1/datasets/digits/chunks/{i}", json={"rows": chunk.tolist()})
+    r.raise_for_status()
+print(api.post("/v1/datasets/digits/commit").json())
+
+r = api.post("/v1/models", json={"name": "digits-rbf", "dataset": "digits",
+                                 "kernel": {"type": "gaussian", "sigma": 3.0},
+                                 "n_components": 16, "solver": "kha-smd",
+                                 "params": {"passes": 20, "seed": 0}})
+print(r.status_code, r.headers["Location"])
+while (model := api.get("/v1/models/digits-rbf").json())["status"] in ("queued", "running"):
+    p = model["progress"]
+    if p:
+        print(f"pass {p['pass']}/{p['passes']}  {p['convergence']['metric']} = {p['convergence']['value']:.2e}"
+              f"  remaining {p['remaining_s']:.0f} s")
+    time.sleep(1)
+print(model["status"], model["params_used"])
+
+Z = api.post("/v1/models/digits-rbf/project", json={"rows": X[:5].tolist()}).json()["components"]
+print(np.round(np.asarray(Z)[:, :4], 3))

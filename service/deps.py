@@ -1,0 +1,41 @@
+"""Route dependencies: the objects the lifespan placed on ``app.state``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from service.errors import ApiError
+from service.settings import Settings
+from store import DatasetStore, ModelRegistry
+from workers import Backend
+
+
+def _state(request: Request, attribute: str):
+    value = getattr(request.app.state, attribute, None)
+    if value is None:
+        raise ApiError(503, "unavailable", "the service is starting or shutting down; retry shortly")
+    return value
+
+
+def get_app_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_datasets(request: Request) -> DatasetStore:
+    return _state(request, "datasets")
+
+
+def get_models(request: Request) -> ModelRegistry:
+    return _state(request, "models")
+
+
+def get_backend(request: Request) -> Backend:
+    return _state(request, "backend")
+
+
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+DatasetsDep = Annotated[DatasetStore, Depends(get_datasets)]
+ModelsDep = Annotated[ModelRegistry, Depends(get_models)]
+BackendDep = Annotated[Backend, Depends(get_backend)]

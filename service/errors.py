@@ -1,0 +1,155 @@
+"""Error translation: every failure leaves as ``{"error": {code, message, field}}``.
+
+* `ApiError` — raised by routes for mistakes they detect themselves.
+* store errors (`store.errors.StoreError`) — mapped by their ``code``:
+  ``not_found`` 404, ``conflict`` 409, ``invalid`` 422.
+* `RequestValidationError` — 422 (400 when the JSON itself is unparseable),
+  ``field`` is the dotted location without its ``body``/``path``/``query`` root.
+* Starlette `HTTPException` (unknown route, wrong method) — its status code.
+* anything else — 500 ``internal``, logged; client input should never get here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.schemas.errors import ErrorBody, ErrorDetail
+from store.errors import NotFound, StoreError
+
+log = logging.getLogger(__name__)
+
+#: HTTP status of each store error code.
+STORE_STATUS = {"not_found": 404, "conflict": 409, "invalid": 422}
+
+#: Error code reported for a bare HTTP status (routing errors and the like).
+STATUS_CODE_NAMES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    503: "unavailable",
+}
+
+#: Fields holding a discriminated union: pydantic puts the tag in the error
+#: location (``kernel.gaussian.sigma``); users wrote ``kernel.sigma``.
+_TAGGED_UNION_FIELDS = frozenset({"kernel"})
+
+_LOCATION_ROOTS = frozenset({"body", "path", "query", "header", "cookie"})
+
+
+class ApiError(HTTPException):
+    """A client mistake found by a route: status, code, message, field at fault."""
+
+    def __init__(self, status_code: int, code: str, message: str, field: str | None = None):
+        super().__init__(status_code=status_code, detail=message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def error_response(
+    status_code: int, code: str, message: str, field: str | None = None, headers=None
+) -> JSONResponse:
+    body = ErrorBody(error=ErrorDetail(code=code, message=message, field=field))
+    return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
+
+
+def field_from_loc(loc: Sequence[Any]) -> str | None:
+    """Dotted field name of a pydantic error location.
+
+    ``("body", "kernel", "gaussian", "sigma")`` -> ``"kernel.sigma"``;
+    ``("path", "index")`` -> ``"index"``; ``("body",)`` -> ``"body"``.
+    """
+    parts = list(loc)
+    root = None
+    if parts and parts[0] in _LOCATION_ROOTS:
+        root = parts.pop(0)
+    cleaned: list[str] = []
+    for i, part in enumerate(parts):
+        if i > 0 and parts[i - 1] in _TAGGED_UNION_FIELDS and isinstance(part, str):
+            # the union tag, unless it is the only thing after the field
+            if i + 1 < len(parts):
+                continue
+        cleaned.append(str(part))
+    if cleaned:
+        return ".".join(cleaned)
+    return root
+
+
+def _describe_validation_errors(errors: Sequence[dict[str, Any]]) -> tuple[int, str, str, str | None]:
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        reason = (first.get("ctx") or {}).get("error", "invalid JSON")
+        return 400, "bad_request", f"request body is not valid JSON: {reason}", "body"
+    field = field_from_loc(first.get("loc", ()))
+    message = str(first.get("msg", "invalid value"))
+    if first.get("type") == "missing":
+        message = "field required"
+    elif first.get("type") == "extra_forbidden":
+        message = "unknown field; remove it (see the schema at /docs)"
+    if field:
+        message = f"{field}: {message}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    return 422, "invalid", message, field
+
+
+async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    return error_response(exc.status_code, exc.code, exc.message, exc.field, exc.headers)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if isinstance(exc, ApiError):
+        return await _api_error(request, exc)
+    code = STATUS_CODE_NAMES.get(exc.status_code, "error")
+    message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    return error_response(exc.status_code, code, message, None, getattr(exc, "headers", None))
+
+
+async def _store_error(request: Request, exc: StoreError) -> JSONResponse:
+    status_code = STORE_STATUS.get(exc.code, 422)
+    field = exc.field
+    if field is None and isinstance(exc, NotFound):
+        field = "name"  # the resource named in the path
+    return error_response(status_code, exc.code, exc.message, field)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = list(exc.errors()) or [{"loc": ("body",), "msg": "invalid request"}]
+    first = errors[0]
+    if tuple(first.get("loc", ())) == ("body",) and first.get("type") != "missing":
+        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media_type != "application/json" and not media_type.endswith("+json"):
+            # FastAPI only parses JSON bodies sent as JSON: say so instead of "not an object"
+            return error_response(
+                415,
+                "unsupported_media_type",
+                f"Content-Type must be application/json, not {media_type or 'absent'}",
+                "content-type",
+            )
+    status_code, code, message, field = _describe_validation_errors(errors)
+    return error_response(status_code, code, message, field)
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal", "internal server error; the failure has been logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error the documented shape."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _internal_error)

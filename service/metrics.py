@@ -1,0 +1,72 @@
+"""Prometheus metrics of one app: a request counter and a latency histogram.
+
+Each app owns its `CollectorRegistry` (no global registry), so several apps can
+live in one process (the test suite starts one per module).
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+#: Route label of requests that matched no route (keeps label cardinality bounded).
+UNMATCHED = "unmatched"
+
+
+class Metrics:
+    """The collectors of one app."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "kpca_http_requests",
+            "HTTP requests served, by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "kpca_http_request_duration_seconds",
+            "Time to serve an HTTP request, by method and route template.",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+        )
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method=method, route=route, status=str(status)).inc()
+        self.latency.labels(method=method, route=route).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Count and time every HTTP request under its route template (``/v1/datasets/{name}``)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        status = 500
+        started = time.perf_counter()
+
+        async def send_with_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_status)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or UNMATCHED
+            self.metrics.observe(scope["method"], route, status, time.perf_counter() - started)

@@ -1,0 +1,19 @@
+"""Liveness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    """Request counts and latencies of this app, in the Prometheus text format."""
+    app_metrics = request.app.state.metrics
+    return Response(app_metrics.render(), media_type=app_metrics.content_type)

@@ -1,0 +1,29 @@
+"""Pydantic schemas, one family per resource."""
+
+from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic
+from service.schemas.errors import ErrorBody, ErrorDetail
+from service.schemas.models import (
+    FitParams,
+    KernelSpec,
+    ModelCreate,
+    ModelPublic,
+    ModelsPublic,
+    ProjectRequest,
+    ProjectResponse,
+)
+
+__all__ = [
+    "ChunkRows",
+    "DatasetCreate",
+    "DatasetPublic",
+    "DatasetsPublic",
+    "ErrorBody",
+    "ErrorDetail",
+    "FitParams",
+    "KernelSpec",
+    "ModelCreate",
+    "ModelPublic",
+    "ModelsPublic",
+    "ProjectRequest",
+    "ProjectResponse",
+]

@@ -1,0 +1,86 @@
+"""A real kpca-stream server per test module: uvicorn in a thread, a real httpx client.
+
+A module tunes its server with a module-level ``SERVER_SETTINGS`` dict (for
+example ``{"max_body_bytes": 65536}``). Every response the client receives is
+checked: a 5xx fails the test that caused it.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from service import Settings, create_app
+
+STARTUP_TIMEOUT_S = 90.0
+
+
+def _no_server_errors(response: httpx.Response) -> None:
+    if response.status_code >= 500:
+        response.read()
+        raise AssertionError(
+            f"{response.request.method} {response.request.url} -> {response.status_code}: {response.text}"
+        )
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """The data folder of the module's server."""
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="module")
+def server(request, data_dir) -> Iterator[str]:
+    """Base URL of a running server with its own data folder and embedded one-worker cluster."""
+    overrides = getattr(request.module, "SERVER_SETTINGS", {})
+    settings = Settings(data_dir=data_dir, scheduler=None, n_workers=1, **overrides)
+    app = create_app(settings)
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+
+    base_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        if not thread.is_alive():
+            pytest.fail("the server exited during startup (see the log above)")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=2.0).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            uv.should_exit = True
+            pytest.fail(f"the server did not answer /healthz within {STARTUP_TIMEOUT_S:.0f} s")
+        time.sleep(0.1)
+    try:
+        yield base_url
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=60)
+        listener.close()
+
+
+@pytest.fixture(scope="module")
+def api(server) -> Iterator[httpx.Client]:
+    """An httpx client on the module's server that fails the test on any 5xx."""
+    with httpx.Client(base_url=server, timeout=60.0, event_hooks={"response": [_no_server_errors]}) as client:
+        yield client
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20240531)

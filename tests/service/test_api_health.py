@@ -1,0 +1,55 @@
+"""Liveness, Prometheus metrics and the error shape of routing errors."""
+
+from __future__ import annotations
+
+
+def test_healthz(api):
+    response = api.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_metrics_count_requests_by_route_and_status(api):
+    api.get("/healthz")
+    api.get("/v1/datasets/absent")
+    response = api.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert 'kpca_http_requests_total{method="GET",route="/healthz",status="200"}' in text
+    assert 'kpca_http_requests_total{method="GET",route="/v1/datasets/{name}",status="404"}' in text
+    assert "kpca_http_request_duration_seconds_bucket" in text
+
+
+def test_unmatched_paths_share_one_label(api):
+    api.get("/no/such/path/1")
+    api.get("/no/such/path/2")
+    text = api.get("/metrics").text
+    assert 'route="unmatched",status="404"' in text
+    assert "/no/such/path" not in text
+
+
+def test_unknown_route_is_404_in_error_shape(api):
+    response = api.get("/v1/nothing-here")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_wrong_method_is_405_in_error_shape(api):
+    response = api.patch("/v1/datasets")
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_openapi_lists_the_resources(api):
+    paths = api.get("/openapi.json").json()["paths"]
+    for path in (
+        "/v1/datasets",
+        "/v1/datasets/{name}",
+        "/v1/datasets/{name}/chunks/{index}",
+        "/v1/datasets/{name}/commit",
+        "/v1/models",
+        "/v1/models/{name}",
+        "/v1/models/{name}/project",
+    ):
+        assert path in paths

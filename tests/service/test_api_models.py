@@ -1,0 +1,263 @@
+"""``/v1/models`` over a real server: validation of model requests, records read from the registry.
+
+Fitting and projecting end to end is covered by ``tests/e2e``; here a model
+record is at most submitted (202) or written straight into the registry to
+stand for what a worker would have written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from store import ModelRegistry
+
+N_ROWS, N_FEATURES = 40, 4
+
+
+def assert_error(response, status: int, code: str, field: str | None):
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code, error
+    assert error["field"] == field, error
+    assert error["message"], error
+    return error
+
+
+def model_body(**changes):
+    body = {
+        "name": "m",
+        "dataset": "ready",
+        "kernel": {"type": "gaussian", "sigma": 2.0},
+        "n_components": 3,
+        "solver": "kha-smd",
+        "params": {"passes": 1, "seed": 0},
+    }
+    body.update(changes)
+    return body
+
+
+@pytest.fixture(scope="module", autouse=True)
+def datasets(api):
+    """A committed data set "ready" (40 x 4) and an open one "open"."""
+    rows = np.random.default_rng(7).standard_normal((N_ROWS, N_FEATURES)).round(5)
+    api.post("/v1/datasets", json={"name": "ready", "n_features": N_FEATURES}).raise_for_status()
+    api.put("/v1/datasets/ready/chunks/0", json={"rows": rows[:25].tolist()}).raise_for_status()
+    api.put("/v1/datasets/ready/chunks/1", json={"rows": rows[25:].tolist()}).raise_for_status()
+    api.post("/v1/datasets/ready/commit").raise_for_status()
+    api.post("/v1/datasets", json={"name": "open", "n_features": N_FEATURES}).raise_for_status()
+    api.put("/v1/datasets/open/chunks/0", json={"rows": rows.tolist()}).raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def registry(data_dir) -> ModelRegistry:
+    return ModelRegistry(data_dir)
+
+
+def stored_record(registry, name, status, **fields):
+    """Write a model record as a worker would have left it."""
+    record = {
+        "name": name,
+        "dataset": "ready",
+        "dataset_checksum": None,
+        "kernel": {"type": "linear"},
+        "n_components": 2,
+        "solver": "kha",
+        "params": {"passes": 1, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None},
+        "status": status,
+        "progress": None,
+        "history": [],
+        "error": None,
+        "params_used": None,
+    }
+    record.update(fields)
+    registry.create(name, record)
+
+
+# ------------------------------------------------------------- validation
+
+
+def test_model_on_unknown_dataset_is_404(api):
+    assert_error(api.post("/v1/models", json=model_body(dataset="absent")), 404, "not_found", "dataset")
+
+
+def test_model_on_uncommitted_dataset_is_409(api):
+    error = assert_error(api.post("/v1/models", json=model_body(dataset="open")), 409, "conflict", "dataset")
+    assert "commit" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "kernel, field",
+    [
+        ({"type": "gaussian", "sigma": -1.0}, "kernel.sigma"),
+        ({"type": "gaussian", "sigma": 0}, "kernel.sigma"),
+        ({"type": "gaussian"}, "kernel.sigma"),
+        ({"type": "laplacian", "sigma": "wide"}, "kernel.sigma"),
+        ({"type": "polynomial", "degree": 0}, "kernel.degree"),
+        ({"type": "polynomial", "offset": -1}, "kernel.offset"),
+        ({"type": "tanh", "gamma": 0}, "kernel.gamma"),
+        ({"type": "linear", "sigma": 1.0}, "kernel.sigma"),
+        ({"type": "cosine"}, "kernel"),
+        ({"sigma": 1.0}, "kernel"),
+        ("gaussian", "kernel"),
+    ],
+)
+def test_bad_kernel_is_422_naming_the_field(api, kernel, field):
+    assert_error(api.post("/v1/models", json=model_body(kernel=kernel)), 422, "invalid", field)
+
+
+def test_infinite_sigma_is_422(api):
+    body = b'{"name": "m", "dataset": "ready", "kernel": {"type": "gaussian", "sigma": Infinity}, "n_components": 2}'
+    response = api.post("/v1/models", content=body, headers={"Content-Type": "application/json"})
+    assert_error(response, 422, "invalid", "kernel.sigma")
+
+
+def test_unknown_solver_is_422(api):
+    error = assert_error(api.post("/v1/models", json=model_body(solver="newton")), 422, "invalid", "solver")
+    assert "kha-smd" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"learning_rate": 0.1}, "params.learning_rate"),
+        ({"passes": 0}, "params.passes"),
+        ({"passes": 10_001}, "params.passes"),
+        ({"seed": -1}, "params.seed"),
+        ({"eta0": -0.5}, "params.eta0"),
+        ({"eta0": 0}, "params.eta0"),
+        ({"mu": -1}, "params.mu"),
+        ({"xi": 1.5}, "params.xi"),
+        ({"block_size": 0}, "params.block_size"),
+        ({"block_size": 4097}, "params.block_size"),
+    ],
+)
+def test_bad_params_are_422_naming_the_key(api, params, field):
+    error = assert_error(api.post("/v1/models", json=model_body(params=params)), 422, "invalid", field)
+    assert field.split(".")[1] in error["message"]
+
+
+@pytest.mark.parametrize("n_components", [N_ROWS, N_ROWS + 1, 10**6])
+def test_too_many_components_is_422(api, n_components):
+    error = assert_error(
+        api.post("/v1/models", json=model_body(n_components=n_components)), 422, "invalid", "n_components"
+    )
+    assert str(N_ROWS) in error["message"]
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"n_components": 0}, "n_components"),
+        ({"n_components": 2.5}, "n_components"),
+        ({"name": "../escape"}, "name"),
+        ({"dataset": "a/b"}, "dataset"),
+        ({"extra": 1}, "extra"),
+    ],
+)
+def test_other_bad_fields_are_422(api, changes, field):
+    assert_error(api.post("/v1/models", json=model_body(**changes)), 422, "invalid", field)
+
+
+def test_missing_body_is_422(api):
+    response = api.post("/v1/models")
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == "body"
+
+
+# ----------------------------------------------------------------- records
+
+
+def test_unknown_model_is_404(api):
+    assert_error(api.get("/v1/models/absent"), 404, "not_found", "name")
+    assert_error(api.delete("/v1/models/absent"), 404, "not_found", "name")
+    response = api.post("/v1/models/absent/project", json={"rows": [[0.0] * N_FEATURES]})
+    assert_error(response, 404, "not_found", "name")
+
+
+def test_get_reports_what_the_worker_wrote(api, registry):
+    progress = {"pass": 1, "passes": 1, "t": 40, "fraction": 1.0, "eigenvalues": [2.0, 1.0]}
+    stored_record(
+        registry,
+        "written",
+        "failed",
+        progress=progress,
+        history=[{"pass": 1, "elapsed_s": 0.1}],
+        error="diverged: the gains grew without bound; lower eta0",
+        params_used={"eta0": 0.05, "mu": 1.0, "block_size": 8},
+    )
+    model = api.get("/v1/models/written").json()
+    assert model["status"] == "failed"
+    assert model["error"].startswith("diverged")
+    assert model["progress"]["pass"] == 1
+    assert model["history"] == [{"pass": 1, "elapsed_s": 0.1}]
+    assert model["params_used"]["eta0"] == 0.05
+    assert "written" in [m["name"] for m in api.get("/v1/models").json()["models"]]
+
+
+@pytest.mark.parametrize("status", ["queued", "running", "failed", "cancelled"])
+def test_project_needs_a_completed_model(api, registry, status):
+    stored_record(registry, f"is-{status}", status)
+    response = api.post(f"/v1/models/is-{status}/project", json={"rows": [[0.0] * N_FEATURES]})
+    error = assert_error(response, 409, "conflict", "name")
+    assert status in error["message"]
+    assert f"GET /v1/models/is-{status}" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def completed(registry):
+    stored_record(registry, "done", "completed")
+    return "/v1/models/done/project"
+
+
+@pytest.mark.parametrize(
+    "rows, field",
+    [
+        ([[0.0] * (N_FEATURES - 1)], "rows"),
+        ([[0.0] * N_FEATURES, [0.0] * (N_FEATURES + 1)], "rows"),
+        ([], "rows"),
+        ([0.0] * N_FEATURES, "rows.0"),
+        ([[0.0, "x", 0.0, 0.0]], "rows.0.1"),
+    ],
+)
+def test_project_rows_are_validated(api, completed, rows, field):
+    assert_error(api.post(completed, json={"rows": rows}), 422, "invalid", field)
+
+
+def test_project_refuses_non_finite_rows_naming_the_row(api, completed):
+    body = b'{"rows": [[0, 0, 0, 0], [1, 1, 1, 1], [0, NaN, 0, 0]]}'
+    response = api.post(completed, content=body, headers={"Content-Type": "application/json"})
+    assert "row 2" in assert_error(response, 422, "invalid", "rows")["message"]
+
+
+def test_project_refuses_too_many_rows(api, completed):
+    response = api.post(completed, json={"rows": [[0, 0, 0, 0]] * 100_001})
+    assert_error(response, 422, "invalid", "rows")
+
+
+# ------------------------------------------------------------------- fits
+
+
+def test_create_model_is_202_with_location_and_record(api):
+    body = model_body(name="submitted", kernel={"type": "polynomial"}, params={"passes": 2})
+    response = api.post("/v1/models", json=body)
+    assert response.status_code == 202, response.text
+    assert response.headers["location"] == "/v1/models/submitted"
+    created = response.json()
+    assert created["status"] == "queued"
+    assert created["kernel"] == {"type": "polynomial", "degree": 2, "offset": 1.0, "gamma": 1.0}
+    assert created["params"] == {
+        "passes": 2, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None
+    }
+    assert created["dataset_checksum"] == api.get("/v1/datasets/ready").json()["checksum"]
+
+    model = api.get("/v1/models/submitted").json()
+    assert model["name"] == "submitted"
+    assert model["status"] in ("queued", "running", "completed", "failed")
+    assert model["n_components"] == 3
+
+    clash = api.post("/v1/models", json=body)
+    assert_error(clash, 409, "conflict", "name")
+
+    assert api.delete("/v1/models/submitted").status_code == 204
+    assert_error(api.get("/v1/models/submitted"), 404, "not_found", "name")

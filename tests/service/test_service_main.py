@@ -1,0 +1,60 @@
+"""Settings from the environment and the ``python -m service`` entry point (no server started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import service.__main__ as entry
+from service.settings import Settings, get_settings
+
+
+@pytest.fixture
+def clean_settings(monkeypatch):
+    for key in ("HOST", "PORT", "DATA_DIR", "SCHEDULER", "N_WORKERS", "MAX_BODY_BYTES", "EXACT_LIMIT"):
+        monkeypatch.delenv(f"KPCA_{key}", raising=False)
+    get_settings.cache_clear()
+    yield monkeypatch
+    get_settings.cache_clear()
+
+
+def test_defaults(clean_settings):
+    settings = Settings()
+    assert (settings.host, settings.port, settings.data_dir) == ("127.0.0.1", 8000, Path("./data"))
+    assert settings.scheduler is None
+    assert settings.n_workers == 2
+    assert settings.max_body_bytes == 64 * 1024 * 1024
+    assert settings.exact_limit == 3000
+
+
+def test_environment_with_kpca_prefix(clean_settings):
+    clean_settings.setenv("KPCA_PORT", "9001")
+    clean_settings.setenv("KPCA_SCHEDULER", "tcp://scheduler:8786")
+    clean_settings.setenv("KPCA_MAX_BODY_BYTES", "1024")
+    settings = get_settings()
+    assert settings.port == 9001
+    assert settings.scheduler == "tcp://scheduler:8786"
+    assert settings.max_body_bytes == 1024
+    assert get_settings() is settings
+
+
+def test_blank_scheduler_means_embedded(clean_settings):
+    clean_settings.setenv("KPCA_SCHEDULER", "")
+    assert Settings().scheduler is None
+
+
+def test_main_builds_the_app_and_runs_uvicorn(clean_settings, tmp_path):
+    clean_settings.setenv("KPCA_PORT", "9002")
+    calls = {}
+
+    def fake_run(app, host, port):
+        calls.update(app=app, host=host, port=port)
+
+    clean_settings.setattr(entry.uvicorn, "run", fake_run)
+    clean_settings.setattr(entry.logging, "basicConfig", lambda **kwargs: None)
+    entry.main(["--host", "0.0.0.0", "--data-dir", str(tmp_path)])
+    assert calls["host"] == "0.0.0.0"
+    assert calls["port"] == 9002  # from the environment
+    assert calls["app"].state.settings.data_dir == tmp_path
+    assert calls["app"].title == "kpca-stream"
