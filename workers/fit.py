@@ -31,7 +31,7 @@ from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error
 from kpca.rows import Centering, KernelRows
 from kpca.solvers import eigenvalue_estimates, exact_components, init_state, resolve_params
-from store import CheckpointStore, DatasetStore, ModelRegistry
+from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,15 @@ def run_fit(data_dir: str, model_name: str) -> str:
     """
     root = Path(data_dir)
     registry, datasets, checkpoints = ModelRegistry(root), DatasetStore(root), CheckpointStore(root)
-    record = registry.get(model_name)
+    try:
+        record = registry.get(model_name)
+    except NotFound:
+        return "deleted"
     try:
         return _fit(record, registry, datasets, checkpoints)
+    except _ModelGone:
+        log.info("model %s was deleted or replaced during its fit; stopped", model_name)
+        return "deleted"
     except Diverged as exc:
         registry.update(model_name, status="failed", error={"code": "diverged", "message": str(exc)})
         return "failed"
@@ -96,6 +102,20 @@ def run_fit(data_dir: str, model_name: str) -> str:
             "message": f"{type(exc).__name__}: {exc}. The last checkpoint is kept; "
                        f"POST /v1/models/{model_name}/resume may continue, or report this error."})
         return "failed"
+
+
+class _ModelGone(Exception):
+    """The model record this fit works for was deleted (or deleted and re-created)."""
+
+
+def _still_ours(registry: ModelRegistry, record: dict) -> None:
+    """Raise `_ModelGone` unless the registry still holds the record this fit started from."""
+    try:
+        current = registry.get(record["name"])
+    except NotFound:
+        raise _ModelGone() from None
+    if current.get("created_at") != record.get("created_at"):
+        raise _ModelGone()
 
 
 def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoints: CheckpointStore) -> str:
@@ -160,6 +180,7 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
         lam = eigenvalue_estimates(state["A"], state["AK"])
         previous["eigenvalues"] = lam
         gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0)
+        _still_ours(registry, record)  # never write checkpoints into a deleted or re-created model
         checkpoints.save(name, done, state)
         per_pass = elapsed / max(done, 1)
         entry = {"pass": done, "elapsed_s": elapsed, "convergence": convergence, "eigenvalues": lam.tolist()}
@@ -169,8 +190,13 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
                     "gains": np.asarray(gains).tolist(), "convergence": convergence}
         registry.update(name, progress=progress, history=list(history), params_used=used(state))
 
-    state, stopped = run_passes(rows, state, passes, block, on_pass=on_pass,
-                                should_stop=lambda: registry.cancel_requested(name))
+    def should_stop() -> bool:
+        try:
+            return registry.cancel_requested(name)
+        except NotFound:
+            raise _ModelGone() from None
+
+    state, stopped = run_passes(rows, state, passes, block, on_pass=on_pass, should_stop=should_stop)
     if stopped:
         registry.update(name, status="cancelled")
         return "cancelled"

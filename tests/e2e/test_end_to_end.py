@@ -5,6 +5,7 @@ Upload digits in several chunks (.npy and JSON), commit, fit kha-smd, poll to
 completion, project held-out rows and compare with the exact kernel PCA.
 """
 
+import contextlib
 import io
 import os
 import signal
@@ -28,10 +29,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@contextlib.contextmanager
+def running_service(data_dir):
+    """`python -m service` on a free loopback port; stopped (SIGINT, then kill) on exit."""
     port = free_port()
-    data_dir = tmp_path_factory.mktemp("e2e-data")
     env = {**os.environ, "KPCA_N_WORKERS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
                              "--data-dir", str(data_dir)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -55,6 +56,17 @@ def server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("e2e-data")
+
+
+@pytest.fixture(scope="module")
+def server(data_dir):
+    with running_service(data_dir) as url:
+        yield url
 
 
 def test_upload_fit_poll_project(server, digits):
@@ -109,3 +121,17 @@ def test_upload_fit_poll_project(server, digits):
     assert api.post("/v1/models/nope/project", json={"rows": [[0.0] * 64]}).status_code == 404
     bad = api.post("/v1/models/digits-rbf/project", json={"rows": [[0.0] * 3]})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "rows"
+
+
+def test_models_and_data_sets_survive_a_restart(server, data_dir, digits):
+    """Runs after the fit above: a second service on the same data folder serves the same model."""
+    before = httpx.get(f"{server}/v1/models/digits-rbf").json()
+    rows = {"rows": digits[1000:1005].tolist()}
+    Z_before = httpx.post(f"{server}/v1/models/digits-rbf/project", json=rows).json()["components"]
+    with running_service(data_dir) as other:
+        after = httpx.get(f"{other}/v1/models/digits-rbf", timeout=30).json()
+        assert after["status"] == "completed" and after["history"] == before["history"]
+        assert httpx.get(f"{other}/v1/datasets/digits").json()["checksum"] == \
+            httpx.get(f"{server}/v1/datasets/digits").json()["checksum"]
+        Z_after = httpx.post(f"{other}/v1/models/digits-rbf/project", json=rows, timeout=60).json()["components"]
+    np.testing.assert_allclose(Z_after, Z_before, rtol=1e-12)

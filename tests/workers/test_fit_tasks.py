@@ -104,3 +104,20 @@ def test_exact_solver_task(data_dir, digits):
     lam = CheckpointStore(data_dir).load("exact")["eigenvalues"]
     ref = KernelHebbianPCA(5, sigma=3.0, solver="exact").fit(digits[:400]).eigenvalues_
     np.testing.assert_allclose(lam, ref, rtol=1e-8)
+
+
+def test_a_fit_whose_model_is_deleted_stops_and_writes_nothing(data_dir):
+    import concurrent.futures
+
+    registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
+    registry.create("doomed", model_record("doomed", passes=500, block_size=20))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        outcome = pool.submit(run_fit, str(data_dir), "doomed")
+        deadline = time.monotonic() + 60
+        while not checkpoints.list("doomed"):  # wait until the fit is under way
+            assert time.monotonic() < deadline and not outcome.done(), outcome
+            time.sleep(0.01)
+        registry.delete("doomed")
+        assert outcome.result(timeout=60) == "deleted"
+    assert checkpoints.list("doomed") == []
+    assert not (data_dir / "models" / "doomed").exists()
