@@ -18,7 +18,9 @@ the same centring gives ``k'(x)_j = k(x, x_j) - mean_i k(x, x_i) - m[j] + m_bar`
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +64,15 @@ def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> 
     return K
 
 
+def default_cache_bytes() -> int:
+    """Default bound of the data-chunk cache: 1/16 of physical memory (at least 64 MiB)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 2**32
+    return max(64 * 2**20, ram // 16)
+
+
 def default_chunk_rows(source) -> int:
     """Rows per read: the source's own chunking along axis 0 if it has one, else 4096."""
     chunks = getattr(source, "chunks", None)
@@ -82,16 +93,20 @@ class KernelRows:
         Precision of kernel rows (data is cast chunk by chunk).
     chunk_rows : int, optional
         Rows per read; defaults to the source's chunking.
-    cache_bytes : int, default 256 MiB
-        Bound on data chunks kept in memory (least recently used dropped).
-        If the whole set fits, every pass after the first reads nothing.
+    cache_bytes : int, optional
+        Bound on data chunks kept in memory (least recently used dropped);
+        default `default_cache_bytes` (1/16 of RAM). If the whole set fits,
+        every pass after the first reads nothing.
+    prefetch : bool, default True
+        While one chunk's kernel block is computed, read the next chunk in a
+        background thread (zarr decompression releases the GIL).
 
     Cost: `block` of b rows is ``2 b l n`` flops (GEMMs) plus ``O(b l)``;
     `fit_centering` is one pass of all l rows, ``2 l^2 n`` flops.
     """
 
     def __init__(self, source, kernel: KernelSpec, dtype=np.float64, chunk_rows: int | None = None,
-                 cache_bytes: int = 256 * 2**20):
+                 cache_bytes: int | None = None, prefetch: bool = True):
         if len(source.shape) != 2:
             raise ValueError(f"data: expected a 2-D array, got shape {source.shape}")
         self.source = source
@@ -99,7 +114,10 @@ class KernelRows:
         self.dtype = np.dtype(dtype)
         self.n_rows, self.n_features = (int(s) for s in source.shape)
         self.chunk_rows = int(chunk_rows or default_chunk_rows(source))
-        self.cache_bytes = int(cache_bytes)
+        self.cache_bytes = int(default_cache_bytes() if cache_bytes is None else cache_bytes)
+        self.prefetch = prefetch
+        self._reader: ThreadPoolExecutor | None = None
+        self.reads = 0  # chunks read from the source (cache misses), for monitoring
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cached_bytes = 0
         self.centering: Centering | None = None
@@ -108,13 +126,17 @@ class KernelRows:
             self._sqnorms = np.concatenate([squared_norms(c) for _, c in self.chunks()])
 
     # -- data access -------------------------------------------------------
-    def _chunk(self, c: int) -> np.ndarray:
-        hit = self._cache.get(c)
-        if hit is not None:
-            self._cache.move_to_end(c)
-            return hit
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.n_rows // self.chunk_rows)
+
+    def _read(self, c: int) -> np.ndarray:
+        """Chunk c from the source, converted to this object's dtype (no caching; thread-safe)."""
         a = c * self.chunk_rows
-        data = np.ascontiguousarray(self.source[a : min(a + self.chunk_rows, self.n_rows)], dtype=self.dtype)
+        return np.ascontiguousarray(self.source[a : min(a + self.chunk_rows, self.n_rows)], dtype=self.dtype)
+
+    def _remember(self, c: int, data: np.ndarray) -> np.ndarray:
+        self.reads += 1
         if data.nbytes <= self.cache_bytes:
             self._cache[c] = data
             self._cached_bytes += data.nbytes
@@ -123,10 +145,40 @@ class KernelRows:
                 self._cached_bytes -= old.nbytes
         return data
 
+    def _chunk(self, c: int) -> np.ndarray:
+        hit = self._cache.get(c)
+        if hit is not None:
+            self._cache.move_to_end(c)
+            return hit
+        return self._remember(c, self._read(c))
+
     def chunks(self):
-        """Yield ``(start, rows)`` for every chunk of the source, in order."""
-        for c in range(-(-self.n_rows // self.chunk_rows)):
-            yield c * self.chunk_rows, self._chunk(c)
+        """Yield ``(start, rows)`` for every chunk of the source, in order.
+
+        With ``prefetch``, the next uncached chunk is read in a background
+        thread while the caller works on the current one.
+        """
+        pending = None
+        for c in range(self.n_chunks):
+            if pending is not None:
+                data = self._remember(c, pending.result())
+                pending = None
+            else:
+                data = self._chunk(c)
+            nxt = c + 1
+            if self.prefetch and nxt < self.n_chunks and nxt not in self._cache:
+                if self._reader is None:
+                    self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpca-prefetch")
+                pending = self._reader.submit(self._read, nxt)
+            yield c * self.chunk_rows, data
+
+    def close(self) -> None:
+        """Stop the prefetch thread and drop the cache."""
+        if self._reader is not None:
+            self._reader.shutdown(wait=True)
+            self._reader = None
+        self._cache.clear()
+        self._cached_bytes = 0
 
     def take(self, indices: np.ndarray) -> np.ndarray:
         """Data rows ``source[indices]`` of shape (b, n) in this object's dtype."""

@@ -54,3 +54,18 @@ def test_chunked_source_with_small_cache_reads_chunks_and_agrees(rng):
     np.testing.assert_allclose(chunked.block(idx), full.block(idx), atol=1e-12)
     assert max(source.reads) <= 32
     assert chunked._cached_bytes <= chunked.cache_bytes
+
+
+def test_prefetch_gives_the_same_rows_and_a_fitting_cache_reads_once(rng):
+    X = rng.normal(size=(300, 4))
+    spec = KernelSpec("gaussian", sigma=2.0)
+    plain = KernelRows(CountingSource(X, 25), spec, prefetch=False)
+    ahead = KernelRows(CountingSource(X, 25), spec, prefetch=True)
+    for rows in (plain, ahead):
+        rows.fit_centering(block_size=64)
+    idx = rng.permutation(300)[:50]
+    np.testing.assert_array_equal(plain.block(idx), ahead.block(idx))
+    assert ahead.reads == 12  # every chunk read once; later passes are served by the cache
+    ahead.block(idx)
+    assert ahead.reads == 12
+    ahead.close()

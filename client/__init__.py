@@ -1,0 +1,5 @@
+"""A small Python client for kpca-stream (HTTP only; no server-side imports)."""
+
+from client.upload import UploadError, upload_array
+
+__all__ = ["upload_array", "UploadError"]
