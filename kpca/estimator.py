@@ -11,6 +11,7 @@ from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
 from kpca.solvers import ITERATIVE, exact_components, init_state, resolve_params
+from kpca.streaming import extend_state
 
 
 class KernelHebbianPCA(TransformerMixin, BaseEstimator):
@@ -92,6 +93,32 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
             self.eigenvalues_ = state["eigenvalues"]
             self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi") if k in state}
         self.n_features_in_ = X.shape[1]
+        return self
+
+    def partial_fit(self, X, y=None, callback=None):
+        """Append the rows of X to the training data and continue for ``passes`` more passes.
+
+        The first call is `fit`. Later calls keep the learned state: the new
+        rows' coefficients start at zero, the centring is updated (seed 002
+        appendix A; `kpca.streaming.extend_state`), and passes continue over
+        all rows seen so far. Cost: the new rows' kernel rows, then ``passes``
+        passes over all rows. ``exact`` refits from scratch.
+        """
+        if not hasattr(self, "coefficients_"):
+            return self.fit(X, callback=callback)
+        X = check_array(X, dtype=[np.float64, np.float32])
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the model was fit with {self.n_features_in_}")
+        X_all = np.concatenate([np.asarray(self.rows_.source, dtype=np.float64), X])
+        if self.solver == "exact":
+            return self.fit(X_all, callback=callback)
+        rows = KernelRows(X_all, self._kernel_spec(), dtype=np.float64)
+        state, _ = extend_state(self.state_, self.rows_.centering, rows)
+        block = self.block_size or default_block_size(rows.n_rows)
+        state, _ = run_passes(rows, state, state["pass"] + self.passes, block, on_pass=callback)
+        self.rows_, self.state_ = rows, state
+        self.coefficients_, self.eigenvalues_ = state["A"], state["eigenvalues"]
+        self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi") if k in state}
         return self
 
     def transform(self, X):

@@ -53,3 +53,14 @@ def test_kpca_imports_no_io_or_service_libraries():
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_partial_fit_appends_rows_and_continues(digits):
+    est = KernelHebbianPCA(4, sigma=3.0, passes=5, random_state=2)
+    est.partial_fit(digits[:200])
+    first_t = est.state_["t"]
+    est.partial_fit(digits[200:300])
+    assert est.coefficients_.shape == (4, 300) and est.state_["pass"] == 10
+    assert est.state_["t"] == first_t + 5 * 300
+    exact = KernelHebbianPCA(4, sigma=3.0, solver="exact").fit(digits[:300])
+    assert subspace_angles(est.coefficients_, exact.coefficients_[:3], exact.rows_.dense()).max() < 0.1

@@ -1,0 +1,80 @@
+"""Continue a fit on a grown data set (seed 002 appendix A, semi-online KHA).
+
+When rows are appended (l0 -> l1 = l0 + k), the solver state is carried over
+instead of starting again: the expansion coefficients of the new rows start at
+zero (``a_ij = 0`` for rows not yet seen, appendix A.2), the centring
+statistics are updated to the new mean in feature space (appendix A.3), and
+``A K'`` is brought up to date for the new centring. All of it costs the k
+kernel rows of the new points, ``2 k l1 n`` flops, plus O(r l1): the old rows'
+kernel values are never recomputed.
+
+Maintenance note. With ``m`` the column means of K and ``m_bar`` their mean,
+for old rows i, j the centred kernel changes by
+``K'1[i,j] - K'0[i,j] = -(dm_i + dm_j) + dm_bar`` (``dm = m1 - m0``), so for
+the old columns ``A K'1 = A K'0 - (A dm) 1^T - (A 1) dm^T + dm_bar (A 1) 1^T``.
+For a new column j, ``(A K'1)[:, j] = A (K[:l0, j] - m1[:l0] - m1[j] + m_bar1)``
+with ``K[:l0, j]`` read from the new points' kernel rows (K is symmetric).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kpca.kernels import kernel_diagonal
+from kpca.rows import Centering, KernelRows
+
+
+def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[dict, Centering]:
+    """State and centring for ``rows`` (the grown data set, first l0 rows unchanged).
+
+    Parameters
+    ----------
+    state : dict
+        Iterative solver state on the first ``l0 = state["n_rows"]`` rows.
+    centering : Centering
+        Centring statistics of those l0 rows.
+    rows : KernelRows
+        Kernel rows over all ``l1 >= l0`` rows (its centring is set here).
+
+    Returns
+    -------
+    (state, centering) for l1 rows. The pass counter and ``t`` continue; a
+    pass that was interrupted restarts at its beginning on the new rows.
+    Cost: ``2 k l1 n`` flops for the k new kernel rows and O(r l1) memory.
+    """
+    l0, l1 = int(state["n_rows"]), rows.n_rows
+    if l1 < l0:
+        raise ValueError(f"dataset_version: the data set shrank from {l0} to {l1} rows; continue only on appended rows")
+    if l1 == l0:
+        rows.centering = centering
+        return dict(state), centering
+    new = np.arange(l0, l1)
+    X_new = rows.take(new)
+    R = rows.raw_block(X_new)  # (k, l1) raw kernel rows of the new points
+    m0 = np.asarray(centering.column_means, dtype=np.float64)
+    m1 = np.empty(l1)
+    m1[:l0] = (l0 * m0 + R[:, :l0].sum(axis=0)) / l1
+    m1[l0:] = R.sum(axis=1) / l1  # symmetry: column sums of new columns are row sums of new rows
+    mbar0, mbar1 = float(centering.grand_mean), float(m1.mean())
+    diag_sum = l0 * (centering.mean_diagonal + mbar0) + float(kernel_diagonal(X_new, rows.kernel).sum())
+    new_centering = Centering(m1.astype(rows.dtype), mbar1, diag_sum / l1 - mbar1)
+
+    A0 = state["A"]
+    a_sum = A0.sum(axis=1)  # A 1
+    dm = m1[:l0] - m0
+    AK = np.empty((A0.shape[0], l1), dtype=A0.dtype)
+    AK[:, :l0] = (state["AK"] - (A0 @ dm)[:, None] - np.outer(a_sum, dm) + (mbar1 - mbar0) * a_sum[:, None])
+    AK[:, l0:] = A0 @ (R[:, :l0].T - m1[:l0, None]) + np.outer(a_sum, mbar1 - m1[l0:])
+
+    out = dict(state, n_rows=l1, position=0, AK=AK)
+    out["A"] = _pad(A0, l1)
+    if "B" in state:
+        out["B"] = _pad(state["B"], l1)
+    rows.centering = new_centering
+    return out, new_centering
+
+
+def _pad(M: np.ndarray, l1: int) -> np.ndarray:
+    out = np.zeros((M.shape[0], l1), dtype=M.dtype)
+    out[:, : M.shape[1]] = M
+    return out
