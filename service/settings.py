@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,6 +29,18 @@ class Settings(BaseSettings):
     exact_limit : largest data set (rows) on which a fit reports the exact
         excess reconstruction error. The worker reads it; the service only
         carries it.
+    checkpoint_keep : checkpoints kept per model (the last k, plus the best).
+    watchdog_s : how often fits without a live runner (dead worker, restart)
+        are looked for and resubmitted.
+    register_prefixes : where ``POST /v1/datasets`` with ``{"source":
+        {"zarr": ...}}`` may register existing arrays from. A source is
+        allowed if it equals a prefix or lies below one, by whole path
+        components (``/data`` allows ``/data/x.zarr``, not ``/database``).
+        Local paths are compared after ``os.path.realpath`` (of the source
+        and of the prefix), URLs (``s3://bucket/``) as written. Environment:
+        ``KPCA_REGISTER_PREFIXES`` as a comma-separated list or a JSON list.
+        Default ``["/"]``: any absolute local path and no URL; an empty list
+        disables registration.
     """
 
     model_config = SettingsConfigDict(env_prefix="KPCA_", extra="ignore")
@@ -38,6 +52,10 @@ class Settings(BaseSettings):
     n_workers: int = Field(default=2, ge=1)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     exact_limit: int = Field(default=3000, ge=0)
+    checkpoint_keep: int = Field(default=3, ge=1)
+    watchdog_s: float = Field(default=5.0, gt=0)
+    # ``| str`` lets a comma-separated value through pydantic-settings' JSON decoding of lists
+    register_prefixes: list[str] | str = Field(default_factory=lambda: ["/"])
 
     @field_validator("scheduler", mode="before")
     @classmethod
@@ -45,6 +63,27 @@ class Settings(BaseSettings):
         if isinstance(value, str) and not value.strip():
             return None
         return value
+
+
+    @field_validator("register_prefixes", mode="after")
+    @classmethod
+    def _prefix_list(cls, value: list[str] | str) -> list[str]:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError as exc:
+                    raise ValueError(f"not a JSON list of strings: {exc}") from None
+            else:
+                value = text.split(",")
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ValueError("register_prefixes must be a list of strings")
+        prefixes = [item.strip() for item in value if item.strip()]
+        for prefix in prefixes:
+            if "://" not in prefix and not os.path.isabs(prefix):
+                raise ValueError(f"register prefix {prefix!r} must be an absolute path or a URL")
+        return prefixes
 
 
 @lru_cache

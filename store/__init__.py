@@ -1,4 +1,4 @@
-"""Persistence: chunked zarr data sets, atomic versioned checkpoints, the model registry.
+"""Persistence: zarr data sets in immutable versions, atomic versioned checkpoints, the model registry.
 
 No HTTP and no dask here; numpy, zarr and the standard library only. Every
 write is atomic (temporary name, fsync, rename) and every stored document
@@ -11,6 +11,7 @@ from store.datasets import DatasetStore
 from store.errors import Conflict, Invalid, NotFound, StoreError
 from store.models import ModelRegistry
 from store.names import validate_name
+from store.segments import SegmentedRows
 
 __all__ = [
     "CheckpointStore",
@@ -19,6 +20,7 @@ __all__ = [
     "Invalid",
     "ModelRegistry",
     "NotFound",
+    "SegmentedRows",
     "StoreError",
     "validate_name",
 ]

@@ -13,6 +13,8 @@ or numpy scalar given in the state. Every file also holds a
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import re
 import zipfile
@@ -148,6 +150,13 @@ class CheckpointStore:
         """Highest saved pass of ``model``, or None if it has no checkpoint. Cost: a folder listing."""
         passes = self._passes(model)
         return max(passes) if passes else None
+
+    def delete(self, model: str, pass_index: int) -> None:
+        """Remove one checkpoint (no error if it is already gone). Cost O(1)."""
+        path = self._passes(model).get(_check_pass(pass_index))
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
     def delete_all(self, model: str) -> None:
         """Remove every checkpoint of ``model`` (no error if there is none). Cost O(files)."""

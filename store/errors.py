@@ -36,12 +36,15 @@ class StoreError(Exception):
 
 
 class NotFound(StoreError):
-    """A named resource does not exist: ``NotFound("dataset", "x")`` -> "dataset 'x' not found"."""
+    """A named resource does not exist: ``NotFound("dataset", "x")`` -> "dataset 'x' not found".
+
+    ``message`` replaces that default text when the resource needs more words
+    (``"data set 'x' has no version 3; its versions are 1..2"``)."""
 
     code = "not_found"
 
-    def __init__(self, kind: str, name: str, field: str | None = None):
-        super().__init__(f"{kind} {name!r} not found", field=field)
+    def __init__(self, kind: str, name: str, field: str | None = None, message: str | None = None):
+        super().__init__(message or f"{kind} {name!r} not found", field=field)
         self.kind = kind
         self.name = name
 

@@ -5,6 +5,7 @@ Layout under the data folder ``root``::
     models/{name}/model.json    the record (schema_version, name, created_at, updated_at, ...)
     models/{name}/cancel        flag: a cancel was requested (a small JSON document)
     models/{name}/.lock         flock taken by create, write, update, delete
+    models/{name}/.fit          flock held by the one process running the model's fit (`fit_lease`)
     models/{name}/checkpoints/  see `store.checkpoints`
 
 The service creates records and reads them; the worker running the fit
@@ -20,7 +21,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from store.atomic import SCHEMA_VERSION, atomic_write_json, file_lock, read_json, remove_tree
+from store.atomic import SCHEMA_VERSION, atomic_write_json, file_lock, read_json, remove_tree, try_file_lock
 from store.errors import Conflict, Invalid, NotFound
 from store.names import validate_name
 from store.timestamps import utc_now
@@ -193,6 +194,27 @@ class ModelRegistry:
         self.get(name)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._dir(name) / "cancel")
+
+    @contextlib.contextmanager
+    def fit_lease(self, name: str) -> Iterator[bool]:
+        """Try to become the one runner of ``name``'s fit; yields True if this caller is.
+
+        The lease is an exclusive ``flock`` held for the ``with`` block; the
+        kernel drops it when the holder exits or dies, so a fit whose worker
+        was killed leaves the lease free for a new runner. `NotFound` if no
+        such model. Cost O(1).
+        """
+        self.get(name)
+        try:
+            with try_file_lock(self._dir(name) / ".fit") as held:
+                yield held
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound("model", name) from None
+
+    def fit_alive(self, name: str) -> bool:
+        """Whether some live process holds ``name``'s fit lease. Cost O(1)."""
+        with self.fit_lease(name) as acquired:
+            return not acquired
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:

@@ -1,4 +1,25 @@
-"""Validation and conversion of one uploaded chunk of rows."""
+"""Validation and conversion of one uploaded chunk of rows.
+
+Cast rule (for ``.npy`` uploads of any bool, integer or float dtype, and for
+JSON or CSV rows, which arrive as float64):
+
+* values are converted with numpy ``astype(dtype)`` to the data set's dtype
+  (float32 or float64): floats round to nearest (ties to even), so float64
+  -> float32 keeps about 7 significant digits; bools become 0.0 / 1.0;
+* integers (signed or unsigned, up to 64 bits) are represented exactly up to
+  2**24 in float32 and 2**53 in float64; larger magnitudes round to the
+  nearest representable float (``2**53 + 1`` becomes ``2**53`` in float64,
+  ``2**64 - 1`` becomes ``2**64``); no integer overflows either dtype, so
+  they are never refused;
+* floats (float16 to long double) whose magnitude exceeds the largest finite
+  value of the target dtype (``|x| > 3.4028235e38`` for float32, or beyond
+  float64 for long double) overflow to inf and the chunk is refused
+  (`Invalid` on ``"rows"``, HTTP 422), naming the first such row;
+* NaN and inf are refused the same way (``"row i contains NaN or inf"``);
+* anything else (complex, strings, objects, structured dtypes) is refused.
+
+Byte-identical results of this conversion are what makes a re-upload a no-op.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``/v1/datasets``: create, list, inspect, delete; upload chunks; commit."""
+"""``/v1/datasets``: create or register, list, inspect, delete; upload chunks; commit versions."""
 
 from __future__ import annotations
 
@@ -7,12 +7,22 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import DatasetsDep
+from service.deps import DatasetsDep, SettingsDep
 from service.errors import ApiError
-from service.payloads import JSON_MEDIA_TYPE, NPY_MEDIA_TYPE, media_type, read_body, rows_from_json, rows_from_npy
+from service.payloads import (
+    CSV_MEDIA_TYPE,
+    JSON_MEDIA_TYPE,
+    NPY_MEDIA_TYPE,
+    media_type,
+    read_body,
+    rows_from_csv,
+    rows_from_json,
+    rows_from_npy,
+)
 from service.schemas.common import NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic
 from service.schemas.errors import ErrorBody
+from service.sources import allowed_source
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -26,10 +36,42 @@ _ERRORS = {
 }
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=_ERRORS)
-def create_dataset(body: DatasetCreate, datasets: DatasetsDep, response: Response) -> DatasetPublic:
-    """Create an empty data set ready to receive chunks."""
-    record = datasets.create(body.name, body.n_features, body.dtype)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    responses={**_ERRORS, 403: {"model": ErrorBody, "description": "source outside register_prefixes"}},
+)
+def create_dataset(
+    body: DatasetCreate, datasets: DatasetsDep, settings: SettingsDep, response: Response
+) -> DatasetPublic:
+    """Create an empty data set, or register an existing zarr array as a ready one.
+
+    * ``{"name", "n_features", "dtype"}``: an open set that receives chunks.
+    * ``{"name", "source": {"zarr": "/abs/path.zarr" or URL}, "dtype"?}``:
+      the array is read once (checksum and finiteness; the request lasts as
+      long as that read) and never copied or written. The location must lie
+      below one of the ``register_prefixes`` setting's prefixes (403
+      otherwise); a relative path or an array zarr cannot open is a 422 on
+      ``source``.
+    """
+    if body.source is not None:
+        if body.n_features is not None:
+            raise ApiError(
+                422,
+                "invalid",
+                "give either n_features (a new, empty data set) or source (register an existing zarr "
+                "array, whose shape gives n_features), not both",
+                "n_features",
+            )
+        location = allowed_source(body.source.zarr, settings.register_prefixes)
+        record = datasets.register(body.name, location, body.dtype)
+    else:
+        if body.n_features is None:
+            raise ApiError(
+                422, "invalid", "n_features: field required (or give source to register a zarr array)",
+                "n_features",
+            )
+        record = datasets.create(body.name, body.n_features, body.dtype or "float32")
     response.headers["Location"] = f"{router.prefix}/{body.name}"
     return DatasetPublic.model_validate(record)
 
@@ -56,7 +98,7 @@ def delete_dataset(name: DatasetName, datasets: DatasetsDep) -> Response:
         **_ERRORS,
         400: {"model": ErrorBody, "description": "unparseable body"},
         413: {"model": ErrorBody, "description": "body over the size limit"},
-        415: {"model": ErrorBody, "description": "neither .npy bytes nor JSON"},
+        415: {"model": ErrorBody, "description": "neither .npy bytes, JSON nor CSV"},
     },
     openapi_extra={
         "requestBody": {
@@ -64,29 +106,48 @@ def delete_dataset(name: DatasetName, datasets: DatasetsDep) -> Response:
             "content": {
                 NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
                 JSON_MEDIA_TYPE: {"schema": ChunkRows.model_json_schema()},
+                CSV_MEDIA_TYPE: {"schema": {"type": "string", "example": "x1,x2\n0.5,1.25\n"}},
             },
         }
     },
 )
 async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, datasets: DatasetsDep) -> DatasetPublic:
-    """Store chunk ``index`` of the data set: ``.npy`` bytes or ``{"rows": [[...]]}``.
+    """Store chunk ``index``: ``.npy`` bytes, ``{"rows": [[...]]}`` or CSV text (``text/csv``).
 
-    Idempotent: re-sending the same rows under the same index is a no-op, so an
-    interrupted upload resumes by re-sending the missing indices.
+    Versions: on a set whose latest version holds chunks 0..k-1, an index
+    below k is committed: the same rows again are a no-op (200), other rows a
+    409 on ``index``. Indices k and above are staged for the next version,
+    which ``POST .../commit`` creates. Staged chunks are write-once too, so
+    an interrupted upload resumes by re-sending the missing indices.
+
+    Cast rule: rows of any bool, integer or float dtype (.npy), or JSON/CSV
+    numbers (float64), are converted with numpy ``astype`` to the set's
+    dtype: round to nearest for float64 -> float32; integers are exact up to
+    2**24 in float32 and 2**53 in float64 and round beyond (uint64/int64 of
+    any size are accepted); values that overflow the target dtype (|x| above
+    float32's maximum 3.4028235e38), NaN and inf are a 422 on ``rows``
+    naming the first such row.
+
+    CSV: comma-separated numbers, one row per line; blank lines ignored; the
+    first line is a header if none of its fields is a number. A field that is
+    not a number is a 400 on ``body`` naming its line; lines of different
+    lengths a 422 on ``rows`` naming the line.
     """
     dataset = await run_in_threadpool(datasets.get, name)  # 404 before reading the body
     kind = media_type(request)
-    if kind not in (NPY_MEDIA_TYPE, JSON_MEDIA_TYPE):
+    if kind not in (NPY_MEDIA_TYPE, JSON_MEDIA_TYPE, CSV_MEDIA_TYPE):
         raise ApiError(
             415,
             "unsupported_media_type",
-            f"Content-Type must be {NPY_MEDIA_TYPE} (.npy bytes) or {JSON_MEDIA_TYPE} "
-            f'({{"rows": [[...]]}}), not {kind or "absent"}',
+            f"Content-Type must be {NPY_MEDIA_TYPE} (.npy bytes), {JSON_MEDIA_TYPE} "
+            f'({{"rows": [[...]]}}) or {CSV_MEDIA_TYPE}, not {kind or "absent"}',
             "content-type",
         )
     body = await read_body(request)
     if kind == NPY_MEDIA_TYPE:
         rows = await run_in_threadpool(rows_from_npy, body)
+    elif kind == CSV_MEDIA_TYPE:
+        rows = await run_in_threadpool(rows_from_csv, body, dataset["n_features"])
     else:
         rows = await run_in_threadpool(rows_from_json, body, dataset["n_features"])
     record = await run_in_threadpool(datasets.put_chunk, name, index, rows)
@@ -95,5 +156,12 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
 
 @router.post("/{name}/commit", responses=_ERRORS)
 def commit_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
-    """Check that chunks are contiguous from 0, then freeze the set (``status: ready``)."""
+    """Commit the staged chunks as the next version (``status: ready``, ``version`` + 1).
+
+    Staged indices must continue the latest version without gaps (0.. for the
+    first commit, k.. after a version of k chunks); missing ones are a 422 on
+    ``chunks`` that lists them. The new rows are written as a new segment;
+    earlier versions stay readable and unchanged. With nothing staged on a
+    ready set this is a no-op that returns the metadata.
+    """
     return DatasetPublic.model_validate(datasets.commit(name))

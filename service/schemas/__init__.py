@@ -1,6 +1,13 @@
 """Pydantic schemas, one family per resource."""
 
-from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic
+from service.schemas.datasets import (
+    ChunkRows,
+    DatasetCreate,
+    DatasetPublic,
+    DatasetsPublic,
+    DatasetVersion,
+    ZarrSource,
+)
 from service.schemas.errors import ErrorBody, ErrorDetail
 from service.schemas.models import (
     FitParams,
@@ -17,6 +24,7 @@ __all__ = [
     "DatasetCreate",
     "DatasetPublic",
     "DatasetsPublic",
+    "DatasetVersion",
     "ErrorBody",
     "ErrorDetail",
     "FitParams",
@@ -26,4 +34,5 @@ __all__ = [
     "ModelsPublic",
     "ProjectRequest",
     "ProjectResponse",
+    "ZarrSource",
 ]

@@ -9,14 +9,45 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.schemas.common import Name, Number
 
 
+class ZarrSource(BaseModel):
+    """An existing zarr array to register without copying."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    zarr: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="absolute local path or fsspec URL of a 2-D integer or float zarr array; "
+        "it must lie below one of the service's register_prefixes",
+        examples=["/data/arrays/digits.zarr"],
+    )
+
+
 class DatasetCreate(BaseModel):
-    """``POST /v1/datasets`` body."""
+    """``POST /v1/datasets`` body: either an empty set to upload into, or an existing zarr array.
+
+    ``{"name", "n_features", "dtype"}`` creates an open set (dtype defaults to
+    float32); ``{"name", "source": {"zarr": ...}, "dtype"}`` registers an
+    existing array as a ready, read-only set (dtype defaults to the array's if
+    float32/float64, else float64).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     name: Name
-    n_features: int = Field(ge=1, le=100_000, description="columns of every row")
-    dtype: Literal["float32", "float64"] = "float32"
+    n_features: int | None = Field(default=None, ge=1, le=100_000, description="columns of every row")
+    dtype: Literal["float32", "float64"] | None = None
+    source: ZarrSource | None = Field(default=None, description="register this zarr array instead of uploading")
+
+
+class DatasetVersion(BaseModel):
+    """One committed version of a data set."""
+
+    version: int
+    n_rows: int
+    n_chunks: int
+    checksum: str
+    committed_at: str | float | None = None
 
 
 class DatasetPublic(BaseModel):
@@ -27,12 +58,20 @@ class DatasetPublic(BaseModel):
     name: str
     n_features: int
     dtype: str
-    status: str = Field(description='"open" while chunks arrive, "ready" once committed')
-    n_rows: int = 0
-    chunks: list[int] = Field(default_factory=list, description="indices of received chunks")
-    checksum: str | None = None
+    status: str = Field(description='"open" until a version is committed, then "ready"')
+    n_rows: int = Field(default=0, description="rows of the latest version (open: of the received chunks)")
+    chunks: list[int] = Field(
+        default_factory=list, description="chunk indices of the latest version (open: received indices)"
+    )
+    checksum: str | None = Field(default=None, description="checksum of the latest version")
     created_at: str | float | None = None
     committed_at: str | float | None = None
+    version: int = Field(default=0, description="latest committed version, 0 if none")
+    versions: list[DatasetVersion] = Field(default_factory=list)
+    staged: list[int] = Field(default_factory=list, description="indices uploaded but not yet committed")
+    zarr_chunk_rows: int | None = Field(default=None, description="rows per stored chunk")
+    source: ZarrSource | None = Field(default=None, description="the registered zarr array, if any")
+    source_dtype: str | None = Field(default=None, description="dtype of the registered array")
 
 
 class DatasetsPublic(BaseModel):

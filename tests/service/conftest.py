@@ -1,7 +1,8 @@
 """A real kpca-stream server per test module: uvicorn in a thread, a real httpx client.
 
 A module tunes its server with a module-level ``SERVER_SETTINGS`` dict (for
-example ``{"max_body_bytes": 65536}``). Every response the client receives is
+example ``{"max_body_bytes": 65536}``), or a function of the server's data
+folder returning one (for settings that name paths). Every response the client receives is
 checked: a 5xx fails the test that caused it.
 """
 
@@ -41,7 +42,9 @@ def data_dir(tmp_path_factory) -> Path:
 def server(request, data_dir) -> Iterator[str]:
     """Base URL of a running server with its own data folder and embedded one-worker cluster."""
     overrides = getattr(request.module, "SERVER_SETTINGS", {})
-    settings = Settings(data_dir=data_dir, scheduler=None, n_workers=1, **overrides)
+    if callable(overrides):
+        overrides = overrides(data_dir)
+    settings = Settings(**{"data_dir": data_dir, "scheduler": None, "n_workers": 1, **overrides})
     app = create_app(settings)
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

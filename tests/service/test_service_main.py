@@ -12,7 +12,8 @@ from service.settings import Settings, get_settings
 
 @pytest.fixture
 def clean_settings(monkeypatch):
-    for key in ("HOST", "PORT", "DATA_DIR", "SCHEDULER", "N_WORKERS", "MAX_BODY_BYTES", "EXACT_LIMIT"):
+    for key in ("HOST", "PORT", "DATA_DIR", "SCHEDULER", "N_WORKERS", "MAX_BODY_BYTES", "EXACT_LIMIT",
+                "REGISTER_PREFIXES"):
         monkeypatch.delenv(f"KPCA_{key}", raising=False)
     get_settings.cache_clear()
     yield monkeypatch
@@ -37,6 +38,29 @@ def test_environment_with_kpca_prefix(clean_settings):
     assert settings.scheduler == "tcp://scheduler:8786"
     assert settings.max_body_bytes == 1024
     assert get_settings() is settings
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, ["/"]),
+        ("/data/arrays", ["/data/arrays"]),
+        ("/data/a, /data/b ,s3://bucket/", ["/data/a", "/data/b", "s3://bucket/"]),
+        ('["/data/a", "gs://b/"]', ["/data/a", "gs://b/"]),
+        ("", []),
+    ],
+)
+def test_register_prefixes_from_the_environment(clean_settings, value, expected):
+    if value is not None:
+        clean_settings.setenv("KPCA_REGISTER_PREFIXES", value)
+    assert Settings().register_prefixes == expected
+
+
+@pytest.mark.parametrize("value", ["relative/dir", "[1, 2]", "[not json", '["/ok", "rel"]'])
+def test_bad_register_prefixes_are_refused(clean_settings, value):
+    clean_settings.setenv("KPCA_REGISTER_PREFIXES", value)
+    with pytest.raises(ValueError, match="register_prefixes"):
+        Settings()
 
 
 def test_blank_scheduler_means_embedded(clean_settings):

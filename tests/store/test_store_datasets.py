@@ -18,11 +18,10 @@ from store.npy import npy_shape
 from store.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
 
 
-def sha256_of(*blocks: np.ndarray) -> str:
-    digest = hashlib.sha256()
-    for block in blocks:
-        digest.update(np.ascontiguousarray(block).tobytes())
-    return f"sha256:{digest.hexdigest()}"
+def sha256_of(*chunks: np.ndarray) -> str:
+    """Documented version checksum: sha256 over the hex sha256 digests of the chunks, in index order."""
+    hex_digests = "".join(hashlib.sha256(np.ascontiguousarray(c).tobytes()).hexdigest() for c in chunks)
+    return "sha256:" + hashlib.sha256(hex_digests.encode("ascii")).hexdigest()
 
 
 class DatasetStoreConformance:
@@ -110,7 +109,25 @@ class DatasetStoreConformance:
         assert data.tobytes() == expected.tobytes()
         assert data[1, 2] == np.float32(2**24)  # documented: ints exact up to 2**24 in float32
         assert data[0, 0] == np.float32(0.1)
-        assert committed["checksum"] == sha256_of(expected)
+        assert committed["checksum"] == sha256_of(*(r.astype(np.float32) for r in (floats, ints, bools, uint8)))
+
+    def test_cast_rule_for_integers_beyond_float_precision(self, store):
+        # documented: astype rounds to nearest; 64-bit integers of any size are accepted
+        store.create("big", 3, "float64")
+        store.put_chunk("big", 0, np.array([[2**64 - 1, 2**53 + 1, 2**53 + 2]], dtype=np.uint64))
+        store.put_chunk("big", 1, np.array([[-(2**63), 2**63 - 1, -(2**53) - 1]], dtype=np.int64))
+        store.commit("big")
+        np.testing.assert_array_equal(
+            store.open_array("big")[:],
+            [[2.0**64, 2.0**53, 2.0**53 + 2], [-(2.0**63), 2.0**63, -(2.0**53)]],
+        )
+        store.create("small", 2, "float32")
+        store.put_chunk("small", 0, np.array([[2**64 - 1, 2**24 + 1]], dtype=np.uint64))
+        store.put_chunk("small", 1, np.array([[3.4028235e38, 0.1]]))  # float32's largest value: kept
+        store.commit("small")
+        np.testing.assert_array_equal(
+            store.open_array("small")[:], np.array([[2.0**64, 2.0**24], [3.4028235e38, 0.1]], dtype=np.float32)
+        )
 
     def test_single_row_may_be_one_dimensional(self, store):
         store.create("d", 4, "float64")
@@ -196,7 +213,7 @@ class DatasetStoreConformance:
         store.create("d", 3, "float32")
         rows = rng.normal(size=(6, 3))
         store.put_chunk("d", 0, rows)
-        staged = store.array_path("d").parent / "staging" / "000000.npy"
+        staged = store.array_path("d").parent.parent / "staging" / "000000.npy"
         before = os.stat(staged)
         # same values given as float64 and as float32: identical after the cast
         meta = store.put_chunk("d", 0, rows)
@@ -249,7 +266,7 @@ class DatasetStoreConformance:
         expected = np.concatenate(blocks)
         assert meta["status"] == "ready"
         assert meta["n_rows"] == 23 and meta["chunks"] == [0, 1, 2, 3]
-        assert meta["checksum"] == sha256_of(expected)
+        assert meta["checksum"] == sha256_of(*blocks)
         assert meta["committed_at"].endswith("Z")
         array = store.open_array("d")
         assert array.shape == (23, 6) and array.dtype == np.float64
@@ -259,7 +276,7 @@ class DatasetStoreConformance:
         assert isinstance(array[4:9], np.ndarray)
         zarr_json = json.loads((store.array_path("d") / "zarr.json").read_text())
         assert zarr_json["zarr_format"] == 3
-        assert not (store.array_path("d").parent / "staging").exists()
+        assert not (store.array_path("d").parent.parent / "staging").exists()
         assert store.get("d") == meta
 
     def test_commit_idempotent_and_checksum_stable(self, store, rng):
@@ -268,21 +285,31 @@ class DatasetStoreConformance:
         store.put_chunk("a", 0, rows)
         first = store.commit("a")
         assert store.commit("a") == first  # idempotent
-        store.create("b", 4, "float32")  # same rows, other chunking: same checksum
-        store.put_chunk("b", 0, rows[:10])
-        store.put_chunk("b", 1, rows[10:])
-        assert store.commit("b")["checksum"] == first["checksum"] == sha256_of(rows)
+        assert first["checksum"] == sha256_of(rows)
+        store.create("b", 4, "float32")  # same rows and chunks in another set: same checksum
+        store.put_chunk("b", 0, rows)
+        assert store.commit("b")["checksum"] == first["checksum"]
+        store.create("c", 4, "float32")  # same rows cut into other chunks: documented to differ
+        store.put_chunk("c", 0, rows[:10])
+        store.put_chunk("c", 1, rows[10:])
+        assert store.commit("c")["checksum"] == sha256_of(rows[:10], rows[10:]) != first["checksum"]
 
-    def test_put_after_commit_conflicts(self, store):
+    def test_put_after_commit_changes_no_committed_chunk(self, store):
         store.create("d", 2, "float32")
         store.put_chunk("d", 0, np.ones((2, 2)))
-        store.commit("d")
-        for index in (0, 1):
-            with pytest.raises(Conflict) as info:
-                store.put_chunk("d", index, np.ones((2, 2)))
-            assert info.value.field == "index"
-            assert "committed" in info.value.message
-        assert store.get("d")["n_rows"] == 2
+        committed = store.commit("d")
+        assert store.put_chunk("d", 0, np.ones((2, 2))) == committed  # same bytes: no-op
+        with pytest.raises(Conflict) as info:
+            store.put_chunk("d", 0, np.full((2, 2), 2.0))
+        assert info.value.field == "index"
+        assert info.value.message == (
+            "chunk 0 of data set 'd' is part of committed version 1 and cannot change; "
+            "append new rows with chunk index >= 1"
+        )
+        meta = store.put_chunk("d", 1, np.full((3, 2), 2.0))  # a new index: staged for version 2
+        assert (meta["status"], meta["version"], meta["n_rows"]) == ("ready", 1, 2)
+        assert meta["chunks"] == [0] and meta["staged"] == [1]
+        np.testing.assert_array_equal(store.open_array("d")[:], np.ones((2, 2)))
 
     def test_open_array_requires_ready(self, store):
         store.create("d", 2, "float32")
@@ -315,7 +342,7 @@ class DatasetStoreConformance:
         expected = np.concatenate(blocks)
         assert array[:].tobytes() == expected.tobytes()
         assert array[31:33].tobytes() == expected[31:33].tobytes()
-        assert meta["checksum"] == sha256_of(expected)
+        assert meta["checksum"] == sha256_of(*blocks)
 
     def test_negative_zero_survives_commit(self, store):
         store.create("d", 3, "float64")
@@ -403,10 +430,12 @@ class DatasetStoreConformance:
         store.create("d", 3, "float64")
         rows = rng.normal(size=(5, 3))
         store.put_chunk("d", 0, rows)
-        folder = store.array_path("d").parent
+        folder = root / "datasets" / "d"
         # a chunk upload and a commit that died halfway, a create that died before meta.json
         (folder / "staging" / ".000001.npy.tmp-0badc0ffee00").write_bytes(b"\x93NUMPY garbage")
-        (folder / ".data.zarr.tmp-0badc0ffee00").mkdir()
+        (folder / "segments").mkdir()
+        (folder / "segments" / ".0001.zarr.tmp-0badc0ffee00").mkdir()
+        (folder / "segments" / "0001.zarr").mkdir()  # renamed into place, then the commit died
         (root / "datasets" / "halfmade").mkdir()
         (root / "datasets" / ".old.deleted-123").mkdir()
         assert store.get("d")["chunks"] == [0]
@@ -414,7 +443,7 @@ class DatasetStoreConformance:
         meta = store.commit("d")
         assert meta["chunks"] == [0] and meta["n_rows"] == 5
         assert store.open_array("d")[:].tobytes() == rows.tobytes()
-        assert not (folder / ".data.zarr.tmp-0badc0ffee00").exists()
+        assert not (folder / "segments" / ".0001.zarr.tmp-0badc0ffee00").exists()
         with pytest.raises(NotFound):
             store.get("halfmade")
         assert store.create("halfmade", 2, "float32")["status"] == "open"

@@ -202,3 +202,45 @@ class TestLocalModelRegistry(ModelRegistryConformance):
     @pytest.fixture
     def registry(self, root: Path) -> ModelRegistry:
         return ModelRegistry(root)
+
+
+def test_fit_lease_is_exclusive_and_released_when_its_holder_dies(root):
+    import subprocess
+    import sys
+    import time
+
+    from store import ModelRegistry
+
+    registry = ModelRegistry(root)
+    registry.create("leased", {"status": "queued"})
+    assert not registry.fit_alive("leased")
+    with registry.fit_lease("leased") as first:
+        assert first and registry.fit_alive("leased")
+        with registry.fit_lease("leased") as second:
+            assert not second
+    assert not registry.fit_alive("leased")
+    # a process that holds the lease and is killed leaves it free
+    code = ("import sys, time; from store import ModelRegistry; r = ModelRegistry(sys.argv[1]); "
+            "cm = r.fit_lease('leased'); assert cm.__enter__(); print('held', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        assert registry.fit_alive("leased")
+    finally:
+        proc.kill()
+        proc.wait()
+    time.sleep(0.05)
+    assert not registry.fit_alive("leased")
+
+
+def test_delete_one_checkpoint(root):
+    import numpy as np
+
+    from store import CheckpointStore
+
+    checkpoints = CheckpointStore(root)
+    for p in (1, 2, 3):
+        checkpoints.save("m", p, {"A": np.arange(3.0)})
+    checkpoints.delete("m", 2)
+    checkpoints.delete("m", 2)
+    assert [c["pass"] for c in checkpoints.list("m")] == [1, 3]
