@@ -7,6 +7,8 @@ where the route dependencies (`service.deps`) find them.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,7 +22,7 @@ from service.limits import BodyLimitMiddleware
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import datasets, health, models
 from service.settings import Settings, get_settings
-from store import DatasetStore, ModelRegistry
+from store import CheckpointStore, DatasetStore, ModelRegistry
 from workers import Backend
 
 log = logging.getLogger(__name__)
@@ -33,15 +35,33 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     data_dir.mkdir(parents=True, exist_ok=True)
     app.state.datasets = DatasetStore(data_dir)
     app.state.models = ModelRegistry(data_dir)
+    app.state.checkpoints = CheckpointStore(data_dir)
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers)
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
     app.state.backend = backend
     log.info("kpca-stream serving data from %s", data_dir)
+    watchdog = asyncio.create_task(_watch_fits(backend, app.state.models, settings.watchdog_s))
     try:
         yield
     finally:
+        watchdog.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watchdog
         app.state.backend = None
         await run_in_threadpool(backend.close)
+
+
+async def _watch_fits(backend: Backend, models: ModelRegistry, interval_s: float) -> None:
+    """At start-up and then every ``interval_s``: resubmit fits that lost their runner
+    (service restart, dead worker); they resume from their last checkpoint."""
+    while True:
+        try:
+            resubmitted = await run_in_threadpool(backend.recover, models)
+            if resubmitted:
+                log.warning("resubmitted fits without a live runner: %s", ", ".join(resubmitted))
+        except Exception:
+            log.exception("fit watchdog failed; retrying in %.0f s", interval_s)
+        await asyncio.sleep(interval_s)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -55,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
+    app.state.metrics.watch_models(lambda: app.state.models.list())
 
     install_error_handlers(app)
     # added last = outermost: metrics see every response, including 413s

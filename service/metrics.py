@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import time
 
+from collections.abc import Callable
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: Route label of requests that matched no route (keeps label cardinality bounded).
@@ -35,6 +38,10 @@ class Metrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
+
+    def watch_models(self, list_models: Callable[[], list[dict]]) -> None:
+        """Export fits by status and passes completed, read from the registry at scrape time."""
+        self.registry.register(_ModelsCollector(list_models))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method=method, route=route, status=str(status)).inc()
@@ -70,3 +77,36 @@ class MetricsMiddleware:
         finally:
             route = getattr(scope.get("route"), "path", None) or UNMATCHED
             self.metrics.observe(scope["method"], route, status, time.perf_counter() - started)
+
+
+class _ModelsCollector:
+    """``kpca_models{status}`` and ``kpca_fit_passes_completed``, from the model records.
+
+    Gauges, not counters: deleting a model removes its passes. Cost per
+    scrape: one registry listing.
+    """
+
+    STATUSES = ("queued", "running", "completed", "failed", "cancelled")
+
+    def __init__(self, list_models: Callable[[], list[dict]]):
+        self.list_models = list_models
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        try:
+            records = self.list_models()
+        except Exception:  # the registry is not ready (start-up) or not readable: export nothing
+            return
+        by_status = GaugeMetricFamily("kpca_models", "Models by fit status.", labels=["status"])
+        counts = {status: 0 for status in self.STATUSES}
+        passes = 0
+        for record in records:
+            counts[record.get("status", "unknown")] = counts.get(record.get("status", "unknown"), 0) + 1
+            passes += int((record.get("progress") or {}).get("pass") or 0)
+        for status, count in counts.items():
+            by_status.add_metric([status], count)
+        yield by_status
+        yield GaugeMetricFamily("kpca_fit_passes_completed", "Training passes completed, summed over models.",
+                                value=passes)

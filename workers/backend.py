@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 # BLAS threads per worker process: the embedded cluster must not oversubscribe
 # the machine (workers x threads x BLAS threads <= cores).
+FIT_RESOURCE = "fit"
+
 _SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
@@ -50,6 +52,7 @@ class Backend:
         self.n_workers = n_workers
         self.cluster: LocalCluster | None = None
         self.client: Client | None = None
+        self._fits: dict[str, object] = {}  # model name -> the Future of its latest submitted fit
 
     def start(self) -> "Backend":
         """Connect to the configured scheduler, or start the embedded cluster."""
@@ -59,12 +62,15 @@ class Backend:
             import dask
 
             with dask.config.set({"distributed.nanny.pre-spawn-environ": _SINGLE_THREAD_ENV}):
+                # two threads per worker, at most one fit each (resource "fit"):
+                # the other thread serves projections while fits run
                 self.cluster = LocalCluster(
                     n_workers=self.n_workers,
-                    threads_per_worker=1,
+                    threads_per_worker=2,
+                    resources={FIT_RESOURCE: 1},
                     processes=True,
                     host="127.0.0.1",
-                    dashboard_address=None,
+                    dashboard_address=":0",  # a free port: several clusters may run side by side
                     memory_limit=0,
                 )
             self.client = Client(self.cluster, set_as_default=False)
@@ -86,15 +92,61 @@ class Backend:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _fit_resources(self) -> dict | None:
+        """``{"fit": 1}`` if some worker offers the resource (workers started with
+        ``--resources fit=1``), so that each worker runs at most one fit."""
+        workers = self.client.scheduler_info().get("workers", {})
+        if any(FIT_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
+            return {FIT_RESOURCE: 1}
+        return None
+
     def submit_fit(self, model_name: str) -> None:
         """Start fitting the model whose record (status ``queued``) is in the store.
 
         Returns at once; the worker writes status, progress and checkpoints.
+        The task survives this client (``fire_and_forget``); if its worker dies,
+        dask runs it again elsewhere and it resumes from the last checkpoint.
         """
         future = self.client.submit(
-            fit_task.run_fit, self.data_dir, model_name, key=f"fit-{model_name}-{uuid.uuid4().hex}", pure=False
+            fit_task.run_fit, self.data_dir, model_name, key=f"fit-{model_name}-{uuid.uuid4().hex}",
+            pure=False, resources=self._fit_resources(),
         )
         fire_and_forget(future)
+        self._fits[model_name] = future
+
+    def recover(self, registry) -> list[str]:
+        """Resubmit fits that should be running but are not: returns their names.
+
+        A model whose record is ``queued`` or ``running`` but whose fit lease no
+        live process holds, and for which this backend has no pending task,
+        lost its runner (the service restarted, or a worker died and dask gave
+        up on the task). Its new run resumes from the last checkpoint. Cost:
+        one registry listing.
+        """
+        resubmitted = []
+        for record in registry.list():
+            name = record["name"]
+            if record.get("status") not in ("queued", "running"):
+                self._fits.pop(name, None)
+                continue
+            future = self._fits.get(name)
+            if future is not None and not future.done():
+                continue
+            try:
+                if registry.fit_alive(name):
+                    continue
+            except Exception:  # deleted meanwhile
+                continue
+            log.warning("fit of %s has no live runner; resubmitting (it resumes from its checkpoint)", name)
+            self.submit_fit(name)
+            resubmitted.append(name)
+        return resubmitted
+
+    def worker_pids(self) -> dict[str, int]:
+        """Process ids of the cluster's workers (for monitoring and fault-injection tests)."""
+        import os
+
+        return self.client.run(os.getpid)
 
     def project(self, model_name: str, rows: np.ndarray) -> np.ndarray:
         """Kernel principal components of ``rows`` (shape (m, n_features)) -> (m, r).

@@ -1,18 +1,26 @@
 """The fit driver on a dask worker: passes, checkpoints, progress records.
 
-`run_fit` is the task the service submits. It reads the model record and the
-committed data set from `store/`, streams kernel rows from the zarr chunks
-(`kpca.rows.KernelRows`), runs `kpca.driver.run_passes`, and after every pass
-writes a checkpoint (solver state + centring statistics) and a progress
-record. If checkpoints exist it resumes from the latest one, so a fit restarted
-after a crash continues where it stopped and, with the same seed, ends in the
-same state as an uninterrupted run.
+`run_fit` is the task the service submits. It takes the model's *fit lease*
+(an flock the kernel releases if the process dies, so at most one live runner
+per model), reads the model record and the data set version from `store/`,
+streams kernel rows from the zarr chunks (`kpca.rows.KernelRows`), runs
+`kpca.driver.run_passes`, and after every pass writes a checkpoint (solver
+state + centring statistics) and a progress record. If checkpoints exist it
+resumes from the latest one, so a fit restarted after a crash continues where
+it stopped and, with the same seed, ends in the same state as an uninterrupted
+run. If the model's data set version grew since the checkpoint (rows were
+appended), the state is extended to the new rows (`kpca.streaming`) and the
+passes continue.
 
 Convergence figure: where ``l <= exact_limit`` the exact optimum is affordable
 and each pass reports the excess reconstruction error of seed 000 eq. 22
 (``excess_error``). Above it, the documented proxy ``eigenvalue_change`` is
 reported: ``max_i |lambda_i(p) - lambda_i(p-1)| / lambda_i(p)`` of the eq. 13
-eigenvalue estimates between consecutive passes.
+eigenvalue estimates between consecutive passes. With ``params.tol`` set, the
+fit completes early once the figure falls below it.
+
+Checkpoint retention: the last ``checkpoint_keep`` (record field, default 3)
+and the best one (lowest convergence figure) are kept.
 """
 
 from __future__ import annotations
@@ -31,18 +39,20 @@ from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error
 from kpca.rows import Centering, KernelRows
 from kpca.solvers import eigenvalue_estimates, exact_components, init_state, resolve_params
+from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 
 log = logging.getLogger(__name__)
 
 DEFAULT_EXACT_LIMIT = 3000
-_CENTERING_KEYS = ("centering_column_means", "centering_grand_mean", "centering_mean_diagonal")
+DEFAULT_CHECKPOINT_KEEP = 3
+ACTIVE = ("queued", "running")
 
 
 def open_rows(datasets: DatasetStore, record: dict) -> KernelRows:
-    """Kernel rows over the model's committed data set (float64 arithmetic)."""
-    return KernelRows(datasets.open_array(record["dataset"]), KernelSpec.from_dict(record["kernel"]),
-                      dtype=np.float64)
+    """Kernel rows over the model's committed data set version (float64 arithmetic)."""
+    source = datasets.open_array(record["dataset"], record.get("dataset_version"))
+    return KernelRows(source, KernelSpec.from_dict(record["kernel"]), dtype=np.float64)
 
 
 def centering_to_state(c: Centering) -> dict:
@@ -56,22 +66,27 @@ def centering_from_state(state: dict) -> Centering:
 
 
 class _Reference:
-    """The exact optimum for the convergence figure, when l is small enough."""
+    """The convergence figure: exact excess error when l is small enough, else a proxy."""
 
     def __init__(self, rows: KernelRows, n_components: int, limit: int):
         self.Kc = None
+        self.previous = None
         if rows.n_rows <= limit:
             self.Kc = rows.dense()
             self.e_min = minimal_error(scipy.linalg.eigvalsh(self.Kc), n_components)
 
-    def convergence(self, state: dict, previous: np.ndarray | None) -> dict:
+    def __call__(self, state: dict, eigenvalues: np.ndarray) -> dict:
+        previous, self.previous = self.previous, eigenvalues
         if self.Kc is not None:
             return {"metric": "excess_error", "value": excess_error(self.Kc, state["AK"], self.e_min)}
-        lam = eigenvalue_estimates(state["A"], state["AK"])
         if previous is None:
             return {"metric": "eigenvalue_change", "value": None}
-        change = np.max(np.abs(lam - previous) / np.maximum(np.abs(lam), 1e-300))
+        change = np.max(np.abs(eigenvalues - previous) / np.maximum(np.abs(eigenvalues), 1e-300))
         return {"metric": "eigenvalue_change", "value": float(change)}
+
+
+class _ModelGone(Exception):
+    """The model record this fit works for was deleted (or deleted and re-created)."""
 
 
 def run_fit(data_dir: str, model_name: str) -> str:
@@ -79,33 +94,44 @@ def run_fit(data_dir: str, model_name: str) -> str:
 
     Every outcome is written to the model record: ``completed``,
     ``cancelled`` (after a cancel request, last checkpoint kept) or
-    ``failed`` with an ``error`` a user can act on.
+    ``failed`` with an ``error`` a user can act on. Returns at once (writing
+    nothing) if another live process holds the fit lease, or if the record is
+    not queued or running.
     """
     root = Path(data_dir)
     registry, datasets, checkpoints = ModelRegistry(root), DatasetStore(root), CheckpointStore(root)
     try:
-        record = registry.get(model_name)
-    except NotFound:
-        return "deleted"
-    try:
-        return _fit(record, registry, datasets, checkpoints)
-    except _ModelGone:
+        with registry.fit_lease(model_name) as ours:
+            if not ours:
+                return "already-running"
+            record = registry.get(model_name)
+            if record.get("status") not in ACTIVE:
+                return record.get("status")
+            if registry.cancel_requested(model_name):
+                registry.update(model_name, status="cancelled")
+                return "cancelled"
+            return _run_guarded(record, registry, datasets, checkpoints)
+    except (NotFound, _ModelGone):
         log.info("model %s was deleted or replaced during its fit; stopped", model_name)
         return "deleted"
+
+
+def _run_guarded(record, registry, datasets, checkpoints) -> str:
+    name = record["name"]
+    try:
+        return _fit(record, registry, datasets, checkpoints)
+    except (_ModelGone, NotFound):
+        raise
     except Diverged as exc:
-        registry.update(model_name, status="failed", error={"code": "diverged", "message": str(exc)})
+        registry.update(name, status="failed", error={"code": "diverged", "message": str(exc)})
         return "failed"
     except Exception as exc:  # the record must say why, whatever happened
-        log.error("fit %s failed:\n%s", model_name, traceback.format_exc())
-        registry.update(model_name, status="failed", error={
+        log.error("fit %s failed:\n%s", name, traceback.format_exc())
+        registry.update(name, status="failed", error={
             "code": "internal",
             "message": f"{type(exc).__name__}: {exc}. The last checkpoint is kept; "
-                       f"POST /v1/models/{model_name}/resume may continue, or report this error."})
+                       f"POST /v1/models/{name}/resume may continue, or report this error."})
         return "failed"
-
-
-class _ModelGone(Exception):
-    """The model record this fit works for was deleted (or deleted and re-created)."""
 
 
 def _still_ours(registry: ModelRegistry, record: dict) -> None:
@@ -123,82 +149,102 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
     params = record.get("params") or {}
     passes = int(params.get("passes", 20))
     r = int(record["n_components"])
-    solver = record["solver"]
     started = time.monotonic()
     registry.update(name, status="running", error=None)
     rows = open_rows(datasets, record)
-    l = rows.n_rows
     limit = record.get("exact_limit")
     limit = DEFAULT_EXACT_LIMIT if limit is None else int(limit)
-
-    if solver == "exact":
-        if l > limit:
-            raise ValueError(f"the exact solver is limited to {limit} rows (this set has {l}); "
-                             "use an iterative solver such as kha-smd")
-        centering = rows.fit_centering()
-        eigenvalues, A = exact_components(rows.dense(), r)
-        state = {"solver": "exact", "A": A, "eigenvalues": eigenvalues, "pass": 1, "n_rows": l,
-                 **centering_to_state(centering)}
-        checkpoints.save(name, 1, state)
-        progress = {"pass": 1, "passes": 1, "t": 0, "fraction": 1.0, "elapsed_s": time.monotonic() - started,
-                    "remaining_s": 0.0, "eigenvalues": eigenvalues.tolist(), "gains": None,
-                    "convergence": {"metric": "excess_error", "value": 0.0}}
-        registry.update(name, status="completed", progress=progress, history=[dict(progress)],
-                        params_used={"exact_limit": limit})
-        return "completed"
+    if record["solver"] == "exact":
+        return _fit_exact(record, rows, limit, registry, checkpoints, started)
 
     latest = checkpoints.latest_pass(name)
     if latest is not None:
         state = checkpoints.load(name, latest)
-        rows.centering = centering_from_state(state)
         history = list(record.get("history") or [])[: int(state["pass"])]
+        if int(state["n_rows"]) != rows.n_rows:  # rows were appended: continue on the new version
+            state, centering = extend_state(state, centering_from_state(state), rows)
+            state.update(centering_to_state(centering))
+        else:
+            rows.centering = centering_from_state(state)
     else:
         centering = rows.fit_centering()
-        resolved = resolve_params(solver, centering.mean_diagonal, params.get("eta0"), params.get("mu"),
+        resolved = resolve_params(record["solver"], centering.mean_diagonal, params.get("eta0"), params.get("mu"),
                                   params.get("xi"))
-        state = init_state(solver, r, rows.block, l, resolved, seed=int(params.get("seed", 0)))
+        state = init_state(record["solver"], r, rows.block, rows.n_rows, resolved, seed=int(params.get("seed", 0)))
         state.update(centering_to_state(rows.centering), elapsed_s=0.0)
         history = []
-    block = int(params.get("block_size") or default_block_size(l))
-    reference = _Reference(rows, r, limit)
-    elapsed_before = float(state.get("elapsed_s", 0.0))
-    clock = {"start": time.monotonic()}
-    previous = {"eigenvalues": None}
+    block = int(params.get("block_size") or default_block_size(rows.n_rows))
+    tol = params.get("tol")
+    keep = int(record.get("checkpoint_keep") or DEFAULT_CHECKPOINT_KEEP)
+    convergence_of = _Reference(rows, r, limit)
+    elapsed_before, clock = float(state.get("elapsed_s", 0.0)), time.monotonic()
+    best = dict(record.get("best_checkpoint") or {})
+    early = {"stop": False}
+    start_pass = int(state["pass"])
 
     def used(state: dict) -> dict:
-        keys = ("eta0", "mu", "xi")
-        return {**{k: state[k] for k in keys if k in state}, "passes": passes, "seed": state["seed"],
-                "block_size": block, "exact_limit": limit, "gain_reductions": int(state.get("gain_reductions", 0))}
+        return {**{k: state[k] for k in ("eta0", "mu", "xi") if k in state}, "passes": passes,
+                "seed": state["seed"], "block_size": block, "exact_limit": limit, "tol": tol,
+                "gain_reductions": int(state.get("gain_reductions", 0)), "n_rows": rows.n_rows}
 
     registry.update(name, params_used=used(state))
 
     def on_pass(state: dict) -> None:
-        elapsed = elapsed_before + time.monotonic() - clock["start"]
+        elapsed = elapsed_before + time.monotonic() - clock
         state["elapsed_s"] = elapsed
         done = int(state["pass"])
-        convergence = reference.convergence(state, previous["eigenvalues"])
         lam = eigenvalue_estimates(state["A"], state["AK"])
-        previous["eigenvalues"] = lam
+        convergence = convergence_of(state, lam)
         gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0)
         _still_ours(registry, record)  # never write checkpoints into a deleted or re-created model
         checkpoints.save(name, done, state)
-        per_pass = elapsed / max(done, 1)
-        entry = {"pass": done, "elapsed_s": elapsed, "convergence": convergence, "eigenvalues": lam.tolist()}
-        history.append(entry)
-        progress = {"pass": done, "passes": passes, "t": int(state["t"]), "fraction": done / passes,
-                    "elapsed_s": elapsed, "remaining_s": per_pass * (passes - done), "eigenvalues": lam.tolist(),
-                    "gains": np.asarray(gains).tolist(), "convergence": convergence}
-        registry.update(name, progress=progress, history=list(history), params_used=used(state))
+        value = convergence["value"]
+        if value is not None and (not best or value <= best["value"]):
+            best.update({"pass": done, "value": value})
+        _retain(checkpoints, name, keep, best.get("pass"))
+        if tol is not None and value is not None and value < tol:
+            early["stop"] = True
+        per_pass = (elapsed - elapsed_before) / max(done - start_pass, 1)
+        history.append({"pass": done, "elapsed_s": elapsed, "convergence": convergence, "eigenvalues": lam.tolist()})
+        progress = {"pass": done, "passes": passes, "t": int(state["t"]), "fraction": min(done / passes, 1.0),
+                    "elapsed_s": elapsed, "remaining_s": 0.0 if early["stop"] else per_pass * max(passes - done, 0),
+                    "eigenvalues": lam.tolist(), "gains": np.asarray(gains).tolist(), "convergence": convergence}
+        registry.update(name, progress=progress, history=list(history), params_used=used(state),
+                        best_checkpoint=dict(best) or None)
 
     def should_stop() -> bool:
-        try:
-            return registry.cancel_requested(name)
-        except NotFound:
-            raise _ModelGone() from None
+        return early["stop"] or registry.cancel_requested(name)
 
     state, stopped = run_passes(rows, state, passes, block, on_pass=on_pass, should_stop=should_stop)
-    if stopped:
+    if stopped and not early["stop"]:
         registry.update(name, status="cancelled")
         return "cancelled"
-    registry.update(name, status="completed")
+    registry.update(name, status="completed", stopped_early=early["stop"])
     return "completed"
+
+
+def _fit_exact(record, rows, limit, registry, checkpoints, started) -> str:
+    name, r = record["name"], int(record["n_components"])
+    if rows.n_rows > limit:
+        raise ValueError(f"the exact solver is limited to {limit} rows (this set has {rows.n_rows}); "
+                         "use an iterative solver such as kha-smd")
+    centering = rows.fit_centering()
+    eigenvalues, A = exact_components(rows.dense(), r)
+    state = {"solver": "exact", "A": A, "eigenvalues": eigenvalues, "pass": 1, "n_rows": rows.n_rows,
+             **centering_to_state(centering)}
+    _still_ours(registry, record)
+    checkpoints.save(name, 1, state)
+    progress = {"pass": 1, "passes": 1, "t": 0, "fraction": 1.0, "elapsed_s": time.monotonic() - started,
+                "remaining_s": 0.0, "eigenvalues": eigenvalues.tolist(), "gains": None,
+                "convergence": {"metric": "excess_error", "value": 0.0}}
+    registry.update(name, status="completed", progress=progress, history=[dict(progress)],
+                    params_used={"exact_limit": limit, "n_rows": rows.n_rows})
+    return "completed"
+
+
+def _retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | None) -> None:
+    """Delete checkpoints except the last ``keep`` and the best. Cost: a listing."""
+    passes = [c["pass"] for c in checkpoints.list(name)]
+    for p in passes[:-keep] if keep > 0 else passes[:-1]:
+        if p != best_pass:
+            checkpoints.delete(name, p)

@@ -7,20 +7,37 @@ writes status, progress, history and errors. No route ever waits on a fit.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Body, Path, Request, Response, status
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import BackendDep, DatasetsDep, ModelsDep, SettingsDep
+from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.errors import ApiError
 from service.payloads import rows_to_array
 from service.schemas.common import NAME_PATTERN
 from service.schemas.errors import ErrorBody
-from service.schemas.models import ModelCreate, ModelPublic, ModelsPublic, ProjectRequest, ProjectResponse
+from service.schemas.models import (
+    CheckpointsPublic,
+    ModelCreate,
+    ModelPublic,
+    ModelResume,
+    ModelsPublic,
+    ProjectRequest,
+    ProjectResponse,
+)
 from store.errors import NotFound
+
+ACTIVE = ("queued", "running")
+TERMINAL = ("completed", "failed", "cancelled")
+EVENT_POLL_S = 0.25
+EVENT_KEEPALIVE_S = 15.0
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +97,8 @@ def create_model(
         "error": None,
         "params_used": None,
         "exact_limit": settings.exact_limit,
+        "checkpoint_keep": settings.checkpoint_keep,
+        "dataset_version": dataset.get("version"),
     }
     stored = models.create(body.name, record)
     try:
@@ -157,3 +176,120 @@ async def project(
             raise ApiError(409, "conflict", f"model {name!r} changed while projecting; retry", "name") from None
         raise
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
+
+
+@router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=_ERRORS)
+def cancel_model(name: ModelName, models: ModelsDep) -> ModelPublic:
+    """Ask a queued or running fit to stop after its current block; the last checkpoint is kept."""
+    record = models.get(name)
+    if record.get("status") not in ACTIVE:
+        raise ApiError(409, "conflict", f"model {name!r} is {record.get('status')!r}; only a queued or running "
+                       "fit can be cancelled", "name")
+    models.request_cancel(name)
+    return ModelPublic.model_validate(models.get(name))
+
+
+@router.post("/{name}/resume", status_code=status.HTTP_202_ACCEPTED, responses={**_ERRORS, 503: {"model": ErrorBody}})
+def resume_model(
+    name: ModelName,
+    models: ModelsDep,
+    datasets: DatasetsDep,
+    backend: BackendDep,
+    response: Response,
+    body: Annotated[ModelResume | None, Body()] = None,
+) -> ModelPublic:
+    """Continue a cancelled, failed or completed fit from its last checkpoint.
+
+    ``passes`` raises the total number of passes; ``dataset_version`` continues
+    on a newer version of the data set (rows appended since), starting the new
+    rows' coefficients at zero.
+    """
+    body = body or ModelResume()
+    record = models.get(name)
+    if record.get("status") in ACTIVE:
+        raise ApiError(409, "conflict", f"model {name!r} is already {record['status']}", "name")
+    if record.get("solver") == "exact":
+        raise ApiError(409, "conflict", "an exact model has nothing to resume; fit a new model instead", "name")
+    params = dict(record.get("params") or {})
+    done = int((record.get("progress") or {}).get("pass") or 0)
+    passes = body.passes if body.passes is not None else int(params.get("passes", 20))
+    if passes <= done and (body.passes is not None or body.dataset_version is None):
+        if body.passes is None and record.get("status") == "completed":
+            raise ApiError(409, "conflict", f"model {name!r} completed all {done} passes; ask for more passes "
+                           '(e.g. {"passes": %d}) or a newer dataset_version' % (done + 10), "passes")
+        raise ApiError(422, "invalid", f"passes must exceed the {done} passes already done, got {passes}", "passes")
+    version = record.get("dataset_version")
+    if body.dataset_version is not None:
+        meta = datasets.get(record["dataset"])
+        known = [v["version"] for v in meta.get("versions") or []]
+        if body.dataset_version not in known:
+            raise ApiError(404, "not_found", f"data set {record['dataset']!r} has no version {body.dataset_version}"
+                           f" (versions: {known})", "dataset_version")
+        if version is not None and body.dataset_version < version:
+            raise ApiError(422, "invalid", f"dataset_version must not go back from {version} to "
+                           f"{body.dataset_version}", "dataset_version")
+        version = body.dataset_version
+        if passes <= done:
+            passes = done + int(params.get("passes", 20))
+    models.clear_cancel(name)
+    params["passes"] = passes
+    models.update(name, status="queued", params=params, dataset_version=version, error=None, stopped_early=None)
+    backend.submit_fit(name)
+    response.headers["Location"] = f"{router.prefix}/{name}"
+    return ModelPublic.model_validate(models.get(name))
+
+
+@router.get("/{name}/checkpoints", responses=_ERRORS)
+def list_checkpoints(name: ModelName, models: ModelsDep, checkpoints: CheckpointsDep) -> CheckpointsPublic:
+    """The retained checkpoints of a model (pass, size, time), the best one marked."""
+    record = models.get(name)
+    best = (record.get("best_checkpoint") or {}).get("pass")
+    listed = checkpoints.list(name)
+    return CheckpointsPublic.model_validate(
+        {"checkpoints": [{**c, "best": c["pass"] == best} for c in listed]}
+    )
+
+
+def _sse(event: str, data: dict, event_id: str | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+@router.get("/{name}/events", responses=_ERRORS, response_class=StreamingResponse)
+async def model_events(name: ModelName, models: ModelsDep, request: Request) -> StreamingResponse:
+    """Server-sent events: one ``progress`` event per finished pass (the history
+    records, earlier ones first), a ``status`` event on every status change,
+    and a final ``end`` event when the fit is completed, failed or cancelled."""
+    await run_in_threadpool(models.get, name)  # 404 before the stream starts
+
+    async def stream() -> AsyncIterator[bytes]:
+        sent, last_status = 0, None
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while not await request.is_disconnected():
+            try:
+                record = await run_in_threadpool(models.get, name)
+            except NotFound:
+                yield _sse("end", {"status": "deleted"})
+                return
+            history = record.get("history") or []
+            if len(history) < sent:  # resumed from an earlier checkpoint
+                sent = 0
+            for entry in history[sent:]:
+                yield _sse("progress", entry, str(entry.get("pass")))
+                quiet_since = loop.time()
+            sent = len(history)
+            status_now = record.get("status")
+            if status_now != last_status:
+                last_status = status_now
+                yield _sse("status", {"status": status_now, "error": record.get("error")})
+                quiet_since = loop.time()
+            if status_now in TERMINAL:
+                yield _sse("end", {"status": status_now})
+                return
+            if loop.time() - quiet_since > EVENT_KEEPALIVE_S:
+                yield b": keep-alive\n\n"
+                quiet_since = loop.time()
+            await asyncio.sleep(EVENT_POLL_S)
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

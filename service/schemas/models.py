@@ -73,6 +73,10 @@ class FitParams(BaseModel):
     mu: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="SMD meta-gain")
     xi: float = Field(default=0.99, ge=0, le=1, description="SMD decay factor")
     block_size: int | None = Field(default=None, ge=1, le=4096, description="kernel rows per step")
+    tol: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False,
+        description="stop early once the per-pass convergence figure falls below this",
+    )
 
 
 class ModelCreate(BaseModel):
@@ -105,8 +109,35 @@ class ModelPublic(BaseModel):
     history: list[dict[str, Any]] = Field(default_factory=list)
     error: str | dict[str, Any] | None = None
     params_used: dict[str, Any] | None = Field(default=None, description="parameters the fit actually used")
+    dataset_version: int | None = Field(default=None, description="data set version the model is fit on")
+    stopped_early: bool | None = Field(default=None, description="the fit met params.tol before all passes")
+    best_checkpoint: dict[str, Any] | None = Field(default=None, description="pass and figure of the best checkpoint")
     created_at: str | float | None = None
     updated_at: str | float | None = None
+
+
+class ModelResume(BaseModel):
+    """``POST /v1/models/{name}/resume`` body (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passes: int | None = Field(default=None, ge=1, le=10_000, description="new total number of passes")
+    dataset_version: int | None = Field(
+        default=None, ge=1, description="continue on this (newer) version of the data set: appended rows"
+    )
+
+
+class CheckpointPublic(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    pass_: int = Field(alias="pass", serialization_alias="pass")
+    size_bytes: int
+    created_at: str
+    best: bool = False
+
+
+class CheckpointsPublic(BaseModel):
+    checkpoints: list[CheckpointPublic]
 
 
 class ModelsPublic(BaseModel):

@@ -63,7 +63,7 @@ def stored_record(registry, name, status, **fields):
         "kernel": {"type": "linear"},
         "n_components": 2,
         "solver": "kha",
-        "params": {"passes": 1, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None},
+        "params": {"passes": 1, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None, "tol": None},
         "status": status,
         "progress": None,
         "history": [],
@@ -247,7 +247,7 @@ def test_create_model_is_202_with_location_and_record(api):
     assert created["status"] == "queued"
     assert created["kernel"] == {"type": "polynomial", "degree": 2, "offset": 1.0, "gamma": 1.0}
     assert created["params"] == {
-        "passes": 2, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None
+        "passes": 2, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None, "tol": None
     }
     assert created["dataset_checksum"] == api.get("/v1/datasets/ready").json()["checksum"]
 

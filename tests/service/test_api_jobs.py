@@ -1,0 +1,120 @@
+"""Fits as jobs, through HTTP: cancel, resume, early stop, events, checkpoints,
+concurrent fits and projections served while fits run."""
+
+import io
+import json
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+SERVER_SETTINGS = {"n_workers": 2, "checkpoint_keep": 2}
+N = 500
+
+
+@pytest.fixture(scope="module")
+def digits_set(api, digits):
+    api.post("/v1/datasets", json={"name": "digits", "n_features": 64, "dtype": "float64"})
+    buf = io.BytesIO()
+    np.save(buf, digits[:N])
+    api.put("/v1/datasets/digits/chunks/0", content=buf.getvalue(), headers={"Content-Type": "application/octet-stream"})
+    assert api.post("/v1/datasets/digits/commit").json()["status"] == "ready"
+    return "digits"
+
+
+def start(api, name, passes=10, **params):
+    body = {"name": name, "dataset": "digits", "n_components": 6, "kernel": {"type": "gaussian", "sigma": 3.0},
+            "solver": params.pop("solver", "kha-smd"), "params": {"passes": passes, "seed": 1, **params}}
+    response = api.post("/v1/models", json=body)
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def wait(api, name, until=("completed", "failed", "cancelled"), timeout=180):
+    deadline = time.monotonic() + timeout
+    while (record := api.get(f"/v1/models/{name}").json())["status"] not in until:
+        assert time.monotonic() < deadline, record
+        time.sleep(0.05)
+    return record
+
+
+def wait_for_pass(api, name, n, timeout=120):
+    deadline = time.monotonic() + timeout
+    while ((record := api.get(f"/v1/models/{name}").json()).get("progress") or {}).get("pass", 0) < n:
+        assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
+        time.sleep(0.02)
+    return record
+
+
+def test_cancel_then_resume_with_more_passes(api, digits_set):
+    start(api, "stoppable", passes=400, block_size=25)
+    wait_for_pass(api, "stoppable", 1)
+    assert api.post("/v1/models/stoppable/cancel").status_code == 202
+    record = wait(api, "stoppable")
+    assert record["status"] == "cancelled"
+    done = record["progress"]["pass"]
+    assert 1 <= done < 400
+    listed = api.get("/v1/models/stoppable/checkpoints").json()["checkpoints"]
+    assert 1 <= len(listed) <= 3 and listed[-1]["pass"] == done  # last two kept, plus the best
+    assert api.post("/v1/models/stoppable/cancel").status_code == 409  # nothing to cancel now
+    bad = api.post("/v1/models/stoppable/resume", json={"passes": done})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "passes"
+    resumed = api.post("/v1/models/stoppable/resume", json={"passes": done + 3})
+    assert resumed.status_code == 202 and resumed.json()["status"] == "queued"
+    record = wait(api, "stoppable")
+    assert record["status"] == "completed" and record["progress"]["pass"] == done + 3
+    assert [h["pass"] for h in record["history"]] == list(range(1, done + 4))
+    again = api.post("/v1/models/stoppable/resume")
+    assert again.status_code == 409 and "more passes" in again.json()["error"]["message"]
+
+
+def test_early_stop_at_a_tolerance(api, digits_set):
+    start(api, "early", passes=200, tol=0.05)
+    record = wait(api, "early")
+    assert record["status"] == "completed" and record["stopped_early"] is True
+    figures = [h["convergence"]["value"] for h in record["history"]]
+    assert figures[-1] < 0.05 and all(v >= 0.05 for v in figures[:-1]) and len(figures) < 200
+
+
+def test_events_stream_every_pass_then_ends(api, digits_set, server):
+    start(api, "watched", passes=5)
+    events = []
+    with httpx.stream("GET", f"{server}/v1/models/watched/events", timeout=120) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        event = None
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                events.append((event, json.loads(line[6:])))
+    kinds = [e for e, _ in events]
+    assert kinds[-1] == "end" and events[-1][1]["status"] == "completed"
+    progress = [d for e, d in events if e == "progress"]
+    assert [p["pass"] for p in progress] == [1, 2, 3, 4, 5]
+    assert all(p["convergence"]["metric"] == "excess_error" for p in progress)
+    assert api.get("/v1/models/nope/events").status_code == 404
+
+
+def test_concurrent_fits_and_projections_while_they_run(api, digits_set, digits):
+    start(api, "ready", passes=1, solver="kha-et")
+    wait(api, "ready")
+    start(api, "first", passes=5000, block_size=50)
+    start(api, "second", passes=5000, block_size=50)
+    wait_for_pass(api, "first", 1)
+    wait_for_pass(api, "second", 1)
+    assert {api.get(f"/v1/models/{n}").json()["status"] for n in ("first", "second")} == {"running"}
+    latencies = []
+    for _ in range(5):  # projections are answered while both fits hold the workers
+        t0 = time.monotonic()
+        r = api.post("/v1/models/ready/project", json={"rows": digits[1000:1010].tolist()})
+        latencies.append(time.monotonic() - t0)
+        assert r.status_code == 200 and np.asarray(r.json()["components"]).shape == (10, 6)
+    assert {api.get(f"/v1/models/{n}").json()["status"] for n in ("first", "second")} == {"running"}
+    assert max(latencies) < 10
+    metrics = api.get("/metrics").text
+    assert 'kpca_models{status="running"} 2.0' in metrics
+    for name in ("first", "second"):
+        api.post(f"/v1/models/{name}/cancel")
+        assert wait(api, name)["status"] == "cancelled"

@@ -1,0 +1,96 @@
+"""External-cluster mode: real `dask scheduler` and `dask worker` processes on
+loopback; the service submits to them instead of starting a LocalCluster."""
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from service import Settings, create_app
+
+DASK = str(Path(sys.executable).parent / "dask")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def scheduler_address():
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--dashboard-address", ":0", "--no-show"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    time.sleep(1.0)
+    procs.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "2", "--resources", "fit=1",
+                                   "--no-dashboard", "--host", "127.0.0.1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        from dask.distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def test_service_fits_on_the_external_cluster(scheduler_address, tmp_path, digits):
+    app = create_app(Settings(data_dir=tmp_path, scheduler=scheduler_address))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        api = httpx.Client(base_url=url, timeout=60)
+        api.post("/v1/datasets", json={"name": "d", "n_features": 64, "dtype": "float64"})
+        api.put("/v1/datasets/d/chunks/0", json={"rows": digits[:300].tolist()})
+        api.post("/v1/datasets/d/commit")
+        r = api.post("/v1/models", json={"name": "m", "dataset": "d", "n_components": 4,
+                                         "kernel": {"type": "gaussian", "sigma": 3.0}, "params": {"passes": 3}})
+        assert r.status_code == 202
+        deadline = time.monotonic() + 120
+        while (record := api.get("/v1/models/m").json())["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert record["status"] == "completed", record["error"]
+        Z = api.post("/v1/models/m/project", json={"rows": digits[500:503].tolist()}).json()["components"]
+        assert np.asarray(Z).shape == (3, 4)
+        # the fit ran on the external cluster: no embedded cluster, and its scheduler saw the task
+        assert app.state.backend.cluster is None
+        from dask.distributed import Client
+
+        with Client(scheduler_address) as client:
+            prefixes = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
+        assert any(str(p).startswith("fit") for p in prefixes), prefixes
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+        listener.close()
