@@ -19,43 +19,9 @@ import numpy as np
 import pytest
 
 from kpca.estimator import KernelHebbianPCA
+from service_process import running_service
 
 N_TRAIN, R = 600, 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def running_service(data_dir):
-    """`python -m service` on a free loopback port; stopped (SIGINT, then kill) on exit."""
-    port = free_port()
-    env = {**os.environ, "KPCA_N_WORKERS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
-                             "--data-dir", str(data_dir)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode()
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the service did not start within 120 s"
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
