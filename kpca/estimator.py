@@ -88,10 +88,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
             state = init_state(self.solver, self.n_components, self.rows_.block, l, params, seed=self.random_state)
             block = self.block_size or default_block_size(l)
             state, _ = run_passes(self.rows_, state, self.passes, block, on_pass=callback)
-            self.state_ = state
-            self.coefficients_ = state["A"]
-            self.eigenvalues_ = state["eigenvalues"]
-            self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi") if k in state}
+            self._adopt(self.rows_, state)
         self.n_features_in_ = X.shape[1]
         return self
 
@@ -116,10 +113,14 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         state, _ = extend_state(self.state_, self.rows_.centering, rows)
         block = self.block_size or default_block_size(rows.n_rows)
         state, _ = run_passes(rows, state, state["pass"] + self.passes, block, on_pass=callback)
+        self._adopt(rows, state)
+        return self
+
+    def _adopt(self, rows: KernelRows, state: dict) -> None:
+        """Set the fitted attributes from an iterative solver's final state."""
         self.rows_, self.state_ = rows, state
         self.coefficients_, self.eigenvalues_ = state["A"], state["eigenvalues"]
-        self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi") if k in state}
-        return self
+        self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions") if k in state}
 
     def transform(self, X):
         """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""
