@@ -65,3 +65,23 @@ def smd_step(A, B, rho, Kc, p, eta, mu, xi):
                           - xi * lt(np.outer(Bk, y) + np.outer(y, Bk)) @ A)  # eq. 21
     A_new = A + g @ Gamma  # eq. 15
     return A_new, B_new, rho
+
+
+def expansion(A, X, Xnew, spec):
+    """gamma of Psi(x) = P Phi'(x) + mu = sum_i gamma_i Phi(x_i), densely (kpca.preimage).
+
+    beta = A k'(x) with k'(x) centred as in seed 000 eq. 5; alpha = A^T beta;
+    gamma = alpha + (1 - sum alpha) / l.
+    """
+    K = kernel_matrix(X, X, spec)
+    kx = kernel_matrix(Xnew, X, spec)
+    kx_c = kx - kx.mean(axis=1, keepdims=True) - K.mean(axis=0)[None, :] + K.mean()
+    alpha = kx_c @ A.T @ A
+    return alpha + (1.0 - alpha.sum(axis=1, keepdims=True)) / X.shape[0]
+
+
+def preimage_objective(z, gamma, X, spec):
+    """rho(z) = ||sum_i gamma_i Phi(x_i) - Phi(z)||^2 = gamma^T K gamma - 2 gamma . k(z, X) + k(z, z)."""
+    K = kernel_matrix(X, X, spec)
+    kz = kernel_matrix(z[None, :], X, spec)[0]
+    return gamma @ K @ gamma - 2.0 * gamma @ kz + kernel_matrix(z[None, :], z[None, :], spec)[0, 0]

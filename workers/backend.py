@@ -16,7 +16,9 @@ import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
 from workers import fit as fit_task
-from workers import project as project_task
+from store import DatasetStore, ModelRegistry
+from workers import images as image_task
+from workers import serve as serve_task
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +156,49 @@ class Backend:
         Blocking: call it from a thread pool, not the event loop.
         """
         future = self.client.submit(
-            project_task.project_rows, self.data_dir, model_name, rows, pure=False
+            serve_task.project_rows, self.data_dir, model_name, rows, pure=False
         )
         return future.result()
+
+    def reconstruct(self, model_name: str, rows: np.ndarray, method: str = "auto",
+                    options: dict | None = None) -> np.ndarray:
+        """Pre-images (m, n_features) of the rows' projections; see `workers.serve.reconstruct_rows`.
+
+        Blocking: call it from a thread pool, not the event loop.
+        """
+        future = self.client.submit(serve_task.reconstruct_rows, self.data_dir, model_name, rows, method,
+                                    options, pure=False)
+        return future.result()
+
+    def denoise_image(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
+                      options: dict | None = None, upscale: int = 1) -> np.ndarray:
+        """Denoised image in [0, 1] of the (upscaled) input shape; see `workers.serve.denoise_image`."""
+        future = self.client.submit(serve_task.denoise_image, self.data_dir, model_name, image, patch, stride,
+                                    method, options, upscale, pure=False)
+        return future.result()
+
+    def patch_dataset(self, name: str, image: np.ndarray, patch: int, stride: int) -> dict:
+        """Create and commit data set ``name`` whose rows are the image's patches (`workers.images`)."""
+        future = self.client.submit(image_task.patch_dataset, self.data_dir, name, image, patch, stride, pure=False)
+        return future.result()
+
+    def transform_dataset(self, model_name: str, dataset: str, output: str, operation: str = "project",
+                          method: str = "auto", options: dict | None = None, chunk_rows: int = 4096) -> dict:
+        """Project or denoise a whole data set into a new one, one dask task per chunk of rows.
+
+        The output data set (float32) is created, each chunk written when its
+        task's result is fetched (in order), then committed. Returns its metadata. Blocking: call it from a thread pool.
+        """
+        store = DatasetStore(self.data_dir)
+        meta = store.get(dataset)
+        n_rows, version = int(meta["n_rows"]), meta.get("version")
+        width = ModelRegistry(self.data_dir).get(model_name)["n_components"] if operation == "project" \
+            else meta["n_features"]
+        store.create(output, int(width), "float32")
+        bounds = [(a, min(a + chunk_rows, n_rows)) for a in range(0, n_rows, chunk_rows)]
+        futures = [self.client.submit(serve_task.transform_chunk, self.data_dir, model_name, dataset, version, a, b,
+                                      operation, method, options, pure=False) for a, b in bounds]
+        for i, future in enumerate(futures):  # tasks run in parallel; results are written in order
+            store.put_chunk(output, i, np.asarray(future.result(), dtype=np.float32))
+            future.release()
+        return store.commit(output)

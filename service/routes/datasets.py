@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import DatasetsDep, SettingsDep
+from kpca.images import to_unit
+from service.deps import BackendDep, DatasetsDep, SettingsDep
+from service.images import PNG_MEDIA_TYPE, decode_png
 from service.errors import ApiError
 from service.payloads import (
     CSV_MEDIA_TYPE,
@@ -165,3 +167,33 @@ def commit_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     ready set this is a no-op that returns the metadata.
     """
     return DatasetPublic.model_validate(datasets.commit(name))
+
+
+@router.post(
+    "/{name}/from-image",
+    status_code=status.HTTP_201_CREATED,
+    responses={**_ERRORS, 415: {"model": ErrorBody}},
+)
+async def dataset_from_image(
+    name: DatasetName,
+    request: Request,
+    datasets: DatasetsDep,
+    backend: BackendDep,
+    response: Response,
+    patch: Annotated[int, Query(ge=2, le=64, description="patch side in pixels")] = 11,
+    stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
+) -> DatasetPublic:
+    """Create a ready data set of the ``patch`` x ``patch`` patches of a PNG image (pixels scaled to
+    [0, 1], channels last), taken on a grid of step ``stride`` (seed 000 §5.2: 11 x 11 on a 2-pixel grid).
+    Then ``POST /v1/models`` on it and ``POST /v1/models/{model}/denoise-image`` denoise an image with
+    a model of its own patches."""
+    if media_type(request) != PNG_MEDIA_TYPE:
+        raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
+    image = decode_png(await read_body(request))
+    if patch > min(image.shape[0], image.shape[1]):
+        raise ApiError(422, "invalid", f"patch {patch} is larger than the {image.shape[0]}x{image.shape[1]} "
+                       "image", "patch")
+    unit, _ = to_unit(image)
+    meta = await run_in_threadpool(backend.patch_dataset, name, unit, patch, stride)
+    response.headers["Location"] = f"{router.prefix}/{name}"
+    return DatasetPublic.model_validate(meta)

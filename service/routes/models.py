@@ -10,17 +10,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, Body, Path, Request, Response, status
+from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.errors import ApiError
-from service.payloads import rows_to_array
+from kpca.images import from_unit, to_unit
+from service.images import PNG_MEDIA_TYPE, decode_png, encode_png
+from service.payloads import media_type, read_body, rows_to_array
 from service.schemas.common import NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import (
@@ -29,9 +32,14 @@ from service.schemas.models import (
     ModelPublic,
     ModelResume,
     ModelsPublic,
+    PreimageMethod,
     ProjectRequest,
     ProjectResponse,
+    ReconstructRequest,
+    ReconstructResponse,
+    TransformRequest,
 )
+from service.schemas.datasets import DatasetPublic
 from store.errors import NotFound
 
 ACTIVE = ("queued", "running")
@@ -135,11 +143,8 @@ def delete_model(name: ModelName, models: ModelsDep) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{name}/project", responses=_ERRORS)
-async def project(
-    name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep, backend: BackendDep
-) -> ProjectResponse:
-    """Kernel principal components of ``rows``: one row of ``n_components`` values per input row."""
+async def _served_model(name: str, models, datasets) -> tuple[dict, dict]:
+    """The record of a completed model and its data set's metadata, or the 404/409 that explains why not."""
     model = await run_in_threadpool(models.get, name)
     if model.get("status") != "completed":
         raise ApiError(
@@ -155,27 +160,139 @@ async def project(
         raise ApiError(
             404, "not_found", f"data set {model['dataset']!r} of model {name!r} has been deleted", "dataset"
         ) from None
+    return model, dataset
 
-    rows = rows_to_array(body.rows)
-    n_features = int(dataset["n_features"])
-    if rows.shape[1] != n_features:
+
+def _checked_rows(rows: list, n_features: int) -> np.ndarray:
+    """Request rows as a float64 array with the data set's width, all finite (422 on ``rows`` otherwise)."""
+    array = rows_to_array(rows)
+    if array.shape[1] != n_features:
         raise ApiError(
-            422, "invalid", f"rows must have {n_features} columns (the data set's n_features), got {rows.shape[1]}", "rows"
+            422, "invalid", f"rows must have {n_features} columns (the data set's n_features), got {array.shape[1]}",
+            "rows"
         )
-    finite = np.isfinite(rows).all(axis=1)
+    finite = np.isfinite(array).all(axis=1)
     if not finite.all():
         bad = int(np.argmin(finite))
         raise ApiError(422, "invalid", f"rows must be finite: row {bad} contains NaN or infinity", "rows")
+    return array
 
+
+async def _serve(models, name: str, model: dict, call, *args):
+    """Run a blocking backend call; a model deleted or refitted meanwhile is a 404/409, not a 500."""
     try:
-        components = await run_in_threadpool(backend.project, name, rows)
+        return await run_in_threadpool(call, *args)
     except Exception:
-        # deleted (or refitted) while we were projecting: say so instead of a 500
         current = await run_in_threadpool(models.get, name)  # NotFound -> 404
         if current.get("status") != "completed" or current.get("created_at") != model.get("created_at"):
-            raise ApiError(409, "conflict", f"model {name!r} changed while projecting; retry", "name") from None
+            raise ApiError(409, "conflict", f"model {name!r} changed while serving the request; retry",
+                           "name") from None
         raise
+
+
+@router.post("/{name}/project", responses=_ERRORS)
+async def project(
+    name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep, backend: BackendDep
+) -> ProjectResponse:
+    """Kernel principal components of ``rows``: one row of ``n_components`` values per input row."""
+    model, dataset = await _served_model(name, models, datasets)
+    rows = _checked_rows(body.rows, int(dataset["n_features"]))
+    components = await _serve(models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
+
+
+async def _reconstruct(name, body, models, datasets, backend) -> ReconstructResponse:
+    model, dataset = await _served_model(name, models, datasets)
+    rows = _checked_rows(body.rows, int(dataset["n_features"]))
+    options = body.options.model_dump(exclude_none=True)
+    try:
+        out = await _serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
+    except ValueError as exc:  # a method the kernel does not support, or an option the method does not take
+        message = str(exc)
+        field = message.split(":", 1)[0] if message.startswith("options.") else "method"
+        raise ApiError(422, "invalid", message, field) from None
+    return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
+
+
+@router.post("/{name}/reconstruct", responses=_ERRORS)
+async def reconstruct(
+    name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep, backend: BackendDep
+) -> ReconstructResponse:
+    """Rows -> their projection onto the components -> back to input space (a pre-image per row)."""
+    return await _reconstruct(name, body, models, datasets, backend)
+
+
+@router.post("/{name}/denoise", responses=_ERRORS)
+async def denoise(
+    name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep, backend: BackendDep
+) -> ReconstructResponse:
+    """Denoise rows: the pre-image of their projection onto the leading components (same maths as
+    ``/reconstruct``; the name says what it is for)."""
+    return await _reconstruct(name, body, models, datasets, backend)
+
+
+@router.post(
+    "/{name}/denoise-image",
+    responses={**_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
+    response_class=Response,
+)
+async def denoise_image(
+    name: ModelName,
+    request: Request,
+    models: ModelsDep,
+    datasets: DatasetsDep,
+    backend: BackendDep,
+    stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
+    method: Annotated[PreimageMethod, Query()] = "auto",
+    upscale: Annotated[int, Query(ge=1, le=8, description="pixel-replication factor (hyperresolution)")] = 1,
+) -> Response:
+    """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
+    averaged (seed 000 §5.2); with ``upscale`` > 1 the image is first enlarged by pixel replication
+    (hyperresolution, seed 002 §4.2). Grey and colour PNGs keep their mode and bit depth."""
+    if media_type(request) != PNG_MEDIA_TYPE:
+        raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
+    image = decode_png(await read_body(request))
+    model, dataset = await _served_model(name, models, datasets)
+    channels = 1 if image.ndim == 2 else image.shape[2]
+    n_features = int(dataset["n_features"])
+    patch = math.isqrt(n_features // channels)
+    if patch * patch * channels != n_features:
+        kind = "grey" if channels == 1 else "colour"
+        raise ApiError(422, "invalid", f"model {name!r} was trained on rows of {n_features} values, which are not "
+                       f"square {kind} patches ({channels} channel(s)); send an image whose patches match "
+                       "its training patches", "image")
+    height, width = image.shape[0] * upscale, image.shape[1] * upscale
+    if patch > min(height, width):
+        raise ApiError(422, "invalid", f"the model's {patch}x{patch} patches do not fit in a {height}x{width} "
+                       "image", "image")
+    if stride > patch:
+        raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
+                       "patches would not be covered", "stride")
+    unit, info = to_unit(image)
+    cleaned = await _serve(models, name, model, backend.denoise_image, name, unit, patch, stride, method, None,
+                           upscale)
+    return Response(content=encode_png(from_unit(np.clip(cleaned, 0.0, 1.0), info)), media_type=PNG_MEDIA_TYPE)
+
+
+@router.post("/{name}/transform", status_code=status.HTTP_201_CREATED, responses=_ERRORS)
+async def transform_dataset(
+    name: ModelName, body: TransformRequest, models: ModelsDep, datasets: DatasetsDep, backend: BackendDep,
+    response: Response,
+) -> DatasetPublic:
+    """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
+    data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
+    model, trained_on = await _served_model(name, models, datasets)
+    source = await run_in_threadpool(datasets.get, body.dataset)
+    if source.get("status") != "ready":
+        raise ApiError(409, "conflict", f"data set {body.dataset!r} is not committed; commit it first", "dataset")
+    if int(source["n_features"]) != int(trained_on["n_features"]):
+        raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
+                       f"{name!r} expects {trained_on['n_features']}", "dataset")
+    options = body.options.model_dump(exclude_none=True)
+    meta = await _serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
+                        body.operation, body.method, options)
+    response.headers["Location"] = f"/v1/datasets/{body.output}"
+    return DatasetPublic.model_validate(meta)
 
 
 @router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=_ERRORS)

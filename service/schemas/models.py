@@ -161,3 +161,47 @@ class ProjectRequest(BaseModel):
 
 class ProjectResponse(BaseModel):
     components: list[list[float]] = Field(description="one row of n_components values per input row")
+
+
+# ---------------------------------------------------------------- pre-images
+
+PreimageMethod = Literal["auto", "fixed-point", "kwok-tsang", "gradient", "learned"]
+
+
+class PreimageOptions(BaseModel):
+    """Options of the pre-image methods (each method reads the ones it knows)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_iter: int | None = Field(default=None, ge=1, le=1000, description="fixed-point iterations")
+    tol: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="convergence tolerance")
+    restarts: int | None = Field(default=None, ge=1, le=20, description="fixed-point restarts")
+    n_neighbors: int | None = Field(default=None, ge=1, le=1000, description="Kwok-Tsang neighbours")
+    max_iter: int | None = Field(default=None, ge=1, le=5000, description="gradient descent iterations")
+
+
+class ReconstructRequest(BaseModel):
+    """``POST /v1/models/{name}/reconstruct`` and ``/denoise`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rows: list[list[Number]] = Field(min_length=1, max_length=MAX_PROJECT_ROWS)
+    method: PreimageMethod = Field(default="auto", description="auto: fixed-point for Gaussian kernels, "
+                                   "gradient descent otherwise")
+    options: PreimageOptions = Field(default_factory=PreimageOptions)
+
+
+class ReconstructResponse(BaseModel):
+    rows: list[list[float]] = Field(description="one pre-image per input row, in input space")
+
+
+class TransformRequest(BaseModel):
+    """``POST /v1/models/{name}/transform`` body: a whole data set through the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: Name = Field(description="input data set (its latest version)")
+    output: Name = Field(description="name of the new data set that receives the result")
+    operation: Literal["project", "denoise"] = "project"
+    method: PreimageMethod = "auto"
+    options: PreimageOptions = Field(default_factory=PreimageOptions)
