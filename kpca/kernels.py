@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 import numba
 import numpy as np
 
+from kpca._fastexp import exp_nonpositive_f32, exp_nonpositive_f64
+
 KERNEL_TYPES = ("gaussian", "laplacian", "polynomial", "linear", "tanh")
 
 
@@ -125,10 +127,8 @@ def kernel_block(
         yn = squared_norms(Y) if y_sqnorms is None else y_sqnorms
         xn = np.ascontiguousarray(xn, dtype=G.dtype)
         yn = np.ascontiguousarray(yn, dtype=G.dtype)
-        if kind == "gaussian":
-            _gaussian_from_gram(G, xn, yn, G.dtype.type(-0.5 / spec.sigma**2))
-        else:
-            _laplacian_from_gram(G, xn, yn, G.dtype.type(-1.0 / spec.sigma))
+        scale = -0.5 / spec.sigma**2 if kind == "gaussian" else -1.0 / spec.sigma
+        _RADIAL_MAPS[(kind, G.dtype)](G, xn, yn, G.dtype.type(scale))
     elif kind == "polynomial":
         _polynomial_from_gram(G, G.dtype.type(spec.gamma), G.dtype.type(spec.offset), int(spec.degree))
     elif kind == "tanh":
@@ -148,26 +148,65 @@ def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
     return np.tanh(spec.gamma * sq + spec.offset)
 
 
-# Jitted element-wise maps, in place on the Gram block G = X Y^T.
-# Twins in plain numpy live in tests/naive.py.
+# Jitted element-wise maps, in place on the Gram block G = X Y^T, row by row
+# so a row stays in cache between the distance and the exp pass. Twins in
+# plain numpy live in tests/naive.py.
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _squared_distances(G, xn, yn, i, scale):
+    """Row i of G becomes ``scale * max(|x_i|^2 + |y_j|^2 - 2 G[i, j], 0)`` (in G's dtype)."""
+    zero = scale - scale
+    for j in range(G.shape[1]):
+        G[i, j] = scale * max(xn[i] + yn[j] - (G[i, j] + G[i, j]), zero)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _euclidean_distances(G, xn, yn, i, scale):
+    """Row i of G becomes ``scale * sqrt(max(|x_i|^2 + |y_j|^2 - 2 G[i, j], 0))``."""
+    zero = scale - scale
+    for j in range(G.shape[1]):
+        G[i, j] = scale * np.sqrt(max(xn[i] + yn[j] - (G[i, j] + G[i, j]), zero))
 
 
 @numba.njit(nogil=True, cache=True)
-def _gaussian_from_gram(G, xn, yn, scale):
-    b, m = G.shape
-    for i in range(b):
-        for j in range(m):
-            d2 = max(xn[i] + yn[j] - 2 * G[i, j], 0)
-            G[i, j] = np.exp(scale * d2)
+def _gaussian_from_gram_f32(G, xn, yn, scale):
+    bits = np.empty(G.shape[1], dtype=np.int32)
+    for i in range(G.shape[0]):
+        _squared_distances(G, xn, yn, i, scale)
+        exp_nonpositive_f32(G[i], bits)
 
 
 @numba.njit(nogil=True, cache=True)
-def _laplacian_from_gram(G, xn, yn, scale):
-    b, m = G.shape
-    for i in range(b):
-        for j in range(m):
-            d2 = max(xn[i] + yn[j] - 2 * G[i, j], 0)
-            G[i, j] = np.exp(scale * np.sqrt(d2))
+def _gaussian_from_gram_f64(G, xn, yn, scale):
+    bits = np.empty(G.shape[1], dtype=np.int64)
+    for i in range(G.shape[0]):
+        _squared_distances(G, xn, yn, i, scale)
+        exp_nonpositive_f64(G[i], bits)
+
+
+@numba.njit(nogil=True, cache=True)
+def _laplacian_from_gram_f32(G, xn, yn, scale):
+    bits = np.empty(G.shape[1], dtype=np.int32)
+    for i in range(G.shape[0]):
+        _euclidean_distances(G, xn, yn, i, scale)
+        exp_nonpositive_f32(G[i], bits)
+
+
+@numba.njit(nogil=True, cache=True)
+def _laplacian_from_gram_f64(G, xn, yn, scale):
+    bits = np.empty(G.shape[1], dtype=np.int64)
+    for i in range(G.shape[0]):
+        _euclidean_distances(G, xn, yn, i, scale)
+        exp_nonpositive_f64(G[i], bits)
+
+
+_RADIAL_MAPS = {
+    ("gaussian", np.dtype(np.float32)): _gaussian_from_gram_f32,
+    ("gaussian", np.dtype(np.float64)): _gaussian_from_gram_f64,
+    ("laplacian", np.dtype(np.float32)): _laplacian_from_gram_f32,
+    ("laplacian", np.dtype(np.float64)): _laplacian_from_gram_f64,
+}
 
 
 @numba.njit(nogil=True, cache=True)

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_block, kernel_diagonal, squared_norms
@@ -58,10 +59,19 @@ def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> 
     row_means : ndarray of shape (b,)
         ``mean_j K[i, j]`` (for training rows this equals ``m[idx]``).
     """
-    K -= row_means[:, None]
-    K -= centering.column_means[None, :]
-    K += centering.grand_mean
+    cm = centering.column_means
+    _center_in_place(K, np.ascontiguousarray(row_means, dtype=K.dtype),
+                     cm if cm.dtype == K.dtype else cm.astype(K.dtype), K.dtype.type(centering.grand_mean))
     return K
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _center_in_place(K, row_means, column_means, grand_mean):
+    """One pass of eq. 5 over a block: ``K[i, j] += m_bar - r_i - m_j``."""
+    for i in range(K.shape[0]):
+        shift = grand_mean - row_means[i]
+        for j in range(K.shape[1]):
+            K[i, j] += shift - column_means[j]
 
 
 def default_cache_bytes() -> int:

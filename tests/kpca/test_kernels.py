@@ -49,3 +49,22 @@ def test_spec_round_trip_and_errors_name_the_field():
         KernelSpec.from_dict({"type": "polynomial", "degree": 1.5})
     with pytest.raises(ValueError, match="kernel.sigma"):
         KernelSpec.from_dict({"type": "linear", "sigma": 1.0})
+
+
+@pytest.mark.parametrize("dtype,bits,rtol", [(np.float32, np.int32, 5e-7), (np.float64, np.int64, 5e-15)])
+def test_fast_exp_matches_numpy_down_to_underflow(dtype, bits, rtol, rng):
+    from kpca._fastexp import exp_nonpositive_f32, exp_nonpositive_f64
+
+    fn = exp_nonpositive_f32 if dtype == np.float32 else exp_nonpositive_f64
+    x = np.concatenate([-rng.random(5000) * 80, -rng.random(5000), [0.0, -1e-30, -50.0, -86.9, -200.0, -1e6]])
+    if dtype == np.float64:
+        x = np.concatenate([x, -rng.random(2000) * 700, [-707.0, -745.0]])
+    x = x.astype(dtype)
+    out = x.copy()
+    fn(out, np.empty(x.size, dtype=bits))
+    ref = np.exp(x.astype(np.float64))
+    tiny = np.finfo(dtype).tiny
+    normal = ref > tiny * 4
+    np.testing.assert_allclose(out[normal], ref[normal], rtol=rtol)
+    assert np.all(out[~normal] <= tiny * 4) and np.all(out >= 0)
+    assert out[x == 0][0] == 1.0
