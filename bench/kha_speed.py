@@ -1,0 +1,122 @@
+"""Cost of a KHA pass against the cost of its kernel rows, and float32 against float64.
+
+1. l = 20,000 random points (n = 64, a Gaussian mixture), r = 16, Gaussian
+   kernel: the time to compute one pass's centred kernel rows alone, and
+   the time of a full kha-smd / kha-et pass with the step-by-step reference
+   updates (`kpca.solvers.step_block`) and, if available, the blocked ones
+   (`kpca.solvers._blocked`) — ratios to the kernel rows, measured in one run
+   over ``--blocks`` blocks of a pass (extrapolated to the pass).
+2. float32 against float64 kernel rows (the state stays float64): speed of a
+   pass and the excess error after 20 passes on 1797 digits (sigma 3, r 16).
+
+Prints JSON and writes bench/results/kha_speed.json.
+
+    python bench/kha_speed.py [--l 20000] [--blocks 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.linalg
+from sklearn.datasets import load_digits
+
+from kpca.defaults import default_block_size
+from kpca.driver import run_passes
+from kpca.kernels import KernelSpec
+from kpca.metrics import excess_error, minimal_error
+from kpca.rows import Centering, KernelRows
+from kpca.solvers import begin_pass, init_state, permutation, resolve_params, step_block
+
+OUT = Path(__file__).parent / "results"
+
+
+def blocked_step():
+    try:
+        from kpca.solvers._blocked import blocked_step_block
+    except ImportError:
+        return None
+    return blocked_step_block
+
+
+def pass_costs(l, n, blocks):
+    rng = np.random.default_rng(0)
+    X = rng.normal(scale=3.0, size=(10, n))[rng.integers(0, 10, l)] + rng.normal(size=(l, n))
+    rows = KernelRows(X, KernelSpec("gaussian", sigma=1.5 * np.sqrt(n)))
+    rows.centering = Centering(np.zeros(l), 0.0, 1.0)  # the work is the same for any centring
+    b = default_block_size(l)
+    order = permutation(0, 0, l)
+    idx = [order[k * b : (k + 1) * b] for k in range(blocks + 1)]
+    rows.block(idx[0])
+    t0 = time.perf_counter()
+    kernel_blocks = [rows.block(i) for i in idx[1:]]
+    t_rows = time.perf_counter() - t0
+    out = {"l": l, "n": n, "r": 16, "block_size": b, "blocks_timed": blocks,
+           "kernel_rows_pass_s": t_rows / blocks * (l / b)}
+    implementations = {"step_by_step": step_block}
+    if blocked_step() is not None:
+        implementations["blocked"] = blocked_step()
+    for solver in ("kha-et", "kha-smd"):
+        params = resolve_params(solver, 1.0)
+        state = begin_pass(init_state(solver, 16, lambda i: rng.normal(size=(len(i), l)), l, params, seed=0))
+        for name, step in implementations.items():
+            s = step(state, kernel_blocks[0], idx[1])  # warm-up / compile
+            t0 = time.perf_counter()
+            s = state
+            for K, i in zip(kernel_blocks, idx[1:]):
+                s = step(s, K, i)
+            t_update = (time.perf_counter() - t0) / blocks * (l / b)
+            out[f"{solver}/{name}/update_pass_s"] = t_update
+            out[f"{solver}/{name}/pass_vs_kernel_rows"] = (t_update + out["kernel_rows_pass_s"]) / out["kernel_rows_pass_s"]
+    return out
+
+
+def precision(passes=20):
+    X = load_digits().data / 16.0
+    out = {"data": "digits (1797) / 16", "kernel": {"type": "gaussian", "sigma": 3.0}, "r": 16, "passes": passes}
+    reference = KernelRows(X, KernelSpec("gaussian", sigma=3.0))
+    reference.fit_centering()
+    Kc = reference.dense()
+    e_min = minimal_error(scipy.linalg.eigvalsh(Kc), 16)
+    for dtype in (np.float64, np.float32):
+        rows = KernelRows(X.astype(dtype), KernelSpec("gaussian", sigma=3.0), dtype=dtype)
+        c = rows.fit_centering()
+        state = init_state("kha-smd", 16, lambda i: rows.block(i).astype(np.float64), rows.n_rows,
+                           resolve_params("kha-smd", c.mean_diagonal), seed=0)
+        t0 = time.perf_counter()
+        kernel_time = 0.0
+
+        class Timed:
+            n_rows = rows.n_rows
+
+            def block(self, i):
+                nonlocal kernel_time
+                t = time.perf_counter()
+                K = rows.block(i).astype(np.float64)
+                kernel_time += time.perf_counter() - t
+                return K
+
+        state, _ = run_passes(Timed(), state, passes, default_block_size(rows.n_rows))
+        out[np.dtype(dtype).name] = {"excess_error": excess_error(Kc, state["AK"], e_min),
+                                     "fit_s": time.perf_counter() - t0, "kernel_rows_s": kernel_time}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--l", type=int, default=20000)
+    ap.add_argument("--n", type=int, default=64)
+    ap.add_argument("--blocks", type=int, default=20)
+    args = ap.parse_args()
+    doc = {"pass_costs": pass_costs(args.l, args.n, args.blocks), "float32_vs_float64": precision()}
+    OUT.mkdir(exist_ok=True)
+    (OUT / "kha_speed.json").write_text(json.dumps(doc, indent=1))
+    print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()
