@@ -49,6 +49,7 @@ def run_passes(
     on_pass: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_block: Callable[[dict], None] | None = None,
+    step: Callable[[dict, np.ndarray, np.ndarray], dict] = step_block,
 ) -> tuple[dict, bool]:
     """Run passes ``state["pass"] .. passes-1`` (resuming mid-pass if needed).
 
@@ -63,7 +64,9 @@ def run_passes(
 
     Returns ``(state, stopped)``; ``stopped`` is True when ``should_stop()``
     returned True after some block (the state is then mid-pass and resumable).
-    ``on_pass(state)`` is called after every completed pass.
+    ``on_pass(state)`` is called after every completed pass. ``step`` is the
+    block update (default the blocked `step_block`; `step_block_reference`
+    runs the step-by-step form).
     """
     l = rows.n_rows
     while state["pass"] < passes:
@@ -74,7 +77,7 @@ def run_passes(
         while state["position"] < l:
             a = state["position"]
             idx = order[a : min(a + block_size, l)]
-            state = step_block(state, rows.block(idx), idx)
+            state = step(state, rows.block(idx), idx)
             if is_diverged(state):
                 state = _reduce_gain(pass_start)
                 pass_start = state

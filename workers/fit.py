@@ -196,12 +196,9 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
         lam = eigenvalue_estimates(state["A"], state["AK"])
         convergence = convergence_of(state, lam)
         gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0)
-        _still_ours(registry, record)  # never write checkpoints into a deleted or re-created model
-        checkpoints.save(name, done, state)
         value = convergence["value"]
         if value is not None and (not best or value <= best["value"]):
             best.update({"pass": done, "value": value})
-        _retain(checkpoints, name, keep, best.get("pass"))
         if tol is not None and value is not None and value < tol:
             early["stop"] = True
         per_pass = (elapsed - elapsed_before) / max(done - start_pass, 1)
@@ -209,8 +206,13 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
         progress = {"pass": done, "passes": passes, "t": int(state["t"]), "fraction": min(done / passes, 1.0),
                     "elapsed_s": elapsed, "remaining_s": 0.0 if early["stop"] else per_pass * max(passes - done, 0),
                     "eigenvalues": lam.tolist(), "gains": np.asarray(gains).tolist(), "convergence": convergence}
+        _still_ours(registry, record)  # never write into a deleted or re-created model
+        # the record first, then the checkpoint: a crash in between leaves a history one pass ahead of the
+        # checkpoint, which a resumed run truncates and recomputes (the other order would lose an entry)
         registry.update(name, progress=progress, history=list(history), params_used=used(state),
                         best_checkpoint=dict(best) or None)
+        checkpoints.save(name, done, state)
+        _retain(checkpoints, name, keep, best.get("pass"))
 
     def should_stop() -> bool:
         return early["stop"] or registry.cancel_requested(name)

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from kpca.solvers import begin_pass, init_state, step_block
+from kpca.solvers import begin_pass, init_state, step_block, step_block_reference
+
+STEPS = pytest.mark.parametrize("step", [step_block, step_block_reference], ids=["blocked", "reference"])
 from tests.naive import centered, kha_step, smd_step
 
 
@@ -14,15 +16,16 @@ def small_problem(rng):
     return centered(K)
 
 
+@STEPS
 @pytest.mark.parametrize("solver", ["kha", "kha-t", "kha-et"])
-def test_kha_family_block_equals_eq8_step_by_step(small_problem, solver):
+def test_kha_family_block_equals_eq8_step_by_step(small_problem, solver, step):
     Kc = small_problem
     l, r = Kc.shape[0], 4
     state = init_state(solver, r, lambda i: Kc[i], l, {"eta0": 0.3}, seed=3)
     state = begin_pass(state)
     A = state["A"].copy()
     idx = np.random.default_rng(0).permutation(l)[:12]
-    new = step_block(state, Kc[idx], idx)
+    new = step(state, Kc[idx], idx)
     for s, p in enumerate(idx):
         factor = 1.0 if solver == "kha" else l / (s + l)
         A = kha_step(A, Kc, p, state["gain"] * factor)
@@ -32,14 +35,15 @@ def test_kha_family_block_equals_eq8_step_by_step(small_problem, solver):
     assert not np.shares_memory(new["A"], state["A"])  # the step is pure
 
 
-def test_smd_block_equals_algorithm1_step_by_step(small_problem):
+@STEPS
+def test_smd_block_equals_algorithm1_step_by_step(small_problem, step):
     Kc = small_problem
     l, r = Kc.shape[0], 3
     params = {"eta0": 0.2, "mu": 2.0, "xi": 0.99}
     state = begin_pass(init_state("kha-smd", r, lambda i: Kc[i], l, params, seed=1))
     A, B, rho = state["A"].copy(), state["B"].copy(), state["rho"].copy()
     idx = np.random.default_rng(2).permutation(l)[:15]
-    new = step_block(state, Kc[idx], idx)
+    new = step(state, Kc[idx], idx)
     for s, p in enumerate(idx):
         A, B, rho = smd_step(A, B, rho, Kc, p, state["gain"] * l / (s + l), params["mu"], params["xi"])
     assert np.abs(B).max() > 0 and np.abs(rho - 1).max() > 1e-6  # SMD did adapt

@@ -1,0 +1,209 @@
+"""Blocked KHA updates (kpca.solvers._blocked) against the step-by-step jitted kernels.
+
+The reference is `kpca.solvers.step_block_reference`, the step-by-step form
+with the O(r l)-per-row kernels `_kha_steps` / `_smd_steps`. Agreement is norm-wise: ``|blocked - reference| <= rtol *
+max|reference|`` elementwise (entries of A far below its largest entry are
+compared at that scale). Observed: about 1e-14 for one block, 1e-12 after
+several passes; asserted: 1e-9 and 1e-7.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import kpca.solvers._blocked as blocked_module
+from kpca.driver import DenseRows, is_diverged, run_passes
+from kpca.solvers import begin_pass, init_state, permutation, resolve_params, step_block, step_block_reference
+from kpca.solvers._blocked import blocked_step_block
+from tests.naive import centered
+
+SOLVERS = ["kha", "kha-t", "kha-et", "kha-smd"]
+STATE_ARRAYS = ("A", "AK", "B", "rho")
+
+
+stepwise = step_block_reference  # the step-by-step reference
+
+
+def assert_states_close(got, want, rtol):
+    assert set(got) == set(want)
+    for key in STATE_ARRAYS:
+        if key in want:
+            scale = np.abs(want[key]).max()
+            np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=rtol * scale, err_msg=key)
+    for key in ("t", "position", "pass"):
+        assert got[key] == want[key], key
+
+
+def params_for(solver, eta0=None, mu=None):
+    params = {"eta0": 0.3 if eta0 is None else eta0}
+    if solver == "kha-smd":
+        params.update(eta0=0.2 if eta0 is None else eta0, mu=1.0 if mu is None else mu, xi=0.99)
+    return params
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """A centred Gaussian kernel matrix on 180 random points in R^4."""
+    X = np.random.default_rng(7).normal(size=(180, 4))
+    return centered(np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / 4.0))
+
+
+def run_blocks(step, state, Kc, order, sizes, **kwargs):
+    a = 0
+    for size in sizes:
+        idx = order[a : a + size]
+        state = step(state, Kc[idx], idx, **kwargs)
+        a += size
+    return state
+
+
+def start(Kc, solver, r, seed=1, **params):
+    l = Kc.shape[0]
+    return begin_pass(init_state(solver, r, lambda i: Kc[i], l, params_for(solver, **params), seed=seed))
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("r", [3, 8])
+def test_blocked_equals_stepwise_over_several_blocks(problem, solver, r):
+    state = start(problem, solver, r)
+    order = permutation(0, 0, problem.shape[0])
+    sizes = [64, 50, 37, 29]
+    want = run_blocks(stepwise, state, problem, order, sizes)
+    got = run_blocks(blocked_step_block, state, problem, order, sizes)
+    if solver == "kha-smd":
+        assert np.abs(want["B"]).max() > 0 and np.abs(want["rho"] - 1).max() > 1e-3  # SMD did adapt
+    assert_states_close(got, want, rtol=1e-9)
+    assert got["t"] == sum(sizes)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("sub_block", [1, 7, 1000])
+def test_sub_block_size_and_blocks_of_one_and_uneven_length(problem, solver, sub_block):
+    state = start(problem, solver, 5)
+    order = permutation(3, 0, problem.shape[0])
+    sizes = [1, 1, 13, 1, 40, 2, 61, 1]
+    want = run_blocks(stepwise, state, problem, order, sizes)
+    got = run_blocks(blocked_step_block, state, problem, order, sizes, sub_block=sub_block)
+    assert_states_close(got, want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_repeated_indices_inside_a_block(problem, solver):
+    """Not produced by a pass (a permutation), but handled: the scatter adds."""
+    state = start(problem, solver, 4)
+    idx = np.array([5, 17, 5, 90, 17, 5, 3])
+    want = stepwise(state, problem[idx], idx)
+    got = blocked_step_block(state, problem[idx], idx)
+    assert_states_close(got, want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_blocked_is_pure_and_keeps_the_state_layout(problem, solver):
+    state = start(problem, solver, 4)
+    before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()}
+    idx = permutation(0, 0, problem.shape[0])[:30]
+    new = blocked_step_block(state, problem[idx], idx)
+    for key, value in before.items():
+        assert np.array_equal(state[key], value), key  # input untouched
+    for key in state:
+        if isinstance(state[key], np.ndarray):
+            assert not np.shares_memory(new[key], state[key]), key
+            assert new[key].dtype == state[key].dtype and new[key].shape == state[key].shape, key
+    assert new["t"] == 30 and new["position"] == 30
+
+
+def test_empty_block_changes_nothing(problem):
+    state = start(problem, "kha-smd", 4)
+    new = blocked_step_block(state, problem[:0], np.zeros(0, dtype=np.int64))
+    assert_states_close(new, state, rtol=0.0)
+
+
+def test_float32_state(problem):
+    Kc = problem.astype(np.float32)
+    l = Kc.shape[0]
+    for solver in ("kha-et", "kha-smd"):
+        state = begin_pass(init_state(solver, 4, lambda i: Kc[i], l, params_for(solver), seed=2, dtype=np.float32))
+        idx = permutation(0, 0, l)[:100]
+        want = stepwise(state, Kc[idx], idx)
+        got = blocked_step_block(state, Kc[idx], idx)
+        assert got["A"].dtype == np.float32 and got["AK"].dtype == np.float32
+        assert_states_close(got, want, rtol=1e-4)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_long_run_through_the_driver(problem, solver):
+    """Six passes of run_passes (uneven last block): blocked within 1e-7 of step by step."""
+    rows = DenseRows(problem)
+    params = resolve_params(solver, float(np.trace(problem)) / problem.shape[0])
+    state = init_state(solver, 6, rows.block, rows.n_rows, params, seed=5)
+    want, _ = run_passes(rows, state, 6, 50, step=stepwise)
+    got, _ = run_passes(rows, state, 6, 50, step=blocked_step_block)
+    assert got["pass"] == want["pass"] == 6 and "gain_reductions" not in got
+    assert_states_close(got, want, rtol=1e-7)
+
+
+def record_sub_blocks(monkeypatch):
+    """Wrap the jitted transforms to log (rows offered, steps done) per sub-block."""
+    log = []
+    for name, qt_position in (("_kha_transform", 1), ("_smd_transform", 2)):  # W, [R,] Qt, ...
+        jitted = getattr(blocked_module, name)
+
+        def logged(*args, jitted=jitted, qt_position=qt_position):
+            done = jitted(*args)
+            log.append((args[qt_position].shape[0], done))
+            return done
+
+        monkeypatch.setattr(blocked_module, name, logged)
+    return log
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_rematerialisation_path_is_exact(problem, solver, monkeypatch):
+    """A growth limit just below the starting ||T|| ends sub-blocks early, then lets them run."""
+    log = record_sub_blocks(monkeypatch)
+    state = start(problem, solver, 5)
+    order = permutation(1, 0, problem.shape[0])
+    sizes = [90, 90]
+    want = run_blocks(stepwise, state, problem, order, sizes)
+    got = run_blocks(blocked_step_block, state, problem, order, sizes, sub_block=30, growth_limit=0.99)
+    assert any(done < offered for offered, done in log)  # re-materialised early ...
+    assert any(done == offered > 1 for offered, done in log)  # ... and accumulated otherwise
+    assert sum(done for _, done in log) == 180
+    assert_states_close(got, want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
+def test_large_gain_rematerialises_and_diverges_like_the_reference(problem, solver, monkeypatch):
+    """A gain far beyond stability: ||T|| passes GROWTH_LIMIT, the block ends early and
+    the state is diverged exactly when the step-by-step one is (the driver's guard)."""
+    log = record_sub_blocks(monkeypatch)
+    state = start(problem, solver, 4, eta0=5.0)
+    idx = permutation(0, 0, problem.shape[0])[:128]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = stepwise(state, problem[idx], idx)
+        got = blocked_step_block(state, problem[idx], idx)
+    assert any(done < offered for offered, done in log)
+    assert is_diverged(want) and is_diverged(got)
+
+
+def test_divergence_guard_in_the_driver_behaves_the_same(problem):
+    rows = DenseRows(problem)
+    state = init_state("kha-et", 4, rows.block, rows.n_rows, {"eta0": 50.0}, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want, _ = run_passes(rows, state, 2, 64, step=stepwise)
+        got, _ = run_passes(rows, state, 2, 64, step=blocked_step_block)
+    assert want["gain_reductions"] >= 1 and got["gain_reductions"] == want["gain_reductions"]
+    assert_states_close(got, want, rtol=1e-7)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_public_step_block_agrees(problem, solver):
+    """Whichever implementation `kpca.solvers.step_block` dispatches to, it agrees with both."""
+    state = start(problem, solver, 4)
+    idx = permutation(2, 0, problem.shape[0])[:70]
+    assert_states_close(step_block(state, problem[idx], idx), stepwise(state, problem[idx], idx), rtol=1e-9)
+    assert_states_close(blocked_step_block(state, problem[idx], idx), step_block(state, problem[idx], idx),
+                        rtol=1e-9)
