@@ -49,7 +49,8 @@ def kha_step(A, Kc, p, eta):
 def smd_step(A, B, rho, Kc, p, eta, mu, xi):
     """One KHA-SMD step, Algorithm 1 (g)-(j) with K' dense: eq. 16, 21, 15.
 
-    The log-gain change per step is clipped to [-ln 2, ln 2] as in kpca.
+    The log-gain change per step is clipped to [-ln 2, ln 2] and the log-gain
+    to [-3, 3], as in kpca (safeguards outside eq. 16).
     Returns (A, B, rho) at t+1; A K' is recomputed densely by the caller.
     """
     k = Kc[:, p]
@@ -58,7 +59,7 @@ def smd_step(A, B, rho, Kc, p, eta, mu, xi):
     e[p] = 1.0
     Gamma = np.outer(y, e) - lt(np.outer(y, y)) @ A  # eq. 9
     drho = mu * np.diag(Gamma @ Kc @ B.T)  # eq. 16
-    rho = rho + np.clip(drho, -np.log(2), np.log(2))
+    rho = np.clip(rho + np.clip(drho, -np.log(2), np.log(2)), -3.0, 3.0)
     g = np.diag(np.exp(rho) * eta)
     Bk = B @ k
     B_new = xi * B + g @ (np.outer(A @ k + xi * Bk, e) - lt(np.outer(y, y)) @ (A + xi * B)

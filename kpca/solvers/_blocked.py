@@ -115,9 +115,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+# The SMD safeguards of kpca.solvers._steps, repeated here on purpose: numba's
+# on-disk cache of this module would not notice a change made in the other
+# one. tests/kpca/test_blocked.py checks that they are equal.
+_LN2 = np.log(2.0)
+RHO_MAX = 3.0
+
 GROWTH_LIMIT = 1e3
 SUB_BLOCK_RANGE = (32, 256)  # bounds of `default_sub_block`
-_LN2 = np.log(2.0)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -210,7 +215,7 @@ def _smd_transform(W, R, Qt, Gt, rho, gain, t0, l_sched, mu, xi, growth_limit):
                 dA[c] += bki * W[i, c]
                 gkb += cA[c] * R[r + i, c]
             drho = mu * yi * (bki - gkb)  # eq. 16, clipped as in _smd_steps
-            rho[i] += min(max(drho, -_LN2), _LN2)
+            rho[i] = min(max(rho[i] + min(max(drho, -_LN2), _LN2), -RHO_MAX), RHO_MAX)
             g = np.exp(rho[i]) * gain[i] * factor
             gy = g * yi
             gv = g * (yi + xi * bki)

@@ -18,6 +18,12 @@ import numba
 import numpy as np
 
 _LN2 = np.log(2.0)
+# SMD safeguards, both outside eq. 16: a log-gain moves by at most ln 2 per
+# step (Schraudolph 2002 bounds a gain update to a factor 1/2) and stays in
+# [-RHO_MAX, RHO_MAX], so no component's gain can collapse to zero (seen on
+# image patches with a dominant eigenvalue, where rho ran off to -30 and the
+# components froze) or explode.
+RHO_MAX = 3.0
 
 
 @numba.njit(nogil=True, cache=True)
@@ -96,10 +102,9 @@ def _smd_steps(A, B, AK, rho, rows, idx, gain, t0, l_sched, mu, xi):
                 cAK[j] += yi * AK[i, j]
                 gkb += cAK[j] * B[i, j]
             # eq. 16 with eq. 17: diag(Gamma K' B^T)_i = y_i (B_i k - <lt-row of A K', B_i>)
-            # SMD's safeguard (Schraudolph 2002 bounds one gain update to a factor of 1/2):
-            # a log-gain changes by at most ln 2 per step; otherwise eq. 16 as written
+            # eq. 16 with the safeguards described at RHO_MAX
             drho = mu * yi * (bki - gkb)
-            rho[i] += min(max(drho, -_LN2), _LN2)
+            rho[i] = min(max(rho[i] + min(max(drho, -_LN2), _LN2), -RHO_MAX), RHO_MAX)
             g = np.exp(rho[i]) * gain[i] * factor
             gy = g * yi
             for j in range(l):

@@ -207,3 +207,9 @@ def test_public_step_block_agrees(problem, solver):
     assert_states_close(step_block(state, problem[idx], idx), stepwise(state, problem[idx], idx), rtol=1e-9)
     assert_states_close(blocked_step_block(state, problem[idx], idx), step_block(state, problem[idx], idx),
                         rtol=1e-9)
+
+
+def test_smd_safeguards_are_the_same_in_both_forms():
+    from kpca.solvers import _steps
+
+    assert blocked_module.RHO_MAX == _steps.RHO_MAX and blocked_module._LN2 == _steps._LN2

@@ -81,3 +81,22 @@ def test_determinism_for_a_seed(digits_gaussian):
     b = fit(Kc, s, "kha-smd", 4, 2, seed=7)
     c = fit(Kc, s, "kha-smd", 4, 2, seed=8)
     assert np.array_equal(a["A"], b["A"]) and not np.array_equal(a["A"], c["A"])
+
+
+def test_smd_log_gains_cannot_collapse_on_image_patches():
+    """Regression: on noisy camera patches (one dominant eigenvalue), unbounded SMD
+    log-gains of two components ran to about -25 and froze them (excess error 1.1
+    after 15 passes); with rho kept in [-RHO_MAX, RHO_MAX] the fit converges."""
+    from skimage import data
+
+    from kpca.images import downscale_mean, extract_patches, split_quadrants
+    from kpca.noise import gaussian_noise
+    from kpca.solvers._steps import RHO_MAX
+
+    clean = downscale_mean(data.camera() / 255.0, 2)
+    noisy = gaussian_noise(clean, 0.1, np.random.default_rng(0))
+    patches, _ = extract_patches(split_quadrants(noisy)[0], 11, 4)
+    Kc, s, lam_all = problem(patches, KernelSpec("gaussian", sigma=3.0))
+    state = fit(Kc, s, "kha-smd", 20, 15)
+    assert np.all(np.abs(state["rho"]) <= RHO_MAX)
+    assert excess_error(Kc, state["AK"], minimal_error(lam_all, 20)) < 0.1
