@@ -22,6 +22,8 @@ positive part of its spectrum.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numba
@@ -128,12 +130,45 @@ def kernel_block(
         xn = np.ascontiguousarray(xn, dtype=G.dtype)
         yn = np.ascontiguousarray(yn, dtype=G.dtype)
         scale = -0.5 / spec.sigma**2 if kind == "gaussian" else -1.0 / spec.sigma
-        _RADIAL_MAPS[(kind, G.dtype)](G, xn, yn, G.dtype.type(scale))
+        _map_rows(_RADIAL_MAPS[(kind, G.dtype)], G, xn, yn, G.dtype.type(scale))
     elif kind == "polynomial":
         _polynomial_from_gram(G, G.dtype.type(spec.gamma), G.dtype.type(spec.offset), int(spec.degree))
     elif kind == "tanh":
         _tanh_from_gram(G, G.dtype.type(spec.gamma), G.dtype.type(spec.offset))
     return G
+
+
+_MIN_ROWS_PER_THREAD = 16
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def map_threads() -> int:
+    """Threads for the element-wise maps: numba's configured thread count
+    (``NUMBA_NUM_THREADS``; the service's dask workers set it to 1, so only
+    standalone use, like the benchmarks, runs the map on several cores)."""
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
+def _map_rows(fn, G, xn, yn, scale) -> None:
+    """Apply a jitted row map to G, splitting the rows over `map_threads` threads.
+
+    The maps release the GIL (``nogil=True``), so plain Python threads run them
+    in parallel without numba's own threading layer (which must not be entered
+    from several threads at once, as dask worker threads would).
+    """
+    global _pool
+    threads = min(map_threads(), G.shape[0] // _MIN_ROWS_PER_THREAD)
+    if threads <= 1:
+        fn(G, xn, yn, scale)
+        return
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < threads:
+            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-map")
+    bounds = np.linspace(0, G.shape[0], threads + 1).astype(int)
+    futures = [_pool.submit(fn, G[a:b], xn[a:b], yn, scale) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    for f in futures:
+        f.result()
 
 
 def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:

@@ -68,3 +68,13 @@ def test_fast_exp_matches_numpy_down_to_underflow(dtype, bits, rtol, rng):
     np.testing.assert_allclose(out[normal], ref[normal], rtol=rtol)
     assert np.all(out[~normal] <= tiny * 4) and np.all(out >= 0)
     assert out[x == 0][0] == 1.0
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplacian"])
+def test_row_map_split_over_threads_equals_the_definition(kind, rng):
+    from kpca.kernels import map_threads
+
+    X, Y = rng.normal(size=(203, 6)), rng.normal(size=(57, 6))  # enough rows to split
+    spec = KernelSpec(kind, sigma=1.7)
+    np.testing.assert_allclose(kernel_block(X, Y, spec), kernel_matrix(X, Y, spec), rtol=1e-12, atol=1e-14)
+    assert map_threads() >= 1
