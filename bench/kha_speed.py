@@ -3,9 +3,9 @@
 1. l = 20,000 random points (n = 64, a Gaussian mixture), r = 16, Gaussian
    kernel: the time to compute one pass's centred kernel rows alone, and
    the time of a full kha-smd / kha-et pass with the step-by-step reference
-   updates (`kpca.solvers.step_block`) and, if available, the blocked ones
-   (`kpca.solvers._blocked`) — ratios to the kernel rows, measured in one run
-   over ``--blocks`` blocks of a pass (extrapolated to the pass).
+   updates (`kpca.solvers.step_block_reference`) and with the blocked ones
+   (`kpca.solvers.step_block`) — ratios to the kernel rows, measured in one
+   run over ``--blocks`` blocks of a pass (extrapolated to the pass).
 2. float32 against float64 kernel rows (the state stays float64): speed of a
    pass and the excess error after 20 passes on 1797 digits (sigma 3, r 16).
 
@@ -30,17 +30,9 @@ from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import begin_pass, init_state, permutation, resolve_params, step_block
+from kpca.solvers import begin_pass, init_state, permutation, resolve_params, step_block, step_block_reference
 
 OUT = Path(__file__).parent / "results"
-
-
-def blocked_step():
-    try:
-        from kpca.solvers._blocked import blocked_step_block
-    except ImportError:
-        return None
-    return blocked_step_block
 
 
 def pass_costs(l, n, blocks):
@@ -57,9 +49,7 @@ def pass_costs(l, n, blocks):
     t_rows = time.perf_counter() - t0
     out = {"l": l, "n": n, "r": 16, "block_size": b, "blocks_timed": blocks,
            "kernel_rows_pass_s": t_rows / blocks * (l / b)}
-    implementations = {"step_by_step": step_block}
-    if blocked_step() is not None:
-        implementations["blocked"] = blocked_step()
+    implementations = {"step_by_step": step_block_reference, "blocked": step_block}
     for solver in ("kha-et", "kha-smd"):
         params = resolve_params(solver, 1.0)
         state = begin_pass(init_state(solver, 16, lambda i: rng.normal(size=(len(i), l)), l, params, seed=0))
