@@ -12,7 +12,7 @@ peak RSS (``ru_maxrss``) is its own:
   zarr, as the worker runs them -> seconds, rows per second, peak RSS.
 
 The dense kernel matrix would need 8 l^2 bytes (80 GB at l = 100,000).
-Prints JSON and writes bench/results/out_of_core.json.
+Prints JSON and writes bench/results/out_of_core_n{n}.json.
 
     python bench/out_of_core.py [--rows 100000] [--features 64] [--passes 1] [--blocks 100]
 """
@@ -131,7 +131,7 @@ def main():
         results["fit_pass_vs_kernel_rows_only"] = (runs["fit_zarr"]["pass_s"]
                                                    / (args.rows / runs["rows_zarr"]["rows_per_s"]))
     OUT.mkdir(exist_ok=True)
-    (OUT / "out_of_core.json").write_text(json.dumps(results, indent=1))
+    (OUT / f"out_of_core_n{args.features}.json").write_text(json.dumps(results, indent=1))
     print(json.dumps(results, indent=1))
 
 
