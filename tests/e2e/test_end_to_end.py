@@ -5,13 +5,7 @@ Upload digits in several chunks (.npy and JSON), commit, fit kha-smd, poll to
 completion, project held-out rows and compare with the exact kernel PCA.
 """
 
-import contextlib
 import io
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 
 import httpx

@@ -6,7 +6,6 @@ import time
 
 import httpx
 import numpy as np
-import pytest
 
 from service_process import ServiceProcess, running_service
 

@@ -1,6 +1,5 @@
 """Default gains on data and kernels the defaults were not tuned on."""
 
-import numpy as np
 import pytest
 import scipy.linalg
 from sklearn.datasets import make_blobs

@@ -22,7 +22,7 @@ from kpca.preimage import (
     reconstruct,
 )
 from kpca.rows import KernelRows
-from tests.naive import centered, expansion, kernel_matrix, preimage_objective
+from tests.naive import expansion, kernel_matrix, preimage_objective
 
 SPECS = [
     KernelSpec("gaussian", sigma=1.5),

@@ -3,7 +3,6 @@ concurrent fits and projections served while fits run."""
 
 import io
 import json
-import threading
 import time
 
 import httpx
