@@ -133,13 +133,17 @@ class KernelModel:
         Uses ``state_["AK"]`` of an iterative solver, else
         ``eigenvalues_[:, None] * coefficients_`` (exact solver).
         """
-        A = estimator.coefficients_
-        state = getattr(estimator, "state_", None)
-        if state is not None and "AK" in state:
-            AK = state["AK"]
-        else:
-            AK = np.asarray(estimator.eigenvalues_)[:, None] * A
-        return cls(rows=estimator.rows_, A=A, AK=AK)
+        state = getattr(estimator, "state_", None) or {
+            "A": estimator.coefficients_, "eigenvalues": estimator.eigenvalues_}
+        return cls.from_state(estimator.rows_, state)
+
+    @classmethod
+    def from_state(cls, rows: KernelRows, state: dict) -> "KernelModel":
+        """The model of a solver state (a checkpoint): ``A`` and ``AK``, or for the
+        exact solver ``A`` and ``eigenvalues`` (then ``A K' = diag(lambda) A``)."""
+        A = np.ascontiguousarray(state["A"])
+        AK = state["AK"] if "AK" in state else np.asarray(state["eigenvalues"])[:, None] * A
+        return cls(rows=rows, A=A, AK=np.ascontiguousarray(AK))
 
     # -- sizes ---------------------------------------------------------------
     @property

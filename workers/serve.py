@@ -52,10 +52,7 @@ def load_model(data_dir: str, model_name: str) -> LoadedModel:
     state = checkpoints.load(model_name, latest)
     rows = open_rows(DatasetStore(root), record)
     rows.centering = centering_from_state(state)
-    A = np.ascontiguousarray(state["A"])
-    # the exact solver keeps eigenpairs: A K' = diag(lambda) A
-    AK = state["AK"] if "AK" in state else np.asarray(state["eigenvalues"])[:, None] * A
-    entry = LoadedModel(KernelModel(rows=rows, A=A, AK=np.ascontiguousarray(AK)), record)
+    entry = LoadedModel(KernelModel.from_state(rows, state), record)
     _MODELS[key] = entry
     while len(_MODELS) > _MAX_MODELS:
         _MODELS.popitem(last=False)
