@@ -4,7 +4,7 @@ For each (n, dtype): a block of B rows against l points, Gaussian kernel.
 ``gemm`` times ``X @ Y.T`` alone (the floor: 2 B l n flops); ``kernel_block``
 times the GEMM plus the jitted element-wise map; ``centred_rows`` times
 `KernelRows.block` (gather, kernel, centring) over a chunked source. Same
-process, same BLAS threads, best of ``--repeat`` runs. Prints JSON and writes
+process, same BLAS threads, best of ``--repeat`` interleaved runs. Prints JSON and writes
 bench/results/kernel_rows.json.
 
     python bench/kernel_rows.py [--l 20000] [--block 256] [--repeat 5]
@@ -19,20 +19,24 @@ from pathlib import Path
 
 import numpy as np
 
-from kpca.kernels import KernelSpec, kernel_block, squared_norms
+from kpca.kernels import KernelSpec, kernel_block, map_threads, squared_norms
 from kpca.rows import KernelRows
 
 OUT = Path(__file__).parent / "results"
 
 
-def best_time(fn, repeat):
-    fn()  # warm-up (and numba compilation)
-    times = []
+def best_times(fns, repeat):
+    """Best-of-``repeat`` time of each function, the runs interleaved (gemm, kernel,
+    rows, gemm, ...) so that a slow spell of this shared machine hits all alike."""
+    for fn in fns:
+        fn()  # warm-up (and numba compilation)
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [min(ts) for ts in times]
 
 
 def blas_info():
@@ -48,7 +52,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--l", type=int, default=20000)
     ap.add_argument("--block", type=int, default=256)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=9)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     spec = KernelSpec("gaussian", sigma=4.0)
@@ -59,21 +63,20 @@ def main():
             X = Y[: args.block].copy()
             xn, yn = squared_norms(X), squared_norms(Y)
             flops = 2.0 * args.block * args.l * n
-            t_gemm = best_time(lambda: X @ Y.T, args.repeat)
-            t_kernel = best_time(lambda: kernel_block(X, Y, spec, xn, yn), args.repeat)
             rows = KernelRows(Y, spec, dtype=dtype, chunk_rows=4096)
-            rows.fit_centering(block_size=1024) if args.l <= 20000 else None
+            rows.fit_centering(block_size=1024)
             idx = rng.permutation(args.l)[: args.block]
-            t_rows = best_time(lambda: rows.block(idx), args.repeat) if rows.centering is not None else None
+            t_gemm, t_kernel, t_rows = best_times(
+                [lambda: X @ Y.T, lambda: kernel_block(X, Y, spec, xn, yn), lambda: rows.block(idx)], args.repeat)
             runs.append({
                 "n": n, "dtype": np.dtype(dtype).name, "block": args.block, "l": args.l,
                 "gemm_gflops": flops / t_gemm / 1e9,
                 "kernel_block_gflops": flops / t_kernel / 1e9,
                 "kernel_block_vs_gemm": t_gemm / t_kernel,
-                "centred_rows_gflops": flops / t_rows / 1e9 if t_rows else None,
-                "centred_rows_vs_gemm": t_gemm / t_rows if t_rows else None,
+                "centred_rows_gflops": flops / t_rows / 1e9,
+                "centred_rows_vs_gemm": t_gemm / t_rows,
             })
-    doc = {"kernel": spec.to_dict(), "blas": blas_info(), "runs": runs}
+    doc = {"kernel": spec.to_dict(), "blas": blas_info(), "tile_threads": map_threads(), "runs": runs}
     OUT.mkdir(exist_ok=True)
     (OUT / "kernel_rows.json").write_text(json.dumps(doc, indent=1))
     print(json.dumps(doc, indent=1))

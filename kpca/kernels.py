@@ -1,4 +1,4 @@
-"""Kernel functions evaluated in blocks: one GEMM, then a jitted element-wise map.
+"""Kernel functions evaluated in blocks: GEMM tiles, each mapped by a jitted function.
 
 A block of ``b`` kernel rows against ``m`` points costs one matrix product
 ``X @ Y.T`` (``2 b m n`` flops, at the BLAS rate) plus ``O(b m)`` element-wise
@@ -29,7 +29,9 @@ from dataclasses import asdict, dataclass
 import numba
 import numpy as np
 
-from kpca._fastexp import exp_nonpositive_f32, exp_nonpositive_f64
+from threadpoolctl import ThreadpoolController
+
+from kpca._fastexp import FASTMATH_FLAGS, exp_nonpositive_f32, exp_nonpositive_f64
 
 KERNEL_TYPES = ("gaussian", "laplacian", "polynomial", "linear", "tanh")
 
@@ -118,57 +120,120 @@ def kernel_block(
     Returns
     -------
     ndarray of shape (b, m), dtype of X. Cost: one GEMM (2 b m n flops) plus
-    O(b m) element-wise work.
+    O(b m) element-wise work (see `kernel_block_into`).
     """
-    G = X @ Y.T
+    out = np.empty((X.shape[0], Y.shape[0]), dtype=X.dtype)
+    return kernel_block_into(out, 0, X, Y, spec, x_sqnorms, y_sqnorms)
+
+
+def kernel_block_into(
+    out: np.ndarray,
+    col0: int,
+    X: np.ndarray,
+    Y: np.ndarray,
+    spec: KernelSpec,
+    x_sqnorms: np.ndarray | None = None,
+    y_sqnorms: np.ndarray | None = None,
+    row_shift: np.ndarray | None = None,
+    col_shift: np.ndarray | None = None,
+) -> np.ndarray:
+    """Write ``k(X[i], Y[j]) + row_shift[i] + col_shift[j]`` into ``out[i, col0 + j]``.
+
+    ``out`` is a C-contiguous (b, >= col0 + m) float array, so that a caller
+    assembling rows against a chunked data set writes each chunk's block in
+    place; the optional shifts (shapes (b,) and (m,)) fold the centring of
+    eq. 5 into the same pass. The kernel is computed in X's dtype and
+    written in out's (float32 work into float64 rows costs nothing extra).
+    Returns ``out``.
+
+    Gaussian and Laplacian blocks are computed tile by tile: a GEMM into an
+    L2-sized buffer, then a jitted map that turns the buffer into kernel
+    values and writes them once to ``out``, so the block crosses the memory
+    bus once instead of three times (GEMM write, map read and write). Tiles
+    are shared among `map_threads` threads, each calling a single-threaded
+    BLAS. Cost: 2 b m n flops plus O(b m).
+    """
+    if not (out.flags.c_contiguous and out.dtype.kind == "f" and out.shape[0] == X.shape[0]
+            and out.shape[1] >= col0 + Y.shape[0]):
+        raise ValueError("out: expected a C-contiguous float array with room for the block")
+    dtype, work = out.dtype, X.dtype
     kind = spec.type
-    if kind == "linear":
-        return G
     if kind in ("gaussian", "laplacian"):
         xn = squared_norms(X) if x_sqnorms is None else x_sqnorms
         yn = squared_norms(Y) if y_sqnorms is None else y_sqnorms
-        xn = np.ascontiguousarray(xn, dtype=G.dtype)
-        yn = np.ascontiguousarray(yn, dtype=G.dtype)
+        a = np.zeros(X.shape[0], dtype) if row_shift is None else row_shift
+        c = np.zeros(Y.shape[0], dtype) if col_shift is None else col_shift
+        norms = [np.ascontiguousarray(v, dtype=work) for v in (xn, yn)]
+        shifts = [np.ascontiguousarray(v, dtype=dtype) for v in (a, c)]
         scale = -0.5 / spec.sigma**2 if kind == "gaussian" else -1.0 / spec.sigma
-        _map_rows(_RADIAL_MAPS[(kind, G.dtype)], G, xn, yn, G.dtype.type(scale))
-    elif kind == "polynomial":
-        _polynomial_from_gram(G, G.dtype.type(spec.gamma), G.dtype.type(spec.offset), int(spec.degree))
+        _radial_tiles(_RADIAL_TILES[(kind, work)], out, col0, X, Y, *norms, *shifts, work.type(scale))
+        return out
+    G = X @ Y.T
+    if kind == "polynomial":
+        _polynomial_from_gram(G, work.type(spec.gamma), work.type(spec.offset), int(spec.degree))
     elif kind == "tanh":
-        _tanh_from_gram(G, G.dtype.type(spec.gamma), G.dtype.type(spec.offset))
-    return G
+        _tanh_from_gram(G, work.type(spec.gamma), work.type(spec.offset))
+    G = G.astype(dtype, copy=False)
+    if row_shift is not None:
+        G += np.asarray(row_shift, dtype)[:, None]
+    if col_shift is not None:
+        G += np.asarray(col_shift, dtype)[None, :]
+    out[:, col0 : col0 + Y.shape[0]] = G
+    return out
 
 
-_MIN_ROWS_PER_THREAD = 16
+_TILE_BYTES = 2**19  # one GEMM tile, kept in a core's L2 cache while it is mapped
+_TILE_ROWS = 128  # with _TILE_BYTES, the best of a sweep on a 2-core Zen 3 (bench/kernel_rows.py)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_blas: ThreadpoolController | None = None
 
 
 def map_threads() -> int:
-    """Threads for the element-wise maps: numba's configured thread count
+    """Threads for kernel tiles: numba's configured thread count
     (``NUMBA_NUM_THREADS``; the service's dask workers set it to 1, so only
-    standalone use, like the benchmarks, runs the map on several cores)."""
+    standalone use, like the benchmarks, spreads one block over several cores)."""
     return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
-def _map_rows(fn, G, xn, yn, scale) -> None:
-    """Apply a jitted row map to G, splitting the rows over `map_threads` threads.
+def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale) -> None:
+    """Run the fused GEMM + map ``fn`` over the tiles of a (b, m) block.
 
-    The maps release the GIL (``nogil=True``), so plain Python threads run them
-    in parallel without numba's own threading layer (which must not be entered
-    from several threads at once, as dask worker threads would).
+    Tiles are (<= `_TILE_ROWS` rows) x (columns filling `_TILE_BYTES`); each thread
+    takes a contiguous run of tiles. The maps and BLAS release the GIL, so
+    plain Python threads run in parallel without numba's threading layer
+    (which must not be entered from several threads at once, as dask worker
+    threads would). With more than one thread BLAS is held to one thread
+    meanwhile: each of ours already keeps a core busy.
     """
-    global _pool
-    threads = min(map_threads(), G.shape[0] // _MIN_ROWS_PER_THREAD)
+    global _pool, _blas
+    b, m = X.shape[0], Y.shape[0]
+    rows = min(b, _TILE_ROWS)
+    width = max(64, _TILE_BYTES // (rows * X.itemsize))
+    tiles = [(r, j) for j in range(0, m, width) for r in range(0, b, rows)]
+
+    def run(part):
+        buf = np.empty(rows * width, dtype=X.dtype)
+        for r, j in part:
+            r1, j1 = min(r + rows, b), min(j + width, m)
+            tile = buf[: (r1 - r) * (j1 - j)].reshape(r1 - r, j1 - j)
+            np.matmul(X[r:r1], Y[j:j1].T, out=tile)
+            fn(tile, out, r, col0 + j, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
+
+    threads = min(map_threads(), len(tiles))
     if threads <= 1:
-        fn(G, xn, yn, scale)
+        run(tiles)
         return
     with _pool_lock:
         if _pool is None or _pool._max_workers < threads:
-            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-map")
-    bounds = np.linspace(0, G.shape[0], threads + 1).astype(int)
-    futures = [_pool.submit(fn, G[a:b], xn[a:b], yn, scale) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    for f in futures:
-        f.result()
+            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-tiles")
+        if _blas is None:
+            _blas = ThreadpoolController()
+    bounds = np.linspace(0, len(tiles), threads + 1).astype(int)
+    with _blas.limit(limits=1, user_api="blas"):
+        futures = [_pool.submit(run, tiles[p:q]) for p, q in zip(bounds[:-1], bounds[1:])]
+        for f in futures:
+            f.result()
 
 
 def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
@@ -183,64 +248,57 @@ def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
     return np.tanh(spec.gamma * sq + spec.offset)
 
 
-# Jitted element-wise maps, in place on the Gram block G = X Y^T, row by row
-# so a row stays in cache between the distance and the exp pass. Twins in
-# plain numpy live in tests/naive.py.
+# Jitted tile maps: T holds the GEMM tile X[r0:] Y[j:]^T; each entry becomes
+# a kernel value (distance, then the vectorisable exp of kpca._fastexp),
+# shifted, and is written once to out[r0 + i, c0 + j]. Plain-numpy twins live
+# in tests/naive.py. Rows are sliced inside so that numba sees contiguous
+# arrays and vectorises the loops.
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True)
-def _squared_distances(G, xn, yn, i, scale):
-    """Row i of G becomes ``scale * max(|x_i|^2 + |y_j|^2 - 2 G[i, j], 0)`` (in G's dtype)."""
-    zero = scale - scale
-    for j in range(G.shape[1]):
-        G[i, j] = scale * max(xn[i] + yn[j] - (G[i, j] + G[i, j]), zero)
+@numba.njit(inline="always", fastmath=FASTMATH_FLAGS)
+def _squared_distance(xi, yj, g, zero):
+    """``max(|x|^2 + |y|^2 - 2 <x, y>, 0)``: clipped, as rounding can make it negative."""
+    return max(xi + yj - (g + g), zero)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True)
-def _euclidean_distances(G, xn, yn, i, scale):
-    """Row i of G becomes ``scale * sqrt(max(|x_i|^2 + |y_j|^2 - 2 G[i, j], 0))``."""
-    zero = scale - scale
-    for j in range(G.shape[1]):
-        G[i, j] = scale * np.sqrt(max(xn[i] + yn[j] - (G[i, j] + G[i, j]), zero))
+@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
+def _gaussian_tile_f32(T, out, r0, c0, xn, yn, a, c, scale):
+    for i in range(T.shape[0]):
+        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
+        for j in range(t.shape[0]):
+            o[j] = exp_nonpositive_f32(scale * _squared_distance(xi, yn[j], t[j], np.float32(0))) + (ai + c[j])
 
 
-@numba.njit(nogil=True, cache=True)
-def _gaussian_from_gram_f32(G, xn, yn, scale):
-    bits = np.empty(G.shape[1], dtype=np.int32)
-    for i in range(G.shape[0]):
-        _squared_distances(G, xn, yn, i, scale)
-        exp_nonpositive_f32(G[i], bits)
+@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
+def _gaussian_tile_f64(T, out, r0, c0, xn, yn, a, c, scale):
+    for i in range(T.shape[0]):
+        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
+        for j in range(t.shape[0]):
+            o[j] = exp_nonpositive_f64(scale * _squared_distance(xi, yn[j], t[j], 0.0)) + (ai + c[j])
 
 
-@numba.njit(nogil=True, cache=True)
-def _gaussian_from_gram_f64(G, xn, yn, scale):
-    bits = np.empty(G.shape[1], dtype=np.int64)
-    for i in range(G.shape[0]):
-        _squared_distances(G, xn, yn, i, scale)
-        exp_nonpositive_f64(G[i], bits)
+@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
+def _laplacian_tile_f32(T, out, r0, c0, xn, yn, a, c, scale):
+    for i in range(T.shape[0]):
+        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
+        for j in range(t.shape[0]):
+            d = np.sqrt(_squared_distance(xi, yn[j], t[j], np.float32(0)))
+            o[j] = exp_nonpositive_f32(scale * d) + (ai + c[j])
 
 
-@numba.njit(nogil=True, cache=True)
-def _laplacian_from_gram_f32(G, xn, yn, scale):
-    bits = np.empty(G.shape[1], dtype=np.int32)
-    for i in range(G.shape[0]):
-        _euclidean_distances(G, xn, yn, i, scale)
-        exp_nonpositive_f32(G[i], bits)
+@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
+def _laplacian_tile_f64(T, out, r0, c0, xn, yn, a, c, scale):
+    for i in range(T.shape[0]):
+        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
+        for j in range(t.shape[0]):
+            o[j] = exp_nonpositive_f64(scale * np.sqrt(_squared_distance(xi, yn[j], t[j], 0.0))) + (ai + c[j])
 
 
-@numba.njit(nogil=True, cache=True)
-def _laplacian_from_gram_f64(G, xn, yn, scale):
-    bits = np.empty(G.shape[1], dtype=np.int64)
-    for i in range(G.shape[0]):
-        _euclidean_distances(G, xn, yn, i, scale)
-        exp_nonpositive_f64(G[i], bits)
-
-
-_RADIAL_MAPS = {
-    ("gaussian", np.dtype(np.float32)): _gaussian_from_gram_f32,
-    ("gaussian", np.dtype(np.float64)): _gaussian_from_gram_f64,
-    ("laplacian", np.dtype(np.float32)): _laplacian_from_gram_f32,
-    ("laplacian", np.dtype(np.float64)): _laplacian_from_gram_f64,
+_RADIAL_TILES = {
+    ("gaussian", np.dtype(np.float32)): _gaussian_tile_f32,
+    ("gaussian", np.dtype(np.float64)): _gaussian_tile_f64,
+    ("laplacian", np.dtype(np.float32)): _laplacian_tile_f32,
+    ("laplacian", np.dtype(np.float64)): _laplacian_tile_f64,
 }
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from kpca.kernels import KernelSpec, kernel_block, kernel_diagonal, squared_norms
+from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal, squared_norms
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,12 @@ class KernelRows:
         Training data; read with ``source[a:b]`` only.
     kernel : KernelSpec
     dtype : numpy dtype, default float64
-        Precision of kernel rows (data is cast chunk by chunk).
+        Precision of the kernel rows returned.
+    compute_dtype : numpy dtype, optional (default: ``dtype``)
+        Precision of the data and of the GEMM tiles that make the rows (data
+        is cast to it chunk by chunk). float32 here with float64 rows runs
+        the kernel at the float32 GEMM rate and still hands float64 rows to
+        the solver, without a separate conversion pass.
     chunk_rows : int, optional
         Rows per read; defaults to the source's chunking.
     cache_bytes : int, optional
@@ -116,12 +121,13 @@ class KernelRows:
     """
 
     def __init__(self, source, kernel: KernelSpec, dtype=np.float64, chunk_rows: int | None = None,
-                 cache_bytes: int | None = None, prefetch: bool = True):
+                 cache_bytes: int | None = None, prefetch: bool = True, compute_dtype=None):
         if len(source.shape) != 2:
             raise ValueError(f"data: expected a 2-D array, got shape {source.shape}")
         self.source = source
         self.kernel = kernel
         self.dtype = np.dtype(dtype)
+        self.compute_dtype = self.dtype if compute_dtype is None else np.dtype(compute_dtype)
         self.n_rows, self.n_features = (int(s) for s in source.shape)
         self.chunk_rows = int(chunk_rows or default_chunk_rows(source))
         self.cache_bytes = int(default_cache_bytes() if cache_bytes is None else cache_bytes)
@@ -141,9 +147,9 @@ class KernelRows:
         return -(-self.n_rows // self.chunk_rows)
 
     def _read(self, c: int) -> np.ndarray:
-        """Chunk c from the source, converted to this object's dtype (no caching; thread-safe)."""
+        """Chunk c from the source, converted to ``compute_dtype`` (no caching; thread-safe)."""
         a = c * self.chunk_rows
-        return np.ascontiguousarray(self.source[a : min(a + self.chunk_rows, self.n_rows)], dtype=self.dtype)
+        return np.ascontiguousarray(self.source[a : min(a + self.chunk_rows, self.n_rows)], dtype=self.compute_dtype)
 
     def _remember(self, c: int, data: np.ndarray) -> np.ndarray:
         self.reads += 1
@@ -191,9 +197,9 @@ class KernelRows:
         self._cached_bytes = 0
 
     def take(self, indices: np.ndarray) -> np.ndarray:
-        """Data rows ``source[indices]`` of shape (b, n) in this object's dtype."""
+        """Data rows ``source[indices]`` of shape (b, n) in ``compute_dtype``."""
         indices = np.asarray(indices)
-        out = np.empty((indices.size, self.n_features), dtype=self.dtype)
+        out = np.empty((indices.size, self.n_features), dtype=self.compute_dtype)
         chunk_of = indices // self.chunk_rows
         for c in np.unique(chunk_of):
             sel = chunk_of == c
@@ -201,15 +207,20 @@ class KernelRows:
         return out
 
     # -- kernel rows --------------------------------------------------------
-    def raw_block(self, X: np.ndarray, x_sqnorms: np.ndarray | None = None) -> np.ndarray:
-        """Uncentred kernel rows ``K(X, data)`` of shape (b, l). One pass over the data."""
-        X = np.ascontiguousarray(X, dtype=self.dtype)
+    def raw_block(self, X: np.ndarray, x_sqnorms: np.ndarray | None = None,
+                  row_shift: np.ndarray | None = None, col_shift: np.ndarray | None = None) -> np.ndarray:
+        """Kernel rows ``K(X, data)`` of shape (b, l), plus ``row_shift[i] + col_shift[j]``
+        if given (shapes (b,) and (l,)). One pass over the data; each chunk's block
+        is written in place (`kpca.kernels.kernel_block_into`)."""
+        X = np.ascontiguousarray(X, dtype=self.compute_dtype)
         if self.kernel.needs_norms and x_sqnorms is None:
             x_sqnorms = squared_norms(X)
         out = np.empty((X.shape[0], self.n_rows), dtype=self.dtype)
         for start, Y in self.chunks():
-            yn = None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
-            out[:, start : start + Y.shape[0]] = kernel_block(X, Y, self.kernel, x_sqnorms, yn)
+            stop = start + Y.shape[0]
+            yn = None if self._sqnorms is None else self._sqnorms[start:stop]
+            cs = None if col_shift is None else col_shift[start:stop]
+            kernel_block_into(out, start, X, Y, self.kernel, x_sqnorms, yn, row_shift, cs)
         return out
 
     def fit_centering(self, block_size: int = 256) -> Centering:
@@ -239,8 +250,9 @@ class KernelRows:
         indices = np.asarray(indices)
         X = self.take(indices)
         xn = None if self._sqnorms is None else self._sqnorms[indices]
-        K = self.raw_block(X, xn)
-        return center_block(K, c.column_means[indices], c)
+        # eq. 5 folded into the kernel pass: K'[i, j] = K[i, j] + (m_bar - m[i]) - m[j]
+        row_shift = (c.grand_mean - c.column_means[indices]).astype(self.dtype)
+        return self.raw_block(X, xn, row_shift, -c.column_means)
 
     def transform_block(self, X: np.ndarray) -> np.ndarray:
         """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring."""

@@ -51,17 +51,16 @@ def test_spec_round_trip_and_errors_name_the_field():
         KernelSpec.from_dict({"type": "linear", "sigma": 1.0})
 
 
-@pytest.mark.parametrize("dtype,bits,rtol", [(np.float32, np.int32, 5e-7), (np.float64, np.int64, 5e-15)])
-def test_fast_exp_matches_numpy_down_to_underflow(dtype, bits, rtol, rng):
-    from kpca._fastexp import exp_nonpositive_f32, exp_nonpositive_f64
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 5e-7), (np.float64, 5e-15)])
+def test_fast_exp_matches_numpy_down_to_underflow(dtype, rtol, rng):
+    from kpca._fastexp import exp_in_place
 
-    fn = exp_nonpositive_f32 if dtype == np.float32 else exp_nonpositive_f64
     x = np.concatenate([-rng.random(5000) * 80, -rng.random(5000), [0.0, -1e-30, -50.0, -86.9, -200.0, -1e6]])
     if dtype == np.float64:
         x = np.concatenate([x, -rng.random(2000) * 700, [-707.0, -745.0]])
     x = x.astype(dtype)
     out = x.copy()
-    fn(out, np.empty(x.size, dtype=bits))
+    exp_in_place(out)
     ref = np.exp(x.astype(np.float64))
     tiny = np.finfo(dtype).tiny
     normal = ref > tiny * 4
@@ -78,3 +77,33 @@ def test_row_map_split_over_threads_equals_the_definition(kind, rng):
     spec = KernelSpec(kind, sigma=1.7)
     np.testing.assert_allclose(kernel_block(X, Y, spec), kernel_matrix(X, Y, spec), rtol=1e-12, atol=1e-14)
     assert map_threads() >= 1
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.type)
+@pytest.mark.parametrize("work", [np.float32, np.float64])
+def test_kernel_block_into_writes_shifted_block_at_an_offset(spec, work, rng):
+    from kpca.kernels import kernel_block_into
+
+    X, Y = rng.normal(size=(300, 7)), rng.normal(size=(1500, 7))  # several row and column tiles
+    a, c = rng.normal(size=300), rng.normal(size=1500)
+    out = np.full((300, 1600), np.nan)
+    kernel_block_into(out, 60, X.astype(work), Y.astype(work), spec, row_shift=a, col_shift=c)
+    ref = kernel_matrix(X, Y, spec) + a[:, None] + c[None, :]
+    tol = 1e-12 if work == np.float64 else 3e-5
+    np.testing.assert_allclose(out[:, 60:1560], ref, rtol=tol, atol=tol * np.abs(ref).max())
+    assert np.isnan(out[:, :60]).all() and np.isnan(out[:, 1560:]).all()  # nothing outside the block
+    with pytest.raises(ValueError, match="out"):
+        kernel_block_into(out[:, ::2], 0, X, Y[:10], spec)
+
+
+def test_float32_compute_with_float64_rows(rng):
+    from kpca.rows import KernelRows
+
+    X = rng.normal(size=(700, 9))
+    spec = KernelSpec("gaussian", sigma=2.0)
+    exact, mixed = KernelRows(X, spec, chunk_rows=256), KernelRows(X, spec, chunk_rows=256, compute_dtype=np.float32)
+    exact.fit_centering(), mixed.fit_centering()
+    idx = rng.permutation(700)[:90]
+    K = mixed.block(idx)
+    assert K.dtype == np.float64 and mixed.take(idx).dtype == np.float32
+    np.testing.assert_allclose(K, exact.block(idx), atol=2e-6)
