@@ -84,8 +84,8 @@ solver     GEMMs                                   small loop (numba)
 =========  =====================================  ===========================
 KHA, t/et  Q: 2 r m l; A: 2 r^2 l; AK: 2 r^2 l     O(r (r + m)) per row
            + 2 r m l
-KHA-SMD    Q: 4 r m l; Gm: 4 r^2 l; A: 2 r^2 l;   O(r (2r + m)) per row
-           B: 4 r^2 l; AK: 2 r^2 l + 2 r m l
+KHA-SMD    Q: 4 r m l; Gm: 4 r^2 l;               O(r (2r + m)) per row
+           [A; B]: 8 r^2 l; AK: 2 r^2 l + 2 r m l
 =========  =====================================  ===========================
 
 i.e. per row ``4 r l`` (KHA) or ``6 r l`` (SMD) flops of GEMM plus
@@ -342,9 +342,14 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
 
 
 def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
-    """New A, B, AK, rho for KHA-SMD: per sub-block one `_smd_transform` and nine GEMMs."""
+    """New A, B, AK, rho for KHA-SMD: per sub-block one `_smd_transform` and six GEMMs.
+
+    A and B are kept stacked as ``Z = [A; B]`` (2r x l) for the block, so that
+    ``K_b Z^T``, ``Z AK^T`` and ``T Z`` each read K_b or Z once.
+    """
     A, B, AK = state["A"], state["B"], state["AK"]
     r, l = A.shape
+    Z = np.concatenate([A, B])
     rho = state["rho"].astype(np.float64)
     mu, xi = float(state["mu"]), float(state["xi"])
     t0, b, a = int(state["t"]), idx.shape[0], 0
@@ -353,12 +358,10 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         Kb, p = rows[a : a + m], idx[a : a + m]
         n = 2 * r + m
         Qt = np.empty((m, n))  # (X k_s)^T = [A_0 k_s; B_0 k_s; E k_s]^T
-        Qt[:, :r] = Kb @ A.T
-        Qt[:, r : 2 * r] = Kb @ B.T
+        Qt[:, : 2 * r] = Kb @ Z.T
         Qt[:, 2 * r :] = Kb[:, p]
         Gt = np.zeros((n, n))  # Gm^T = X X_K^T, X_K = [AK_0; 0; K_b]
-        Gt[:r, :r] = A @ AK.T
-        Gt[r : 2 * r, :r] = B @ AK.T
+        Gt[: 2 * r, :r] = Z @ AK.T
         Gt[: 2 * r, 2 * r :] = Qt[:, : 2 * r].T
         Gt[2 * r :, :r] = AK[:, p].T
         Gt[2 * r :, 2 * r :] = Qt[:, 2 * r :].T
@@ -368,14 +371,10 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         done = _smd_transform(W, R, Qt, Gt, rho, gain, t0 + a, float(l), mu, xi, growth_limit)
         T = W[:, : 2 * r].astype(A.dtype)  # [[T_AA, 0], [T_BA, T_BB]]
         C = W[:, 2 * r : 2 * r + done].astype(A.dtype)
-        distinct = np.unique(p[:done]).size == done
         AK_new = T[:r, :r] @ AK
         AK_new += C[:r] @ Kb[:done]
-        B_new = T[r:, :r] @ A
-        B_new += T[r:, r:] @ B
-        _scatter_add(B_new, p[:done], C[r:], distinct)
-        A = T[:r, :r] @ A
-        _scatter_add(A, p[:done], C[:r], distinct)
-        AK, B = AK_new, B_new
+        Z = T @ Z  # A = T_AA A_0, B = T_BA A_0 + T_BB B_0 (the zero block costs r^2 l flops, saves a pass)
+        _scatter_add(Z, p[:done], C, np.unique(p[:done]).size == done)
+        AK = AK_new
         a += done
-    return {"A": A, "B": B, "AK": AK, "rho": rho.astype(state["rho"].dtype)}
+    return {"A": Z[:r], "B": Z[r:], "AK": AK, "rho": rho.astype(state["rho"].dtype)}
