@@ -10,7 +10,7 @@ from kpca.defaults import default_block_size
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.solvers import ITERATIVE, exact_components, init_state, resolve_params
+from kpca.solvers import ITERATIVE, check_init, exact_components, init_state, resolve_params
 from kpca.streaming import extend_state
 
 
@@ -29,6 +29,14 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     block_size : int or None
         Kernel rows per block (memory O(block_size * l)).
     random_state : int, default 0
+    init : {"random", "subset"}, default "random"
+        Start of the iterative solvers: the paper's sparse random start, or
+        the warm start from the leading components within a random subset's
+        span (`kpca.solvers.init_state`, `kpca.solvers._warm`).
+    init_size : int or None
+        Subset size m for ``init="subset"`` (between n_components and
+        n_samples); None uses `kpca.solvers.default_init_size`. Costs m
+        kernel rows and m * n_samples memory.
 
     Attributes
     ----------
@@ -43,7 +51,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components=8, kernel="gaussian", sigma=1.0, degree=2, offset=1.0, gamma=1.0,
-                 solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0):
+                 solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
+                 init="random", init_size=None):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
@@ -57,6 +66,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         self.xi = xi
         self.block_size = block_size
         self.random_state = random_state
+        self.init = init
+        self.init_size = init_size
 
     def _kernel_spec(self) -> KernelSpec:
         params = {"gaussian": ["sigma"], "laplacian": ["sigma"], "polynomial": ["degree", "offset", "gamma"],
@@ -75,6 +86,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         l = X.shape[0]
         if not 1 <= self.n_components < l:
             raise ValueError(f"n_components: must be between 1 and n_samples - 1 = {l - 1}, got {self.n_components}")
+        if self.solver != "exact":
+            check_init(self.init, self.init_size, self.n_components, l)
         self.rows_ = KernelRows(X, self._kernel_spec(), dtype=np.float64)
         centering = self.rows_.fit_centering()
         if self.solver == "exact":
@@ -84,8 +97,9 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         else:
             if self.solver not in ITERATIVE:
                 resolve_params(self.solver, 1.0)  # raises the ValueError naming the solver
-            params = resolve_params(self.solver, centering.mean_diagonal, self.eta0, self.mu, self.xi)
-            state = init_state(self.solver, self.n_components, self.rows_.block, l, params, seed=self.random_state)
+            params = resolve_params(self.solver, centering.mean_diagonal, self.eta0, self.mu, self.xi, self.init)
+            state = init_state(self.solver, self.n_components, self.rows_.block, l, params, seed=self.random_state,
+                               init=self.init, init_size=self.init_size)
             block = self.block_size or default_block_size(l)
             state, _ = run_passes(self.rows_, state, self.passes, block, on_pass=callback)
             self._adopt(self.rows_, state)
@@ -120,7 +134,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         """Set the fitted attributes from an iterative solver's final state."""
         self.rows_, self.state_ = rows, state
         self.coefficients_, self.eigenvalues_ = state["A"], state["eigenvalues"]
-        self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions") if k in state}
+        self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions", "init", "init_size")
+                             if k in state}
 
     def transform(self, X):
         """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""

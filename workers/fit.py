@@ -38,7 +38,7 @@ from kpca.driver import Diverged, run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import eigenvalue_estimates, exact_components, init_state, resolve_params
+from kpca.solvers import check_init, eigenvalue_estimates, exact_components, init_state, resolve_params
 from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 
@@ -167,10 +167,13 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
         else:
             rows.centering = centering_from_state(state)
     else:
+        init, init_size = params.get("init") or "random", params.get("init_size")
+        check_init(init, init_size, r, rows.n_rows)  # before the centring pass, not after it
         centering = rows.fit_centering()
         resolved = resolve_params(record["solver"], centering.mean_diagonal, params.get("eta0"), params.get("mu"),
-                                  params.get("xi"))
-        state = init_state(record["solver"], r, rows.block, rows.n_rows, resolved, seed=int(params.get("seed", 0)))
+                                  params.get("xi"), init)
+        state = init_state(record["solver"], r, rows.block, rows.n_rows, resolved, seed=int(params.get("seed", 0)),
+                           init=init, init_size=init_size)
         state.update(centering_to_state(rows.centering), elapsed_s=0.0)
         history = []
     block = int(params.get("block_size") or default_block_size(rows.n_rows))
@@ -183,7 +186,7 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
     start_pass = int(state["pass"])
 
     def used(state: dict) -> dict:
-        return {**{k: state[k] for k in ("eta0", "mu", "xi") if k in state}, "passes": passes,
+        return {**{k: state[k] for k in ("eta0", "mu", "xi", "init", "init_size") if k in state}, "passes": passes,
                 "seed": state["seed"], "block_size": block, "exact_limit": limit, "tol": tol,
                 "gain_reductions": int(state.get("gain_reductions", 0)), "n_rows": rows.n_rows}
 

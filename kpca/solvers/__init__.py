@@ -19,6 +19,8 @@ eta0, mu, xi    resolved hyper-parameters
 t, pass,        steps taken, passes completed, rows of the current pass done
 position
 seed            permutation of pass p is default_rng([seed, p]).permutation(l)
+init            how A_1 was chosen: "random" or "subset" (`init_state`)
+init_size       (``init="subset"`` only) the subset size m actually used
 ==============  ============================================================
 
 Everything needed to resume bit for bit is in the dict; nothing else is.
@@ -32,21 +34,23 @@ from kpca.defaults import XI_DEFAULT, default_eta0, default_mu
 from kpca.solvers._blocked import blocked_step_block
 from kpca.solvers._exact import exact_components
 from kpca.solvers._steps import _kha_steps, _smd_steps
+from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start
 
 ITERATIVE = ("kha", "kha-t", "kha-et", "kha-smd")
 SOLVERS = ITERATIVE + ("exact",)
 _INIT_COLUMNS = 64
 
 
-def resolve_params(solver: str, mean_diagonal: float, eta0=None, mu=None, xi=None) -> dict:
-    """Hyper-parameters actually used: user values, else the defaults of `kpca.defaults`."""
+def resolve_params(solver: str, mean_diagonal: float, eta0=None, mu=None, xi=None, init: str = "random") -> dict:
+    """Hyper-parameters actually used: user values, else the defaults of `kpca.defaults`
+    (smaller after the warm start ``init="subset"``)."""
     if solver not in SOLVERS:
         raise ValueError(f"solver: unknown solver {solver!r}; choose one of {SOLVERS}")
     if solver == "exact":
         return {}
-    out = {"eta0": float(eta0) if eta0 is not None else default_eta0(solver, mean_diagonal)}
+    out = {"eta0": float(eta0) if eta0 is not None else default_eta0(solver, mean_diagonal, init)}
     if solver == "kha-smd":
-        out["mu"] = float(mu) if mu is not None else default_mu(mean_diagonal)
+        out["mu"] = float(mu) if mu is not None else default_mu(mean_diagonal, init)
         out["xi"] = float(xi) if xi is not None else XI_DEFAULT
     return out
 
@@ -57,13 +61,23 @@ def permutation(seed: int, pass_index: int, n_rows: int) -> np.ndarray:
 
 
 def init_state(solver: str, n_components: int, centered_rows, n_rows: int, params: dict, seed: int = 0,
-               dtype=np.float64) -> dict:
+               dtype=np.float64, init: str = "random", init_size: int | None = None) -> dict:
     """Initial state of an iterative solver (Algorithm 1, step 1).
 
-    ``A_1`` is Gaussian on a random subset S of ``s = min(l, max(64, 4 r))``
-    columns (variance 1/(r s)) and zero elsewhere, the sparse start that
-    seed 000 suggests: then ``A_1 K' = A_1[:, S] K'[S, :]`` costs s kernel rows
+    ``init="random"`` (the default, the paper's algorithm): ``A_1`` is
+    Gaussian on a random subset S of ``s = min(l, max(64, 4 r))`` columns
+    (variance 1/(r s)) and zero elsewhere, the sparse start that seed 000
+    suggests: then ``A_1 K' = A_1[:, S] K'[S, :]`` costs s kernel rows
     instead of l (step 1e in O(r s l)).
+
+    ``init="subset"`` (a warm start, `kpca.solvers._warm`): ``A_1`` holds the
+    r leading principal components of the whole data set within the span of
+    a random subset of m points (m = ``init_size``, default
+    `default_init_size`), normalised to unit feature-space norm. It costs m
+    kernel rows, O(m^2 l + m^3) time and m l memory, and starts the solver
+    far closer to the optimum than the random start; with m = l it is exact
+    kernel PCA. If the subset spans fewer than r feature-space directions,
+    the remaining rows are random (on the same m columns).
 
     Parameters
     ----------
@@ -71,19 +85,37 @@ def init_state(solver: str, n_components: int, centered_rows, n_rows: int, param
         ``centered_rows(indices) -> K'[indices, :]`` of shape (b, l).
     params : dict
         Resolved hyper-parameters (`resolve_params`).
+    dtype : numpy dtype
+        dtype of ``A`` and ``A K'`` (and ``B``, ``rho``).
+    init : {"random", "subset"}
+    init_size : int or None
+        Subset size m for ``init="subset"``, between n_components and l
+        (validated whatever ``init`` is, used only by "subset").
+
+    Raises
+    ------
+    ValueError
+        Naming the field: ``solver`` not iterative, unknown ``init``,
+        ``init_size`` out of range.
     """
     if solver not in ITERATIVE:
         raise ValueError(f"solver: {solver!r} is not iterative; choose one of {ITERATIVE}")
     r, l = int(n_components), int(n_rows)
-    rng = np.random.default_rng([seed, 2**31])
-    s = min(l, max(_INIT_COLUMNS, 4 * r))
-    cols = np.sort(rng.choice(l, size=s, replace=False))
-    A = np.zeros((r, l), dtype=dtype)
-    A[:, cols] = rng.normal(scale=1.0 / np.sqrt(r * s), size=(r, s))
-    AK = np.ascontiguousarray(A[:, cols] @ centered_rows(cols), dtype=dtype)
+    check_init(init, init_size, r, l)
+    extra = {"init": init}
+    if init == "subset":
+        A, AK, m = subset_start(centered_rows, r, l, seed, init_size, dtype)
+        extra["init_size"] = m
+    else:
+        rng = np.random.default_rng([seed, 2**31])
+        s = min(l, max(_INIT_COLUMNS, 4 * r))
+        cols = np.sort(rng.choice(l, size=s, replace=False))
+        A = np.zeros((r, l), dtype=dtype)
+        A[:, cols] = rng.normal(scale=1.0 / np.sqrt(r * s), size=(r, s))
+        AK = np.ascontiguousarray(A[:, cols] @ centered_rows(cols), dtype=dtype)
     state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, params["eta0"], dtype=np.float64),
              "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": int(seed),
-             "n_rows": l, **params}
+             "n_rows": l, **params, **extra}
     if solver == "kha-smd":
         state["B"] = np.zeros_like(A)
         state["rho"] = np.ones(r, dtype=dtype)  # Algorithm 1, step 1b
@@ -143,5 +175,6 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
     return new
 
 
-__all__ = ["SOLVERS", "ITERATIVE", "resolve_params", "init_state", "begin_pass", "step_block", "step_block_reference",
-           "eigenvalue_estimates", "permutation", "exact_components"]
+__all__ = ["SOLVERS", "ITERATIVE", "INITS", "resolve_params", "check_init", "default_init_size", "init_state",
+           "begin_pass", "step_block", "step_block_reference", "eigenvalue_estimates", "permutation",
+           "exact_components"]

@@ -90,6 +90,15 @@ def create_model(
             f"n_components must be smaller than the data set's {n_rows} rows, got {body.n_components}",
             "n_components",
         )
+    init_size = body.params.init_size
+    if init_size is not None and not body.n_components <= init_size <= n_rows:
+        raise ApiError(
+            422,
+            "invalid",
+            f"params.init_size: must be between n_components = {body.n_components} and the data set's "
+            f"{n_rows} rows, got {init_size}",
+            "params.init_size",
+        )
 
     record = {
         "name": body.name,

@@ -77,6 +77,16 @@ class FitParams(BaseModel):
         default=None, gt=0, allow_inf_nan=False,
         description="stop early once the per-pass convergence figure falls below this",
     )
+    init: Literal["random", "subset"] = Field(
+        default="random",
+        description="start of the iterative solvers: random (the paper's) or subset (warm start from the leading "
+                    "components within the span of init_size random rows)",
+    )
+    init_size: int | None = Field(
+        default=None, ge=1,
+        description="rows in the subset of init=subset, between n_components and the data set's n_rows "
+                    "(default min(n_rows, max(10 n_components, 1000)), capped by memory); ignored by init=random",
+    )
 
 
 class ModelCreate(BaseModel):

@@ -77,6 +77,32 @@ def test_early_stop_at_a_tolerance(api, digits_set):
     assert figures[-1] < 0.05 and all(v >= 0.05 for v in figures[:-1]) and len(figures) < 200
 
 
+def test_warm_start_fit_then_resume(api, digits_set):
+    """init=subset through HTTP: reported in params_used, far closer after one pass than the random
+    start, and carried through a checkpoint (resume loads the state with its init fields)."""
+    start(api, "warm", passes=1, init="subset", init_size=200)
+    start(api, "cold", passes=1)
+    warm, cold = wait(api, "warm"), wait(api, "cold")
+    assert warm["status"] == "completed" and cold["status"] == "completed", (warm["error"], cold["error"])
+    assert warm["params"]["init"] == "subset" and warm["params_used"]["init"] == "subset"
+    assert warm["params_used"]["init_size"] == 200
+    assert cold["params_used"]["init"] == "random" and "init_size" not in cold["params_used"]
+    figure = {name: r["history"][0]["convergence"] for name, r in (("warm", warm), ("cold", cold))}
+    assert figure["warm"]["metric"] == "excess_error"
+    assert figure["warm"]["value"] < figure["cold"]["value"], figure
+    assert api.post("/v1/models/warm/resume", json={"passes": 2}).status_code == 202
+    resumed = wait(api, "warm")
+    assert resumed["status"] == "completed" and resumed["progress"]["pass"] == 2, resumed["error"]
+    assert resumed["params_used"]["init"] == "subset" and resumed["params_used"]["init_size"] == 200
+    bad = api.post("/v1/models", json={"name": "bad-init", "dataset": "digits", "n_components": 6,
+                                       "kernel": {"type": "gaussian", "sigma": 3.0}, "params": {"init": "warm"}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "params.init", bad.text
+    too_big = api.post("/v1/models", json={"name": "bad-init", "dataset": "digits", "n_components": 6,
+                                           "kernel": {"type": "gaussian", "sigma": 3.0},
+                                           "params": {"init": "subset", "init_size": N + 1}})
+    assert too_big.status_code == 422 and too_big.json()["error"]["field"] == "params.init_size", too_big.text
+
+
 def test_events_stream_every_pass_then_ends(api, digits_set, server):
     start(api, "watched", passes=5)
     events = []

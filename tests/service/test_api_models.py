@@ -130,6 +130,12 @@ def test_unknown_solver_is_422(api):
         ({"xi": 1.5}, "params.xi"),
         ({"block_size": 0}, "params.block_size"),
         ({"block_size": 4097}, "params.block_size"),
+        ({"init": "warm"}, "params.init"),
+        ({"init": None}, "params.init"),
+        ({"init_size": 0}, "params.init_size"),
+        ({"init_size": 2.5}, "params.init_size"),
+        ({"init": "subset", "init_size": 2}, "params.init_size"),  # below n_components = 3
+        ({"init": "subset", "init_size": N_ROWS + 1}, "params.init_size"),
     ],
 )
 def test_bad_params_are_422_naming_the_key(api, params, field):
@@ -247,7 +253,8 @@ def test_create_model_is_202_with_location_and_record(api):
     assert created["status"] == "queued"
     assert created["kernel"] == {"type": "polynomial", "degree": 2, "offset": 1.0, "gamma": 1.0}
     assert created["params"] == {
-        "passes": 2, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None, "tol": None
+        "passes": 2, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None, "tol": None,
+        "init": "random", "init_size": None,
     }
     assert created["dataset_checksum"] == api.get("/v1/datasets/ready").json()["checksum"]
 

@@ -1,0 +1,169 @@
+"""The ``init="subset"`` warm start against the exact eigendecomposition (seed 000 eq. 22)."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from kpca.driver import DenseRows, run_passes
+from kpca.estimator import KernelHebbianPCA
+from kpca.kernels import KernelSpec
+from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
+from kpca.rows import KernelRows
+from kpca.solvers import default_init_size, eigenvalue_estimates, exact_components, init_state, resolve_params
+
+L = 600
+
+
+def problem(X, spec):
+    rows = KernelRows(X, spec)
+    c = rows.fit_centering()
+    Kc = rows.dense()
+    return Kc, c.mean_diagonal, scipy.linalg.eigvalsh(Kc)[::-1]
+
+
+def start(Kc, mean_diagonal, r, seed=0, solver="kha-smd", **init):
+    """Initial state; the row provider records every kernel row it hands out."""
+    fetched = []
+
+    def rows(indices):
+        fetched.append(np.array(indices))
+        return Kc[indices]
+
+    params = resolve_params(solver, mean_diagonal, init=init.get("init", "random"))
+    state = init_state(solver, r, rows, Kc.shape[0], params, seed=seed, **init)
+    return state, fetched
+
+
+@pytest.fixture(scope="module")
+def gaussian(digits):
+    return problem(digits[:L], KernelSpec("gaussian", sigma=3.0))
+
+
+@pytest.fixture(scope="module")
+def poly(digits):
+    return problem(digits[400 : 400 + L], KernelSpec("polynomial", degree=2, offset=1.0))
+
+
+@pytest.mark.parametrize("data, r", [("gaussian", 6), ("gaussian", 16), ("poly", 6)])
+def test_subset_of_everything_is_exact_kpca(request, data, r):
+    Kc, s, lam_all = request.getfixturevalue(data)
+    lam, A_exact = exact_components(Kc, r)
+    state, _ = start(Kc, s, r, init="subset", init_size=L)
+    assert state["init"] == "subset" and state["init_size"] == L
+    assert subspace_angles(state["A"], A_exact, Kc).max() < 1e-6
+    np.testing.assert_allclose(eigenvalue_estimates(state["A"], state["AK"]), lam, rtol=1e-8)
+    np.testing.assert_allclose(state["eigenvalues"], lam, rtol=1e-8)
+    assert abs(excess_error(Kc, state["AK"], minimal_error(lam_all, r))) < 1e-8
+    # same sign convention as the exact solver, so the coefficients themselves agree
+    np.testing.assert_allclose(state["A"], A_exact, atol=1e-6 * np.abs(A_exact).max())
+
+
+def test_subset_start_beats_random_start_and_after_two_passes(gaussian):
+    """m = l/3: the start alone is orders of magnitude closer than the random start, and with the warm
+    start's default gains (WARM_GAIN_SCALE) two kha-smd passes keep that lead instead of undoing it."""
+    Kc, s, lam_all = gaussian
+    r = 6
+    e_min = minimal_error(lam_all, r)
+    errors = {}
+    for init, m in (("random", None), ("subset", L // 3)):
+        state, _ = start(Kc, s, r, init=init, init_size=m)
+        first = excess_error(Kc, state["AK"], e_min)
+        state, _ = run_passes(DenseRows(Kc), state, 2, 128)
+        errors[init] = (first, excess_error(Kc, state["AK"], e_min))
+    print("excess error (start, after 2 kha-smd passes):", errors)
+    assert 0 < errors["subset"][0] < 1e-2 * errors["random"][0], errors
+    assert errors["subset"][0] < 1e-3, errors
+    assert errors["subset"][1] < 1e-2 * errors["random"][1], errors
+    assert errors["subset"][1] < 3 * errors["subset"][0], errors
+
+
+def test_warm_start_default_gains_are_scaled():
+    from kpca.defaults import WARM_GAIN_SCALE
+
+    cold, warm = resolve_params("kha-smd", 2.0), resolve_params("kha-smd", 2.0, init="subset")
+    assert warm["eta0"] == pytest.approx(WARM_GAIN_SCALE * cold["eta0"])
+    assert warm["mu"] == pytest.approx(WARM_GAIN_SCALE * cold["mu"])
+    assert resolve_params("kha-smd", 2.0, eta0=0.5, init="subset")["eta0"] == 0.5  # a user's value is kept
+
+
+@pytest.mark.parametrize("m", [6, 40, L // 3])
+def test_components_have_unit_norm_and_AK_is_exact(gaussian, m):
+    Kc, s, _ = gaussian
+    r = 6
+    state, fetched = start(Kc, s, r, init="subset", init_size=m)
+    A, AK = state["A"], state["AK"]
+    S = np.flatnonzero(np.any(A != 0, axis=0))
+    assert S.size == m and np.array_equal(np.sort(np.concatenate(fetched)), S)  # m kernel rows, nothing else
+    assert max(len(f) for f in fetched) <= 256
+    np.testing.assert_allclose(AK, A @ Kc, atol=1e-10 * np.abs(AK).max())
+    np.testing.assert_allclose(np.einsum("ij,ij->i", AK, A), 1.0, rtol=1e-9)  # diag(A K' A^T) = 1
+    assert orthonormality_error(A, AK) < 1e-8
+    assert np.all(np.diff(np.linalg.norm(AK, axis=1)) <= 1e-12)  # captured variance ||A_i K'||^2, leading first
+    assert np.array_equal(state["B"], np.zeros_like(A)) and np.array_equal(state["rho"], np.ones(r))
+    assert state["t"] == state["pass"] == state["position"] == 0
+
+
+def test_state_keeps_the_dtype(gaussian):
+    Kc, s, _ = gaussian
+    state = init_state("kha-smd", 4, lambda i: Kc[i], L, resolve_params("kha-smd", s), seed=2, dtype=np.float32,
+                       init="subset", init_size=100)
+    assert state["A"].dtype == state["AK"].dtype == state["B"].dtype == state["rho"].dtype == np.float32
+    np.testing.assert_allclose(np.einsum("ij,ij->i", state["AK"], state["A"]), 1.0, rtol=1e-4)
+
+
+def test_subset_of_rank_below_r_is_completed_with_random_rows(rng):
+    """A linear kernel on 3 features has feature-space rank 3: the subset gives the 3 leading components
+    (exactly, since the subset spans the whole feature space) and the other 2 rows are random."""
+    X = rng.standard_normal((200, 3)) * [3.0, 2.0, 1.0]
+    Kc, s, lam_all = problem(X, KernelSpec("linear"))
+    state, _ = start(Kc, s, 5, init="subset", init_size=50)
+    A, AK = state["A"], state["AK"]
+    np.testing.assert_allclose(AK, A @ Kc, atol=1e-10 * np.abs(AK).max())
+    _, A_exact = exact_components(Kc, 3)
+    assert subspace_angles(A[:3], A_exact, Kc).max() < 1e-6
+    assert np.all(np.linalg.norm(A[3:], axis=1) > 0)
+    state, _ = run_passes(DenseRows(Kc), state, 2, 64)  # and the solver runs from there
+    assert np.all(np.isfinite(state["A"]))
+
+
+@pytest.mark.parametrize("init, init_size, field", [
+    ("warm", None, "init"), (None, None, "init"), ("Subset", None, "init"),
+    ("subset", 3, "init_size"), ("subset", L + 1, "init_size"), ("subset", 0, "init_size"),
+    ("subset", 100.0, "init_size"), ("subset", True, "init_size"), ("random", L + 1, "init_size"),
+])
+def test_bad_init_is_a_value_error_naming_the_field(gaussian, init, init_size, field):
+    Kc, s, _ = gaussian
+    with pytest.raises(ValueError, match=rf"^{field}: "):
+        start(Kc, s, 4, init=init, init_size=init_size)
+    with pytest.raises(ValueError, match=rf"^{field}: "):
+        KernelHebbianPCA(n_components=4, sigma=3.0, init=init, init_size=init_size).fit(np.eye(L, 8))
+
+
+def test_same_seed_same_state(gaussian):
+    Kc, s, _ = gaussian
+    a, _ = start(Kc, s, 6, seed=5, init="subset", init_size=100)
+    b, _ = start(Kc, s, 6, seed=5, init="subset", init_size=100)
+    c, _ = start(Kc, s, 6, seed=6, init="subset", init_size=100)
+    assert a.keys() == b.keys()
+    for key, value in a.items():
+        assert np.array_equal(value, b[key]), key
+    assert not np.array_equal(a["A"] != 0, c["A"] != 0)  # another seed, another subset
+
+
+def test_default_init_size():
+    assert default_init_size(6, 600) == 600  # small l: the whole set, i.e. exact KPCA
+    assert default_init_size(5, 3000) == 1000
+    assert default_init_size(200, 3000) == 2000
+    assert default_init_size(16, 100_000) == 2**26 // 100_000  # the memory cap
+    assert default_init_size(16, 10**6) == 2**26 // 10**6 == 67
+    assert default_init_size(32, 10**6) == 128  # never below 4 r
+    assert default_init_size(16, 40) == 40
+
+
+def test_estimator_with_subset_init(digits):
+    X = digits[:300]
+    model = KernelHebbianPCA(n_components=4, sigma=3.0, passes=1, init="subset", init_size=120).fit(X)
+    assert model.params_used_["init"] == "subset" and model.params_used_["init_size"] == 120
+    assert model.get_params()["init"] == "subset"
+    default = KernelHebbianPCA(n_components=4, sigma=3.0, passes=1).fit(X)
+    assert default.params_used_["init"] == "random" and "init_size" not in default.params_used_
