@@ -2,9 +2,12 @@
 
 For each (n, dtype): a block of B rows against l points, Gaussian kernel.
 ``gemm`` times ``X @ Y.T`` alone (the floor: 2 B l n flops); ``kernel_block``
-times the GEMM plus the jitted element-wise map; ``centred_rows`` times
-`KernelRows.block` (gather, kernel, centring) over a chunked source. Same
-process, same BLAS threads, best of ``--repeat`` interleaved runs. Prints JSON and writes
+times the fused GEMM tiles plus their jitted maps (`kpca.kernels`);
+``centred_rows`` times `KernelRows.block` (gather, kernel and centring in
+one pass) over a chunked source. All with 2 threads (BLAS's, or the tiles'),
+then ``one_thread_*`` with one thread each, the configuration of a service
+worker. Same
+process, same BLAS threads, best of ``--repeat`` rounds (see `best_times`). Prints JSON and writes
 bench/results/kernel_rows.json.
 
     python bench/kernel_rows.py [--l 20000] [--block 256] [--repeat 5]
@@ -18,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from kpca.kernels import KernelSpec, kernel_block, map_threads, squared_norms
 from kpca.rows import KernelRows
@@ -26,16 +30,23 @@ OUT = Path(__file__).parent / "results"
 
 
 def best_times(fns, repeat):
-    """Best-of-``repeat`` time of each function, the runs interleaved (gemm, kernel,
-    rows, gemm, ...) so that a slow spell of this shared machine hits all alike."""
+    """Best-of-``repeat`` time of each function in steady state, in rounds (gemm x3,
+    kernel x3, rows x3, gemm x3, ...) so that a slow spell of this shared machine
+    hits all alike. Each group starts 0.25 s after the previous one and its
+    first call is not timed: after a multi-threaded BLAS call OpenBLAS's idle
+    threads spin for ~0.1 s, which would charge the next function for the
+    one before it."""
     for fn in fns:
         fn()  # warm-up (and numba compilation)
     times = [[] for _ in fns]
     for _ in range(repeat):
         for fn, ts in zip(fns, times):
-            t0 = time.perf_counter()
+            time.sleep(0.25)
             fn()
-            ts.append(time.perf_counter() - t0)
+            for _ in range(2):
+                t0 = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t0)
     return [min(ts) for ts in times]
 
 
@@ -68,6 +79,9 @@ def main():
             idx = rng.permutation(args.l)[: args.block]
             t_gemm, t_kernel, t_rows = best_times(
                 [lambda: X @ Y.T, lambda: kernel_block(X, Y, spec, xn, yn), lambda: rows.block(idx)], args.repeat)
+            with threadpool_limits(1, "blas"):  # as in a service worker: one BLAS thread, one tile thread
+                t_gemm1, t_kernel1 = best_times([lambda: X @ Y.T, lambda: kernel_block(X, Y, spec, xn, yn, threads=1)],
+                                                args.repeat)
             runs.append({
                 "n": n, "dtype": np.dtype(dtype).name, "block": args.block, "l": args.l,
                 "gemm_gflops": flops / t_gemm / 1e9,
@@ -75,6 +89,8 @@ def main():
                 "kernel_block_vs_gemm": t_gemm / t_kernel,
                 "centred_rows_gflops": flops / t_rows / 1e9,
                 "centred_rows_vs_gemm": t_gemm / t_rows,
+                "one_thread_gemm_gflops": flops / t_gemm1 / 1e9,
+                "one_thread_kernel_block_vs_gemm": t_gemm1 / t_kernel1,
             })
     doc = {"kernel": spec.to_dict(), "blas": blas_info(), "tile_threads": map_threads(), "runs": runs}
     OUT.mkdir(exist_ok=True)

@@ -18,7 +18,8 @@ peak RSS (``ru_maxrss``) is its own:
   by the kernel's OOM killer -> what it does (error and message) and when.
 
 The dense kernel matrix would need 8 l^2 bytes (80 GB at l = 100,000).
-Prints JSON and writes bench/results/out_of_core_n{n}.json.
+Prints JSON and writes bench/results/out_of_core_n{n}.json (``--merge`` keeps
+the earlier runs of modes not run this time; every run names its commit).
 
     python bench/out_of_core.py [--rows 100000] [--features 64] [--passes 1] [--blocks 100]
 """
@@ -57,6 +58,13 @@ def make_data(root: Path, l: int, n: int) -> None:
         X = centers[rng.integers(0, 10, size=m)] + rng.normal(size=(m, n))
         store.put_chunk("mix", i, X.astype(np.float32))
     store.commit("mix")
+
+
+def git_commit() -> str | None:
+    """The commit the measured code came from (runs merged from several invocations name theirs)."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent)
+    return done.stdout.strip() or None
 
 
 def sklearn_fit(X: np.ndarray, spec, solver: str, limit_gib: float) -> dict:
@@ -135,6 +143,7 @@ def main():
     ap.add_argument("--modes", default="rows_numpy,rows_zarr,rows_zarr_nocache,fit_zarr,fit_zarr_f32,sklearn_arpack",
                     help="comma-separated child runs (see the module docstring)")
     ap.add_argument("--sklearn-limit-gib", type=float, default=16.0)
+    ap.add_argument("--merge", action="store_true", help="keep earlier runs of other modes in the results file")
     ap.add_argument("--child", nargs=2, metavar=("MODE", "ROOT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -151,7 +160,7 @@ def main():
                    "--sklearn-limit-gib", str(args.sklearn_limit_gib),
                    "--blocks", str(args.blocks if mode != "rows_zarr_nocache" else max(1, args.blocks // 10))]
             done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            results["runs"][mode] = json.loads(done.stdout.strip().splitlines()[-1])
+            results["runs"][mode] = {**json.loads(done.stdout.strip().splitlines()[-1]), "commit": git_commit()}
             print(mode, results["runs"][mode], file=sys.stderr, flush=True)
         runs = results["runs"]
         if {"rows_zarr", "rows_numpy"} <= runs.keys():
@@ -163,7 +172,12 @@ def main():
             results["fit_pass_vs_kernel_rows_only"] = (runs["fit_zarr"]["pass_s"]
                                                        / (args.rows / runs["rows_zarr"]["rows_per_s"]))
     OUT.mkdir(exist_ok=True)
-    (OUT / f"out_of_core_n{args.features}.json").write_text(json.dumps(results, indent=1))
+    path = OUT / f"out_of_core_n{args.features}.json"
+    if args.merge and path.exists():  # keep the runs of modes not run this time (each run names its commit)
+        old = json.loads(path.read_text())
+        if (old.get("l"), old.get("n")) == (results["l"], results["n"]):
+            results["runs"] = {**old.get("runs", {}), **results["runs"]}
+    path.write_text(json.dumps(results, indent=1))
     print(json.dumps(results, indent=1))
 
 

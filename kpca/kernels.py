@@ -106,6 +106,7 @@ def kernel_block(
     spec: KernelSpec,
     x_sqnorms: np.ndarray | None = None,
     y_sqnorms: np.ndarray | None = None,
+    threads: int | None = None,
 ) -> np.ndarray:
     """Kernel matrix block ``K[i, j] = k(X[i], Y[j])``.
 
@@ -116,6 +117,8 @@ def kernel_block(
     spec : KernelSpec
     x_sqnorms, y_sqnorms : ndarray of shape (b,) and (m,), optional
         Precomputed squared norms (Gaussian and Laplacian only).
+    threads : int, optional
+        Threads sharing the tiles, default `map_threads`.
 
     Returns
     -------
@@ -123,7 +126,7 @@ def kernel_block(
     O(b m) element-wise work (see `kernel_block_into`).
     """
     out = np.empty((X.shape[0], Y.shape[0]), dtype=X.dtype)
-    return kernel_block_into(out, 0, X, Y, spec, x_sqnorms, y_sqnorms)
+    return kernel_block_into(out, 0, X, Y, spec, x_sqnorms, y_sqnorms, threads=threads)
 
 
 def kernel_block_into(
@@ -136,6 +139,7 @@ def kernel_block_into(
     y_sqnorms: np.ndarray | None = None,
     row_shift: np.ndarray | None = None,
     col_shift: np.ndarray | None = None,
+    threads: int | None = None,
 ) -> np.ndarray:
     """Write ``k(X[i], Y[j]) + row_shift[i] + col_shift[j]`` into ``out[i, col0 + j]``.
 
@@ -150,8 +154,8 @@ def kernel_block_into(
     L2-sized buffer, then a jitted map that turns the buffer into kernel
     values and writes them once to ``out``, so the block crosses the memory
     bus once instead of three times (GEMM write, map read and write). Tiles
-    are shared among `map_threads` threads, each calling a single-threaded
-    BLAS. Cost: 2 b m n flops plus O(b m).
+    are shared among ``threads`` (default `map_threads`) threads, each
+    calling a single-threaded BLAS. Cost: 2 b m n flops plus O(b m).
     """
     if not (out.flags.c_contiguous and out.dtype.kind == "f" and out.shape[0] == X.shape[0]
             and out.shape[1] >= col0 + Y.shape[0]):
@@ -166,7 +170,8 @@ def kernel_block_into(
         norms = [np.ascontiguousarray(v, dtype=work) for v in (xn, yn)]
         shifts = [np.ascontiguousarray(v, dtype=dtype) for v in (a, c)]
         scale = -0.5 / spec.sigma**2 if kind == "gaussian" else -1.0 / spec.sigma
-        _radial_tiles(_RADIAL_TILES[(kind, work)], out, col0, X, Y, *norms, *shifts, work.type(scale))
+        _radial_tiles(_RADIAL_TILES[(kind, work)], out, col0, X, Y, *norms, *shifts, work.type(scale),
+                      map_threads() if threads is None else max(1, int(threads)))
         return out
     G = X @ Y.T
     if kind == "polynomial":
@@ -196,7 +201,7 @@ def map_threads() -> int:
     return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
-def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale) -> None:
+def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
     """Run the fused GEMM + map ``fn`` over the tiles of a (b, m) block.
 
     Tiles are (<= `_TILE_ROWS` rows) x (columns filling `_TILE_BYTES`); each thread
@@ -220,7 +225,7 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale) -> None:
             np.matmul(X[r:r1], Y[j:j1].T, out=tile)
             fn(tile, out, r, col0 + j, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
 
-    threads = min(map_threads(), len(tiles))
+    threads = min(threads, len(tiles))
     if threads <= 1:
         run(tiles)
         return

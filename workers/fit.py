@@ -50,9 +50,11 @@ ACTIVE = ("queued", "running")
 
 
 def open_rows(datasets: DatasetStore, record: dict) -> KernelRows:
-    """Kernel rows over the model's committed data set version (float64 arithmetic)."""
+    """Kernel rows over the model's committed data set version: float64 rows, computed
+    by kernel tiles in the fit's ``kernel_precision`` (float64 unless the fit asked for float32)."""
     source = datasets.open_array(record["dataset"], record.get("dataset_version"))
-    return KernelRows(source, KernelSpec.from_dict(record["kernel"]), dtype=np.float64)
+    precision = (record.get("params") or {}).get("kernel_precision") or "float64"
+    return KernelRows(source, KernelSpec.from_dict(record["kernel"]), dtype=np.float64, compute_dtype=precision)
 
 
 def centering_to_state(c: Centering) -> dict:
@@ -187,6 +189,7 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
 
     def used(state: dict) -> dict:
         return {**{k: state[k] for k in ("eta0", "mu", "xi", "init", "init_size") if k in state}, "passes": passes,
+                "kernel_precision": rows.compute_dtype.name,
                 "seed": state["seed"], "block_size": block, "exact_limit": limit, "tol": tol,
                 "gain_reductions": int(state.get("gain_reductions", 0)), "n_rows": rows.n_rows}
 

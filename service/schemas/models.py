@@ -87,6 +87,11 @@ class FitParams(BaseModel):
         description="rows in the subset of init=subset, between n_components and the data set's n_rows "
                     "(default min(n_rows, max(10 n_components, 1000)), capped by memory); ignored by init=random",
     )
+    kernel_precision: Literal["float64", "float32"] = Field(
+        default="float64",
+        description="arithmetic of the kernel tiles (GEMM and exp); kernel rows, centring and the solver stay "
+                    "float64. float32 is faster (bench/kha_speed.py) at ~1e-7 relative error per kernel entry",
+    )
 
 
 class ModelCreate(BaseModel):

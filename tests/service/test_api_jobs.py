@@ -77,6 +77,19 @@ def test_early_stop_at_a_tolerance(api, digits_set):
     assert figures[-1] < 0.05 and all(v >= 0.05 for v in figures[:-1]) and len(figures) < 200
 
 
+def test_float32_kernel_tiles_fit_like_float64(api, digits_set):
+    """kernel_precision=float32 through HTTP: reported, and the same run to float32 rounding (the
+    kernel entries differ by ~1e-7 relative, so after two passes the excess errors agree closely)."""
+    start(api, "tiles64", passes=2)
+    start(api, "tiles32", passes=2, kernel_precision="float32")
+    f64, f32 = wait(api, "tiles64"), wait(api, "tiles32")
+    assert f64["status"] == f32["status"] == "completed", (f64["error"], f32["error"])
+    assert f64["params_used"]["kernel_precision"] == "float64"
+    assert f32["params_used"]["kernel_precision"] == "float32"
+    e64, e32 = (r["history"][-1]["convergence"]["value"] for r in (f64, f32))
+    assert e32 == pytest.approx(e64, rel=1e-3), (e64, e32)
+
+
 def test_warm_start_fit_then_resume(api, digits_set):
     """init=subset through HTTP: reported in params_used, far closer after one pass than the random
     start, and carried through a checkpoint (resume loads the state with its init fields)."""

@@ -136,6 +136,7 @@ def test_unknown_solver_is_422(api):
         ({"init_size": 2.5}, "params.init_size"),
         ({"init": "subset", "init_size": 2}, "params.init_size"),  # below n_components = 3
         ({"init": "subset", "init_size": N_ROWS + 1}, "params.init_size"),
+        ({"kernel_precision": "float16"}, "params.kernel_precision"),
     ],
 )
 def test_bad_params_are_422_naming_the_key(api, params, field):
@@ -254,7 +255,7 @@ def test_create_model_is_202_with_location_and_record(api):
     assert created["kernel"] == {"type": "polynomial", "degree": 2, "offset": 1.0, "gamma": 1.0}
     assert created["params"] == {
         "passes": 2, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None, "tol": None,
-        "init": "random", "init_size": None,
+        "init": "random", "init_size": None, "kernel_precision": "float64",
     }
     assert created["dataset_checksum"] == api.get("/v1/datasets/ready").json()["checksum"]
 
