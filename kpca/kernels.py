@@ -1,8 +1,10 @@
 """Kernel functions evaluated in blocks: GEMM tiles, each mapped by a jitted function.
 
-A block of ``b`` kernel rows against ``m`` points costs one matrix product
+A block of ``b`` kernel rows against ``m`` points costs the matrix product
 ``X @ Y.T`` (``2 b m n`` flops, at the BLAS rate) plus ``O(b m)`` element-wise
-work done by a numba kernel in place. Supported kernels (``x, y`` in R^n):
+work by numba kernels; for the radial kernels both are done tile by tile so
+the block is written to memory once (`kernel_block_into`). Supported kernels
+(``x, y`` in R^n):
 
 ==============  =============================================  ====================
 type            k(x, y)                                        parameters
