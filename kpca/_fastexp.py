@@ -9,8 +9,8 @@ float32 by Horner's rule, 13 in float64 by Estrin's scheme, whose shorter
 dependency chain is ~15% faster here; truncation below 2e-8 and 1e-17
 relative), and ``2^n`` made from its exponent bits by an LLVM bit cast. Every
 step is plain arithmetic, so LLVM vectorises the loops that inline the scalar
-`exp_nonpositive_f32` / `exp_nonpositive_f64` (the fused kernel tiles of
-`kpca.kernels`; `exp_in_place` is the array form).
+`exp_nonpositive` (float32 or float64 by its argument's type; the fused
+kernel tiles of `kpca.kernels`; `exp_in_place` is the array form).
 Arguments below the underflow threshold give exactly 0 (the pre-image code
 tells points far from all training data by that); relative error is about
 2e-7 (float32) and 2e-15 (float64), checked against numpy in the tests.
@@ -20,10 +20,10 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 # fast-math without reassociation: the Cody-Waite reduction relies on the order of its
-# subtractions. Callers inlining exp_nonpositive_* must compile with these flags too.
+# subtractions. Callers inlining exp_nonpositive must compile with these flags too.
 FASTMATH_FLAGS = {"nnan", "ninf", "nsz", "contract"}
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.693145751953125  # ln 2 with its low bits zero: n * _LN2_HI is exact
@@ -82,18 +82,22 @@ def exp_nonpositive_f64(t):
     return p * power if t > -708.0 else 0.0
 
 
-def exp_in_place(x: np.ndarray) -> None:
+def exp_nonpositive(t):
+    """``exp(t)`` for a float ``t <= 0`` in t's own precision, for jitted callers (inlined)."""
+    raise TypeError("exp_nonpositive is for numba-compiled code; use exp_in_place on arrays")
+
+
+@overload(exp_nonpositive, inline="always", jit_options={"fastmath": FASTMATH_FLAGS})
+def _exp_nonpositive_typed(t):
+    if t == types.float32:
+        return exp_nonpositive_f32.py_func
+    if t == types.float64:
+        return exp_nonpositive_f64.py_func
+    return None
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
+def exp_in_place(x):
     """``x[j] = exp(x[j])`` for a 1-D float32 or float64 array with ``x <= 0``. O(len(x))."""
-    (_exp_array_f32 if x.dtype == np.float32 else _exp_array_f64)(x)
-
-
-@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _exp_array_f32(x):
     for j in range(x.shape[0]):
-        x[j] = exp_nonpositive_f32(x[j])
-
-
-@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _exp_array_f64(x):
-    for j in range(x.shape[0]):
-        x[j] = exp_nonpositive_f64(x[j])
+        x[j] = exp_nonpositive(x[j])

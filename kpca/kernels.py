@@ -33,7 +33,7 @@ import numpy as np
 
 from threadpoolctl import ThreadpoolController
 
-from kpca._fastexp import FASTMATH_FLAGS, exp_nonpositive_f32, exp_nonpositive_f64
+from kpca._fastexp import FASTMATH_FLAGS, exp_nonpositive
 
 KERNEL_TYPES = ("gaussian", "laplacian", "polynomial", "linear", "tanh")
 
@@ -172,7 +172,7 @@ def kernel_block_into(
         norms = [np.ascontiguousarray(v, dtype=work) for v in (xn, yn)]
         shifts = [np.ascontiguousarray(v, dtype=dtype) for v in (a, c)]
         scale = -0.5 / spec.sigma**2 if kind == "gaussian" else -1.0 / spec.sigma
-        _radial_tiles(_RADIAL_TILES[(kind, work)], out, col0, X, Y, *norms, *shifts, work.type(scale),
+        _radial_tiles(_RADIAL_TILES[kind], out, col0, X, Y, *norms, *shifts, work.type(scale),
                       map_threads() if threads is None else max(1, int(threads)))
         return out
     G = X @ Y.T
@@ -255,8 +255,9 @@ def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
     return np.tanh(spec.gamma * sq + spec.offset)
 
 
-# Jitted tile maps: T holds the GEMM tile X[r0:] Y[j:]^T; each entry becomes
-# a kernel value (distance, then the vectorisable exp of kpca._fastexp),
+# Jitted tile maps (compiled per precision of the tile and of out): T holds the
+# GEMM tile X[r0:] Y[j:]^T; each entry becomes a kernel value (distance, then
+# the vectorisable exp of kpca._fastexp),
 # shifted, and is written once to out[r0 + i, c0 + j]. Plain-numpy twins live
 # in tests/naive.py. Rows are sliced inside so that numba sees contiguous
 # arrays and vectorises the loops.
@@ -269,44 +270,24 @@ def _squared_distance(xi, yj, g, zero):
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _gaussian_tile_f32(T, out, r0, c0, xn, yn, a, c, scale):
+def _gaussian_tile(T, out, r0, c0, xn, yn, a, c, scale):
+    zero = scale - scale  # in the tile's precision
     for i in range(T.shape[0]):
         t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
         for j in range(t.shape[0]):
-            o[j] = exp_nonpositive_f32(scale * _squared_distance(xi, yn[j], t[j], np.float32(0))) + (ai + c[j])
+            o[j] = exp_nonpositive(scale * _squared_distance(xi, yn[j], t[j], zero)) + (ai + c[j])
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _gaussian_tile_f64(T, out, r0, c0, xn, yn, a, c, scale):
+def _laplacian_tile(T, out, r0, c0, xn, yn, a, c, scale):
+    zero = scale - scale
     for i in range(T.shape[0]):
         t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
         for j in range(t.shape[0]):
-            o[j] = exp_nonpositive_f64(scale * _squared_distance(xi, yn[j], t[j], 0.0)) + (ai + c[j])
+            o[j] = exp_nonpositive(scale * np.sqrt(_squared_distance(xi, yn[j], t[j], zero))) + (ai + c[j])
 
 
-@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _laplacian_tile_f32(T, out, r0, c0, xn, yn, a, c, scale):
-    for i in range(T.shape[0]):
-        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
-        for j in range(t.shape[0]):
-            d = np.sqrt(_squared_distance(xi, yn[j], t[j], np.float32(0)))
-            o[j] = exp_nonpositive_f32(scale * d) + (ai + c[j])
-
-
-@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _laplacian_tile_f64(T, out, r0, c0, xn, yn, a, c, scale):
-    for i in range(T.shape[0]):
-        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
-        for j in range(t.shape[0]):
-            o[j] = exp_nonpositive_f64(scale * np.sqrt(_squared_distance(xi, yn[j], t[j], 0.0))) + (ai + c[j])
-
-
-_RADIAL_TILES = {
-    ("gaussian", np.dtype(np.float32)): _gaussian_tile_f32,
-    ("gaussian", np.dtype(np.float64)): _gaussian_tile_f64,
-    ("laplacian", np.dtype(np.float32)): _laplacian_tile_f32,
-    ("laplacian", np.dtype(np.float64)): _laplacian_tile_f64,
-}
+_RADIAL_TILES = {"gaussian": _gaussian_tile, "laplacian": _laplacian_tile}
 
 
 @numba.njit(nogil=True, cache=True)
