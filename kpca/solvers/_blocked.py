@@ -125,6 +125,16 @@ GROWTH_LIMIT = 1e3
 SUB_BLOCK_RANGE = (32, 256)  # bounds of `default_sub_block`
 
 
+@numba.njit(inline="always")
+def _leading_norm2(W, k):
+    """``||W[:k, :k]||_F^2``, the growth of the accumulated transform T."""
+    norm2 = 0.0
+    for i in range(k):
+        for c in range(k):
+            norm2 += W[i, c] * W[i, c]
+    return norm2
+
+
 @numba.njit(nogil=True, cache=True)
 def _kha_transform(W, Qt, gain, t0, decay, l_sched, growth_limit):
     """KHA / KHA-t / KHA-et steps on the coefficient matrix W (r x (r + m)), in place.
@@ -155,13 +165,8 @@ def _kha_transform(W, Qt, gain, t0, decay, l_sched, growth_limit):
                 cW[c] += yi * W[i, c]
                 W[i, c] -= gy * cW[c]  # - G lt(y y^T) W
             W[i, ncol] += gy  # + G y e_{r+s}^T
-        if s + 1 < m:
-            norm2 = 0.0
-            for i in range(r):
-                for c in range(r):
-                    norm2 += W[i, c] * W[i, c]
-            if norm2 > bound:
-                return s + 1
+        if s + 1 < m and _leading_norm2(W, r) > bound:
+            return s + 1
     return m
 
 
@@ -231,13 +236,8 @@ def _smd_transform(W, R, Qt, Gt, rho, gain, t0, l_sched, mu, xi, growth_limit):
                 R[r + i, c] = (xi * R[r + i, c] - g * (yi * (cV[c] + xi * cU[c]) + xi * (bki * cV[c] + yi * dV[c]))
                                + gv * gcol[c])
                 R[i, c] += gy * (gcol[c] - cV[c])
-        if s + 1 < m:
-            norm2 = 0.0
-            for i in range(r2):
-                for c in range(r2):
-                    norm2 += W[i, c] * W[i, c]
-            if norm2 > bound:
-                return s + 1
+        if s + 1 < m and _leading_norm2(W, r2) > bound:
+            return s + 1
     return m
 
 
@@ -342,14 +342,14 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
 
 
 def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
-    """New A, B, AK, rho for KHA-SMD: per sub-block one `_smd_transform` and six GEMMs.
+    """New A, B, AK, rho for KHA-SMD: per sub-block one `_smd_transform` and five GEMMs.
 
     A and B are kept stacked as ``Z = [A; B]`` (2r x l) for the block, so that
     ``K_b Z^T``, ``Z AK^T`` and ``T Z`` each read K_b or Z once.
     """
-    A, B, AK = state["A"], state["B"], state["AK"]
-    r, l = A.shape
-    Z = np.concatenate([A, B])
+    AK = state["AK"]
+    r, l = AK.shape
+    Z = np.concatenate([state["A"], state["B"]])
     rho = state["rho"].astype(np.float64)
     mu, xi = float(state["mu"]), float(state["xi"])
     t0, b, a = int(state["t"]), idx.shape[0], 0
@@ -369,8 +369,8 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         W[:, : 2 * r] = np.eye(2 * r)
         R = np.ascontiguousarray(Gt[: 2 * r])  # R = W Gm^T at W = [I | 0]
         done = _smd_transform(W, R, Qt, Gt, rho, gain, t0 + a, float(l), mu, xi, growth_limit)
-        T = W[:, : 2 * r].astype(A.dtype)  # [[T_AA, 0], [T_BA, T_BB]]
-        C = W[:, 2 * r : 2 * r + done].astype(A.dtype)
+        T = W[:, : 2 * r].astype(Z.dtype)  # [[T_AA, 0], [T_BA, T_BB]]
+        C = W[:, 2 * r : 2 * r + done].astype(Z.dtype)
         AK_new = T[:r, :r] @ AK
         AK_new += C[:r] @ Kb[:done]
         Z = T @ Z  # A = T_AA A_0, B = T_BA A_0 + T_BB B_0 (the zero block costs r^2 l flops, saves a pass)
