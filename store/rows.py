@@ -88,12 +88,20 @@ def prepare_rows(rows: object, n_features: int, dtype: str) -> np.ndarray:
         raise Invalid(
             "rows", f"unsupported dtype {rows.dtype}; send float, integer or bool values"
         )
+    return convert_finite(rows, dtype, "rows")
+
+
+def convert_finite(rows: np.ndarray, dtype, field: str, first_row: int = 0) -> np.ndarray:
+    """``rows`` as a C-contiguous array of ``dtype``, or Invalid(field) naming the
+    first row (counted from ``first_row``) holding NaN or inf, or values that
+    overflow ``dtype``. Cost: one conversion pass and one finiteness pass."""
     with np.errstate(over="ignore", invalid="ignore"):
         converted = np.ascontiguousarray(rows.astype(dtype))
     finite_rows = np.isfinite(converted).all(axis=1)
     if not finite_rows.all():
         bad = int(np.argmin(finite_rows))
         if rows.dtype.kind == "f" and np.isfinite(rows[bad]).all():
-            raise Invalid("rows", f"row {bad} contains values too large for {dtype} (they overflow to inf)")
-        raise Invalid("rows", f"row {bad} contains NaN or inf")
+            raise Invalid(field, f"row {first_row + bad} contains values too large for {dtype} "
+                                 "(they overflow to inf)")
+        raise Invalid(field, f"row {first_row + bad} contains NaN or inf")
     return converted

@@ -15,6 +15,7 @@ import numpy as np
 import zarr
 
 from store.errors import Invalid
+from store.rows import convert_finite
 
 SOURCE_KINDS = "iuf"
 """numpy dtype kinds a registered array may have: signed and unsigned integers, floats."""
@@ -166,16 +167,7 @@ def scan_source(array, dtype: str, n_rows: int) -> tuple[list[str], list[int]]:
                 block = np.asarray(array[start:stop])
             except Exception as exc:  # a missing or damaged chunk object
                 raise Invalid("source", f"cannot read rows {start}..{stop - 1} of the zarr array: {exc}") from None
-            with np.errstate(over="ignore", invalid="ignore"):
-                converted = np.ascontiguousarray(block.astype(dtype))
-            finite = np.isfinite(converted).all(axis=1)
-            if not finite.all():
-                bad = int(np.argmin(finite))
-                if block.dtype.kind == "f" and np.isfinite(block[bad]).all():
-                    raise Invalid("source", f"row {start + bad} contains values too large for {dtype} "
-                                            "(they overflow to inf)")
-                raise Invalid("source", f"row {start + bad} contains NaN or inf")
-            block = converted
+            block = convert_finite(block, dtype, "source", first_row=start)
             digest.update(block.data)
         digests.append(digest.hexdigest())
         counts.append(chunk_stop - chunk_start)
