@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -10,6 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+
+from tests.api_checks import assert_error, error_message
+from tests.store_checks import snapshot, version_checksum
 
 
 def arrays_dir(data_dir: Path) -> Path:
@@ -22,19 +24,6 @@ def SERVER_SETTINGS(data_dir: Path) -> dict:  # noqa: N802 - the conftest's hook
     return {"register_prefixes": [str(arrays_dir(data_dir)), "memory://allowed/"]}
 
 
-def checksum(*chunks: np.ndarray) -> str:
-    hex_digests = "".join(hashlib.sha256(np.ascontiguousarray(c).tobytes()).hexdigest() for c in chunks)
-    return "sha256:" + hashlib.sha256(hex_digests.encode("ascii")).hexdigest()
-
-
-def snapshot(path: Path) -> dict[str, tuple[int, int]]:
-    found = {".": (0, path.stat().st_mtime_ns)}
-    for entry in sorted(path.rglob("*")):
-        info = entry.stat()
-        found[str(entry.relative_to(path))] = (info.st_size, info.st_mtime_ns)
-    return found
-
-
 def make_zarr(location: str, values: np.ndarray, chunks) -> str:
     array = zarr.create_array(store=location, shape=values.shape, dtype=values.dtype, chunks=chunks)
     array[...] = values
@@ -43,14 +32,6 @@ def make_zarr(location: str, values: np.ndarray, chunks) -> str:
 
 def register(api, name: str, location: str, **extra):
     return api.post("/v1/datasets", json={"name": name, "source": {"zarr": location}, **extra})
-
-
-def assert_error(response, status: int, code: str, field: str | None) -> str:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert (error["code"], error["field"]) == (code, field), error
-    assert error["message"], error
-    return error["message"]
 
 
 @pytest.fixture
@@ -72,12 +53,12 @@ def test_register_local_zarr_is_201_and_writes_nothing_there(api, allowed, rng):
     assert (meta["status"], meta["version"], meta["n_rows"], meta["n_features"]) == ("ready", 1, 25, 3)
     assert (meta["dtype"], meta["source_dtype"]) == ("float32", "float32")
     assert meta["source"] == {"zarr": os.path.realpath(location)}
-    assert meta["checksum"] == checksum(values[:10], values[10:20], values[20:])
+    assert meta["checksum"] == version_checksum(values[:10], values[10:20], values[20:])
     assert meta["chunks"] == [0, 1, 2] and meta["zarr_chunk_rows"] == 10
     assert api.get("/v1/datasets/ext").json() == meta
     # read-only: no uploads, commit is a no-op
     response = api.put("/v1/datasets/ext/chunks/3", json={"rows": [[1.0, 2.0, 3.0]]})
-    assert "read-only" in assert_error(response, 409, "conflict", "name")
+    assert "read-only" in error_message(response, 409, "conflict", "name")
     assert api.post("/v1/datasets/ext/commit").json() == meta
     # delete removes our record, never the array
     assert api.delete("/v1/datasets/ext").status_code == 204
@@ -92,7 +73,7 @@ def test_register_integer_array_with_dtype(api, allowed):
     meta = register(api, "ints", location).json()
     assert (meta["dtype"], meta["source_dtype"]) == ("float64", "int32")
     as_f64 = values.astype(np.float64)
-    assert meta["checksum"] == checksum(as_f64[:4], as_f64[4:8], as_f64[8:])
+    assert meta["checksum"] == version_checksum(as_f64[:4], as_f64[4:8], as_f64[8:])
     meta = register(api, "ints32", location, dtype="float32").json()
     assert (meta["dtype"], meta["n_rows"]) == ("float32", 10)
 
@@ -103,12 +84,12 @@ def test_register_a_url_below_an_allowed_url_prefix(api, rng):
     response = register(api, "remote", location)
     assert response.status_code == 201, response.text
     assert response.json()["source"] == {"zarr": location}
-    assert response.json()["checksum"] == checksum(values[:4], values[4:])
+    assert response.json()["checksum"] == version_checksum(values[:4], values[4:])
 
 
 def test_source_outside_the_prefixes_is_403(api, tmp_path, allowed, rng):
     outside = make_zarr(str(tmp_path / "outside.zarr"), rng.standard_normal((4, 2)), chunks=(2, 2))
-    message = assert_error(register(api, "outside", outside), 403, "forbidden", "source")
+    message = error_message(register(api, "outside", outside), 403, "forbidden", "source")
     assert "KPCA_REGISTER_PREFIXES" in message and "register_prefixes" in message
     # a symbolic link inside the allowed folder that leads outside it is judged by its target
     os.symlink(outside, allowed / "link.zarr")
@@ -139,7 +120,7 @@ def test_unusable_sources_are_422_on_source(api, allowed, rng):
     }
     before = snapshot(allowed)
     for location, fragment in cases.items():
-        message = assert_error(register(api, "unusable", location), 422, "invalid", "source")
+        message = error_message(register(api, "unusable", location), 422, "invalid", "source")
         assert fragment in message, (location, message)
     assert snapshot(allowed) == before
     assert not (allowed / "missing.zarr").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import socket
 import threading
@@ -11,6 +10,9 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 import pytest
+
+from tests.api_checks import error_message
+from tests.store_checks import version_checksum
 
 NPY = {"Content-Type": "application/octet-stream"}
 CSV = {"Content-Type": "text/csv"}
@@ -27,15 +29,6 @@ def csv_bytes(rows, header: str | None = None) -> bytes:
     lines += [",".join(repr(float(v)) for v in row) for row in rows]
     return ("\n".join(lines) + "\n").encode()
 
-
-def checksum(*chunks: np.ndarray, dtype=np.float32) -> str:
-    """The documented version checksum of chunks cast to the set's dtype."""
-    hex_digests = "".join(
-        hashlib.sha256(np.ascontiguousarray(c, dtype=dtype).tobytes()).hexdigest() for c in chunks
-    )
-    return "sha256:" + hashlib.sha256(hex_digests.encode("ascii")).hexdigest()
-
-
 def create(api, name: str, n_features: int = 4, dtype: str = "float32") -> dict:
     response = api.post("/v1/datasets", json={"name": name, "n_features": n_features, "dtype": dtype})
     assert response.status_code == 201, response.text
@@ -44,14 +37,6 @@ def create(api, name: str, n_features: int = 4, dtype: str = "float32") -> dict:
 
 def put(api, name: str, index: int, content: bytes, headers=CSV) -> httpx.Response:
     return api.put(f"/v1/datasets/{name}/chunks/{index}", content=content, headers=headers)
-
-
-def assert_error(response, status: int, code: str, field: str | None) -> str:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert (error["code"], error["field"]) == (code, field), error
-    assert error["message"], error
-    return error["message"]
 
 
 # ------------------------------------------------------------------------ CSV
@@ -72,7 +57,8 @@ def test_csv_upload_with_header_blank_lines_and_crlf(api, rng):
     assert response.status_code == 200, response.text
     committed = api.post("/v1/datasets/csvok/commit").json()
     assert committed["n_rows"] == 8
-    assert committed["checksum"] == checksum(first, second)  # values parsed exactly, then cast to float32
+    # values parsed exactly, then cast to float32
+    assert committed["checksum"] == version_checksum(first, second, dtype=np.float32)
     again = put(api, "csvok", 0, csv_bytes(first))  # same rows without the header: a no-op
     assert again.status_code == 200, again.text
     assert again.json()["checksum"] == committed["checksum"]
@@ -93,7 +79,7 @@ def test_csv_unparseable_is_400_on_body(api, body, fragments):
     name = "csvbad"
     if api.get(f"/v1/datasets/{name}").status_code == 404:
         create(api, name)
-    message = assert_error(put(api, name, 0, body), 400, "bad_request", "body")
+    message = error_message(put(api, name, 0, body), 400, "bad_request", "body")
     for fragment in fragments:
         assert fragment in message, message
     assert api.get(f"/v1/datasets/{name}").json()["chunks"] == []
@@ -101,9 +87,9 @@ def test_csv_unparseable_is_400_on_body(api, body, fragments):
 
 def test_csv_ragged_is_422_on_rows_naming_the_line(api):
     create(api, "csvragged")
-    message = assert_error(put(api, "csvragged", 0, b"h1,h2,h3,h4\n1,2,3,4\n\n5,6,7\n"), 422, "invalid", "rows")
+    message = error_message(put(api, "csvragged", 0, b"h1,h2,h3,h4\n1,2,3,4\n\n5,6,7\n"), 422, "invalid", "rows")
     assert message == "CSV rows are ragged: line 4 has 3 values, line 2 (the first row) has 4"
-    message = assert_error(put(api, "csvragged", 0, b"1,2,3,4\n1,2,3,4,5\n"), 422, "invalid", "rows")
+    message = error_message(put(api, "csvragged", 0, b"1,2,3,4\n1,2,3,4,5\n"), 422, "invalid", "rows")
     assert "line 2 has 5 values" in message
 
 
@@ -123,7 +109,7 @@ def test_csv_contents_refused_by_the_store(api, body, fragment):
     name = "csvstore"
     if api.get(f"/v1/datasets/{name}").status_code == 404:
         create(api, name)
-    message = assert_error(put(api, name, 0, body), 422, "invalid", "rows")
+    message = error_message(put(api, name, 0, body), 422, "invalid", "rows")
     assert fragment in message, message
     assert api.get(f"/v1/datasets/{name}").json()["chunks"] == []
 
@@ -137,7 +123,7 @@ def test_npy_integers_beyond_2_53_are_cast_not_refused(api):
     assert put(api, "bigints", 1, npy_bytes(signed), headers=NPY).status_code == 200
     committed = api.post("/v1/datasets/bigints/commit").json()
     expected = [huge.astype(np.float64), signed.astype(np.float64)]
-    assert committed["checksum"] == checksum(*expected, dtype=np.float64)
+    assert committed["checksum"] == version_checksum(*expected, dtype=np.float64)
     assert expected[0][0, 1] == 2.0**53  # documented rounding beyond 2**53
 
 
@@ -151,7 +137,7 @@ def test_versions_through_http(api, rng):
     api.put("/v1/datasets/grow/chunks/1", json={"rows": blocks[1].tolist()}).raise_for_status()
     v1 = api.post("/v1/datasets/grow/commit").json()
     assert (v1["version"], v1["n_rows"], v1["chunks"], v1["staged"]) == (1, 10, [0, 1], [])
-    assert v1["checksum"] == checksum(blocks[0], blocks[1])
+    assert v1["checksum"] == version_checksum(blocks[0], blocks[1], dtype=np.float32)
 
     staged = put(api, "grow", 2, csv_bytes(blocks[2])).json()
     assert (staged["status"], staged["version"], staged["n_rows"], staged["staged"]) == ("ready", 1, 10, [2])
@@ -163,7 +149,7 @@ def test_versions_through_http(api, rng):
     v2 = v2.json()
     assert (v2["status"], v2["version"], v2["n_rows"]) == ("ready", 2, 17)
     assert (v2["chunks"], v2["staged"]) == ([0, 1, 2, 3], [])
-    assert v2["checksum"] == checksum(*blocks) != v1["checksum"]
+    assert v2["checksum"] == version_checksum(*blocks, dtype=np.float32) != v1["checksum"]
     assert v2["versions"] == [
         {"version": 1, "n_rows": 10, "n_chunks": 2, "checksum": v1["checksum"],
          "committed_at": v1["committed_at"]},
@@ -175,12 +161,12 @@ def test_versions_through_http(api, rng):
 
     # committed chunks: same rows are a no-op, other rows a 409 that says what to do
     assert put(api, "grow", 1, csv_bytes(blocks[1])).json() == v2
-    message = assert_error(put(api, "grow", 2, csv_bytes(blocks[1])), 409, "conflict", "index")
+    message = error_message(put(api, "grow", 2, csv_bytes(blocks[1])), 409, "conflict", "index")
     assert message == ("chunk 2 of data set 'grow' is part of committed version 2 and cannot change; "
                        "append new rows with chunk index >= 4")
     # a gap after the latest version is named
     put(api, "grow", 6, csv_bytes(blocks[3])).raise_for_status()
-    message = assert_error(api.post("/v1/datasets/grow/commit"), 422, "invalid", "chunks")
+    message = error_message(api.post("/v1/datasets/grow/commit"), 422, "invalid", "chunks")
     assert message.startswith("missing chunk indices [4, 5]; version 2 holds chunks 0..3")
     listed = {d["name"]: d for d in api.get("/v1/datasets").json()["datasets"]}
     assert listed["grow"]["version"] == 2 and listed["grow"]["staged"] == [6]
@@ -205,7 +191,7 @@ def test_resume_after_interrupted_upload(api, rng):
     assert (meta["status"], meta["chunks"], meta["staged"]) == ("open", [0, 1, 3], [0, 1, 3])
     assert meta["n_rows"] == 3 + 4 + 6
 
-    message = assert_error(api.post("/v1/datasets/resume/commit"), 422, "invalid", "chunks")
+    message = error_message(api.post("/v1/datasets/resume/commit"), 422, "invalid", "chunks")
     assert message == "missing chunk indices [2]; upload them and commit again"
     # the client re-sends everything it is unsure of: committed-to-be chunks are no-ops
     for index in range(4):
@@ -214,7 +200,7 @@ def test_resume_after_interrupted_upload(api, rng):
     assert committed.status_code == 200, committed.text
     committed = committed.json()
     assert (committed["status"], committed["chunks"], committed["n_rows"]) == ("ready", [0, 1, 2, 3], 18)
-    assert committed["checksum"] == checksum(*blocks)
+    assert committed["checksum"] == version_checksum(*blocks, dtype=np.float32)
 
 
 def test_concurrent_uploads_to_two_sets(server, api, rng):
@@ -250,4 +236,4 @@ def test_concurrent_uploads_to_two_sets(server, api, rng):
     for name, chunks in blocks.items():
         meta = api.post(f"/v1/datasets/{name}/commit").json()
         assert meta["chunks"] == list(range(8)) and meta["n_rows"] == sum(c.shape[0] for c in chunks)
-        assert meta["checksum"] == checksum(*chunks)
+        assert meta["checksum"] == version_checksum(*chunks, dtype=np.float32)

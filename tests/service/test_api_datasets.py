@@ -7,6 +7,8 @@ import io
 import numpy as np
 import pytest
 
+from tests.api_checks import assert_error
+
 MAX_BODY_BYTES = 64 * 1024
 SERVER_SETTINGS = {"max_body_bytes": MAX_BODY_BYTES}
 
@@ -23,15 +25,6 @@ def create(api, name: str, n_features: int = 4, dtype: str = "float32"):
     response = api.post("/v1/datasets", json={"name": name, "n_features": n_features, "dtype": dtype})
     assert response.status_code == 201, response.text
     return response
-
-
-def assert_error(response, status: int, code: str, field: str | None):
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["code"] == code, error
-    assert error["field"] == field, error
-    assert error["message"], error
-    return error
 
 
 # ------------------------------------------------------------------ CRUD

@@ -11,17 +11,9 @@ import numpy as np
 import pytest
 
 from store import ModelRegistry
+from tests.api_checks import assert_error
 
 N_ROWS, N_FEATURES = 40, 4
-
-
-def assert_error(response, status: int, code: str, field: str | None):
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["code"] == code, error
-    assert error["field"] == field, error
-    assert error["message"], error
-    return error
 
 
 def model_body(**changes):

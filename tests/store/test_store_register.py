@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -12,20 +11,7 @@ import pytest
 import zarr
 
 from store import Conflict, DatasetStore, Invalid, NotFound
-
-
-def version_checksum(*chunks: np.ndarray) -> str:
-    hex_digests = "".join(hashlib.sha256(np.ascontiguousarray(c).tobytes()).hexdigest() for c in chunks)
-    return "sha256:" + hashlib.sha256(hex_digests.encode("ascii")).hexdigest()
-
-
-def snapshot(path: Path) -> dict[str, tuple[int, int]]:
-    """(size, mtime) of ``path`` and every file and folder below it."""
-    found = {".": (0, path.stat().st_mtime_ns)}
-    for entry in sorted(path.rglob("*")):
-        info = entry.stat()
-        found[str(entry.relative_to(path))] = (info.st_size, info.st_mtime_ns)
-    return found
+from tests.store_checks import snapshot, version_checksum
 
 
 def make_zarr(path: Path, values: np.ndarray, chunks, **kwargs) -> str:

@@ -1,0 +1,24 @@
+"""Test-side twins of the data set store's documented formats, shared by store and API tests."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+
+def version_checksum(*chunks: np.ndarray, dtype=None) -> str:
+    """The documented scheme, written out: sha256 over the chunks' hex sha256 digests in index order
+    (each chunk first cast to ``dtype``, the set's, if given)."""
+    hex_digests = "".join(hashlib.sha256(np.ascontiguousarray(c, dtype=dtype).tobytes()).hexdigest() for c in chunks)
+    return "sha256:" + hashlib.sha256(hex_digests.encode("ascii")).hexdigest()
+
+
+def snapshot(path: Path, with_root: bool = True) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file and folder below ``path`` (and of ``path`` itself, as ".")."""
+    found = {".": (0, path.stat().st_mtime_ns)} if with_root else {}
+    for entry in sorted(path.rglob("*")):
+        info = entry.stat()
+        found[str(entry.relative_to(path))] = (info.st_size, info.st_mtime_ns)
+    return found
