@@ -1,5 +1,6 @@
 """The pass loop: owns permutations, blocks, progress callbacks, stop requests
-and the divergence guard; the jitted kernels own the arithmetic.
+and the divergence guard, and computes the next block's kernel rows while the
+current block updates; the jitted kernels own the arithmetic.
 
 ``rows`` is anything with ``block(indices) -> K'[indices, :]`` (e.g.
 `kpca.rows.KernelRows`, or `DenseRows` over an in-memory K').
@@ -7,10 +8,13 @@ and the divergence guard; the jitted kernels own the arithmetic.
 
 from __future__ import annotations
 
+import contextlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 
+from kpca._threads import blas_limit, map_threads, tile_threads
 from kpca.solvers import begin_pass, permutation, step_block
 
 # A state is diverged when a component's squared feature-space norm
@@ -50,6 +54,7 @@ def run_passes(
     should_stop: Callable[[], bool] | None = None,
     on_block: Callable[[dict], None] | None = None,
     step: Callable[[dict, np.ndarray, np.ndarray], dict] = step_block,
+    overlap: bool = True,
 ) -> tuple[dict, bool]:
     """Run passes ``state["pass"] .. passes-1`` (resuming mid-pass if needed).
 
@@ -67,32 +72,104 @@ def run_passes(
     ``on_pass(state)`` is called after every completed pass. ``step`` is the
     block update (default the blocked `step_block`; `step_block_reference`
     runs the step-by-step form).
+
+    With ``overlap`` (the default) the next block's kernel rows are computed
+    in a background thread while the current block's update runs
+    (`_RowsAhead`); the results are the same, bit for bit where BLAS's
+    results do not depend on its thread count. ``rows`` is then used by that
+    thread while ``on_block`` and ``should_stop`` run, so these must not use
+    it; nothing is in flight during ``on_pass`` or after the return.
     """
     l = rows.n_rows
-    while state["pass"] < passes:
-        if state["position"] == 0:
-            state = begin_pass(state)
-        pass_start = state
-        order = permutation(state["seed"], state["pass"], l)
-        while state["position"] < l:
-            a = state["position"]
-            idx = order[a : min(a + block_size, l)]
-            state = step(state, rows.block(idx), idx)
-            if is_diverged(state):
-                state = _reduce_gain(pass_start)
-                pass_start = state
-                continue
-            if on_block is not None:
-                on_block(state)
-            if should_stop is not None and should_stop() and state["position"] < l:
+    with _RowsAhead(rows, overlap) as ahead:
+        while state["pass"] < passes:
+            if state["position"] == 0:
+                state = begin_pass(state)
+            pass_start = state
+            order = permutation(state["seed"], state["pass"], l)
+            while state["position"] < l:
+                a = state["position"]
+                b = min(a + block_size, l)
+                K = ahead.block(order, a, b)
+                if b < l:
+                    ahead.start(order, b, min(b + block_size, l))
+                state = step(state, K, order[a:b])
+                if is_diverged(state):
+                    ahead.drop()
+                    state = _reduce_gain(pass_start)
+                    pass_start = state
+                    continue
+                if on_block is not None:
+                    on_block(state)
+                if should_stop is not None and should_stop() and state["position"] < l:
+                    return state, True
+            state = dict(state, position=0)
+            state["pass"] += 1
+            if on_pass is not None:
+                on_pass(state)
+            if should_stop is not None and should_stop() and state["pass"] < passes:
                 return state, True
-        state = dict(state, position=0)
-        state["pass"] += 1
-        if on_pass is not None:
-            on_pass(state)
-        if should_stop is not None and should_stop() and state["pass"] < passes:
-            return state, True
     return state, False
+
+
+class _RowsAhead:
+    """Kernel rows of the next block, computed in a background thread while the caller updates.
+
+    On ``c`` = `map_threads` cores the two sides split them: the background
+    thread's kernel tiles use ``c - c // 2`` threads (`tile_threads`) and
+    BLAS, which the update's GEMMs use, is capped at ``max(1, c // 2)``
+    threads (`blas_limit`; on 2 cores, one each). Each side then keeps its
+    cores busy without the other's idle threads spinning on them, and the
+    update's single-threaded loop no longer leaves a core idle. At most one
+    block is in flight (one extra block of memory); a pending block that is
+    not asked for next is waited for and dropped, so ``rows`` is never used
+    by two threads at once. Without ``overlap`` every block is computed on
+    demand in the caller's thread.
+    """
+
+    def __init__(self, rows, overlap: bool):
+        self.rows, self.overlap = rows, overlap
+        self.pending: tuple[int, int, Future] | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.limits = contextlib.ExitStack()
+
+    def __enter__(self) -> "_RowsAhead":
+        if self.overlap:
+            cores = map_threads()
+            self.tiles = cores - cores // 2
+            self.limits.enter_context(blas_limit(max(1, cores // 2)))
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpca-rows-ahead")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.drop()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        self.limits.close()
+
+    def _compute(self, indices: np.ndarray) -> np.ndarray:
+        with tile_threads(self.tiles):
+            return self.rows.block(indices)
+
+    def start(self, order: np.ndarray, a: int, b: int) -> None:
+        """Begin computing ``K'[order[a:b], :]`` in the background (if overlapping)."""
+        if self.pool is not None:
+            self.drop()
+            self.pending = (a, b, self.pool.submit(self._compute, order[a:b]))
+
+    def block(self, order: np.ndarray, a: int, b: int) -> np.ndarray:
+        """``K'[order[a:b], :]``: the pending block if it is this one, else computed now."""
+        if self.pending is not None and self.pending[:2] == (a, b):
+            rows, self.pending = self.pending[2].result(), None
+            return rows
+        self.drop()
+        return self.rows.block(order[a:b])
+
+    def drop(self) -> None:
+        """Wait for the pending block, if any, and forget it."""
+        if self.pending is not None:
+            pending, self.pending = self.pending[2], None
+            pending.exception()  # wait; its error, if any, is the caller's to meet on recomputing
 
 
 def _reduce_gain(pass_start: dict) -> dict:

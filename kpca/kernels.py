@@ -31,9 +31,8 @@ from dataclasses import asdict, dataclass
 import numba
 import numpy as np
 
-from threadpoolctl import ThreadpoolController
-
 from kpca._fastexp import FASTMATH_FLAGS, exp_nonpositive
+from kpca._threads import blas_limit, map_threads
 
 KERNEL_TYPES = ("gaussian", "laplacian", "polynomial", "linear", "tanh")
 
@@ -193,14 +192,6 @@ _TILE_BYTES = 2**19  # one GEMM tile, kept in a core's L2 cache while it is mapp
 _TILE_ROWS = 128  # with _TILE_BYTES, the best of a sweep on a 2-core Zen 3 (bench/kernel_rows.py)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
-_blas: ThreadpoolController | None = None
-
-
-def map_threads() -> int:
-    """Threads for kernel tiles: numba's configured thread count
-    (``NUMBA_NUM_THREADS``; the service's dask workers set it to 1, so only
-    standalone use, like the benchmarks, spreads one block over several cores)."""
-    return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
 def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
@@ -213,7 +204,7 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
     threads would). With more than one thread BLAS is held to one thread
     meanwhile: each of ours already keeps a core busy.
     """
-    global _pool, _blas
+    global _pool
     b, m = X.shape[0], Y.shape[0]
     rows = min(b, _TILE_ROWS)
     width = max(64, _TILE_BYTES // (rows * X.itemsize))
@@ -234,10 +225,8 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
     with _pool_lock:
         if _pool is None or _pool._max_workers < threads:
             _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-tiles")
-        if _blas is None:
-            _blas = ThreadpoolController()
     bounds = np.linspace(0, len(tiles), threads + 1).astype(int)
-    with _blas.limit(limits=1, user_api="blas"):
+    with blas_limit(1):
         futures = [_pool.submit(run, tiles[p:q]) for p, q in zip(bounds[:-1], bounds[1:])]
         for f in futures:
             f.result()

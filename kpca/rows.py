@@ -238,7 +238,7 @@ class KernelRows:
         column_means = sums / self.n_rows
         grand_mean = float(column_means.mean())
         self.centering = Centering(
-            column_means=column_means.astype(self.dtype),
+            column_means=column_means,  # float64 whatever the rows' dtype: it is l numbers
             grand_mean=grand_mean,
             mean_diagonal=diag_sum / self.n_rows - grand_mean,
         )

@@ -57,7 +57,7 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
     m1[l0:] = R.sum(axis=1) / l1  # symmetry: column sums of new columns are row sums of new rows
     mbar0, mbar1 = float(centering.grand_mean), float(m1.mean())
     diag_sum = l0 * (centering.mean_diagonal + mbar0) + float(kernel_diagonal(X_new, rows.kernel).sum())
-    new_centering = Centering(m1.astype(rows.dtype), mbar1, diag_sum / l1 - mbar1)
+    new_centering = Centering(m1, mbar1, diag_sum / l1 - mbar1)
 
     A0 = state["A"]
     a_sum = A0.sum(axis=1)  # A 1

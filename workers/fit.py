@@ -49,12 +49,15 @@ DEFAULT_CHECKPOINT_KEEP = 3
 ACTIVE = ("queued", "running")
 
 
-def open_rows(datasets: DatasetStore, record: dict) -> KernelRows:
-    """Kernel rows over the model's committed data set version: float64 rows, computed
-    by kernel tiles in the fit's ``kernel_precision`` (float64 unless the fit asked for float32)."""
+def open_rows(datasets: DatasetStore, record: dict, for_fit: bool = False) -> KernelRows:
+    """Kernel rows over the model's committed data set version, computed by kernel tiles in the
+    fit's ``kernel_precision`` (float64 unless the fit asked for float32). Rows for serving are
+    float64; a fit's rows are in the kernel precision itself, so that with float32 the solver's
+    GEMMs against them run in float32 too (`kpca.solvers._blocked`, *Precision*)."""
     source = datasets.open_array(record["dataset"], record.get("dataset_version"))
-    precision = (record.get("params") or {}).get("kernel_precision") or "float64"
-    return KernelRows(source, KernelSpec.from_dict(record["kernel"]), dtype=np.float64, compute_dtype=precision)
+    precision = np.dtype((record.get("params") or {}).get("kernel_precision") or "float64")
+    return KernelRows(source, KernelSpec.from_dict(record["kernel"]), dtype=precision if for_fit else np.float64,
+                      compute_dtype=precision)
 
 
 def centering_to_state(c: Centering) -> dict:
@@ -74,7 +77,7 @@ class _Reference:
         self.Kc = None
         self.previous = None
         if rows.n_rows <= limit:
-            self.Kc = rows.dense()
+            self.Kc = rows.dense().astype(np.float64, copy=False)
             self.e_min = minimal_error(scipy.linalg.eigvalsh(self.Kc), n_components)
 
     def __call__(self, state: dict, eigenvalues: np.ndarray) -> dict:
@@ -153,7 +156,7 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
     r = int(record["n_components"])
     started = time.monotonic()
     registry.update(name, status="running", error=None)
-    rows = open_rows(datasets, record)
+    rows = open_rows(datasets, record, for_fit=True)
     limit = record.get("exact_limit")
     limit = DEFAULT_EXACT_LIMIT if limit is None else int(limit)
     if record["solver"] == "exact":
@@ -237,7 +240,7 @@ def _fit_exact(record, rows, limit, registry, checkpoints, started) -> str:
         raise ValueError(f"the exact solver is limited to {limit} rows (this set has {rows.n_rows}); "
                          "use an iterative solver such as kha-smd")
     centering = rows.fit_centering()
-    eigenvalues, A = exact_components(rows.dense(), r)
+    eigenvalues, A = exact_components(rows.dense().astype(np.float64, copy=False), r)
     state = {"solver": "exact", "A": A, "eigenvalues": eigenvalues, "pass": 1, "n_rows": rows.n_rows,
              **centering_to_state(centering)}
     _still_ours(registry, record)

@@ -104,6 +104,18 @@ the step-by-step iteration diverges too; there the guard bounds how far
 one transform grows before it is applied, and the driver's divergence
 guard reacts as it does step by step (tests/kpca/test_blocked.py).
 
+*Precision.* The state (A, AK, B, the transforms) is kept in its own
+dtype. With float32 rows (kernel tiles computed in float32,
+``KernelRows(dtype=float32)``) the two GEMMs that read the rows -- ``Q``
+and ``C K_b``, ``6 r l`` of the per-row flops -- run in float32, on
+float32 copies of ``Z_0`` and ``C``, and their results are accumulated into
+the float64 state: they read half the bytes at twice the SIMD width. The
+rows themselves carry float32 rounding already, so this adds an error of
+the same order (about ``1e-7`` relative per product). In ``AK`` these
+errors add up over the sub-blocks like a random walk (the transforms ``T``
+contract rather than amplify them). bench/kha_speed.py reports the effect
+on the excess error after 20 passes.
+
 *Determinism.* The rounding depends on the sub-block partition, which is
 fixed by the block (sub-blocks start at the block's first row; the default
 size depends on r and l only), so resuming at a block boundary is
@@ -275,7 +287,9 @@ def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_b
     state : dict
         Iterative-solver state (`kpca.solvers.init_state`).
     rows : ndarray of shape (b, l)
-        Centred kernel rows ``K'[indices, :]``.
+        Centred kernel rows ``K'[indices, :]``. float32 rows are used as they
+        are (the module docstring's *Precision*); other dtypes are converted
+        to the state's.
     indices : ndarray of shape (b,)
         Row indices ``p_s`` of the steps (may repeat).
     sub_block : int, optional
@@ -294,7 +308,8 @@ def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_b
            if k not in ("A", "AK", "B")}
     dtype = state["A"].dtype
     r, l = state["A"].shape
-    rows = np.ascontiguousarray(rows, dtype=dtype)
+    # float32 rows stay float32: the GEMMs against them then read half the bytes (see Precision)
+    rows = np.ascontiguousarray(rows, dtype=np.float32 if rows.dtype == np.float32 else dtype)
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     b = idx.shape[0]
     if rows.shape != (b, l):
@@ -325,7 +340,7 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         m = min(m_max, b - a)
         Kb, p = rows[a : a + m], idx[a : a + m]
         Qt = np.empty((m, r + m))
-        Qt[:, :r] = Kb @ A.T  # (X k_s)^T = [A_0 k_s; E k_s]^T
+        Qt[:, :r] = Kb @ A.T.astype(Kb.dtype)  # (X k_s)^T = [A_0 k_s; E k_s]^T
         Qt[:, r:] = Kb[:, p]
         W = np.zeros((r, r + m))
         W[:, :r] = np.eye(r)
@@ -333,7 +348,7 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         T = W[:, :r].astype(A.dtype)
         C = W[:, r : r + done].astype(A.dtype)
         AK_new = T @ AK
-        AK_new += C @ Kb[:done]
+        AK_new += C.astype(Kb.dtype) @ Kb[:done]
         A = T @ A
         _scatter_add(A, p[:done], C, np.unique(p[:done]).size == done)
         AK = AK_new
@@ -358,7 +373,7 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         Kb, p = rows[a : a + m], idx[a : a + m]
         n = 2 * r + m
         Qt = np.empty((m, n))  # (X k_s)^T = [A_0 k_s; B_0 k_s; E k_s]^T
-        Qt[:, : 2 * r] = Kb @ Z.T
+        Qt[:, : 2 * r] = Kb @ Z.T.astype(Kb.dtype)
         Qt[:, 2 * r :] = Kb[:, p]
         Gt = np.zeros((n, n))  # Gm^T = X X_K^T, X_K = [AK_0; 0; K_b]
         Gt[: 2 * r, :r] = Z @ AK.T
@@ -372,7 +387,7 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         T = W[:, : 2 * r].astype(Z.dtype)  # [[T_AA, 0], [T_BA, T_BB]]
         C = W[:, 2 * r : 2 * r + done].astype(Z.dtype)
         AK_new = T[:r, :r] @ AK
-        AK_new += C[:r] @ Kb[:done]
+        AK_new += C[:r].astype(Kb.dtype) @ Kb[:done]
         Z = T @ Z  # A = T_AA A_0, B = T_BA A_0 + T_BB B_0 (the zero block costs r^2 l flops, saves a pass)
         _scatter_add(Z, p[:done], C, np.unique(p[:done]).size == done)
         AK = AK_new

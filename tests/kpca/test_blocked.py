@@ -131,6 +131,22 @@ def test_float32_state(problem):
         assert_states_close(got, want, rtol=1e-4)
 
 
+@pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
+def test_float32_rows_with_a_float64_state(problem, solver):
+    """float32 rows are multiplied in float32 (half the bytes); the state stays float64 and
+    agrees with the float64 steps on the same (float32-rounded) rows to float32 rounding."""
+    K32 = problem.astype(np.float32)
+    K64 = K32.astype(np.float64)
+    state = start(K64, solver, 6)
+    order = permutation(0, 0, K64.shape[0])
+    got = run_blocks(blocked_step_block, state, K32, order, [100, 80])
+    want = run_blocks(stepwise, state, K64, order, [100, 80])
+    assert got["A"].dtype == np.float64 and got["AK"].dtype == np.float64
+    assert_states_close(got, want, rtol=1e-5)
+    with pytest.raises(AssertionError):  # and the float32 products are really used
+        assert_states_close(got, run_blocks(blocked_step_block, state, K64, order, [100, 80]), rtol=1e-13)
+
+
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_long_run_through_the_driver(problem, solver):
     """Six passes of run_passes (uneven last block): blocked within 1e-7 of step by step."""

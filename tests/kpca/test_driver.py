@@ -1,5 +1,7 @@
 """Resumability (bit for bit), stop requests and the divergence guard."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,65 @@ def test_divergence_that_cannot_be_recovered_says_what_to_do(Kc):
     rows = DenseRows(Kc[0])
     with pytest.raises(Diverged, match="smaller eta0"):
         run_passes(rows, start(Kc, "kha", eta0=1e12), 1, 64)
+
+
+class WatchedRows:
+    """Real kernel rows, with a record of which threads ask for blocks and how many at once."""
+
+    def __init__(self, rows):
+        self.rows, self.n_rows = rows, rows.n_rows
+        self.lock = threading.Lock()
+        self.active = self.most_at_once = 0
+        self.threads = set()
+
+    def block(self, indices):
+        with self.lock:
+            self.active += 1
+            self.most_at_once = max(self.most_at_once, self.active)
+            self.threads.add(threading.current_thread().name)
+        try:
+            return self.rows.block(indices)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+@pytest.fixture(scope="module")
+def kernel_rows(digits):
+    rows = KernelRows(digits[:300], KernelSpec("gaussian", sigma=3.0))
+    rows.fit_centering()
+    return rows
+
+
+@pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
+def test_overlapped_rows_give_the_sequential_result(kernel_rows, solver):
+    """The next block's rows computed in the background change nothing but the timing
+    (equal up to BLAS's thread count, which the overlap caps)."""
+    K, s = kernel_rows.dense(), kernel_rows.centering.mean_diagonal
+    state = init_state(solver, 5, lambda i: K[i], 300, resolve_params(solver, s), seed=3)
+    watched = WatchedRows(kernel_rows)
+    ahead, _ = run_passes(watched, state, 3, 64, overlap=True)
+    plain, _ = run_passes(kernel_rows, state, 3, 64, overlap=False)
+    assert any(name.startswith("kpca-rows-ahead") for name in watched.threads)
+    for key in ("A", "AK", "B", "rho"):
+        if key in plain:
+            np.testing.assert_allclose(ahead[key], plain[key], rtol=1e-12, atol=1e-12 * np.abs(plain[key]).max())
+
+
+def test_rows_are_never_used_by_two_threads_nor_after_the_return(kernel_rows):
+    """Stops, divergence restarts and pass ends wait for the block in flight."""
+    K, s = kernel_rows.dense(), kernel_rows.centering.mean_diagonal
+    watched = WatchedRows(kernel_rows)
+    calls = {"n": 0}
+
+    def stop_after_two_blocks():
+        calls["n"] += 1
+        return calls["n"] == 2
+
+    start_state = init_state("kha-et", 5, lambda i: K[i], 300, resolve_params("kha-et", s), seed=3)
+    partial, stopped = run_passes(watched, start_state, 2, 64, should_stop=stop_after_two_blocks)
+    assert stopped and partial["position"] == 128 and watched.active == 0
+    diverging = init_state("kha-et", 5, lambda i: K[i], 300, resolve_params("kha-et", s, eta0=500.0 / s), seed=3)
+    recovered, _ = run_passes(watched, diverging, 2, 64, on_pass=lambda state: watched.block(np.arange(3)))
+    assert recovered["gain_reductions"] >= 1 and watched.active == 0
+    assert watched.most_at_once == 1

@@ -79,6 +79,23 @@ def test_row_map_split_over_threads_equals_the_definition(kind, rng):
     assert map_threads() >= 1
 
 
+def test_tile_threads_overrides_map_threads_in_its_own_thread_only(rng):
+    import threading
+
+    from kpca._threads import map_threads, tile_threads
+
+    default, seen = map_threads(), {}
+    with tile_threads(default + 3):
+        inside = map_threads()
+        other = threading.Thread(target=lambda: seen.update(other=map_threads()))
+        other.start()
+        other.join()
+        X, Y = rng.normal(size=(300, 5)), rng.normal(size=(700, 5))  # tiles split over default + 3 threads
+        spec = KernelSpec("gaussian", sigma=2.0)
+        np.testing.assert_allclose(kernel_block(X, Y, spec), kernel_matrix(X, Y, spec), rtol=1e-12, atol=1e-14)
+    assert inside == default + 3 and seen["other"] == default and map_threads() == default
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.type)
 @pytest.mark.parametrize("work", [np.float32, np.float64])
 def test_kernel_block_into_writes_shifted_block_at_an_offset(spec, work, rng):
