@@ -6,8 +6,12 @@
    updates (`kpca.solvers.step_block_reference`) and with the blocked ones
    (`kpca.solvers.step_block`) — ratios to the kernel rows, measured in one
    run over ``--blocks`` blocks of a pass (extrapolated to the pass).
-2. float32 against float64 kernel rows (the state stays float64): speed of a
-   pass and the excess error after 20 passes on 1797 digits (sigma 3, r 16).
+   Then one whole pass through `kpca.driver.run_passes`, with the next
+   block's rows computed in a background thread (the default) and without,
+   in float64 and float32, against that pass's kernel rows alone.
+2. float32 against float64 kernel rows (the state stays float64; float32
+   rows are multiplied in float32): speed of a fit and the excess error
+   after 20 passes on 1797 digits (sigma 3, r 16).
 
 Prints JSON and writes bench/results/kha_speed.json.
 
@@ -62,6 +66,33 @@ def pass_costs(l, n, blocks):
             t_update = (time.perf_counter() - t0) / blocks * (l / b)
             out[f"{solver}/{name}/update_pass_s"] = t_update
             out[f"{solver}/{name}/pass_vs_kernel_rows"] = (t_update + out["kernel_rows_pass_s"]) / out["kernel_rows_pass_s"]
+    out["full_pass"] = {np.dtype(dt).name: full_pass(X, dt) for dt in (np.float64, np.float32)}
+    return out
+
+
+def full_pass(X, dtype):
+    """One whole kha-smd pass through `run_passes` (rows computed ahead in a background thread, and
+    not), against the same pass's kernel rows alone; rows (and their GEMMs) in ``dtype``."""
+    l = X.shape[0]
+    rows = KernelRows(X.astype(dtype), KernelSpec("gaussian", sigma=1.5 * np.sqrt(X.shape[1])), dtype=dtype)
+    rows.centering = Centering(np.zeros(l), 0.0, 1.0)
+    b = default_block_size(l)
+    order = permutation(0, 0, l)
+    rows.block(order[:b])
+    time.sleep(0.25)  # let BLAS's idle threads go to sleep (see bench/kernel_rows.py)
+    t0 = time.perf_counter()
+    for a in range(0, l, b):
+        rows.block(order[a : a + b])
+    out = {"kernel_rows_s": time.perf_counter() - t0}
+    state = init_state("kha-smd", 16, rows.block, l, resolve_params("kha-smd", 1.0), seed=0)
+    for overlap in (True, False):
+        time.sleep(0.25)
+        t0 = time.perf_counter()
+        run_passes(rows, state, 1, b, overlap=overlap)
+        seconds = time.perf_counter() - t0
+        key = "overlapped" if overlap else "sequential"
+        out[f"pass_{key}_s"] = seconds
+        out[f"pass_{key}_vs_kernel_rows"] = seconds / out["kernel_rows_s"]
     return out
 
 
@@ -73,7 +104,7 @@ def precision(passes=20):
     Kc = reference.dense()
     e_min = minimal_error(scipy.linalg.eigvalsh(Kc), 16)
     for dtype in (np.float64, np.float32):
-        rows = KernelRows(X.astype(dtype), KernelSpec("gaussian", sigma=3.0), dtype=dtype)
+        rows = KernelRows(X, KernelSpec("gaussian", sigma=3.0), dtype=dtype)  # float32: tiles, rows, row GEMMs
         c = rows.fit_centering()
         state = init_state("kha-smd", 16, lambda i: rows.block(i).astype(np.float64), rows.n_rows,
                            resolve_params("kha-smd", c.mean_diagonal), seed=0)
@@ -86,7 +117,7 @@ def precision(passes=20):
             def block(self, i):
                 nonlocal kernel_time
                 t = time.perf_counter()
-                K = rows.block(i).astype(np.float64)
+                K = rows.block(i)
                 kernel_time += time.perf_counter() - t
                 return K
 

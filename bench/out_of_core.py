@@ -10,8 +10,9 @@ peak RSS (``ru_maxrss``) is its own:
   and decompresses every chunk) -> rows per second and the ratio to numpy;
 * ``fit_zarr``: the centring pass plus ``--passes`` full kha-smd passes from
   zarr, as the worker runs them -> seconds, rows per second, peak RSS;
-  ``fit_zarr_f32`` the same with the kernel tiles in float32
-  (``KernelRows(compute_dtype=float32)``; rows and solver stay float64);
+  ``fit_zarr_f32`` the same with float32 rows (``KernelRows(dtype=float32)``,
+  as a fit with ``kernel_precision`` float32 runs: tiles, rows and the
+  solver's GEMMs against them in float32, its state float64);
 * ``sklearn_<solver>``: scikit-learn's ``KernelPCA(16, "rbf").fit`` on the
   same data read into memory, under an address-space limit of
   ``--sklearn-limit-gib`` so that it fails cleanly instead of being killed
@@ -116,7 +117,7 @@ def child(mode: str, root: str, passes: int, blocks: int, limit_gib: float = 16.
         out.update(block_size=b, blocks=blocks, seconds=dt, rows_per_s=blocks * b / dt,
                    chunk_reads=rows.reads)
     else:
-        rows = KernelRows(source, spec, compute_dtype=np.float32 if mode == "fit_zarr_f32" else None)
+        rows = KernelRows(source, spec, dtype=np.float32 if mode == "fit_zarr_f32" else np.float64)
         l = rows.n_rows
         t0 = time.perf_counter()
         c = rows.fit_centering()

@@ -5,8 +5,9 @@ with a small jitter (sigma 0.05); Gaussian kernel sigma 3; r = 16.
 kha-smd (default gains) is timed from the start of its centring pass until
 the first pass whose excess reconstruction error (eq. 22) is <= 1e-2; the
 error evaluation (which needs the dense K', built once beforehand) is not
-counted. Three kha-smd runs: float64 kernel tiles, float32 tiles (rows and
-solver state stay float64), and float32 tiles with the warm start
+counted. Three kha-smd runs: float64 kernel rows, float32 rows (the tiles
+and the solver's GEMMs against the rows in float32, its state float64), and
+float32 rows with the warm start
 ``init="subset"`` (`kpca.solvers._warm`), each timed to the end of at least
 one kha-smd pass (the warm start alone can already be below the target; its
 own time and error are reported as ``start``). scikit-learn's `KernelPCA` is timed for `fit` with eigen_solver
@@ -64,7 +65,7 @@ VARIANTS = {  # name: (kernel tiles' dtype, init, kha-smd passes run at least)
 def run_kha_smd(X, spec, error_of, compute_dtype, init, min_passes, target, max_passes):
     """Seconds from the centring pass to the first pass (at least ``min_passes``) with excess
     error <= target (eq. 22); ``start_excess_error`` is that of the start alone."""
-    rows = KernelRows(X, spec, compute_dtype=np.dtype(compute_dtype))
+    rows = KernelRows(X, spec, dtype=np.dtype(compute_dtype))  # float32: tiles, rows and the row GEMMs
     clock, errors = 0.0, []
     t0 = time.perf_counter()
     c = rows.fit_centering()
@@ -85,7 +86,7 @@ def run_kha_smd(X, spec, error_of, compute_dtype, init, min_passes, target, max_
         print(f"kha-smd ({compute_dtype}, {init}) pass {p}: excess {errors[-1]:.3e}, {clock:.1f} s", flush=True)
         if errors[-1] <= target and p >= min_passes:
             reached = clock
-    return {"kernel_tiles_dtype": compute_dtype, "init": init, "start": start, "seconds_to_target": reached,
+    return {"rows_dtype": compute_dtype, "init": init, "start": start, "seconds_to_target": reached,
             "passes": len(errors) - 1, "excess_error_by_pass": errors, "seconds_total": clock}
 
 

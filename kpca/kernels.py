@@ -24,6 +24,7 @@ positive part of its spectrum.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -197,8 +198,8 @@ _pool_lock = threading.Lock()
 def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
     """Run the fused GEMM + map ``fn`` over the tiles of a (b, m) block.
 
-    Tiles are (<= `_TILE_ROWS` rows) x (columns filling `_TILE_BYTES`); each thread
-    takes a contiguous run of tiles. The maps and BLAS release the GIL, so
+    Tiles are (<= `_TILE_ROWS` rows) x (columns filling `_TILE_BYTES`); threads
+    take the next tile in turn. The maps and BLAS release the GIL, so
     plain Python threads run in parallel without numba's threading layer
     (which must not be entered from several threads at once, as dask worker
     threads would). With more than one thread BLAS is held to one thread
@@ -212,7 +213,8 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
 
     def run(part):
         buf = np.empty(rows * width, dtype=X.dtype)
-        for r, j in part:
+        for k in part:
+            r, j = tiles[k]
             r1, j1 = min(r + rows, b), min(j + width, m)
             tile = buf[: (r1 - r) * (j1 - j)].reshape(r1 - r, j1 - j)
             np.matmul(X[r:r1], Y[j:j1].T, out=tile)
@@ -220,14 +222,22 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
 
     threads = min(threads, len(tiles))
     if threads <= 1:
-        run(tiles)
+        run(range(len(tiles)))
         return
     with _pool_lock:
         if _pool is None or _pool._max_workers < threads:
             _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-tiles")
-    bounds = np.linspace(0, len(tiles), threads + 1).astype(int)
+    # Tiles are handed out one at a time (a shared counter; next() on it is atomic under the GIL), so
+    # a thread slowed down by other work on its core -- a solver update running alongside -- takes
+    # fewer of them instead of holding the whole block back.
+    shared = itertools.count()
+
+    def claimed():  # one generator per thread over the shared counter
+        while (k := next(shared)) < len(tiles):
+            yield k
+
     with blas_limit(1):
-        futures = [_pool.submit(run, tiles[p:q]) for p, q in zip(bounds[:-1], bounds[1:])]
+        futures = [_pool.submit(run, claimed()) for _ in range(threads)]
         for f in futures:
             f.result()
 
