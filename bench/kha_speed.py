@@ -5,7 +5,11 @@
    the time of a full kha-smd / kha-et pass with the step-by-step reference
    updates (`kpca.solvers.step_block_reference`) and with the blocked ones
    (`kpca.solvers.step_block`) — ratios to the kernel rows, measured in one
-   run over ``--blocks`` blocks of a pass (extrapolated to the pass).
+   run over ``--blocks`` blocks of a pass (extrapolated to the pass). The
+   kernel rows are timed dropping each block before computing the next, as
+   a pass does: computing 20 blocks of 134 MB while holding them all took
+   4x as long (each block's memory then comes fresh from the OS), which
+   inflated the kernel-row times of this script's runs before 2026-11-26.
    Then one whole pass through `kpca.driver.run_passes`, with the next
    block's rows computed in a background thread (the default) and without,
    in float64 and float32, against that pass's kernel rows alone.
@@ -48,9 +52,12 @@ def pass_costs(l, n, blocks):
     order = permutation(0, 0, l)
     idx = [order[k * b : (k + 1) * b] for k in range(blocks + 1)]
     rows.block(idx[0])
+    time.sleep(0.25)  # let BLAS's idle threads go to sleep (see bench/kernel_rows.py)
     t0 = time.perf_counter()
-    kernel_blocks = [rows.block(i) for i in idx[1:]]
+    for i in idx[1:]:  # each block dropped before the next, as in a pass (see the module docstring)
+        rows.block(i)
     t_rows = time.perf_counter() - t0
+    kernel_blocks = [rows.block(i) for i in idx[1:]]  # kept for timing the updates alone
     out = {"l": l, "n": n, "r": 16, "block_size": b, "blocks_timed": blocks,
            "kernel_rows_pass_s": t_rows / blocks * (l / b)}
     implementations = {"step_by_step": step_block_reference, "blocked": step_block}

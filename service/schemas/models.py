@@ -89,8 +89,9 @@ class FitParams(BaseModel):
     )
     kernel_precision: Literal["float64", "float32"] = Field(
         default="float64",
-        description="arithmetic of the kernel tiles (GEMM and exp); kernel rows, centring and the solver stay "
-                    "float64. float32 is faster (bench/kha_speed.py) at ~1e-7 relative error per kernel entry",
+        description="precision of the kernel tiles (GEMM and exp), the kernel rows and the solver's GEMMs that "
+                    "read them; centring and the solver state stay float64. float32 is about twice as fast "
+                    "(bench/kha_speed.py) at ~1e-7 relative error per kernel entry",
     )
 
 
