@@ -133,6 +133,9 @@ import numpy as np
 _LN2 = np.log(2.0)
 RHO_MAX = 3.0
 
+# The transforms' dot products and prefix sums may be reassociated (vectorised); no flag that
+# assumes finite values, so a diverging state still turns non-finite for the driver's guard.
+_LOOP_FASTMATH = {"reassoc", "contract", "nsz"}
 GROWTH_LIMIT = 1e3
 SUB_BLOCK_RANGE = (32, 256)  # bounds of `default_sub_block`
 
@@ -147,7 +150,7 @@ def _leading_norm2(W, k):
     return norm2
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=_LOOP_FASTMATH)
 def _kha_transform(W, Qt, gain, t0, decay, l_sched, growth_limit):
     """KHA / KHA-t / KHA-et steps on the coefficient matrix W (r x (r + m)), in place.
 
@@ -182,7 +185,7 @@ def _kha_transform(W, Qt, gain, t0, decay, l_sched, growth_limit):
     return m
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=_LOOP_FASTMATH)
 def _smd_transform(W, R, Qt, Gt, rho, gain, t0, l_sched, mu, xi, growth_limit):
     """KHA-SMD steps on W (2r x n, rows [A; B]) and R = W Gm^T (2r x n), in place.
 
@@ -340,7 +343,7 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         m = min(m_max, b - a)
         Kb, p = rows[a : a + m], idx[a : a + m]
         Qt = np.empty((m, r + m))
-        Qt[:, :r] = Kb @ A.T.astype(Kb.dtype)  # (X k_s)^T = [A_0 k_s; E k_s]^T
+        Qt[:, :r] = Kb @ A.T.astype(Kb.dtype, copy=False)  # (X k_s)^T = [A_0 k_s; E k_s]^T
         Qt[:, r:] = Kb[:, p]
         W = np.zeros((r, r + m))
         W[:, :r] = np.eye(r)
@@ -348,7 +351,7 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         T = W[:, :r].astype(A.dtype)
         C = W[:, r : r + done].astype(A.dtype)
         AK_new = T @ AK
-        AK_new += C.astype(Kb.dtype) @ Kb[:done]
+        AK_new += C.astype(Kb.dtype, copy=False) @ Kb[:done]
         A = T @ A
         _scatter_add(A, p[:done], C, np.unique(p[:done]).size == done)
         AK = AK_new
@@ -373,7 +376,7 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         Kb, p = rows[a : a + m], idx[a : a + m]
         n = 2 * r + m
         Qt = np.empty((m, n))  # (X k_s)^T = [A_0 k_s; B_0 k_s; E k_s]^T
-        Qt[:, : 2 * r] = Kb @ Z.T.astype(Kb.dtype)
+        Qt[:, : 2 * r] = Kb @ Z.T.astype(Kb.dtype, copy=False)
         Qt[:, 2 * r :] = Kb[:, p]
         Gt = np.zeros((n, n))  # Gm^T = X X_K^T, X_K = [AK_0; 0; K_b]
         Gt[: 2 * r, :r] = Z @ AK.T
@@ -387,7 +390,7 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
         T = W[:, : 2 * r].astype(Z.dtype)  # [[T_AA, 0], [T_BA, T_BB]]
         C = W[:, 2 * r : 2 * r + done].astype(Z.dtype)
         AK_new = T[:r, :r] @ AK
-        AK_new += C[:r].astype(Kb.dtype) @ Kb[:done]
+        AK_new += C[:r].astype(Kb.dtype, copy=False) @ Kb[:done]
         Z = T @ Z  # A = T_AA A_0, B = T_BA A_0 + T_BB B_0 (the zero block costs r^2 l flops, saves a pass)
         _scatter_add(Z, p[:done], C, np.unique(p[:done]).size == done)
         AK = AK_new
