@@ -10,7 +10,7 @@ from kpca.defaults import default_block_size
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.solvers import ITERATIVE, check_init, exact_components, init_state, resolve_params
+from kpca.solvers import ITERATIVE, check_init, exact_components, init_state, resolve_params, ritz_components
 from kpca.streaming import extend_state
 
 
@@ -41,9 +41,11 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     Attributes
     ----------
     coefficients_ : ndarray of shape (n_components, n_samples)
-        Expansion coefficients A; components are ``A Phi'``.
+        Expansion coefficients A; components are ``A Phi'``. For the iterative
+        solvers, the Rayleigh-Ritz components of the final iterate's span
+        (orthonormal, by decreasing variance; `kpca.solvers.ritz_components`).
     eigenvalues_ : ndarray of shape (n_components,)
-        Eigenvalues of K' (exact) or their estimates (eq. 13).
+        Eigenvalues of K' (exact) or their Rayleigh-Ritz estimates.
     params_used_ : dict
         Hyper-parameters actually used (defaults resolved, gain reductions applied).
     state_ : dict
@@ -133,7 +135,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     def _adopt(self, rows: KernelRows, state: dict) -> None:
         """Set the fitted attributes from an iterative solver's final state."""
         self.rows_, self.state_ = rows, state
-        self.coefficients_, self.eigenvalues_ = state["A"], state["eigenvalues"]
+        # the served components: Rayleigh-Ritz within the iterate's span (kpca.solvers._ritz)
+        self.coefficients_, _, self.eigenvalues_ = ritz_components(state["A"], state["AK"])
         self.params_used_ = {k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions", "init", "init_size")
                              if k in state}
 

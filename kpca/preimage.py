@@ -72,6 +72,7 @@ import scipy.optimize
 
 from kpca.kernels import KernelSpec, kernel_diagonal, squared_norms
 from kpca.rows import KernelRows
+from kpca.solvers import ritz_components
 
 PREIMAGE_METHODS = ("fixed-point", "kwok-tsang", "gradient", "learned")
 FIXED_POINT_KERNELS = ("gaussian", "laplacian")
@@ -139,11 +140,15 @@ class KernelModel:
 
     @classmethod
     def from_state(cls, rows: KernelRows, state: dict) -> "KernelModel":
-        """The model of a solver state (a checkpoint): ``A`` and ``AK``, or for the
-        exact solver ``A`` and ``eigenvalues`` (then ``A K' = diag(lambda) A``)."""
-        A = np.ascontiguousarray(state["A"])
-        AK = state["AK"] if "AK" in state else np.asarray(state["eigenvalues"])[:, None] * A
-        return cls(rows=rows, A=A, AK=np.ascontiguousarray(AK))
+        """The model of a solver state (a checkpoint): for an iterative solver the
+        `kpca.solvers.ritz_components` of ``A`` and ``AK``; for the exact solver
+        ``A`` and ``eigenvalues`` (then ``A K' = diag(lambda) A``)."""
+        if "AK" in state:
+            A, AK, _ = ritz_components(state["A"], state["AK"])
+        else:
+            A = np.ascontiguousarray(state["A"])
+            AK = np.asarray(state["eigenvalues"])[:, None] * A
+        return cls(rows=rows, A=np.ascontiguousarray(A), AK=np.ascontiguousarray(AK))
 
     # -- sizes ---------------------------------------------------------------
     @property

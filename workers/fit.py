@@ -14,9 +14,11 @@ passes continue.
 
 Convergence figure: where ``l <= exact_limit`` the exact optimum is affordable
 and each pass reports the excess reconstruction error of seed 000 eq. 22
-(``excess_error``). Above it, the documented proxy ``eigenvalue_change`` is
-reported: ``max_i |lambda_i(p) - lambda_i(p-1)| / lambda_i(p)`` of the eq. 13
-eigenvalue estimates between consecutive passes. With ``params.tol`` set, the
+(``excess_error``) of the components the model serves (the Rayleigh-Ritz
+components of the iterate, `kpca.solvers.ritz_components`). Above it, the
+documented proxy ``eigenvalue_change`` is reported:
+``max_i |lambda_i(p) - lambda_i(p-1)| / lambda_i(p)`` of their eigenvalue
+estimates between consecutive passes. With ``params.tol`` set, the
 fit completes early once the figure falls below it.
 
 Checkpoint retention: the last ``checkpoint_keep`` (record field, default 3)
@@ -38,7 +40,7 @@ from kpca.driver import Diverged, run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import check_init, eigenvalue_estimates, exact_components, init_state, resolve_params
+from kpca.solvers import check_init, exact_components, init_state, resolve_params, ritz_components
 from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 
@@ -80,10 +82,11 @@ class _Reference:
             self.Kc = rows.dense().astype(np.float64, copy=False)
             self.e_min = minimal_error(scipy.linalg.eigvalsh(self.Kc), n_components)
 
-    def __call__(self, state: dict, eigenvalues: np.ndarray) -> dict:
+    def __call__(self, AK: np.ndarray, eigenvalues: np.ndarray) -> dict:
+        """The figure for served components with ``A K'`` = AK and eigenvalue estimates ``eigenvalues``."""
         previous, self.previous = self.previous, eigenvalues
         if self.Kc is not None:
-            return {"metric": "excess_error", "value": excess_error(self.Kc, state["AK"], self.e_min)}
+            return {"metric": "excess_error", "value": excess_error(self.Kc, AK, self.e_min)}
         if previous is None:
             return {"metric": "eigenvalue_change", "value": None}
         change = np.max(np.abs(eigenvalues - previous) / np.maximum(np.abs(eigenvalues), 1e-300))
@@ -202,8 +205,8 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
         elapsed = elapsed_before + time.monotonic() - clock
         state["elapsed_s"] = elapsed
         done = int(state["pass"])
-        lam = eigenvalue_estimates(state["A"], state["AK"])
-        convergence = convergence_of(state, lam)
+        _, served_AK, lam = ritz_components(state["A"], state["AK"])  # what the model serves
+        convergence = convergence_of(served_AK, lam)
         gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0)
         value = convergence["value"]
         if value is not None and (not best or value <= best["value"]):

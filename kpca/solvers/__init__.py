@@ -24,6 +24,8 @@ init_size       (``init="subset"`` only) the subset size m actually used
 ==============  ============================================================
 
 Everything needed to resume bit for bit is in the dict; nothing else is.
+A model serves not the raw ``A`` but `ritz_components` of it (the
+orthonormal, variance-ordered basis of the same span; `kpca.solvers._ritz`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 from kpca.defaults import XI_DEFAULT, default_eta0, default_mu
 from kpca.solvers._blocked import blocked_step_block
 from kpca.solvers._exact import exact_components
+from kpca.solvers._ritz import ritz_components
 from kpca.solvers._steps import _kha_steps, _smd_steps
 from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start
 
@@ -177,4 +180,4 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
 
 __all__ = ["SOLVERS", "ITERATIVE", "INITS", "resolve_params", "check_init", "default_init_size", "init_state",
            "begin_pass", "step_block", "step_block_reference", "eigenvalue_estimates", "permutation",
-           "exact_components"]
+           "exact_components", "ritz_components"]
