@@ -3,9 +3,11 @@
 Data: l = 10,000 points = scikit-learn's digits (pixels in [0, 1]) repeated
 with a small jitter (sigma 0.05); Gaussian kernel sigma 3; r = 16.
 kha-smd (default gains) is timed from the start of its centring pass until
-the first pass whose excess reconstruction error (eq. 22) is <= 1e-2; the
-error evaluation (which needs the dense K', built once beforehand) is not
-counted. Three kha-smd runs: float64 kernel rows, float32 rows (the tiles
+the first pass whose excess reconstruction error (eq. 22) is <= 1e-2, for
+the components a model serves (the Rayleigh-Ritz components of the iterate,
+`kpca.solvers.ritz_components`; their O(r^2 l) cost is counted; the raw
+iterate's errors are reported beside them); the error evaluation (which
+needs the dense K', built once beforehand) is not counted. Three kha-smd runs: float64 kernel rows, float32 rows (the tiles
 and the solver's GEMMs against the rows in float32, its state float64), and
 float32 rows with the warm start
 ``init="subset"`` (`kpca.solvers._warm`), each timed to the end of at least
@@ -34,7 +36,7 @@ from kpca.defaults import default_block_size
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.solvers import init_state, resolve_params
+from kpca.solvers import init_state, resolve_params, ritz_components
 
 OUT = Path(__file__).parent / "results"
 SIGMA, R = 3.0, 16
@@ -72,7 +74,17 @@ def run_kha_smd(X, spec, error_of, compute_dtype, init, min_passes, target, max_
     state = init_state("kha-smd", R, rows.block, len(X), resolve_params("kha-smd", c.mean_diagonal, init=init),
                        seed=0, init=init)
     clock += time.perf_counter() - t0
-    errors.append(error_of(state["AK"]))  # the start (pass 0)
+    raw = []
+
+    def measure(state):  # the served (Rayleigh-Ritz) components, and the raw iterate
+        nonlocal clock
+        t = time.perf_counter()
+        served = ritz_components(state["A"], state["AK"])[1]  # part of what a fit does: timed
+        clock += time.perf_counter() - t
+        errors.append(error_of(served))
+        raw.append(error_of(state["AK"]))
+
+    measure(state)  # the start (pass 0)
     start = {"seconds": clock, "excess_error": errors[0]}
     reached = clock if errors[-1] <= target and min_passes == 0 else None
     block = default_block_size(len(X))
@@ -82,12 +94,13 @@ def run_kha_smd(X, spec, error_of, compute_dtype, init, min_passes, target, max_
         t0 = time.perf_counter()
         state, _ = run_passes(rows, state, p, block)
         clock += time.perf_counter() - t0
-        errors.append(error_of(state["AK"]))
+        measure(state)
         print(f"kha-smd ({compute_dtype}, {init}) pass {p}: excess {errors[-1]:.3e}, {clock:.1f} s", flush=True)
         if errors[-1] <= target and p >= min_passes:
             reached = clock
     return {"rows_dtype": compute_dtype, "init": init, "start": start, "seconds_to_target": reached,
-            "passes": len(errors) - 1, "excess_error_by_pass": errors, "seconds_total": clock}
+            "passes": len(errors) - 1, "excess_error_by_pass": errors, "raw_iterate_excess_error_by_pass": raw,
+            "seconds_total": clock}
 
 
 def main():
