@@ -71,7 +71,7 @@ def run_kha_smd(X, spec, error_of, compute_dtype, init, min_passes, target, max_
     clock, errors = 0.0, []
     t0 = time.perf_counter()
     c = rows.fit_centering()
-    state = init_state("kha-smd", R, rows.block, len(X), resolve_params("kha-smd", c.mean_diagonal, init=init),
+    state = init_state("kha-smd", R, rows.block, len(X), resolve_params("kha-smd", c.mean_diagonal, init=init, n_rows=len(X)),
                        seed=0, init=init)
     clock += time.perf_counter() - t0
     raw = []

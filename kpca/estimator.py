@@ -99,7 +99,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         else:
             if self.solver not in ITERATIVE:
                 resolve_params(self.solver, 1.0)  # raises the ValueError naming the solver
-            params = resolve_params(self.solver, centering.mean_diagonal, self.eta0, self.mu, self.xi, self.init)
+            params = resolve_params(self.solver, centering.mean_diagonal, self.eta0, self.mu, self.xi, self.init,
+                                    n_rows=self.rows_.n_rows)
             state = init_state(self.solver, self.n_components, self.rows_.block, l, params, seed=self.random_state,
                                init=self.init, init_size=self.init_size)
             block = self.block_size or default_block_size(l)

@@ -179,7 +179,7 @@ def _fit(record: dict, registry: ModelRegistry, datasets: DatasetStore, checkpoi
         check_init(init, init_size, r, rows.n_rows)  # before the centring pass, not after it
         centering = rows.fit_centering()
         resolved = resolve_params(record["solver"], centering.mean_diagonal, params.get("eta0"), params.get("mu"),
-                                  params.get("xi"), init)
+                                  params.get("xi"), init, n_rows=rows.n_rows)
         state = init_state(record["solver"], r, rows.block, rows.n_rows, resolved, seed=int(params.get("seed", 0)),
                            init=init, init_size=init_size)
         state.update(centering_to_state(rows.centering), elapsed_s=0.0)

@@ -44,16 +44,18 @@ SOLVERS = ITERATIVE + ("exact",)
 _INIT_COLUMNS = 64
 
 
-def resolve_params(solver: str, mean_diagonal: float, eta0=None, mu=None, xi=None, init: str = "random") -> dict:
+def resolve_params(solver: str, mean_diagonal: float, eta0=None, mu=None, xi=None, init: str = "random",
+                   n_rows: int | None = None) -> dict:
     """Hyper-parameters actually used: user values, else the defaults of `kpca.defaults`
-    (smaller after the warm start ``init="subset"``)."""
+    (smaller after the warm start ``init="subset"``, the more so the more rows ``n_rows``
+    a pass has: `kpca.defaults.warm_scale`)."""
     if solver not in SOLVERS:
         raise ValueError(f"solver: unknown solver {solver!r}; choose one of {SOLVERS}")
     if solver == "exact":
         return {}
-    out = {"eta0": float(eta0) if eta0 is not None else default_eta0(solver, mean_diagonal, init)}
+    out = {"eta0": float(eta0) if eta0 is not None else default_eta0(solver, mean_diagonal, init, n_rows)}
     if solver == "kha-smd":
-        out["mu"] = float(mu) if mu is not None else default_mu(mean_diagonal, init)
+        out["mu"] = float(mu) if mu is not None else default_mu(mean_diagonal, init, n_rows)
         out["xi"] = float(xi) if xi is not None else XI_DEFAULT
     return out
 

@@ -9,7 +9,8 @@ from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
 from kpca.rows import KernelRows
-from kpca.solvers import default_init_size, eigenvalue_estimates, exact_components, init_state, resolve_params
+from kpca.solvers import (default_init_size, eigenvalue_estimates, exact_components, init_state, resolve_params,
+                          ritz_components)
 
 L = 600
 
@@ -78,12 +79,39 @@ def test_subset_start_beats_random_start_and_after_two_passes(gaussian):
 
 
 def test_warm_start_default_gains_are_scaled():
-    from kpca.defaults import WARM_GAIN_SCALE
+    from kpca.defaults import WARM_GAIN_SCALE, WARM_REFERENCE_ROWS
 
     cold, warm = resolve_params("kha-smd", 2.0), resolve_params("kha-smd", 2.0, init="subset")
     assert warm["eta0"] == pytest.approx(WARM_GAIN_SCALE * cold["eta0"])
     assert warm["mu"] == pytest.approx(WARM_GAIN_SCALE * cold["mu"])
+    assert resolve_params("kha-smd", 2.0, init="subset", n_rows=WARM_REFERENCE_ROWS // 2) == warm
+    big = resolve_params("kha-smd", 2.0, init="subset", n_rows=10 * WARM_REFERENCE_ROWS)
+    assert big["eta0"] == pytest.approx(warm["eta0"] / 10) and big["mu"] == pytest.approx(warm["mu"] / 10)
     assert resolve_params("kha-smd", 2.0, eta0=0.5, init="subset")["eta0"] == 0.5  # a user's value is kept
+
+
+def test_the_first_pass_on_a_larger_set_keeps_the_start(digits):
+    """3000 jittered digits: with gains scaled down by l, the served components after one kha-smd pass
+    are at least as good as the start; with the scale of 1000 rows (3x larger) the pass lost ~10x."""
+    X = np.resize(digits, (3000, 64)) + np.random.default_rng(0).normal(scale=0.05, size=(3000, 64))
+    rows = KernelRows(X, KernelSpec("gaussian", sigma=3.0))
+    c = rows.fit_centering()
+    Kc = rows.dense()
+    e_min = minimal_error(scipy.linalg.eigvalsh(Kc), 16)
+
+    def served_error(state):
+        return excess_error(Kc, ritz_components(state["A"], state["AK"])[1], e_min)
+
+    after = {}
+    for n_rows in (3000, 1000):  # the rule's gains, and those of the l-independent scale
+        params = resolve_params("kha-smd", c.mean_diagonal, init="subset", n_rows=n_rows)
+        state = init_state("kha-smd", 16, lambda i: Kc[i], 3000, params, seed=0, init="subset", init_size=1000)
+        start = served_error(state)
+        state, _ = run_passes(DenseRows(Kc), state, 1, 512)
+        after[n_rows] = served_error(state)
+    print("served excess error: start", start, "after one pass", after)
+    assert after[3000] <= start < 1e-4, (start, after)
+    assert after[1000] > 3 * start, (start, after)
 
 
 @pytest.mark.parametrize("m", [6, 40, L // 3])
