@@ -10,7 +10,7 @@
    a pass does: computing 20 blocks of 134 MB while holding them all took
    4x as long (each block's memory then comes fresh from the OS), which
    inflated the kernel-row times of this script's runs before 2026-11-26.
-   Then one whole pass through `kpca.driver.run_passes`, with the next
+   Then one whole pass (kha-smd, kha-et) through `kpca.driver.run_passes`, with the next
    block's rows computed in a background thread (the default) and without,
    in float64 and float32, against that pass's kernel rows alone.
 2. float32 against float64 kernel rows (the state stays float64; float32
@@ -73,13 +73,14 @@ def pass_costs(l, n, blocks):
             t_update = (time.perf_counter() - t0) / blocks * (l / b)
             out[f"{solver}/{name}/update_pass_s"] = t_update
             out[f"{solver}/{name}/pass_vs_kernel_rows"] = (t_update + out["kernel_rows_pass_s"]) / out["kernel_rows_pass_s"]
-    out["full_pass"] = {np.dtype(dt).name: full_pass(X, dt) for dt in (np.float64, np.float32)}
+    out["full_pass"] = {f"{solver}/{np.dtype(dt).name}": full_pass(X, dt, solver)
+                        for solver in ("kha-smd", "kha-et") for dt in (np.float64, np.float32)}
     return out
 
 
-def full_pass(X, dtype):
-    """One whole kha-smd pass through `run_passes` (rows computed ahead in a background thread, and
-    not), against the same pass's kernel rows alone; rows (and their GEMMs) in ``dtype``."""
+def full_pass(X, dtype, solver):
+    """One whole pass of ``solver`` through `run_passes` (rows computed ahead in a background thread,
+    and not), against the same pass's kernel rows alone; rows (and their GEMMs) in ``dtype``."""
     l = X.shape[0]
     rows = KernelRows(X.astype(dtype), KernelSpec("gaussian", sigma=1.5 * np.sqrt(X.shape[1])), dtype=dtype)
     rows.centering = Centering(np.zeros(l), 0.0, 1.0)
@@ -91,7 +92,7 @@ def full_pass(X, dtype):
     for a in range(0, l, b):
         rows.block(order[a : a + b])
     out = {"kernel_rows_s": time.perf_counter() - t0}
-    state = init_state("kha-smd", 16, rows.block, l, resolve_params("kha-smd", 1.0), seed=0)
+    state = init_state(solver, 16, rows.block, l, resolve_params(solver, 1.0), seed=0)
     for overlap in (True, False):
         time.sleep(0.25)
         t0 = time.perf_counter()
