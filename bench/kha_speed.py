@@ -12,7 +12,10 @@
    inflated the kernel-row times of this script's runs before 2026-11-26.
    Then one whole pass (kha-smd, kha-et) through `kpca.driver.run_passes`, with the next
    block's rows computed in a background thread (the default) and without,
-   in float64 and float32, against that pass's kernel rows alone.
+   in float64 and float32, against that pass's kernel rows alone; then the
+   same with one kernel thread and one BLAS thread, a service worker's
+   setting (``full_pass_one_thread_each``: the rows alone then use one core,
+   the overlapped pass two, the rows on one and the update on the other).
 2. float32 against float64 kernel rows (the state stays float64; float32
    rows are multiplied in float32): speed of a fit and the excess error
    after 20 passes on 1797 digits (sigma 3, r 16).
@@ -33,6 +36,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.datasets import load_digits
 
+from kpca._threads import blas_limit, tile_threads
 from kpca.defaults import default_block_size
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
@@ -75,6 +79,9 @@ def pass_costs(l, n, blocks):
             out[f"{solver}/{name}/pass_vs_kernel_rows"] = (t_update + out["kernel_rows_pass_s"]) / out["kernel_rows_pass_s"]
     out["full_pass"] = {f"{solver}/{np.dtype(dt).name}": full_pass(X, dt, solver)
                         for solver in ("kha-smd", "kha-et") for dt in (np.float64, np.float32)}
+    with tile_threads(1), blas_limit(1):  # a service worker's fit: one kernel thread, one BLAS thread
+        out["full_pass_one_thread_each"] = {f"{solver}/{np.dtype(dt).name}": full_pass(X, dt, solver)
+                                            for solver in ("kha-smd", "kha-et") for dt in (np.float64, np.float32)}
     return out
 
 
