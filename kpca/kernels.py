@@ -256,10 +256,9 @@ def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
 
 # Jitted tile maps (compiled per precision of the tile and of out): T holds the
 # GEMM tile X[r0:] Y[j:]^T; each entry becomes a kernel value (distance, then
-# the vectorisable exp of kpca._fastexp),
-# shifted, and is written once to out[r0 + i, c0 + j]. Plain-numpy twins live
-# in tests/naive.py. Rows are sliced inside so that numba sees contiguous
-# arrays and vectorises the loops.
+# the vectorisable exp of kpca._fastexp), is shifted, and is written once to
+# out[r0 + i, c0 + j]. Plain-numpy twins live in tests/naive.py. Rows are
+# sliced inside so that numba sees contiguous arrays and vectorises the loops.
 
 
 @numba.njit(inline="always", fastmath=FASTMATH_FLAGS)
