@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from kpca._threads import blas_limit, map_threads, tile_threads
-from kpca.solvers import begin_pass, permutation, step_block
+from kpca.solvers import begin_pass, complete_state, permutation, step_block
 
 # A state is diverged when a component's squared feature-space norm
 # (diag A K' A^T, which KHA drives to 1) exceeds this, or is not finite.
@@ -79,8 +79,13 @@ def run_passes(
     results do not depend on its thread count. ``rows`` is then used by that
     thread while ``on_block`` and ``should_stop`` run, so these must not use
     it; nothing is in flight during ``on_pass`` or after the return.
+
+    A KHA-SMD state saved without ``BK`` (before 2026-11-26) first gets it
+    from one sweep of the rows (`kpca.solvers.complete_state`).
     """
     l = rows.n_rows
+    if state["pass"] < passes:
+        state = complete_state(state, rows.block, block_size)  # a state saved before B K' was kept
     with _RowsAhead(rows, overlap) as ahead:
         while state["pass"] < passes:
             if state["position"] == 0:

@@ -4,9 +4,10 @@ When rows are appended (l0 -> l1 = l0 + k), the solver state is carried over
 instead of starting again: the expansion coefficients of the new rows start at
 zero (``a_ij = 0`` for rows not yet seen, appendix A.2), the centring
 statistics are updated to the new mean in feature space (appendix A.3), and
-``A K'`` is brought up to date for the new centring. All of it costs the k
-kernel rows of the new points, ``2 k l1 n`` flops, plus O(r l1): the old rows'
-kernel values are never recomputed.
+``A K'`` (and KHA-SMD's ``B K'``) is brought up to date for the new
+centring. All of it costs the k kernel rows of the new points,
+``2 k l1 n`` flops, plus O(r l1): the old rows' kernel values are never
+recomputed.
 
 Maintenance note. With ``m`` the column means of K and ``m_bar`` their mean,
 for old rows i, j the centred kernel changes by
@@ -59,19 +60,26 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
     diag_sum = l0 * (centering.mean_diagonal + mbar0) + float(kernel_diagonal(X_new, rows.kernel).sum())
     new_centering = Centering(m1, mbar1, diag_sum / l1 - mbar1)
 
-    A0 = state["A"]
-    a_sum = A0.sum(axis=1)  # A 1
-    dm = m1[:l0] - m0
-    AK = np.empty((A0.shape[0], l1), dtype=A0.dtype)
-    AK[:, :l0] = (state["AK"] - (A0 @ dm)[:, None] - np.outer(a_sum, dm) + (mbar1 - mbar0) * a_sum[:, None])
-    AK[:, l0:] = A0 @ (R[:, :l0].T - m1[:l0, None]) + np.outer(a_sum, mbar1 - m1[l0:])
-
-    out = dict(state, n_rows=l1, position=0, AK=AK)
-    out["A"] = _pad(A0, l1)
-    if "B" in state:
-        out["B"] = _pad(state["B"], l1)
+    out = dict(state, n_rows=l1, position=0)
+    for M, MK in (("A", "AK"), ("B", "BK")):  # B K' as A K' (KHA-SMD)
+        if MK in state:
+            out[MK] = _recentred_image(state[M], state[MK], m0, m1, mbar0, mbar1, R)
+    for M in ("A", "B"):
+        if M in state:
+            out[M] = _pad(state[M], l1)
     rows.centering = new_centering
     return out, new_centering
+
+
+def _recentred_image(M0, MK0, m0, m1, mbar0, mbar1, R):
+    """``M K'1`` (r x l1) from ``MK0 = M K'0`` for coefficients M0 on the l0 old rows (module docstring). O(r l1 k)."""
+    l0, l1 = M0.shape[1], m1.shape[0]
+    m_sum = M0.sum(axis=1)  # M 1
+    dm = m1[:l0] - m0
+    MK = np.empty((M0.shape[0], l1), dtype=M0.dtype)
+    MK[:, :l0] = MK0 - (M0 @ dm)[:, None] - np.outer(m_sum, dm) + (mbar1 - mbar0) * m_sum[:, None]
+    MK[:, l0:] = M0 @ (R[:, :l0].T - m1[:l0, None]) + np.outer(m_sum, mbar1 - m1[l0:])
+    return MK
 
 
 def _pad(M: np.ndarray, l1: int) -> np.ndarray:

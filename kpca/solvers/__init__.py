@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from kpca.defaults import XI_DEFAULT, default_eta0, default_mu
-from kpca.solvers._blocked import blocked_step_block
+from kpca.solvers._blocked import blocked_step_block, require_complete
 from kpca.solvers._exact import exact_components
 from kpca.solvers._ritz import ritz_components
 from kpca.solvers._steps import _kha_steps, _smd_steps
@@ -123,8 +123,29 @@ def init_state(solver: str, n_components: int, centered_rows, n_rows: int, param
              "n_rows": l, **params, **extra}
     if solver == "kha-smd":
         state["B"] = np.zeros_like(A)
+        state["BK"] = np.zeros_like(A)  # B K'; kept like AK so that B k_s = BK[:, p_s]
         state["rho"] = np.ones(r, dtype=dtype)  # Algorithm 1, step 1b
     return state
+
+
+def complete_state(state: dict, centered_rows, block_size: int) -> dict:
+    """``state`` with every array the updates need, computing what a saved state lacks.
+
+    KHA-SMD states keep ``BK = B K'`` (so that the blocked update reads ``B k_s``
+    as ``BK[:, p_s]``); one saved before it was kept (checkpoints written
+    before 2026-11-26) gets it here from one sweep of the kernel rows,
+    ``B K' = sum_c B[:, c] K'[c, :]``. Any other state is returned as it is.
+    Cost for such a state: l kernel rows in blocks of ``block_size`` plus
+    ``2 r l^2`` flops.
+    """
+    if state["solver"] != "kha-smd" or "BK" in state:
+        return state
+    B, l = state["B"], int(state["n_rows"])
+    BK = np.zeros_like(B)
+    for a in range(0, l, block_size):
+        idx = np.arange(a, min(a + block_size, l))
+        BK += B[:, idx] @ centered_rows(idx)
+    return dict(state, BK=BK)
 
 
 def eigenvalue_estimates(A: np.ndarray, AK: np.ndarray) -> np.ndarray:
@@ -164,6 +185,7 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
 
     Cost O(b r l) memory-bound work for b rows, plus an O(r l) copy of the state arrays.
     """
+    require_complete(state)
     new = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()}
     A, AK = new["A"], new["AK"]
     rows = np.ascontiguousarray(rows, dtype=A.dtype)
@@ -172,7 +194,7 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
     gain = new["gain"].astype(A.dtype)
     solver = new["solver"]
     if solver == "kha-smd":
-        _smd_steps(A, new["B"], AK, new["rho"], rows, idx, gain, new["t"], float(l), new["mu"], new["xi"])
+        _smd_steps(A, new["B"], AK, new["BK"], new["rho"], rows, idx, gain, new["t"], float(l), new["mu"], new["xi"])
     else:
         _kha_steps(A, AK, rows, idx, gain, new["t"], solver != "kha", float(l))
     new["t"] += len(idx)
@@ -181,5 +203,5 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
 
 
 __all__ = ["SOLVERS", "ITERATIVE", "INITS", "resolve_params", "check_init", "default_init_size", "init_state",
-           "begin_pass", "step_block", "step_block_reference", "eigenvalue_estimates", "permutation",
+           "complete_state", "require_complete", "begin_pass", "step_block", "step_block_reference", "eigenvalue_estimates", "permutation",
            "exact_components", "ritz_components"]

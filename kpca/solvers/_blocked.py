@@ -1,20 +1,24 @@
-"""Blocked Kernel Hebbian Algorithm updates: b sequential steps as small-matrix algebra plus a few GEMMs.
+"""Blocked Kernel Hebbian Algorithm updates: b sequential steps as small-matrix algebra plus one GEMM.
 
 `blocked_step_block` has exactly the semantics of `kpca.solvers.step_block`
 (one KHA / KHA-t / KHA-et / KHA-SMD step per row, in order; pure), but it
 does not touch the r x l state matrices once per row. Within a sub-block of
 ``m`` rows it accumulates the steps as a small transform of the sub-block's
-starting matrices and applies it with GEMMs at the end. The results equal
-the step-by-step kernels of `kpca.solvers._steps` up to rounding (the same
-sums, associated differently).
+starting matrices; the transforms of the sub-blocks of a *segment* (up to
+`SEGMENT_ROWS` rows, normally the whole block) are folded together in small
+matrices too, and applied to the r x l matrices once, with one GEMM against
+the rows. The results equal the step-by-step kernels of
+`kpca.solvers._steps` up to rounding (the same sums, associated
+differently).
 
 Notation (seed 000): ``A`` (r x l) expansion coefficients, ``AK = A K'``,
-``B`` (r x l) SMD differential parameters, ``rho`` (r,) log-gains. A
-sub-block holds the rows ``K_b = K'[p_0 .. p_{m-1}, :]`` (m x l), ``k_s`` its
-row s, ``g_s`` (r,) the gains of step s, ``G_s = diag(g_s)``,
-``y_s = A_s k_s`` (eq. 7), ``L_s = lt(y_s y_s^T)``. ``E`` (m x l) has rows
-``e_{p_j}^T`` (``E X^T = X[:, p]^T``, ``E K' = K_b``) and
-``K_bb = K_b[:, p]`` (m x m), ``K_bb[s, j] = K'[p_s, p_j]``.
+``B`` (r x l) SMD differential parameters, ``BK = B K'``, ``rho`` (r,)
+log-gains. A sub-block holds the rows ``K_b = K'[p_0 .. p_{m-1}, :]``
+(m x l), ``k_s`` its row s, ``g_s`` (r,) the gains of step s,
+``G_s = diag(g_s)``, ``y_s = A_s k_s`` (eq. 7), ``L_s = lt(y_s y_s^T)``.
+``E`` (m x l) has rows ``e_{p_j}^T`` (``E X^T = X[:, p]^T``,
+``E K' = K_b``) and ``K_bb = K_b[:, p]`` (m x m),
+``K_bb[s, j] = K'[p_s, p_j]``.
 
 Maintenance note
 ----------------
@@ -34,14 +38,16 @@ i.e. W evolves by the *same* KHA step as A, with column ``r + s`` playing the
 part of ``p_s``. The only l-length quantity a step needs is
 ``y_s = A_s k_s = W_s (X k_s) = W_s q_s`` with ``q_s^T`` row s of
 
-    Q^T = [K_b A_0^T | K_bb]     (m x (r + m); one GEMM per sub-block).
+    Q^T = [K_b A_0^T | K_bb] = [AK_0[:, p]^T | K_bb]     (m x (r + m)),
 
-A step thus costs O(r (r + s)) (the ``lt(y y^T) W`` product by the prefix
-sums of `kpca.solvers._steps`, over the r + s non-zero columns of W). At the
-end of the sub-block ``A = T A_0`` plus C scattered (added) into the columns
-p, and ``AK = T AK_0 + C K_b``. A row index repeated inside a sub-block is
-harmless (E then has equal rows; the scatter adds); within one pass the rows
-are a permutation and never repeat.
+no GEMM: ``A_0 k_s = (A_0 K')[:, p_s]`` as K' is symmetric. A step costs
+O(r (r + s)) (the ``lt(y y^T) W`` product by the prefix sums of
+`kpca.solvers._steps`, over the r + s non-zero columns of W). At the end of
+the sub-block ``A = T A_0`` plus C scattered (added) into the columns p,
+and ``AK = T AK_0 + C K_b`` -- applied, though, only at the end of the
+segment (*Segments*). A row index repeated inside a sub-block is harmless
+(E then has equal rows; the scatter adds); within one pass the rows are a
+permutation and never repeat.
 
 *KHA-SMD* (Algorithm 1: eq. 16, 21, 15, 18, in that order). With
 ``Bk = B_s k_s``, ``L2 = lt(Bk y^T + y Bk^T)`` and the log-gain step clipped
@@ -55,71 +61,94 @@ to [-ln 2, ln 2] as in `_smd_steps`, eq. 21 and 15 read
 linear in ``Z = [A; B]`` (2r x l) with a lower block-triangular 2r x 2r
 transform plus a column at p, so ``Z_s = W_s X`` with ``W`` 2r x n,
 ``n = 2r + m``, ``X = [A_0; B_0; E]``, ``W_0 = [I | 0]``; the A rows of W
-keep zeros in the B_0 columns, and ``AK_s = W_A X_K`` with
-``X_K = [AK_0; 0; K_b]``. Then ``[y; Bk] = W_s q_s`` with
-``Q^T = [K_b Z_0^T | K_bb]``.
+keep zeros in the B_0 columns. Multiplied by K' on the right the same
+recursion holds for ``ZK = [AK; BK]`` with ``e_p^T`` replaced by ``k_s^T``,
+so ``ZK_s = W_s [AK_0; BK_0; K_b]``. The state keeps ``BK`` for this
+reason: ``[y; Bk] = W_s q_s`` with ``Q^T = [ZK_0[:, p]^T | K_bb]`` (no
+GEMM), and one product with the rows updates AK and BK together.
 
 Eq. 16 needs ``diag(Gamma K' B^T)_i = y_i (Bk_i - sum_{m<=i} y_m H[m, i])``
 with ``H = AK_s B_s^T = W_A Gm W_B^T`` and the Gram matrix
-``Gm = X_K X^T`` (n x n). Rather than form H (O(r n^2) per step) keep
-``R = W Gm^T`` (2r x n; row i is ``Gm W[i]^T``). ``R`` is W times a fixed
-matrix, so it evolves by the same row operations as W, with the column
-term ``e_{2r+s}^T`` replaced by row ``2r + s`` of ``Gm^T``. Then
-``sum_{m<=i} y_m H[m, i] = cA . R[r + i]`` with ``cA = sum_{m<=i} y_m W_A[m]``
-the prefix sum the A update uses anyway -- the same shape as `_smd_steps`,
-where the sum is ``<sum_{m<=i} y_m AK_m, B_i>``. ``Gm^T`` is assembled from
+``Gm = X_K X^T`` (n x n), ``X_K = [AK_0; 0; K_b]``. Rather than form H
+(O(r n^2) per step) keep ``R = W Gm^T`` (2r x n; row i is ``Gm W[i]^T``).
+``R`` is W times a fixed matrix, so it evolves by the same row operations
+as W, with the column term ``e_{2r+s}^T`` replaced by row ``2r + s`` of
+``Gm^T``. Then ``sum_{m<=i} y_m H[m, i] = cA . R[r + i]`` with
+``cA = sum_{m<=i} y_m W_A[m]`` the prefix sum the A update uses anyway --
+the same shape as `_smd_steps`, where the sum is
+``<sum_{m<=i} y_m AK_m, B_i>``. ``Gm^T`` is assembled from
 
     Gm^T = [[Z_0 AK_0^T,   0,  Z_0 K_b^T],
             [AK_0[:, p]^T, 0,  K_bb^T   ]]
 
-(the first block row is 2r high; ``Z_0 K_b^T`` is already in Q). A step
-costs O(r n). At the end, with ``T = [[T_AA, 0], [T_BA, T_BB]]`` and
-``C = [C_A; C_B]``: ``A = T_AA A_0``, ``B = T_BA A_0 + T_BB B_0`` plus C
-scattered into columns p, and ``AK = T_AA AK_0 + C_A K_b``.
+(the first block row is 2r high; ``Z_0 K_b^T`` is in Q). At the end of the
+sub-block ``Z AK^T = W Gm^T W_A^T = R W_A^T``, the next sub-block's
+``Z_0 AK_0^T`` without touching Z. A step costs O(r n).
 
-Costs, per sub-block of m rows (flops; r components, l rows of K'):
+*Segments.* After a sub-block, ``Z = T Z_0 + C E`` need not be formed:
+keep ``Z = Tc Z_s + Cc E_seg`` over the segment's starting ``Z_s`` and its
+rows so far (``Tc <- T Tc``, ``Cc <- [T Cc | C]``: O(d^2 s) for d = r or
+2r rows of W and s rows done). The next sub-block's ``Q^T`` then comes
+from the segment's ``K_seg Z_s^T = ZK_s[:, p_seg]^T`` (a gather) as
 
-=========  =====================================  ===========================
-solver     GEMMs                                   small loop (numba)
-=========  =====================================  ===========================
-KHA, t/et  Q: 2 r m l; A: 2 r^2 l; AK: 2 r^2 l     O(r (r + m)) per row
-           + 2 r m l
-KHA-SMD    Q: 4 r m l; Gm: 4 r^2 l;               O(r (2r + m)) per row
-           [A; B]: 8 r^2 l; AK: 2 r^2 l + 2 r m l
-=========  =====================================  ===========================
+    K_b Z^T = (K_b Z_s^T) Tc^T + K'[p_b, p_seg] Cc^T     (m x d, O(m d (d + s))),
 
-i.e. per row ``4 r l`` (KHA) or ``6 r l`` (SMD) flops of GEMM plus
-``O(r^2 l / m)``, against O(r l) memory-bound passes over A, AK (and B)
-per row step by step.
+and ``K'[p_b, p_seg]`` are entries of the rows already at hand. At the end
+of the segment ``Z = Tc Z_s`` plus Cc scattered into the columns p_seg,
+and ``ZK = Tc ZK_s + Cc K_seg``: per row ``2 d l`` flops in one GEMM with
+a d x b left factor (``4 r l`` for SMD, ``2 r l`` for the KHA family), and
+each row of the block crosses the memory bus once more.
 
-*Stability.* ``T`` is a product of near-identity matrices. The blocked
+Costs, per segment of b rows in sub-blocks of m (flops; r components, l
+rows of K', d = r (KHA family) or 2r (SMD)):
+
+=========  ================================  =================================
+solver     GEMMs (once per segment)          small matrices (numpy and numba)
+=========  ================================  =================================
+KHA, t/et  Z, ZK: 4 r^2 l; Cc K: 2 r b l     O(r (r + m)) per row (loop),
+KHA-SMD    Z, ZK: 16 r^2 l; Cc K: 4 r b l;   O(d (d + b) + d^2 b / m) per row
+           Z AK^T: 4 r^2 l                   (folding); K'[p, p] gathered
+=========  ================================  =================================
+
+i.e. per row ``2 r l`` (KHA) or ``4 r l`` (SMD) flops of GEMM plus
+``O(r^2 l / b)``, against O(r l) memory-bound passes over A, AK (and B)
+per row step by step. (Without the images the rows would be multiplied
+twice, once for ``K_b [A_0; B_0]^T`` before the steps and once for
+``C K_b`` after: ``6 r l`` flops per row for SMD and twice the memory
+traffic; measured, the update of a pass at l = 20,000, r = 16 took 2.4 s on
+one core that way and 1.44 s this way.)
+
+*Stability.* ``Tc`` is a product of near-identity matrices. The blocked
 result differs from the step-by-step one by roughly
-``eps ||T|| ||Z_0||`` (the reassociation), which stays at rounding level
-while ``||T||`` is moderate. If ``||T||_F / sqrt(dim T)`` (1 at the start of
-a sub-block) exceeds ``growth_limit`` (default `GROWTH_LIMIT` = 1e3) the
-sub-block ends early: the transform is applied to the big matrices and a
-new accumulation starts with the next row. In practice the ratio stays
-below 1 (``I - G lt(y y^T)`` contracts) unless the gain is so large that
-the step-by-step iteration diverges too; there the guard bounds how far
-one transform grows before it is applied, and the driver's divergence
-guard reacts as it does step by step (tests/kpca/test_blocked.py).
+``eps ||Tc|| ||Z_s||`` (the reassociation), which stays at rounding level
+while ``||Tc||`` is moderate. If ``||T||_F / sqrt(d)`` of a sub-block's
+transform (1 at its start) exceeds ``growth_limit`` (default
+`GROWTH_LIMIT` = 1e3) the sub-block ends early and is folded in; if
+``||Tc||_F / sqrt(d)`` does, the segment ends there: the transform is
+applied to the big matrices and a new segment starts with the next row. In
+practice the ratio stays below 1 (``I - G lt(y y^T)`` contracts) unless
+the gain is so large that the step-by-step iteration diverges too; there
+the guard bounds how far one transform grows before it is applied, and the
+driver's divergence guard reacts as it does step by step
+(tests/kpca/test_blocked.py). The images AK, BK drift from ``A K'``,
+``B K'`` by rounding only, as in the step-by-step form, which also updates
+AK by its own recursion.
 
-*Precision.* The state (A, AK, B, the transforms) is kept in its own
+*Precision.* The state (A, AK, B, BK, the transforms) is kept in its own
 dtype. With float32 rows (kernel tiles computed in float32,
-``KernelRows(dtype=float32)``) the two GEMMs that read the rows -- ``Q``
-and ``C K_b``, ``6 r l`` of the per-row flops -- run in float32, on
-float32 copies of ``Z_0`` and ``C``, and their results are accumulated into
-the float64 state: they read half the bytes at twice the SIMD width. The
-rows themselves carry float32 rounding already, so this adds an error of
-the same order (about ``1e-7`` relative per product). In ``AK`` these
-errors add up over the sub-blocks like a random walk (the transforms ``T``
-contract rather than amplify them). bench/kha_speed.py reports the effect
-on the excess error after 20 passes.
+``KernelRows(dtype=float32)``) the one GEMM that reads the rows,
+``Cc K_seg``, runs in float32 on a float32 copy of Cc, and its result is
+accumulated into the float64 state: it reads half the bytes at twice the
+SIMD width. The rows themselves carry float32 rounding already, so this
+adds an error of the same order (about ``1e-7`` relative per product). In
+``AK`` these errors add up over the segments like a random walk (the
+transforms contract rather than amplify them). bench/kha_speed.py reports
+the effect on the excess error after 20 passes.
 
-*Determinism.* The rounding depends on the sub-block partition, which is
-fixed by the block (sub-blocks start at the block's first row; the default
-size depends on r and l only), so resuming at a block boundary is
-bit-exact, as with the step-by-step kernels.
+*Determinism.* The rounding depends on the sub-block and segment
+partition, which is fixed by the block (both start at the block's first
+row; the default sizes depend on r and the block length only), so resuming
+at a block boundary is bit-exact, as with the step-by-step kernels.
 """
 
 from __future__ import annotations
@@ -137,7 +166,8 @@ RHO_MAX = 3.0
 # assumes finite values, so a diverging state still turns non-finite for the driver's guard.
 _LOOP_FASTMATH = {"reassoc", "contract", "nsz"}
 GROWTH_LIMIT = 1e3
-SUB_BLOCK_RANGE = (32, 256)  # bounds of `default_sub_block`
+SUB_BLOCK_RANGE = (16, 256)  # bounds of `default_sub_block`
+SEGMENT_ROWS = 1024  # rows accumulated before Z and AK are materialised (K'[p, p] is kept: 8 MB)
 
 
 @numba.njit(inline="always")
@@ -256,17 +286,17 @@ def _smd_transform(W, R, Qt, Gt, rho, gain, t0, l_sched, mu, xi, growth_limit):
     return m
 
 
-def default_sub_block(n_components: int, n_rows: int) -> int:
-    """Rows per transform: ``sqrt(r l) / 2`` clipped to SUB_BLOCK_RANGE.
+def default_sub_block(n_components: int, segment_rows: int) -> int:
+    """Rows per transform: ``sqrt(r b) / 2`` for segments of b rows, clipped to SUB_BLOCK_RANGE.
 
-    Per row, the GEMMs cost ``~ r^2 l / m`` that the sub-block amortises, the
-    jitted loop ``~ r m``; their sum is smallest near ``m ~ sqrt(r l)`` (times
-    the ratio of GEMM to loop throughput). Measured on 2 cores, one BLAS
-    thread: best m 128 (r 4), 256 (r 16, 50) at l = 20000; 64 (r 4), 64-256
-    (r 16), 256 (r 50) at l = 4096, within 10-20 % of the rule's choice.
+    Per row, the jitted loop costs ``~ r m`` and folding each sub-block's
+    transform into the segment's (`_Segment.compose`, `basis_products`)
+    ``~ r^2 b / m``; the sum is smallest near ``m ~ sqrt(r b)`` times the
+    ratio of their throughputs. Measured on one core, l = 20000, b = 838:
+    best m 32-64 for r 16 (kha-smd 1.44-1.49 s per pass, 1.74 s at 128).
     """
     low, high = SUB_BLOCK_RANGE
-    return int(min(high, max(low, round(np.sqrt(n_components * n_rows) / 2))))
+    return int(min(high, max(low, round(np.sqrt(n_components * segment_rows) / 2))))
 
 
 def _scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: bool) -> None:
@@ -275,6 +305,13 @@ def _scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: bo
         M[:, columns] += C
     else:
         np.add.at(M, (slice(None), columns), C)
+
+
+def require_complete(state: dict) -> None:
+    """Raise ValueError naming the missing array if the updates cannot run on ``state``
+    (`kpca.solvers.complete_state` computes it)."""
+    if state["solver"] == "kha-smd" and "BK" not in state:
+        raise ValueError("state: a kha-smd state needs 'BK' (B K'); kpca.solvers.complete_state adds it")
 
 
 def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_block: int | None = None,
@@ -297,30 +334,32 @@ def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_b
         Row indices ``p_s`` of the steps (may repeat).
     sub_block : int, optional
         Rows m accumulated per transform, default
-        ``min(b, default_sub_block(r, l))``. Larger values amortise the
-        O(r^2 l) GEMMs over more rows but make every step's small loop
-        O(r (r + m)) longer.
+        ``min(b, default_sub_block(r, min(b, SEGMENT_ROWS)))``. Larger
+        values fold fewer transforms into the segment's but make every
+        step's small loop O(r (r + m)) longer.
     growth_limit : float
-        End a sub-block early when ``||T||_F / sqrt(dim T)`` exceeds this.
+        End a sub-block early when ``||T||_F / sqrt(dim T)`` exceeds this,
+        and a segment when its folded transform's does.
 
-    Cost: per row ``4 r l`` (KHA family) or ``6 r l`` (SMD) flops in GEMMs
-    plus ``O(r^2 l / m + r (r + m))``; memory O(m l + m^2) temporaries
-    besides the new state.
+    Cost: per row ``2 r l`` (KHA family) or ``4 r l`` (SMD) flops in one
+    GEMM per segment, plus ``O(r^2 l / b + r (r + b))``; memory
+    O(r l + b^2) temporaries besides the new state.
     """
+    require_complete(state)
     new = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()
-           if k not in ("A", "AK", "B")}
+           if k not in ("A", "AK", "B", "BK")}
     dtype = state["A"].dtype
     r, l = state["A"].shape
-    # float32 rows stay float32: the GEMMs against them then read half the bytes (see Precision)
+    # float32 rows stay float32: the GEMM against them then reads half the bytes (see Precision)
     rows = np.ascontiguousarray(rows, dtype=np.float32 if rows.dtype == np.float32 else dtype)
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     b = idx.shape[0]
     if rows.shape != (b, l):
         raise ValueError(f"rows: expected shape {(b, l)} for {b} indices, got {rows.shape}")
     if b == 0:
-        new.update({k: state[k].copy() for k in ("A", "AK", "B") if k in state})
+        new.update({k: state[k].copy() for k in ("A", "AK", "B", "BK") if k in state})
         return new
-    m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, l)))
+    m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
     gain = state["gain"].astype(dtype).astype(np.float64)  # as step_block rounds it
     # A diverging state goes non-finite silently, as in the jitted kernels; the driver's guard checks.
     with np.errstate(over="ignore", invalid="ignore"):
@@ -333,66 +372,116 @@ def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_b
     return new
 
 
+class _Segment:
+    """The steps over one segment's rows ``K`` (indices ``p``), folded against its starting Z_0 (d x l).
+
+    Holds ``Z_cur = Tc Z_0 + Cc E`` (Tc d x d, Cc d x s over the s rows done
+    so far), the rows' products with the start ``KZ = K Z_0^T = ZK_0[:, p]^T``
+    (a gather, K' being symmetric) and the entries ``Kpp = K'[p, p]`` read
+    from the rows as needed. See the module docstring, *Segments*.
+    """
+
+    def __init__(self, K: np.ndarray, p: np.ndarray, KZ: np.ndarray):
+        d, size = KZ.shape[1], p.shape[0]
+        self.K, self.p, self.KZ = K, p, KZ
+        self.Kpp = np.empty((size, size))  # K'[p, p], its lower block triangle filled by `basis_products`
+        self.Tc = np.eye(d)
+        self.Cc = np.zeros((d, size))
+        self.done = 0
+
+    def basis_products(self, m: int) -> np.ndarray:
+        """``Q^T`` (m x (d + m)) of the next m rows: ``[K_j Z_cur^T | K_bb]``. Cost O(m d (d + s))."""
+        s, d = self.done, self.Tc.shape[0]
+        self.Kpp[s : s + m, : s + m] = self.K[s : s + m][:, self.p[: s + m]]  # random reads: only what is used
+        Qt = np.empty((m, d + m))
+        Qt[:, :d] = self.KZ[s : s + m] @ self.Tc.T
+        Qt[:, :d] += self.Kpp[s : s + m, :s] @ self.Cc[:, :s].T
+        Qt[:, d:] = self.Kpp[s : s + m, s : s + m]
+        return Qt
+
+    def compose(self, W: np.ndarray, done: int) -> None:
+        """Fold a sub-block's ``W = [T | C]`` (``done`` steps) into Tc, Cc. Cost O(d^2 s)."""
+        s, d = self.done, self.Tc.shape[0]
+        T = W[:, :d]
+        self.Cc[:, :s] = T @ self.Cc[:, :s]
+        self.Cc[:, s : s + done] = W[:, d : d + done]
+        self.Tc = T @ self.Tc
+        self.done = s + done
+
+    def within(self, growth_limit: float) -> bool:
+        """``||Tc||_F / sqrt(d) <= growth_limit`` (the re-materialisation test)."""
+        return float(np.sum(self.Tc * self.Tc)) <= growth_limit * growth_limit * self.Tc.shape[0]
+
+    def apply(self, Z0: np.ndarray, ZK0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The materialised ``Z = Tc Z_0 + Cc E`` and ``ZK = Tc ZK_0 + Cc K``. Cost 4 d^2 l + 2 d s l."""
+        s, K, p = self.done, self.K, self.p
+        Tc, Cc = self.Tc.astype(Z0.dtype), self.Cc[:, :s].astype(Z0.dtype)  # in the state's dtype
+        ZK = Tc @ ZK0
+        ZK += Cc.astype(K.dtype, copy=False) @ K[:s]
+        Z = Tc @ Z0
+        _scatter_add(Z, p[:s], Cc, np.unique(p[:s]).size == s)
+        return Z, ZK
+
+
 def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
-    """New A, AK for the KHA family: per sub-block one `_kha_transform` and four GEMMs."""
+    """New A, AK for the KHA family: per segment one GEMM with the rows, per sub-block one `_kha_transform`."""
     A, AK = state["A"], state["AK"]
     r, l = A.shape
     decay = state["solver"] != "kha"
     t0, b, a = int(state["t"]), idx.shape[0], 0
     while a < b:
-        m = min(m_max, b - a)
-        Kb, p = rows[a : a + m], idx[a : a + m]
-        Qt = np.empty((m, r + m))
-        Qt[:, :r] = Kb @ A.T.astype(Kb.dtype, copy=False)  # (X k_s)^T = [A_0 k_s; E k_s]^T
-        Qt[:, r:] = Kb[:, p]
-        W = np.zeros((r, r + m))
-        W[:, :r] = np.eye(r)
-        done = _kha_transform(W, Qt, gain, t0 + a, decay, float(l), growth_limit)
-        T = W[:, :r].astype(A.dtype)
-        C = W[:, r : r + done].astype(A.dtype)
-        AK_new = T @ AK
-        AK_new += C.astype(Kb.dtype, copy=False) @ Kb[:done]
-        A = T @ A
-        _scatter_add(A, p[:done], C, np.unique(p[:done]).size == done)
-        AK = AK_new
-        a += done
+        e = min(b, a + SEGMENT_ROWS)
+        seg = _Segment(rows[a:e], idx[a:e], np.ascontiguousarray(AK[:, idx[a:e]].T))  # K A_0^T = AK_0[:, p]^T
+        while seg.done < e - a:
+            m = min(m_max, e - a - seg.done)
+            W = np.zeros((r, r + m))
+            W[:, :r] = np.eye(r)
+            done = _kha_transform(W, seg.basis_products(m), gain, t0 + a + seg.done, decay, float(l),
+                                  growth_limit)
+            seg.compose(W, done)
+            if not seg.within(growth_limit):
+                break
+        A, AK = seg.apply(A, AK)
+        a += seg.done
     return {"A": A, "AK": AK}
 
 
 def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
-    """New A, B, AK, rho for KHA-SMD: per sub-block one `_smd_transform` and five GEMMs.
+    """New A, B, AK, BK, rho for KHA-SMD: per segment one GEMM with the rows, per sub-block one `_smd_transform`.
 
-    A and B are kept stacked as ``Z = [A; B]`` (2r x l) for the block, so that
-    ``K_b Z^T``, ``Z AK^T`` and ``T Z`` each read K_b or Z once.
+    A and B are kept stacked as ``Z = [A; B]`` (2r x l) and so are their
+    images ``ZK = [AK; BK]``: ``K [A_0; B_0]^T`` is a gather from ZK, and
+    the one product with the rows, ``Cc K``, updates both.
     """
-    AK = state["AK"]
-    r, l = AK.shape
+    r, l = state["AK"].shape
+    d = 2 * r
     Z = np.concatenate([state["A"], state["B"]])
+    ZK = np.concatenate([state["AK"], state["BK"]])
     rho = state["rho"].astype(np.float64)
     mu, xi = float(state["mu"]), float(state["xi"])
     t0, b, a = int(state["t"]), idx.shape[0], 0
     while a < b:
-        m = min(m_max, b - a)
-        Kb, p = rows[a : a + m], idx[a : a + m]
-        n = 2 * r + m
-        Qt = np.empty((m, n))  # (X k_s)^T = [A_0 k_s; B_0 k_s; E k_s]^T
-        Qt[:, : 2 * r] = Kb @ Z.T.astype(Kb.dtype, copy=False)
-        Qt[:, 2 * r :] = Kb[:, p]
-        Gt = np.zeros((n, n))  # Gm^T = X X_K^T, X_K = [AK_0; 0; K_b]
-        Gt[: 2 * r, :r] = Z @ AK.T
-        Gt[: 2 * r, 2 * r :] = Qt[:, : 2 * r].T
-        Gt[2 * r :, :r] = AK[:, p].T
-        Gt[2 * r :, 2 * r :] = Qt[:, 2 * r :].T
-        W = np.zeros((2 * r, n))
-        W[:, : 2 * r] = np.eye(2 * r)
-        R = np.ascontiguousarray(Gt[: 2 * r])  # R = W Gm^T at W = [I | 0]
-        done = _smd_transform(W, R, Qt, Gt, rho, gain, t0 + a, float(l), mu, xi, growth_limit)
-        T = W[:, : 2 * r].astype(Z.dtype)  # [[T_AA, 0], [T_BA, T_BB]]
-        C = W[:, 2 * r : 2 * r + done].astype(Z.dtype)
-        AK_new = T[:r, :r] @ AK
-        AK_new += C[:r].astype(Kb.dtype, copy=False) @ Kb[:done]
-        Z = T @ Z  # A = T_AA A_0, B = T_BA A_0 + T_BB B_0 (the zero block costs r^2 l flops, saves a pass)
-        _scatter_add(Z, p[:done], C, np.unique(p[:done]).size == done)
-        AK = AK_new
-        a += done
-    return {"A": Z[:r], "B": Z[r:], "AK": AK, "rho": rho.astype(state["rho"].dtype)}
+        e = min(b, a + SEGMENT_ROWS)
+        K, p = rows[a:e], idx[a:e]
+        seg = _Segment(K, p, np.ascontiguousarray(ZK[:, p].T))  # K Z_0^T = ZK_0[:, p]^T (K' symmetric)
+        S = Z @ ZK[:r].T  # Z_cur AK_cur^T (d x r)
+        while seg.done < e - a:
+            m = min(m_max, e - a - seg.done)
+            n = d + m
+            Qt = seg.basis_products(m)
+            Gt = np.zeros((n, n))  # Gm^T = X X_K^T, X = [Z_cur; E], X_K = [AK_cur; 0; K_j]
+            Gt[:d, :r] = S
+            Gt[:d, d:] = Qt[:, :d].T
+            Gt[d:, :r] = Qt[:, :r]  # AK_cur[:, p_j]^T
+            Gt[d:, d:] = Qt[:, d:].T
+            W = np.zeros((d, n))
+            W[:, :d] = np.eye(d)
+            R = np.ascontiguousarray(Gt[:d])  # R = W Gm^T at W = [I | 0]
+            done = _smd_transform(W, R, Qt, Gt, rho, gain, t0 + a + seg.done, float(l), mu, xi, growth_limit)
+            S = R @ W[:r].T  # Z_new AK_new^T = W Gm^T W_A^T
+            seg.compose(W, done)
+            if not seg.within(growth_limit):
+                break
+        Z, ZK = seg.apply(Z, ZK)
+        a += seg.done
+    return {"A": Z[:r], "B": Z[r:], "AK": ZK[:r], "BK": ZK[r:], "rho": rho.astype(state["rho"].dtype)}

@@ -61,7 +61,7 @@ def _kha_steps(A, AK, rows, idx, gain, t0, decay, l_sched):
 
 
 @numba.njit(nogil=True, cache=True)
-def _smd_steps(A, B, AK, rho, rows, idx, gain, t0, l_sched, mu, xi):
+def _smd_steps(A, B, AK, BK, rho, rows, idx, gain, t0, l_sched, mu, xi):
     """KHA-SMD steps: eq. 16 (rho), 21 (B), 15 (A), 18 (A K'), in that order.
 
     gain : (r,) KHA/et base gains (eq. 12 without the l/(t+l) factor, which
@@ -74,6 +74,8 @@ def _smd_steps(A, B, AK, rho, rows, idx, gain, t0, l_sched, mu, xi):
     cB = np.empty(l, dtype=A.dtype)
     dA = np.empty(l, dtype=A.dtype)
     cAK = np.empty(l, dtype=A.dtype)
+    cBK = np.empty(l, dtype=A.dtype)
+    dAK = np.empty(l, dtype=A.dtype)
     for s in range(rows.shape[0]):
         k = rows[s]
         p = idx[s]
@@ -90,6 +92,8 @@ def _smd_steps(A, B, AK, rho, rows, idx, gain, t0, l_sched, mu, xi):
         cB[:] = 0.0
         dA[:] = 0.0
         cAK[:] = 0.0
+        cBK[:] = 0.0
+        dAK[:] = 0.0
         for i in range(r):
             yi = y[i]
             bki = Bk[i]
@@ -100,6 +104,8 @@ def _smd_steps(A, B, AK, rho, rows, idx, gain, t0, l_sched, mu, xi):
                 cB[j] += yi * B[i, j]
                 dA[j] += bki * A[i, j]
                 cAK[j] += yi * AK[i, j]
+                cBK[j] += yi * BK[i, j]
+                dAK[j] += bki * AK[i, j]
                 gkb += cAK[j] * B[i, j]
             # eq. 16 with eq. 17: diag(Gamma K' B^T)_i = y_i (B_i k - <lt-row of A K', B_i>)
             # eq. 16 with the safeguards described at RHO_MAX
@@ -107,10 +113,14 @@ def _smd_steps(A, B, AK, rho, rows, idx, gain, t0, l_sched, mu, xi):
             rho[i] = min(max(rho[i] + min(max(drho, -_LN2), _LN2), -RHO_MAX), RHO_MAX)
             g = np.exp(rho[i]) * gain[i] * factor
             gy = g * yi
+            gv = g * (yi + xi * bki)
             for j in range(l):
                 # eq. 21 (all terms but the e_p column)
                 B[i, j] = xi * B[i, j] - g * (yi * (cA[j] + xi * cB[j]) + xi * (bki * cA[j] + yi * dA[j]))
                 A[i, j] -= gy * cA[j]  # eq. 15
                 AK[i, j] += gy * (k[j] - cAK[j])  # eq. 18
-            B[i, p] += g * (yi + xi * bki)
+                # eq. 21 times K' (B K' for the blocked form; its e_p column becomes k)
+                BK[i, j] = (xi * BK[i, j] - g * (yi * (cAK[j] + xi * cBK[j]) + xi * (bki * cAK[j] + yi * dAK[j]))
+                            + gv * k[j])
+            B[i, p] += gv
             A[i, p] += gy

@@ -14,12 +14,12 @@ import pytest
 
 import kpca.solvers._blocked as blocked_module
 from kpca.driver import DenseRows, is_diverged, run_passes
-from kpca.solvers import begin_pass, init_state, permutation, resolve_params, step_block, step_block_reference
+from kpca.solvers import begin_pass, complete_state, init_state, permutation, resolve_params, step_block, step_block_reference
 from kpca.solvers._blocked import blocked_step_block
 from tests.naive import centered
 
 SOLVERS = ["kha", "kha-t", "kha-et", "kha-smd"]
-STATE_ARRAYS = ("A", "AK", "B", "rho")
+STATE_ARRAYS = ("A", "AK", "B", "BK", "rho")
 
 
 stepwise = step_block_reference  # the step-by-step reference
@@ -73,8 +73,39 @@ def test_blocked_equals_stepwise_over_several_blocks(problem, solver, r):
     got = run_blocks(blocked_step_block, state, problem, order, sizes)
     if solver == "kha-smd":
         assert np.abs(want["B"]).max() > 0 and np.abs(want["rho"] - 1).max() > 1e-3  # SMD did adapt
+        for state in (want, got):  # the images the blocked form reads y and B k from
+            np.testing.assert_allclose(state["BK"], state["B"] @ problem, atol=1e-12)
     assert_states_close(got, want, rtol=1e-9)
+    np.testing.assert_allclose(got["AK"], got["A"] @ problem, atol=1e-12)
     assert got["t"] == sum(sizes)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_several_segments_per_block(problem, solver, monkeypatch):
+    """Blocks longer than SEGMENT_ROWS are materialised every SEGMENT_ROWS rows: still the reference."""
+    monkeypatch.setattr(blocked_module, "SEGMENT_ROWS", 40)
+    state = start(problem, solver, 5)
+    order = permutation(3, 0, problem.shape[0])
+    want = run_blocks(stepwise, state, problem, order, [180])
+    assert_states_close(run_blocks(blocked_step_block, state, problem, order, [180], sub_block=16), want,
+                        rtol=1e-9)
+
+
+def test_a_state_saved_without_BK_gets_it_from_the_rows(problem):
+    """A kha-smd state from before B K' was kept: the steps say what is missing, complete_state
+    computes it, and the driver does so by itself and then runs as if it had always been kept."""
+    rows = DenseRows(problem)
+    state = init_state("kha-smd", 4, rows.block, rows.n_rows, params_for("kha-smd"), seed=4)
+    state, _ = run_passes(rows, state, 1, 50)
+    legacy = {k: v for k, v in state.items() if k != "BK"}
+    idx = permutation(0, 1, problem.shape[0])[:10]
+    for step in (blocked_step_block, stepwise):
+        with pytest.raises(ValueError, match="BK"):
+            step(legacy, problem[idx], idx)
+    np.testing.assert_allclose(complete_state(legacy, rows.block, 64)["BK"], state["BK"], atol=1e-12)
+    want, _ = run_passes(rows, state, 3, 50)
+    got, _ = run_passes(rows, legacy, 3, 50)
+    assert_states_close(got, want, rtol=1e-9)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)

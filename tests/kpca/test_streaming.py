@@ -27,6 +27,8 @@ def test_extended_state_matches_a_direct_computation(digits):
     Kc = reference.dense()
     assert extended["A"].shape == (5, 380) and np.all(extended["A"][:, 300:] == 0)
     np.testing.assert_allclose(extended["AK"], extended["A"] @ Kc, atol=1e-10)
+    assert np.abs(extended["B"]).max() > 1e-3
+    np.testing.assert_allclose(extended["BK"], extended["B"] @ Kc, atol=1e-10)  # SMD's B K' likewise
     assert extended["pass"] == 2 and extended["t"] == state["t"] and np.all(extended["B"][:, 300:] == 0)
 
 
