@@ -12,7 +12,8 @@
    inflated the kernel-row times of this script's runs before 2026-11-26.
    Then one whole pass (kha-smd, kha-et) through `kpca.driver.run_passes`, with the next
    block's rows computed in a background thread (the default) and without,
-   in float64 and float32, against that pass's kernel rows alone; then the
+   in float64 and float32, against that pass's kernel rows alone, in three
+   rounds (median and every round reported); then the
    same with one kernel thread and one BLAS thread, a service worker's
    setting (``full_pass_one_thread_each``: the rows alone then use one core,
    the overlapped pass two, the rows on one and the update on the other).
@@ -85,29 +86,37 @@ def pass_costs(l, n, blocks):
     return out
 
 
-def full_pass(X, dtype, solver):
+def full_pass(X, dtype, solver, repeats=3):
     """One whole pass of ``solver`` through `run_passes` (rows computed ahead in a background thread,
-    and not), against the same pass's kernel rows alone; rows (and their GEMMs) in ``dtype``."""
+    and not), against the same pass's kernel rows alone; rows (and their GEMM) in ``dtype``.
+
+    Each of ``repeats`` rounds times the rows alone, then both passes, so every ratio is
+    measured within one round (this shared machine's speed drifts by 20 % between rounds);
+    the medians are reported beside every round's figures."""
     l = X.shape[0]
     rows = KernelRows(X.astype(dtype), KernelSpec("gaussian", sigma=1.5 * np.sqrt(X.shape[1])), dtype=dtype)
     rows.centering = Centering(np.zeros(l), 0.0, 1.0)
     b = default_block_size(l)
     order = permutation(0, 0, l)
-    rows.block(order[:b])
-    time.sleep(0.25)  # let BLAS's idle threads go to sleep (see bench/kernel_rows.py)
-    t0 = time.perf_counter()
-    for a in range(0, l, b):
-        rows.block(order[a : a + b])
-    out = {"kernel_rows_s": time.perf_counter() - t0}
     state = init_state(solver, 16, rows.block, l, resolve_params(solver, 1.0), seed=0)
-    for overlap in (True, False):
-        time.sleep(0.25)
+    run_passes(rows, state, 1, b)  # warm-up: compilation, memory
+    rounds = []
+    for _ in range(repeats):
+        time.sleep(0.25)  # let BLAS's idle threads go to sleep (see bench/kernel_rows.py)
         t0 = time.perf_counter()
-        run_passes(rows, state, 1, b, overlap=overlap)
-        seconds = time.perf_counter() - t0
-        key = "overlapped" if overlap else "sequential"
-        out[f"pass_{key}_s"] = seconds
-        out[f"pass_{key}_vs_kernel_rows"] = seconds / out["kernel_rows_s"]
+        for a in range(0, l, b):
+            rows.block(order[a : a + b])
+        one = {"kernel_rows_s": time.perf_counter() - t0}
+        for overlap in (True, False):
+            time.sleep(0.25)
+            t0 = time.perf_counter()
+            run_passes(rows, state, 1, b, overlap=overlap)
+            key = "overlapped" if overlap else "sequential"
+            one[f"pass_{key}_s"] = time.perf_counter() - t0
+            one[f"pass_{key}_vs_kernel_rows"] = one[f"pass_{key}_s"] / one["kernel_rows_s"]
+        rounds.append(one)
+    out = {f"median_{k}": float(np.median([one[k] for one in rounds])) for k in rounds[0]}
+    out["rounds"] = rounds
     return out
 
 
