@@ -51,7 +51,7 @@ WARM_GAIN_SCALE = 0.03  # eta0 and mu defaults after init="subset", for l <= WAR
 WARM_REFERENCE_ROWS = 1000
 XI_DEFAULT = 0.99  # seed 000 §5, set a priori
 # Kernel-row block of about 128 MiB in float64: at l = 100,000 that is 167 rows, so the
-# blocked updates' O(r^2 l) GEMMs per sub-block are spread over 4x more rows than with 2^22.
+# blocked updates' O(r^2 l) GEMMs per block are spread over 4x more rows than with 2^22.
 BLOCK_ELEMENTS = 2**24
 
 

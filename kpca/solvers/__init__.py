@@ -173,9 +173,10 @@ def step_block(state: dict, rows: np.ndarray, indices: np.ndarray) -> dict:
     """Apply one KHA-family step per row of ``rows`` (K'[indices, :]), in order.
 
     Pure: returns a new state; the input state is not modified. This is the
-    fast, blocked form (`kpca.solvers._blocked`): per row O(r (r + m)) small
-    matrix work plus a few GEMMs per sub-block of m rows; it equals
-    `step_block_reference` up to rounding (tests/kpca/test_blocked.py).
+    fast, blocked form (`kpca.solvers._blocked`): per row O(r (r + b)) small
+    matrix work, and one GEMM with the rows for the block (2 r l flops per
+    row, 4 r l for KHA-SMD); it equals `step_block_reference` up to rounding
+    (tests/kpca/test_blocked.py).
     """
     return blocked_step_block(state, rows, indices)
 

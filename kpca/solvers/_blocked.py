@@ -292,8 +292,9 @@ def default_sub_block(n_components: int, segment_rows: int) -> int:
     Per row, the jitted loop costs ``~ r m`` and folding each sub-block's
     transform into the segment's (`_Segment.compose`, `basis_products`)
     ``~ r^2 b / m``; the sum is smallest near ``m ~ sqrt(r b)`` times the
-    ratio of their throughputs. Measured on one core, l = 20000, b = 838:
-    best m 32-64 for r 16 (kha-smd 1.44-1.49 s per pass, 1.74 s at 128).
+    ratio of their throughputs. Measured on one core, l = 20000, b = 838,
+    r 16: kha-smd 1.3-1.5 s per pass for any m from 32 to 128 (the loop
+    0.07 s at 32, 0.12 s at 128; the rest is the GEMM and noise).
     """
     low, high = SUB_BLOCK_RANGE
     return int(min(high, max(low, round(np.sqrt(n_components * segment_rows) / 2))))
