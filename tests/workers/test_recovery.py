@@ -75,3 +75,26 @@ def test_recover_resubmits_a_fit_that_lost_its_runner(data_dir, backend):
     assert backend.recover(registry) == []  # its new task is pending or running: not submitted twice
     assert wait(registry, "orphan", done)["status"] == "completed"
     assert backend.recover(registry) == []
+
+
+def test_a_checkpoint_saved_before_BK_was_kept_resumes(data_dir, backend):
+    """A kha-smd checkpoint without ``BK`` (written before 2026-11-26): the resumed fit computes
+    B K' from the rows (kpca.solvers.complete_state) and ends where an uninterrupted fit does."""
+    registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
+    registry.create("whole", record("whole", 6))
+    registry.create("legacy", record("legacy", 3))
+    for name in ("whole", "legacy"):
+        backend.submit_fit(name)
+    for name in ("whole", "legacy"):
+        assert wait(registry, name, done)["status"] == "completed"
+    old = checkpoints.load("legacy", 3)
+    checkpoints.save("legacy", 3, {k: v for k, v in old.items() if k != "BK"})
+    registry.update("legacy", params={**record("legacy", 6)["params"]}, status="queued")
+    backend.submit_fit("legacy")
+    final = wait(registry, "legacy", done)
+    assert final["status"] == "completed", final["error"]
+    whole, resumed = checkpoints.load("whole"), checkpoints.load("legacy")
+    assert resumed["pass"] == 6 and "BK" in resumed
+    for key in ("A", "AK", "B", "BK", "rho"):  # B K' recomputed, not carried: equal up to rounding
+        np.testing.assert_allclose(resumed[key], whole[key], rtol=1e-7, atol=1e-9 * np.abs(whole[key]).max(),
+                                   err_msg=key)
