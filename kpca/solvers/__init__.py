@@ -195,7 +195,8 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
     gain = new["gain"].astype(A.dtype)
     solver = new["solver"]
     if solver == "kha-smd":
-        _smd_steps(A, new["B"], AK, new["BK"], new["rho"], rows, idx, gain, new["t"], float(l), new["mu"], new["xi"])
+        _smd_steps(A, new["B"], AK, new["BK"], new["rho"], rows, idx, gain, new["t"], float(l), new["mu"],
+                   new["xi"])
     else:
         _kha_steps(A, AK, rows, idx, gain, new["t"], solver != "kha", float(l))
     new["t"] += len(idx)
@@ -204,5 +205,5 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
 
 
 __all__ = ["SOLVERS", "ITERATIVE", "INITS", "resolve_params", "check_init", "default_init_size", "init_state",
-           "complete_state", "require_complete", "begin_pass", "step_block", "step_block_reference", "eigenvalue_estimates", "permutation",
-           "exact_components", "ritz_components"]
+           "complete_state", "require_complete", "begin_pass", "step_block", "step_block_reference",
+           "eigenvalue_estimates", "permutation", "exact_components", "ritz_components"]

@@ -62,7 +62,7 @@ def _kha_steps(A, AK, rows, idx, gain, t0, decay, l_sched):
 
 @numba.njit(nogil=True, cache=True)
 def _smd_steps(A, B, AK, BK, rho, rows, idx, gain, t0, l_sched, mu, xi):
-    """KHA-SMD steps: eq. 16 (rho), 21 (B), 15 (A), 18 (A K'), in that order.
+    """KHA-SMD steps: eq. 16 (rho), 21 (B), 15 (A), 18 (A K'), in that order; B K' by eq. 21 times K'.
 
     gain : (r,) KHA/et base gains (eq. 12 without the l/(t+l) factor, which
     is applied here). Cost per row O(r l).
