@@ -14,7 +14,8 @@ import pytest
 
 import kpca.solvers._blocked as blocked_module
 from kpca.driver import DenseRows, is_diverged, run_passes
-from kpca.solvers import begin_pass, complete_state, init_state, permutation, resolve_params, step_block, step_block_reference
+from kpca.solvers import (begin_pass, complete_state, init_state, permutation, resolve_params, step_block,
+                          step_block_reference)
 from kpca.solvers._blocked import blocked_step_block
 from tests.naive import centered
 

@@ -89,7 +89,7 @@ def test_a_checkpoint_saved_before_BK_was_kept_resumes(data_dir, backend):
         assert wait(registry, name, done)["status"] == "completed"
     old = checkpoints.load("legacy", 3)
     checkpoints.save("legacy", 3, {k: v for k, v in old.items() if k != "BK"})
-    registry.update("legacy", params={**record("legacy", 6)["params"]}, status="queued")
+    registry.update("legacy", params=record("legacy", 6)["params"], status="queued")
     backend.submit_fit("legacy")
     final = wait(registry, "legacy", done)
     assert final["status"] == "completed", final["error"]
