@@ -19,7 +19,8 @@ captured variance is maximised, so in the sense of eq. 1 this is the best
 rank-r start the subset can express; its quality is measured, like every solver here, by the excess
 error of seed 000 eq. 22.
 
-It is solved robustly, without ever inverting K'_SS: eigendecompose
+It is solved robustly, without ever inverting K'_SS (`kpca.solvers._ritz.whitening`,
+as for the served components): eigendecompose
 ``K'_SS = U diag(d) U^T``, keep the k directions with ``d > 1e-10 max(d)``
 (duplicated points and the centring make K'_SS singular), whiten
 ``W = U_k diag(d_k)^-1/2`` (then ``a = W b`` turns the constraint into
@@ -61,11 +62,11 @@ import numpy as np
 import scipy.linalg
 
 from kpca.defaults import default_block_size
+from kpca.solvers._ritz import whitening
 
 INITS = ("random", "subset")
 INIT_BUDGET = 2**26  # entries of the m x l block R (512 MiB in float64)
 FETCH_ROWS = 256  # kernel rows fetched per call
-RELATIVE_RANK_TOL = 1e-10  # eigenvalues of K'_SS kept: d > RELATIVE_RANK_TOL * max(d)
 
 
 def default_init_size(n_components: int, n_rows: int) -> int:
@@ -119,16 +120,11 @@ def subset_components(R: np.ndarray, S: np.ndarray, n_components: int) -> np.nda
     entry is positive. q < r only when fewer than r directions of K'_SS pass
     the rank tolerance. Cost O(m^2 l + m^3).
     """
-    Kss = R[:, S]
-    Kss = 0.5 * (Kss + Kss.T)
-    d, U = scipy.linalg.eigh(Kss)
-    top = float(d[-1]) if d.size else 0.0
-    keep = d > RELATIVE_RANK_TOL * top if top > 0 else np.zeros(d.shape, dtype=bool)
-    k = int(keep.sum())
+    W = whitening(R[:, S])  # the kept directions of K'_SS, W^T K'_SS W = I
+    k = W.shape[1]
     q = min(int(n_components), k)
     if q == 0:
         return np.zeros((R.shape[0], 0))
-    W = U[:, keep] / np.sqrt(d[keep])
     C = R @ R.T  # (m, m) = K'[S, :] K'[:, S]
     M = W.T @ C @ W
     M = 0.5 * (M + M.T)
