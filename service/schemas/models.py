@@ -89,8 +89,8 @@ class FitParams(BaseModel):
     )
     kernel_precision: Literal["float64", "float32"] = Field(
         default="float64",
-        description="precision of the kernel tiles (GEMM and exp), the kernel rows and the solver's GEMMs that "
-                    "read them; centring and the solver state stay float64. float32 is about twice as fast "
+        description="precision of the kernel tiles (GEMM and exp), the kernel rows and the solver's GEMM that "
+                    "reads them; centring and the solver state stay float64. float32 is about twice as fast "
                     "(bench/kha_speed.py) at ~1e-7 relative error per kernel entry",
     )
 
