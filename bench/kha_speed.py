@@ -10,13 +10,17 @@
    a pass does: computing 20 blocks of 134 MB while holding them all took
    4x as long (each block's memory then comes fresh from the OS), which
    inflated the kernel-row times of this script's runs before 2026-11-26.
-   Then one whole pass (kha-smd, kha-et) through `kpca.driver.run_passes`, with the next
-   block's rows computed in a background thread (the default) and without,
-   in float64 and float32, against that pass's kernel rows alone, in three
-   rounds (median and every round reported); then the
-   same with one kernel thread and one BLAS thread, a service worker's
-   setting (``full_pass_one_thread_each``: the rows alone then use one core,
-   the overlapped pass two, the rows on one and the update on the other).
+   Then one whole pass (kha-smd, kha-et) through `kpca.driver.run_passes`, in float64 and
+   float32, against that pass's kernel rows alone (formed block by block,
+   as `KernelRows.block` does), in five rounds (median and every round
+   reported), three ways: ``fused`` (the default: the update multiplies
+   each kernel tile while it is in cache and the rows are never formed),
+   ``overlapped`` (rows formed, the next block's in a background thread
+   while the current one updates; the default before 2026-11-26) and
+   ``sequential`` (rows formed, then the update). Then the same with one
+   kernel thread and one BLAS thread, a service worker's setting
+   (``full_pass_one_thread_each``: the rows alone and the fused pass then
+   use one core, the overlapped pass two).
 2. float32 against float64 kernel rows (the state stays float64; float32
    rows are multiplied in float32): speed of a fit and the excess error
    after 20 passes on 1797 digits (sigma 3, r 16).
@@ -86,11 +90,11 @@ def pass_costs(l, n, blocks):
     return out
 
 
-def full_pass(X, dtype, solver, repeats=3):
-    """One whole pass of ``solver`` through `run_passes` (rows computed ahead in a background thread,
-    and not), against the same pass's kernel rows alone; rows (and their GEMM) in ``dtype``.
+def full_pass(X, dtype, solver, repeats=5):
+    """One whole pass of ``solver`` through `run_passes` (fused, overlapped, sequential: see the
+    module docstring), against the same pass's kernel rows alone; rows (and their GEMM) in ``dtype``.
 
-    Each of ``repeats`` rounds times the rows alone, then both passes, so every ratio is
+    Each of ``repeats`` rounds times the rows alone, then the three passes, so every ratio is
     measured within one round (this shared machine's speed drifts by 20 % between rounds);
     the medians are reported beside every round's figures."""
     l = X.shape[0]
@@ -99,7 +103,9 @@ def full_pass(X, dtype, solver, repeats=3):
     b = default_block_size(l)
     order = permutation(0, 0, l)
     state = init_state(solver, 16, rows.block, l, resolve_params(solver, 1.0), seed=0)
-    run_passes(rows, state, 1, b)  # warm-up: compilation, memory
+    ways = {"fused": {}, "overlapped": {"fused": False}, "sequential": {"fused": False, "overlap": False}}
+    for how in ways.values():
+        run_passes(rows, state, 1, b, **how)  # warm-up: compilation, memory
     rounds = []
     for _ in range(repeats):
         time.sleep(0.25)  # let BLAS's idle threads go to sleep (see bench/kernel_rows.py)
@@ -107,11 +113,10 @@ def full_pass(X, dtype, solver, repeats=3):
         for a in range(0, l, b):
             rows.block(order[a : a + b])
         one = {"kernel_rows_s": time.perf_counter() - t0}
-        for overlap in (True, False):
+        for key, how in ways.items():
             time.sleep(0.25)
             t0 = time.perf_counter()
-            run_passes(rows, state, 1, b, overlap=overlap)
-            key = "overlapped" if overlap else "sequential"
+            run_passes(rows, state, 1, b, **how)
             one[f"pass_{key}_s"] = time.perf_counter() - t0
             one[f"pass_{key}_vs_kernel_rows"] = one[f"pass_{key}_s"] / one["kernel_rows_s"]
         rounds.append(one)

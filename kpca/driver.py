@@ -1,9 +1,12 @@
 """The pass loop: owns permutations, blocks, progress callbacks, stop requests
-and the divergence guard, and computes the next block's kernel rows while the
-current block updates; the jitted kernels own the arithmetic.
+and the divergence guard; the jitted kernels own the arithmetic.
 
-``rows`` is anything with ``block(indices) -> K'[indices, :]`` (e.g.
-`kpca.rows.KernelRows`, or `DenseRows` over an in-memory K').
+``rows`` is anything with ``block(indices) -> K'[indices, :]``. If it is
+also a *row source* (`kpca.solvers.is_row_source`: ``square`` and
+``left_product``, as `kpca.rows.KernelRows` and `DenseRows` over an
+in-memory K' are), the update multiplies the kernel tiles as they are
+computed and the blocks of rows are never formed; otherwise the next
+block's rows are computed while the current block updates.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from kpca._threads import blas_limit, map_threads, tile_threads
-from kpca.solvers import begin_pass, complete_state, permutation, step_block
+from kpca.solvers import begin_pass, complete_state, is_row_source, permutation, step_block
 
 # A state is diverged when a component's squared feature-space norm
 # (diag A K' A^T, which KHA drives to 1) exceeds this, or is not finite.
@@ -38,6 +41,15 @@ class DenseRows:
     def block(self, indices: np.ndarray) -> np.ndarray:
         return self.Kc[indices]
 
+    def square(self, indices: np.ndarray) -> np.ndarray:
+        """``K'[indices][:, indices]``."""
+        return self.Kc[np.ix_(indices, indices)]
+
+    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out += C K'[indices, :]``."""
+        out += C @ self.Kc[indices]
+        return out
+
 
 def is_diverged(state: dict) -> bool:
     """True if any component norm ``(A K' A^T)_ii`` is non-finite or above NORM_LIMIT. O(r l)."""
@@ -55,12 +67,13 @@ def run_passes(
     on_block: Callable[[dict], None] | None = None,
     step: Callable[[dict, np.ndarray, np.ndarray], dict] = step_block,
     overlap: bool = True,
+    fused: bool = True,
 ) -> tuple[dict, bool]:
     """Run passes ``state["pass"] .. passes-1`` (resuming mid-pass if needed).
 
     Each pass visits the rows in the order `permutation(seed, pass)`, in blocks
-    of ``block_size``: one call to ``rows.block`` (the kernel rows, the
-    expensive part) then ``block_size`` sequential updates.
+    of ``block_size``: the block's kernel rows (the expensive part) and
+    ``block_size`` sequential updates, one call to ``step``.
 
     The divergence guard: after every block, if `is_diverged`, the state at
     the start of the pass is restored, eta0 (and mu) multiplied by GAIN_REDUCTION, and the pass
@@ -73,7 +86,16 @@ def run_passes(
     block update (default the blocked `step_block`; `step_block_reference`
     runs the step-by-step form).
 
-    With ``overlap`` (the default) the next block's kernel rows are computed
+    With ``fused`` (the default) and a row source (`is_row_source`), ``step``
+    is given the source itself, ``step(state, rows, indices)``, and forms
+    what it needs: `step_block` multiplies each kernel tile while it is in
+    cache, so the rows of a block never reach memory (measured at l =
+    20,000, n = 64, r = 16: a kha-smd pass took 0.94-1.42x the time of its
+    kernel rows formed alone, median 1.17, against 1.30-1.85x, median 1.71,
+    with the rows formed and overlapped; bench/kha_speed.py).
+
+    Otherwise ``step`` is given the block's rows ``rows.block(indices)``,
+    and with ``overlap`` (the default) the next block's rows are computed
     in a background thread while the current block's update runs
     (`_RowsAhead`); the results are the same, bit for bit where BLAS's
     results do not depend on its thread count. ``rows`` is then used by that
@@ -86,7 +108,12 @@ def run_passes(
     l = rows.n_rows
     if state["pass"] < passes:
         state = complete_state(state, rows.block, block_size)  # a state saved before B K' was kept
-    with _RowsAhead(rows, overlap) as ahead:
+    source = fused and is_row_source(rows)
+    # fused, the large products run in the tile threads, each on one BLAS thread; the caller's small
+    # ones gain nothing from more, and idle BLAS threads would spin next to the tiles (measured: a
+    # kha-smd pass took 7 s of CPU instead of 4 at l = 20,000 without this cap)
+    one_blas_thread = blas_limit(1) if source else contextlib.nullcontext()
+    with _RowsAhead(rows, overlap and not source) as ahead, one_blas_thread:
         while state["pass"] < passes:
             if state["position"] == 0:
                 state = begin_pass(state)
@@ -95,9 +122,12 @@ def run_passes(
             while state["position"] < l:
                 a = state["position"]
                 b = min(a + block_size, l)
-                K = ahead.block(order, a, b)
-                if b < l:
-                    ahead.start(order, b, min(b + block_size, l))
+                if source:
+                    K = rows
+                else:
+                    K = ahead.block(order, a, b)
+                    if b < l:
+                        ahead.start(order, b, min(b + block_size, l))
                 state = step(state, K, order[a:b])
                 if is_diverged(state):
                     ahead.drop()

@@ -3,7 +3,9 @@
 A block of ``b`` kernel rows against ``m`` points costs the matrix product
 ``X @ Y.T`` (``2 b m n`` flops, at the BLAS rate) plus ``O(b m)`` element-wise
 work by numba kernels; for the radial kernels both are done tile by tile so
-the block is written to memory once (`kernel_block_into`). Supported kernels
+the block is written to memory once (`kernel_block_into`), or never, when
+all that is wanted is its product with a small matrix on the left
+(`kernel_left_product_into`, the solvers' update). Supported kernels
 (``x, y`` in R^n):
 
 ==============  =============================================  ====================
@@ -162,19 +164,86 @@ def kernel_block_into(
     if not (out.flags.c_contiguous and out.dtype.kind == "f" and out.shape[0] == X.shape[0]
             and out.shape[1] >= col0 + Y.shape[0]):
         raise ValueError("out: expected a C-contiguous float array with room for the block")
-    dtype, work = out.dtype, X.dtype
+    dtype = out.dtype
     kind = spec.type
     if kind in ("gaussian", "laplacian"):
-        xn = squared_norms(X) if x_sqnorms is None else x_sqnorms
-        yn = squared_norms(Y) if y_sqnorms is None else y_sqnorms
-        a = np.zeros(X.shape[0], dtype) if row_shift is None else row_shift
-        c = np.zeros(Y.shape[0], dtype) if col_shift is None else col_shift
-        norms = [np.ascontiguousarray(v, dtype=work) for v in (xn, yn)]
-        shifts = [np.ascontiguousarray(v, dtype=dtype) for v in (a, c)]
-        scale = -0.5 / spec.sigma**2 if kind == "gaussian" else -1.0 / spec.sigma
-        _radial_tiles(_RADIAL_TILES[kind], out, col0, X, Y, *norms, *shifts, work.type(scale),
-                      map_threads() if threads is None else max(1, int(threads)))
+        fn, args = _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift)
+        _radial_tiles(fn, out, col0, X, Y, *args, _threads(threads))
         return out
+    out[:, col0 : col0 + Y.shape[0]] = _gram_kernel(X, Y, spec, dtype, row_shift, col_shift)
+    return out
+
+
+def kernel_left_product_into(
+    acc: np.ndarray,
+    col0: int,
+    C: np.ndarray,
+    X: np.ndarray,
+    Y: np.ndarray,
+    spec: KernelSpec,
+    x_sqnorms: np.ndarray | None = None,
+    y_sqnorms: np.ndarray | None = None,
+    row_shift: np.ndarray | None = None,
+    col_shift: np.ndarray | None = None,
+    threads: int | None = None,
+) -> np.ndarray:
+    """Add ``C @ B`` to ``acc[:, col0 : col0 + m]``, ``B[i, j] = k(X[i], Y[j]) + row_shift[i] + col_shift[j]``,
+    without storing B.
+
+    ``acc`` is a C-contiguous (d, >= col0 + m) float array and ``C`` (d, b).
+    The kernel is computed in X's dtype and multiplied with C in C's dtype
+    (float32 C: a float32 GEMM, accumulated into ``acc``'s dtype). Returns ``acc``.
+
+    Gaussian and Laplacian blocks go tile by tile as in `kernel_block_into`,
+    but each tile, once mapped into a second L2-sized buffer, is multiplied
+    by its columns of C there and then: B never reaches memory, and neither
+    the kernel values nor the product stream through it. Threads claim
+    column panels (all row tiles of a panel, in order), so each column of
+    ``acc`` is written by one thread, and the result does not depend on the
+    thread count. Cost: ``2 b m (n + d)`` flops plus O(b m) element-wise
+    work; memory O(d m) besides the tiles. (Measured at l = 20,000, n = 64,
+    r = 16: a kha-smd pass, whose update is this product with d = 32 plus
+    small-matrix work, took 0.94-1.42x (median 1.17) the time of the pass's
+    kernel rows formed alone, against 1.30-1.85x (median 1.71) with the rows
+    formed and then multiplied; bench/kha_speed.py.)
+    """
+    d, b, m = C.shape[0], X.shape[0], Y.shape[0]
+    if not (acc.flags.c_contiguous and acc.dtype.kind == "f" and acc.shape[0] == d and acc.shape[1] >= col0 + m
+            and C.shape[1] == b):
+        raise ValueError(f"acc: expected a C-contiguous float array of {d} rows with room for {m} columns "
+                         f"from column {col0}, and C of shape ({d}, {b})")
+    dtype = C.dtype
+    if spec.type in ("gaussian", "laplacian"):
+        fn, args = _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift)
+        _radial_panels(fn, acc, col0, np.ascontiguousarray(C), X, Y, *args, _threads(threads))
+        return acc
+    acc[:, col0 : col0 + m] += C @ _gram_kernel(X, Y, spec, dtype, row_shift, col_shift)
+    return acc
+
+
+def _threads(threads: int | None) -> int:
+    """Threads for the tiles: ``threads`` if given, else `map_threads`."""
+    return map_threads() if threads is None else max(1, int(threads))
+
+
+def _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift):
+    """The jitted tile map of a radial kernel and its arguments after the tile:
+    norms in X's dtype, shifts in ``dtype`` (zeros where not given), the scale."""
+    work = X.dtype
+    xn = squared_norms(X) if x_sqnorms is None else x_sqnorms
+    yn = squared_norms(Y) if y_sqnorms is None else y_sqnorms
+    a = np.zeros(X.shape[0], dtype) if row_shift is None else row_shift
+    c = np.zeros(Y.shape[0], dtype) if col_shift is None else col_shift
+    norms = [np.ascontiguousarray(v, dtype=work) for v in (xn, yn)]
+    shifts = [np.ascontiguousarray(v, dtype=dtype) for v in (a, c)]
+    scale = -0.5 / spec.sigma**2 if spec.type == "gaussian" else -1.0 / spec.sigma
+    return _RADIAL_TILES[spec.type], (*norms, *shifts, work.type(scale))
+
+
+def _gram_kernel(X, Y, spec, dtype, row_shift, col_shift) -> np.ndarray:
+    """The (b, m) block of a kernel of ``<x, y>`` (linear, polynomial, tanh) in ``dtype``, shifted."""
+    work = X.dtype
+    kind = spec.type
     G = X @ Y.T
     if kind == "polynomial":
         _polynomial_from_gram(G, work.type(spec.gamma), work.type(spec.offset), int(spec.degree))
@@ -185,12 +254,13 @@ def kernel_block_into(
         G += np.asarray(row_shift, dtype)[:, None]
     if col_shift is not None:
         G += np.asarray(col_shift, dtype)[None, :]
-    out[:, col0 : col0 + Y.shape[0]] = G
-    return out
+    return G
 
 
 _TILE_BYTES = 2**19  # one GEMM tile, kept in a core's L2 cache while it is mapped
 _TILE_ROWS = 128  # with _TILE_BYTES, the best of a sweep on a 2-core Zen 3 (bench/kernel_rows.py)
+_PANEL_ROWS = 1024
+_PANEL_BYTES = 2**20
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -205,10 +275,8 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
     threads would). With more than one thread BLAS is held to one thread
     meanwhile: each of ours already keeps a core busy.
     """
-    global _pool
     b, m = X.shape[0], Y.shape[0]
-    rows = min(b, _TILE_ROWS)
-    width = max(64, _TILE_BYTES // (rows * X.itemsize))
+    rows, width = _tile_shape(b, X.itemsize)
     tiles = [(r, j) for j in range(0, m, width) for r in range(0, b, rows)]
 
     def run(part):
@@ -220,20 +288,74 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
             np.matmul(X[r:r1], Y[j:j1].T, out=tile)
             fn(tile, out, r, col0 + j, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
 
-    threads = min(threads, len(tiles))
+    _shared(len(tiles), run, threads)
+
+
+def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads) -> None:
+    """``acc[:, col0 + j] += C @ B[:, j]`` over the column panels of a (b, m) radial block B.
+
+    A panel is one tile width of columns; its row tiles are computed (GEMM),
+    mapped into a second buffer in C's dtype (the map must not write over
+    the GEMM tile it reads: in place it ran 1.5x slower, unvectorised), and
+    multiplied by C's columns, all within L2. See `kernel_left_product_into`.
+    """
+    d, b, m = C.shape[0], X.shape[0], Y.shape[0]
+    rows, width = _panel_shape(b, X.itemsize)
+
+    def run(part):
+        gram = np.empty(rows * width, dtype=X.dtype)
+        values = np.empty(rows * width, dtype=C.dtype)
+        product = np.empty(d * width, dtype=C.dtype)
+        for k in part:
+            j = k * width
+            j1 = min(j + width, m)
+            w = j1 - j
+            prod = product[: d * w].reshape(d, w)
+            for r in range(0, b, rows):
+                r1 = min(r + rows, b)
+                tile = gram[: (r1 - r) * w].reshape(r1 - r, w)
+                mapped = values[: (r1 - r) * w].reshape(r1 - r, w)
+                np.matmul(X[r:r1], Y[j:j1].T, out=tile)
+                fn(tile, mapped, 0, 0, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
+                np.matmul(C[:, r:r1], mapped, out=prod)
+                acc[:, col0 + j : col0 + j1] += prod
+
+    _shared(-(-m // width), run, threads)
+
+
+def _tile_shape(b: int, itemsize: int) -> tuple[int, int]:
+    """(rows, columns) of a GEMM tile: <= `_TILE_ROWS` rows, columns filling `_TILE_BYTES`."""
+    rows = min(b, _TILE_ROWS)
+    return rows, max(64, _TILE_BYTES // (rows * itemsize))
+
+
+def _panel_shape(b: int, itemsize: int) -> tuple[int, int]:
+    """(rows, columns) of a tile of `_radial_panels`."""
+    rows = min(b, _PANEL_ROWS)
+    return rows, max(16, _PANEL_BYTES // (rows * itemsize))
+
+
+def _shared(n_items: int, run, threads: int) -> None:
+    """``run(items)`` on up to ``threads`` threads of a shared pool, items 0 .. n_items-1 split among them.
+
+    Items are handed out one at a time (a shared counter; next() on it is
+    atomic under the GIL), so a thread slowed down by other work on its core
+    -- a solver update running alongside -- takes fewer of them instead of
+    holding the whole block back. Meanwhile BLAS is held to one thread: each
+    of ours already keeps a core busy.
+    """
+    global _pool
+    threads = min(threads, n_items)
     if threads <= 1:
-        run(range(len(tiles)))
+        run(range(n_items))
         return
     with _pool_lock:
         if _pool is None or _pool._max_workers < threads:
             _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-tiles")
-    # Tiles are handed out one at a time (a shared counter; next() on it is atomic under the GIL), so
-    # a thread slowed down by other work on its core -- a solver update running alongside -- takes
-    # fewer of them instead of holding the whole block back.
     shared = itertools.count()
 
     def claimed():  # one generator per thread over the shared counter
-        while (k := next(shared)) < len(tiles):
+        while (k := next(shared)) < n_items:
             yield k
 
     with blas_limit(1):

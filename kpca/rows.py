@@ -4,7 +4,9 @@ A *row source* is anything with ``shape == (l, n)`` and row slicing
 ``source[a:b] -> ndarray`` (a numpy array, a read-only zarr array, ...).
 `KernelRows` reads it chunk by chunk (keeping a bounded LRU cache of chunks),
 so a block of ``b`` kernel rows costs one pass over the data and ``O(b l)``
-memory; the ``l x l`` kernel matrix is never formed.
+memory; the ``l x l`` kernel matrix is never formed. Its product with a d x b
+matrix on the left (`KernelRows.left_product`) costs the same pass and
+``O(d l)`` memory: the rows themselves are not formed either.
 
 Centering in feature space (seed 000 eq. 4-5; seed 002 eq. 13):
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal, squared_norms
+from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal, kernel_left_product_into, squared_norms
 
 
 @dataclass(frozen=True)
@@ -223,19 +225,25 @@ class KernelRows:
             kernel_block_into(out, start, X, Y, self.kernel, x_sqnorms, yn, row_shift, cs)
         return out
 
-    def fit_centering(self, block_size: int = 256) -> Centering:
+    def fit_centering(self, block_size: int = 1024) -> Centering:
         """One pass over all kernel rows: column means, their mean, mean of diag(K').
 
-        Cost ``2 l^2 n`` flops and O(block_size * l) memory.
+        The column sums are accumulated as ``1^T K[block, :]`` block by block
+        (`kpca.kernels.kernel_left_product_into` with a row of ones), so no
+        row is formed. Cost ``2 l^2 n`` flops, O(l + block_size n) memory.
         """
-        sums = np.zeros(self.n_rows, dtype=np.float64)
+        sums = np.zeros((1, self.n_rows), dtype=np.float64)
         diag_sum = 0.0
         for a in range(0, self.n_rows, block_size):
             idx = np.arange(a, min(a + block_size, self.n_rows))
             X = self.take(idx)
-            sums[idx] = self.raw_block(X).sum(axis=1, dtype=np.float64)
+            xn = None if self._sqnorms is None else self._sqnorms[idx]
+            ones = np.ones((1, idx.size))  # float64: the sums stay float64 whatever the rows' precision
+            for start, Y in self.chunks():
+                yn = None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
+                kernel_left_product_into(sums, start, ones, X, Y, self.kernel, xn, yn)
             diag_sum += float(kernel_diagonal(X, self.kernel).sum(dtype=np.float64))
-        column_means = sums / self.n_rows
+        column_means = sums[0] / self.n_rows
         grand_mean = float(column_means.mean())
         self.centering = Centering(
             column_means=column_means,  # float64 whatever the rows' dtype: it is l numbers
@@ -253,6 +261,41 @@ class KernelRows:
         # eq. 5 folded into the kernel pass: K'[i, j] = K[i, j] + (m_bar - m[i]) - m[j]
         row_shift = (c.grand_mean - c.column_means[indices]).astype(self.dtype)
         return self.raw_block(X, xn, row_shift, -c.column_means)
+
+    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out += C K'[indices, :]`` without forming the rows: each kernel tile is
+        multiplied by C while it is in cache (`kpca.kernels.kernel_left_product_into`).
+
+        ``C`` (d, b) is cast to the rows' dtype, so float32 rows give a float32
+        GEMM accumulated into ``out`` (d, l). Eq. 5 is folded in as in `block`.
+        Cost ``2 b l (n + d)`` flops; memory O(d l) besides the tiles (a block
+        of rows would take b l). Returns ``out``.
+        """
+        c = self._require_centering()
+        indices = np.asarray(indices)
+        X = self.take(indices)
+        xn = None if self._sqnorms is None else self._sqnorms[indices]
+        row_shift = (c.grand_mean - c.column_means[indices]).astype(self.dtype)
+        C = np.ascontiguousarray(C, dtype=self.dtype)
+        if out.shape != (C.shape[0], self.n_rows) or C.shape[1] != indices.size:
+            raise ValueError(f"out, C: expected shapes ({C.shape[0]}, {self.n_rows}) and ({C.shape[0]}, "
+                             f"{indices.size}), got {out.shape} and {C.shape}")
+        for start, Y in self.chunks():
+            stop = start + Y.shape[0]
+            yn = None if self._sqnorms is None else self._sqnorms[start:stop]
+            kernel_left_product_into(out, start, C, X, Y, self.kernel, xn, yn, row_shift, -c.column_means[start:stop])
+        return out
+
+    def square(self, indices: np.ndarray) -> np.ndarray:
+        """``K'[indices][:, indices]`` of shape (b, b), computed from the b points alone.
+        Eq. 5. Cost ``2 b^2 n`` flops, no pass over the data."""
+        c = self._require_centering()
+        indices = np.asarray(indices)
+        X = self.take(indices)
+        xn = None if self._sqnorms is None else self._sqnorms[indices]
+        out = np.empty((indices.size, indices.size), dtype=self.dtype)
+        shift = c.column_means[indices]
+        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, (c.grand_mean - shift).astype(self.dtype), -shift)
 
     def transform_block(self, X: np.ndarray) -> np.ndarray:
         """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring."""

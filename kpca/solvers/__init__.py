@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from kpca.defaults import XI_DEFAULT, default_eta0, default_mu
-from kpca.solvers._blocked import blocked_step_block, require_complete
+from kpca.solvers._blocked import blocked_step_block, is_row_source, require_complete
 from kpca.solvers._exact import exact_components
 from kpca.solvers._ritz import ritz_components
 from kpca.solvers._steps import _kha_steps, _smd_steps
@@ -169,26 +169,31 @@ def begin_pass(state: dict) -> dict:
     return state
 
 
-def step_block(state: dict, rows: np.ndarray, indices: np.ndarray) -> dict:
+def step_block(state: dict, rows, indices: np.ndarray) -> dict:
     """Apply one KHA-family step per row of ``rows`` (K'[indices, :]), in order.
 
     Pure: returns a new state; the input state is not modified. This is the
     fast, blocked form (`kpca.solvers._blocked`): per row O(r (r + b)) small
     matrix work, and one GEMM with the rows for the block (2 r l flops per
     row, 4 r l for KHA-SMD); it equals `step_block_reference` up to rounding
-    (tests/kpca/test_blocked.py).
+    (tests/kpca/test_blocked.py). ``rows`` is the (b, l) array of rows, or a
+    row source (`is_row_source`) whose kernel tiles are multiplied as they
+    are computed.
     """
     return blocked_step_block(state, rows, indices)
 
 
-def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> dict:
+def step_block_reference(state: dict, rows, indices: np.ndarray) -> dict:
     """The step-by-step form of `step_block`: the readable reference the blocked one is tested against.
 
+    ``rows`` as for `step_block` (from a row source the rows are formed, ``rows.block(indices)``).
     Cost O(b r l) memory-bound work for b rows, plus an O(r l) copy of the state arrays.
     """
     require_complete(state)
     new = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()}
     A, AK = new["A"], new["AK"]
+    if not isinstance(rows, np.ndarray):  # a row source: the rows themselves
+        rows = rows.block(indices)
     rows = np.ascontiguousarray(rows, dtype=A.dtype)
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     l = new["n_rows"]
@@ -205,5 +210,5 @@ def step_block_reference(state: dict, rows: np.ndarray, indices: np.ndarray) -> 
 
 
 __all__ = ["SOLVERS", "ITERATIVE", "INITS", "resolve_params", "check_init", "default_init_size", "init_state",
-           "complete_state", "require_complete", "begin_pass", "step_block", "step_block_reference",
+           "complete_state", "require_complete", "begin_pass", "step_block", "step_block_reference", "is_row_source",
            "eigenvalue_estimates", "permutation", "exact_components", "ritz_components"]

@@ -99,6 +99,15 @@ and ``ZK = Tc ZK_s + Cc K_seg``: per row ``2 d l`` flops in one GEMM with
 a d x b left factor (``4 r l`` for SMD, ``2 r l`` for the KHA family), and
 each row of the block crosses the memory bus once more.
 
+*Rows never formed.* The steps read the rows only through ``K'[p, p]``
+and that one product ``Cc K_seg``. Given a row source instead of rows
+(`_SourceRows`; `kpca.rows.KernelRows`), ``K'[p, p]`` is computed from the
+segment's own points (``2 b^2 n`` flops, against ``2 b l n`` for its
+rows) and ``Cc K_seg`` tile by tile as the kernel is evaluated
+(`kpca.kernels.kernel_left_product_into`): each tile is multiplied while it
+is in cache, and the b x l rows never reach memory. The arithmetic is the
+same; only the GEMM's summation is split by tiles.
+
 Costs, per segment of b rows in sub-blocks of m (flops; r components, l
 rows of K', d = r (KHA family) or 2r (SMD)):
 
@@ -108,6 +117,7 @@ solver     GEMMs (once per segment)          small matrices (numpy and numba)
 KHA, t/et  Z, ZK: 4 r^2 l; Cc K: 2 r b l     O(r (r + m)) per row (loop),
 KHA-SMD    Z, ZK: 16 r^2 l; Cc K: 4 r b l;   O(d (d + b) + d^2 b / m) per row
            Z AK^T: 4 r^2 l                   (folding); K'[p, p] gathered
+                                             (or computed: 2 b n per row)
 =========  ================================  =================================
 
 i.e. per row ``2 r l`` (KHA) or ``4 r l`` (SMD) flops of GEMM plus
@@ -315,7 +325,7 @@ def require_complete(state: dict) -> None:
         raise ValueError("state: a kha-smd state needs 'BK' (B K'); kpca.solvers.complete_state adds it")
 
 
-def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_block: int | None = None,
+def blocked_step_block(state: dict, rows, indices: np.ndarray, sub_block: int | None = None,
                        growth_limit: float = GROWTH_LIMIT) -> dict:
     """Apply one KHA-family step per row of ``rows`` (K'[indices, :]), in order, blocked.
 
@@ -327,10 +337,14 @@ def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_b
     ----------
     state : dict
         Iterative-solver state (`kpca.solvers.init_state`).
-    rows : ndarray of shape (b, l)
+    rows : ndarray of shape (b, l), or a row source
         Centred kernel rows ``K'[indices, :]``. float32 rows are used as they
         are (the module docstring's *Precision*); other dtypes are converted
-        to the state's.
+        to the state's. Or a source of them (`is_row_source`, e.g.
+        `kpca.rows.KernelRows`): ``K'[p, p]`` then comes from
+        ``rows.square(p)`` and the one product with the rows from
+        ``rows.left_product``, which multiplies each kernel tile while it is
+        in cache; the b x l rows are never formed.
     indices : ndarray of shape (b,)
         Row indices ``p_s`` of the steps (may repeat).
     sub_block : int, optional
@@ -343,20 +357,25 @@ def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_b
         and a segment when its folded transform's does.
 
     Cost: per row ``2 r l`` (KHA family) or ``4 r l`` (SMD) flops in one
-    GEMM per segment, plus ``O(r^2 l / b + r (r + b))``; memory
-    O(r l + b^2) temporaries besides the new state.
+    GEMM per segment, plus ``O(r^2 l / b + r (r + b))`` (and ``2 b n`` for
+    ``K'[p, p]`` from a source); memory O(r l + b^2) temporaries besides the
+    new state.
     """
     require_complete(state)
     new = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()
            if k not in ("A", "AK", "B", "BK")}
     dtype = state["A"].dtype
     r, l = state["A"].shape
-    # float32 rows stay float32: the GEMM against them then reads half the bytes (see Precision)
-    rows = np.ascontiguousarray(rows, dtype=np.float32 if rows.dtype == np.float32 else dtype)
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     b = idx.shape[0]
-    if rows.shape != (b, l):
-        raise ValueError(f"rows: expected shape {(b, l)} for {b} indices, got {rows.shape}")
+    if isinstance(rows, np.ndarray):
+        # float32 rows stay float32: the GEMM against them then reads half the bytes (see Precision)
+        rows = np.ascontiguousarray(rows, dtype=np.float32 if rows.dtype == np.float32 else dtype)
+        if rows.shape != (b, l):
+            raise ValueError(f"rows: expected shape {(b, l)} for {b} indices, got {rows.shape}")
+    elif not is_row_source(rows) or rows.n_rows != l:
+        raise ValueError(f"rows: expected K'[indices, :] as an array or a row source over {l} rows "
+                         "(with square and left_product)")
     if b == 0:
         new.update({k: state[k].copy() for k in ("A", "AK", "B", "BK") if k in state})
         return new
@@ -373,19 +392,62 @@ def blocked_step_block(state: dict, rows: np.ndarray, indices: np.ndarray, sub_b
     return new
 
 
+def is_row_source(rows) -> bool:
+    """Whether `blocked_step_block` can take ``rows`` as a source instead of an array of rows
+    (it has ``n_rows``, ``square(p)`` and ``left_product(p, C, out)``, as `kpca.rows.KernelRows`)."""
+    return all(hasattr(rows, name) for name in ("n_rows", "square", "left_product"))
+
+
+def _segment_rows(rows, a: int, e: int, idx: np.ndarray):
+    """The rows of steps a .. e-1: a slice of the array, or the source with their indices."""
+    if isinstance(rows, np.ndarray):
+        return _BlockRows(rows[a:e], idx[a:e])
+    return _SourceRows(rows, idx[a:e])
+
+
+class _BlockRows:
+    """A segment's rows ``K'[p, :]``, given as an array K (s x l)."""
+
+    def __init__(self, K: np.ndarray, p: np.ndarray):
+        self.K, self.p = K, p
+
+    def square_rows(self, s: int, e: int) -> np.ndarray:
+        """``K'[p[s:e], p[:e]]``: entries of the rows at hand (random reads: only what is used)."""
+        return self.K[s:e][:, self.p[:e]]
+
+    def left_product(self, C: np.ndarray, out: np.ndarray) -> None:
+        """``out += C K'[p[:s], :]`` for C (d x s): one GEMM, in the rows' dtype (see *Precision*)."""
+        out += C.astype(self.K.dtype, copy=False) @ self.K[: C.shape[1]]
+
+
+class _SourceRows:
+    """A segment's rows ``K'[p, :]`` from a row source that never forms them
+    (``source.square(p)``, ``source.left_product(p, C, out)``; `kpca.rows.KernelRows`)."""
+
+    def __init__(self, source, p: np.ndarray):
+        self.source, self.p = source, p
+        self.Kpp = source.square(p)  # K'[p, p], from the segment's own points: O(s^2 n)
+
+    def square_rows(self, s: int, e: int) -> np.ndarray:
+        return self.Kpp[s:e, :e]
+
+    def left_product(self, C: np.ndarray, out: np.ndarray) -> None:
+        self.source.left_product(self.p[: C.shape[1]], C, out)
+
+
 class _Segment:
-    """The steps over one segment's rows ``K`` (indices ``p``), folded against its starting Z_0 (d x l).
+    """The steps over one segment's rows (indices ``p``), folded against its starting Z_0 (d x l).
 
     Holds ``Z_cur = Tc Z_0 + Cc E`` (Tc d x d, Cc d x s over the s rows done
-    so far), the rows' products with the start ``KZ = K Z_0^T = ZK_0[:, p]^T``
-    (a gather, K' being symmetric) and the entries ``Kpp = K'[p, p]`` read
-    from the rows as needed. See the module docstring, *Segments*.
+    so far) and the rows' products with the start ``KZ = K Z_0^T = ZK_0[:, p]^T``
+    (a gather, K' being symmetric); reads ``K'[p, p]`` and multiplies the rows
+    through ``rows`` (`_BlockRows` or `_SourceRows`). See the module
+    docstring, *Segments*.
     """
 
-    def __init__(self, K: np.ndarray, p: np.ndarray, KZ: np.ndarray):
-        d, size = KZ.shape[1], p.shape[0]
-        self.K, self.p, self.KZ = K, p, KZ
-        self.Kpp = np.empty((size, size))  # K'[p, p], its lower block triangle filled by `basis_products`
+    def __init__(self, rows, KZ: np.ndarray):
+        d, size = KZ.shape[1], rows.p.shape[0]
+        self.rows, self.p, self.KZ = rows, rows.p, KZ
         self.Tc = np.eye(d)
         self.Cc = np.zeros((d, size))
         self.done = 0
@@ -393,11 +455,11 @@ class _Segment:
     def basis_products(self, m: int) -> np.ndarray:
         """``Q^T`` (m x (d + m)) of the next m rows: ``[K_j Z_cur^T | K_bb]``. Cost O(m d (d + s))."""
         s, d = self.done, self.Tc.shape[0]
-        self.Kpp[s : s + m, : s + m] = self.K[s : s + m][:, self.p[: s + m]]  # random reads: only what is used
+        Kb = self.rows.square_rows(s, s + m)  # K'[p_j, p[:s + m]]
         Qt = np.empty((m, d + m))
         Qt[:, :d] = self.KZ[s : s + m] @ self.Tc.T
-        Qt[:, :d] += self.Kpp[s : s + m, :s] @ self.Cc[:, :s].T
-        Qt[:, d:] = self.Kpp[s : s + m, s : s + m]
+        Qt[:, :d] += Kb[:, :s] @ self.Cc[:, :s].T
+        Qt[:, d:] = Kb[:, s:]
         return Qt
 
     def compose(self, W: np.ndarray, done: int) -> None:
@@ -415,10 +477,10 @@ class _Segment:
 
     def apply(self, Z0: np.ndarray, ZK0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The materialised ``Z = Tc Z_0 + Cc E`` and ``ZK = Tc ZK_0 + Cc K``. Cost 4 d^2 l + 2 d s l."""
-        s, K, p = self.done, self.K, self.p
+        s, p = self.done, self.p
         Tc, Cc = self.Tc.astype(Z0.dtype), self.Cc[:, :s].astype(Z0.dtype)  # in the state's dtype
         ZK = Tc @ ZK0
-        ZK += Cc.astype(K.dtype, copy=False) @ K[:s]
+        self.rows.left_product(Cc, ZK)
         Z = Tc @ Z0
         _scatter_add(Z, p[:s], Cc, np.unique(p[:s]).size == s)
         return Z, ZK
@@ -432,7 +494,8 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
     t0, b, a = int(state["t"]), idx.shape[0], 0
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
-        seg = _Segment(rows[a:e], idx[a:e], np.ascontiguousarray(AK[:, idx[a:e]].T))  # K A_0^T = AK_0[:, p]^T
+        KA = np.ascontiguousarray(AK[:, idx[a:e]].T)  # K A_0^T = AK_0[:, p]^T (K' symmetric)
+        seg = _Segment(_segment_rows(rows, a, e, idx), KA)
         while seg.done < e - a:
             m = min(m_max, e - a - seg.done)
             W = np.zeros((r, r + m))
@@ -463,8 +526,8 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
     t0, b, a = int(state["t"]), idx.shape[0], 0
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
-        K, p = rows[a:e], idx[a:e]
-        seg = _Segment(K, p, np.ascontiguousarray(ZK[:, p].T))  # K Z_0^T = ZK_0[:, p]^T (K' symmetric)
+        p = idx[a:e]
+        seg = _Segment(_segment_rows(rows, a, e, idx), np.ascontiguousarray(ZK[:, p].T))  # K Z_0^T = ZK_0[:, p]^T
         S = Z @ ZK[:r].T  # Z_cur AK_cur^T (d x r)
         while seg.done < e - a:
             m = min(m_max, e - a - seg.done)

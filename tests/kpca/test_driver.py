@@ -130,3 +130,39 @@ def test_rows_are_never_used_by_two_threads_nor_after_the_return(kernel_rows):
     recovered, _ = run_passes(watched, diverging, 2, 64, on_pass=lambda state: watched.block(np.arange(3)))
     assert recovered["gain_reductions"] >= 1 and watched.active == 0
     assert watched.most_at_once == 1
+
+
+class ProductsOnly:
+    """Real kernel rows as a row source that counts what the driver asks of it."""
+
+    def __init__(self, rows):
+        self.rows, self.n_rows = rows, rows.n_rows
+        self.calls = {"block": 0, "square": 0, "left_product": 0}
+
+    def block(self, indices):
+        self.calls["block"] += 1
+        return self.rows.block(indices)
+
+    def square(self, indices):
+        self.calls["square"] += 1
+        return self.rows.square(indices)
+
+    def left_product(self, indices, C, out):
+        self.calls["left_product"] += 1
+        return self.rows.left_product(indices, C, out)
+
+
+@pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
+def test_a_fused_pass_never_forms_the_rows_and_matches_one_that_does(kernel_rows, solver):
+    """From a row source the update multiplies tiles as they come (no block of rows is
+    formed); the result is that of the pass over formed rows, up to rounding."""
+    K, s = kernel_rows.dense(), kernel_rows.centering.mean_diagonal
+    state = init_state(solver, 5, lambda i: K[i], 300, resolve_params(solver, s), seed=3)
+    source = ProductsOnly(kernel_rows)
+    fused, _ = run_passes(source, state, 3, 64)
+    assert source.calls["block"] == 0 and source.calls["left_product"] == source.calls["square"] == 3 * 5
+    formed, _ = run_passes(source, state, 3, 64, fused=False)
+    assert source.calls["block"] == 3 * 5
+    for key in ("A", "AK", "B", "BK", "rho"):
+        if key in formed:
+            np.testing.assert_allclose(fused[key], formed[key], rtol=1e-9, atol=1e-9 * np.abs(formed[key]).max())

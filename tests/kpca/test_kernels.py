@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kpca.kernels import KERNEL_TYPES, KernelSpec, kernel_block, kernel_diagonal
+from kpca.kernels import KERNEL_TYPES, KernelSpec, kernel_block, kernel_diagonal, kernel_left_product_into
 from tests.naive import kernel_matrix
 
 SPECS = [
@@ -124,3 +124,45 @@ def test_float32_compute_with_float64_rows(rng):
     K = mixed.block(idx)
     assert K.dtype == np.float64 and mixed.take(idx).dtype == np.float32
     np.testing.assert_allclose(K, exact.block(idx), atol=2e-6)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.type)
+@pytest.mark.parametrize("work,dtype", [(np.float64, np.float64), (np.float32, np.float32), (np.float32, np.float64)])
+def test_left_product_adds_C_times_the_shifted_block_at_an_offset(spec, work, dtype, rng, monkeypatch):
+    """``acc[:, 60:1560] += C (K + a 1^T + 1 c^T)`` with the block never formed, in the default
+    panels and in small ones (several row tiles per panel, a ragged last panel and row tile).
+    The block it is checked against is `kernel_block`'s (itself checked against the definition)."""
+    from kpca import kernels
+
+    X, Y = rng.normal(size=(300, 7)), rng.normal(size=(1500, 7))
+    a, c = rng.normal(size=300), rng.normal(size=1500)
+    C = rng.normal(size=(5, 300)).astype(dtype)
+    block = kernel_block(X, Y, spec) + a[:, None] + c[None, :]
+    scale = (np.abs(C) @ np.abs(block)).max()
+    tol = 1e-13 if work == np.float64 else 3e-6
+    for rows, columns in ((kernels._PANEL_ROWS, None), (64, 128)):
+        monkeypatch.setattr(kernels, "_PANEL_ROWS", rows)
+        if columns is not None:
+            monkeypatch.setattr(kernels, "_PANEL_BYTES", rows * columns * np.dtype(work).itemsize)
+        start = rng.normal(size=(5, 1600))
+        acc = start.copy()
+        kernel_left_product_into(acc, 60, C, X.astype(work), Y.astype(work), spec, row_shift=a, col_shift=c)
+        np.testing.assert_allclose(acc[:, 60:1560] - start[:, 60:1560], C.astype(np.float64) @ block, rtol=0,
+                                   atol=tol * scale)
+        assert (acc[:, :60] == start[:, :60]).all() and (acc[:, 1560:] == start[:, 1560:]).all()
+
+
+def test_left_product_does_not_depend_on_the_thread_count(rng, monkeypatch):
+    """Each column panel is one thread's, its row tiles in order: bit for bit the same."""
+    from kpca import kernels
+
+    monkeypatch.setattr(kernels, "_PANEL_ROWS", 64)
+    X, Y, C = rng.normal(size=(200, 6)), rng.normal(size=(900, 6)), rng.normal(size=(4, 200))
+    spec = KernelSpec("gaussian", sigma=2.0)
+    results = []
+    for threads in (1, 2, 3):
+        acc = np.zeros((4, 900))
+        results.append(kernel_left_product_into(acc, 0, C, X, Y, spec, threads=threads))
+    assert all((r == results[0]).all() for r in results)
+    with pytest.raises(ValueError, match="acc"):
+        kernel_left_product_into(np.zeros((3, 900)), 0, C, X, Y, spec)

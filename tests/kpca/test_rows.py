@@ -69,3 +69,24 @@ def test_prefetch_gives_the_same_rows_and_a_fitting_cache_reads_once(rng):
     ahead.block(idx)
     assert ahead.reads == 12
     ahead.close()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_left_product_and_square_agree_with_the_rows(dtype, rng):
+    """``out += C K'[idx, :]`` over a chunked source, and ``K'[idx, idx]`` from the points alone,
+    against the rows themselves (float32 rows: a float32 product, within float32 rounding)."""
+    X = rng.normal(size=(230, 5))
+    rows = KernelRows(CountingSource(X, chunk_rows=64), KernelSpec("gaussian", sigma=2.0), dtype=dtype)
+    rows.fit_centering()
+    idx = rng.permutation(230)[:40]
+    K = rows.block(idx).astype(np.float64)
+    C = rng.normal(size=(6, 40))
+    start = rng.normal(size=(6, 230))
+    out = rows.left_product(idx, C, start.copy())
+    tol = 1e-13 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(out - start, C @ K, rtol=0, atol=tol * (np.abs(C) @ np.abs(K)).max())
+    square = rows.square(idx)
+    assert square.dtype == dtype
+    np.testing.assert_allclose(square, K[:, idx], rtol=0, atol=10 * tol)
+    with pytest.raises(ValueError, match="out"):
+        rows.left_product(idx, C, np.zeros((6, 229)))
