@@ -45,9 +45,11 @@ class DenseRows:
         """``K'[indices][:, indices]``."""
         return self.Kc[np.ix_(indices, indices)]
 
-    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``out += C K'[indices, :]``."""
-        out += C @ self.Kc[indices]
+    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
+                     start: np.ndarray | None = None) -> np.ndarray:
+        """``out = T start + C K'[indices, :]`` (T the identity and start ``out`` by default)."""
+        start = out if start is None else start
+        out[:] = (start if T is None else T @ start) + C @ self.Kc[indices]
         return out
 
 

@@ -186,21 +186,26 @@ def kernel_left_product_into(
     row_shift: np.ndarray | None = None,
     col_shift: np.ndarray | None = None,
     threads: int | None = None,
+    T: np.ndarray | None = None,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Add ``C @ B`` to ``acc[:, col0 : col0 + m]``, ``B[i, j] = k(X[i], Y[j]) + row_shift[i] + col_shift[j]``,
-    without storing B.
+    """``acc[:, J] = T @ start[:, J] + C @ B`` for the columns ``J = col0 .. col0 + m``, with
+    ``B[i, j] = k(X[i], Y[j]) + row_shift[i] + col_shift[j]`` never stored.
 
-    ``acc`` is a C-contiguous (d, >= col0 + m) float array and ``C`` (d, b).
-    The kernel is computed in X's dtype and multiplied with C in C's dtype
-    (float32 C: a float32 GEMM, accumulated into ``acc``'s dtype). Returns ``acc``.
+    ``acc`` is a C-contiguous (d, >= col0 + m) float array and ``C`` (d, b);
+    ``T`` (d, d) defaults to the identity and ``start`` (shaped as ``acc``)
+    to ``acc`` itself, so by default C @ B is added to ``acc``. The kernel is
+    computed in X's dtype and multiplied with C in C's dtype (float32 C: a
+    float32 GEMM, accumulated into ``acc``'s dtype). Returns ``acc``.
 
     Gaussian and Laplacian blocks go tile by tile as in `kernel_block_into`,
-    but each tile, once mapped into a second L2-sized buffer, is multiplied
-    by its columns of C there and then: B never reaches memory, and neither
-    the kernel values nor the product stream through it. Threads claim
-    column panels (all row tiles of a panel, in order), so each column of
-    ``acc`` is written by one thread, and the result does not depend on the
-    thread count. Cost: ``2 b m (n + d)`` flops plus O(b m) element-wise
+    but each tile, once mapped into a second buffer, is multiplied by its
+    columns of C there and then: B never reaches memory, and neither the
+    kernel values nor the product stream through it; ``T @ start`` is
+    formed panel by panel too. Threads claim column panels (all row tiles
+    of a panel, in order), so each column of ``acc`` is written by one
+    thread, and the result does not depend on the thread count. Cost:
+    ``2 b m (n + d)`` (+ ``2 d^2 m`` with T) flops plus O(b m) element-wise
     work; memory O(d m) besides the tiles. (Measured at l = 20,000, n = 64,
     r = 16: a kha-smd pass, whose update is this product with d = 32 plus
     small-matrix work, took 0.94-1.42x (median 1.17) the time of the pass's
@@ -212,12 +217,17 @@ def kernel_left_product_into(
             and C.shape[1] == b):
         raise ValueError(f"acc: expected a C-contiguous float array of {d} rows with room for {m} columns "
                          f"from column {col0}, and C of shape ({d}, {b})")
+    start = acc if start is None else start
+    if start.shape != acc.shape or (T is not None and T.shape != (d, d)):
+        raise ValueError(f"T, start: expected shapes ({d}, {d}) and {acc.shape}")
     dtype = C.dtype
     if spec.type in ("gaussian", "laplacian"):
         fn, args = _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift)
-        _radial_panels(fn, acc, col0, np.ascontiguousarray(C), X, Y, *args, _threads(threads))
+        _radial_panels(fn, acc, col0, np.ascontiguousarray(C), X, Y, *args, _threads(threads), T, start)
         return acc
-    acc[:, col0 : col0 + m] += C @ _gram_kernel(X, Y, spec, dtype, row_shift, col_shift)
+    cols = slice(col0, col0 + m)
+    first = start[:, cols] if T is None else T @ start[:, cols]
+    acc[:, cols] = first + C @ _gram_kernel(X, Y, spec, dtype, row_shift, col_shift)
     return acc
 
 
@@ -291,8 +301,8 @@ def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
     _shared(len(tiles), run, threads)
 
 
-def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads) -> None:
-    """``acc[:, col0 + j] += C @ B[:, j]`` over the column panels of a (b, m) radial block B.
+def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -> None:
+    """``acc[:, J] = T @ start[:, J] + C @ B[:, J]`` over the column panels J of a (b, m) radial block B.
 
     A panel is one tile width of columns; its row tiles are computed (GEMM),
     mapped into a second buffer in C's dtype (the map must not write over
@@ -311,6 +321,11 @@ def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads) -> None
             j1 = min(j + width, m)
             w = j1 - j
             prod = product[: d * w].reshape(d, w)
+            panel = slice(col0 + j, col0 + j1)
+            if T is not None:
+                np.matmul(T, start[:, panel], out=acc[:, panel])
+            elif start is not acc:
+                acc[:, panel] = start[:, panel]
             for r in range(0, b, rows):
                 r1 = min(r + rows, b)
                 tile = gram[: (r1 - r) * w].reshape(r1 - r, w)
@@ -318,7 +333,7 @@ def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads) -> None
                 np.matmul(X[r:r1], Y[j:j1].T, out=tile)
                 fn(tile, mapped, 0, 0, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
                 np.matmul(C[:, r:r1], mapped, out=prod)
-                acc[:, col0 + j : col0 + j1] += prod
+                acc[:, panel] += prod
 
     _shared(-(-m // width), run, threads)
 

@@ -262,9 +262,11 @@ class KernelRows:
         row_shift = (c.grand_mean - c.column_means[indices]).astype(self.dtype)
         return self.raw_block(X, xn, row_shift, -c.column_means)
 
-    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``out += C K'[indices, :]`` without forming the rows: each kernel tile is
-        multiplied by C while it is in cache (`kpca.kernels.kernel_left_product_into`).
+    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
+                     start: np.ndarray | None = None) -> np.ndarray:
+        """``out = T start + C K'[indices, :]`` (default ``out += C K'[indices, :]``) without
+        forming the rows: each kernel tile is multiplied by C while it is in cache
+        (`kpca.kernels.kernel_left_product_into`, which also forms ``T start`` panel by panel).
 
         ``C`` (d, b) is cast to the rows' dtype, so float32 rows give a float32
         GEMM accumulated into ``out`` (d, l). Eq. 5 is folded in as in `block`.
@@ -280,10 +282,11 @@ class KernelRows:
         if out.shape != (C.shape[0], self.n_rows) or C.shape[1] != indices.size:
             raise ValueError(f"out, C: expected shapes ({C.shape[0]}, {self.n_rows}) and ({C.shape[0]}, "
                              f"{indices.size}), got {out.shape} and {C.shape}")
-        for start, Y in self.chunks():
-            stop = start + Y.shape[0]
-            yn = None if self._sqnorms is None else self._sqnorms[start:stop]
-            kernel_left_product_into(out, start, C, X, Y, self.kernel, xn, yn, row_shift, -c.column_means[start:stop])
+        for first, Y in self.chunks():
+            stop = first + Y.shape[0]
+            yn = None if self._sqnorms is None else self._sqnorms[first:stop]
+            kernel_left_product_into(out, first, C, X, Y, self.kernel, xn, yn, row_shift, -c.column_means[first:stop],
+                                     T=T, start=start)
         return out
 
     def square(self, indices: np.ndarray) -> np.ndarray:

@@ -393,8 +393,9 @@ def blocked_step_block(state: dict, rows, indices: np.ndarray, sub_block: int | 
 
 
 def is_row_source(rows) -> bool:
-    """Whether `blocked_step_block` can take ``rows`` as a source instead of an array of rows
-    (it has ``n_rows``, ``square(p)`` and ``left_product(p, C, out)``, as `kpca.rows.KernelRows`)."""
+    """Whether `blocked_step_block` can take ``rows`` as a source instead of an array of rows: it has
+    ``n_rows``, ``square(p) -> K'[p, p]`` and ``left_product(p, C, out, T, start)``, which sets
+    ``out = T start + C K'[p, :]``, as `kpca.rows.KernelRows` does."""
     return all(hasattr(rows, name) for name in ("n_rows", "square", "left_product"))
 
 
@@ -415,9 +416,11 @@ class _BlockRows:
         """``K'[p[s:e], p[:e]]``: entries of the rows at hand (random reads: only what is used)."""
         return self.K[s:e][:, self.p[:e]]
 
-    def left_product(self, C: np.ndarray, out: np.ndarray) -> None:
-        """``out += C K'[p[:s], :]`` for C (d x s): one GEMM, in the rows' dtype (see *Precision*)."""
+    def left_product(self, C: np.ndarray, T: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """``T start + C K'[p[:s], :]`` for C (d x s): one GEMM, in the rows' dtype (see *Precision*)."""
+        out = T @ start
         out += C.astype(self.K.dtype, copy=False) @ self.K[: C.shape[1]]
+        return out
 
 
 class _SourceRows:
@@ -431,8 +434,8 @@ class _SourceRows:
     def square_rows(self, s: int, e: int) -> np.ndarray:
         return self.Kpp[s:e, :e]
 
-    def left_product(self, C: np.ndarray, out: np.ndarray) -> None:
-        self.source.left_product(self.p[: C.shape[1]], C, out)
+    def left_product(self, C: np.ndarray, T: np.ndarray, start: np.ndarray) -> np.ndarray:
+        return self.source.left_product(self.p[: C.shape[1]], C, np.empty_like(start), T=T, start=start)
 
 
 class _Segment:
@@ -479,11 +482,21 @@ class _Segment:
         """The materialised ``Z = Tc Z_0 + Cc E`` and ``ZK = Tc ZK_0 + Cc K``. Cost 4 d^2 l + 2 d s l."""
         s, p = self.done, self.p
         Tc, Cc = self.Tc.astype(Z0.dtype), self.Cc[:, :s].astype(Z0.dtype)  # in the state's dtype
-        ZK = Tc @ ZK0
-        self.rows.left_product(Cc, ZK)
+        ZK = self.rows.left_product(Cc, Tc, ZK0)
         Z = Tc @ Z0
         _scatter_add(Z, p[:s], Cc, np.unique(p[:s]).size == s)
         return Z, ZK
+
+
+def _stacked(top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
+    """``[top; bottom]``: the array both are views of when they are its two halves (as this
+    module returns A and B, AK and BK), else a new one. Only read from: the step stays pure."""
+    base = top.base
+    if (base is not None and bottom.base is base and base.flags.c_contiguous
+            and base.shape == (top.shape[0] + bottom.shape[0], top.shape[1])
+            and top.ctypes.data == base.ctypes.data and bottom.ctypes.data == base.ctypes.data + top.nbytes):
+        return base
+    return np.concatenate([top, bottom])
 
 
 def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
@@ -519,8 +532,8 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
     """
     r, l = state["AK"].shape
     d = 2 * r
-    Z = np.concatenate([state["A"], state["B"]])
-    ZK = np.concatenate([state["AK"], state["BK"]])
+    Z = _stacked(state["A"], state["B"])
+    ZK = _stacked(state["AK"], state["BK"])
     rho = state["rho"].astype(np.float64)
     mu, xi = float(state["mu"]), float(state["xi"])
     t0, b, a = int(state["t"]), idx.shape[0], 0

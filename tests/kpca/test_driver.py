@@ -147,9 +147,9 @@ class ProductsOnly:
         self.calls["square"] += 1
         return self.rows.square(indices)
 
-    def left_product(self, indices, C, out):
+    def left_product(self, indices, C, out, **transform):
         self.calls["left_product"] += 1
-        return self.rows.left_product(indices, C, out)
+        return self.rows.left_product(indices, C, out, **transform)
 
 
 @pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
