@@ -166,3 +166,18 @@ def test_left_product_does_not_depend_on_the_thread_count(rng, monkeypatch):
     assert all((r == results[0]).all() for r in results)
     with pytest.raises(ValueError, match="acc"):
         kernel_left_product_into(np.zeros((3, 900)), 0, C, X, Y, spec)
+
+
+@pytest.mark.parametrize("spec", [SPECS[0], SPECS[2]], ids=lambda s: s.type)
+def test_left_product_with_a_transform_of_a_start_matrix(spec, rng):
+    """``acc[:, J] = T start[:, J] + C B`` (start untouched, acc outside J untouched)."""
+    X, Y = rng.normal(size=(90, 5)), rng.normal(size=(700, 5))
+    C, T = rng.normal(size=(4, 90)), rng.normal(size=(4, 4))
+    start, acc = rng.normal(size=(4, 800)), np.full((4, 800), np.nan)
+    kept = start.copy()
+    kernel_left_product_into(acc, 50, C, X, Y, spec, T=T, start=start)
+    want = T @ start[:, 50:750] + C @ kernel_block(X, Y, spec)
+    np.testing.assert_allclose(acc[:, 50:750], want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    assert np.isnan(acc[:, :50]).all() and np.isnan(acc[:, 750:]).all() and (start == kept).all()
+    with pytest.raises(ValueError, match="T, start"):
+        kernel_left_product_into(acc, 50, C, X, Y, spec, T=T[:3], start=start)
