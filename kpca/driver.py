@@ -92,8 +92,8 @@ def run_passes(
     is given the source itself, ``step(state, rows, indices)``, and forms
     what it needs: `step_block` multiplies each kernel tile while it is in
     cache, so the rows of a block never reach memory (measured at l =
-    20,000, n = 64, r = 16: a kha-smd pass took 0.94-1.42x the time of its
-    kernel rows formed alone, median 1.17, against 1.30-1.85x, median 1.71,
+    20,000, n = 64, r = 16: a kha-smd pass took 1.10-1.44x the time of its
+    kernel rows formed alone, median 1.28, against 1.59-1.89x, median 1.72,
     with the rows formed and overlapped; bench/kha_speed.py).
 
     Otherwise ``step`` is given the block's rows ``rows.block(indices)``,
