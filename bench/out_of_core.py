@@ -5,11 +5,14 @@ and committed to zarr. Each measurement runs in a fresh child process so its
 peak RSS (``ru_maxrss``) is its own:
 
 * ``rows_numpy`` / ``rows_zarr`` / ``rows_zarr_nocache``: centred kernel rows
-  only, ``--blocks`` blocks of a pass, from an in-memory array, from zarr with
+  only (formed, in blocks of `kpca.defaults.formed_block_size` rows: about
+  128 MiB each), ``--blocks`` blocks of a pass, from an in-memory array, from zarr with
   the default chunk cache, and from zarr with no cache (every block re-reads
   and decompresses every chunk) -> rows per second and the ratio to numpy;
 * ``fit_zarr``: the centring pass plus ``--passes`` full kha-smd passes from
-  zarr, as the worker runs them -> seconds, rows per second, peak RSS;
+  zarr, as the worker runs them (in blocks of `kpca.defaults.default_block_size`
+  rows that are never formed: the update multiplies each kernel tile in
+  cache) -> seconds, rows per second, peak RSS;
   ``fit_zarr_f32`` the same with float32 rows (``KernelRows(dtype=float32)``,
   as a fit with ``kernel_precision`` float32 runs: tiles, rows and the
   solver's GEMMs against them in float32, its state float64);
@@ -86,7 +89,7 @@ def sklearn_fit(X: np.ndarray, spec, solver: str, limit_gib: float) -> dict:
 
 
 def child(mode: str, root: str, passes: int, blocks: int, limit_gib: float = 16.0) -> dict:
-    from kpca.defaults import default_block_size
+    from kpca.defaults import default_block_size, formed_block_size
     from kpca.driver import run_passes
     from kpca.kernels import KernelSpec
     from kpca.rows import KernelRows
@@ -107,7 +110,7 @@ def child(mode: str, root: str, passes: int, blocks: int, limit_gib: float = 16.
         from kpca.rows import Centering
 
         rows.centering = Centering(np.zeros(l), 0.0, 1.0)
-        b = default_block_size(l)
+        b = formed_block_size(l)  # rows formed: about 128 MiB per block
         order = permutation(0, 0, l)
         rows.block(order[:b])  # warm-up: numba, first reads
         t0 = time.perf_counter()

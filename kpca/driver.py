@@ -108,9 +108,9 @@ def run_passes(
     from one sweep of the rows (`kpca.solvers.complete_state`).
     """
     l = rows.n_rows
-    if state["pass"] < passes:
-        state = complete_state(state, rows.block, block_size)  # a state saved before B K' was kept
     source = fused and is_row_source(rows)
+    if state["pass"] < passes:  # a state saved before B K' was kept
+        state = complete_state(state, rows if source else rows.block, block_size)
     # fused, the large products run in the tile threads, each on one BLAS thread; the caller's small
     # ones gain nothing from more, and idle BLAS threads would spin next to the tiles (measured: a
     # kha-smd pass took 7 s of CPU instead of 4 at l = 20,000 without this cap)

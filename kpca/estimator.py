@@ -27,7 +27,9 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     eta0, mu, xi : float or None
         Gains; None uses the scale-free defaults of `kpca.defaults`.
     block_size : int or None
-        Kernel rows per block (memory O(block_size * l)).
+        Kernel rows per block (default `kpca.defaults.default_block_size`). The
+        rows are never formed, so memory does not grow with it beyond
+        O(block_size^2).
     random_state : int, default 0
     init : {"random", "subset"}, default "random"
         Start of the iterative solvers: the paper's sparse random start, or

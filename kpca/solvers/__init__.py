@@ -135,6 +135,8 @@ def complete_state(state: dict, centered_rows, block_size: int) -> dict:
     as ``BK[:, p_s]``); one saved before it was kept (checkpoints written
     before 2026-11-26) gets it here from one sweep of the kernel rows,
     ``B K' = sum_c B[:, c] K'[c, :]``. Any other state is returned as it is.
+    ``centered_rows`` is a function ``indices -> K'[indices, :]``, or a row
+    source (`is_row_source`), whose ``left_product`` never forms the rows.
     Cost for such a state: l kernel rows in blocks of ``block_size`` plus
     ``2 r l^2`` flops.
     """
@@ -144,7 +146,10 @@ def complete_state(state: dict, centered_rows, block_size: int) -> dict:
     BK = np.zeros_like(B)
     for a in range(0, l, block_size):
         idx = np.arange(a, min(a + block_size, l))
-        BK += B[:, idx] @ centered_rows(idx)
+        if is_row_source(centered_rows):
+            centered_rows.left_product(idx, B[:, idx], BK)
+        else:
+            BK += B[:, idx] @ centered_rows(idx)
     return dict(state, BK=BK)
 
 

@@ -425,7 +425,7 @@ class _BlockRows:
 
 class _SourceRows:
     """A segment's rows ``K'[p, :]`` from a row source that never forms them
-    (``source.square(p)``, ``source.left_product(p, C, out)``; `kpca.rows.KernelRows`)."""
+    (``source.square(p)``, ``source.left_product(p, C, out, T, start)``; `kpca.rows.KernelRows`)."""
 
     def __init__(self, source, p: np.ndarray):
         self.source, self.p = source, p

@@ -61,7 +61,7 @@ import numbers
 import numpy as np
 import scipy.linalg
 
-from kpca.defaults import default_block_size
+from kpca.defaults import formed_block_size
 from kpca.solvers._ritz import whitening
 
 INITS = ("random", "subset")
@@ -99,7 +99,7 @@ def fetch_rows(centered_rows, indices: np.ndarray, n_rows: int) -> np.ndarray:
     """``K'[indices, :]`` as one (m, l) float64 array, fetched at most FETCH_ROWS rows at a time."""
     l = int(n_rows)
     R = np.empty((indices.size, l), dtype=np.float64)
-    step = max(1, min(FETCH_ROWS, default_block_size(l)))
+    step = max(1, min(FETCH_ROWS, formed_block_size(l)))
     for a in range(0, indices.size, step):
         R[a : a + step] = centered_rows(indices[a : a + step])
     return R
