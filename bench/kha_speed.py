@@ -62,6 +62,7 @@ def pass_costs(l, n, blocks):
     rows.centering = Centering(np.zeros(l), 0.0, 1.0)  # the work is the same for any centring
     b = default_block_size(l)
     order = permutation(0, 0, l)
+    blocks = min(blocks, l // b - 1)  # whole blocks only, one more for the warm-up
     idx = [order[k * b : (k + 1) * b] for k in range(blocks + 1)]
     rows.block(idx[0])
     time.sleep(0.25)  # let BLAS's idle threads go to sleep (see bench/kernel_rows.py)

@@ -340,13 +340,13 @@ def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, star
 
 def _tile_shape(b: int, itemsize: int) -> tuple[int, int]:
     """(rows, columns) of a GEMM tile: <= `_TILE_ROWS` rows, columns filling `_TILE_BYTES`."""
-    rows = min(b, _TILE_ROWS)
+    rows = max(1, min(b, _TILE_ROWS))  # b = 0: no row tiles (and no division by zero)
     return rows, max(64, _TILE_BYTES // (rows * itemsize))
 
 
 def _panel_shape(b: int, itemsize: int) -> tuple[int, int]:
     """(rows, columns) of a tile of `_radial_panels`."""
-    rows = min(b, _PANEL_ROWS)
+    rows = max(1, min(b, _PANEL_ROWS))
     return rows, max(16, _PANEL_BYTES // (rows * itemsize))
 
 

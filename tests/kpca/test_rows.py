@@ -90,3 +90,17 @@ def test_left_product_and_square_agree_with_the_rows(dtype, rng):
     np.testing.assert_allclose(square, K[:, idx], rtol=0, atol=10 * tol)
     with pytest.raises(ValueError, match="out"):
         rows.left_product(idx, C, np.zeros((6, 229)))
+
+
+@pytest.mark.parametrize("spec", [KernelSpec("gaussian", sigma=1.0), KernelSpec("polynomial", degree=2)],
+                         ids=lambda s: s.type)
+def test_no_rows_asked_gives_empty_results(spec, rng):
+    """An empty block (the tail of a pass cut at a block boundary, a request of no points) is
+    empty, not a ZeroDivisionError from the tile shape."""
+    rows = KernelRows(rng.normal(size=(50, 3)), spec)
+    rows.fit_centering()
+    none = np.array([], dtype=np.int64)
+    assert rows.block(none).shape == (0, 50) and rows.square(none).shape == (0, 0)
+    assert rows.transform_block(np.zeros((0, 3))).shape == (0, 50)
+    out = rng.normal(size=(2, 50))
+    np.testing.assert_array_equal(rows.left_product(none, np.zeros((2, 0)), out.copy()), out)
