@@ -92,8 +92,8 @@ def run_passes(
     is given the source itself, ``step(state, rows, indices)``, and forms
     what it needs: `step_block` multiplies each kernel tile while it is in
     cache, so the rows of a block never reach memory (measured at l =
-    20,000, n = 64, r = 16: a kha-smd pass took 1.10-1.44x the time of its
-    kernel rows formed alone, median 1.28, against 1.59-1.89x, median 1.72,
+    20,000, n = 64, r = 16: a kha-smd pass took 1.22-1.41x the time of its
+    kernel rows formed alone, median 1.33, against 1.45-1.95x, median 1.73,
     with the rows formed and overlapped; bench/kha_speed.py).
 
     Otherwise ``step`` is given the block's rows ``rows.block(indices)``,

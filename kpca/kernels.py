@@ -208,8 +208,8 @@ def kernel_left_product_into(
     ``2 b m (n + d)`` (+ ``2 d^2 m`` with T) flops plus O(b m) element-wise
     work; memory O(d m) besides the tiles. (Measured at l = 20,000, n = 64,
     r = 16: a kha-smd pass, whose update is this product with d = 32 plus
-    small-matrix work, took 1.10-1.44x (median 1.28) the time of the pass's
-    kernel rows formed alone, against 1.59-1.89x (median 1.72) with the rows
+    small-matrix work, took 1.22-1.41x (median 1.33) the time of the pass's
+    kernel rows formed alone, against 1.45-1.95x (median 1.73) with the rows
     formed and then multiplied; bench/kha_speed.py.)
     """
     d, b, m = C.shape[0], X.shape[0], Y.shape[0]
