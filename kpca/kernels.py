@@ -269,6 +269,10 @@ def _gram_kernel(X, Y, spec, dtype, row_shift, col_shift) -> np.ndarray:
 
 _TILE_BYTES = 2**19  # one GEMM tile, kept in a core's L2 cache while it is mapped
 _TILE_ROWS = 128  # with _TILE_BYTES, the best of a sweep on a 2-core Zen 3 (bench/kernel_rows.py)
+# Tiles of `_radial_panels`: all rows of a block (up to 1024) by 1 MiB. Of 128 x 512, 256 x 256,
+# 256 x 512 and 1024 rows by 2^18-2^21 bytes, this was fastest at l = 20,000, n = 64, b = 838
+# (a pass of products at 0.82-1.01x the time of forming its rows; fewer, larger panels also
+# leave a thread less waiting for the last one of each data chunk).
 _PANEL_ROWS = 1024
 _PANEL_BYTES = 2**20
 _pool: ThreadPoolExecutor | None = None
@@ -306,8 +310,9 @@ def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, star
 
     A panel is one tile width of columns; its row tiles are computed (GEMM),
     mapped into a second buffer in C's dtype (the map must not write over
-    the GEMM tile it reads: in place it ran 1.5x slower, unvectorised), and
-    multiplied by C's columns, all within L2. See `kernel_left_product_into`.
+    the GEMM tile it reads: in place the tiles took 1.3-1.5x as long), and
+    multiplied by C's columns while both buffers are in cache. See
+    `kernel_left_product_into`.
     """
     d, b, m = C.shape[0], X.shape[0], Y.shape[0]
     rows, width = _panel_shape(b, X.itemsize)
