@@ -218,12 +218,15 @@ class KernelRows:
         if self.kernel.needs_norms and x_sqnorms is None:
             x_sqnorms = squared_norms(X)
         out = np.empty((X.shape[0], self.n_rows), dtype=self.dtype)
-        for start, Y in self.chunks():
-            stop = start + Y.shape[0]
-            yn = None if self._sqnorms is None else self._sqnorms[start:stop]
-            cs = None if col_shift is None else col_shift[start:stop]
+        for start, Y, yn in self._chunks_with_norms():
+            cs = None if col_shift is None else col_shift[start : start + Y.shape[0]]
             kernel_block_into(out, start, X, Y, self.kernel, x_sqnorms, yn, row_shift, cs)
         return out
+
+    def _chunks_with_norms(self):
+        """`chunks`, each with its rows' squared norms (None if the kernel needs none)."""
+        for start, Y in self.chunks():
+            yield start, Y, None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
 
     def fit_centering(self, block_size: int = 1024) -> Centering:
         """One pass over all kernel rows: column means, their mean, mean of diag(K').
@@ -239,8 +242,7 @@ class KernelRows:
             X = self.take(idx)
             xn = None if self._sqnorms is None else self._sqnorms[idx]
             ones = np.ones((1, idx.size))  # float64: the sums stay float64 whatever the rows' precision
-            for start, Y in self.chunks():
-                yn = None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
+            for start, Y, yn in self._chunks_with_norms():
                 kernel_left_product_into(sums, start, ones, X, Y, self.kernel, xn, yn)
             diag_sum += float(kernel_diagonal(X, self.kernel).sum(dtype=np.float64))
         column_means = sums[0] / self.n_rows
@@ -254,13 +256,16 @@ class KernelRows:
 
     def block(self, indices: np.ndarray) -> np.ndarray:
         """Centred training kernel rows ``K'[indices, :]`` of shape (b, l). Eq. 5."""
+        X, xn, row_shift = self._training_points(indices)
+        return self.raw_block(X, xn, row_shift, -self.centering.column_means)
+
+    def _training_points(self, indices: np.ndarray):
+        """Data rows ``source[indices]``, their squared norms (or None) and the row shifts
+        ``m_bar - m[i]`` that fold eq. 5 into the kernel pass: ``K'[i, j] = K[i, j] + (m_bar - m[i]) - m[j]``."""
         c = self._require_centering()
         indices = np.asarray(indices)
-        X = self.take(indices)
         xn = None if self._sqnorms is None else self._sqnorms[indices]
-        # eq. 5 folded into the kernel pass: K'[i, j] = K[i, j] + (m_bar - m[i]) - m[j]
-        row_shift = (c.grand_mean - c.column_means[indices]).astype(self.dtype)
-        return self.raw_block(X, xn, row_shift, -c.column_means)
+        return self.take(indices), xn, (c.grand_mean - c.column_means[indices]).astype(self.dtype)
 
     def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
                      start: np.ndarray | None = None) -> np.ndarray:
@@ -273,32 +278,23 @@ class KernelRows:
         Cost ``2 b l (n + d)`` flops; memory O(d l) besides the tiles (a block
         of rows would take b l). Returns ``out``.
         """
-        c = self._require_centering()
-        indices = np.asarray(indices)
-        X = self.take(indices)
-        xn = None if self._sqnorms is None else self._sqnorms[indices]
-        row_shift = (c.grand_mean - c.column_means[indices]).astype(self.dtype)
+        X, xn, row_shift = self._training_points(indices)
         C = np.ascontiguousarray(C, dtype=self.dtype)
-        if out.shape != (C.shape[0], self.n_rows) or C.shape[1] != indices.size:
+        if out.shape != (C.shape[0], self.n_rows) or C.shape[1] != X.shape[0]:
             raise ValueError(f"out, C: expected shapes ({C.shape[0]}, {self.n_rows}) and ({C.shape[0]}, "
-                             f"{indices.size}), got {out.shape} and {C.shape}")
-        for first, Y in self.chunks():
-            stop = first + Y.shape[0]
-            yn = None if self._sqnorms is None else self._sqnorms[first:stop]
-            kernel_left_product_into(out, first, C, X, Y, self.kernel, xn, yn, row_shift, -c.column_means[first:stop],
-                                     T=T, start=start)
+                             f"{X.shape[0]}), got {out.shape} and {C.shape}")
+        m = self.centering.column_means
+        for first, Y, yn in self._chunks_with_norms():
+            col_shift = -m[first : first + Y.shape[0]]
+            kernel_left_product_into(out, first, C, X, Y, self.kernel, xn, yn, row_shift, col_shift, T=T, start=start)
         return out
 
     def square(self, indices: np.ndarray) -> np.ndarray:
         """``K'[indices][:, indices]`` of shape (b, b), computed from the b points alone.
         Eq. 5. Cost ``2 b^2 n`` flops, no pass over the data."""
-        c = self._require_centering()
-        indices = np.asarray(indices)
-        X = self.take(indices)
-        xn = None if self._sqnorms is None else self._sqnorms[indices]
-        out = np.empty((indices.size, indices.size), dtype=self.dtype)
-        shift = c.column_means[indices]
-        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, (c.grand_mean - shift).astype(self.dtype), -shift)
+        X, xn, row_shift = self._training_points(indices)
+        out = np.empty((X.shape[0], X.shape[0]), dtype=self.dtype)
+        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, row_shift, -self.centering.column_means[indices])
 
     def transform_block(self, X: np.ndarray) -> np.ndarray:
         """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring."""

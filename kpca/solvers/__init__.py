@@ -144,9 +144,10 @@ def complete_state(state: dict, centered_rows, block_size: int) -> dict:
         return state
     B, l = state["B"], int(state["n_rows"])
     BK = np.zeros_like(B)
+    source = is_row_source(centered_rows)
     for a in range(0, l, block_size):
         idx = np.arange(a, min(a + block_size, l))
-        if is_row_source(centered_rows):
+        if source:
             centered_rows.left_product(idx, B[:, idx], BK)
         else:
             BK += B[:, idx] @ centered_rows(idx)
