@@ -25,6 +25,7 @@ import numpy as np
 
 from store.atomic import SCHEMA_VERSION, remove_tree, write_via_temp
 from store.errors import Invalid, NotFound
+from store.folders import ResourceFolders
 from store.names import validate_name
 from store.timestamps import to_iso
 
@@ -45,9 +46,10 @@ class CheckpointStore:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
+        self._models = ResourceFolders(self.root, "models", "model")
 
     def _dir(self, model: str) -> Path:
-        return self.root / "models" / validate_name(model, field="model") / "checkpoints"
+        return self._models.path(model, field="model") / "checkpoints"
 
     def save(self, model: str, pass_index: int, state: dict) -> dict:
         """Write the state after pass ``pass_index`` of ``model``, replacing any earlier file for that pass.

@@ -1,0 +1,157 @@
+"""Committing a data set's staged chunks as its next version: a new zarr segment, its digests, the record.
+
+A commit writes ``segments/{seg:04d}.zarr`` (into a temporary folder, then
+renamed), then ``segments/{seg:04d}.json``, then ``meta.json`` (the commit
+point), then removes the staging folder. A crash before the commit point
+leaves the set as it was; the next commit removes what it left. See
+`store.datasets` for the layout and versions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from store.atomic import atomic_write_json, fsync_dir, fsync_tree, remove_tree, temp_path
+from store.checksums import chunk_digest, version_checksum
+from store.dataset_meta import (
+    committed_chunks,
+    digest_doc,
+    public_meta,
+    recorded_digests,
+    segment_record,
+    version_record,
+)
+from store.errors import Invalid
+from store.npy import read_npy
+from store.staging import check_staged, staged_paths, staged_rows
+from store.timestamps import utc_now
+from store.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
+
+_MISSING_SHOWN = 20
+
+
+def commit_staged(folder: Path, meta: dict) -> dict:
+    """Commit the staged chunks of the set in ``folder`` as its next version; see `DatasetStore.commit`.
+
+    Parameters
+    ----------
+    folder : Path
+        The data set folder; the caller holds its exclusive lock.
+    meta : dict
+        Its ``meta.json``, read under that lock; updated in place when a
+        version is recorded.
+
+    Returns
+    -------
+    dict
+        Public metadata (see `DatasetStore.get`), no chunk staged.
+
+    Raises
+    ------
+    Invalid
+        Field ``"chunks"``: an open set with no chunks, missing indices, or a
+        damaged staged chunk.
+
+    Notes
+    -----
+    Cost O(new rows * n_features) time plus O(committed chunks) to re-hash
+    the recorded digests; memory one staged chunk plus one zarr chunk.
+    """
+    staging = folder / "staging"
+    committed = committed_chunks(meta)
+    staged = {i: path for i, path in staged_paths(folder).items() if i >= committed}
+    if not staged:
+        if meta["status"] == "ready":
+            shutil.rmtree(staging, ignore_errors=True)  # only leftovers of a crashed commit
+            return public_meta(meta, {})
+        raise Invalid("chunks", "no chunks uploaded")
+    _refuse_gaps(meta, committed, staged)
+    indices = sorted(staged)
+    rows_per_chunk = staged_rows(folder) or {}
+    new_rows = int(sum(rows_per_chunk[i] for i in indices))
+    n_features, dtype = meta["n_features"], meta["dtype"]
+    chunk_rows = meta.get("zarr_chunk_rows") or zarr_chunk_rows(
+        new_rows, n_features, np.dtype(dtype).itemsize
+    )
+    segment = len(meta["segments"]) + 1
+    segments_dir = folder / "segments"
+    segments_dir.mkdir(exist_ok=True)
+    final = segments_dir / f"{segment:04d}.zarr"
+    digests, counts = _write_segment(final, staged, new_rows, meta, chunk_rows)
+    fsync_dir(segments_dir)
+    doc_name = f"segments/{segment:04d}.json"
+    atomic_write_json(folder / doc_name, digest_doc(segment, committed, digests, counts))
+    checksum = version_checksum(recorded_digests(folder, meta) + digests)
+    version = int(meta.get("version", 0)) + 1
+    first_row = int(meta["n_rows"]) if meta["status"] == "ready" else 0
+    now = utc_now()
+    meta["segments"].append(segment_record(
+        segment, f"segments/{segment:04d}.zarr", False, committed, len(indices), first_row, new_rows,
+        chunk_rows, doc_name,
+    ))
+    meta["versions"].append(version_record(
+        version, [s["segment"] for s in meta["segments"]], first_row + new_rows,
+        committed + len(indices), checksum, now,
+    ))
+    meta.update(status="ready", version=version, n_rows=first_row + new_rows, checksum=checksum,
+                zarr_chunk_rows=chunk_rows, committed_at=now)
+    atomic_write_json(folder / "meta.json", meta)
+    remove_tree(staging)
+    return public_meta(meta, {})
+
+
+def _refuse_gaps(meta: dict, committed: int, staged: dict[int, Path]) -> None:
+    """Refuse staged chunks that are not exactly ``committed..max(staged)``."""
+    missing = sorted(set(range(committed, max(staged) + 1)) - set(staged))
+    if missing:
+        after = ""
+        if committed:
+            after = (f"; version {meta['version']} holds chunks 0..{committed - 1}, so appended "
+                     f"chunks are numbered from {committed} without gaps")
+        raise Invalid(
+            "chunks", f"missing chunk indices {_show(missing)}{after}; upload them and commit again"
+        )
+
+
+def _write_segment(final: Path, staged: dict[int, Path], n_rows: int, meta: dict,
+                   chunk_rows: int) -> tuple[list[str], list[int]]:
+    """Write the ``staged`` chunks in index order as the zarr array ``final``; their digests and rows."""
+    n_features, dtype = meta["n_features"], meta["dtype"]
+    _remove_leftover_arrays(final.parent, final)
+    tmp = temp_path(final)
+    digests, counts = [], []
+    try:
+        writer = AlignedRowWriter(create_row_array(tmp, n_rows, n_features, dtype, chunk_rows))
+        for index in sorted(staged):
+            block = read_npy(staged[index])
+            check_staged(block, index, n_features, dtype)
+            digests.append(chunk_digest(block))
+            counts.append(int(block.shape[0]))
+            writer.append(block)
+        writer.close()
+        fsync_tree(tmp)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return digests, counts
+
+
+def _remove_leftover_arrays(folder: Path, final: Path) -> None:
+    """Remove arrays left by an interrupted commit (temporary, or renamed but not recorded)."""
+    shutil.rmtree(final, ignore_errors=True)
+    prefix = f".{final.name}.tmp-"
+    for entry in os.scandir(folder):
+        if entry.name.startswith(prefix):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _show(indices: list[int]) -> str:
+    if len(indices) <= _MISSING_SHOWN:
+        return str(indices)
+    shown = ", ".join(str(i) for i in indices[:_MISSING_SHOWN])
+    return f"[{shown}, ...] ({len(indices)} missing)"

@@ -1,0 +1,120 @@
+"""Registered data sets: an existing zarr array recorded as version 1 without copying it, and reopened.
+
+The array's single *external* segment is the array itself, opened read-only
+and never deleted; its digest document is ``segments/0001.{hex}.json`` (a
+unique name, written before the name is claimed). See `store.datasets`.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import zarr
+
+from store.atomic import atomic_write_json
+from store.checksums import version_checksum
+from store.dataset_meta import MAX_FEATURES, digest_doc, new_meta, segment_record, version_record
+from store.errors import Conflict, Invalid
+from store.folders import ResourceFolders
+from store.sources import check_source, is_url, open_source, row_chunk_length, scan_source
+from store.timestamps import utc_now
+
+
+def register_array(datasets: ResourceFolders, name: str, url: str, dtype: str | None) -> None:
+    """Check, scan and record the zarr array at ``url`` as the ready data set ``name``.
+
+    Parameters
+    ----------
+    datasets : ResourceFolders
+        The data set folders (``root/datasets``).
+    name : str
+        Validated new data set name.
+    url : str
+        Path or URL of the array, checked to be a string of allowed length.
+    dtype : {"float32", "float64"} or None
+        See `DatasetStore.register`.
+
+    Raises
+    ------
+    Invalid, Conflict
+        As `DatasetStore.register`.
+
+    Notes
+    -----
+    Cost: one full read of the array (see `store.sources.scan_source`) and
+    two small writes.
+    """
+    refuse_own_folder(datasets.root, url)
+    array = open_source(url)
+    dtype, source_dtype = check_source(array, dtype)
+    n_rows, n_features = (int(s) for s in array.shape)
+    if n_features > MAX_FEATURES:
+        raise Invalid(
+            "source", f"the zarr array has {n_features} columns; at most {MAX_FEATURES} are supported"
+        )
+    digests, counts = scan_source(array, dtype, n_rows)
+    chunk_rows = row_chunk_length(array)
+    doc_name = f"segments/0001.{uuid.uuid4().hex[:12]}.json"
+    now = utc_now()
+    checksum = version_checksum(digests)
+    meta = new_meta(name, n_features, dtype)
+    meta.update(
+        status="ready", version=1, n_rows=n_rows, checksum=checksum, zarr_chunk_rows=chunk_rows,
+        committed_at=now, source={"zarr": url}, source_dtype=source_dtype,
+        segments=[segment_record(1, url, True, 0, len(digests), 0, n_rows, chunk_rows, doc_name)],
+        versions=[version_record(1, [1], n_rows, len(digests), checksum, now)],
+    )
+    doc = digest_doc(1, 0, digests, counts)
+    folder = datasets.path(name)
+    datasets.claim(name, "meta.json", meta, before=lambda: _write_new_doc(folder, doc_name, doc))
+
+
+def refuse_own_folder(root: Path, url: str) -> None:
+    """Refuse (`Invalid`, field ``"source"``) a local ``url`` at or inside the data folder ``root``.
+
+    URLs of other schemes pass. Cost: two ``realpath`` calls.
+    """
+    local = url[len("file://"):] if url.startswith("file://") else (None if is_url(url) else url)
+    if local is None or "\0" in local:
+        return
+    inside = os.path.realpath(local)
+    own = os.path.realpath(root)
+    if inside == own or inside.startswith(own.rstrip(os.sep) + os.sep):
+        raise Invalid("source", "source must not be inside the service's own data folder")
+
+
+def open_external(meta: dict, segment: dict):
+    """Open a registered set's external ``segment`` read-only, as it was registered.
+
+    Returns the ``zarr.Array``. Raises `Conflict` (field ``"source"``) if it
+    can no longer be opened or its shape or dtype changed since
+    registration. Cost: reading the array's metadata.
+    """
+    location = segment["location"]
+    try:
+        array = zarr.open_array(location, mode="r")
+    except Exception as exc:  # gone, unreadable, no longer an array: all one answer for the user
+        raise Conflict(
+            f"the registered zarr array at {location!r} can no longer be opened ({exc}); "
+            "delete the data set or restore the array",
+            field="source",
+        ) from None
+    expected = (segment["n_rows"], meta["n_features"])
+    found_dtype = str(getattr(array.dtype, "name", array.dtype))
+    if tuple(int(s) for s in array.shape) != expected or found_dtype != meta["source_dtype"]:
+        raise Conflict(
+            f"the registered zarr array at {location!r} changed since it was registered (shape "
+            f"{expected} {meta['source_dtype']}, now {tuple(array.shape)} {found_dtype}); "
+            "register it again under a new name",
+            field="source",
+        )
+    return array
+
+
+def _write_new_doc(folder: Path, doc_name: str, doc: dict) -> Path:
+    path = folder / doc_name
+    path.parent.mkdir(exist_ok=True)
+    atomic_write_json(path, doc, exclusive=True)
+    return path

@@ -1,0 +1,142 @@
+"""Staged chunks of a data set: an upload written once as ``staging/{index:06d}.npy``, and their listing.
+
+Paths are relative to the data set folder (see `store.datasets` for the
+layout). The callers hold the data set's lock: shared for `stage_chunk`,
+exclusive for a commit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from store.atomic import write_via_temp
+from store.checksums import chunk_digest
+from store.dataset_meta import committed_chunks, committed_digest, first_version_with
+from store.errors import Conflict, Invalid
+from store.npy import npy_rows, read_npy, write_npy
+from store.rows import prepare_rows
+
+_STAGED = re.compile(r"(\d{6,7})\.npy")
+
+
+def stage_chunk(folder: Path, name: str, meta: dict, index: int, rows: np.ndarray) -> bool:
+    """Check chunk ``index`` of data set ``name`` (in ``folder``) and stage it unless it is there.
+
+    Parameters
+    ----------
+    folder : Path
+        The data set folder; the caller holds its shared lock.
+    name : str
+        Data set name, for messages.
+    meta : dict
+        Its ``meta.json``, read under that lock.
+    index : int
+        Validated chunk index.
+    rows : array_like of shape (n_rows, n_features)
+        The upload, converted as in `prepare_rows`.
+
+    Returns
+    -------
+    bool
+        True if the chunk was committed with the same content or this call
+        staged it; False if it was already staged with the same content.
+
+    Raises
+    ------
+    Conflict
+        Field ``"name"``: a registered set. Field ``"index"``: a committed or
+        staged chunk of different content.
+    Invalid
+        Bad ``rows``.
+
+    Notes
+    -----
+    Cost O(chunk bytes); for a committed index, plus reading the digest
+    document of its segment (O(chunks of that segment)).
+    """
+    if meta.get("source"):
+        raise Conflict(
+            f"data set {name!r} is a registered zarr array and is read-only; to add rows, "
+            "register the grown array under a new name",
+            field="name",
+        )
+    converted = prepare_rows(rows, meta["n_features"], meta["dtype"])
+    committed = committed_chunks(meta)
+    if index < committed:
+        if chunk_digest(converted) == committed_digest(folder, meta, index):
+            return True
+        first = first_version_with(meta, index)
+        raise Conflict(
+            f"chunk {index} of data set {name!r} is part of committed version {first} and cannot "
+            f"change; append new rows with chunk index >= {committed}",
+            field="index",
+        )
+    staging = folder / "staging"
+    staging.mkdir(exist_ok=True)
+    target = staging / f"{index:06d}.npy"
+    if not target.exists():
+        try:
+            write_via_temp(target, lambda handle: write_npy(handle, converted), exclusive=True)
+        except FileExistsError:
+            pass  # a concurrent upload of the same index won: compare with it below
+        else:
+            return True
+    if not same_rows(read_npy(target), converted):
+        raise Conflict(
+            f"chunk {index} of data set {name!r} was already uploaded with different "
+            "content; staged chunks are immutable until committed or the set is deleted",
+            field="index",
+        )
+    return False
+
+
+def staged_paths(folder: Path) -> dict[int, Path]:
+    """Index -> path of each staged chunk of the set in ``folder`` ({} if none). Cost: a folder listing."""
+    try:
+        with os.scandir(folder / "staging") as entries:
+            return {
+                int(match.group(1)): Path(entry.path)
+                for entry in entries
+                if (match := _STAGED.fullmatch(entry.name))
+            }
+    except FileNotFoundError:
+        return {}
+
+
+def staged_rows(folder: Path) -> dict[int, int] | None:
+    """Index -> rows of each staged chunk, or None if there is no staging folder.
+
+    Raises `FileNotFoundError` if a chunk vanishes while listed (a commit
+    removed staging). Cost: a folder listing and one ``stat`` per chunk (row
+    counts come from the cached ``.npy`` headers, see `npy_rows`).
+    """
+    try:
+        listing = os.scandir(folder / "staging")
+    except FileNotFoundError:
+        return None
+    with listing as entries:
+        return {
+            int(match.group(1)): npy_rows(entry)
+            for entry in entries
+            if (match := _STAGED.fullmatch(entry.name))
+        }
+
+
+def same_rows(stored: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether two chunks have the same dtype, shape and bytes. Cost O(chunk bytes)."""
+    return stored.dtype == rows.dtype and stored.shape == rows.shape and stored.tobytes() == rows.tobytes()
+
+
+def check_staged(block: np.ndarray, index: int, n_features: int, dtype: str) -> None:
+    """Refuse (`Invalid`, field ``"chunks"``) a staged chunk of the wrong shape or dtype, or not finite.
+
+    Cost O(chunk size).
+    """
+    if block.ndim != 2 or block.shape[1] != n_features or block.dtype != np.dtype(dtype):
+        raise Invalid("chunks", f"staged chunk {index} is damaged; delete the data set and upload again")
+    if not np.isfinite(block).all():
+        raise Invalid("chunks", f"chunk {index} contains NaN or inf")
