@@ -1,12 +1,14 @@
-"""Pure numerics of kernel PCA by the Kernel Hebbian Algorithm family.
+"""Pure numerics of kernel PCA: no I/O, no HTTP, no dask.
 
-No I/O, no HTTP, no dask: kernels (numba), feature-space centring, solvers
-(state dict + step functions), the pass driver, metrics, and a scikit-learn
-estimator. Works on any row source with ``shape`` and row slicing.
+Kernels (one table, `kpca.kernels.KERNELS`), feature-space centring and
+kernel rows on demand (`kpca.rows`), solvers (one registry,
+`kpca.solvers.SOLVERS`: a state dict plus a step, or a one-shot fit), the
+pass driver (`kpca.driver`), the served model (`kpca.model`), pre-images
+(`kpca.preimage`), metrics, and a scikit-learn estimator.
 """
 
-from kpca.kernels import KernelSpec, kernel_block
+from kpca.kernels import KERNELS, KernelSpec, kernel_block
 from kpca.rows import Centering, KernelRows
 from kpca.solvers import SOLVERS
 
-__all__ = ["KernelSpec", "kernel_block", "KernelRows", "Centering", "SOLVERS"]
+__all__ = ["KERNELS", "KernelSpec", "kernel_block", "KernelRows", "Centering", "SOLVERS"]

@@ -1,22 +1,27 @@
-"""Kernel functions evaluated in blocks: GEMM tiles, each mapped by a jitted function.
+"""Kernel functions: one table (`KERNELS`) and blocks of kernel values computed tile by tile.
 
 A block of ``b`` kernel rows against ``m`` points costs the matrix product
 ``X @ Y.T`` (``2 b m n`` flops, at the BLAS rate) plus ``O(b m)`` element-wise
-work by numba kernels; for the radial kernels both are done tile by tile so
-the block is written to memory once (`kernel_block_into`), or never, when
-all that is wanted is its product with a small matrix on the left
-(`kernel_left_product_into`, the solvers' update). Supported kernels
-(``x, y`` in R^n):
+work by numba maps (`kpca._tiles`); radial kernels go tile by tile so that
+the block is written to memory once (`kernel_block_into`), or never, when all
+that is wanted is its product with a small matrix on the left
+(`kernel_left_product_into`, the solvers' update).
 
-==============  =============================================  ====================
-type            k(x, y)                                        parameters
-==============  =============================================  ====================
-``gaussian``    exp(-||x - y||^2 / (2 sigma^2))                sigma > 0
-``laplacian``   exp(-||x - y|| / sigma)   (Euclidean norm)     sigma > 0
-``polynomial``  (gamma <x, y> + offset)^degree                 degree >= 1, offset >= 0, gamma > 0
-``linear``      <x, y>                                         none
-``tanh``        tanh(gamma <x, y> + offset)                    gamma > 0, offset
-==============  =============================================  ====================
+Every kernel is declared once in `KERNELS`, with its parameters
+(`kpca.params.Param`), its formula, and its *profile*: a kernel is either
+radial, ``k(x, y) = f(||x - y||^2)``, or a dot-product kernel,
+``k(x, y) = f(<x, y>)``, and the profile returns ``f(t)`` and ``f'(t)``,
+from which the diagonal and the pre-image gradients (`kpca.preimage`) follow:
+
+==============  =============================================  ============================================
+type            k(x, y)                                        f'(t)
+==============  =============================================  ============================================
+``gaussian``    exp(-||x - y||^2 / (2 sigma^2))                -k / (2 sigma^2)
+``laplacian``   exp(-||x - y|| / sigma)   (Euclidean norm)     -k / (2 sigma sqrt(t)), 0 at t = 0
+``polynomial``  (gamma <x, y> + offset)^degree                 degree gamma (gamma t + offset)^(degree - 1)
+``linear``      <x, y>                                         1
+``tanh``        tanh(gamma <x, y> + offset)                    gamma (1 - k^2)
+==============  =============================================  ============================================
 
 The Laplacian kernel uses the Euclidean (not the L1) distance so that it, too,
 is one GEMM away; it is positive definite like the L1 form. ``tanh`` is not
@@ -26,77 +31,188 @@ positive part of its spectrum.
 
 from __future__ import annotations
 
-import itertools
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-import numba
 import numpy as np
 
-from kpca._fastexp import FASTMATH_FLAGS, exp_nonpositive
-from kpca._threads import blas_limit, map_threads
-
-KERNEL_TYPES = ("gaussian", "laplacian", "polynomial", "linear", "tanh")
+from kpca import _tiles
+from kpca._threads import map_threads
+from kpca.params import Param, ParamError, check_params, with_defaults
 
 
 @dataclass(frozen=True)
-class KernelSpec:
-    """A kernel and its parameters; ``from_dict``/``to_dict`` round-trip JSON.
+class Kernel:
+    """One row of the kernel table.
 
-    Only the parameters of the chosen ``type`` are meaningful; ``to_dict``
-    drops the others.
+    Attributes
+    ----------
+    name : str
+    formula : str
+        ``k(x, y)`` in words a user reads.
+    params : tuple of Param
+    radial : bool
+        ``k = f(||x - y||^2)`` (True) or ``f(<x, y>)`` (False).
+    profile : callable
+        ``profile(spec, t) -> (f(t), f'(t))``, elementwise over a float64 array t.
+    tile_map : callable or None
+        Radial kernels: the jitted map of `kpca._tiles` and ``tile_scale(spec)``, its scale argument.
+    gram_map : callable or None
+        Dot-product kernels: ``gram_map(G, spec)`` turns ``X Y^T`` into kernel values in place
+        (None: the Gram matrix is the kernel).
+    inverse : callable or None
+        ``inverse(spec, k) -> t`` with ``f(t) = k`` where the kernel determines input distances
+        (the Kwok-Tsang pre-image, `kpca.preimage.kwok_tsang`); values outside f's range are
+        clipped to it.
     """
 
-    type: str = "gaussian"
-    sigma: float = 1.0
-    degree: int = 2
-    offset: float = 1.0
-    gamma: float = 1.0
+    name: str
+    formula: str
+    params: tuple[Param, ...]
+    radial: bool
+    profile: Callable
+    tile_map: Callable | None = None
+    tile_scale: Callable | None = None
+    gram_map: Callable | None = None
+    inverse: Callable | None = None
 
-    _PARAMS = {
-        "gaussian": ("sigma",),
-        "laplacian": ("sigma",),
-        "polynomial": ("degree", "offset", "gamma"),
-        "linear": (),
-        "tanh": ("gamma", "offset"),
-    }
 
-    def __post_init__(self):
-        if self.type not in KERNEL_TYPES:
-            raise ValueError(f"kernel.type: unknown kernel {self.type!r}; choose one of {KERNEL_TYPES}")
-        if self.type in ("gaussian", "laplacian") and not self.sigma > 0:
-            raise ValueError(f"kernel.sigma: must be > 0, got {self.sigma}")
-        if self.type == "polynomial":
-            if int(self.degree) != self.degree or self.degree < 1:
-                raise ValueError(f"kernel.degree: must be an integer >= 1, got {self.degree}")
-            if not self.offset >= 0:
-                raise ValueError(f"kernel.offset: must be >= 0, got {self.offset}")
-        if self.type in ("polynomial", "tanh") and not self.gamma > 0:
-            raise ValueError(f"kernel.gamma: must be > 0, got {self.gamma}")
+_SIGMA = Param("sigma", float, low=0.0, low_open=True,
+               description="kernel width, in the units of the data (> 0)")
+_GAMMA = Param("gamma", float, 1.0, low=0.0, low_open=True, description="scale of the inner product (> 0)")
+
+
+def _gaussian_profile(spec, t):
+    k = np.exp(t * (-0.5 / spec.sigma**2))
+    return k, k * (-0.5 / spec.sigma**2)
+
+
+def _laplacian_profile(spec, t):
+    d = np.sqrt(t)
+    k = np.exp(d * (-1.0 / spec.sigma))
+    slope = np.zeros_like(k)
+    np.divide(k * (-0.5 / spec.sigma), d, out=slope, where=d > 0)  # the cone point t = 0: slope 0
+    return k, slope
+
+
+def _polynomial_profile(spec, t):
+    base = spec.gamma * t + spec.offset
+    p = int(spec.degree)
+    below = base ** (p - 1)
+    return below * base, (p * spec.gamma) * below
+
+
+def _tanh_profile(spec, t):
+    k = np.tanh(spec.gamma * t + spec.offset)
+    return k, spec.gamma * (1.0 - k * k)
+
+
+def _radial_argument(k):
+    return np.clip(k, np.finfo(np.float64).eps, 1.0)
+
+
+def _polynomial_inverse(spec, k):
+    """Inner products t with ``(gamma t + offset)^degree = k``: the real root for odd degrees, the
+    non-negative one for even degrees."""
+    p = int(spec.degree)
+    root = np.sign(k) * np.abs(k) ** (1.0 / p) if p % 2 else np.maximum(k, 0.0) ** (1.0 / p)
+    return (root - spec.offset) / spec.gamma
+
+
+def _polynomial_gram(G, spec):
+    work = G.dtype.type
+    _tiles.polynomial_from_gram(G, work(spec.gamma), work(spec.offset), int(spec.degree))
+
+
+def _tanh_gram(G, spec):
+    work = G.dtype.type
+    _tiles.tanh_from_gram(G, work(spec.gamma), work(spec.offset))
+
+
+KERNELS: dict[str, Kernel] = {
+    kernel.name: kernel
+    for kernel in (
+        Kernel("gaussian", "exp(-||x - y||^2 / (2 sigma^2))", (_SIGMA,), True, _gaussian_profile,
+               tile_map=_tiles.gaussian_tile, tile_scale=lambda spec: -0.5 / spec.sigma**2,
+               inverse=lambda spec, k: -2.0 * spec.sigma**2 * np.log(_radial_argument(k))),
+        Kernel("laplacian", "exp(-||x - y|| / sigma), Euclidean norm", (_SIGMA,), True, _laplacian_profile,
+               tile_map=_tiles.laplacian_tile, tile_scale=lambda spec: -1.0 / spec.sigma,
+               inverse=lambda spec, k: (spec.sigma * np.log(_radial_argument(k))) ** 2),
+        Kernel("polynomial", "(gamma <x, y> + offset)^degree",
+               (Param("degree", int, 2, low=1, high=64, description="integer power, 1 to 64"),
+                Param("offset", float, 1.0, low=0.0, description="added to the scaled inner product (>= 0)"),
+                _GAMMA), False, _polynomial_profile, gram_map=_polynomial_gram, inverse=_polynomial_inverse),
+        Kernel("linear", "<x, y>", (), False, lambda spec, t: (t, np.ones_like(t)), inverse=lambda spec, k: k),
+        Kernel("tanh", "tanh(gamma <x, y> + offset); not positive semi-definite in general",
+               (_GAMMA, Param("offset", float, 0.0, description="added to the scaled inner product")),
+               False, _tanh_profile, gram_map=_tanh_gram),
+    )
+}
+KERNEL_TYPES = tuple(KERNELS)
+
+
+class KernelSpec:
+    """A kernel of `KERNELS` and its parameter values: ``KernelSpec("gaussian", sigma=3.0)``.
+
+    Parameters are checked against the table (`kpca.params.ParamError`
+    naming ``kernel.<param>``) and defaults filled in; they read as
+    attributes (``spec.sigma``). `from_dict` / `to_dict` round-trip JSON.
+    Immutable and hashable.
+    """
+
+    __slots__ = ("type", "_values")
+
+    def __init__(self, type: str = "gaussian", **params: Any):
+        kernel = KERNELS.get(type)
+        if kernel is None:
+            raise ParamError("kernel", f"unknown kernel type {type!r}; choose one of {', '.join(KERNEL_TYPES)}")
+        values = with_defaults(kernel.params, check_params(kernel.params, params, "kernel", f"the {type} kernel"))
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "_values", tuple(values.items()))
 
     @classmethod
-    def from_dict(cls, spec: dict) -> "KernelSpec":
-        """Build from ``{"type": "gaussian", "sigma": 3.0}``; unknown keys raise ValueError."""
+    def from_dict(cls, spec: Mapping) -> "KernelSpec":
+        """Build from ``{"type": "gaussian", "sigma": 3.0}``; unknown keys raise `ParamError`."""
         spec = dict(spec)
-        kind = spec.pop("type", "gaussian")
-        allowed = cls._PARAMS.get(kind)
-        if allowed is None:
-            raise ValueError(f"kernel.type: unknown kernel {kind!r}; choose one of {KERNEL_TYPES}")
-        extra = set(spec) - set(allowed)
-        if extra:
-            raise ValueError(f"kernel.{sorted(extra)[0]}: not a parameter of the {kind} kernel")
-        return cls(type=kind, **spec)
+        return cls(spec.pop("type", "gaussian"), **spec)
 
     def to_dict(self) -> dict:
-        """JSON-able dict with ``type`` and the parameters this kernel uses."""
-        values = asdict(self)
-        return {"type": self.type, **{k: values[k] for k in self._PARAMS[self.type]}}
+        """JSON-able dict with ``type`` and the kernel's parameters."""
+        return {"type": self.type, **dict(self._values)}
+
+    @property
+    def kernel(self) -> Kernel:
+        """The table row of this kernel."""
+        return KERNELS[self.type]
 
     @property
     def needs_norms(self) -> bool:
-        """Whether the kernel needs the squared norms of its arguments."""
-        return self.type in ("gaussian", "laplacian")
+        """Whether the kernel needs the squared norms of its arguments (radial kernels)."""
+        return self.kernel.radial
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            for key, value in self._values:
+                if key == name:
+                    return value
+        raise AttributeError(f"the {self.type} kernel has no parameter {name!r}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError("KernelSpec is immutable")
+
+    def __reduce__(self):
+        return KernelSpec.from_dict, (self.to_dict(),)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, KernelSpec) and (self.type, self._values) == (other.type, other._values)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self._values))
+
+    def __repr__(self) -> str:
+        args = "".join(f", {key}={value!r}" for key, value in self._values)
+        return f"KernelSpec({self.type!r}{args})"
 
 
 def squared_norms(X: np.ndarray) -> np.ndarray:
@@ -120,7 +236,7 @@ def kernel_block(
     Y : ndarray of shape (m, n), same dtype as X
     spec : KernelSpec
     x_sqnorms, y_sqnorms : ndarray of shape (b,) and (m,), optional
-        Precomputed squared norms (Gaussian and Laplacian only).
+        Precomputed squared norms (radial kernels only).
     threads : int, optional
         Threads sharing the tiles, default `map_threads`.
 
@@ -154,21 +270,18 @@ def kernel_block_into(
     written in out's (float32 work into float64 rows costs nothing extra).
     Returns ``out``.
 
-    Gaussian and Laplacian blocks are computed tile by tile: a GEMM into an
-    L2-sized buffer, then a jitted map that turns the buffer into kernel
-    values and writes them once to ``out``, so the block crosses the memory
-    bus once instead of three times (GEMM write, map read and write). Tiles
-    are shared among ``threads`` (default `map_threads`) threads, each
-    calling a single-threaded BLAS. Cost: 2 b m n flops plus O(b m).
+    Radial blocks are computed tile by tile (`kpca._tiles.run_tiles`): a GEMM
+    into a cache-sized buffer, then a jitted map that writes the kernel
+    values once to ``out``, the tiles shared among ``threads`` (default
+    `map_threads`) threads. Cost: 2 b m n flops plus O(b m).
     """
     if not (out.flags.c_contiguous and out.dtype.kind == "f" and out.shape[0] == X.shape[0]
             and out.shape[1] >= col0 + Y.shape[0]):
         raise ValueError("out: expected a C-contiguous float array with room for the block")
     dtype = out.dtype
-    kind = spec.type
-    if kind in ("gaussian", "laplacian"):
+    if spec.kernel.radial:
         fn, args = _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift)
-        _radial_tiles(fn, out, col0, X, Y, *args, _threads(threads))
+        _tiles.run_tiles(fn, out, col0, X, Y, *args, _threads(threads))
         return out
     out[:, col0 : col0 + Y.shape[0]] = _gram_kernel(X, Y, spec, dtype, row_shift, col_shift)
     return out
@@ -198,19 +311,12 @@ def kernel_left_product_into(
     computed in X's dtype and multiplied with C in C's dtype (float32 C: a
     float32 GEMM, accumulated into ``acc``'s dtype). Returns ``acc``.
 
-    Gaussian and Laplacian blocks go tile by tile as in `kernel_block_into`,
-    but each tile, once mapped into a second buffer, is multiplied by its
-    columns of C there and then: B never reaches memory, and neither the
-    kernel values nor the product stream through it; ``T @ start`` is
-    formed panel by panel too. Threads claim column panels (all row tiles
-    of a panel, in order), so each column of ``acc`` is written by one
-    thread, and the result does not depend on the thread count. Cost:
-    ``2 b m (n + d)`` (+ ``2 d^2 m`` with T) flops plus O(b m) element-wise
-    work; memory O(d m) besides the tiles. (Measured at l = 20,000, n = 64,
-    r = 16: a kha-smd pass, whose update is this product with d = 32 plus
-    small-matrix work, took 1.22-1.41x (median 1.33) the time of the pass's
-    kernel rows formed alone, against 1.45-1.95x (median 1.73) with the rows
-    formed and then multiplied; bench/kha_speed.py.)
+    Radial blocks go panel by panel (`kpca._tiles.run_panels`): each kernel
+    tile is multiplied by its columns of C while it is in cache, so B never
+    reaches memory; ``T @ start`` is formed panel by panel too, and the
+    result does not depend on the thread count. Cost: ``2 b m (n + d)``
+    (+ ``2 d^2 m`` with T) flops plus O(b m) element-wise work; memory
+    O(d m) besides the tiles.
     """
     d, b, m = C.shape[0], X.shape[0], Y.shape[0]
     if not (acc.flags.c_contiguous and acc.dtype.kind == "f" and acc.shape[0] == d and acc.shape[1] >= col0 + m
@@ -221,14 +327,38 @@ def kernel_left_product_into(
     if start.shape != acc.shape or (T is not None and T.shape != (d, d)):
         raise ValueError(f"T, start: expected shapes ({d}, {d}) and {acc.shape}")
     dtype = C.dtype
-    if spec.type in ("gaussian", "laplacian"):
+    if spec.kernel.radial:
         fn, args = _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift)
-        _radial_panels(fn, acc, col0, np.ascontiguousarray(C), X, Y, *args, _threads(threads), T, start)
+        _tiles.run_panels(fn, acc, col0, np.ascontiguousarray(C), X, Y, *args, _threads(threads), T, start)
         return acc
     cols = slice(col0, col0 + m)
     first = start[:, cols] if T is None else T @ start[:, cols]
     acc[:, cols] = first + C @ _gram_kernel(X, Y, spec, dtype, row_shift, col_shift)
     return acc
+
+
+def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    """``k(x_i, x_i)`` for every row of X, shape (m,): ``f(0)`` (radial) or ``f(||x||^2)``. Cost O(m n)."""
+    t = np.zeros(X.shape[0], dtype=X.dtype) if spec.kernel.radial else squared_norms(X)
+    return np.asarray(spec.kernel.profile(spec, t)[0], dtype=X.dtype)
+
+
+def kernel_and_slope(spec: KernelSpec, gram: np.ndarray, zn: np.ndarray, yn: np.ndarray):
+    """Kernel values ``k`` and profile slopes ``f'`` (module table) of ``Z`` against ``Y``, both (b, c).
+
+    ``gram = Z Y^T`` and the squared norms ``zn`` (b,), ``yn`` (c,), all
+    float64. Radial kernels get ``t = ||z||^2 + ||y||^2 - 2 <z, y>``, with
+    values below its rounding (``64 eps (||z||^2 + ||y||^2)``) set to 0, so
+    that a point that equals a training point meets the profile's ``t = 0``
+    case (the Laplacian's cone point). Cost O(b c).
+    """
+    kernel = spec.kernel
+    if not kernel.radial:
+        return kernel.profile(spec, gram)
+    scale = zn[:, None] + yn[None, :]
+    t = scale - 2.0 * gram
+    t[t <= 64 * np.finfo(np.float64).eps * scale] = 0.0
+    return kernel.profile(spec, t)
 
 
 def _threads(threads: int | None) -> int:
@@ -246,201 +376,18 @@ def _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_sh
     c = np.zeros(Y.shape[0], dtype) if col_shift is None else col_shift
     norms = [np.ascontiguousarray(v, dtype=work) for v in (xn, yn)]
     shifts = [np.ascontiguousarray(v, dtype=dtype) for v in (a, c)]
-    scale = -0.5 / spec.sigma**2 if spec.type == "gaussian" else -1.0 / spec.sigma
-    return _RADIAL_TILES[spec.type], (*norms, *shifts, work.type(scale))
+    kernel = spec.kernel
+    return kernel.tile_map, (*norms, *shifts, work.type(kernel.tile_scale(spec)))
 
 
 def _gram_kernel(X, Y, spec, dtype, row_shift, col_shift) -> np.ndarray:
-    """The (b, m) block of a kernel of ``<x, y>`` (linear, polynomial, tanh) in ``dtype``, shifted."""
-    work = X.dtype
-    kind = spec.type
+    """The (b, m) block of a dot-product kernel in ``dtype``, shifted."""
     G = X @ Y.T
-    if kind == "polynomial":
-        _polynomial_from_gram(G, work.type(spec.gamma), work.type(spec.offset), int(spec.degree))
-    elif kind == "tanh":
-        _tanh_from_gram(G, work.type(spec.gamma), work.type(spec.offset))
+    if spec.kernel.gram_map is not None:
+        spec.kernel.gram_map(G, spec)
     G = G.astype(dtype, copy=False)
     if row_shift is not None:
         G += np.asarray(row_shift, dtype)[:, None]
     if col_shift is not None:
         G += np.asarray(col_shift, dtype)[None, :]
     return G
-
-
-_TILE_BYTES = 2**19  # one GEMM tile, kept in a core's L2 cache while it is mapped
-_TILE_ROWS = 128  # with _TILE_BYTES, the best of a sweep on a 2-core Zen 3 (bench/kernel_rows.py)
-# Tiles of `_radial_panels`: all rows of a block (up to 1024) by 1 MiB. Of 128 x 512, 256 x 256,
-# 256 x 512 and 1024 rows by 2^18-2^21 bytes, this was fastest at l = 20,000, n = 64, b = 838
-# (a pass of products at 0.82-1.01x the time of forming its rows; fewer, larger panels also
-# leave a thread less waiting for the last one of each data chunk).
-_PANEL_ROWS = 1024
-_PANEL_BYTES = 2**20
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _radial_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
-    """Run the fused GEMM + map ``fn`` over the tiles of a (b, m) block.
-
-    Tiles are (<= `_TILE_ROWS` rows) x (columns filling `_TILE_BYTES`); threads
-    take the next tile in turn. The maps and BLAS release the GIL, so
-    plain Python threads run in parallel without numba's threading layer
-    (which must not be entered from several threads at once, as dask worker
-    threads would). With more than one thread BLAS is held to one thread
-    meanwhile: each of ours already keeps a core busy.
-    """
-    b, m = X.shape[0], Y.shape[0]
-    rows, width = _tile_shape(b, X.itemsize)
-    tiles = [(r, j) for j in range(0, m, width) for r in range(0, b, rows)]
-
-    def run(part):
-        buf = np.empty(rows * width, dtype=X.dtype)
-        for k in part:
-            r, j = tiles[k]
-            r1, j1 = min(r + rows, b), min(j + width, m)
-            tile = buf[: (r1 - r) * (j1 - j)].reshape(r1 - r, j1 - j)
-            np.matmul(X[r:r1], Y[j:j1].T, out=tile)
-            fn(tile, out, r, col0 + j, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
-
-    _shared(len(tiles), run, threads)
-
-
-def _radial_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -> None:
-    """``acc[:, J] = T @ start[:, J] + C @ B[:, J]`` over the column panels J of a (b, m) radial block B.
-
-    A panel is one tile width of columns; its row tiles are computed (GEMM),
-    mapped into a second buffer in C's dtype (the map must not write over
-    the GEMM tile it reads: in place the tiles took 1.3-1.5x as long), and
-    multiplied by C's columns while both buffers are in cache. See
-    `kernel_left_product_into`.
-    """
-    d, b, m = C.shape[0], X.shape[0], Y.shape[0]
-    rows, width = _panel_shape(b, X.itemsize)
-
-    def run(part):
-        gram = np.empty(rows * width, dtype=X.dtype)
-        values = np.empty(rows * width, dtype=C.dtype)
-        product = np.empty(d * width, dtype=C.dtype)
-        for k in part:
-            j = k * width
-            j1 = min(j + width, m)
-            w = j1 - j
-            prod = product[: d * w].reshape(d, w)
-            panel = slice(col0 + j, col0 + j1)
-            if T is not None:
-                np.matmul(T, start[:, panel], out=acc[:, panel])
-            elif start is not acc:
-                acc[:, panel] = start[:, panel]
-            for r in range(0, b, rows):
-                r1 = min(r + rows, b)
-                tile = gram[: (r1 - r) * w].reshape(r1 - r, w)
-                mapped = values[: (r1 - r) * w].reshape(r1 - r, w)
-                np.matmul(X[r:r1], Y[j:j1].T, out=tile)
-                fn(tile, mapped, 0, 0, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
-                np.matmul(C[:, r:r1], mapped, out=prod)
-                acc[:, panel] += prod
-
-    _shared(-(-m // width), run, threads)
-
-
-def _tile_shape(b: int, itemsize: int) -> tuple[int, int]:
-    """(rows, columns) of a GEMM tile: <= `_TILE_ROWS` rows, columns filling `_TILE_BYTES`."""
-    rows = max(1, min(b, _TILE_ROWS))  # b = 0: no row tiles (and no division by zero)
-    return rows, max(64, _TILE_BYTES // (rows * itemsize))
-
-
-def _panel_shape(b: int, itemsize: int) -> tuple[int, int]:
-    """(rows, columns) of a tile of `_radial_panels`."""
-    rows = max(1, min(b, _PANEL_ROWS))
-    return rows, max(16, _PANEL_BYTES // (rows * itemsize))
-
-
-def _shared(n_items: int, run, threads: int) -> None:
-    """``run(items)`` on up to ``threads`` threads of a shared pool, items 0 .. n_items-1 split among them.
-
-    Items are handed out one at a time (a shared counter; next() on it is
-    atomic under the GIL), so a thread slowed down by other work on its core
-    -- a solver update running alongside -- takes fewer of them instead of
-    holding the whole block back. Meanwhile BLAS is held to one thread: each
-    of ours already keeps a core busy.
-    """
-    global _pool
-    threads = min(threads, n_items)
-    if threads <= 1:
-        run(range(n_items))
-        return
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < threads:
-            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-tiles")
-    shared = itertools.count()
-
-    def claimed():  # one generator per thread over the shared counter
-        while (k := next(shared)) < n_items:
-            yield k
-
-    with blas_limit(1):
-        futures = [_pool.submit(run, claimed()) for _ in range(threads)]
-        for f in futures:
-            f.result()
-
-
-def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
-    """``k(x_i, x_i)`` for every row of X, shape (m,). Cost O(m n)."""
-    if spec.type in ("gaussian", "laplacian"):
-        return np.ones(X.shape[0], dtype=X.dtype)
-    sq = squared_norms(X)
-    if spec.type == "linear":
-        return sq
-    if spec.type == "polynomial":
-        return (spec.gamma * sq + spec.offset) ** spec.degree
-    return np.tanh(spec.gamma * sq + spec.offset)
-
-
-# Jitted tile maps (compiled per precision of the tile and of out): T holds the
-# GEMM tile X[r0:] Y[j:]^T; each entry becomes a kernel value (distance, then
-# the vectorisable exp of kpca._fastexp), is shifted, and is written once to
-# out[r0 + i, c0 + j]. Plain-numpy twins live in tests/naive.py. Rows are
-# sliced inside so that numba sees contiguous arrays and vectorises the loops.
-
-
-@numba.njit(inline="always", fastmath=FASTMATH_FLAGS)
-def _squared_distance(xi, yj, g, zero):
-    """``max(|x|^2 + |y|^2 - 2 <x, y>, 0)``: clipped, as rounding can make it negative."""
-    return max(xi + yj - (g + g), zero)
-
-
-@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _gaussian_tile(T, out, r0, c0, xn, yn, a, c, scale):
-    zero = scale - scale  # in the tile's precision
-    for i in range(T.shape[0]):
-        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
-        for j in range(t.shape[0]):
-            o[j] = exp_nonpositive(scale * _squared_distance(xi, yn[j], t[j], zero)) + (ai + c[j])
-
-
-@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def _laplacian_tile(T, out, r0, c0, xn, yn, a, c, scale):
-    zero = scale - scale
-    for i in range(T.shape[0]):
-        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
-        for j in range(t.shape[0]):
-            o[j] = exp_nonpositive(scale * np.sqrt(_squared_distance(xi, yn[j], t[j], zero))) + (ai + c[j])
-
-
-_RADIAL_TILES = {"gaussian": _gaussian_tile, "laplacian": _laplacian_tile}
-
-
-@numba.njit(nogil=True, cache=True)
-def _polynomial_from_gram(G, gamma, offset, degree):
-    b, m = G.shape
-    for i in range(b):
-        for j in range(m):
-            G[i, j] = (gamma * G[i, j] + offset) ** degree
-
-
-@numba.njit(nogil=True, cache=True)
-def _tanh_from_gram(G, gamma, offset):
-    b, m = G.shape
-    for i in range(b):
-        for j in range(m):
-            G[i, j] = np.tanh(gamma * G[i, j] + offset)

@@ -50,6 +50,17 @@ class Centering:
     grand_mean: float
     mean_diagonal: float
 
+    def to_state(self) -> dict:
+        """The centring as the entries of a solver state (a checkpoint holds them beside the solver's)."""
+        return {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
+                "centering_mean_diagonal": float(self.mean_diagonal)}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Centering":
+        """The centring kept in a solver state by `to_state`."""
+        return cls(np.asarray(state["centering_column_means"]), float(state["centering_grand_mean"]),
+                   float(state["centering_mean_diagonal"]))
+
 
 def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> np.ndarray:
     """Centre a block of kernel rows in place (eq. 5): ``K - r[:, None] - m[None, :] + m_bar``.
@@ -310,3 +321,30 @@ class KernelRows:
         if self.centering is None:
             raise RuntimeError("call fit_centering() (or set .centering) before asking for centred rows")
         return self.centering
+
+
+class DenseRows:
+    """A row source over an in-memory centred kernel matrix K' (small l): the same interface as
+    `KernelRows` for the solvers and the driver (``n_rows``, ``block``, ``square``, ``left_product``).
+    It has no ``centering``: K' is given centred."""
+
+    centering = None
+
+    def __init__(self, Kc: np.ndarray):
+        self.Kc = Kc
+        self.n_rows = Kc.shape[0]
+
+    def block(self, indices: np.ndarray) -> np.ndarray:
+        """``K'[indices, :]``."""
+        return self.Kc[indices]
+
+    def square(self, indices: np.ndarray) -> np.ndarray:
+        """``K'[indices][:, indices]``."""
+        return self.Kc[np.ix_(indices, indices)]
+
+    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
+                     start: np.ndarray | None = None) -> np.ndarray:
+        """``out = T start + C K'[indices, :]`` (T the identity and start ``out`` by default)."""
+        start = out if start is None else start
+        out[:] = (start if T is None else T @ start) + C @ self.Kc[indices]
+        return out

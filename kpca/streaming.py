@@ -39,7 +39,8 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
 
     Returns
     -------
-    (state, centering) for l1 rows. The pass counter and ``t`` continue; a
+    (state, centering) for l1 rows; the state carries the new centring
+    (`Centering.to_state`). The pass counter and ``t`` continue; a
     pass that was interrupted restarts at its beginning on the new rows.
     Cost: ``2 k l1 n`` flops for the k new kernel rows and O(r l1) memory.
     """
@@ -48,7 +49,7 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
         raise ValueError(f"dataset_version: the data set shrank from {l0} to {l1} rows; continue only on appended rows")
     if l1 == l0:
         rows.centering = centering
-        return dict(state), centering
+        return dict(state, **centering.to_state()), centering
     new = np.arange(l0, l1)
     X_new = rows.take(new)
     R = rows.raw_block(X_new)  # (k, l1) raw kernel rows of the new points
@@ -60,7 +61,7 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
     diag_sum = l0 * (centering.mean_diagonal + mbar0) + float(kernel_diagonal(X_new, rows.kernel).sum())
     new_centering = Centering(m1, mbar1, diag_sum / l1 - mbar1)
 
-    out = dict(state, n_rows=l1, position=0)
+    out = dict(state, n_rows=l1, position=0, **new_centering.to_state())
     for M, MK in (("A", "AK"), ("B", "BK")):  # B K' as A K' (KHA-SMD)
         if MK in state:
             out[MK] = _recentred_image(state[M], state[MK], m0, m1, mbar0, mbar1, R)

@@ -20,10 +20,11 @@ from starlette.concurrency import run_in_threadpool
 from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware
 from service.metrics import Metrics, MetricsMiddleware
-from service.routes import datasets, health, models
+from service.routes import catalogue, datasets, events, health, models, serving
 from service.settings import Settings, get_settings
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from workers import Backend
+from workers.plugins import import_modules
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.datasets = DatasetStore(data_dir)
     app.state.models = ModelRegistry(data_dir)
     app.state.checkpoints = CheckpointStore(data_dir)
-    backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers)
+    backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
+                      plugins=settings.solver_plugins)
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
     app.state.backend = backend
     log.info("kpca-stream serving data from %s", data_dir)
@@ -76,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = Metrics()
     app.state.metrics.watch_models(lambda: app.state.models.list())
+    import_modules(settings.solver_plugins)  # plugin solvers are in the schemas from the start
 
     install_error_handlers(app)
     # added last = outermost: metrics see every response, including 413s
@@ -85,4 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(datasets.router)
     app.include_router(models.router)
+    app.include_router(serving.router)
+    app.include_router(events.router)
+    app.include_router(catalogue.router)
     return app

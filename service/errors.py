@@ -3,6 +3,9 @@
 * `ApiError` — raised by routes for mistakes they detect themselves.
 * store errors (`store.errors.StoreError`) — mapped by their ``code``:
   ``not_found`` 404, ``conflict`` 409, ``invalid`` 422.
+* `kpca.params.ParamError` — a declared parameter refused (kernel, solver,
+  pre-image option): 422 on its dotted ``field``, whether raised while a
+  request body is validated or later, against the data.
 * `RequestValidationError` — 422 (400 when the JSON itself is unparseable),
   ``field`` is the dotted location without its ``body``/``path``/``query`` root.
 * Starlette `HTTPException` (unknown route, wrong method) — its status code.
@@ -20,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from kpca.params import ParamError
 from service.schemas.errors import ErrorBody, ErrorDetail
 from store.errors import NotFound, StoreError
 
@@ -91,6 +95,10 @@ def _describe_validation_errors(errors: Sequence[dict[str, Any]]) -> tuple[int, 
     if first.get("type") == "json_invalid":
         reason = (first.get("ctx") or {}).get("error", "invalid JSON")
         return 400, "bad_request", f"request body is not valid JSON: {reason}", "body"
+    more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    declared = (first.get("ctx") or {}).get("error")
+    if isinstance(declared, ParamError):  # raised by a declaration's own check: it names its field
+        return 422, "invalid", str(declared) + more, declared.field
     field = field_from_loc(first.get("loc", ()))
     message = str(first.get("msg", "invalid value"))
     if first.get("type") == "missing":
@@ -99,9 +107,7 @@ def _describe_validation_errors(errors: Sequence[dict[str, Any]]) -> tuple[int, 
         message = "unknown field; remove it (see the schema at /docs)"
     if field:
         message = f"{field}: {message}"
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
-    return 422, "invalid", message, field
+    return 422, "invalid", message + more, field
 
 
 async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -141,6 +147,10 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return error_response(status_code, code, message, field)
 
 
+async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
+    return error_response(422, "invalid", str(exc), exc.field)
+
+
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal", "internal server error; the failure has been logged")
@@ -151,5 +161,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(ParamError, _param_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _internal_error)

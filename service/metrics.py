@@ -103,8 +103,8 @@ class _ModelsCollector:
         counts = {status: 0 for status in self.STATUSES}
         passes = 0
         for record in records:
-            counts[record.get("status", "unknown")] = counts.get(record.get("status", "unknown"), 0) + 1
-            passes += int((record.get("progress") or {}).get("pass") or 0)
+            counts[record.status] = counts.get(record.status, 0) + 1
+            passes += record.passes_done
         for status, count in counts.items():
             by_status.add_metric([status], count)
         yield by_status

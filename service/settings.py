@@ -14,6 +14,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kpca import defaults
+
 
 class Settings(BaseSettings):
     """Everything the HTTP layer needs to start.
@@ -32,6 +34,10 @@ class Settings(BaseSettings):
     checkpoint_keep : checkpoints kept per model (the last k, plus the best).
     watchdog_s : how often fits without a live runner (dead worker, restart)
         are looked for and resubmitted.
+    solver_plugins : modules the service and every dask worker import at
+        start-up, each registering solvers (`kpca.solvers.register`; see
+        `workers.plugins`). Environment: ``KPCA_SOLVER_PLUGINS`` as a
+        comma-separated list or a JSON list.
     register_prefixes : where ``POST /v1/datasets`` with ``{"source":
         {"zarr": ...}}`` may register existing arrays from. A source is
         allowed if it equals a prefix or lies below one, by whole path
@@ -51,11 +57,12 @@ class Settings(BaseSettings):
     scheduler: str | None = None
     n_workers: int = Field(default=2, ge=1)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
-    exact_limit: int = Field(default=3000, ge=0)
-    checkpoint_keep: int = Field(default=3, ge=1)
+    exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0)
+    checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, ge=1)
     watchdog_s: float = Field(default=5.0, gt=0)
     # ``| str`` lets a comma-separated value through pydantic-settings' JSON decoding of lists
     register_prefixes: list[str] | str = Field(default_factory=lambda: ["/"])
+    solver_plugins: list[str] | str = Field(default_factory=list)
 
     @field_validator("scheduler", mode="before")
     @classmethod
@@ -64,26 +71,35 @@ class Settings(BaseSettings):
             return None
         return value
 
+    @field_validator("solver_plugins", mode="after")
+    @classmethod
+    def _plugin_list(cls, value: list[str] | str) -> list[str]:
+        return _string_list(value, "solver_plugins")
 
     @field_validator("register_prefixes", mode="after")
     @classmethod
     def _prefix_list(cls, value: list[str] | str) -> list[str]:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                try:
-                    value = json.loads(text)
-                except ValueError as exc:
-                    raise ValueError(f"not a JSON list of strings: {exc}") from None
-            else:
-                value = text.split(",")
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise ValueError("register_prefixes must be a list of strings")
-        prefixes = [item.strip() for item in value if item.strip()]
+        prefixes = _string_list(value, "register_prefixes")
         for prefix in prefixes:
             if "://" not in prefix and not os.path.isabs(prefix):
                 raise ValueError(f"register prefix {prefix!r} must be an absolute path or a URL")
         return prefixes
+
+
+def _string_list(value: list[str] | str, name: str) -> list[str]:
+    """A list of non-empty strings from a list, a JSON list or a comma-separated string."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"not a JSON list of strings: {exc}") from None
+        else:
+            value = text.split(",")
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{name} must be a list of strings")
+    return [item.strip() for item in value if item.strip()]
 
 
 @lru_cache

@@ -1,9 +1,10 @@
-"""Persistence: zarr data sets in immutable versions, atomic versioned checkpoints, the model registry.
+"""Persistence: zarr data sets in immutable versions, atomic versioned checkpoints, the model records.
 
-No HTTP and no dask here; numpy, zarr and the standard library only. Every
-write is atomic (temporary name, fsync, rename) and every stored document
-carries ``schema_version`` 1. Names are validated by `validate_name`, so no
-input can address a path outside the data folder.
+No HTTP and no dask here; numpy, zarr, pydantic (the typed model record,
+`store.records`) and the standard library. Every write is atomic (temporary
+name, fsync, rename) and every stored document carries a ``schema_version``
+(model records 2, the others 1). Names are validated by `validate_name`, so
+no input can address a path outside the data folder.
 """
 
 from store.checkpoints import CheckpointStore
@@ -11,6 +12,7 @@ from store.datasets import DatasetStore
 from store.errors import Conflict, Invalid, NotFound, StoreError
 from store.models import ModelRegistry
 from store.names import validate_name
+from store.records import ModelRecord
 from store.segments import SegmentedRows
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "Conflict",
     "DatasetStore",
     "Invalid",
+    "ModelRecord",
     "ModelRegistry",
     "NotFound",
     "SegmentedRows",

@@ -141,19 +141,19 @@ def atomic_write_json(path: Path, obj: dict, exclusive: bool = False) -> None:
     atomic_write_bytes(path, dump_json(obj), exclusive=exclusive)
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path, max_version: int = SCHEMA_VERSION) -> dict:
     """Read a stored JSON document.
 
     Raises `FileNotFoundError` if it is missing and `ValueError` if it is not a
-    dict or has a ``schema_version`` newer than this code understands.
-    Cost O(size of the file).
+    dict or has a ``schema_version`` above ``max_version`` (newer than this
+    code understands). Cost O(size of the file).
     """
     with open(path, "rb") as handle:
         doc = json.loads(handle.read().decode("utf-8"))
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a JSON object")
     version = doc.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if not isinstance(version, int) or version > max_version:
         raise ValueError(f"{path}: unsupported schema_version {version!r}")
     return doc
 

@@ -1,17 +1,16 @@
-"""The model registry: one JSON record per model, the authoritative job state.
+"""The model registry: one `store.records.ModelRecord` per model, the authoritative job state.
 
 Layout under the data folder ``root``::
 
-    models/{name}/model.json    the record (schema_version, name, created_at, updated_at, ...)
+    models/{name}/model.json    the record (`ModelRecord`, schema_version 2; version 1 is migrated on read)
     models/{name}/cancel        flag: a cancel was requested (a small JSON document)
     models/{name}/.lock         flock taken by create, write, update, delete
     models/{name}/.fit          flock held by the one process running the model's fit (`fit_lease`)
     models/{name}/checkpoints/  see `store.checkpoints`
 
 The service creates records and reads them; the worker running the fit
-writes status, progress and history with `update` / `write`. The registry
-does not interpret the record beyond the fields it manages (``name``,
-``schema_version``, ``created_at``, ``updated_at``).
+writes status, progress and history with `update`. The registry manages
+``name``, ``schema_version``, ``created_at`` and ``updated_at``.
 """
 
 from __future__ import annotations
@@ -21,12 +20,16 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from store.atomic import SCHEMA_VERSION, atomic_write_json, file_lock, read_json, remove_tree, try_file_lock
-from store.errors import Conflict, Invalid, NotFound
-from store.names import validate_name
+from pydantic import ValidationError
+
+from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
+from store.errors import Invalid, NotFound
+from store.folders import ResourceFolders
+from store.records import MODEL_SCHEMA_VERSION, ModelRecord, migrate
 from store.timestamps import utc_now
 
 MANAGED_FIELDS = ("name", "schema_version", "created_at", "updated_at")
+_RECORD = "model.json"
 _CREATE_ATTEMPTS = 5
 
 
@@ -41,27 +44,11 @@ class ModelRegistry:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
-        self.folder = self.root / "models"
+        self.folders = ResourceFolders(self.root, "models", "model")
+        self.folder = self.folders.folder
 
-    def _dir(self, name: str) -> Path:
-        return self.folder / validate_name(name)
-
-    def create(self, name: str, record: dict) -> dict:
-        """Store a new model record.
-
-        Parameters
-        ----------
-        name : str
-            Model name (see `validate_name`).
-        record : dict
-            JSON-able fields (numpy scalars and arrays are converted; NaN and
-            inf are refused). A ``"name"`` field, if present, must equal ``name``.
-
-        Returns
-        -------
-        dict
-            The stored record, with ``name``, ``schema_version``,
-            ``created_at`` and ``updated_at`` set.
+    def create(self, record: ModelRecord) -> ModelRecord:
+        """Store a new model record and return it with ``created_at`` and ``updated_at`` set.
 
         Raises
         ------
@@ -78,82 +65,62 @@ class ModelRegistry:
         in such a folder (checkpoints, cancel flag) are removed first. Cost
         O(record size).
         """
-        folder = self._dir(name)
-        doc = _with_name(name, record)
+        folder = self.folders.path(record.name)
         now = utc_now()
-        doc.update(schema_version=SCHEMA_VERSION, created_at=now, updated_at=now)
-        for _attempt in range(_CREATE_ATTEMPTS):
-            folder.mkdir(parents=True, exist_ok=True)
-            try:
-                with file_lock(folder / ".lock", shared=False):
-                    if (folder / "model.json").exists():
-                        raise Conflict(f"model {name!r} already exists", field="name")
-                    remove_tree(folder / "checkpoints")
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(folder / "cancel")
-                    try:
-                        atomic_write_json(folder / "model.json", doc, exclusive=True)
-                    except FileExistsError:
-                        raise Conflict(f"model {name!r} already exists", field="name") from None
-                    return doc
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # folder deleted concurrently: make it again
-        raise Conflict(f"model {name!r} is being deleted; try again", field="name")
+        stored = record.model_copy(update={"schema_version": MODEL_SCHEMA_VERSION, "created_at": now,
+                                           "updated_at": now})
 
-    def get(self, name: str) -> dict:
-        """The record of model ``name``; `NotFound` if missing. Cost O(record size)."""
+        def clear_leftovers() -> None:
+            remove_tree(folder / "checkpoints")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(folder / "cancel")
+
+        self.folders.claim(record.name, _RECORD, stored.document(), before=clear_leftovers, under_lock=True,
+                           attempts=_CREATE_ATTEMPTS)
+        return stored
+
+    def get(self, name: str) -> ModelRecord:
+        """The record of model ``name`` (migrated to the current version); `NotFound` if missing.
+
+        A stored document that is not a valid record raises ValueError naming
+        its file (the data folder was damaged). Cost O(record size).
+        """
+        doc = self.folders.read(name, _RECORD, max_version=MODEL_SCHEMA_VERSION)
         try:
-            return read_json(self._dir(name) / "model.json")
-        except (FileNotFoundError, NotADirectoryError):
-            raise NotFound("model", name) from None
+            return ModelRecord.model_validate(migrate(doc))
+        except ValidationError as exc:
+            raise ValueError(f"{self.folders.path(name) / _RECORD}: not a valid model record: {exc}") from None
 
-    def list(self) -> list[dict]:
+    def list(self) -> list[ModelRecord]:
         """Records of all models, sorted by name. Cost: a folder listing and one `get` per model."""
-        try:
-            names = sorted(entry.name for entry in os.scandir(self.folder) if entry.is_dir())
-        except FileNotFoundError:
-            return []
         records = []
-        for entry_name in names:
+        for name in self.folders.names():
             try:
-                records.append(self.get(entry_name))
+                records.append(self.get(name))
             except (NotFound, Invalid):
-                continue  # tombstones, folders without a record
+                continue  # folders without a record
         return records
 
-    def write(self, name: str, record: dict) -> dict:
-        """Replace the record of an existing model atomically.
-
-        ``created_at`` is kept from the stored record and ``updated_at`` set
-        to now; ``schema_version`` and ``name`` are set. Raises `NotFound` if
-        the model does not exist. Cost O(record size).
-        """
-        doc = _with_name(name, record)
-        with self._locked(name):
-            stored = self.get(name)
-            doc.update(
-                schema_version=SCHEMA_VERSION, created_at=stored.get("created_at"), updated_at=utc_now()
-            )
-            atomic_write_json(self._dir(name) / "model.json", doc)
-        return doc
-
-    def update(self, name: str, /, **fields) -> dict:
-        """Set top-level ``fields`` of a record (read-modify-write under the model's exclusive lock).
+    def update(self, name: str, /, **fields) -> ModelRecord:
+        """Set fields of a record (read-modify-write under the model's exclusive lock), validated.
 
         Fields not named are kept; ``updated_at`` is set to now. The fields
         the registry manages (``name``, ``schema_version``, ``created_at``,
         ``updated_at``) cannot be set (`Invalid`). Raises `NotFound` if the
-        model does not exist. Returns the new record. Cost O(record size).
+        model does not exist, ValueError if a value does not fit the record.
+        Returns the new record. Cost O(record size).
         """
         for field in fields:
             if field in MANAGED_FIELDS:
                 raise Invalid(field, f"{field} is managed by the model registry")
-        with self._locked(name):
-            doc = self.get(name)
-            doc.update(fields)
-            doc["updated_at"] = utc_now()
-            atomic_write_json(self._dir(name) / "model.json", doc)
-        return doc
+            if field not in ModelRecord.model_fields:
+                raise Invalid(field, f"{field} is not a field of a model record")
+        with self.folders.locked(name):
+            current = self.get(name).document()
+            current.update({k: _plain(v) for k, v in fields.items()}, updated_at=utc_now())
+            record = ModelRecord.model_validate(current)
+            atomic_write_json(self.folders.path(name) / _RECORD, record.document())
+        return record
 
     def delete(self, name: str) -> None:
         """Delete a model: record, cancel flag and checkpoints.
@@ -163,17 +130,16 @@ class ModelRegistry:
         record. Cost O(files).
         """
         self.get(name)
-        with self._locked(name):
+        with self.folders.locked(name):
             self.get(name)
-            remove_tree(self._dir(name))
+            remove_tree(self.folders.path(name))
 
     def request_cancel(self, name: str) -> None:
         """Ask the fit of ``name`` to stop after its current block (sets the cancel flag). Cost O(1)."""
         self.get(name)
         try:
-            atomic_write_json(
-                self._dir(name) / "cancel", {"schema_version": SCHEMA_VERSION, "requested_at": utc_now()}
-            )
+            atomic_write_json(self.folders.path(name) / "cancel",
+                              {"schema_version": SCHEMA_VERSION, "requested_at": utc_now()})
         except FileNotFoundError:
             raise NotFound("model", name) from None
 
@@ -182,10 +148,10 @@ class ModelRegistry:
 
         Cost: one or two ``stat`` calls (cheap enough to poll after every block).
         """
-        folder = self._dir(name)
+        folder = self.folders.path(name)
         if (folder / "cancel").exists():
             return True
-        if not (folder / "model.json").exists():
+        if not (folder / _RECORD).exists():
             raise NotFound("model", name)
         return False
 
@@ -193,7 +159,7 @@ class ModelRegistry:
         """Remove the cancel flag (no error if it is not set); `NotFound` if no such model. Cost O(1)."""
         self.get(name)
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._dir(name) / "cancel")
+            os.unlink(self.folders.path(name) / "cancel")
 
     @contextlib.contextmanager
     def fit_lease(self, name: str) -> Iterator[bool]:
@@ -206,7 +172,7 @@ class ModelRegistry:
         """
         self.get(name)
         try:
-            with try_file_lock(self._dir(name) / ".fit") as held:
+            with try_file_lock(self.folders.path(name) / ".fit") as held:
                 yield held
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound("model", name) from None
@@ -216,20 +182,11 @@ class ModelRegistry:
         with self.fit_lease(name) as acquired:
             return not acquired
 
-    @contextlib.contextmanager
-    def _locked(self, name: str) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(file_lock(self._dir(name) / ".lock", shared=False))
-            except (FileNotFoundError, NotADirectoryError):
-                raise NotFound("model", name) from None
-            yield
 
-
-def _with_name(name: str, record: dict) -> dict:
-    validate_name(name)
-    if not isinstance(record, dict):
-        raise TypeError(f"record must be a dict, got {type(record).__name__}")
-    if record.get("name", name) != name:
-        raise Invalid("name", f"record name {record['name']!r} does not match {name!r}")
-    return {**record, "name": name}
+def _plain(value):
+    """A field value as JSON-able data (records and their parts become their documents)."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

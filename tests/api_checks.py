@@ -1,4 +1,6 @@
-"""Assertions on the service's error bodies, shared by the API tests."""
+"""Assertions on the service's error bodies, and waiting for fits, shared by the API tests."""
+
+import time
 
 
 def assert_error(response, status: int, code: str, field: str | None) -> dict:
@@ -13,3 +15,12 @@ def assert_error(response, status: int, code: str, field: str | None) -> dict:
 def error_message(response, status: int, code: str, field: str | None) -> str:
     """`assert_error`, returning just the message."""
     return assert_error(response, status, code, field)["message"]
+
+
+def wait_for_fit(api, name: str, timeout: float = 180) -> dict:
+    """Poll ``GET /v1/models/{name}`` until the fit is no longer queued or running; the final record."""
+    deadline = time.monotonic() + timeout
+    while (record := api.get(f"/v1/models/{name}").json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, record
+        time.sleep(0.05)
+    return record

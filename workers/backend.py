@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
-from workers import fit as fit_task
 from store import DatasetStore, ModelRegistry
+from workers import fit as fit_task
 from workers import images as image_task
 from workers import serve as serve_task
+from workers.plugins import ImportModules, import_modules
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,17 @@ class Backend:
         an in-process `LocalCluster` of ``n_workers`` single-threaded processes.
     n_workers : int
         Worker processes of the embedded cluster.
+    plugins : list of str
+        Modules every worker imports (and this process, at `start`): solvers
+        registered by plugins (`workers.plugins`).
     """
 
-    def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int = 2):
+    def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int = 2,
+                 plugins: list[str] | tuple[str, ...] = ()):
         self.data_dir = str(Path(data_dir).resolve())
         self.scheduler = scheduler
         self.n_workers = n_workers
+        self.plugins = list(plugins)
         self.cluster: LocalCluster | None = None
         self.client: Client | None = None
         self._fits: dict[str, object] = {}  # model name -> the Future of its latest submitted fit
@@ -76,6 +82,9 @@ class Backend:
                     memory_limit=0,
                 )
             self.client = Client(self.cluster, set_as_default=False)
+        if self.plugins:
+            import_modules(self.plugins)
+            self.client.register_plugin(ImportModules(self.plugins))
         log.info("dask backend ready: %s", self.client)
         return self
 
@@ -127,8 +136,8 @@ class Backend:
         """
         resubmitted = []
         for record in registry.list():
-            name = record["name"]
-            if record.get("status") not in ("queued", "running"):
+            name = record.name
+            if record.status not in ("queued", "running"):
                 self._fits.pop(name, None)
                 continue
             future = self._fits.get(name)
@@ -172,13 +181,15 @@ class Backend:
 
     def denoise_image(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
                       options: dict | None = None, upscale: int = 1) -> np.ndarray:
-        """Denoised image in [0, 1] of the (upscaled) input shape; see `workers.serve.denoise_image`."""
-        future = self.client.submit(serve_task.denoise_image, self.data_dir, model_name, image, patch, stride,
+        """The denoised image (the input's dtype, the upscaled shape) of a decoded PNG's pixels;
+        see `workers.images.denoise_image`. Blocking: call it from a thread pool."""
+        future = self.client.submit(image_task.denoise_image, self.data_dir, model_name, image, patch, stride,
                                     method, options, upscale, pure=False)
         return future.result()
 
     def patch_dataset(self, name: str, image: np.ndarray, patch: int, stride: int) -> dict:
-        """Create and commit data set ``name`` whose rows are the image's patches (`workers.images`)."""
+        """Create and commit data set ``name`` whose rows are the patches of a decoded PNG's pixels,
+        scaled to [0, 1] (`workers.images.patch_dataset`). Blocking: call it from a thread pool."""
         future = self.client.submit(image_task.patch_dataset, self.data_dir, name, image, patch, stride, pure=False)
         return future.result()
 
@@ -192,7 +203,7 @@ class Backend:
         store = DatasetStore(self.data_dir)
         meta = store.get(dataset)
         n_rows, version = int(meta["n_rows"]), meta.get("version")
-        width = ModelRegistry(self.data_dir).get(model_name)["n_components"] if operation == "project" \
+        width = ModelRegistry(self.data_dir).get(model_name).n_components if operation == "project" \
             else meta["n_features"]
         store.create(output, int(width), "float32")
         bounds = [(a, min(a + chunk_rows, n_rows)) for a in range(0, n_rows, chunk_rows)]

@@ -1,13 +1,14 @@
-"""Serving trained models on dask workers: projection, pre-images, image denoising.
+"""Serving trained models on dask workers: projection, pre-images, image denoising, whole data sets.
 
 Each worker process keeps the few most recently used models in memory (the
-training data's kernel-row source, centring, coefficients A and A K', and a
-learned inverse map once asked for), keyed by the checkpoint they came from,
-so repeated requests do not reload them.
+kernel-row source, centring, coefficients A and A K', and a learned inverse
+map once asked for), keyed by the checkpoint they came from, so repeated
+requests do not reload them. A model over centres (a reduced-set solver,
+`kpca.solvers.Solver.serves`) never opens its training rows.
 
-Costs for m rows against l training points of n features, r components:
-projection ``2 m l n + 2 m l r`` flops; a pre-image costs a few kernel rows
-per iteration (see `kpca.preimage`).
+Costs for m rows against l points of n features, r components: projection
+``2 m l n + 2 m l r`` flops; a pre-image costs a few kernel rows per
+iteration (see `kpca.preimage`).
 """
 
 from __future__ import annotations
@@ -18,20 +19,23 @@ from pathlib import Path
 
 import numpy as np
 
-from kpca.images import assemble_patches, extract_patches, upscale_replicate
-from kpca.preimage import KernelModel, LearnedInverse, reconstruct
+from kpca.kernels import KernelSpec
+from kpca.model import KernelModel, served_model
+from kpca.preimage import LearnedInverse, reconstruct
+from kpca.solvers import get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from workers.fit import centering_from_state, open_rows
+from store.records import ModelRecord
+from workers.fit import open_rows
 
 _MAX_MODELS = 4
 
 
 @dataclass
 class LoadedModel:
-    """A model ready to serve: `kpca.preimage.KernelModel` plus per-model caches."""
+    """A model ready to serve: `kpca.model.KernelModel` plus per-model caches."""
 
     model: KernelModel
-    record: dict
+    record: ModelRecord
     inverse: LearnedInverse | None = field(default=None)
 
 
@@ -44,15 +48,15 @@ def load_model(data_dir: str, model_name: str) -> LoadedModel:
     record = ModelRegistry(root).get(model_name)
     checkpoints = CheckpointStore(root)
     latest = checkpoints.latest_pass(model_name)
-    key = (data_dir, model_name, record.get("created_at"), latest, record.get("dataset_version"))
+    key = (data_dir, model_name, record.created_at, latest, record.dataset_version)
     hit = _MODELS.get(key)
     if hit is not None:
         _MODELS.move_to_end(key)
         return hit
     state = checkpoints.load(model_name, latest)
-    rows = open_rows(DatasetStore(root), record)
-    rows.centering = centering_from_state(state)
-    entry = LoadedModel(KernelModel.from_state(rows, state), record)
+    over_centres = get_solver(record.solver).serves == "centres"
+    rows = None if over_centres else open_rows(DatasetStore(root), record)
+    entry = LoadedModel(served_model(state, rows, KernelSpec.from_dict(record.kernel)), record)
     _MODELS[key] = entry
     while len(_MODELS) > _MAX_MODELS:
         _MODELS.popitem(last=False)
@@ -68,9 +72,9 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
                      options: dict | None = None) -> np.ndarray:
     """Pre-images of the projections of the rows of X onto the model's components, shape (m, n).
 
-    ``method``: "auto", "fixed-point", "kwok-tsang", "gradient" or "learned"
-    (a kernel ridge map from components to inputs, fitted once per model and
-    kept by this worker).
+    ``method``: "auto" or a method of `kpca.preimage.METHODS`; "learned" (a
+    kernel ridge map from components to inputs) is fitted once per model and
+    kept by this worker.
     """
     loaded = load_model(data_dir, model_name)
     X = np.asarray(X, dtype=np.float64)
@@ -79,23 +83,6 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
             loaded.inverse = LearnedInverse.fit(loaded.model, rng=np.random.default_rng(0))
         return loaded.inverse(X)
     return reconstruct(loaded.model, X, method=method, **(options or {}))
-
-
-def denoise_image(data_dir: str, model_name: str, image: np.ndarray, patch: int, stride: int,
-                  method: str = "auto", options: dict | None = None, upscale: int = 1) -> np.ndarray:
-    """Denoise (or, with ``upscale`` > 1, hyper-resolve) an image through a patch model.
-
-    The image (float, values in [0, 1], shape (H, W) or (H, W, C)) is first
-    scaled up by pixel replication if asked (seed 002 §4.2), cut into
-    overlapping ``patch`` x ``patch`` patches on a grid of step ``stride``,
-    each patch replaced by the pre-image of its projection, and the overlaps
-    averaged (seed 000 §5.2). Returns the image of the (upscaled) shape.
-    """
-    if upscale > 1:
-        image = upscale_replicate(image, upscale)
-    patches, grid = extract_patches(image, patch, stride)
-    cleaned = reconstruct_rows(data_dir, model_name, patches, method, options)
-    return assemble_patches(cleaned, grid)
 
 
 def transform_chunk(data_dir: str, model_name: str, dataset: str, version: int | None, start: int, stop: int,

@@ -1,14 +1,13 @@
 """Blocked Kernel Hebbian Algorithm updates: b sequential steps as small-matrix algebra plus one GEMM.
 
-`blocked_step_block` has exactly the semantics of `kpca.solvers.step_block`
-(one KHA / KHA-t / KHA-et / KHA-SMD step per row, in order; pure), but it
-does not touch the r x l state matrices once per row. Within a sub-block of
+`blocked_step_block` is the KHA family's step (one KHA / KHA-t / KHA-et /
+KHA-SMD step per row, in order; pure; `kpca.solvers._kha`), and it does not touch the r x l state matrices once per row. Within a sub-block of
 ``m`` rows it accumulates the steps as a small transform of the sub-block's
 starting matrices; the transforms of the sub-blocks of a *segment* (up to
 `SEGMENT_ROWS` rows, normally the whole block) are folded together in small
 matrices too, and applied to the r x l matrices once, with one GEMM against
-the rows. The results equal the step-by-step kernels of
-`kpca.solvers._steps` up to rounding (the same sums, associated
+the rows. The results equal the step-by-step reference kernels
+(``tests/naive.py``) up to rounding (the same sums, associated
 differently).
 
 Notation (seed 000): ``A`` (r x l) expansion coefficients, ``AK = A K'``,
@@ -42,7 +41,7 @@ part of ``p_s``. The only l-length quantity a step needs is
 
 no GEMM: ``A_0 k_s = (A_0 K')[:, p_s]`` as K' is symmetric. A step costs
 O(r (r + s)) (the ``lt(y y^T) W`` product by the prefix sums of
-`kpca.solvers._steps`, over the r + s non-zero columns of W). At the end of
+`kpca.solvers._transforms`, over the r + s non-zero columns of W). At the end of
 the sub-block ``A = T A_0`` plus C scattered (added) into the columns p,
 and ``AK = T AK_0 + C K_b`` -- applied, though, only at the end of the
 segment (*Segments*). A row index repeated inside a sub-block is harmless
@@ -51,7 +50,7 @@ permutation and never repeat.
 
 *KHA-SMD* (Algorithm 1: eq. 16, 21, 15, 18, in that order). With
 ``Bk = B_s k_s``, ``L2 = lt(Bk y^T + y Bk^T)`` and the log-gain step clipped
-to [-ln 2, ln 2] as in `_smd_steps`, eq. 21 and 15 read
+to [-ln 2, ln 2] as in the step-by-step reference, eq. 21 and 15 read
 
     A_{s+1} = (I - G L) A_s + G y e_p^T
     B_{s+1} = xi (I - G L) B_s - G (L + xi L2) A_s + G (y + xi Bk) e_p^T
@@ -75,7 +74,7 @@ with ``H = AK_s B_s^T = W_A Gm W_B^T`` and the Gram matrix
 as W, with the column term ``e_{2r+s}^T`` replaced by row ``2r + s`` of
 ``Gm^T``. Then ``sum_{m<=i} y_m H[m, i] = cA . R[r + i]`` with
 ``cA = sum_{m<=i} y_m W_A[m]`` the prefix sum the A update uses anyway --
-the same shape as `_smd_steps`, where the sum is
+the same shape as the step-by-step reference, where the sum is
 ``<sum_{m<=i} y_m AK_m, B_i>``. ``Gm^T`` is assembled from
 
     Gm^T = [[Z_0 AK_0^T,   0,  Z_0 K_b^T],
@@ -125,8 +124,7 @@ i.e. per row ``2 r l`` (KHA) or ``4 r l`` (SMD) flops of GEMM plus
 per row step by step. (Without the images the rows would be multiplied
 twice, once for ``K_b [A_0; B_0]^T`` before the steps and once for
 ``C K_b`` after: ``6 r l`` flops per row for SMD and twice the memory
-traffic; measured, the update of a pass at l = 20,000, r = 16 took 2.4 s on
-one core that way and 1.44 s this way.)
+traffic.)
 
 *Stability.* ``Tc`` is a product of near-identity matrices. The blocked
 result differs from the step-by-step one by roughly
@@ -163,137 +161,12 @@ at a block boundary is bit-exact, as with the step-by-step kernels.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-# The SMD safeguards of kpca.solvers._steps, repeated here on purpose: numba's
-# on-disk cache of this module would not notice a change made in the other
-# one. tests/kpca/test_blocked.py checks that they are equal.
-_LN2 = np.log(2.0)
-RHO_MAX = 3.0
+from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform
 
-# The transforms' dot products and prefix sums may be reassociated (vectorised); no flag that
-# assumes finite values, so a diverging state still turns non-finite for the driver's guard.
-_LOOP_FASTMATH = {"reassoc", "contract", "nsz"}
-GROWTH_LIMIT = 1e3
 SUB_BLOCK_RANGE = (16, 256)  # bounds of `default_sub_block`
 SEGMENT_ROWS = 1024  # rows accumulated before Z and AK are materialised (K'[p, p] is kept: 8 MB)
-
-
-@numba.njit(inline="always")
-def _leading_norm2(W, k):
-    """``||W[:k, :k]||_F^2``, the growth of the accumulated transform T."""
-    norm2 = 0.0
-    for i in range(k):
-        for c in range(k):
-            norm2 += W[i, c] * W[i, c]
-    return norm2
-
-
-@numba.njit(nogil=True, cache=True, fastmath=_LOOP_FASTMATH)
-def _kha_transform(W, Qt, gain, t0, decay, l_sched, growth_limit):
-    """KHA / KHA-t / KHA-et steps on the coefficient matrix W (r x (r + m)), in place.
-
-    Qt : (m, r + m), row s is ``q_s^T = (X k_s)^T``. Column ``r + s`` of W
-    stands for the observation of step s. Returns the number of steps done
-    (m, or fewer if ``||W[:, :r]||_F^2 > growth_limit^2 r``).
-    """
-    r = W.shape[0]
-    m = Qt.shape[0]
-    y = np.empty(r)
-    cW = np.empty(W.shape[1])
-    bound = growth_limit * growth_limit * r
-    for s in range(m):
-        ncol = r + s  # columns of W that can be non-zero before step s
-        q = Qt[s]
-        factor = l_sched / (t0 + s + l_sched) if decay else 1.0
-        for i in range(r):
-            acc = 0.0
-            for c in range(ncol):
-                acc += W[i, c] * q[c]
-            y[i] = acc
-        cW[:ncol] = 0.0
-        for i in range(r):
-            yi = y[i]
-            gy = gain[i] * factor * yi
-            for c in range(ncol):
-                cW[c] += yi * W[i, c]
-                W[i, c] -= gy * cW[c]  # - G lt(y y^T) W
-            W[i, ncol] += gy  # + G y e_{r+s}^T
-        if s + 1 < m and _leading_norm2(W, r) > bound:
-            return s + 1
-    return m
-
-
-@numba.njit(nogil=True, cache=True, fastmath=_LOOP_FASTMATH)
-def _smd_transform(W, R, Qt, Gt, rho, gain, t0, l_sched, mu, xi, growth_limit):
-    """KHA-SMD steps on W (2r x n, rows [A; B]) and R = W Gm^T (2r x n), in place.
-
-    Qt : (m, n), row s is ``q_s^T``; Gt : (n, n) = ``Gm^T``; rho : (r,)
-    log-gains, updated in place. Returns the number of steps done (see
-    `_kha_transform`; the bound is on ``W[:, :2r]``).
-    """
-    r2, n = W.shape
-    r = r2 // 2
-    m = Qt.shape[0]
-    y = np.empty(r)
-    bk = np.empty(r)
-    cA = np.empty(n)
-    cB = np.empty(n)
-    dA = np.empty(n)
-    cV = np.empty(n)
-    cU = np.empty(n)
-    dV = np.empty(n)
-    bound = growth_limit * growth_limit * r2
-    for s in range(m):
-        col = r2 + s
-        q = Qt[s]
-        gcol = Gt[col]
-        factor = l_sched / (t0 + s + l_sched)
-        for i in range(r):
-            ay = 0.0
-            by = 0.0
-            for c in range(col):
-                ay += W[i, c] * q[c]
-                by += W[r + i, c] * q[c]
-            y[i] = ay
-            bk[i] = by
-        cA[:col] = 0.0
-        cB[:col] = 0.0
-        dA[:col] = 0.0
-        cV[:] = 0.0
-        cU[:] = 0.0
-        dV[:] = 0.0
-        for i in range(r):
-            yi = y[i]
-            bki = bk[i]
-            # prefix sums over rows m <= i (old values) and sum_{m<=i} y_m (AK B^T)[m, i]
-            gkb = 0.0
-            for c in range(col):
-                cA[c] += yi * W[i, c]
-                cB[c] += yi * W[r + i, c]
-                dA[c] += bki * W[i, c]
-                gkb += cA[c] * R[r + i, c]
-            drho = mu * yi * (bki - gkb)  # eq. 16, clipped as in _smd_steps
-            rho[i] = min(max(rho[i] + min(max(drho, -_LN2), _LN2), -RHO_MAX), RHO_MAX)
-            g = np.exp(rho[i]) * gain[i] * factor
-            gy = g * yi
-            gv = g * (yi + xi * bki)
-            for c in range(col):
-                W[r + i, c] = xi * W[r + i, c] - g * (yi * (cA[c] + xi * cB[c]) + xi * (bki * cA[c] + yi * dA[c]))
-                W[i, c] -= gy * cA[c]
-            W[r + i, col] += gv  # eq. 21, e_p column
-            W[i, col] += gy  # eq. 15, e_p column
-            for c in range(n):  # the same row operations on R = W Gm^T
-                cV[c] += yi * R[i, c]
-                cU[c] += yi * R[r + i, c]
-                dV[c] += bki * R[i, c]
-                R[r + i, c] = (xi * R[r + i, c] - g * (yi * (cV[c] + xi * cU[c]) + xi * (bki * cV[c] + yi * dV[c]))
-                               + gv * gcol[c])
-                R[i, c] += gy * (gcol[c] - cV[c])
-        if s + 1 < m and _leading_norm2(W, r2) > bound:
-            return s + 1
-    return m
 
 
 def default_sub_block(n_components: int, segment_rows: int) -> int:
@@ -302,9 +175,8 @@ def default_sub_block(n_components: int, segment_rows: int) -> int:
     Per row, the jitted loop costs ``~ r m`` and folding each sub-block's
     transform into the segment's (`_Segment.compose`, `basis_products`)
     ``~ r^2 b / m``; the sum is smallest near ``m ~ sqrt(r b)`` times the
-    ratio of their throughputs. Measured on one core, l = 20000, b = 838,
-    r 16: kha-smd 1.3-1.5 s per pass for any m from 32 to 128 (the loop
-    0.07 s at 32, 0.12 s at 128; the rest is the GEMM and noise).
+    ratio of their throughputs; in practice the pass time is flat over a
+    wide range of m (bench/kha_speed.py).
     """
     low, high = SUB_BLOCK_RANGE
     return int(min(high, max(low, round(np.sqrt(n_components * segment_rows) / 2))))
@@ -329,7 +201,7 @@ def blocked_step_block(state: dict, rows, indices: np.ndarray, sub_block: int | 
                        growth_limit: float = GROWTH_LIMIT) -> dict:
     """Apply one KHA-family step per row of ``rows`` (K'[indices, :]), in order, blocked.
 
-    Same semantics as `kpca.solvers.step_block` (pure; returns a new state
+    One step per row, in order (pure; returns a new state
     with the same keys, ``t`` and ``position`` advanced by b); the results
     agree up to rounding. See the module docstring for the derivation.
 
@@ -380,7 +252,7 @@ def blocked_step_block(state: dict, rows, indices: np.ndarray, sub_block: int | 
         new.update({k: state[k].copy() for k in ("A", "AK", "B", "BK") if k in state})
         return new
     m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
-    gain = state["gain"].astype(dtype).astype(np.float64)  # as step_block rounds it
+    gain = state["gain"].astype(dtype).astype(np.float64)  # as the step-by-step reference rounds it
     # A diverging state goes non-finite silently, as in the jitted kernels; the driver's guard checks.
     with np.errstate(over="ignore", invalid="ignore"):
         if state["solver"] == "kha-smd":
@@ -513,7 +385,7 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
             m = min(m_max, e - a - seg.done)
             W = np.zeros((r, r + m))
             W[:, :r] = np.eye(r)
-            done = _kha_transform(W, seg.basis_products(m), gain, t0 + a + seg.done, decay, float(l),
+            done = kha_transform(W, seg.basis_products(m), gain, t0 + a + seg.done, decay, float(l),
                                   growth_limit)
             seg.compose(W, done)
             if not seg.within(growth_limit):
@@ -554,7 +426,7 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
             W = np.zeros((d, n))
             W[:, :d] = np.eye(d)
             R = np.ascontiguousarray(Gt[:d])  # R = W Gm^T at W = [I | 0]
-            done = _smd_transform(W, R, Qt, Gt, rho, gain, t0 + a + seg.done, float(l), mu, xi, growth_limit)
+            done = smd_transform(W, R, Qt, Gt, rho, gain, t0 + a + seg.done, float(l), mu, xi, growth_limit)
             S = R @ W[:r].T  # Z_new AK_new^T = W Gm^T W_A^T
             seg.compose(W, done)
             if not seg.within(growth_limit):

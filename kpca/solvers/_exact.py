@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from kpca.solvers._registry import KERNEL_PRECISION, FitContext, Solver, register
+
 
 def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
     """Leading eigenpairs of the centred kernel matrix, as KHA-style coefficients.
@@ -32,3 +34,15 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
     V = V * np.where(signs == 0, 1, signs)
     scale = np.where(w > 0, 1.0 / np.sqrt(np.where(w > 0, w, 1.0)), 0.0)
     return w, np.ascontiguousarray((V * scale).T)
+
+
+def _fit(rows, n_components: int, params: dict, context: FitContext) -> dict:
+    """The centring pass, the dense K' and its leading eigenpairs. O(l^2 n + l^3) time, O(l^2) memory."""
+    centering = rows.fit_centering()
+    eigenvalues, A = exact_components(rows.dense().astype(np.float64, copy=False), n_components)
+    return {"solver": "exact", "A": A, "eigenvalues": eigenvalues, "n_rows": rows.n_rows, **centering.to_state()}
+
+
+register(Solver("exact", "dense eigendecomposition of the centred kernel matrix: exact, O(l^2) memory and O(l^3) "
+                         "time, for data sets up to the exact limit", params=(KERNEL_PRECISION,), dense=True,
+                fit=_fit))

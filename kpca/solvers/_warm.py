@@ -45,7 +45,7 @@ If K'_SS has fewer than r kept directions (a data set of rank < r in
 feature space, e.g. a linear kernel on fewer than r features, or many
 duplicated points), the kept ones fill the leading rows and the remaining
 rows are Gaussian on the columns S with variance 1/(r m), like the random
-start of `init_state` (so their ``A K'`` needs no further kernel rows); KHA
+start of `kpca.solvers._kha.start` (so their ``A K'`` needs no further kernel rows); KHA
 then orthogonalises them.
 
 Cost: m centred kernel rows (``O(m l n)`` kernel arithmetic; about m/l of a

@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from kpca.images import to_unit
 from service.deps import BackendDep, DatasetsDep, SettingsDep
 from service.images import PNG_MEDIA_TYPE, decode_png
 from service.errors import ApiError
@@ -193,7 +192,6 @@ async def dataset_from_image(
     if patch > min(image.shape[0], image.shape[1]):
         raise ApiError(422, "invalid", f"patch {patch} is larger than the {image.shape[0]}x{image.shape[1]} "
                        "image", "patch")
-    unit, _ = to_unit(image)
-    meta = await run_in_threadpool(backend.patch_dataset, name, unit, patch, stride)
+    meta = await run_in_threadpool(backend.patch_dataset, name, image, patch, stride)
     response.headers["Location"] = f"{router.prefix}/{name}"
     return DatasetPublic.model_validate(meta)

@@ -1,4 +1,5 @@
-"""Pydantic schemas, one family per resource."""
+"""Pydantic schemas, one family per resource; kernels, solvers and pre-image methods come from the
+registries of `kpca` (`service.schemas.declared`)."""
 
 from service.schemas.datasets import (
     ChunkRows,
@@ -9,15 +10,8 @@ from service.schemas.datasets import (
     ZarrSource,
 )
 from service.schemas.errors import ErrorBody, ErrorDetail
-from service.schemas.models import (
-    FitParams,
-    KernelSpec,
-    ModelCreate,
-    ModelPublic,
-    ModelsPublic,
-    ProjectRequest,
-    ProjectResponse,
-)
+from service.schemas.models import ModelCreate, ModelPublic, ModelResume, ModelsPublic
+from service.schemas.serving import ProjectRequest, ProjectResponse, ReconstructRequest, TransformRequest
 
 __all__ = [
     "ChunkRows",
@@ -27,12 +21,13 @@ __all__ = [
     "DatasetVersion",
     "ErrorBody",
     "ErrorDetail",
-    "FitParams",
-    "KernelSpec",
     "ModelCreate",
     "ModelPublic",
+    "ModelResume",
     "ModelsPublic",
     "ProjectRequest",
     "ProjectResponse",
+    "ReconstructRequest",
+    "TransformRequest",
     "ZarrSource",
 ]

@@ -20,5 +20,3 @@ Name = Annotated[
 
 #: A JSON number (ints accepted, booleans and strings refused); finiteness is checked later.
 Number = Annotated[float, Field(strict=True)]
-
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]

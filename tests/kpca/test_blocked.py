@@ -1,7 +1,7 @@
 """Blocked KHA updates (kpca.solvers._blocked) against the step-by-step jitted kernels.
 
-The reference is `kpca.solvers.step_block_reference`, the step-by-step form
-with the O(r l)-per-row kernels `_kha_steps` / `_smd_steps`. Agreement is norm-wise: ``|blocked - reference| <= rtol *
+The reference is `tests.naive.step_block_reference`, the step-by-step form
+with the O(r l)-per-row kernels `kha_steps` / `smd_steps`. Agreement is norm-wise: ``|blocked - reference| <= rtol *
 max|reference|`` elementwise (entries of A far below its largest entry are
 compared at that scale). Observed: about 1e-14 for one block, 1e-12 after
 several passes; asserted: 1e-9 and 1e-7.
@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 import kpca.solvers._blocked as blocked_module
-from kpca.driver import DenseRows, is_diverged, run_passes
+from kpca.driver import permutation, run_passes
 from kpca.kernels import KernelSpec
-from kpca.rows import KernelRows
-from kpca.solvers import (begin_pass, complete_state, init_state, permutation, resolve_params, step_block,
-                          step_block_reference)
+from kpca.rows import DenseRows, KernelRows
+from kpca.solvers import SOLVERS
 from kpca.solvers._blocked import blocked_step_block
-from tests.naive import centered
+from kpca.solvers._kha import begin_pass, diverged
+from tests.naive import centered, run_passes_reference, start_state, step_block_reference
 
-SOLVERS = ["kha", "kha-t", "kha-et", "kha-smd"]
+KHA_FAMILY = ["kha", "kha-t", "kha-et", "kha-smd"]
 STATE_ARRAYS = ("A", "AK", "B", "BK", "rho")
 
 
@@ -46,6 +46,10 @@ def params_for(solver, eta0=None, mu=None):
     return params
 
 
+def first_state(Kc, solver, r, seed=1, **params):
+    return start_state(solver, r, DenseRows(Kc), seed=seed, **params_for(solver, **params))
+
+
 @pytest.fixture(scope="module")
 def points():
     return np.random.default_rng(7).normal(size=(180, 4))
@@ -68,11 +72,10 @@ def run_blocks(step, state, Kc, order, sizes, **kwargs):
 
 
 def start(Kc, solver, r, seed=1, **params):
-    l = Kc.shape[0]
-    return begin_pass(init_state(solver, r, lambda i: Kc[i], l, params_for(solver, **params), seed=seed))
+    return begin_pass(first_state(Kc, solver, r, seed, **params))
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 @pytest.mark.parametrize("r", [3, 8])
 def test_blocked_equals_stepwise_over_several_blocks(problem, solver, r):
     state = start(problem, solver, r)
@@ -89,7 +92,7 @@ def test_blocked_equals_stepwise_over_several_blocks(problem, solver, r):
     assert got["t"] == sum(sizes)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 def test_several_segments_per_block(problem, solver, monkeypatch):
     """Blocks longer than SEGMENT_ROWS are materialised every SEGMENT_ROWS rows: still the reference."""
     monkeypatch.setattr(blocked_module, "SEGMENT_ROWS", 40)
@@ -100,7 +103,7 @@ def test_several_segments_per_block(problem, solver, monkeypatch):
                         rtol=1e-9)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 @pytest.mark.parametrize("source", ["kernel-rows", "kernel-rows-float32", "dense"])
 def test_a_row_source_instead_of_rows(problem, points, solver, source):
     """Given a source (K'[p, p] from the block's points, the one product tile by tile over
@@ -126,23 +129,23 @@ def test_a_row_source_instead_of_rows(problem, points, solver, source):
 
 
 def test_a_state_saved_without_BK_gets_it_from_the_rows(problem):
-    """A kha-smd state from before B K' was kept: the steps say what is missing, complete_state
+    """A kha-smd state from before B K' was kept: the steps say what is missing, the solver's restore
     computes it, and the driver does so by itself and then runs as if it had always been kept."""
     rows = DenseRows(problem)
-    state = init_state("kha-smd", 4, rows.block, rows.n_rows, params_for("kha-smd"), seed=4)
+    state = first_state(problem, "kha-smd", 4, seed=4)
     state, _ = run_passes(rows, state, 1, 50)
     legacy = {k: v for k, v in state.items() if k != "BK"}
     idx = permutation(0, 1, problem.shape[0])[:10]
     for step in (blocked_step_block, stepwise):
         with pytest.raises(ValueError, match="BK"):
             step(legacy, problem[idx], idx)
-    np.testing.assert_allclose(complete_state(legacy, rows.block, 64)["BK"], state["BK"], atol=1e-12)
+    np.testing.assert_allclose(SOLVERS["kha-smd"].restore(legacy, rows, 64)["BK"], state["BK"], atol=1e-12)
     want, _ = run_passes(rows, state, 3, 50)
     got, _ = run_passes(rows, legacy, 3, 50)
     assert_states_close(got, want, rtol=1e-9)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 @pytest.mark.parametrize("sub_block", [1, 7, 1000])
 def test_sub_block_size_and_blocks_of_one_and_uneven_length(problem, solver, sub_block):
     state = start(problem, solver, 5)
@@ -153,7 +156,7 @@ def test_sub_block_size_and_blocks_of_one_and_uneven_length(problem, solver, sub
     assert_states_close(got, want, rtol=1e-9)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 def test_repeated_indices_inside_a_block(problem, solver):
     """Not produced by a pass (a permutation), but handled: the scatter adds."""
     state = start(problem, solver, 4)
@@ -163,7 +166,7 @@ def test_repeated_indices_inside_a_block(problem, solver):
     assert_states_close(got, want, rtol=1e-9)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 def test_blocked_is_pure_and_keeps_the_state_layout(problem, solver):
     state = start(problem, solver, 4)
     before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()}
@@ -188,7 +191,9 @@ def test_float32_state(problem):
     Kc = problem.astype(np.float32)
     l = Kc.shape[0]
     for solver in ("kha-et", "kha-smd"):
-        state = begin_pass(init_state(solver, 4, lambda i: Kc[i], l, params_for(solver), seed=2, dtype=np.float32))
+        state = begin_pass(first_state(Kc.astype(np.float64), solver, 4, seed=2))
+        state = {k: (v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2
+                     else v) for k, v in state.items()}
         idx = permutation(0, 0, l)[:100]
         want = stepwise(state, Kc[idx], idx)
         got = blocked_step_block(state, Kc[idx], idx)
@@ -212,14 +217,13 @@ def test_float32_rows_with_a_float64_state(problem, solver):
         assert_states_close(got, run_blocks(blocked_step_block, state, K64, order, [100, 80]), rtol=1e-13)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 def test_long_run_through_the_driver(problem, solver):
     """Six passes of run_passes (uneven last block): blocked within 1e-7 of step by step."""
     rows = DenseRows(problem)
-    params = resolve_params(solver, float(np.trace(problem)) / problem.shape[0])
-    state = init_state(solver, 6, rows.block, rows.n_rows, params, seed=5)
-    want, _ = run_passes(rows, state, 6, 50, step=stepwise)
-    got, _ = run_passes(rows, state, 6, 50, step=blocked_step_block)
+    state = start_state(solver, 6, rows, seed=5)
+    want = run_passes_reference(rows, state, 6, 50)
+    got, _ = run_passes(rows, state, 6, 50)
     assert got["pass"] == want["pass"] == 6 and "gain_reductions" not in got
     assert_states_close(got, want, rtol=1e-7)
 
@@ -227,7 +231,7 @@ def test_long_run_through_the_driver(problem, solver):
 def record_sub_blocks(monkeypatch):
     """Wrap the jitted transforms to log (rows offered, steps done) per sub-block."""
     log = []
-    for name, qt_position in (("_kha_transform", 1), ("_smd_transform", 2)):  # W, [R,] Qt, ...
+    for name, qt_position in (("kha_transform", 1), ("smd_transform", 2)):  # W, [R,] Qt, ...
         jitted = getattr(blocked_module, name)
 
         def logged(*args, jitted=jitted, qt_position=qt_position):
@@ -239,7 +243,7 @@ def record_sub_blocks(monkeypatch):
     return log
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("solver", KHA_FAMILY)
 def test_rematerialisation_path_is_exact(problem, solver, monkeypatch):
     """A growth limit just below the starting ||T|| ends sub-blocks early, then lets them run."""
     log = record_sub_blocks(monkeypatch)
@@ -266,31 +270,24 @@ def test_large_gain_rematerialises_and_diverges_like_the_reference(problem, solv
         want = stepwise(state, problem[idx], idx)
         got = blocked_step_block(state, problem[idx], idx)
     assert any(done < offered for offered, done in log)
-    assert is_diverged(want) and is_diverged(got)
+    assert diverged(want) and diverged(got)
 
 
 def test_divergence_guard_in_the_driver_behaves_the_same(problem):
     rows = DenseRows(problem)
-    state = init_state("kha-et", 4, rows.block, rows.n_rows, {"eta0": 50.0}, seed=3)
+    state = start_state("kha-et", 4, rows, seed=3, eta0=50.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        want, _ = run_passes(rows, state, 2, 64, step=stepwise)
-        got, _ = run_passes(rows, state, 2, 64, step=blocked_step_block)
+        want = run_passes_reference(rows, state, 2, 64)
+        got, _ = run_passes(rows, state, 2, 64)
     assert want["gain_reductions"] >= 1 and got["gain_reductions"] == want["gain_reductions"]
     assert_states_close(got, want, rtol=1e-7)
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
-def test_public_step_block_agrees(problem, solver):
-    """Whichever implementation `kpca.solvers.step_block` dispatches to, it agrees with both."""
+@pytest.mark.parametrize("solver", KHA_FAMILY)
+def test_the_registered_step_is_the_blocked_one(problem, solver):
+    """The step the registry declares (and the driver calls) agrees with the reference."""
     state = start(problem, solver, 4)
     idx = permutation(2, 0, problem.shape[0])[:70]
-    assert_states_close(step_block(state, problem[idx], idx), stepwise(state, problem[idx], idx), rtol=1e-9)
-    assert_states_close(blocked_step_block(state, problem[idx], idx), step_block(state, problem[idx], idx),
-                        rtol=1e-9)
-
-
-def test_smd_safeguards_are_the_same_in_both_forms():
-    from kpca.solvers import _steps
-
-    assert blocked_module.RHO_MAX == _steps.RHO_MAX and blocked_module._LN2 == _steps._LN2
+    step = SOLVERS[solver].step
+    assert_states_close(step(state, problem[idx], idx), stepwise(state, problem[idx], idx), rtol=1e-9)

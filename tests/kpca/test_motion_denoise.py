@@ -3,9 +3,10 @@
 import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
-from kpca.motion import bone_length_error, walking_motion
+from tests.motion import bone_length_error, walking_motion
 from kpca.noise import gaussian_noise
-from kpca.preimage import KernelModel, reconstruct
+from kpca.model import KernelModel
+from kpca.preimage import reconstruct
 
 
 def test_kha_smd_denoises_a_synthetic_walk():

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from kpca.driver import DenseRows, run_passes
+from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
-from kpca.rows import KernelRows
-from kpca.solvers import exact_components, init_state, resolve_params, ritz_components
+from kpca.rows import DenseRows, KernelRows
+from kpca.solvers import exact_components, ritz_components
+from tests.naive import start_state
 
 R = 6
 
@@ -34,7 +35,7 @@ def test_a_mixed_basis_of_the_exact_span_gives_the_exact_components(problem, rng
 
 def test_on_a_kha_iterate_the_span_is_kept_and_the_error_drops(problem):
     Kc, s, lam, A = problem
-    state = init_state("kha-smd", R, lambda i: Kc[i], Kc.shape[0], resolve_params("kha-smd", s), seed=0)
+    state = start_state("kha-smd", R, DenseRows(Kc), seed=0)
     state, _ = run_passes(DenseRows(Kc), state, 3, 128)
     A_r, AK_r, mu = ritz_components(state["A"], state["AK"])
     assert subspace_angles(A_r, state["A"], Kc).max() < 1e-6  # same span

@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from kpca.driver import DenseRows, run_passes
+from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
-from kpca.rows import KernelRows
-from kpca.solvers import eigenvalue_estimates, exact_components, init_state, resolve_params
+from kpca.rows import DenseRows, KernelRows
+from kpca.solvers import eigenvalue_estimates, exact_components
+from kpca.solvers._transforms import RHO_MAX
+from tests.naive import start_state
 
 
 def problem(X, spec):
@@ -19,9 +21,9 @@ def problem(X, spec):
 
 
 def fit(Kc, mean_diagonal, solver, r, passes, seed=0):
-    params = resolve_params(solver, mean_diagonal)
-    state = init_state(solver, r, lambda i: Kc[i], Kc.shape[0], params, seed=seed)
-    state, _ = run_passes(DenseRows(Kc), state, passes, 128)
+    rows = DenseRows(Kc)
+    state = start_state(solver, r, rows, seed=seed)
+    state, _ = run_passes(rows, state, passes, 128)
     return state
 
 
@@ -91,7 +93,6 @@ def test_smd_log_gains_cannot_collapse_on_image_patches():
 
     from kpca.images import downscale_mean, extract_patches, split_quadrants
     from kpca.noise import gaussian_noise
-    from kpca.solvers._steps import RHO_MAX
 
     clean = downscale_mean(data.camera() / 255.0, 2)
     noisy = gaussian_noise(clean, 0.1, np.random.default_rng(0))

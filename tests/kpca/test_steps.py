@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from kpca.solvers import begin_pass, init_state, step_block, step_block_reference
+from kpca.rows import DenseRows
+from kpca.solvers._kha import begin_pass, step_block
+from tests.naive import centered, kha_step, smd_step, start_state, step_block_reference
 
 STEPS = pytest.mark.parametrize("step", [step_block, step_block_reference], ids=["blocked", "reference"])
-from tests.naive import centered, kha_step, smd_step
 
 
 @pytest.fixture
@@ -21,8 +22,7 @@ def small_problem(rng):
 def test_kha_family_block_equals_eq8_step_by_step(small_problem, solver, step):
     Kc = small_problem
     l, r = Kc.shape[0], 4
-    state = init_state(solver, r, lambda i: Kc[i], l, {"eta0": 0.3}, seed=3)
-    state = begin_pass(state)
+    state = begin_pass(start_state(solver, r, DenseRows(Kc), seed=3, eta0=0.3))
     A = state["A"].copy()
     idx = np.random.default_rng(0).permutation(l)[:12]
     new = step(state, Kc[idx], idx)
@@ -40,7 +40,7 @@ def test_smd_block_equals_algorithm1_step_by_step(small_problem, step):
     Kc = small_problem
     l, r = Kc.shape[0], 3
     params = {"eta0": 0.2, "mu": 2.0, "xi": 0.99}
-    state = begin_pass(init_state("kha-smd", r, lambda i: Kc[i], l, params, seed=1))
+    state = begin_pass(start_state("kha-smd", r, DenseRows(Kc), seed=1, **params))
     A, B, rho = state["A"].copy(), state["B"].copy(), state["rho"].copy()
     idx = np.random.default_rng(2).permutation(l)[:15]
     new = step(state, Kc[idx], idx)

@@ -3,11 +3,11 @@
 import numpy as np
 import scipy.linalg
 
-from kpca.driver import run_passes
+from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error
 from kpca.rows import KernelRows
-from kpca.solvers import init_state, resolve_params
+from tests.naive import start_state
 from kpca.streaming import extend_state
 
 SPEC = KernelSpec("gaussian", sigma=3.0)
@@ -16,7 +16,7 @@ SPEC = KernelSpec("gaussian", sigma=3.0)
 def test_extended_state_matches_a_direct_computation(digits):
     old, full = KernelRows(digits[:300], SPEC), KernelRows(digits[:380], SPEC)
     c0 = old.fit_centering()
-    state = init_state("kha-smd", 5, old.block, 300, resolve_params("kha-smd", c0.mean_diagonal), seed=0)
+    state = start_state("kha-smd", 5, old, seed=0)
     state, _ = run_passes(old, state, 2, 100)
     extended, c1 = extend_state(state, c0, full)
     reference = KernelRows(digits[:380], SPEC)
@@ -37,21 +37,20 @@ def test_continued_fit_reaches_a_fresh_fits_error_in_fewer_passes(digits):
     fewer passes over the 1000 than a fresh fit to reach the same excess error."""
     r, passes = 8, 15
     full = KernelRows(digits[:1000], SPEC)
-    c_full = full.fit_centering()
+    full.fit_centering()
     Kc = full.dense()
     e_min = minimal_error(scipy.linalg.eigvalsh(Kc), r)
 
     def errors_per_pass(rows, state, more):
         errors = []
         run_passes(rows, state, state["pass"] + more, 200,
-                   on_pass=lambda s: errors.append(excess_error(Kc, s["AK"], e_min)))
+                   PassHooks(on_pass=lambda s: errors.append(excess_error(Kc, s["AK"], e_min))))
         return errors
 
-    fresh = errors_per_pass(full, init_state("kha-smd", r, full.block, 1000,
-                                             resolve_params("kha-smd", c_full.mean_diagonal), seed=1), passes)
+    fresh = errors_per_pass(full, start_state("kha-smd", r, full, seed=1), passes)
     old = KernelRows(digits[:800], SPEC)
     c_old = old.fit_centering()
-    state = init_state("kha-smd", r, old.block, 800, resolve_params("kha-smd", c_old.mean_diagonal), seed=1)
+    state = start_state("kha-smd", r, old, seed=1)
     state, _ = run_passes(old, state, passes, 200)
     grown = KernelRows(digits[:1000], SPEC)
     state, _ = extend_state(state, c_old, grown)

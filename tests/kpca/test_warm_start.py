@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from kpca.driver import DenseRows, run_passes
+from kpca.driver import run_passes
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
-from kpca.rows import KernelRows
-from kpca.solvers import (default_init_size, eigenvalue_estimates, exact_components, init_state, resolve_params,
-                          ritz_components)
+from kpca.rows import DenseRows, KernelRows
+from kpca.solvers import SOLVERS, FitContext, default_init_size, eigenvalue_estimates, exact_components, ritz_components
 
 L = 600
 
@@ -22,17 +21,31 @@ def problem(X, spec):
     return Kc, c.mean_diagonal, scipy.linalg.eigvalsh(Kc)[::-1]
 
 
+class RecordedRows(DenseRows):
+    """Rows of K' that record every kernel row they hand out."""
+
+    def __init__(self, Kc):
+        super().__init__(Kc)
+        self.fetched = []
+
+    def block(self, indices):
+        self.fetched.append(np.array(indices))
+        return super().block(indices)
+
+
+def resolve(mean_diagonal, n_rows=L, r=4, **given):
+    """kha-smd's parameters as a fit resolves them."""
+    context = FitContext(n_rows=n_rows, n_components=r, mean_diagonal=mean_diagonal)
+    return SOLVERS["kha-smd"].resolved(given, context, where="")
+
+
 def start(Kc, mean_diagonal, r, seed=0, solver="kha-smd", **init):
     """Initial state; the row provider records every kernel row it hands out."""
-    fetched = []
-
-    def rows(indices):
-        fetched.append(np.array(indices))
-        return Kc[indices]
-
-    params = resolve_params(solver, mean_diagonal, init=init.get("init", "random"))
-    state = init_state(solver, r, rows, Kc.shape[0], params, seed=seed, **init)
-    return state, fetched
+    rows = RecordedRows(Kc)
+    context = FitContext(n_rows=Kc.shape[0], n_components=r, mean_diagonal=mean_diagonal)
+    given = {k: v for k, v in init.items() if v is not None or k == "init"}
+    params = SOLVERS[solver].resolved({"seed": seed, **given}, context, where="")
+    return SOLVERS[solver].start(rows, r, params), rows.fetched
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +94,14 @@ def test_subset_start_beats_random_start_and_after_two_passes(gaussian):
 def test_warm_start_default_gains_are_scaled():
     from kpca.defaults import WARM_GAIN_SCALE, WARM_REFERENCE_ROWS
 
-    cold, warm = resolve_params("kha-smd", 2.0), resolve_params("kha-smd", 2.0, init="subset")
+    cold, warm = resolve(2.0, WARM_REFERENCE_ROWS), resolve(2.0, WARM_REFERENCE_ROWS, init="subset")
     assert warm["eta0"] == pytest.approx(WARM_GAIN_SCALE * cold["eta0"])
     assert warm["mu"] == pytest.approx(WARM_GAIN_SCALE * cold["mu"])
-    assert resolve_params("kha-smd", 2.0, init="subset", n_rows=WARM_REFERENCE_ROWS // 2) == warm
-    big = resolve_params("kha-smd", 2.0, init="subset", n_rows=10 * WARM_REFERENCE_ROWS)
+    small = resolve(2.0, WARM_REFERENCE_ROWS // 2, init="subset")
+    assert (small["eta0"], small["mu"]) == (warm["eta0"], warm["mu"])
+    big = resolve(2.0, 10 * WARM_REFERENCE_ROWS, init="subset")
     assert big["eta0"] == pytest.approx(warm["eta0"] / 10) and big["mu"] == pytest.approx(warm["mu"] / 10)
-    assert resolve_params("kha-smd", 2.0, eta0=0.5, init="subset")["eta0"] == 0.5  # a user's value is kept
+    assert resolve(2.0, init="subset", eta0=0.5)["eta0"] == 0.5  # a user's value is kept
 
 
 def test_the_first_pass_on_a_larger_set_keeps_the_start(digits):
@@ -104,8 +118,8 @@ def test_the_first_pass_on_a_larger_set_keeps_the_start(digits):
 
     after = {}
     for n_rows in (3000, 1000):  # the rule's gains, and those of the l-independent scale
-        params = resolve_params("kha-smd", c.mean_diagonal, init="subset", n_rows=n_rows)
-        state = init_state("kha-smd", 16, lambda i: Kc[i], 3000, params, seed=0, init="subset", init_size=1000)
+        params = resolve(c.mean_diagonal, n_rows, r=16, init="subset", init_size=1000, seed=0)
+        state = SOLVERS["kha-smd"].start(DenseRows(Kc), 16, params)
         start = served_error(state)
         state, _ = run_passes(DenseRows(Kc), state, 1, 512)
         after[n_rows] = served_error(state)
@@ -129,14 +143,6 @@ def test_components_have_unit_norm_and_AK_is_exact(gaussian, m):
     assert np.all(np.diff(np.linalg.norm(AK, axis=1)) <= 1e-12)  # captured variance ||A_i K'||^2, leading first
     assert np.array_equal(state["B"], np.zeros_like(A)) and np.array_equal(state["rho"], np.ones(r))
     assert state["t"] == state["pass"] == state["position"] == 0
-
-
-def test_state_keeps_the_dtype(gaussian):
-    Kc, s, _ = gaussian
-    state = init_state("kha-smd", 4, lambda i: Kc[i], L, resolve_params("kha-smd", s), seed=2, dtype=np.float32,
-                       init="subset", init_size=100)
-    assert state["A"].dtype == state["AK"].dtype == state["B"].dtype == state["rho"].dtype == np.float32
-    np.testing.assert_allclose(np.einsum("ij,ij->i", state["AK"], state["A"]), 1.0, rtol=1e-4)
 
 
 def test_subset_of_rank_below_r_is_completed_with_random_rows(rng):
@@ -163,6 +169,8 @@ def test_bad_init_is_a_value_error_naming_the_field(gaussian, init, init_size, f
     Kc, s, _ = gaussian
     with pytest.raises(ValueError, match=rf"^{field}: "):
         start(Kc, s, 4, init=init, init_size=init_size)
+    if init is None:  # the estimator's None means "the default" (random)
+        return
     with pytest.raises(ValueError, match=rf"^{field}: "):
         KernelHebbianPCA(n_components=4, sigma=3.0, init=init, init_size=init_size).fit(np.eye(L, 8))
 

@@ -1,11 +1,12 @@
 """Pre-images and image denoising through HTTP (real server, real cluster)."""
 
 import io
-import time
 
 import numpy as np
 import pytest
 from PIL import Image
+
+from tests.api_checks import wait_for_fit
 
 N = 400
 
@@ -21,15 +22,6 @@ def unpng(body):
         return np.asarray(img)
 
 
-def wait(api, name, timeout=180):
-    deadline = time.monotonic() + timeout
-    while (record := api.get(f"/v1/models/{name}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, record
-        time.sleep(0.05)
-    assert record["status"] == "completed", record["error"]
-    return record
-
-
 @pytest.fixture(scope="module")
 def digits_model(api, digits):
     api.post("/v1/datasets", json={"name": "digits", "n_features": 64, "dtype": "float64"})
@@ -38,7 +30,7 @@ def digits_model(api, digits):
     r = api.post("/v1/models", json={"name": "digits-exact", "dataset": "digits", "n_components": 24,
                                      "kernel": {"type": "gaussian", "sigma": 3.0}, "solver": "exact"})
     assert r.status_code == 202
-    wait(api, "digits-exact")
+    assert wait_for_fit(api, "digits-exact")["status"] == "completed"
     return "digits-exact"
 
 
@@ -62,7 +54,7 @@ def patch_model(api, scene):
     r = api.post("/v1/models", json={"name": "scene-rbf", "dataset": "scene", "n_components": 12,
                                      "kernel": {"type": "gaussian", "sigma": 0.5}, "solver": "exact"})
     assert r.status_code == 202
-    wait(api, "scene-rbf")
+    assert wait_for_fit(api, "scene-rbf")["status"] == "completed"
     return "scene-rbf"
 
 

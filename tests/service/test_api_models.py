@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from store import ModelRegistry
+from store.records import ModelRecord
 from tests.api_checks import assert_error
 
 N_ROWS, N_FEATURES = 40, 4
@@ -55,7 +56,7 @@ def stored_record(registry, name, status, **fields):
         "kernel": {"type": "linear"},
         "n_components": 2,
         "solver": "kha",
-        "params": {"passes": 1, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None, "tol": None},
+        "params": {"passes": 1, "seed": 0},
         "status": status,
         "progress": None,
         "history": [],
@@ -63,7 +64,7 @@ def stored_record(registry, name, status, **fields):
         "params_used": None,
     }
     record.update(fields)
-    registry.create(name, record)
+    registry.create(ModelRecord.model_validate(record))
 
 
 # ------------------------------------------------------------- validation
@@ -141,7 +142,8 @@ def test_too_many_components_is_422(api, n_components):
     error = assert_error(
         api.post("/v1/models", json=model_body(n_components=n_components)), 422, "invalid", "n_components"
     )
-    assert str(N_ROWS) in error["message"]
+    # the message gives the limit the data set's rows set: at most n_rows - 1 components
+    assert "rows" in error["message"] and str(N_ROWS - 1) in error["message"]
 
 
 @pytest.mark.parametrize(
@@ -175,22 +177,26 @@ def test_unknown_model_is_404(api):
 
 
 def test_get_reports_what_the_worker_wrote(api, registry):
-    progress = {"pass": 1, "passes": 1, "t": 40, "fraction": 1.0, "eigenvalues": [2.0, 1.0]}
+    convergence = {"metric": "excess_error", "value": 0.25}
+    progress = {"pass": 1, "passes": 1, "t": 40, "fraction": 1.0, "elapsed_s": 0.1, "remaining_s": 0.0,
+                "eigenvalues": [2.0, 1.0], "gains": [0.5, 0.25], "convergence": convergence}
+    history = [{"pass": 1, "elapsed_s": 0.1, "convergence": convergence, "eigenvalues": [2.0, 1.0]}]
     stored_record(
         registry,
         "written",
         "failed",
         progress=progress,
-        history=[{"pass": 1, "elapsed_s": 0.1}],
-        error="diverged: the gains grew without bound; lower eta0",
+        history=history,
+        error={"code": "diverged", "message": "the gains grew without bound; lower eta0"},
         params_used={"eta0": 0.05, "mu": 1.0, "block_size": 8},
     )
     model = api.get("/v1/models/written").json()
     assert model["status"] == "failed"
-    assert model["error"].startswith("diverged")
-    assert model["progress"]["pass"] == 1
-    assert model["history"] == [{"pass": 1, "elapsed_s": 0.1}]
+    assert model["error"]["code"] == "diverged" and "lower eta0" in model["error"]["message"]
+    assert model["progress"] == progress
+    assert model["history"] == history
     assert model["params_used"]["eta0"] == 0.05
+    assert model["schema_version"] == 2 and model["params"] == {"passes": 1, "seed": 0}
     assert "written" in [m["name"] for m in api.get("/v1/models").json()["models"]]
 
 
@@ -245,10 +251,7 @@ def test_create_model_is_202_with_location_and_record(api):
     created = response.json()
     assert created["status"] == "queued"
     assert created["kernel"] == {"type": "polynomial", "degree": 2, "offset": 1.0, "gamma": 1.0}
-    assert created["params"] == {
-        "passes": 2, "seed": 0, "eta0": None, "mu": None, "xi": 0.99, "block_size": None, "tol": None,
-        "init": "random", "init_size": None, "kernel_precision": "float64",
-    }
+    assert created["params"] == {"passes": 2}  # what was asked; the others take the solver's declared defaults
     assert created["dataset_checksum"] == api.get("/v1/datasets/ready").json()["checksum"]
 
     model = api.get("/v1/models/submitted").json()

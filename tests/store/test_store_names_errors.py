@@ -60,7 +60,7 @@ def test_store_imports_no_http_or_dask():
 
     code = (
         "import sys, store; "
-        "bad = [m for m in ('dask', 'distributed', 'fastapi', 'starlette', 'pydantic') if m in sys.modules]; "
+        "bad = [m for m in ('dask', 'distributed', 'fastapi', 'starlette', 'uvicorn') if m in sys.modules]; "
         "print(','.join(bad))"
     )
     repo = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ from kpca.estimator import KernelHebbianPCA
 from kpca.metrics import subspace_angles
 from kpca.solvers import ritz_components
 from store import CheckpointStore, DatasetStore, ModelRegistry
+from store.records import ModelRecord
 from workers import Backend
 from workers.fit import run_fit
 
@@ -30,34 +31,36 @@ def backend(data_dir):
         yield b
 
 
-def model_record(name, solver="kha-smd", passes=4, **params):
-    return {"name": name, "dataset": "digits", "kernel": {"type": "gaussian", "sigma": 3.0}, "n_components": 5,
-            "solver": solver, "params": {"passes": passes, "seed": 3, **params}, "status": "queued",
-            "progress": None, "history": [], "error": None}
+def model_record(data_dir, name, solver="kha-smd", passes=4, **params):
+    """A queued record as the service makes it (parameters checked against the data set's rows)."""
+    if solver != "exact":  # the exact solver declares neither passes nor seed
+        params = {"passes": passes, "seed": 3, **params}
+    return ModelRecord.new(name, DatasetStore(data_dir).get("digits"), kernel={"type": "gaussian", "sigma": 3.0},
+                           n_components=5, solver=solver, params=params)
 
 
 def wait_for(registry, name, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = registry.get(name)
-        if record["status"] in ("completed", "failed", "cancelled"):
+        if record.status in ("completed", "failed", "cancelled"):
             return record
         time.sleep(0.2)
-    raise AssertionError(f"{name} did not finish: {registry.get(name)['status']}")
+    raise AssertionError(f"{name} did not finish: {registry.get(name).status}")
 
 
 def test_fit_on_cluster_reports_progress_and_projects(data_dir, backend, digits):
     registry = ModelRegistry(data_dir)
-    registry.create("smd", model_record("smd", passes=6))
+    registry.create(model_record(data_dir, "smd", passes=6))
     backend.submit_fit("smd")
     record = wait_for(registry, "smd")
-    assert record["status"] == "completed", record["error"]
-    assert [h["pass"] for h in record["history"]] == [1, 2, 3, 4, 5, 6]
-    errors = [h["convergence"]["value"] for h in record["history"]]
-    assert all(h["convergence"]["metric"] == "excess_error" for h in record["history"])
+    assert record.status == "completed", record.error
+    assert [h.pass_ for h in record.history] == [1, 2, 3, 4, 5, 6]
+    errors = [h.convergence.value for h in record.history]
+    assert all(h.convergence.metric == "excess_error" for h in record.history)
     assert errors[-1] < errors[0] and errors[-1] < 0.05
-    assert record["progress"]["fraction"] == 1.0 and record["progress"]["t"] == 6 * 400
-    assert record["params_used"]["eta0"] > 0 and record["params_used"]["xi"] == 0.99
+    assert record.progress.fraction == 1.0 and record.progress.t == 6 * 400
+    assert record.params_used["eta0"] > 0 and record.params_used["xi"] == 0.99
     # projection on a worker equals the estimator on the same data
     Z = backend.project("smd", digits[1000:1010])
     exact = KernelHebbianPCA(5, sigma=3.0, solver="exact").fit(digits[:400])
@@ -69,39 +72,39 @@ def test_fit_on_cluster_reports_progress_and_projects(data_dir, backend, digits)
 
 def test_resume_from_checkpoint_equals_uninterrupted_run(data_dir):
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
-    registry.create("whole", model_record("whole", passes=4))
+    registry.create(model_record(data_dir, "whole", passes=4))
     assert run_fit(str(data_dir), "whole") == "completed"
     # "crash" after pass 2: the fit ran only two passes, then is started again for four
-    registry.create("crashed", model_record("crashed", passes=2))
+    registry.create(model_record(data_dir, "crashed", passes=2))
     assert run_fit(str(data_dir), "crashed") == "completed"
     record = registry.get("crashed")
-    registry.update("crashed", status="queued", params={**record["params"], "passes": 4})
+    registry.update("crashed", status="queued", params={**record.params, "passes": 4})
     assert run_fit(str(data_dir), "crashed") == "completed"
     whole, resumed = checkpoints.load("whole"), checkpoints.load("crashed")
     for key in ("A", "AK", "B", "rho"):
         assert np.array_equal(whole[key], resumed[key]), key
-    assert [h["pass"] for h in registry.get("crashed")["history"]] == [1, 2, 3, 4]
+    assert [h.pass_ for h in registry.get("crashed").history] == [1, 2, 3, 4]
 
 
 def test_cancel_keeps_the_last_checkpoint(data_dir):
     registry = ModelRegistry(data_dir)
-    registry.create("cancelled", model_record("cancelled", passes=50, block_size=50))
+    registry.create(model_record(data_dir, "cancelled", passes=50, block_size=50))
     registry.request_cancel("cancelled")
     assert run_fit(str(data_dir), "cancelled") == "cancelled"
-    assert registry.get("cancelled")["status"] == "cancelled"
+    assert registry.get("cancelled").status == "cancelled"
 
 
 def test_divergence_is_reported_in_words(data_dir):
     registry = ModelRegistry(data_dir)
-    registry.create("wild", model_record("wild", solver="kha", passes=2, eta0=1e12))
+    registry.create(model_record(data_dir, "wild", solver="kha", passes=2, eta0=1e12))
     assert run_fit(str(data_dir), "wild") == "failed"
-    error = registry.get("wild")["error"]
-    assert error["code"] == "diverged" and "smaller eta0" in error["message"]
+    error = registry.get("wild").error
+    assert error.code == "diverged" and "smaller eta0" in error.message
 
 
 def test_exact_solver_task(data_dir, digits):
     registry = ModelRegistry(data_dir)
-    registry.create("exact", model_record("exact", solver="exact"))
+    registry.create(model_record(data_dir, "exact", solver="exact"))
     assert run_fit(str(data_dir), "exact") == "completed"
     lam = CheckpointStore(data_dir).load("exact")["eigenvalues"]
     ref = KernelHebbianPCA(5, sigma=3.0, solver="exact").fit(digits[:400]).eigenvalues_
@@ -112,7 +115,7 @@ def test_a_fit_whose_model_is_deleted_stops_and_writes_nothing(data_dir):
     import concurrent.futures
 
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
-    registry.create("doomed", model_record("doomed", passes=500, block_size=20))
+    registry.create(model_record(data_dir, "doomed", passes=500, block_size=20))
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         outcome = pool.submit(run_fit, str(data_dir), "doomed")
         deadline = time.monotonic() + 60

@@ -8,8 +8,12 @@ import time
 import numpy as np
 import pytest
 
+from kpca.rows import Centering
+from kpca.solvers import SOLVERS
 from store import CheckpointStore, DatasetStore, ModelRegistry
+from store.records import ModelRecord
 from workers import Backend
+from workers.fit import open_rows
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +32,10 @@ def backend(data_dir):
         yield b
 
 
-def record(name, passes):
-    return {"name": name, "dataset": "digits", "kernel": {"type": "gaussian", "sigma": 3.0}, "n_components": 6,
-            "solver": "kha-smd", "params": {"passes": passes, "seed": 5, "block_size": 50}, "status": "queued",
-            "progress": None, "history": [], "error": None}
+def record(data_dir, name, passes):
+    """A queued kha-smd record as the service makes it (parameters checked against the data set's rows)."""
+    return ModelRecord.new(name, DatasetStore(data_dir).get("digits"), kernel={"type": "gaussian", "sigma": 3.0},
+                           n_components=6, solver="kha-smd", params={"passes": passes, "seed": 5, "block_size": 50})
 
 
 def wait(registry, name, predicate, timeout=240):
@@ -43,25 +47,25 @@ def wait(registry, name, predicate, timeout=240):
 
 
 def done(r):
-    return r["status"] in ("completed", "failed", "cancelled")
+    return r.status in ("completed", "failed", "cancelled")
 
 
 def test_killed_worker_fit_resumes_and_matches_an_uninterrupted_run(data_dir, backend):
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
     passes = 12
-    registry.create("reference", record("reference", passes))
+    registry.create(record(data_dir, "reference", passes))
     backend.submit_fit("reference")
-    assert wait(registry, "reference", done)["status"] == "completed"
+    assert wait(registry, "reference", done).status == "completed"
 
-    registry.create("victim", record("victim", passes))
+    registry.create(record(data_dir, "victim", passes))
     backend.submit_fit("victim")
-    wait(registry, "victim", lambda r: (r.get("progress") or {}).get("pass", 0) >= 3)
+    wait(registry, "victim", lambda r: r.passes_done >= 3)
     processing = backend.client.processing()
     holder = next(addr for addr, keys in processing.items() if any(str(k).startswith("fit-victim") for k in keys))
     os.kill(backend.worker_pids()[holder], signal.SIGKILL)
     final = wait(registry, "victim", done)
-    assert final["status"] == "completed", final["error"]
-    assert [h["pass"] for h in final["history"]] == list(range(1, passes + 1))
+    assert final.status == "completed", final.error
+    assert [h.pass_ for h in final.history] == list(range(1, passes + 1))
     reference, resumed = checkpoints.load("reference"), checkpoints.load("victim")
     for key in ("A", "AK", "B", "rho"):
         assert np.array_equal(reference[key], resumed[key]), key
@@ -70,29 +74,36 @@ def test_killed_worker_fit_resumes_and_matches_an_uninterrupted_run(data_dir, ba
 def test_recover_resubmits_a_fit_that_lost_its_runner(data_dir, backend):
     registry = ModelRegistry(data_dir)
     # a record left "running" by a service that died: no live process holds its lease
-    registry.create("orphan", {**record("orphan", 3), "status": "running"})
+    registry.create(record(data_dir, "orphan", 3).model_copy(update={"status": "running"}))
     assert backend.recover(registry) == ["orphan"]
     assert backend.recover(registry) == []  # its new task is pending or running: not submitted twice
-    assert wait(registry, "orphan", done)["status"] == "completed"
+    assert wait(registry, "orphan", done).status == "completed"
     assert backend.recover(registry) == []
 
 
 def test_a_checkpoint_saved_before_BK_was_kept_resumes(data_dir, backend):
     """A kha-smd checkpoint without ``BK`` (written before 2026-11-26): the resumed fit computes
-    B K' from the rows (kpca.solvers.complete_state) and ends where an uninterrupted fit does."""
+    B K' from the rows (the solver's ``restore``, `kpca.solvers.SOLVERS`["kha-smd"], which the driver
+    calls) and ends where an uninterrupted fit does."""
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
-    registry.create("whole", record("whole", 6))
-    registry.create("legacy", record("legacy", 3))
+    registry.create(record(data_dir, "whole", 6))
+    registry.create(record(data_dir, "legacy", 3))
     for name in ("whole", "legacy"):
         backend.submit_fit(name)
     for name in ("whole", "legacy"):
-        assert wait(registry, name, done)["status"] == "completed"
+        assert wait(registry, name, done).status == "completed"
     old = checkpoints.load("legacy", 3)
-    checkpoints.save("legacy", 3, {k: v for k, v in old.items() if k != "BK"})
-    registry.update("legacy", params=record("legacy", 6)["params"], status="queued")
+    stripped = {k: v for k, v in old.items() if k != "BK"}
+    # the solver's restore computes the missing B K' from the rows
+    rows = open_rows(DatasetStore(data_dir), registry.get("legacy"))
+    rows.centering = Centering.from_state(old)
+    restored = SOLVERS["kha-smd"].restore(stripped, rows, 50)
+    np.testing.assert_allclose(restored["BK"], old["BK"], rtol=1e-7, atol=1e-9 * np.abs(old["BK"]).max())
+    checkpoints.save("legacy", 3, stripped)
+    registry.update("legacy", params=record(data_dir, "legacy", 6).params, status="queued")
     backend.submit_fit("legacy")
     final = wait(registry, "legacy", done)
-    assert final["status"] == "completed", final["error"]
+    assert final.status == "completed", final.error
     whole, resumed = checkpoints.load("whole"), checkpoints.load("legacy")
     assert resumed["pass"] == 6 and "BK" in resumed
     for key in ("A", "AK", "B", "BK", "rho"):  # B K' recomputed, not carried: equal up to rounding

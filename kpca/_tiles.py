@@ -1,0 +1,194 @@
+"""Kernel blocks tile by tile: a GEMM into a cache-sized buffer, then a jitted map, on a few threads.
+
+The machinery behind `kpca.kernels.kernel_block_into` and
+`kpca.kernels.kernel_left_product_into` for the radial kernels (Gaussian,
+Laplacian), and the jitted maps that turn a Gram matrix into kernel values
+for the dot-product kernels (polynomial, tanh). `kpca.kernels.KERNELS` names
+which map each kernel uses; nothing else here knows a kernel by name.
+
+A tile is ``X[r:r1] @ Y[j:j1].T`` computed into a buffer small enough to stay
+in a core's cache while a jitted map turns it into kernel values (distance,
+the vectorisable exp of `kpca._fastexp`, the centring shifts of eq. 5) and
+writes them once: the block crosses the memory bus once instead of three
+times (GEMM write, map read and write), or never, when only its product with
+a small matrix on the left is wanted (`run_panels`). The maps and BLAS
+release the GIL, so plain Python threads share the tiles (numba's threading
+layer must not be entered from several threads at once, as dask worker
+threads would). The tile shapes were chosen by bench/kernel_rows.py and
+bench/kha_speed.py (results in bench/results/).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+from kpca._fastexp import FASTMATH_FLAGS, exp_nonpositive
+from kpca._threads import blas_limit
+
+_TILE_BYTES = 2**19  # one GEMM tile, kept in a core's L2 cache while it is mapped
+_TILE_ROWS = 128  # with _TILE_BYTES, the best of a sweep of shapes (bench/kernel_rows.py)
+# Tiles of `run_panels`: all rows of a block (up to 1024) by 1 MiB, the fastest of the panel
+# shapes swept by bench/kha_speed.py; fewer, larger panels also leave a thread less waiting
+# for the last one of each data chunk.
+_PANEL_ROWS = 1024
+_PANEL_BYTES = 2**20
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def run_tiles(fn, out, col0, X, Y, xn, yn, a, c, scale, threads) -> None:
+    """Run the fused GEMM + map ``fn`` over the tiles of a (b, m) block, writing ``out[:, col0:]``.
+
+    Tiles are (<= `_TILE_ROWS` rows) x (columns filling `_TILE_BYTES`);
+    ``threads`` threads take the next tile in turn (`_shared`). Cost
+    ``2 b m n`` flops plus O(b m).
+    """
+    b, m = X.shape[0], Y.shape[0]
+    rows, width = _tile_shape(b, X.itemsize)
+    tiles = [(r, j) for j in range(0, m, width) for r in range(0, b, rows)]
+
+    def run(part):
+        buf = np.empty(rows * width, dtype=X.dtype)
+        for k in part:
+            r, j = tiles[k]
+            r1, j1 = min(r + rows, b), min(j + width, m)
+            tile = buf[: (r1 - r) * (j1 - j)].reshape(r1 - r, j1 - j)
+            np.matmul(X[r:r1], Y[j:j1].T, out=tile)
+            fn(tile, out, r, col0 + j, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
+
+    _shared(len(tiles), run, threads)
+
+
+def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -> None:
+    """``acc[:, J] = T @ start[:, J] + C @ B[:, J]`` over the column panels J of a (b, m) radial block B.
+
+    A panel is one tile width of columns; its row tiles are computed (GEMM),
+    mapped into a second buffer in C's dtype (the map must not write over
+    the GEMM tile it reads: in place the tiles were slower), and multiplied
+    by C's columns while both buffers are in cache. Threads claim column
+    panels (all row tiles of a panel, in order), so each column of ``acc`` is
+    written by one thread and the result does not depend on the thread
+    count. See `kpca.kernels.kernel_left_product_into`.
+    """
+    d, b, m = C.shape[0], X.shape[0], Y.shape[0]
+    rows, width = _panel_shape(b, X.itemsize)
+
+    def run(part):
+        gram = np.empty(rows * width, dtype=X.dtype)
+        values = np.empty(rows * width, dtype=C.dtype)
+        product = np.empty(d * width, dtype=C.dtype)
+        for k in part:
+            j = k * width
+            j1 = min(j + width, m)
+            w = j1 - j
+            prod = product[: d * w].reshape(d, w)
+            panel = slice(col0 + j, col0 + j1)
+            if T is not None:
+                np.matmul(T, start[:, panel], out=acc[:, panel])
+            elif start is not acc:
+                acc[:, panel] = start[:, panel]
+            for r in range(0, b, rows):
+                r1 = min(r + rows, b)
+                tile = gram[: (r1 - r) * w].reshape(r1 - r, w)
+                mapped = values[: (r1 - r) * w].reshape(r1 - r, w)
+                np.matmul(X[r:r1], Y[j:j1].T, out=tile)
+                fn(tile, mapped, 0, 0, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
+                np.matmul(C[:, r:r1], mapped, out=prod)
+                acc[:, panel] += prod
+
+    _shared(-(-m // width), run, threads)
+
+
+def _tile_shape(b: int, itemsize: int) -> tuple[int, int]:
+    """(rows, columns) of a GEMM tile: <= `_TILE_ROWS` rows, columns filling `_TILE_BYTES`."""
+    rows = max(1, min(b, _TILE_ROWS))  # b = 0: no row tiles (and no division by zero)
+    return rows, max(64, _TILE_BYTES // (rows * itemsize))
+
+
+def _panel_shape(b: int, itemsize: int) -> tuple[int, int]:
+    """(rows, columns) of a tile of `_radial_panels`."""
+    rows = max(1, min(b, _PANEL_ROWS))
+    return rows, max(16, _PANEL_BYTES // (rows * itemsize))
+
+
+def _shared(n_items: int, run, threads: int) -> None:
+    """``run(items)`` on up to ``threads`` threads of a shared pool, items 0 .. n_items-1 split among them.
+
+    Items are handed out one at a time (a shared counter; next() on it is
+    atomic under the GIL), so a thread slowed down by other work on its core
+    -- a solver update running alongside -- takes fewer of them instead of
+    holding the whole block back. Meanwhile BLAS is held to one thread: each
+    of ours already keeps a core busy.
+    """
+    global _pool
+    threads = min(threads, n_items)
+    if threads <= 1:
+        run(range(n_items))
+        return
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < threads:
+            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-tiles")
+    shared = itertools.count()
+
+    def claimed():  # one generator per thread over the shared counter
+        while (k := next(shared)) < n_items:
+            yield k
+
+    with blas_limit(1):
+        futures = [_pool.submit(run, claimed()) for _ in range(threads)]
+        for f in futures:
+            f.result()
+
+
+# Jitted tile maps (compiled per precision of the tile and of out), all with the signature
+# map(T, out, r0, c0, xn, yn, a, c, scale): T holds the GEMM tile X[r0:] Y[j:]^T; each entry
+# becomes a kernel value (distance, then the vectorisable exp of kpca._fastexp), is shifted by
+# a[i] + c[j], and is written once to out[r0 + i, c0 + j]. Plain-numpy twins live in
+# tests/naive.py. Rows are sliced inside so that numba sees contiguous arrays and vectorises.
+
+
+@numba.njit(inline="always", fastmath=FASTMATH_FLAGS)
+def _squared_distance(xi, yj, g, zero):
+    """``max(|x|^2 + |y|^2 - 2 <x, y>, 0)``: clipped, as rounding can make it negative."""
+    return max(xi + yj - (g + g), zero)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
+def gaussian_tile(T, out, r0, c0, xn, yn, a, c, scale):
+    zero = scale - scale  # in the tile's precision
+    for i in range(T.shape[0]):
+        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
+        for j in range(t.shape[0]):
+            o[j] = exp_nonpositive(scale * _squared_distance(xi, yn[j], t[j], zero)) + (ai + c[j])
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
+def laplacian_tile(T, out, r0, c0, xn, yn, a, c, scale):
+    zero = scale - scale
+    for i in range(T.shape[0]):
+        t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
+        for j in range(t.shape[0]):
+            o[j] = exp_nonpositive(scale * np.sqrt(_squared_distance(xi, yn[j], t[j], zero))) + (ai + c[j])
+
+
+@numba.njit(nogil=True, cache=True)
+def polynomial_from_gram(G, gamma, offset, degree):
+    """``G <- (gamma G + offset)^degree`` in place."""
+    b, m = G.shape
+    for i in range(b):
+        for j in range(m):
+            G[i, j] = (gamma * G[i, j] + offset) ** degree
+
+
+@numba.njit(nogil=True, cache=True)
+def tanh_from_gram(G, gamma, offset):
+    """``G <- tanh(gamma G + offset)`` in place."""
+    b, m = G.shape
+    for i in range(b):
+        for j in range(m):
+            G[i, j] = np.tanh(gamma * G[i, j] + offset)

@@ -1,0 +1,120 @@
+"""Pre-images: from the kernel principal subspace back to input space (reconstruction, denoising).
+
+A pre-image of a point x is a point z whose feature image is closest to the
+projection of x plus the mean, ``Psi(x)`` (`kpca.model`): it minimises
+``rho(z) = ||Psi(x) - Phi(z)||^2`` (`objective`; `kpca.preimage._objective`).
+
+Every method is declared once in `METHODS` (its function, the options a
+request may set, and the kernels it supports); the service's schemas read
+the table. Methods: ``fixed-point`` (Mika et al. 1999, radial kernels, with
+restarts), ``kwok-tsang`` (closed form from the nearest training points),
+``gradient`` (L-BFGS-B on rho, any kernel), ``learned`` (a kernel ridge map
+from components to inputs, Bakir et al. 2004); `reconstruct` dispatches
+(``"auto"``: fixed point for the Gaussian kernel, else gradient). Every
+method returns finite output for finite input, including points so far from
+the data that every Gaussian ``k(z, x_i)`` underflows to 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kpca.model import KernelModel
+from kpca.params import Param
+from kpca.preimage._objective import rho_and_gradient
+from kpca.preimage.fixed_point import FIXED_POINT_KERNELS, fixed_point
+from kpca.preimage.gradient import gradient_descent
+from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS, kwok_tsang
+from kpca.preimage.learned import LearnedInverse, learned
+
+
+@dataclass(frozen=True)
+class Method:
+    """A pre-image method: ``function(model, X, **options)``, the options a request may set
+    (`kpca.params.Param`), further keyword arguments of the Python API, and the kernels it
+    supports (None: all)."""
+
+    name: str
+    function: Callable
+    summary: str
+    options: tuple[Param, ...]
+    python_options: tuple[str, ...] = ()
+    kernels: tuple[str, ...] | None = None
+
+
+N_NEIGHBORS = Param("n_neighbors", int, 10, low=1, high=1000,
+                    description="nearest training points used by the Kwok-Tsang start")
+TOL = Param("tol", float, None, low=0.0, low_open=True, description="convergence tolerance")
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    Method("fixed-point", fixed_point, "Mika et al.'s fixed-point iteration with restarts (radial kernels)",
+           (Param("n_iter", int, 100, low=1, high=1000, description="fixed-point iterations per start"), TOL,
+            Param("restarts", int, 3, low=1, high=20, description="starts per point"), N_NEIGHBORS),
+           ("init", "rng"), FIXED_POINT_KERNELS),
+    Method("kwok-tsang", kwok_tsang, "closed form from the distances to the nearest training points",
+           (N_NEIGHBORS,), (), KWOK_TSANG_KERNELS),
+    Method("gradient", gradient_descent, "L-BFGS-B on ||P Phi(x) - Phi(z)||^2 (any kernel)",
+           (Param("max_iter", int, 200, low=1, high=5000, description="L-BFGS-B iterations per point"), TOL,
+            N_NEIGHBORS), ("init",)),
+    Method("learned", learned, "a kernel ridge map from components to inputs, fitted once per model",
+           (), ("inverse", "n_samples", "alpha", "gamma", "rng")),
+)}
+PREIMAGE_METHODS = tuple(METHODS)
+
+
+def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.ndarray:
+    """Pre-images of the projections of the rows of X.
+
+    Parameters
+    ----------
+    model : KernelModel
+    X : ndarray of shape (m, n)
+    method : {"auto", "fixed-point", "kwok-tsang", "gradient", "learned"}
+        "auto" is "fixed-point" for the Gaussian kernel, "gradient" otherwise.
+    **options
+        Keyword arguments of the chosen method; an unknown one raises
+        ValueError naming it.
+
+    Returns
+    -------
+    ndarray of shape (m, n). Cost: the method's.
+    """
+    if method == "auto":
+        method = "fixed-point" if model.kernel.type == "gaussian" else "gradient"
+    chosen = METHODS.get(method)
+    if chosen is None:
+        raise ValueError(f"method: unknown pre-image method {method!r}; choose one of {PREIMAGE_METHODS} or 'auto'")
+    allowed = {p.name for p in chosen.options} | set(chosen.python_options)
+    extra = sorted(set(options) - allowed)
+    if extra:
+        raise ValueError(f"options.{extra[0]}: not an option of the {method} method")
+    return chosen.function(model, X, **options)
+
+
+def objective(model: KernelModel, Z, X) -> np.ndarray:
+    """``rho(z_j) = ||Psi(x_j) - Phi(z_j)||^2`` for paired rows of Z and X.
+
+    Parameters
+    ----------
+    Z, X : ndarray of shape (m, n)
+
+    Returns
+    -------
+    ndarray of shape (m,). Cost O(m l (n + r)).
+    """
+    Z, X = model.check_points(Z, "Z"), model.check_points(X)
+    if Z.shape != X.shape:
+        raise ValueError(f"Z: expected shape {X.shape} like X, got {Z.shape}")
+    out = np.empty(X.shape[0])
+    step = model.block_rows()
+    for a in range(0, X.shape[0], step):
+        t = model.target(X[a : a + step])
+        out[a : a + step] = rho_and_gradient(model.rows, Z[a : a + step], t.gamma, t.norm2)[0]
+    return out
+
+
+__all__ = ["METHODS", "PREIMAGE_METHODS", "Method", "reconstruct", "objective", "fixed_point", "kwok_tsang",
+           "gradient_descent", "learned", "LearnedInverse"]

@@ -1,0 +1,213 @@
+"""The Kernel Hebbian Algorithm family (seed 000): ``kha``, ``kha-t``, ``kha-et``, ``kha-smd``.
+
+``kha`` uses a constant gain (eq. 8-10), ``kha-t`` the gain
+``eta0 l / (t + l)``, ``kha-et`` per-component gains from the eigenvalue
+estimates (eq. 11-14) and ``kha-smd`` adapts them by stochastic
+meta-descent (eq. 15-21, Algorithm 1). Their state:
+
+==============  ============================================================
+key             value
+==============  ============================================================
+solver          name
+A               (r, l) expansion coefficients; components W = A Phi'
+AK              (r, l) A K', kept current incrementally (eq. 17-18)
+B, BK, rho      (r, l) SMD differential parameters, B K', (r,) log-gains (SMD)
+gain            (r,) base gain of the current pass (eq. 12 without l/(t+l))
+eigenvalues     (r,) eigenvalue estimates of K' at the start of the pass (eq. 13)
+eta0, mu, xi    resolved hyper-parameters
+t, pass,        steps taken, passes completed, rows of the current pass done
+position        (owned by the driver, `kpca.driver.run_passes`)
+seed            permutation of pass p is default_rng([seed, p]).permutation(l)
+init            how A_1 was chosen: "random" or "subset" (`start`)
+init_size       (``init="subset"`` only) the subset size m actually used
+centering_*     the centring of the training data (`kpca.rows.Centering.to_state`)
+==============  ============================================================
+
+Everything needed to resume bit for bit is in the dict. A model serves not
+the raw ``A`` but `ritz_components` of it (the orthonormal, variance-ordered
+basis of the same span; `kpca.solvers._ritz`).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from kpca import defaults
+from kpca.params import Param, ParamError
+from kpca.solvers._blocked import blocked_step_block
+from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
+from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
+from kpca.solvers._warm import INITS, check_init, subset_start
+
+_INIT_COLUMNS = 64
+# The divergence guard: a state is diverged when a component's squared feature-space norm
+# (diag A K' A^T, which KHA drives to 1) exceeds NORM_LIMIT, or is not finite; the pass then
+# restarts with gains GAIN_REDUCTION times smaller, at most MAX_GAIN_REDUCTIONS times.
+NORM_LIMIT = 1e4
+MAX_GAIN_REDUCTIONS = 8
+GAIN_REDUCTION = 0.25
+
+ETA0 = Param("eta0", float, None, low=0.0, low_open=True,
+             description="initial gain (default: a scale-free rule from the kernel's trace, kpca.defaults)")
+MU = Param("mu", float, None, low=0.0, description="SMD meta-gain (default: scale-free, like eta0)")
+XI = Param("xi", float, defaults.XI, low=0.0, high=1.0, description="SMD decay factor")
+INIT = Param("init", str, "random", choices=INITS,
+             description="start: random (the paper's sparse random start) or subset (warm start from the leading "
+                         "components within the span of init_size random rows)")
+INIT_SIZE = Param("init_size", int, None, low=1,
+                  description="rows in the subset of init=subset, between n_components and the data's rows "
+                              "(default min(rows, max(10 n_components, 1000)), capped by memory)")
+
+
+class Diverged(RuntimeError):
+    """The iteration blew up even after the gain was reduced; the message says what to try."""
+
+
+def resolve(params: dict, context, *, name: str) -> dict:
+    """Gains of solver ``name`` from the data: a user's eta0 and mu unchanged, else the scale-free
+    defaults of `kpca.defaults` (smaller after the warm start); checks ``init_size`` against the
+    data. Cost O(1)."""
+    try:
+        check_init(params["init"], params["init_size"], context.n_components, context.n_rows)
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise ParamError(field, message) from None
+    out = dict(params)
+    if context.mean_diagonal is not None:
+        s = context.mean_diagonal
+        if out["eta0"] is None:
+            out["eta0"] = defaults.default_eta0(name, s, params["init"], context.n_rows)
+        if "mu" in out and out["mu"] is None:
+            out["mu"] = defaults.default_mu(s, params["init"], context.n_rows)
+    return out
+
+
+def start(rows, n_components: int, params: dict, *, name: str) -> dict:
+    """Initial state (Algorithm 1, step 1) over ``rows`` (a row source with its centring set).
+
+    ``init="random"`` (the paper's algorithm): ``A_1`` is Gaussian on a random
+    subset S of ``s = min(l, max(64, 4 r))`` columns (variance 1/(r s)) and
+    zero elsewhere, the sparse start that seed 000 suggests: then
+    ``A_1 K' = A_1[:, S] K'[S, :]`` costs s kernel rows instead of l (step 1e
+    in O(r s l)). ``init="subset"`` (a warm start, `kpca.solvers._warm`):
+    ``A_1`` holds the r leading principal components of the whole data set
+    within the span of m random points (m = ``init_size``), at the cost of m
+    kernel rows, O(m^2 l + m^3) time and m l memory; with m = l it is exact
+    kernel PCA. ``params`` are resolved (`resolve`); ``name`` is the solver's.
+    """
+    r, l, seed = int(n_components), int(rows.n_rows), int(params["seed"])
+    solver, init = name, params["init"]
+    dtype = np.float64
+    extra = {"init": init}
+    if init == "subset":
+        A, AK, m = subset_start(rows.block, r, l, seed, params["init_size"], dtype)
+        extra["init_size"] = m
+    else:
+        rng = np.random.default_rng([seed, 2**31])
+        s = min(l, max(_INIT_COLUMNS, 4 * r))
+        cols = np.sort(rng.choice(l, size=s, replace=False))
+        A = np.zeros((r, l), dtype=dtype)
+        A[:, cols] = rng.normal(scale=1.0 / np.sqrt(r * s), size=(r, s))
+        AK = np.ascontiguousarray(A[:, cols] @ rows.block(cols), dtype=dtype)
+    gains = {k: float(params[k]) for k in ("eta0", "mu", "xi") if k in params}
+    state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, gains["eta0"]),
+             "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": seed,
+             "n_rows": l, **gains, **extra}
+    if getattr(rows, "centering", None) is not None:  # a DenseRows source over K' itself has none
+        state.update(rows.centering.to_state())
+    if solver == "kha-smd":
+        state["B"] = np.zeros_like(A)
+        state["BK"] = np.zeros_like(A)  # B K'; kept like AK so that B k_s = BK[:, p_s]
+        state["rho"] = np.ones(r, dtype=dtype)  # Algorithm 1, step 1b
+    return state
+
+
+def restore(state: dict, rows, block_size: int) -> dict:
+    """``state`` with every array the updates need, computing what a saved state lacks.
+
+    KHA-SMD states keep ``BK = B K'`` (so that the blocked update reads ``B k_s``
+    as ``BK[:, p_s]``); one saved before it was kept (checkpoints written
+    before 2026-11-26) gets it here from one sweep of the kernel rows
+    (``rows`` a row source), ``B K' = sum_c B[:, c] K'[c, :]``. Any other
+    state is returned as it is. Cost for such a state: l kernel rows in
+    blocks of ``block_size`` plus ``2 r l^2`` flops.
+    """
+    if state["solver"] != "kha-smd" or "BK" in state:
+        return state
+    B, l = state["B"], int(state["n_rows"])
+    BK = np.zeros_like(B)
+    for a in range(0, l, block_size):
+        idx = np.arange(a, min(a + block_size, l))
+        rows.left_product(idx, B[:, idx], BK)
+    return dict(state, BK=BK)
+
+
+def begin_pass(state: dict) -> dict:
+    """Once per pass: re-estimate eigenvalues (eq. 13) and set the base gains (eq. 12).
+
+    KHA and KHA-t keep the scalar gain eta0. Returns a new state. O(r l).
+    """
+    state = dict(state)
+    lam = eigenvalue_estimates(state["A"], state["AK"])
+    state["eigenvalues"] = lam
+    if state["solver"] in ("kha-et", "kha-smd"):
+        floor = max(float(lam.max()) * 1e-12, 1e-300)
+        state["gain"] = state["eta0"] * np.linalg.norm(lam) / np.maximum(lam, floor)
+    return state
+
+
+def step_block(state: dict, rows, indices: np.ndarray) -> dict:
+    """One KHA-family step per row ``K'[indices, :]``, in order; pure (returns a new state).
+
+    The blocked form (`kpca.solvers._blocked`): per row O(r (r + b)) small
+    matrix work, and one GEMM with the rows for the block (2 r l flops per
+    row, 4 r l for KHA-SMD). ``rows`` is the (b, l) array of rows, or a row
+    source whose kernel tiles are multiplied as they are computed. Equals
+    the step-by-step reference (``tests/naive.py``) up to rounding.
+    """
+    return blocked_step_block(state, rows, indices)
+
+
+def diverged(state: dict) -> bool:
+    """True if any component norm ``(A K' A^T)_ii`` is non-finite or above NORM_LIMIT. O(r l)."""
+    norms = np.einsum("ij,ij->i", state["AK"], state["A"])
+    return bool(not np.all(np.isfinite(norms)) or np.any(np.abs(norms) > NORM_LIMIT))
+
+
+def damped(pass_start: dict) -> dict:
+    """The state at the start of a pass with eta0, mu and the gains GAIN_REDUCTION times smaller;
+    `Diverged` after MAX_GAIN_REDUCTIONS. ``gain_reductions`` counts the reductions."""
+    reductions = int(pass_start.get("gain_reductions", 0)) + 1
+    if reductions > MAX_GAIN_REDUCTIONS:
+        raise Diverged(
+            f"the fit diverged (component norms became non-finite or exceeded {NORM_LIMIT:g}) even after "
+            f"reducing the gain {MAX_GAIN_REDUCTIONS} times (eta0 is now {pass_start['eta0']:.3g}); "
+            "retry with a smaller eta0 (and mu for kha-smd), or leave them out to use the defaults"
+        )
+    state = dict(pass_start, gain_reductions=reductions, eta0=pass_start["eta0"] * GAIN_REDUCTION)
+    if "mu" in state:
+        state["mu"] = state["mu"] * GAIN_REDUCTION
+    state["gain"] = pass_start["gain"] * GAIN_REDUCTION
+    return state
+
+
+def served_components(state: dict):
+    """The Rayleigh-Ritz components of the iterate's span (`kpca.solvers._ritz.ritz_components`)."""
+    return ritz_components(state["A"], state["AK"])
+
+
+def _kha_solver(name: str, summary: str, own: tuple[Param, ...]) -> Solver:
+    return register(Solver(
+        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE), start=partial(start, name=name),
+        step=step_block, begin_pass=begin_pass, restore=restore, diverged=diverged, damped=damped,
+        resolve=partial(resolve, name=name), components=served_components))
+
+
+_kha_solver("kha", "KHA with a constant gain (seed 000 eq. 8-10); the baseline the others improve on", ())
+_kha_solver("kha-t", "KHA with the gain eta0 l / (t + l) (seed 000 §3.1)", ())
+_kha_solver("kha-et", "KHA with per-component gains from the eigenvalue estimates (seed 000 eq. 11-14); cheap "
+            "per step, fast on well-separated spectra", ())
+_kha_solver("kha-smd", "KHA with gains adapted by stochastic meta-descent (seed 000 eq. 15-21, Algorithm 1); the "
+            "default: the fewest passes to a given error", (MU, XI))

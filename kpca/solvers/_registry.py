@@ -1,0 +1,225 @@
+"""The solver registry: a solver is declared once, and every layer reads the declaration.
+
+A `Solver` names its parameters (`kpca.params.Param`: defaults, bounds, a
+sentence each), how it starts and steps (iterative solvers, driven pass by
+pass by `kpca.driver.run_passes`) or fits in one call (one-shot solvers), and
+what a fitted model serves:
+
+* ``"expansion"``: coefficients ``A`` (r x l) over all l training rows, the
+  components ``W = A Phi'`` of the centred training data (KHA, exact);
+* ``"centres"``: m centres kept in the state (``state["centres"]``, m x n)
+  with coefficients over them, so that serving never opens the training
+  rows (reduced-set and landmark solvers).
+
+The service's request schema, the workers' fit and serving, the
+scikit-learn estimator and the documentation all read `SOLVERS`; a new
+solver is its own module plus one `register` call.
+
+A solver's state is a plain dict of numpy arrays and scalars (what
+`store.CheckpointStore` saves): ``solver`` (its name), ``n_rows``, the
+centring (`kpca.rows.Centering.to_state`), and what the solver keeps.
+The driver owns ``pass``, ``position`` and ``t`` of iterative states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kpca import defaults
+from kpca.params import Param, ParamError, check_params, with_defaults
+
+SERVES = ("expansion", "centres")
+
+# Parameters many solvers share; a solver lists those it reads in its own `params`.
+PASSES = Param("passes", int, defaults.PASSES, low=1, high=10_000,
+               description="passes over the data (an iterative fit's length)")
+SEED = Param("seed", int, 0, low=0, high=2**63 - 1, description="seed of every random choice of the fit")
+BLOCK_SIZE = Param("block_size", int, None, low=1, high=4096,
+                   description="rows per block of a pass (default: 1024, or all rows if fewer)")
+TOL = Param("tol", float, None, low=0.0, low_open=True,
+            description="stop early once the per-pass convergence figure falls below this")
+KERNEL_PRECISION = Param(
+    "kernel_precision", str, "float64", choices=("float64", "float32"),
+    description="precision of the kernel tiles (GEMM and exp) and of the solver's product with them; centring "
+                "and the solver state stay float64. float32 is about twice as fast at ~1e-7 relative error "
+                "per kernel entry")
+ITERATIVE_PARAMS = (PASSES, SEED, BLOCK_SIZE, TOL, KERNEL_PRECISION)
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """What a solver may know of the data when it resolves its parameters.
+
+    Attributes
+    ----------
+    n_rows : int
+        l, rows of the training data.
+    n_components : int
+        r.
+    mean_diagonal : float or None
+        ``trace(K') / l`` (`kpca.rows.Centering.mean_diagonal`) once the
+        centring pass ran; None when parameters are checked before it (at
+        model creation).
+    dense_limit : int
+        Largest l whose l x l kernel matrix a fit may form.
+    """
+
+    n_rows: int
+    n_components: int
+    mean_diagonal: float | None = None
+    dense_limit: int = defaults.EXACT_LIMIT
+
+
+def _identity(state: dict, *args) -> dict:
+    return state
+
+
+def _never(state: dict) -> bool:
+    return False
+
+
+def stored_components(state: dict):
+    """``(A, AK, eigenvalues)`` kept in the state as they are served (one-shot solvers).
+
+    ``AK`` defaults to ``diag(eigenvalues) A``, which holds when the rows of
+    ``A`` are eigenvectors of K' scaled to unit feature-space norm (the
+    exact solver's, and any solver that diagonalises K' on its span).
+    """
+    A = np.asarray(state["A"])
+    eigenvalues = np.asarray(state["eigenvalues"], dtype=np.float64)
+    AK = state.get("AK")
+    return A, (eigenvalues[:, None] * A if AK is None else np.asarray(AK)), eigenvalues
+
+
+@dataclass(frozen=True)
+class Solver:
+    """A solver's declaration.
+
+    Attributes
+    ----------
+    name : str
+        What requests call it (``"kha-smd"``).
+    summary : str
+        One sentence: what it computes and when to choose it.
+    params : tuple of Param
+        Every parameter it reads (shared ones such as `PASSES` included).
+    serves : {"expansion", "centres"}
+        See the module docstring.
+    dense : bool
+        Whether the fit forms the l x l kernel matrix: then it is limited to
+        ``context.dense_limit`` rows.
+    fit : callable, optional
+        One-shot solvers: ``fit(rows, n_components, params, context) -> state``.
+        ``rows`` is a `kpca.rows.KernelRows` without centring; the state
+        carries its own (`kpca.rows.Centering.to_state`).
+    start : callable, optional
+        Iterative solvers: ``start(rows, n_components, params) -> state``
+        with ``rows.centering`` set (Algorithm 1, step 1 for KHA).
+    step : callable, optional
+        Iterative solvers: ``step(state, rows, indices) -> state``, one step
+        per row of the block, pure.
+    begin_pass : callable
+        ``begin_pass(state) -> state`` once at the start of every pass.
+    restore : callable
+        ``restore(state, rows, block_size) -> state``: a saved state made
+        ready to step (arrays an older checkpoint lacks).
+    diverged, damped : callable
+        The driver's divergence guard: ``diverged(state) -> bool`` after
+        every block; ``damped(pass_start) -> state`` restarts the pass with
+        smaller gains (or raises `kpca.driver.Diverged`).
+    resolve : callable
+        ``resolve(params, context) -> params`` fills the defaults that depend
+        on the data (gains from ``context.mean_diagonal``) and checks values
+        against it, raising `kpca.params.ParamError` naming the parameter
+        (``"init_size"``; `check` adds the prefix).
+    components : callable
+        ``components(state) -> (A, AK, eigenvalues)`` that a model serves:
+        coefficients (r, l or m), their image ``A K'`` and the variances,
+        descending.
+    """
+
+    name: str
+    summary: str
+    params: tuple[Param, ...] = ()
+    serves: str = "expansion"
+    dense: bool = False
+    fit: Callable | None = None
+    start: Callable | None = None
+    step: Callable | None = None
+    begin_pass: Callable = _identity
+    restore: Callable = _identity
+    diverged: Callable = _never
+    damped: Callable | None = None
+    resolve: Callable = _identity
+    components: Callable = stored_components
+
+    def __post_init__(self):
+        if self.serves not in SERVES:
+            raise ValueError(f"serves: must be one of {SERVES}, got {self.serves!r}")
+        if (self.fit is None) == (self.step is None or self.start is None):
+            raise ValueError(f"solver {self.name!r}: declare either fit (one-shot) or start and step (iterative)")
+
+    @property
+    def iterative(self) -> bool:
+        """Whether the solver runs pass by pass (start and step) rather than in one call."""
+        return self.step is not None
+
+    def param(self, name: str) -> Param | None:
+        """The declared parameter ``name``, or None."""
+        return next((p for p in self.params if p.name == name), None)
+
+    def check(self, params: Mapping[str, Any], context: FitContext, where: str = "params") -> dict:
+        """The parameters a user gave, checked (unknown names, types, bounds, and what the data allows).
+
+        Returns the given values converted; defaults are not filled in (so a
+        record keeps what was asked). Raises `kpca.params.ParamError` naming
+        ``where.<name>`` (``where`` empty: the bare name), ``n_components``
+        or ``solver`` (a dense solver on too many rows). Cost O(parameters).
+        """
+        return self._checked(params, context, where)[0]
+
+    def resolved(self, params: Mapping[str, Any], context: FitContext, where: str = "params") -> dict:
+        """Every parameter's value for a fit: the given ones, else the defaults, those that depend on the
+        data resolved from ``context`` (what a model reports as ``params_used``). Errors as `check`.
+        Cost O(parameters)."""
+        return self._checked(params, context, where)[1]
+
+    def _checked(self, params: Mapping[str, Any], context: FitContext, where: str) -> tuple[dict, dict]:
+        if not 1 <= context.n_components < context.n_rows:
+            raise ParamError("n_components", f"must be between 1 and {context.n_rows - 1}, below the data's "
+                                             f"{context.n_rows} rows, got {context.n_components}")
+        if self.dense and context.n_rows > context.dense_limit:
+            raise ParamError("solver", f"{self.name} forms the l x l kernel matrix and is limited to "
+                                       f"{context.dense_limit} rows (this data set has {context.n_rows}); use an "
+                                       "iterative solver such as kha-smd")
+        given = check_params(self.params, params, where, f"solver {self.name}")
+        values = with_defaults(self.params, given)
+        if "block_size" in values and values["block_size"] is None:
+            values["block_size"] = defaults.default_block_size(context.n_rows)
+        try:
+            return given, self.resolve(values, context)
+        except ParamError as exc:
+            raise ParamError(f"{where}.{exc.field}" if where else exc.field, exc.reason) from None
+
+
+SOLVERS: dict[str, Solver] = {}
+
+
+def register(solver: Solver, replace: bool = False) -> Solver:
+    """Add ``solver`` to `SOLVERS` (``replace`` to redefine a name) and return it."""
+    if solver.name in SOLVERS and not replace:
+        raise ValueError(f"a solver named {solver.name!r} is already registered")
+    SOLVERS[solver.name] = solver
+    return solver
+
+
+def get_solver(name: str) -> Solver:
+    """The registered solver ``name``, or `kpca.params.ParamError` on ``solver`` listing the known ones."""
+    solver = SOLVERS.get(name)
+    if solver is None:
+        raise ParamError("solver", f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
+    return solver

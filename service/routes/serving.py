@@ -1,0 +1,172 @@
+"""Serving a completed model: ``/project``, ``/reconstruct``, ``/denoise``, ``/denoise-image``, ``/transform``.
+
+Routes check the request against the model's data set (columns, finiteness,
+image shape), hand the work to the cluster (`workers.Backend`) and turn the
+answer into JSON or PNG; the numerics run on the workers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from service.deps import BackendDep, DatasetsDep, ModelsDep
+from service.errors import ApiError
+from service.images import PNG_MEDIA_TYPE, decode_png, encode_png
+from service.payloads import media_type, read_body, rows_to_array
+from service.routes.models import ERRORS, ModelName
+from service.schemas.datasets import DatasetPublic
+from service.schemas.serving import (
+    PreimageMethod,
+    ProjectRequest,
+    ProjectResponse,
+    ReconstructRequest,
+    ReconstructResponse,
+    TransformRequest,
+)
+from store.errors import NotFound
+from store.records import ModelRecord
+
+router = APIRouter(prefix="/v1/models", tags=["serving"])
+
+
+async def _served_model(name: str, models, datasets) -> tuple[ModelRecord, dict]:
+    """The record of a completed model and its data set's metadata, or the 404/409 that explains why not."""
+    model = await run_in_threadpool(models.get, name)
+    if model.status != "completed":
+        raise ApiError(409, "conflict", f"model {name!r} is {model.status!r}, not 'completed': wait for the fit "
+                       f"to finish (poll GET /v1/models/{name})", "name")
+    try:
+        dataset = await run_in_threadpool(datasets.get, model.dataset)
+    except NotFound:
+        raise ApiError(404, "not_found", f"data set {model.dataset!r} of model {name!r} has been deleted",
+                       "dataset") from None
+    return model, dataset
+
+
+def _checked_rows(rows: list, n_features: int) -> np.ndarray:
+    """Request rows as a float64 array with the data set's width, all finite (422 on ``rows`` otherwise)."""
+    array = rows_to_array(rows)
+    if array.shape[1] != n_features:
+        raise ApiError(422, "invalid", f"rows must have {n_features} columns (the data set's n_features), got "
+                       f"{array.shape[1]}", "rows")
+    finite = np.isfinite(array).all(axis=1)
+    if not finite.all():
+        bad = int(np.argmin(finite))
+        raise ApiError(422, "invalid", f"rows must be finite: row {bad} contains NaN or infinity", "rows")
+    return array
+
+
+async def _serve(models, name: str, model: ModelRecord, call, *args):
+    """Run a blocking backend call; a model deleted or refitted meanwhile is a 404/409, not a 500."""
+    try:
+        return await run_in_threadpool(call, *args)
+    except Exception:
+        current = await run_in_threadpool(models.get, name)  # NotFound -> 404
+        if current.status != "completed" or current.created_at != model.created_at:
+            raise ApiError(409, "conflict", f"model {name!r} changed while serving the request; retry",
+                           "name") from None
+        raise
+
+
+@router.post("/{name}/project", responses=ERRORS)
+async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep,
+                  backend: BackendDep) -> ProjectResponse:
+    """Kernel principal components of ``rows``: one row of ``n_components`` values per input row."""
+    model, dataset = await _served_model(name, models, datasets)
+    rows = _checked_rows(body.rows, int(dataset["n_features"]))
+    components = await _serve(models, name, model, backend.project, name, rows)
+    return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
+
+
+async def _reconstruct(name, body, models, datasets, backend) -> ReconstructResponse:
+    model, dataset = await _served_model(name, models, datasets)
+    rows = _checked_rows(body.rows, int(dataset["n_features"]))
+    options = body.options.model_dump(exclude_none=True)
+    try:
+        out = await _serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
+    except ValueError as exc:  # a method the kernel does not support, or an option the method does not take
+        message = str(exc)
+        field = message.split(":", 1)[0] if message.startswith("options.") else "method"
+        raise ApiError(422, "invalid", message, field) from None
+    return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
+
+
+@router.post("/{name}/reconstruct", responses=ERRORS)
+async def reconstruct(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
+                      backend: BackendDep) -> ReconstructResponse:
+    """Rows -> their projection onto the components -> back to input space (a pre-image per row)."""
+    return await _reconstruct(name, body, models, datasets, backend)
+
+
+@router.post("/{name}/denoise", responses=ERRORS)
+async def denoise(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
+                  backend: BackendDep) -> ReconstructResponse:
+    """Denoise rows: the pre-image of their projection onto the leading components (same maths as
+    ``/reconstruct``; the name says what it is for)."""
+    return await _reconstruct(name, body, models, datasets, backend)
+
+
+@router.post(
+    "/{name}/denoise-image",
+    responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
+    response_class=Response,
+)
+async def denoise_image(
+    name: ModelName,
+    request: Request,
+    models: ModelsDep,
+    datasets: DatasetsDep,
+    backend: BackendDep,
+    stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
+    method: Annotated[PreimageMethod, Query()] = "auto",
+    upscale: Annotated[int, Query(ge=1, le=8, description="pixel-replication factor (hyperresolution)")] = 1,
+) -> Response:
+    """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
+    averaged (seed 000 §5.2); with ``upscale`` > 1 the image is first enlarged by pixel replication
+    (hyperresolution, seed 002 §4.2). Grey and colour PNGs keep their mode and bit depth."""
+    if media_type(request) != PNG_MEDIA_TYPE:
+        raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
+    image = decode_png(await read_body(request))
+    model, dataset = await _served_model(name, models, datasets)
+    channels = 1 if image.ndim == 2 else image.shape[2]
+    n_features = int(dataset["n_features"])
+    patch = math.isqrt(n_features // channels)
+    if patch * patch * channels != n_features:
+        kind = "grey" if channels == 1 else "colour"
+        raise ApiError(422, "invalid", f"model {name!r} was trained on rows of {n_features} values, which are not "
+                       f"square {kind} patches ({channels} channel(s)); send an image whose patches match "
+                       "its training patches", "image")
+    height, width = image.shape[0] * upscale, image.shape[1] * upscale
+    if patch > min(height, width):
+        raise ApiError(422, "invalid", f"the model's {patch}x{patch} patches do not fit in a {height}x{width} "
+                       "image", "image")
+    if stride > patch:
+        raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
+                       "patches would not be covered", "stride")
+    cleaned = await _serve(models, name, model, backend.denoise_image, name, image, patch, stride, method, None,
+                           upscale)
+    return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)
+
+
+@router.post("/{name}/transform", status_code=status.HTTP_201_CREATED, responses=ERRORS)
+async def transform_dataset(name: ModelName, body: TransformRequest, models: ModelsDep, datasets: DatasetsDep,
+                            backend: BackendDep, response: Response) -> DatasetPublic:
+    """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
+    data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
+    model, trained_on = await _served_model(name, models, datasets)
+    source = await run_in_threadpool(datasets.get, body.dataset)
+    if source.get("status") != "ready":
+        raise ApiError(409, "conflict", f"data set {body.dataset!r} is not committed; commit it first", "dataset")
+    if int(source["n_features"]) != int(trained_on["n_features"]):
+        raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
+                       f"{name!r} expects {trained_on['n_features']}", "dataset")
+    options = body.options.model_dump(exclude_none=True)
+    meta = await _serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
+                        body.operation, body.method, options)
+    response.headers["Location"] = f"/v1/datasets/{body.output}"
+    return DatasetPublic.model_validate(meta)

@@ -1,0 +1,62 @@
+"""What the service offers, read from the registries of `kpca`: ``GET /v1/solvers`` and ``GET /v1/kernels``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kpca.kernels import KERNELS
+from kpca.params import Param
+from kpca.solvers import SOLVERS
+
+
+class ParamPublic(BaseModel):
+    """One declared parameter."""
+
+    name: str
+    required: bool = Field(description="whether a request must give it")
+    schema_: dict[str, Any] = Field(alias="schema", serialization_alias="schema",
+                                    description="its JSON schema: type, bounds or choices, default, description")
+
+
+class SolverPublic(BaseModel):
+    """A registered solver (`kpca.solvers.SOLVERS`)."""
+
+    name: str
+    summary: str
+    iterative: bool = Field(description="fits pass by pass (progress per pass, cancel and resume) or in one call")
+    serves: str = Field(description="expansion: coefficients over all training rows; centres: m centres of its own")
+    params: list[ParamPublic]
+
+
+class SolversPublic(BaseModel):
+    solvers: list[SolverPublic]
+
+
+class KernelPublic(BaseModel):
+    """A kernel of `kpca.kernels.KERNELS`."""
+
+    type: str
+    formula: str = Field(description="k(x, y)")
+    params: list[ParamPublic]
+
+
+class KernelsPublic(BaseModel):
+    kernels: list[KernelPublic]
+
+
+def _params(declared: tuple[Param, ...]) -> list[ParamPublic]:
+    return [ParamPublic(name=p.name, required=p.required, schema=p.json_schema()) for p in declared]
+
+
+def solvers_public() -> SolversPublic:
+    """Every registered solver with its parameters (plugins included). Cost O(solvers x parameters)."""
+    return SolversPublic(solvers=[SolverPublic(name=s.name, summary=s.summary, iterative=s.iterative, serves=s.serves,
+                                               params=_params(s.params)) for s in SOLVERS.values()])
+
+
+def kernels_public() -> KernelsPublic:
+    """Every kernel with its formula and parameters. Cost O(kernels x parameters)."""
+    return KernelsPublic(kernels=[KernelPublic(type=k.name, formula=k.formula, params=_params(k.params))
+                                  for k in KERNELS.values()])

@@ -1,0 +1,71 @@
+"""Schemas of serving a model: projection, reconstruction and denoising, whole-data-set transforms."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kpca.preimage import METHODS
+from service.schemas.common import Name, Number
+from service.schemas.declared import options_model
+
+MAX_PROJECT_ROWS = 100_000
+
+PreimageMethod = Literal[("auto", *METHODS)]
+
+
+def _all_options():
+    seen = {}
+    for method in METHODS.values():
+        for param in method.options:
+            seen.setdefault(param.name, param)
+    return tuple(seen.values())
+
+
+PreimageOptions = options_model(
+    "PreimageOptions", _all_options(),
+    "Options of the pre-image methods; each method reads the ones it declares, "
+    + "; ".join(f"{m.name}: {', '.join(p.name for p in m.options) or 'none'}" for m in METHODS.values()) + ".")
+
+
+class ProjectRequest(BaseModel):
+    """``POST /v1/models/{name}/project`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rows: list[list[Number]] = Field(
+        min_length=1, max_length=MAX_PROJECT_ROWS, description="rows with the data set's n_features columns"
+    )
+
+
+class ProjectResponse(BaseModel):
+    components: list[list[float]] = Field(description="one row of n_components values per input row")
+
+
+class ReconstructRequest(BaseModel):
+    """``POST /v1/models/{name}/reconstruct`` and ``/denoise`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rows: list[list[Number]] = Field(min_length=1, max_length=MAX_PROJECT_ROWS)
+    method: PreimageMethod = Field(
+        default="auto", description="auto: fixed-point for Gaussian kernels, gradient descent otherwise; "
+        + "; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()))
+    options: PreimageOptions = Field(default_factory=PreimageOptions)
+
+
+class ReconstructResponse(BaseModel):
+    rows: list[list[float]] = Field(description="one pre-image per input row, in input space")
+
+
+class TransformRequest(BaseModel):
+    """``POST /v1/models/{name}/transform`` body: a whole data set through the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: Name = Field(description="input data set (its latest version)")
+    output: Name = Field(description="name of the new data set that receives the result")
+    operation: Literal["project", "denoise"] = "project"
+    method: PreimageMethod = "auto"
+    options: PreimageOptions = Field(default_factory=PreimageOptions)

@@ -1,0 +1,208 @@
+"""The model record: one typed, versioned document per model, the authoritative job state.
+
+`ModelRecord` is what ``models/{name}/model.json`` holds and what every layer
+reads and writes: the service creates it (``queued``) from a request, the
+worker running the fit writes status, progress and history into it, the
+service answers from it. Two parts:
+
+* what was asked (set at creation; ``params.passes`` and
+  ``dataset_version`` change on resume): ``dataset``, ``dataset_version``,
+  ``dataset_checksum``, ``kernel`` (`kpca.kernels.KernelSpec.to_dict`),
+  ``n_components``, ``solver``, ``params`` (the parameters the user gave,
+  checked against the solver's declaration, `kpca.solvers.SOLVERS`; the
+  others take their declared defaults), ``exact_limit``,
+  ``checkpoint_keep``;
+* what the fit did (written by the worker): ``status``, ``progress``,
+  ``history`` (one `PassRecord` per pass), ``error``, ``params_used`` (every
+  parameter's value, defaults resolved), ``stopped_early``,
+  ``best_checkpoint``.
+
+Versions: 2 (this one). Version 1 records (written before the solver
+registry) are migrated when read (`migrate`): their ``params`` listed every
+parameter of every solver, None where left out; version 2 keeps only the
+given ones that the solver declares. An ``error`` that was a bare string
+becomes ``{"code": "internal", "message": ...}``. The file is rewritten in
+version 2 at its next update.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kpca import defaults
+from kpca.solvers import SOLVERS, FitContext, get_solver
+from store.errors import Conflict, Invalid, NotFound
+
+MODEL_SCHEMA_VERSION = 2
+STATUSES = ("queued", "running", "completed", "failed", "cancelled")
+ACTIVE = ("queued", "running")
+TERMINAL = ("completed", "failed", "cancelled")
+
+Status = Literal["queued", "running", "completed", "failed", "cancelled"]
+ParamValue = int | float | str | bool | None
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class Convergence(_Document):
+    """A pass's convergence figure: ``metric`` (``excess_error``, seed 000 eq. 22, where the exact optimum
+    is affordable; else ``eigenvalue_change``) and its ``value`` (None before it can be computed)."""
+
+    metric: str = Field(description="excess_error (seed 000 eq. 22) or eigenvalue_change (a proxy)")
+    value: float | None = Field(default=None, description="the figure; None where it is not yet defined")
+
+
+class PassRecord(_Document):
+    """One completed pass of a fit."""
+
+    pass_: int = Field(alias="pass", description="passes completed")
+    elapsed_s: float = Field(description="seconds of fitting so far")
+    convergence: Convergence
+    eigenvalues: list[float] = Field(description="eigenvalue estimates of the served components, descending")
+
+
+class Progress(_Document):
+    """Where a fit stands, after its latest pass."""
+
+    pass_: int = Field(alias="pass", description="passes completed")
+    passes: int = Field(description="passes the fit will run")
+    t: int = Field(description="steps taken (rows visited)")
+    fraction: float = Field(description="pass / passes")
+    elapsed_s: float = Field(description="seconds of fitting so far")
+    remaining_s: float = Field(description="estimated seconds to the last pass")
+    eigenvalues: list[float] = Field(description="eigenvalue estimates of the served components, descending")
+    gains: list[float] | None = Field(default=None, description="current per-component gains (iterative solvers)")
+    convergence: Convergence
+
+
+class FitError(_Document):
+    """Why a fit failed: a machine-readable ``code`` and a message that says what to do next."""
+
+    code: str
+    message: str
+
+
+class BestCheckpoint(_Document):
+    """The pass whose checkpoint has the lowest convergence figure, and that figure."""
+
+    pass_: int = Field(alias="pass")
+    value: float
+
+
+class ModelRecord(_Document):
+    """A model: its configuration and its fit's state (module docstring)."""
+
+    schema_version: int = MODEL_SCHEMA_VERSION
+    name: str
+    dataset: str = Field(description="the data set the model is fit on")
+    dataset_version: int | None = Field(default=None, description="data set version the model is fit on")
+    dataset_checksum: str | None = Field(default=None, description="checksum of the data set when the fit was asked")
+    kernel: dict[str, Any] = Field(description="kernel type and parameters")
+    n_components: int = Field(ge=1, description="number of components r")
+    solver: str = Field(description="a solver of GET /v1/solvers")
+    params: dict[str, ParamValue] = Field(default_factory=dict, description="solver parameters as requested")
+    exact_limit: int = Field(default=defaults.EXACT_LIMIT, description="largest l whose exact figure is computed")
+    checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, description="checkpoints kept (plus the best)")
+    status: Status = Field(default="queued", description="queued | running | completed | failed | cancelled")
+    progress: Progress | None = None
+    history: list[PassRecord] = Field(default_factory=list, description="one record per completed pass")
+    error: FitError | None = None
+    params_used: dict[str, ParamValue] | None = Field(
+        default=None, description="every parameter's value in the fit, defaults resolved")
+    stopped_early: bool | None = Field(default=None, description="the fit met params.tol before all passes")
+    best_checkpoint: BestCheckpoint | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    @classmethod
+    def new(cls, name: str, dataset: dict, *, kernel: dict, n_components: int, solver: str, params: dict,
+            exact_limit: int = defaults.EXACT_LIMIT, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
+        """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`).
+
+        The solver's parameters are checked against the data set's rows
+        (`kpca.solvers.Solver.check`: ``n_components`` below the rows,
+        ``init_size`` in range, the exact solver's limit), raising
+        `kpca.params.ParamError` naming the field. Cost O(parameters).
+        """
+        context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit)
+        checked = get_solver(solver).check(params, context)
+        return cls(name=name, dataset=dataset["name"], dataset_version=dataset.get("version"),
+                   dataset_checksum=dataset.get("checksum"), kernel=kernel, n_components=n_components, solver=solver,
+                   params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep)
+
+    def document(self) -> dict:
+        """The JSON document stored on disk (aliases such as ``pass``). Cost O(record size)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    @property
+    def passes(self) -> int:
+        """Passes the fit runs: ``params.passes``, else the solver's declared default."""
+        if "passes" in self.params:
+            return int(self.params["passes"])
+        solver = SOLVERS.get(self.solver)
+        declared = solver.param("passes") if solver is not None else None
+        return int(declared.default) if declared is not None else defaults.PASSES
+
+    @property
+    def passes_done(self) -> int:
+        """Passes completed so far (0 before the first)."""
+        return self.progress.pass_ if self.progress is not None else 0
+
+    def resumed(self, passes: int | None, dataset_version: int | None, versions: list[int]) -> dict:
+        """The fields a resume sets: status ``queued``, the new total ``params.passes`` and
+        ``dataset_version``; `Conflict` / `Invalid` naming the field when the resume makes no sense.
+
+        ``passes`` is the new total (not a number of further passes); without
+        it a resume on a newer ``dataset_version`` runs the model's passes
+        again over the grown data, and a resume of an unfinished fit runs to
+        the passes it had. ``versions`` are the data set's committed versions.
+        Cost O(1).
+        """
+        if self.status in ACTIVE:
+            raise Conflict(f"model {self.name!r} is already {self.status}", field="name")
+        solver = SOLVERS.get(self.solver)
+        if solver is None or not solver.iterative:
+            raise Conflict(f"a {self.solver} model is fit in one go and has nothing to resume; fit a new model "
+                           "instead", field="name")
+        done = self.passes_done
+        total = passes if passes is not None else self.passes
+        if total <= done and (passes is not None or dataset_version is None):
+            if passes is None and self.status == "completed":
+                raise Conflict(f"model {self.name!r} completed all {done} passes; ask for more passes "
+                               f'(e.g. {{"passes": {done + 10}}}, the new total) or a newer dataset_version',
+                               field="passes")
+            raise Invalid("passes", f"passes is the new total and must exceed the {done} passes already done, "
+                                    f"got {total}")
+        version = self.dataset_version
+        if dataset_version is not None:
+            if dataset_version not in versions:
+                raise NotFound("version", str(dataset_version), field="dataset_version",
+                               message=f"data set {self.dataset!r} has no version {dataset_version} "
+                                       f"(versions: {versions})")
+            if version is not None and dataset_version < version:
+                raise Invalid("dataset_version", f"dataset_version must not go back from {version} to "
+                                                 f"{dataset_version}")
+            version = dataset_version
+            if total <= done:
+                total = done + self.passes
+        return {"status": "queued", "params": {**self.params, "passes": total}, "dataset_version": version,
+                "error": None, "stopped_early": None}
+
+
+def migrate(doc: dict) -> dict:
+    """A stored record document brought to `MODEL_SCHEMA_VERSION` (module docstring). Cost O(size)."""
+    doc = dict(doc)
+    if doc.get("schema_version", 1) < 2:
+        solver = SOLVERS.get(doc.get("solver"))
+        params = {k: v for k, v in (doc.get("params") or {}).items() if v is not None}
+        if solver is not None:
+            params = {k: v for k, v in params.items() if solver.param(k) is not None}
+        doc["params"] = params
+        if isinstance(doc.get("error"), str):
+            doc["error"] = {"code": "internal", "message": doc["error"]}
+        doc["schema_version"] = 2
+    return doc

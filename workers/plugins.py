@@ -1,0 +1,35 @@
+"""Plugin modules: code that extends the registries (`kpca.solvers.register`) in every process.
+
+A solver (or any registry entry) lives in an importable module that
+registers it when imported. The service imports the configured modules
+itself (``KPCA_SOLVER_PLUGINS``), and `ImportModules` makes every dask worker,
+present and future, import them too, so that a fit or a projection of a
+plugin solver runs wherever dask places it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+
+def import_modules(modules: list[str]) -> None:
+    """Import each module by name (registering what it declares). ImportError names the module."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImportError(f"solver plugin {module!r} cannot be imported: {exc}") from exc
+
+
+class ImportModules(WorkerPlugin):
+    """A dask worker plugin importing ``modules`` on every worker when it starts (or now, if running)."""
+
+    name = "kpca-plugin-modules"
+
+    def __init__(self, modules: list[str]):
+        self.modules = list(modules)
+
+    def setup(self, worker) -> None:
+        import_modules(self.modules)

@@ -1,0 +1,146 @@
+"""What a fit reports after each pass: the convergence figure, the progress and history records,
+and which checkpoints it keeps.
+
+Convergence figure: where ``l <= exact_limit`` the exact optimum is
+affordable and each pass reports the excess reconstruction error of seed 000
+eq. 22 (``excess_error``) of the components the model serves. Above it, the
+documented proxy ``eigenvalue_change`` is reported: ``max_i |lambda_i(p) -
+lambda_i(p-1)| / lambda_i(p)`` of their eigenvalue estimates between
+consecutive passes. With ``params.tol`` set, the fit completes early once the
+figure falls below it.
+
+Checkpoint retention: the last ``checkpoint_keep`` and the best one (lowest
+convergence figure) are kept.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.linalg
+
+from kpca.metrics import excess_error, minimal_error
+from kpca.model import served_model
+from kpca.rows import KernelRows
+from store import CheckpointStore, ModelRegistry, NotFound
+from store.records import Convergence, ModelRecord, PassRecord, Progress
+
+
+class ModelGone(Exception):
+    """The model record this fit works for was deleted (or deleted and re-created)."""
+
+
+class ConvergenceFigure:
+    """The convergence figure of successive served models: exact excess error when l is small enough,
+    else the relative change of the eigenvalue estimates (module docstring)."""
+
+    def __init__(self, rows: KernelRows, n_components: int, limit: int):
+        self.Kc = None
+        self.previous = None
+        if rows.n_rows <= limit:
+            if rows.centering is None:  # a one-shot solver over centres does not centre the training data
+                rows.fit_centering()
+            self.Kc = rows.dense().astype(np.float64, copy=False)
+            self.e_min = minimal_error(scipy.linalg.eigvalsh(self.Kc), n_components)
+
+    def __call__(self, rows: KernelRows, state: dict) -> tuple[Convergence, np.ndarray]:
+        """The figure of the model ``state`` serves, and that model's eigenvalue estimates.
+
+        Eq. 22 needs the components of the training points centred by their
+        own mean: ``Z = A K'`` (r x l) for expansion models; for models over
+        centres, whose projections are centred by the centres' mean, the
+        projections of the training points minus their mean (W applied to
+        ``Phi(x) - mu``). Cost O(r l^2) for the exact figure (plus a
+        projection pass over centres), O(r) for the proxy.
+        """
+        model = served_model(state, rows)
+        eigenvalues = model.eigenvalues
+        previous, self.previous = self.previous, eigenvalues
+        if self.Kc is not None:
+            if model.rows is rows:
+                Z = model.AK
+            else:
+                Z = model.project(np.asarray(rows.source)).T
+                Z -= Z.mean(axis=1, keepdims=True)
+            return Convergence(metric="excess_error", value=excess_error(self.Kc, Z, self.e_min)), eigenvalues
+        if previous is None:
+            return Convergence(metric="eigenvalue_change", value=None), eigenvalues
+        change = np.max(np.abs(eigenvalues - previous) / np.maximum(np.abs(eigenvalues), 1e-300))
+        return Convergence(metric="eigenvalue_change", value=float(change)), eigenvalues
+
+
+def still_ours(registry: ModelRegistry, record: ModelRecord) -> None:
+    """Raise `ModelGone` unless the registry still holds the record this fit started from."""
+    try:
+        current = registry.get(record.name)
+    except NotFound:
+        raise ModelGone() from None
+    if current.created_at != record.created_at:
+        raise ModelGone()
+
+
+class PassReporter:
+    """After every pass: the progress and history records, the checkpoint, retention, early stop.
+
+    Parameters
+    ----------
+    record : ModelRecord
+        The record the fit started from.
+    rows : KernelRows
+        The training rows (with their centring).
+    figure : ConvergenceFigure
+    params_used : callable
+        ``params_used(state) -> dict``, the parameters to report.
+    history : list of PassRecord
+        Records of the passes before this run (a resumed fit).
+    start : dict
+        The state the run starts from (its ``pass`` and ``elapsed_s``).
+    """
+
+    def __init__(self, registry: ModelRegistry, checkpoints: CheckpointStore, record: ModelRecord,
+                 rows: KernelRows, figure: ConvergenceFigure, params_used, history: list[PassRecord], start: dict):
+        self.registry, self.checkpoints, self.record, self.rows = registry, checkpoints, record, rows
+        self.figure, self.params_used, self.history = figure, params_used, list(history)
+        self.passes = record.passes
+        self.tol = record.params.get("tol")
+        self.best = record.best_checkpoint.model_dump(by_alias=True) if record.best_checkpoint else {}
+        self.stop_early = False
+        self.clock = time.monotonic()
+        self.first_pass, self.elapsed_before = int(start.get("pass", 0)), float(start.get("elapsed_s", 0.0))
+
+    def __call__(self, state: dict) -> None:
+        """Report the pass just completed in ``state`` (its ``elapsed_s`` is set here)."""
+        elapsed = self.elapsed_before + time.monotonic() - self.clock
+        state["elapsed_s"] = elapsed
+        done = int(state["pass"])
+        convergence, lam = self.figure(self.rows, state)
+        value = convergence.value
+        if value is not None and (not self.best or value <= self.best["value"]):
+            self.best = {"pass": done, "value": value}
+        if self.tol is not None and value is not None and value < self.tol:
+            self.stop_early = True
+        per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
+        gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0) if "gain" in state else None
+        self.history.append(PassRecord(pass_=done, elapsed_s=elapsed, convergence=convergence,
+                                       eigenvalues=lam.tolist()))
+        progress = Progress(pass_=done, passes=self.passes, t=int(state.get("t", 0)),
+                            fraction=min(done / self.passes, 1.0), elapsed_s=elapsed,
+                            remaining_s=0.0 if self.stop_early else per_pass * max(self.passes - done, 0),
+                            eigenvalues=lam.tolist(), gains=None if gains is None else np.asarray(gains).tolist(),
+                            convergence=convergence)
+        still_ours(self.registry, self.record)  # never write into a deleted or re-created model
+        # the record first, then the checkpoint: a crash in between leaves a history one pass ahead of the
+        # checkpoint, which a resumed run truncates and recomputes (the other order would lose an entry)
+        self.registry.update(self.record.name, progress=progress, history=self.history,
+                             params_used=self.params_used(state), best_checkpoint=dict(self.best) or None)
+        self.checkpoints.save(self.record.name, done, state)
+        retain(self.checkpoints, self.record.name, self.record.checkpoint_keep, self.best.get("pass"))
+
+
+def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | None) -> None:
+    """Delete checkpoints except the last ``keep`` and the best. Cost: a listing."""
+    passes = [c["pass"] for c in checkpoints.list(name)]
+    for p in passes[:-keep] if keep > 0 else passes[:-1]:
+        if p != best_pass:
+            checkpoints.delete(name, p)
