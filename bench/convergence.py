@@ -4,7 +4,7 @@ Data: the first 1000 of scikit-learn's digits (stand-in for USPS), pixels in
 [0, 1]; r = 16; 20 passes; dot-product kernel (left panel) and Gaussian kernel
 sigma = 3 (right panel). Gains are the library defaults (`kpca.defaults`),
 reported per solver. Writes bench/results/convergence.json and .png and prints
-the JSON.
+the JSON (`bench._common.save`).
 
     python bench/convergence.py [--passes 20] [--n 1000] [--r 16]
 """
@@ -12,21 +12,22 @@ the JSON.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.linalg
-from sklearn.datasets import load_digits
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
-from kpca.driver import DenseRows, run_passes
-from kpca.kernels import KernelSpec
-from kpca.metrics import excess_error, minimal_error
-from kpca.rows import KernelRows
-from kpca.solvers import ITERATIVE, init_state, resolve_params
+import numpy as np  # noqa: E402
+import scipy.linalg  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
 
-OUT = Path(__file__).parent / "results"
+from bench._common import output_path, save, start_iterative  # noqa: E402
+from kpca.driver import PassHooks, run_passes  # noqa: E402
+from kpca.kernels import KernelSpec  # noqa: E402
+from kpca.metrics import excess_error, minimal_error  # noqa: E402
+from kpca.rows import DenseRows, KernelRows  # noqa: E402
+from kpca.solvers import SOLVERS  # noqa: E402
 
 
 def curves(X, spec, r, passes, seed=0):
@@ -35,13 +36,13 @@ def curves(X, spec, r, passes, seed=0):
     Kc = rows.dense()
     e_min = minimal_error(scipy.linalg.eigvalsh(Kc), r)
     result = {"kernel": spec.to_dict(), "mean_diagonal": c.mean_diagonal, "solvers": {}}
-    for solver in ITERATIVE:
-        params = resolve_params(solver, c.mean_diagonal)
-        state = init_state(solver, r, lambda i: Kc[i], Kc.shape[0], params, seed=seed)
+    dense = DenseRows(Kc)
+    for solver in (name for name, declared in SOLVERS.items() if declared.iterative):
+        _, state = start_iterative(solver, dense, r, c.mean_diagonal, seed=seed)
         errors = []
         t0 = time.perf_counter()
-        state, _ = run_passes(DenseRows(Kc), state, passes, 256,
-                              on_pass=lambda s: errors.append(excess_error(Kc, s["AK"], e_min)))
+        state, _ = run_passes(dense, state, passes, 256,
+                              hooks=PassHooks(on_pass=lambda s: errors.append(excess_error(Kc, s["AK"], e_min))))
         result["solvers"][solver] = {
             "params": {k: state[k] for k in ("eta0", "mu", "xi") if k in state},
             "gain_reductions": int(state.get("gain_reductions", 0)),
@@ -83,10 +84,8 @@ def main():
         "Gaussian kernel, sigma 3": curves(X, KernelSpec("gaussian", sigma=3.0), args.r, args.passes),
     }
     doc = {"data": f"digits[:{args.n}] / 16", "n_components": args.r, "passes": args.passes, "results": results}
-    OUT.mkdir(exist_ok=True)
-    (OUT / "convergence.json").write_text(json.dumps(doc, indent=1))
-    plot(results, OUT / "convergence.png")
-    print(json.dumps(doc, indent=1))
+    plot(results, output_path("convergence.png"))
+    save("convergence", doc)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ the kernel width is chosen on 200 further validation digits; test: 300 held-out 
 linear PCA (project, add the mean back) against exact kernel PCA (Gaussian
 kernel) with the fixed-point pre-image (and the learned inverse map). The
 error is the squared error summed over the 64 pixels, averaged over test
-digits. Writes bench/results/denoise_digits.json and .png; prints the JSON.
+digits. Writes bench/results/denoise_digits.json and .png; prints the JSON
+(`bench._common.save`).
 
     python bench/denoise_digits.py [--train 1000] [--test 300] [--sigma-kernel 0]
 """
@@ -14,19 +15,22 @@ digits. Writes bench/results/denoise_digits.json and .png; prints the JSON.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-from sklearn.datasets import load_digits
-from sklearn.decomposition import PCA
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
-from kpca.estimator import KernelHebbianPCA
-from kpca.noise import gaussian_noise, speckle_noise
-from kpca.preimage import KernelModel, LearnedInverse, fixed_point
+import numpy as np  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.decomposition import PCA  # noqa: E402
 
-OUT = Path(__file__).parent / "results"
+from bench._common import output_path, save  # noqa: E402
+from kpca.estimator import KernelHebbianPCA  # noqa: E402
+from kpca.model import KernelModel  # noqa: E402
+from kpca.noise import gaussian_noise, speckle_noise  # noqa: E402
+from kpca.preimage import LearnedInverse, fixed_point  # noqa: E402
+
 RANKS = (8, 16, 32)
 GAUSSIAN = (0.1, 0.2, 0.3, 0.4, 0.5)
 SPECKLE = (0.1, 0.2, 0.3, 0.4)
@@ -76,10 +80,8 @@ def main():
            "sigma_sweep_on_validation": {str(k): v for k, v in sweep.items()},
            "error": "squared error summed over 64 pixels in [0, 1], mean over test digits",
            "seconds": time.perf_counter() - t0, "results": rows}
-    OUT.mkdir(exist_ok=True)
-    (OUT / "denoise_digits.json").write_text(json.dumps(doc, indent=1))
-    plot(rows, OUT / "denoise_digits.png")
-    print(json.dumps(doc, indent=1))
+    plot(rows, output_path("denoise_digits.png"))
+    save("denoise_digits", doc)
 
 
 def plot(rows, path):

@@ -2,15 +2,16 @@
 
 The 512 x 512 camera image is reduced to 256 x 256 (block mean), Gaussian
 noise is added, and the image is split into four 128 x 128 sub-images. For
-each, 11 x 11 patches on a 2-pixel grid (3600 vectors of 121 values) train
-KHA-SMD (Gaussian kernel, r = 20); every noisy patch is replaced by the
+each, 11 x 11 patches on a 2-pixel grid (``--stride``: 3600 vectors of 121
+values) train KHA-SMD (Gaussian kernel, r = 20); every noisy patch is replaced by the
 pre-image of its projection and overlaps are averaged. Reported per setting:
 SNR (dB) of the noisy input, of linear PCA with the same r, of KHA-SMD after
 10 and 50 passes for each pre-image method, and the excess reconstruction
 error (eq. 22) of the KHA-SMD fits. Writes bench/results/denoise_image_sigma{S}.json
-and PNGs (clean, noisy, linear PCA, best kernel result).
+and PNGs (clean, noisy, linear PCA, best kernel result); prints the JSON (`bench._common.save`).
 
     python bench/denoise_image.py [--noise 0.1] [--sigma 1.0] [--r 20] [--methods fixed-point,kwok-tsang,learned]
+    python bench/denoise_image.py --stride 4 --passes 2,5    # a quick run: 900 patches per sub-image
     python bench/denoise_image.py --sweep    # what closes the gap to linear PCA: kernel width, r, pre-image
 
 ``--sweep`` uses the exact kernel PCA on one sub-image (top left) for a grid
@@ -20,25 +21,28 @@ of kernel widths and ranks and writes bench/results/denoise_image_sweep.json.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.linalg
-from skimage import data
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
-from kpca.defaults import default_block_size
-from kpca.driver import run_passes
-from kpca.images import assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants
-from kpca.kernels import KernelSpec
-from kpca.metrics import excess_error, minimal_error
-from kpca.noise import gaussian_noise
-from kpca.preimage import KernelModel, LearnedInverse, reconstruct
-from kpca.rows import KernelRows
-from kpca.solvers import init_state, resolve_params
+import numpy as np  # noqa: E402
+import scipy.linalg  # noqa: E402
+from skimage import data  # noqa: E402
 
-OUT = Path(__file__).parent / "results"
+from bench._common import output_path, save, start_iterative  # noqa: E402
+from kpca.defaults import default_block_size  # noqa: E402
+from kpca.driver import run_passes  # noqa: E402
+from kpca.images import (  # noqa: E402
+    assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants)
+from kpca.kernels import KernelSpec  # noqa: E402
+from kpca.metrics import excess_error, minimal_error  # noqa: E402
+from kpca.model import KernelModel  # noqa: E402
+from kpca.noise import gaussian_noise  # noqa: E402
+from kpca.preimage import LearnedInverse, reconstruct  # noqa: E402
+from kpca.rows import KernelRows  # noqa: E402
+
 PATCH, STRIDE = 11, 2
 
 
@@ -54,12 +58,12 @@ def save_png(image, path):
     Image.fromarray(np.clip(np.round(image * 255), 0, 255).astype(np.uint8)).save(path)
 
 
-def sweep(noise: float) -> None:
+def sweep(noise: float, stride: int = STRIDE) -> None:
     from kpca.estimator import KernelHebbianPCA
 
     clean = split_quadrants(downscale_mean(data.camera() / 255.0, 2))[0]
     noisy = gaussian_noise(clean, noise, np.random.default_rng(0))
-    P, grid = extract_patches(noisy, PATCH, STRIDE)
+    P, grid = extract_patches(noisy, PATCH, stride)
     runs = [{"method": "noisy", "snr_db": snr_db(clean, noisy)}]
     for r in (20, 40):
         runs.append({"method": "linear_pca", "r": r, "snr_db": snr_db(clean, assemble_patches(linear_pca_denoise(P, r),
@@ -74,10 +78,9 @@ def sweep(noise: float) -> None:
                 runs.append({"method": f"exact-kpca/{method}", "r": r, "sigma": sigma,
                              "snr_db": snr_db(clean, assemble_patches(out, grid))})
                 print(runs[-1], flush=True)
-    doc = {"image": "camera 256 x 256, top-left 128 x 128 sub-image", "noise_sigma": noise, "runs": runs}
-    OUT.mkdir(exist_ok=True)
-    (OUT / "denoise_image_sweep.json").write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc, indent=1))
+    doc = {"image": "camera 256 x 256, top-left 128 x 128 sub-image", "noise_sigma": noise, "patch": PATCH,
+           "stride": stride, "runs": runs}
+    save("denoise_image_sweep", doc)
 
 
 def main():
@@ -88,9 +91,10 @@ def main():
     ap.add_argument("--r", type=int, default=20)
     ap.add_argument("--passes", default="10,50")
     ap.add_argument("--methods", default="fixed-point,kwok-tsang,learned")
+    ap.add_argument("--stride", type=int, default=STRIDE, help="pixels between patches (4: a quarter of the patches)")
     args = ap.parse_args()
     if args.sweep:
-        return sweep(args.noise)
+        return sweep(args.noise, args.stride)
     checkpoints = [int(p) for p in args.passes.split(",")]
     methods = args.methods.split(",")
     clean = downscale_mean(data.camera() / 255.0, 2)
@@ -100,14 +104,13 @@ def main():
     fits = []
     t_start = time.perf_counter()
     for q, part in enumerate(split_quadrants(noisy)):
-        P, grid = extract_patches(part, PATCH, STRIDE)
+        P, grid = extract_patches(part, PATCH, args.stride)
         results["linear_pca"].append(assemble_patches(linear_pca_denoise(P, args.r), grid))
         rows = KernelRows(P, spec)
         c = rows.fit_centering()
         Kc = rows.dense()
         e_min = minimal_error(scipy.linalg.eigvalsh(Kc), args.r)
-        params = resolve_params("kha-smd", c.mean_diagonal)
-        state = init_state("kha-smd", args.r, rows.block, rows.n_rows, params, seed=q)
+        params, state = start_iterative("kha-smd", rows, args.r, c.mean_diagonal, seed=q, passes=max(checkpoints))
         block = default_block_size(rows.n_rows)
         fit = {"quadrant": q, "patches": int(P.shape[0]), "params": params, "passes": {}}
         for p in checkpoints:
@@ -131,15 +134,13 @@ def main():
     snr_centered = {"noisy": snr_db(clean, noisy, centered=True),
                     **{k: snr_db(clean, v, centered=True) for k, v in images.items()}}
     best = max((k for k in images if k.startswith("kha-smd")), key=lambda k: snr[k])
-    OUT.mkdir(exist_ok=True)
     for name, image in (("clean", clean), ("noisy", noisy), ("linear_pca", images["linear_pca"]),
                         ("kernel_best", images[best])):
-        save_png(image, OUT / f"denoise_image_sigma{args.sigma:g}_{name}.png")
+        save_png(image, output_path(f"denoise_image_sigma{args.sigma:g}_{name}.png"))
     doc = {"image": "skimage camera, 256 x 256", "noise_sigma": args.noise, "kernel": spec.to_dict(),
-           "r": args.r, "patch": PATCH, "stride": STRIDE, "snr_db": snr, "snr_db_mean_removed": snr_centered,
+           "r": args.r, "patch": PATCH, "stride": args.stride, "snr_db": snr, "snr_db_mean_removed": snr_centered,
            "best_kernel_setting": best, "fits": fits, "seconds": time.perf_counter() - t_start}
-    (OUT / f"denoise_image_sigma{args.sigma:g}.json").write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc, indent=1))
+    save(f"denoise_image_sigma{args.sigma:g}", doc)
 
 
 if __name__ == "__main__":

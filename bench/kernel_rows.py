@@ -8,25 +8,26 @@ one pass) over a chunked source. All with 2 threads (BLAS's, or the tiles'),
 then ``one_thread_*`` with one thread each, the configuration of a service
 worker. Same
 process, same BLAS threads, best of ``--repeat`` rounds (see `best_times`). Prints JSON and writes
-bench/results/kernel_rows.json.
+bench/results/kernel_rows.json (`bench._common.save`).
 
-    python bench/kernel_rows.py [--l 20000] [--block 256] [--repeat 5]
+    python bench/kernel_rows.py [--l 20000] [--block 256] [--repeat 9]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-from threadpoolctl import threadpool_limits
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
-from kpca.kernels import KernelSpec, kernel_block, map_threads, squared_norms
-from kpca.rows import KernelRows
+import numpy as np  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
-OUT = Path(__file__).parent / "results"
+from bench._common import blas, save  # noqa: E402
+from kpca.kernels import KernelSpec, kernel_block, map_threads, squared_norms  # noqa: E402
+from kpca.rows import KernelRows  # noqa: E402
 
 
 def best_times(fns, repeat):
@@ -48,15 +49,6 @@ def best_times(fns, repeat):
                 fn()
                 ts.append(time.perf_counter() - t0)
     return [min(ts) for ts in times]
-
-
-def blas_info():
-    try:
-        from threadpoolctl import threadpool_info
-
-        return [{k: d.get(k) for k in ("internal_api", "num_threads", "architecture")} for d in threadpool_info()]
-    except Exception:  # threadpoolctl is optional
-        return None
 
 
 def main():
@@ -92,10 +84,8 @@ def main():
                 "one_thread_gemm_gflops": flops / t_gemm1 / 1e9,
                 "one_thread_kernel_block_vs_gemm": t_gemm1 / t_kernel1,
             })
-    doc = {"kernel": spec.to_dict(), "blas": blas_info(), "tile_threads": map_threads(), "runs": runs}
-    OUT.mkdir(exist_ok=True)
-    (OUT / "kernel_rows.json").write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc, indent=1))
+    doc = {"kernel": spec.to_dict(), "blas": blas(), "tile_threads": map_threads(), "runs": runs}
+    save("kernel_rows", doc)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ peak RSS (``ru_maxrss``) is its own:
   by the kernel's OOM killer -> what it does (error and message) and when.
 
 The dense kernel matrix would need 8 l^2 bytes (80 GB at l = 100,000).
-Prints JSON and writes bench/results/out_of_core_n{n}.json (``--merge`` keeps
-the earlier runs of modes not run this time; every run names its commit).
+Prints JSON and writes bench/results/out_of_core_n{n}.json (`bench._common.save`;
+``--merge`` keeps the earlier runs of modes not run this time; every run names its commit).
 
     python bench/out_of_core.py [--rows 100000] [--features 64] [--passes 1] [--blocks 100]
 """
@@ -39,9 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
-OUT = Path(__file__).parent / "results"
+import numpy as np  # noqa: E402
+
+from bench._common import git_state, results_dir, save, start_iterative  # noqa: E402
 SIGMA_PER_SQRT_FEATURE = 1.5  # sigma = 1.5 sqrt(n): within-cluster distances ~ sqrt(2n)
 
 
@@ -64,13 +66,6 @@ def make_data(root: Path, l: int, n: int) -> None:
     store.commit("mix")
 
 
-def git_commit() -> str | None:
-    """The commit the measured code came from (runs merged from several invocations name theirs)."""
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=Path(__file__).parent)
-    return done.stdout.strip() or None
-
-
 def sklearn_fit(X: np.ndarray, spec, solver: str, limit_gib: float) -> dict:
     """scikit-learn's KernelPCA on X under RLIMIT_AS: seconds and outcome (fitted or the error)."""
     from sklearn.decomposition import KernelPCA
@@ -90,10 +85,9 @@ def sklearn_fit(X: np.ndarray, spec, solver: str, limit_gib: float) -> dict:
 
 def child(mode: str, root: str, passes: int, blocks: int, limit_gib: float = 16.0) -> dict:
     from kpca.defaults import default_block_size, formed_block_size
-    from kpca.driver import run_passes
+    from kpca.driver import permutation, run_passes
     from kpca.kernels import KernelSpec
-    from kpca.rows import KernelRows
-    from kpca.solvers import init_state, resolve_params, permutation
+    from kpca.rows import Centering, KernelRows
     from store import DatasetStore
 
     source = DatasetStore(Path(root)).open_array("mix")
@@ -107,8 +101,6 @@ def child(mode: str, root: str, passes: int, blocks: int, limit_gib: float = 16.
         rows = KernelRows(source, spec, cache_bytes=0 if mode == "rows_zarr_nocache" else None)
         l = rows.n_rows
         # centring statistics are not what is timed here; any values give the same work
-        from kpca.rows import Centering
-
         rows.centering = Centering(np.zeros(l), 0.0, 1.0)
         b = formed_block_size(l)  # rows formed: about 128 MiB per block
         order = permutation(0, 0, l)
@@ -125,8 +117,8 @@ def child(mode: str, root: str, passes: int, blocks: int, limit_gib: float = 16.
         t0 = time.perf_counter()
         c = rows.fit_centering()
         out["centring_s"] = time.perf_counter() - t0
-        params = resolve_params("kha-smd", c.mean_diagonal)
-        state = init_state("kha-smd", 16, rows.block, l, params, seed=0)
+        params, state = start_iterative("kha-smd", rows, 16, c.mean_diagonal, seed=0, passes=passes,
+                                        kernel_precision=rows.dtype.name)
         b = default_block_size(l)
         t0 = time.perf_counter()
         state, _ = run_passes(rows, state, passes, b)
@@ -164,7 +156,7 @@ def main():
                    "--sklearn-limit-gib", str(args.sklearn_limit_gib),
                    "--blocks", str(args.blocks if mode != "rows_zarr_nocache" else max(1, args.blocks // 10))]
             done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            results["runs"][mode] = {**json.loads(done.stdout.strip().splitlines()[-1]), "commit": git_commit()}
+            results["runs"][mode] = {**json.loads(done.stdout.strip().splitlines()[-1]), **git_state()}
             print(mode, results["runs"][mode], file=sys.stderr, flush=True)
         runs = results["runs"]
         if {"rows_zarr", "rows_numpy"} <= runs.keys():
@@ -175,14 +167,13 @@ def main():
         if {"fit_zarr", "rows_zarr"} <= runs.keys():
             results["fit_pass_vs_kernel_rows_only"] = (runs["fit_zarr"]["pass_s"]
                                                        / (args.rows / runs["rows_zarr"]["rows_per_s"]))
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"out_of_core_n{args.features}.json"
+    name = f"out_of_core_n{args.features}"
+    path = results_dir() / f"{name}.json"
     if args.merge and path.exists():  # keep the runs of modes not run this time (each run names its commit)
         old = json.loads(path.read_text())
         if (old.get("l"), old.get("n")) == (results["l"], results["n"]):
             results["runs"] = {**old.get("runs", {}), **results["runs"]}
-    path.write_text(json.dumps(results, indent=1))
-    print(json.dumps(results, indent=1))
+    save(name, results)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ then:
 * single-row ``POST /v1/models/{name}/project`` latency, p50 and p99, with 16
   concurrent clients on loopback (bounded: ``--requests`` per client).
 
-Prints JSON and writes bench/results/projection.json.
+Prints JSON and writes bench/results/projection.json (`bench._common.save`).
 
     python bench/projection.py [--rows 1000000] [--requests 50]
 """
@@ -19,19 +19,21 @@ Prints JSON and writes bench/results/projection.json.
 from __future__ import annotations
 
 import argparse
-import json
 import socket
+import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
-import numpy as np
-import uvicorn
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
-OUT = Path(__file__).parent / "results"
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+import uvicorn  # noqa: E402
+
+from bench._common import save  # noqa: E402
 L, N, R = 20_000, 64, 16
 
 
@@ -121,9 +123,7 @@ def main():
                          "ratio_to_gemm": achieved / gemm_flops},
            "project_latency": {"clients": 16, "requests": int(latencies.size), "p50_ms": 1e3 * np.percentile(latencies, 50),
                                "p99_ms": 1e3 * np.percentile(latencies, 99), "requests_per_s": latencies.size / wall}}
-    OUT.mkdir(exist_ok=True)
-    (OUT / "projection.json").write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc, indent=1))
+    save("projection", doc)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ one kha-smd pass (the warm start alone can already be below the target; its
 own time and error are reported as ``start``). scikit-learn's `KernelPCA` is timed for `fit` with eigen_solver
 "randomized", "arpack" and "dense" on the same data, and the excess error of
 its components is reported too. One process, one run. Prints JSON and writes
-bench/results/vs_sklearn.json.
+bench/results/vs_sklearn.json (`bench._common.save`).
 
     python bench/vs_sklearn.py [--l 10000] [--target 1e-2] [--solvers randomized,arpack,dense] [--variants ...]
 """
@@ -23,22 +23,23 @@ bench/results/vs_sklearn.json.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse.linalg
-from sklearn.datasets import load_digits
-from sklearn.decomposition import KernelPCA
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
-from kpca.defaults import default_block_size
-from kpca.driver import run_passes
-from kpca.kernels import KernelSpec
-from kpca.rows import KernelRows
-from kpca.solvers import init_state, resolve_params, ritz_components
+import numpy as np  # noqa: E402
+import scipy.sparse.linalg  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.decomposition import KernelPCA  # noqa: E402
 
-OUT = Path(__file__).parent / "results"
+from bench._common import save, start_iterative  # noqa: E402
+from kpca.defaults import default_block_size  # noqa: E402
+from kpca.driver import run_passes  # noqa: E402
+from kpca.kernels import KernelSpec  # noqa: E402
+from kpca.rows import KernelRows  # noqa: E402
+from kpca.solvers import ritz_components  # noqa: E402
 SIGMA, R = 3.0, 16
 
 
@@ -71,8 +72,8 @@ def run_kha_smd(X, spec, error_of, compute_dtype, init, min_passes, target, max_
     clock, errors = 0.0, []
     t0 = time.perf_counter()
     c = rows.fit_centering()
-    state = init_state("kha-smd", R, rows.block, len(X), resolve_params("kha-smd", c.mean_diagonal, init=init, n_rows=len(X)),
-                       seed=0, init=init)
+    _, state = start_iterative("kha-smd", rows, R, c.mean_diagonal, seed=0, init=init,
+                               kernel_precision=np.dtype(compute_dtype).name)
     clock += time.perf_counter() - t0
     raw = []
 
@@ -137,9 +138,7 @@ def main():
     doc["fastest_sklearn_seconds"] = fastest
     doc["vs_fastest_sklearn"] = {name: (run["seconds_to_target"] / fastest if run["seconds_to_target"] else None)
                                  for name, run in doc["kha-smd"].items()}
-    OUT.mkdir(exist_ok=True)
-    (OUT / "vs_sklearn.json").write_text(json.dumps(doc, indent=1))
-    print(json.dumps(doc, indent=1))
+    save("vs_sklearn", doc)
 
 
 if __name__ == "__main__":

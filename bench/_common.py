@@ -1,0 +1,160 @@
+"""What every bench script shares: where results go, the machine they were measured on, and an
+iterative solver's first state.
+
+Results are JSON documents in ``bench/results/`` (or the folder named by the environment
+variable ``KPCA_BENCH_RESULTS``: the Makefile's quick set writes there, so that small runs never
+replace the full-size results). `save` adds an ``"environment"`` entry (`environment`: commit,
+CPU, cores, library versions, BLAS) and writes atomically. The figures themselves live in these
+files and in the README's tables, not in docstrings.
+
+The bench scripts put the repository root on ``sys.path`` so that ``python bench/x.py`` can
+import ``bench._common`` and ``tests.naive`` (the step-by-step references); ``python -m
+bench.x`` works too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_RESULTS = ROOT / "bench" / "results"
+RESULTS_VARIABLE = "KPCA_BENCH_RESULTS"
+LIBRARIES = ("numpy", "scipy", "numba", "zarr", "dask", "distributed", "scikit-learn", "fastapi")
+
+
+def results_dir() -> Path:
+    """The folder results go to (created): ``$KPCA_BENCH_RESULTS`` if set, else bench/results."""
+    folder = Path(os.environ.get(RESULTS_VARIABLE) or DEFAULT_RESULTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def output_path(filename: str) -> Path:
+    """Where a result file other than the JSON (a PNG) goes: ``results_dir() / filename``."""
+    return results_dir() / filename
+
+
+def git_state() -> dict:
+    """``{"commit": full hash or None, "dirty": bool or None}`` of the repository the code ran from;
+    dirty counts untracked files too (a new module changes what runs)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain")
+    return {"commit": commit.strip() if commit else None, "dirty": None if status is None else bool(status.strip())}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux, else `platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def library_versions() -> dict:
+    """Installed version of each of `LIBRARIES` (None where not installed)."""
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def blas() -> list[dict] | None:
+    """The BLAS libraries loaded in this process (threadpoolctl): API, version, threads, architecture."""
+    try:
+        import numpy  # noqa: F401 - loads the BLAS that threadpoolctl reports
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    keys = ("internal_api", "version", "num_threads", "threading_layer", "architecture")
+    return [{k: d.get(k) for k in keys} for d in threadpool_info() if d.get("user_api") == "blas"]
+
+
+def environment() -> dict:
+    """Where and with what a result was measured.
+
+    Returns
+    -------
+    dict with ``commit`` and ``dirty`` (`git_state`), ``cpu`` (model name), ``logical_cores``
+    (`os.cpu_count`), ``available_cores`` (this process's affinity), ``python``, ``platform``,
+    ``libraries`` (`library_versions`), ``blas`` (`blas`), ``numba_threads``
+    (``NUMBA_NUM_THREADS``), ``argv`` (the command that ran) and ``utc`` (ISO 8601, seconds).
+    """
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        available = os.cpu_count()
+    try:
+        import numba
+
+        numba_threads = int(numba.config.NUMBA_NUM_THREADS)
+    except ImportError:
+        numba_threads = None
+    return {
+        **git_state(),
+        "cpu": cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "available_cores": available,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "libraries": library_versions(),
+        "blas": blas(),
+        "numba_threads": numba_threads,
+        "argv": [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv else [],
+        "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def save(name: str, payload: dict) -> Path:
+    """Write ``{"environment": environment(), **payload}`` to ``results_dir() / f"{name}.json"``
+    atomically (a temporary file in the same folder, then `os.replace`), print it, and return the path."""
+    if "environment" in payload:
+        raise ValueError("payload: 'environment' is added by save")
+    doc = {"environment": environment(), **payload}
+    text = json.dumps(doc, indent=1)
+    path = results_dir() / f"{name}.json"
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # bench/results/*.tmp is git-ignored
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    print(text)
+    print(f"wrote {path}", file=sys.stderr)
+    return path
+
+
+def start_iterative(solver_name: str, rows, n_components: int, mean_diagonal: float, **given):
+    """An iterative solver's first state through the registry (`kpca.solvers.SOLVERS`).
+
+    ``rows`` is a row source (`kpca.rows.KernelRows` with its centring set, or
+    `kpca.rows.DenseRows`); ``mean_diagonal`` is ``trace(K') / l``, from which the default
+    gains follow; ``given`` are parameters as a request would give them (``seed``, ``init``, ...).
+    Returns ``(params, state)``: every parameter's resolved value, and the state.
+    """
+    from kpca.solvers import SOLVERS, FitContext
+
+    solver = SOLVERS[solver_name]
+    context = FitContext(n_rows=rows.n_rows, n_components=n_components, mean_diagonal=mean_diagonal)
+    params = solver.resolved(given, context)
+    return params, solver.start(rows, n_components, params)
