@@ -54,22 +54,31 @@ BLOCK_ROWS = 1024
 BLOCK_ELEMENTS = 2**24
 
 
-def default_eta0(solver: str, mean_diagonal: float, init: str = "random", n_rows: int | None = None) -> float:
+def default_eta0(solver: str, mean_diagonal: float, init: str = "random", n_rows: int | None = None,
+                 init_size: int | None = None) -> float:
     """eta0 = ETA_SCALE[solver] / (trace(K')/l), times `warm_scale` after a warm start."""
-    return ETA_SCALE[solver] * warm_scale(init, n_rows) / max(mean_diagonal, 1e-300)
+    return ETA_SCALE[solver] * warm_scale(init, n_rows, init_size) / max(mean_diagonal, 1e-300)
 
 
-def default_mu(mean_diagonal: float, init: str = "random", n_rows: int | None = None) -> float:
+def default_mu(mean_diagonal: float, init: str = "random", n_rows: int | None = None,
+               init_size: int | None = None) -> float:
     """mu = MU_SCALE / (trace(K')/l), times `warm_scale` after a warm start."""
-    return MU_SCALE * warm_scale(init, n_rows) / max(mean_diagonal, 1e-300)
+    return MU_SCALE * warm_scale(init, n_rows, init_size) / max(mean_diagonal, 1e-300)
 
 
-def warm_scale(init: str, n_rows: int | None = None) -> float:
-    """1 for a random start; after ``init="subset"``
-    ``WARM_GAIN_SCALE * min(1, WARM_REFERENCE_ROWS / n_rows)`` (without n_rows: WARM_GAIN_SCALE)."""
+def warm_scale(init: str, n_rows: int | None = None, init_size: int | None = None) -> float:
+    """1 for a random start; after ``init="subset"`` on m = ``init_size`` of l = ``n_rows`` rows
+    ``WARM_GAIN_SCALE * min(1, WARM_REFERENCE_ROWS / l) * (1 - m / l)``: the last factor because the
+    start is the best the m rows' span can express, exact kernel PCA at m = l, and the passes have
+    the less to add (and should add the less noise) the more of the data the subset covers.
+    Without n_rows: WARM_GAIN_SCALE."""
     if init != "subset":
         return 1.0
-    return WARM_GAIN_SCALE * (1.0 if n_rows is None else min(1.0, WARM_REFERENCE_ROWS / max(int(n_rows), 1)))
+    if n_rows is None:
+        return WARM_GAIN_SCALE
+    l = max(int(n_rows), 1)
+    uncovered = 1.0 if init_size is None else max(0.0, 1.0 - int(init_size) / l)
+    return WARM_GAIN_SCALE * min(1.0, WARM_REFERENCE_ROWS / l) * uncovered
 
 
 def default_block_size(n_rows: int) -> int:

@@ -30,7 +30,10 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     kernel : str, default "gaussian"
         A kernel of `kpca.kernels.KERNELS`.
     sigma, degree, offset, gamma : kernel parameters (see `kpca.kernels`); each
-        kernel reads its own, None takes the table's default.
+        kernel reads its own, None takes the table's default. ``sigma="auto"``
+        (the default) is the median distance between the rows of a fixed-seed
+        sample of X (`kpca.kernels.median_distance`); the value used is in
+        ``kernel_``.
     solver : str, default "kha-smd"
         A solver of `kpca.solvers.SOLVERS`.
     passes : int, default 20
@@ -41,10 +44,11 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         rows are never formed, so memory does not grow with it beyond
         O(block_size^2).
     random_state : int, default 0
-    init : {"random", "subset"}, default "random"
-        Start of the iterative solvers: the paper's sparse random start, or
-        the warm start from the leading components within a random subset's
-        span (`kpca.solvers._warm`).
+    init : {"auto", "subset", "random"}, default "auto"
+        Start of the iterative solvers: the warm start from the leading
+        components within a random subset's span (`kpca.solvers._warm`), the
+        paper's sparse random start, or auto: warm where its block of kernel
+        rows fits the memory budget.
     init_size : int or None
         Subset size m for ``init="subset"`` (between n_components and
         n_samples); None uses `kpca.solvers.default_init_size`.
@@ -61,13 +65,15 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         Eigenvalues of K' (exact) or their estimates.
     params_used_ : dict
         Parameters actually used (defaults resolved, gain reductions applied).
+    kernel_ : dict
+        The kernel used, ``"auto"`` parameters resolved.
     state_ : dict
         The final solver state.
     """
 
-    def __init__(self, n_components=8, kernel="gaussian", sigma=1.0, degree=None, offset=None, gamma=None,
+    def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
                  solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
-                 init="random", init_size=None):
+                 init="auto", init_size=None):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
@@ -108,9 +114,10 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         rows = KernelRows(X, self._kernel_spec(), dtype=np.float64)
         context = FitContext(n_rows=X.shape[0], n_components=int(self.n_components), dense_limit=X.shape[0])
         given = self._solver_params(solver)
+        solver.check(given, context, where="")  # before any pass over the data
+        rows.resolve_kernel()
         if solver.iterative:
-            solver.check(given, context, where="")  # before the centring pass, not after it
-            centering = rows.fit_centering()
+            centering = rows.fit_centering().require_variance()
             params = solver.resolved(given, dataclasses.replace(context, mean_diagonal=centering.mean_diagonal),
                                      where="")
             state = solver.start(rows, context.n_components, params)
@@ -140,9 +147,16 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         X_all = np.concatenate([np.asarray(self.rows_.source, dtype=np.float64), X])
         if not get_solver(self.state_["solver"]).iterative:
             return self.fit(X_all, callback=callback)
-        rows = KernelRows(X_all, self._kernel_spec(), dtype=np.float64)
-        state, _ = extend_state(self.state_, self.rows_.centering, rows)
-        params = self._params
+        rows = KernelRows(X_all, KernelSpec.from_dict(self.kernel_), dtype=np.float64)  # the fitted width
+        state, centering = extend_state(self.state_, self.rows_.centering, rows)
+        solver = get_solver(state["solver"])
+        context = FitContext(n_rows=rows.n_rows, n_components=int(self.n_components),
+                             mean_diagonal=centering.mean_diagonal)
+        # the state fits the old rows only: the gains (defaults, or the user's) of a start that knows
+        # nothing of the new ones
+        given = {**self._solver_params(solver), "init": "random"}
+        params = solver.resolved(given, context, where="")
+        state = solver.regain(state, params)
         state, _ = run_passes(rows, state, state["pass"] + params["passes"], params["block_size"],
                               PassHooks(on_pass=callback))
         self._adopt(rows, state, params)
@@ -154,6 +168,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         model = served_model(state, rows)
         self.model_ = model
         self.coefficients_, self.eigenvalues_ = model.A, model.eigenvalues
+        self.kernel_ = rows.kernel.to_dict()
         used = {**params, **{k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions", "init", "init_size")
                              if k in state}}
         self.params_used_ = {k: v for k, v in used.items() if v is not None}

@@ -39,6 +39,7 @@ import numpy as np
 
 from kpca import _tiles
 from kpca._threads import map_threads
+from kpca.errors import Degenerate
 from kpca.params import Param, ParamError, check_params, with_defaults
 
 
@@ -65,6 +66,9 @@ class Kernel:
         ``inverse(spec, k) -> t`` with ``f(t) = k`` where the kernel determines input distances
         (the Kwok-Tsang pre-image, `kpca.preimage.kwok_tsang`); values outside f's range are
         clipped to it.
+    check : callable or None
+        ``check(spec)`` raises `ParamError` for values that pass the bounds but break the
+        arithmetic whatever the data (a width whose square under- or overflows).
     """
 
     name: str
@@ -76,10 +80,12 @@ class Kernel:
     tile_scale: Callable | None = None
     gram_map: Callable | None = None
     inverse: Callable | None = None
+    check: Callable | None = None
 
 
-_SIGMA = Param("sigma", float, low=0.0, low_open=True,
-               description="kernel width, in the units of the data (> 0)")
+_SIGMA = Param("sigma", float, "auto", low=0.0, low_open=True, auto=True,
+               description="kernel width in the units of the data (> 0), or \"auto\" (the default): the median "
+                           "distance between the rows of a fixed-seed sample of the data (`median_distance`)")
 _GAMMA = Param("gamma", float, 1.0, low=0.0, low_open=True, description="scale of the inner product (> 0)")
 
 
@@ -106,6 +112,32 @@ def _polynomial_profile(spec, t):
 def _tanh_profile(spec, t):
     k = np.tanh(spec.gamma * t + spec.offset)
     return k, spec.gamma * (1.0 - k * k)
+
+
+def _check_width(spec) -> None:
+    """sigma^2 and 1/sigma^2 must be finite and normal: beyond that every kernel value is 0 or 1."""
+    sigma = np.float64(spec.sigma)
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        square, inverse = sigma * sigma, 1.0 / (sigma * sigma)
+    tiny = np.finfo(np.float64).tiny
+    if not (tiny <= square < np.inf and tiny <= inverse < np.inf):
+        raise ParamError("kernel.sigma", f"{spec.sigma!r} is too {'small' if sigma < 1 else 'large'}: sigma^2 or "
+                                         "1/sigma^2 leaves the range of float64, so every kernel value would be 0 "
+                                         "or 1; use a width near the distances between rows, or \"auto\"")
+
+
+def median_distance(X: np.ndarray) -> float:
+    """The median Euclidean distance between distinct rows of X (all pairs i < j; pairs of equal rows
+    left out), the "median heuristic" for a kernel width. `Degenerate` if all rows are equal.
+    Cost O(m^2 n) for m rows: pass a sample (`kpca.rows.KernelRows.resolve_kernel`)."""
+    X = np.asarray(X, dtype=np.float64)
+    norms = squared_norms(X)
+    d2 = norms[:, None] + norms[None, :] - 2.0 * (X @ X.T)
+    upper = d2[np.triu_indices(X.shape[0], k=1)]
+    positive = upper[upper > 64 * np.finfo(np.float64).eps * np.max(norms, initial=0.0)]
+    if positive.size == 0:
+        raise Degenerate("all rows of the sample are equal: no distance to set a kernel width from")
+    return float(np.sqrt(np.median(positive)))
 
 
 def _radial_argument(k):
@@ -135,10 +167,10 @@ KERNELS: dict[str, Kernel] = {
     for kernel in (
         Kernel("gaussian", "exp(-||x - y||^2 / (2 sigma^2))", (_SIGMA,), True, _gaussian_profile,
                tile_map=_tiles.gaussian_tile, tile_scale=lambda spec: -0.5 / spec.sigma**2,
-               inverse=lambda spec, k: -2.0 * spec.sigma**2 * np.log(_radial_argument(k))),
+               inverse=lambda spec, k: -2.0 * spec.sigma**2 * np.log(_radial_argument(k)), check=_check_width),
         Kernel("laplacian", "exp(-||x - y|| / sigma), Euclidean norm", (_SIGMA,), True, _laplacian_profile,
                tile_map=_tiles.laplacian_tile, tile_scale=lambda spec: -1.0 / spec.sigma,
-               inverse=lambda spec, k: (spec.sigma * np.log(_radial_argument(k))) ** 2),
+               inverse=lambda spec, k: (spec.sigma * np.log(_radial_argument(k))) ** 2, check=_check_width),
         Kernel("polynomial", "(gamma <x, y> + offset)^degree",
                (Param("degree", int, 2, low=1, high=64, description="integer power, 1 to 64"),
                 Param("offset", float, 1.0, low=0.0, description="added to the scaled inner product (>= 0)"),
@@ -170,6 +202,30 @@ class KernelSpec:
         values = with_defaults(kernel.params, check_params(kernel.params, params, "kernel", f"the {type} kernel"))
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "_values", tuple(values.items()))
+        if kernel.check is not None and not self.unresolved:
+            kernel.check(self)
+
+    @property
+    def unresolved(self) -> tuple[str, ...]:
+        """Names of the parameters still ``"auto"``: the data must resolve them (`resolved`) before
+        any kernel value can be computed."""
+        return tuple(key for key, value in self._values if value == "auto")
+
+    def resolved(self, sample: np.ndarray) -> "KernelSpec":
+        """This kernel with every ``"auto"`` parameter set from ``sample`` (rows of the data): a width
+        is the rows' `median_distance`. Itself if nothing is ``"auto"``. Cost O(m^2 n) for m rows."""
+        if not self.unresolved:
+            return self
+        values = dict(self._values)
+        values.update({name: median_distance(sample) for name in self.unresolved})  # only widths are "auto"
+        return KernelSpec(self.type, **values)
+
+    def require_resolved(self) -> "KernelSpec":
+        """Itself, or ValueError naming the parameter that is still ``"auto"``."""
+        if self.unresolved:
+            raise ValueError(f"kernel.{self.unresolved[0]}: \"auto\" must be resolved from the data before kernel "
+                             "values are computed (KernelSpec.resolved, KernelRows.resolve_kernel)")
+        return self
 
     @classmethod
     def from_dict(cls, spec: Mapping) -> "KernelSpec":
@@ -278,6 +334,7 @@ def kernel_block_into(
     if not (out.flags.c_contiguous and out.dtype.kind == "f" and out.shape[0] == X.shape[0]
             and out.shape[1] >= col0 + Y.shape[0]):
         raise ValueError("out: expected a C-contiguous float array with room for the block")
+    spec.require_resolved()
     dtype = out.dtype
     if spec.kernel.radial:
         fn, args = _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift)
@@ -326,6 +383,7 @@ def kernel_left_product_into(
     start = acc if start is None else start
     if start.shape != acc.shape or (T is not None and T.shape != (d, d)):
         raise ValueError(f"T, start: expected shapes ({d}, {d}) and {acc.shape}")
+    spec.require_resolved()
     dtype = C.dtype
     if spec.kernel.radial:
         fn, args = _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift)
@@ -340,7 +398,7 @@ def kernel_left_product_into(
 def kernel_diagonal(X: np.ndarray, spec: KernelSpec) -> np.ndarray:
     """``k(x_i, x_i)`` for every row of X, shape (m,): ``f(0)`` (radial) or ``f(||x||^2)``. Cost O(m n)."""
     t = np.zeros(X.shape[0], dtype=X.dtype) if spec.kernel.radial else squared_norms(X)
-    return np.asarray(spec.kernel.profile(spec, t)[0], dtype=X.dtype)
+    return np.asarray(spec.require_resolved().kernel.profile(spec, t)[0], dtype=X.dtype)
 
 
 def kernel_and_slope(spec: KernelSpec, gram: np.ndarray, zn: np.ndarray, yn: np.ndarray):

@@ -28,7 +28,13 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from kpca.errors import Degenerate
 from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal, kernel_left_product_into, squared_norms
+
+
+# trace(K')/l below this fraction of the kernel's own scale is rounding: the rows are one point
+_VARIANCE_RTOL = 1e-12
+AUTO_SAMPLE_ROWS = 1000  # rows sampled to resolve a kernel parameter "auto" (resolve_kernel)
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,16 @@ class Centering:
         """The centring as the entries of a solver state (a checkpoint holds them beside the solver's)."""
         return {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
                 "centering_mean_diagonal": float(self.mean_diagonal)}
+
+    def require_variance(self) -> "Centering":
+        """Itself, or `Degenerate` if the centred rows have no variance in feature space
+        (``trace(K')/l`` at rounding level relative to the kernel's mean diagonal and mean). O(1)."""
+        scale = abs(self.mean_diagonal + self.grand_mean) + abs(self.grand_mean)
+        if not self.mean_diagonal > _VARIANCE_RTOL * scale:
+            raise Degenerate("the rows have no variance in feature space (trace(K')/l = "
+                             f"{self.mean_diagonal:.3g}): all rows are equal, or the kernel maps them to one "
+                             "point (check the data, or the kernel's width or scale)")
+        return self
 
     @classmethod
     def from_state(cls, state: dict) -> "Centering":
@@ -208,6 +224,30 @@ class KernelRows:
             self._reader = None
         self._cache.clear()
         self._cached_bytes = 0
+
+    def sample(self, size: int = AUTO_SAMPLE_ROWS, seed: int = 0) -> np.ndarray:
+        """A fixed-seed sample of ``min(size, l)`` data rows, read from as few chunks as possible: whole
+        chunks in a random order until ``size`` rows are at hand, then ``size`` of them at random.
+        Cost: about ``size / chunk_rows`` chunk reads."""
+        rng = np.random.default_rng([seed, 2**31 + 2])
+        size = min(int(size), self.n_rows)
+        picked, held = [], 0
+        for c in rng.permutation(self.n_chunks):
+            if held >= size:
+                break
+            data = self._chunk(int(c))
+            picked.append(data)
+            held += data.shape[0]
+        rows = np.concatenate(picked)
+        return rows[np.sort(rng.choice(rows.shape[0], size=size, replace=False))]
+
+    def resolve_kernel(self, size: int = AUTO_SAMPLE_ROWS, seed: int = 0) -> KernelSpec:
+        """Set every ``"auto"`` kernel parameter from a fixed-seed `sample` of the data
+        (`kpca.kernels.KernelSpec.resolved`: a width is the median distance between the sampled
+        rows) and return the kernel. Cost: the sample's reads plus O(size^2 n)."""
+        if self.kernel.unresolved:
+            self.kernel = self.kernel.resolved(self.sample(size, seed))
+        return self.kernel
 
     def take(self, indices: np.ndarray) -> np.ndarray:
         """Data rows ``source[indices]`` of shape (b, n) in ``compute_dtype``."""

@@ -49,11 +49,17 @@ class _Document(BaseModel):
 
 
 class Convergence(_Document):
-    """A pass's convergence figure: ``metric`` (``excess_error``, seed 000 eq. 22, where the exact optimum
-    is affordable; else ``eigenvalue_change``) and its ``value`` (None before it can be computed)."""
+    """A pass's convergence figure (`workers.progress`): ``metric`` (``excess_error``, seed 000 eq. 22,
+    where the exact optimum is affordable; ``relative_error`` where the data spans exactly r
+    directions; else the proxy ``eigenvalue_change``), its ``value`` for the served components, and
+    ``iterate``, the same figure for the solver's raw iterate (what the paper's figures plot)."""
 
-    metric: str = Field(description="excess_error (seed 000 eq. 22) or eigenvalue_change (a proxy)")
-    value: float | None = Field(default=None, description="the figure; None where it is not yet defined")
+    metric: str = Field(description="excess_error (seed 000 eq. 22: E/E_min - 1), relative_error (E/||K'||, "
+                                    "where E_min = 0) or eigenvalue_change (a proxy, above the exact limit)")
+    value: float | None = Field(default=None, description="the figure for the served components (what a "
+                                "projection gets); None where it is not yet defined")
+    iterate: float | None = Field(default=None, description="the figure for the solver's raw iterate, which "
+                                  "seed 000 Fig. 1 plots; None where not computed")
 
 
 class PassRecord(_Document):
@@ -111,9 +117,11 @@ class ModelRecord(_Document):
     progress: Progress | None = None
     history: list[PassRecord] = Field(default_factory=list, description="one record per completed pass")
     error: FitError | None = None
-    params_used: dict[str, ParamValue] | None = Field(
-        default=None, description="every parameter's value in the fit, defaults resolved")
+    params_used: dict[str, Any] | None = Field(
+        default=None, description="every parameter's value in the fit, defaults resolved; kernel: the kernel "
+                                  "the fit used (\"auto\" resolved)")
     stopped_early: bool | None = Field(default=None, description="the fit met params.tol before all passes")
+    warnings: list[str] = Field(default_factory=list, description="what a user should know of a completed fit")
     best_checkpoint: BestCheckpoint | None = None
     created_at: str | None = None
     updated_at: str | None = None
@@ -135,8 +143,15 @@ class ModelRecord(_Document):
                    params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep)
 
     def document(self) -> dict:
-        """The JSON document stored on disk (aliases such as ``pass``). Cost O(record size)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The document stored on disk (aliases such as ``pass``), as plain Python values: writing it
+        (`store.atomic.dump_json`) refuses NaN and infinities wherever they are. Cost O(record size)."""
+        return self.model_dump(by_alias=True)
+
+    @property
+    def fit_kernel(self) -> dict:
+        """The kernel the fit used: ``params_used.kernel`` once the fit resolved ``"auto"``, else the
+        kernel as asked."""
+        return (self.params_used or {}).get("kernel") or self.kernel
 
     @property
     def passes(self) -> int:

@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from kpca.driver import PassHooks, run_passes
+from kpca.errors import Degenerate
+from kpca.model import served_model
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
 from kpca.rows import Centering, KernelRows
@@ -39,19 +41,20 @@ from kpca.solvers import Diverged, FitContext, get_solver
 from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.records import ACTIVE, Convergence, ModelRecord, PassRecord, Progress
-from workers.progress import ConvergenceFigure, ModelGone, PassReporter, still_ours
+from workers.progress import RANK_RTOL, ConvergenceFigure, ModelGone, PassReporter, still_ours
 
 log = logging.getLogger(__name__)
 
 
 def open_rows(datasets: DatasetStore, record: ModelRecord, for_fit: bool = False) -> KernelRows:
-    """Kernel rows over the model's committed data set version, computed by kernel tiles in the
-    fit's ``kernel_precision`` (float64 unless the fit asked for float32). Rows for serving are
-    float64; a fit's rows are in the kernel precision itself, so that with float32 the solver's
+    """Kernel rows over the model's committed data set version, with the kernel the fit used
+    (`ModelRecord.fit_kernel`: ``"auto"`` resolved once, at the fit's start), computed by kernel tiles
+    in the fit's ``kernel_precision`` (float64 unless the fit asked for float32). Rows for serving
+    are float64; a fit's rows are in the kernel precision itself, so that with float32 the solver's
     GEMMs against them run in float32 too (`kpca.solvers._blocked`, *Precision*)."""
     source = datasets.open_array(record.dataset, record.dataset_version)
     precision = np.dtype(record.params.get("kernel_precision") or "float64")
-    return KernelRows(source, KernelSpec.from_dict(record.kernel), dtype=precision if for_fit else np.float64,
+    return KernelRows(source, KernelSpec.from_dict(record.fit_kernel), dtype=precision if for_fit else np.float64,
                       compute_dtype=precision)
 
 
@@ -87,6 +90,8 @@ def _run_guarded(record: ModelRecord, registry, datasets, checkpoints) -> str:
         raise
     except Diverged as exc:
         registry.update(name, status="failed", error={"code": "diverged", "message": str(exc)})
+    except Degenerate as exc:
+        registry.update(name, status="failed", error={"code": "degenerate", "message": str(exc)})
     except ParamError as exc:  # a parameter the data refuses, found only now (the data set changed)
         registry.update(name, status="failed", error={"code": "invalid", "message": str(exc)})
     except Exception as exc:  # the record must say why, whatever happened
@@ -103,30 +108,41 @@ def _fit(record: ModelRecord, registry: ModelRegistry, datasets: DatasetStore, c
     registry.update(record.name, status="running", error=None)
     rows = open_rows(datasets, record, for_fit=True)
     context = FitContext(n_rows=rows.n_rows, n_components=record.n_components, dense_limit=record.exact_limit)
+    solver.check(record.params, context)  # before any pass over the data
+    if rows.kernel.unresolved:  # the first run of this fit: resolve "auto" from the data, once
+        registry.update(record.name, params_used={"kernel": rows.resolve_kernel().to_dict()})
     if not solver.iterative:
         return _fit_once(solver, record, rows, context, registry, checkpoints)
 
     name = record.name
-    solver.check(record.params, context)  # before the centring pass, not after it
     latest = checkpoints.latest_pass(name)
+    grown = False
     if latest is not None:
         state = checkpoints.load(name, latest)
         history = record.history[: int(state["pass"])]
         if int(state["n_rows"]) != rows.n_rows:  # rows were appended: continue on the new version
             state, _ = extend_state(state, Centering.from_state(state), rows)
+            grown = True
         else:
             rows.centering = Centering.from_state(state)
     else:
-        rows.fit_centering()
+        rows.fit_centering().require_variance()
         state, history = None, []
-    params = solver.resolved(record.params, dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal))
+    given = dict(record.params)
+    if grown:  # the state fits the old rows only: the gains of a start that knows nothing of the new ones
+        given["init"] = "random"
+    elif state is not None:  # resolve as for the start the state had (a warm start's subset size)
+        given.update({k: state[k] for k in ("init", "init_size") if k in state})
+    params = solver.resolved(given, dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal))
     if state is None:
         state = dict(solver.start(rows, record.n_components, params), elapsed_s=0.0)
+    elif grown:
+        state = solver.regain(state, params)
 
     def params_used(state: dict) -> dict:
         own = {k: state[k] for k in ("eta0", "mu", "xi", "init", "init_size") if k in state}
-        used = {**params, **own, "exact_limit": record.exact_limit, "n_rows": rows.n_rows,
-                "gain_reductions": int(state.get("gain_reductions", 0))}
+        used = {**params, **own, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit,
+                "n_rows": rows.n_rows, "gain_reductions": int(state.get("gain_reductions", 0))}
         return {k: v for k, v in used.items() if v is not None}
 
     registry.update(name, params_used=params_used(state))
@@ -142,7 +158,7 @@ def _fit(record: ModelRecord, registry: ModelRegistry, datasets: DatasetStore, c
     if stopped and not report.stop_early:
         registry.update(name, status="cancelled")
         return "cancelled"
-    registry.update(name, status="completed", stopped_early=report.stop_early)
+    registry.update(name, status="completed", stopped_early=report.stop_early, warnings=_warnings(rows, state))
     return "completed"
 
 
@@ -152,7 +168,7 @@ def _fit_once(solver, record: ModelRecord, rows: KernelRows, context: FitContext
     params = solver.resolved(record.params, context)
     state = dict(solver.fit(rows, record.n_components, params, context), **{"pass": 1})
     convergence, eigenvalues = ConvergenceFigure(rows, record.n_components, record.exact_limit)(rows, state)
-    if convergence.metric != "excess_error":
+    if convergence.metric == "eigenvalue_change":  # no previous pass to compare with
         convergence = Convergence(metric=convergence.metric, value=None)
     still_ours(registry, record)
     checkpoints.save(record.name, 1, state)
@@ -161,5 +177,20 @@ def _fit_once(solver, record: ModelRecord, rows: KernelRows, context: FitContext
                         eigenvalues=eigenvalues.tolist(), gains=None, convergence=convergence)
     history = [PassRecord(pass_=1, elapsed_s=elapsed, convergence=convergence, eigenvalues=eigenvalues.tolist())]
     registry.update(record.name, status="completed", progress=progress, history=history,
-                    params_used={**params, "exact_limit": record.exact_limit, "n_rows": rows.n_rows})
+                    params_used={**params, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit,
+                                 "n_rows": rows.n_rows}, warnings=_warnings(rows, state))
     return "completed"
+
+
+def _warnings(rows: KernelRows, state: dict) -> list[str]:
+    """What a user should know of a completed fit's components: non-finite values (`Diverged`), and
+    components that carry no variance (fewer directions in the data than components asked for)."""
+    model = served_model(state, rows)
+    if not (np.isfinite(model.A).all() and np.isfinite(model.eigenvalues).all()):
+        raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
+    lam = model.eigenvalues
+    empty = int(np.sum(lam <= RANK_RTOL * max(float(lam.max()), 0.0)))
+    if empty:
+        return [f"{empty} of the {lam.size} components carry no variance: the data spans fewer directions in "
+                f"feature space than n_components; their projections are 0 (fit fewer components)"]
+    return []

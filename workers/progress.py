@@ -3,11 +3,16 @@ and which checkpoints it keeps.
 
 Convergence figure: where ``l <= exact_limit`` the exact optimum is
 affordable and each pass reports the excess reconstruction error of seed 000
-eq. 22 (``excess_error``) of the components the model serves. Above it, the
-documented proxy ``eigenvalue_change`` is reported: ``max_i |lambda_i(p) -
-lambda_i(p-1)| / lambda_i(p)`` of their eigenvalue estimates between
-consecutive passes. With ``params.tol`` set, the fit completes early once the
-figure falls below it.
+eq. 22 (``excess_error``, ``E/E_min - 1``) twice: ``value`` for the
+components the model serves (what a projection gets) and ``iterate`` for the
+solver's raw iterate, which is what the paper's figures plot. Where the data
+spans exactly r directions in feature space ``E_min`` is 0 and the figure is
+the ``relative_error`` ``E / ||K'||_F`` instead; where it spans fewer than r
+the fit stops with `kpca.errors.Degenerate`. Above the limit, the documented
+proxy ``eigenvalue_change`` is reported: ``max_i |lambda_i(p) -
+lambda_i(p-1)| / lambda_i(p)`` of the served eigenvalue estimates between
+consecutive passes. With ``params.tol`` set, the fit completes early once
+``value`` falls below it.
 
 Checkpoint retention: the last ``checkpoint_keep`` and the best one (lowest
 convergence figure) are kept.
@@ -20,7 +25,8 @@ import time
 import numpy as np
 import scipy.linalg
 
-from kpca.metrics import excess_error, minimal_error
+from kpca.errors import Degenerate
+from kpca.metrics import excess_error, minimal_error, reconstruction_error
 from kpca.model import served_model
 from kpca.rows import KernelRows
 from store import CheckpointStore, ModelRegistry, NotFound
@@ -31,9 +37,17 @@ class ModelGone(Exception):
     """The model record this fit works for was deleted (or deleted and re-created)."""
 
 
+# eigenvalues of K' below this fraction of the largest are rounding: the data's rank in feature space
+RANK_RTOL = 1e-10
+
+
 class ConvergenceFigure:
     """The convergence figure of successive served models: exact excess error when l is small enough,
-    else the relative change of the eigenvalue estimates (module docstring)."""
+    else the relative change of the eigenvalue estimates (module docstring).
+
+    `Degenerate` at construction if the exact spectrum shows fewer than r
+    directions in feature space. Cost O(l^2 n + l^3) once where l is small enough.
+    """
 
     def __init__(self, rows: KernelRows, n_components: int, limit: int):
         self.Kc = None
@@ -42,7 +56,20 @@ class ConvergenceFigure:
             if rows.centering is None:  # a one-shot solver over centres does not centre the training data
                 rows.fit_centering()
             self.Kc = rows.dense().astype(np.float64, copy=False)
-            self.e_min = minimal_error(scipy.linalg.eigvalsh(self.Kc), n_components)
+            eigenvalues = scipy.linalg.eigvalsh(self.Kc)
+            rank = int(np.sum(eigenvalues > RANK_RTOL * max(eigenvalues[-1], 0.0)))
+            if rank < n_components:
+                raise Degenerate(f"the data spans only {rank} directions in feature space, fewer than the "
+                                 f"{n_components} components asked for: fit with n_components <= {rank}")
+            self.e_min = minimal_error(eigenvalues, n_components)
+            self.metric = "excess_error" if rank > n_components else "relative_error"
+            self.scale = float(np.linalg.norm(self.Kc))
+
+    def _figure(self, Z: np.ndarray) -> float:
+        """Eq. 22 for components with training images Z (r x l): excess or relative error."""
+        if self.metric == "excess_error":
+            return excess_error(self.Kc, Z, self.e_min)
+        return reconstruction_error(self.Kc, Z) / self.scale
 
     def __call__(self, rows: KernelRows, state: dict) -> tuple[Convergence, np.ndarray]:
         """The figure of the model ``state`` serves, and that model's eigenvalue estimates.
@@ -63,7 +90,8 @@ class ConvergenceFigure:
             else:
                 Z = model.project(np.asarray(rows.source)).T
                 Z -= Z.mean(axis=1, keepdims=True)
-            return Convergence(metric="excess_error", value=excess_error(self.Kc, Z, self.e_min)), eigenvalues
+            iterate = self._figure(state["AK"]) if "AK" in state and model.rows is rows else None
+            return Convergence(metric=self.metric, value=self._figure(Z), iterate=iterate), eigenvalues
         if previous is None:
             return Convergence(metric="eigenvalue_change", value=None), eigenvalues
         change = np.max(np.abs(eigenvalues - previous) / np.maximum(np.abs(eigenvalues), 1e-300))

@@ -16,11 +16,12 @@ from kpca.solvers._registry import (
     register,
     stored_components,
 )
-from kpca.solvers._kha import Diverged  # importing _kha registers the KHA family
+from kpca.errors import Degenerate, Diverged
+from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
 from kpca.solvers._exact import exact_components  # importing _exact registers exact
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
 __all__ = ["SOLVERS", "Solver", "FitContext", "register", "get_solver", "stored_components", "ITERATIVE_PARAMS",
-           "KERNEL_PRECISION", "Diverged", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
+           "KERNEL_PRECISION", "Diverged", "Degenerate", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]

@@ -38,7 +38,7 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
 
 def _fit(rows, n_components: int, params: dict, context: FitContext) -> dict:
     """The centring pass, the dense K' and its leading eigenpairs. O(l^2 n + l^3) time, O(l^2) memory."""
-    centering = rows.fit_centering()
+    centering = rows.fit_centering().require_variance()
     eigenvalues, A = exact_components(rows.dense().astype(np.float64, copy=False), n_components)
     return {"solver": "exact", "A": A, "eigenvalues": eigenvalues, "n_rows": rows.n_rows, **centering.to_state()}
 

@@ -36,33 +36,33 @@ import numpy as np
 
 from kpca import defaults
 from kpca.params import Param, ParamError
+from kpca.errors import Degenerate, Diverged
 from kpca.solvers._blocked import blocked_step_block
 from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
-from kpca.solvers._warm import INITS, check_init, subset_start
+from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start, warm_affordable
 
 _INIT_COLUMNS = 64
 # The divergence guard: a state is diverged when a component's squared feature-space norm
-# (diag A K' A^T, which KHA drives to 1) exceeds NORM_LIMIT, or is not finite; the pass then
-# restarts with gains GAIN_REDUCTION times smaller, at most MAX_GAIN_REDUCTIONS times.
+# (diag A K' A^T, which KHA drives to 1) is not finite or exceeds NORM_LIMIT times the largest at
+# the start (at least 1); the pass then restarts with gains GAIN_REDUCTION times smaller, at most
+# MAX_GAIN_REDUCTIONS times. Relative to the start, the guard is as scale-free as the start.
 NORM_LIMIT = 1e4
 MAX_GAIN_REDUCTIONS = 8
 GAIN_REDUCTION = 0.25
 
-ETA0 = Param("eta0", float, None, low=0.0, low_open=True,
-             description="initial gain (default: a scale-free rule from the kernel's trace, kpca.defaults)")
+ETA0 = Param("eta0", float, None, low=0.0,
+             description="initial gain (default: a scale-free rule from the kernel's trace, kpca.defaults; 0 after "
+                         "a warm start that is already exact kernel PCA)")
 MU = Param("mu", float, None, low=0.0, description="SMD meta-gain (default: scale-free, like eta0)")
 XI = Param("xi", float, defaults.XI, low=0.0, high=1.0, description="SMD decay factor")
-INIT = Param("init", str, "random", choices=INITS,
-             description="start: random (the paper's sparse random start) or subset (warm start from the leading "
-                         "components within the span of init_size random rows)")
+INIT = Param("init", str, "auto", choices=INITS,
+             description="start: subset (warm: the leading components within the span of init_size random rows, "
+                         "Rayleigh-Ritz on the whole data), random (the paper's sparse random start), or auto (the "
+                         "default): subset where its block of kernel rows fits the memory budget, else random")
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory)")
-
-
-class Diverged(RuntimeError):
-    """The iteration blew up even after the gain was reduced; the message says what to try."""
 
 
 def resolve(params: dict, context, *, name: str) -> dict:
@@ -75,12 +75,17 @@ def resolve(params: dict, context, *, name: str) -> dict:
         field, _, message = str(exc).partition(": ")
         raise ParamError(field, message) from None
     out = dict(params)
+    r, l = context.n_components, context.n_rows
+    if out["init"] == "auto":
+        out["init"] = "subset" if warm_affordable(r, l) else "random"
+    if out["init"] == "subset" and out["init_size"] is None:
+        out["init_size"] = default_init_size(r, l)
     if context.mean_diagonal is not None:
-        s = context.mean_diagonal
+        s, init, m = context.mean_diagonal, out["init"], out["init_size"]
         if out["eta0"] is None:
-            out["eta0"] = defaults.default_eta0(name, s, params["init"], context.n_rows)
+            out["eta0"] = defaults.default_eta0(name, s, init, l, m)
         if "mu" in out and out["mu"] is None:
-            out["mu"] = defaults.default_mu(s, params["init"], context.n_rows)
+            out["mu"] = defaults.default_mu(s, init, l, m)
     return out
 
 
@@ -88,10 +93,13 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     """Initial state (Algorithm 1, step 1) over ``rows`` (a row source with its centring set).
 
     ``init="random"`` (the paper's algorithm): ``A_1`` is Gaussian on a random
-    subset S of ``s = min(l, max(64, 4 r))`` columns (variance 1/(r s)) and
-    zero elsewhere, the sparse start that seed 000 suggests: then
-    ``A_1 K' = A_1[:, S] K'[S, :]`` costs s kernel rows instead of l (step 1e
-    in O(r s l)). ``init="subset"`` (a warm start, `kpca.solvers._warm`):
+    subset S of ``s = min(l, max(64, 4 r))`` columns and zero elsewhere, the
+    sparse start that seed 000 suggests: then ``A_1 K' = A_1[:, S] K'[S, :]``
+    costs s kernel rows instead of l (step 1e in O(r s l)). It is scaled so
+    that the components' mean squared feature-space norm is 1/r, whatever
+    the kernel's scale: with the scale-free gains of `kpca.defaults` a kernel
+    multiplied by c > 0 gives ``A / sqrt(c)`` at every step, the same
+    components and the same excess error (eq. 22). ``init="subset"`` (a warm start, `kpca.solvers._warm`):
     ``A_1`` holds the r leading principal components of the whole data set
     within the span of m random points (m = ``init_size``), at the cost of m
     kernel rows, O(m^2 l + m^3) time and m l memory; with m = l it is exact
@@ -109,12 +117,20 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
         s = min(l, max(_INIT_COLUMNS, 4 * r))
         cols = np.sort(rng.choice(l, size=s, replace=False))
         A = np.zeros((r, l), dtype=dtype)
-        A[:, cols] = rng.normal(scale=1.0 / np.sqrt(r * s), size=(r, s))
+        A[:, cols] = rng.normal(size=(r, s))
         AK = np.ascontiguousarray(A[:, cols] @ rows.block(cols), dtype=dtype)
+        norm2 = float(np.mean(np.einsum("ij,ij->i", AK, A)))  # diag(A K' A^T), scales with the kernel
+        if not norm2 > 0 or not np.isfinite(norm2):
+            raise Degenerate("the random start has no variance in feature space: the sampled rows are all "
+                             "the same point there (all rows equal, or a kernel that maps them to one point)")
+        scale = 1.0 / np.sqrt(r * norm2)
+        A *= scale
+        AK *= scale
     gains = {k: float(params[k]) for k in ("eta0", "mu", "xi") if k in params}
+    norm_limit = NORM_LIMIT * max(1.0, float(np.max(np.einsum("ij,ij->i", AK, A))))
     state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, gains["eta0"]),
              "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": seed,
-             "n_rows": l, **gains, **extra}
+             "n_rows": l, "norm_limit": norm_limit, **gains, **extra}
     if getattr(rows, "centering", None) is not None:  # a DenseRows source over K' itself has none
         state.update(rows.centering.to_state())
     if solver == "kha-smd":
@@ -144,6 +160,15 @@ def restore(state: dict, rows, block_size: int) -> dict:
     return dict(state, BK=BK)
 
 
+def regain(state: dict, params: dict) -> dict:
+    """The state with eta0 (and mu) of ``params`` and the base gains they give (`begin_pass` recomputes
+    KHA/et's and KHA-SMD's at the next pass); for a fit continued on appended rows. O(r)."""
+    state = dict(state, eta0=float(params["eta0"]), gain=np.full(state["A"].shape[0], float(params["eta0"])))
+    if "mu" in state:
+        state["mu"] = float(params["mu"])
+    return state
+
+
 def begin_pass(state: dict) -> dict:
     """Once per pass: re-estimate eigenvalues (eq. 13) and set the base gains (eq. 12).
 
@@ -171,9 +196,11 @@ def step_block(state: dict, rows, indices: np.ndarray) -> dict:
 
 
 def diverged(state: dict) -> bool:
-    """True if any component norm ``(A K' A^T)_ii`` is non-finite or above NORM_LIMIT. O(r l)."""
+    """True if any component norm ``(A K' A^T)_ii`` is non-finite or above the state's ``norm_limit``
+    (NORM_LIMIT for states saved before it was kept). O(r l)."""
     norms = np.einsum("ij,ij->i", state["AK"], state["A"])
-    return bool(not np.all(np.isfinite(norms)) or np.any(np.abs(norms) > NORM_LIMIT))
+    limit = float(state.get("norm_limit", NORM_LIMIT))
+    return bool(not np.all(np.isfinite(norms)) or np.any(np.abs(norms) > limit))
 
 
 def damped(pass_start: dict) -> dict:
@@ -182,7 +209,8 @@ def damped(pass_start: dict) -> dict:
     reductions = int(pass_start.get("gain_reductions", 0)) + 1
     if reductions > MAX_GAIN_REDUCTIONS:
         raise Diverged(
-            f"the fit diverged (component norms became non-finite or exceeded {NORM_LIMIT:g}) even after "
+            f"the fit diverged (component norms became non-finite or exceeded "
+            f"{float(pass_start.get('norm_limit', NORM_LIMIT)):.3g}) even after "
             f"reducing the gain {MAX_GAIN_REDUCTIONS} times (eta0 is now {pass_start['eta0']:.3g}); "
             "retry with a smaller eta0 (and mu for kha-smd), or leave them out to use the defaults"
         )
@@ -201,7 +229,7 @@ def served_components(state: dict):
 def _kha_solver(name: str, summary: str, own: tuple[Param, ...]) -> Solver:
     return register(Solver(
         name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE), start=partial(start, name=name),
-        step=step_block, begin_pass=begin_pass, restore=restore, diverged=diverged, damped=damped,
+        step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
         resolve=partial(resolve, name=name), components=served_components))
 
 

@@ -127,6 +127,10 @@ class Solver:
     restore : callable
         ``restore(state, rows, block_size) -> state``: a saved state made
         ready to step (arrays an older checkpoint lacks).
+    regain : callable
+        ``regain(state, params) -> state``: the state with the gains of
+        ``params``, resolved anew for the data it now covers (rows were
+        appended: a warm start no longer covers them all).
     diverged, damped : callable
         The driver's divergence guard: ``diverged(state) -> bool`` after
         every block; ``damped(pass_start) -> state`` restarts the pass with
@@ -152,6 +156,7 @@ class Solver:
     step: Callable | None = None
     begin_pass: Callable = _identity
     restore: Callable = _identity
+    regain: Callable = _identity
     diverged: Callable = _never
     damped: Callable | None = None
     resolve: Callable = _identity

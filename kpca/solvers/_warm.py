@@ -64,8 +64,8 @@ import scipy.linalg
 from kpca.defaults import formed_block_size
 from kpca.solvers._ritz import whitening
 
-INITS = ("random", "subset")
-INIT_BUDGET = 2**26  # entries of the m x l block R (512 MiB in float64)
+INITS = ("auto", "random", "subset")
+INIT_BUDGET = 2**25  # entries of the m x l block R (256 MiB in float64): the default start's memory
 FETCH_ROWS = 256  # kernel rows fetched per call
 
 
@@ -78,6 +78,12 @@ def default_init_size(n_components: int, n_rows: int) -> int:
     r, l = int(n_components), int(n_rows)
     m = min(l, max(10 * r, 1000), INIT_BUDGET // max(l, 1))
     return int(max(m, min(l, 4 * r)))
+
+
+def warm_affordable(n_components: int, n_rows: int) -> bool:
+    """Whether the warm start's ``m x l`` block of kernel rows, with the default m, fits INIT_BUDGET
+    (``init="auto"`` then starts warm). O(1)."""
+    return default_init_size(n_components, n_rows) * int(n_rows) <= INIT_BUDGET
 
 
 def check_init(init: str, init_size, n_components: int, n_rows: int) -> None:

@@ -42,7 +42,9 @@ def assert_states_close(got, want, rtol):
 def params_for(solver, eta0=None, mu=None):
     params = {"eta0": 0.3 if eta0 is None else eta0}
     if solver == "kha-smd":
-        params.update(eta0=0.2 if eta0 is None else eta0, mu=1.0 if mu is None else mu, xi=0.99)
+        # mu small enough that no log-gain reaches the clip at RHO_MAX: the clip is a discontinuity, where
+        # rounding differences between the two forms could take different sides
+        params.update(eta0=0.2 if eta0 is None else eta0, mu=0.5 if mu is None else mu, xi=0.99)
     return params
 
 

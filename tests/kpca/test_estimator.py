@@ -20,7 +20,13 @@ def test_estimator_matches_exact_up_to_rotation(digits):
     Q, *_ = np.linalg.lstsq(Z_smd, Z_exact, rcond=None)
     rel = np.linalg.norm(Z_smd @ Q - Z_exact) / np.linalg.norm(Z_exact)
     assert rel < 0.1
-    assert smd.params_used_["eta0"] > 0 and smd.params_used_["xi"] == 0.99
+    assert smd.params_used_["xi"] == 0.99
+    # 300 rows: the default warm start is exact kernel PCA, and the passes keep it (gains 0)
+    assert smd.params_used_["init"] == "subset" and smd.params_used_["eta0"] == 0.0
+    assert subspace_angles(smd.coefficients_, exact.coefficients_, Kc).max() < 1e-6
+    cold = KernelHebbianPCA(5, sigma=3.0, solver="kha-smd", passes=20, init="random").fit(X)
+    assert cold.params_used_["eta0"] > 0
+    assert subspace_angles(cold.coefficients_, exact.coefficients_[:4], Kc).max() < 0.05
 
 
 def test_exact_transform_of_training_points_is_scaled_eigenvectors(digits):

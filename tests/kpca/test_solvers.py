@@ -8,7 +8,7 @@ from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
 from kpca.rows import DenseRows, KernelRows
-from kpca.solvers import eigenvalue_estimates, exact_components
+from kpca.solvers import eigenvalue_estimates, exact_components, ritz_components
 from kpca.solvers._transforms import RHO_MAX
 from tests.naive import start_state
 
@@ -45,13 +45,14 @@ def test_exact_components_are_orthonormal_eigenvectors(digits_gaussian):
     assert excess_error(Kc, A @ Kc, minimal_error(lam_all, 6)) == pytest.approx(0, abs=1e-8)
 
 
-@pytest.mark.parametrize("solver,passes,tol_angle,tol_lambda,tol_excess", [
-    ("kha", 30, 0.15, 0.25, 0.05), ("kha-t", 30, 0.15, 0.08, 0.05),
-    ("kha-et", 20, 0.15, 0.08, 0.05), ("kha-smd", 20, 0.05, 0.02, 0.01)])
+@pytest.mark.parametrize("solver,passes,tol_angle,tol_lambda,tol_served,tol_excess", [
+    ("kha", 30, 0.15, 0.25, 1e-2, 0.05), ("kha-t", 30, 0.15, 0.08, 1e-3, 0.05),
+    ("kha-et", 20, 0.15, 0.08, 1e-3, 0.05), ("kha-smd", 20, 0.05, 0.03, 1e-3, 0.01)])
 @pytest.mark.parametrize("data", ["digits_gaussian", "digits_poly"])
-def test_solver_against_exact(request, data, solver, passes, tol_angle, tol_lambda, tol_excess):
-    """r = 6 components; the 6th has a small eigen-gap, so angles are taken
-    between the learned 6-dimensional subspace and the exact leading 5."""
+def test_solver_against_exact(request, data, solver, passes, tol_angle, tol_lambda, tol_served, tol_excess):
+    """r = 6 components from the paper's random start; the 6th has a small eigen-gap, so angles are
+    taken between the learned 6-dimensional subspace and the exact leading 5. The raw iterate's
+    eigenvalue estimates (eq. 13) carry its noise; the served (Rayleigh-Ritz) ones are far closer."""
     Kc, s, lam_all = request.getfixturevalue(data)
     r = 6
     lam_exact, A_exact = exact_components(Kc, r)
@@ -61,6 +62,8 @@ def test_solver_against_exact(request, data, solver, passes, tol_angle, tol_lamb
     excess = excess_error(Kc, state["AK"], minimal_error(lam_all, r))
     assert angles.max() < tol_angle, (solver, angles)
     np.testing.assert_allclose(lam_est[: r - 1], lam_exact[: r - 1], rtol=tol_lambda)
+    served = ritz_components(state["A"], state["AK"])[2]
+    np.testing.assert_allclose(served[: r - 1], lam_exact[: r - 1], rtol=tol_served)
     assert orthonormality_error(state["A"], state["AK"]) < 0.5
     assert 0 <= excess < tol_excess, excess
 

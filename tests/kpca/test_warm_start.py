@@ -10,6 +10,7 @@ from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
 from kpca.rows import DenseRows, KernelRows
 from kpca.solvers import SOLVERS, FitContext, default_init_size, eigenvalue_estimates, exact_components, ritz_components
+from kpca.solvers._warm import warm_affordable
 
 L = 600
 
@@ -94,19 +95,24 @@ def test_subset_start_beats_random_start_and_after_two_passes(gaussian):
 def test_warm_start_default_gains_are_scaled():
     from kpca.defaults import WARM_GAIN_SCALE, WARM_REFERENCE_ROWS
 
-    cold, warm = resolve(2.0, WARM_REFERENCE_ROWS), resolve(2.0, WARM_REFERENCE_ROWS, init="subset")
-    assert warm["eta0"] == pytest.approx(WARM_GAIN_SCALE * cold["eta0"])
-    assert warm["mu"] == pytest.approx(WARM_GAIN_SCALE * cold["mu"])
-    small = resolve(2.0, WARM_REFERENCE_ROWS // 2, init="subset")
-    assert (small["eta0"], small["mu"]) == (warm["eta0"], warm["mu"])
-    big = resolve(2.0, 10 * WARM_REFERENCE_ROWS, init="subset")
+    l = WARM_REFERENCE_ROWS
+    cold = resolve(2.0, l, init="random")
+    warm = resolve(2.0, l, init="subset", init_size=l // 4)  # the scale, times the uncovered 3/4
+    assert warm["eta0"] == pytest.approx(WARM_GAIN_SCALE * 0.75 * cold["eta0"])
+    assert warm["mu"] == pytest.approx(WARM_GAIN_SCALE * 0.75 * cold["mu"])
+    small = resolve(2.0, l // 2, init="subset", init_size=l // 8)
+    assert (small["eta0"], small["mu"]) == (warm["eta0"], warm["mu"])  # below WARM_REFERENCE_ROWS: no l factor
+    big = resolve(2.0, 10 * l, init="subset", init_size=10 * l // 4)
     assert big["eta0"] == pytest.approx(warm["eta0"] / 10) and big["mu"] == pytest.approx(warm["mu"] / 10)
+    exact = resolve(2.0, l, init="subset")  # the default subset of 1000 rows is all of them: exact kernel PCA
+    assert exact["init_size"] == l and exact["eta0"] == exact["mu"] == 0.0  # the passes keep it as it is
     assert resolve(2.0, init="subset", eta0=0.5)["eta0"] == 0.5  # a user's value is kept
 
 
 def test_the_first_pass_on_a_larger_set_keeps_the_start(digits):
-    """3000 jittered digits: with gains scaled down by l, the served components after one kha-smd pass
-    are at least as good as the start; with the scale of 1000 rows (3x larger) the pass lost ~10x."""
+    """3000 jittered digits from a 1000-row subset: with the default gains (scaled down by l and by the
+    covered third) the served components after one kha-smd pass are at least as good as the start;
+    with 10x those gains the pass loses much of it."""
     X = np.resize(digits, (3000, 64)) + np.random.default_rng(0).normal(scale=0.05, size=(3000, 64))
     rows = KernelRows(X, KernelSpec("gaussian", sigma=3.0))
     c = rows.fit_centering()
@@ -117,15 +123,16 @@ def test_the_first_pass_on_a_larger_set_keeps_the_start(digits):
         return excess_error(Kc, ritz_components(state["A"], state["AK"])[1], e_min)
 
     after = {}
-    for n_rows in (3000, 1000):  # the rule's gains, and those of the l-independent scale
-        params = resolve(c.mean_diagonal, n_rows, r=16, init="subset", init_size=1000, seed=0)
+    rule = resolve(c.mean_diagonal, 3000, r=16, init="subset", init_size=1000, seed=0)
+    for factor in (1, 10):
+        params = {**rule, "eta0": factor * rule["eta0"], "mu": factor * rule["mu"]}
         state = SOLVERS["kha-smd"].start(DenseRows(Kc), 16, params)
         start = served_error(state)
         state, _ = run_passes(DenseRows(Kc), state, 1, 512)
-        after[n_rows] = served_error(state)
+        after[factor] = served_error(state)
     print("served excess error: start", start, "after one pass", after)
-    assert after[3000] <= start < 1e-4, (start, after)
-    assert after[1000] > 3 * start, (start, after)
+    assert after[1] <= start < 1e-4, (start, after)
+    assert after[10] > 3 * start, (start, after)
 
 
 @pytest.mark.parametrize("m", [6, 40, L // 3])
@@ -190,9 +197,10 @@ def test_default_init_size():
     assert default_init_size(6, 600) == 600  # small l: the whole set, i.e. exact KPCA
     assert default_init_size(5, 3000) == 1000
     assert default_init_size(200, 3000) == 2000
-    assert default_init_size(16, 100_000) == 2**26 // 100_000  # the memory cap
-    assert default_init_size(16, 10**6) == 2**26 // 10**6 == 67
-    assert default_init_size(32, 10**6) == 128  # never below 4 r
+    assert default_init_size(16, 100_000) == 2**25 // 100_000  # the memory cap
+    assert default_init_size(16, 10**6) == 64  # never below 4 r (2**25 // 10**6 = 33)
+    assert default_init_size(32, 10**6) == 128
+    assert warm_affordable(16, 100_000) and not warm_affordable(16, 10**6)  # init="auto": random beyond the budget
     assert default_init_size(16, 40) == 40
 
 
@@ -201,5 +209,7 @@ def test_estimator_with_subset_init(digits):
     model = KernelHebbianPCA(n_components=4, sigma=3.0, passes=1, init="subset", init_size=120).fit(X)
     assert model.params_used_["init"] == "subset" and model.params_used_["init_size"] == 120
     assert model.get_params()["init"] == "subset"
-    default = KernelHebbianPCA(n_components=4, sigma=3.0, passes=1).fit(X)
-    assert default.params_used_["init"] == "random" and "init_size" not in default.params_used_
+    cold = KernelHebbianPCA(n_components=4, sigma=3.0, passes=1, init="random").fit(X)
+    assert cold.params_used_["init"] == "random" and "init_size" not in cold.params_used_
+    default = KernelHebbianPCA(n_components=4, sigma=3.0, passes=1).fit(X)  # init="auto": warm where affordable
+    assert default.params_used_["init"] == "subset" and default.params_used_["init_size"] == X.shape[0]

@@ -25,7 +25,8 @@ def digits_set(api, digits):
 
 def start(api, name, passes=10, **params):
     body = {"name": name, "dataset": "digits", "n_components": 6, "kernel": {"type": "gaussian", "sigma": 3.0},
-            "solver": params.pop("solver", "kha-smd"), "params": {"passes": passes, "seed": 1, **params}}
+            "solver": params.pop("solver", "kha-smd"),
+            "params": {"passes": passes, "seed": 1, "init": "random", **params}}  # the paper's start: jobs take passes
     response = api.post("/v1/models", json=body)
     assert response.status_code == 202, response.text
     return response.json()

@@ -31,7 +31,8 @@ def test_the_plugin_solver_is_in_the_schema_and_the_catalogue(api):
     assert solvers["kha-smd"]["iterative"] and {"eta0", "mu", "xi", "passes"} <= {
         p["name"] for p in solvers["kha-smd"]["params"]}
     kernels = {k["type"]: k for k in api.get("/v1/kernels").json()["kernels"]}
-    assert kernels["gaussian"]["params"][0]["name"] == "sigma" and kernels["gaussian"]["params"][0]["required"]
+    sigma = kernels["gaussian"]["params"][0]
+    assert sigma["name"] == "sigma" and not sigma["required"] and {"const": "auto"} in sigma["schema"]["anyOf"]
 
 
 def test_fit_and_serve_the_plugin_solver(api, digits_set, digits):

@@ -93,7 +93,7 @@ class ModelRegistryConformance:
     def test_non_json_record_refused(self, registry):
         with pytest.raises(ValueError):
             registry.create(record("m", params={"eta0": float("nan")}))
-        with pytest.raises(ValueError):
+        with pytest.raises(TypeError):
             registry.create(record("n", kernel={"type": "gaussian", "sigma": object()}))
         assert registry.list() == []
         registry.create(record("m"))
