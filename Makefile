@@ -26,12 +26,13 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# make bench     - the quick set: all eight bench scripts at the small sizes below, about 3 minutes on a
+# make bench     - the quick set: every bench script at the small sizes below, about 3 minutes on a
 #                  2-core machine (2.5 to 3.5 measured). It checks that every script runs; its JSON and PNGs go to
 #                  $(BENCH_QUICK_RESULTS) (KPCA_BENCH_RESULTS, see bench/_common.py), never over the
 #                  full-size results in bench/results/.
-# make bench-all - all eight at their real sizes, writing bench/results/: about 55 minutes on a 2-core
-#                  machine. out_of_core about 25 and denoise_image about 12 (the README's figures); timed:
+# make bench-all - all eight at their real sizes, and robustness (both starts), writing bench/results/:
+#                  about 75 minutes on a 2-core machine. out_of_core about 25, denoise_image about 12
+#                  (the README's figures), robustness 14 and 6; timed:
 #                  kha_speed 10, projection 4, vs_sklearn 2, kernel_rows 1.5, denoise_digits and convergence
 #                  under 0.5. Other runs kept in bench/results/ (denoise_image --sigma 3 and --sweep,
 #                  out_of_core --features 256) are in the scripts' docstrings.
@@ -47,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/out_of_core.py --rows 8000 --blocks 4
 	$(BIN)/python bench/projection.py --rows 40000 --requests 5
 	$(BIN)/python bench/vs_sklearn.py --l 2000 --max-passes 10
+	$(BIN)/python bench/robustness.py --quick
 
 bench-all: $(STAMP)
 	$(BIN)/python bench/kernel_rows.py
@@ -57,6 +59,8 @@ bench-all: $(STAMP)
 	$(BIN)/python bench/out_of_core.py
 	$(BIN)/python bench/projection.py
 	$(BIN)/python bench/vs_sklearn.py
+	$(BIN)/python bench/robustness.py
+	$(BIN)/python bench/robustness.py --init random
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -150,11 +150,13 @@ def start_iterative(solver_name: str, rows, n_components: int, mean_diagonal: fl
     ``rows`` is a row source (`kpca.rows.KernelRows` with its centring set, or
     `kpca.rows.DenseRows`); ``mean_diagonal`` is ``trace(K') / l``, from which the default
     gains follow; ``given`` are parameters as a request would give them (``seed``, ``init``, ...).
+    The start is the paper's random one unless ``init`` is given: the benches time and follow the
+    iteration itself (a fit's default, ``init="auto"``, starts warm where affordable).
     Returns ``(params, state)``: every parameter's resolved value, and the state.
     """
     from kpca.solvers import SOLVERS, FitContext
 
     solver = SOLVERS[solver_name]
     context = FitContext(n_rows=rows.n_rows, n_components=n_components, mean_diagonal=mean_diagonal)
-    params = solver.resolved(given, context)
+    params = solver.resolved({"init": "random", **given}, context)
     return params, solver.start(rows, n_components, params)
