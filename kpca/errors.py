@@ -11,3 +11,7 @@ class Degenerate(ValueError):
 
 class Diverged(RuntimeError):
     """The iteration blew up even after the gain was reduced."""
+
+
+class Stopped(Exception):
+    """A one-shot fit stopped because its caller asked (its ``report`` returned True): a cancel."""

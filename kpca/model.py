@@ -10,17 +10,18 @@ components ``W = A Phi'`` with expansion coefficients ``A`` (r x l) and keeps
 ``AK = A K'`` (r x l). For a point x:
 
 * components ``beta = A k'(x)`` (r,), with ``k'(x)`` the centred kernel row;
-* the projection plus the mean ``mu = (1/l) sum_i Phi(x_i)`` is
+* the projection plus the mean ``mu = sum_i w_i Phi(x_i)`` (weights ``w_i = 1/l``
+  unless the centring has its own, a reduced set's: `kpca.rows.Centering`) is
   ``Psi(x) = P Phi'(x) + mu = sum_i gamma_i Phi(x_i)`` with
-  ``alpha = A^T beta`` and ``gamma = alpha + (1 - sum_j alpha_j) / l``
+  ``alpha = A^T beta`` and ``gamma = alpha + (1 - sum_j alpha_j) w``
   (``P Phi'(x) = sum_i alpha_i (Phi(x_i) - mu)``; adding mu gives gamma).
 
 Maintenance note (no O(l^2) work). Write ``K = K' + 1 m^T + m 1^T - m_bar 1 1^T``
 and ``K' alpha = K' A^T beta = (A K')^T beta = AK^T beta`` (K' symmetric), so
 
     K alpha = AK^T beta + (m . alpha) 1 + (sum alpha) m - m_bar (sum alpha) 1,
-    K 1     = l m,
-    K gamma = K alpha + c l m,          c = (1 - sum alpha) / l,
+    K w     = m,
+    K gamma = K alpha + c m,            c = 1 - sum alpha,
     ||Psi||^2 = gamma^T K gamma = gamma . (K gamma),
 
 all O(r l) per point, and ``||Psi(x) - Phi(x_i)||^2 = ||Psi||^2 - 2 (K gamma)_i
@@ -156,8 +157,14 @@ class KernelModel:
     def _project_block(self, X: np.ndarray) -> np.ndarray:
         return np.asarray(self.rows.transform_block(X), dtype=np.float64) @ self.A.T
 
+    @property
+    def weights(self) -> np.ndarray:
+        """The points' weights w (l,), summing to 1 (module docstring)."""
+        w = self.rows.centering.weights
+        return np.full(self.rows.n_rows, 1.0 / self.rows.n_rows) if w is None else w
+
     def expansion_from_components(self, B) -> np.ndarray:
-        """``gamma = alpha + (1 - sum alpha) / l`` with ``alpha = A^T beta``, for rows ``beta`` of B.
+        """``gamma = alpha + (1 - sum alpha) w`` with ``alpha = A^T beta``, for rows ``beta`` of B.
 
         Parameters
         ----------
@@ -168,7 +175,7 @@ class KernelModel:
         ndarray of shape (m, l): ``Psi = sum_i gamma_i Phi(x_i)``. Cost O(m r l).
         """
         alpha = np.asarray(B, dtype=np.float64) @ self.A
-        return alpha + ((1.0 - alpha.sum(axis=1)) / self.rows.n_rows)[:, None]
+        return alpha + (1.0 - alpha.sum(axis=1))[:, None] * self.weights[None, :]
 
     def expansion(self, X) -> np.ndarray:
         """Coefficients gamma of ``Psi(x) = P Phi'(x) + mu = sum_i gamma_i Phi(x_i)``.
@@ -188,15 +195,14 @@ class KernelModel:
         B = np.asarray(B, dtype=np.float64)
         c = self.rows.centering
         m = np.asarray(c.column_means, dtype=np.float64)
-        l = self.rows.n_rows
         alpha = B @ self.A
         sum_alpha = alpha.sum(axis=1)
-        shift = (1.0 - sum_alpha) / l
-        gamma = alpha + shift[:, None]
+        shift = 1.0 - sum_alpha
+        gamma = alpha + shift[:, None] * self.weights[None, :]
         k_alpha = B @ self.AK  # K' alpha
         k_alpha += (alpha @ m - c.grand_mean * sum_alpha)[:, None]
         k_alpha += sum_alpha[:, None] * m[None, :]
-        k_gamma = k_alpha + (shift * l)[:, None] * m[None, :]  # + shift * K 1
+        k_gamma = k_alpha + shift[:, None] * m[None, :]  # + shift * K w
         norm2 = np.einsum("ij,ij->i", gamma, k_gamma)
         return Target(gamma, k_gamma, norm2)
 
@@ -227,6 +233,7 @@ class KernelModel:
 def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec | None = None) -> KernelModel:
     """The model a solver state serves (`kpca.solvers.Solver.components`).
 
+    A solver with a model of its own (`kpca.solvers.Solver.model`) builds it.
     For a solver that serves ``"expansion"`` the components are expanded
     over ``rows``, the training data (required). For one that serves
     ``"centres"`` they are expanded over the centres kept in the state, so
@@ -236,6 +243,8 @@ def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec
     ``components`` (O(r^2 l) for the Ritz components of the KHA family).
     """
     solver = get_solver(state["solver"])
+    if solver.model is not None:
+        return solver.model(state, rows, kernel if kernel is not None else rows.kernel)
     if solver.serves == "centres":
         rows = KernelRows(np.asarray(state["centres"]), kernel if kernel is not None else rows.kernel)
     elif rows is None:

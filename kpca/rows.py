@@ -44,22 +44,46 @@ class Centering:
     Attributes
     ----------
     column_means : ndarray of shape (l,)
-        ``m[j] = (1/l) sum_i K[i, j]``.
+        ``m[j] = sum_i w_i K[i, j]`` with the weights ``w`` (default ``1/l`` each).
     grand_mean : float
-        ``m_bar = (1/l) sum_j m[j]``.
+        ``m_bar = sum_j w_j m[j]``.
     mean_diagonal : float
-        ``(1/l) trace(K')``, the mean squared feature-space norm of the centred
+        ``sum_i w_i K'[i, i]``, the mean squared feature-space norm of the centred
         points; the natural scale of the kernel (see `kpca.defaults`).
+    weights : ndarray of shape (l,) or None
+        The points' weights, summing to 1; None for equal weights ``1/l``. A
+        reduced set (seed 004) stands for many rows with few weighted points,
+        whose mean in feature space is ``mu = sum_i w_i Phi(x_i)``: every
+        formula of eq. 5 holds with these weighted means.
     """
 
     column_means: np.ndarray
     grand_mean: float
     mean_diagonal: float
+    weights: np.ndarray | None = None
+
+    @classmethod
+    def weighted(cls, K: np.ndarray, weights: np.ndarray | None = None) -> "Centering":
+        """The centring of the points of a (small) kernel matrix K (m, m) with ``weights`` (any positive
+        scale; None: equal). Cost O(m^2)."""
+        m = K.shape[0]
+        w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=np.float64) / np.sum(weights)
+        column_means = K.T @ w
+        grand_mean = float(w @ column_means)
+        mean_diagonal = float(w @ np.diag(K)) - grand_mean
+        return cls(column_means, grand_mean, mean_diagonal, None if weights is None else w)
+
+    def row_means(self, K: np.ndarray) -> np.ndarray:
+        """``sum_j w_j K[i, j]`` for raw kernel rows K (b, l) against the points: the row term of eq. 5."""
+        return K.mean(axis=1) if self.weights is None else K @ self.weights.astype(K.dtype, copy=False)
 
     def to_state(self) -> dict:
         """The centring as the entries of a solver state (a checkpoint holds them beside the solver's)."""
-        return {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
-                "centering_mean_diagonal": float(self.mean_diagonal)}
+        state = {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
+                 "centering_mean_diagonal": float(self.mean_diagonal)}
+        if self.weights is not None:
+            state["centering_weights"] = self.weights
+        return state
 
     def require_variance(self) -> "Centering":
         """Itself, or `Degenerate` if the centred rows have no variance in feature space
@@ -74,8 +98,9 @@ class Centering:
     @classmethod
     def from_state(cls, state: dict) -> "Centering":
         """The centring kept in a solver state by `to_state`."""
+        weights = state.get("centering_weights")
         return cls(np.asarray(state["centering_column_means"]), float(state["centering_grand_mean"]),
-                   float(state["centering_mean_diagonal"]))
+                   float(state["centering_mean_diagonal"]), None if weights is None else np.asarray(weights))
 
 
 def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> np.ndarray:
@@ -348,10 +373,11 @@ class KernelRows:
         return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, row_shift, -self.centering.column_means[indices])
 
     def transform_block(self, X: np.ndarray) -> np.ndarray:
-        """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring."""
+        """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring (weighted where
+        the centring has weights: `Centering.row_means`)."""
         c = self._require_centering()
         K = self.raw_block(X)
-        return center_block(K, K.mean(axis=1), c)
+        return center_block(K, c.row_means(K), c)
 
     def dense(self) -> np.ndarray:
         """The whole centred kernel matrix K' (l, l). Only for small l: O(l^2) memory."""

@@ -33,11 +33,11 @@ import numpy as np
 
 from kpca.driver import PassHooks, run_passes
 from kpca.errors import Degenerate
-from kpca.model import served_model
+from kpca.model import KernelModel, served_model
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import Diverged, FitContext, get_solver
+from kpca.solvers import Diverged, FitContext, Iteration, Stopped, get_solver
 from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.records import ACTIVE, Convergence, ModelRecord, PassRecord, Progress
@@ -164,21 +164,44 @@ def _fit(record: ModelRecord, registry: ModelRegistry, datasets: DatasetStore, c
 
 def _fit_once(solver, record: ModelRecord, rows: KernelRows, context: FitContext, registry: ModelRegistry,
               checkpoints: CheckpointStore) -> str:
+    """A one-shot fit; one progress and history record per iteration it reports (an eigensolver's), and
+    a final one with the convergence figure; a cancel request stops it between iterations."""
     started = time.monotonic()
     params = solver.resolved(record.params, context)
-    state = dict(solver.fit(rows, record.n_components, params, context), **{"pass": 1})
+    used = {**params, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit, "n_rows": rows.n_rows}
+    history: list[PassRecord] = []
+
+    def report(it: Iteration) -> bool:
+        elapsed = time.monotonic() - started
+        lam = np.asarray(it.eigenvalues, dtype=np.float64).tolist()
+        convergence = Convergence(metric=it.metric, value=it.value)
+        history.append(PassRecord(pass_=it.iteration, elapsed_s=elapsed, convergence=convergence, eigenvalues=lam))
+        remaining = elapsed / it.iteration * max(it.iterations - it.iteration, 0)
+        still_ours(registry, record)
+        registry.update(record.name, params_used=used, history=history, progress=Progress(
+            pass_=it.iteration, passes=it.iterations, t=0, fraction=min(it.iteration / it.iterations, 1.0),
+            elapsed_s=elapsed, remaining_s=remaining, eigenvalues=lam, convergence=convergence))
+        return registry.cancel_requested(record.name)
+
+    try:
+        state = solver.fit(rows, record.n_components, params, context, report=report)
+    except Stopped:
+        registry.update(record.name, status="cancelled")
+        return "cancelled"
+    done = len(history) + 1
+    state = dict(state, **{"pass": done})
     convergence, eigenvalues = ConvergenceFigure(rows, record.n_components, record.exact_limit)(rows, state)
     if convergence.metric == "eigenvalue_change":  # no previous pass to compare with
         convergence = Convergence(metric=convergence.metric, value=None)
     still_ours(registry, record)
-    checkpoints.save(record.name, 1, state)
+    checkpoints.save(record.name, done, state)
     elapsed = time.monotonic() - started
-    progress = Progress(pass_=1, passes=1, t=0, fraction=1.0, elapsed_s=elapsed, remaining_s=0.0,
+    progress = Progress(pass_=done, passes=done, t=0, fraction=1.0, elapsed_s=elapsed, remaining_s=0.0,
                         eigenvalues=eigenvalues.tolist(), gains=None, convergence=convergence)
-    history = [PassRecord(pass_=1, elapsed_s=elapsed, convergence=convergence, eigenvalues=eigenvalues.tolist())]
-    registry.update(record.name, status="completed", progress=progress, history=history,
-                    params_used={**params, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit,
-                                 "n_rows": rows.n_rows}, warnings=_warnings(rows, state))
+    history.append(PassRecord(pass_=done, elapsed_s=elapsed, convergence=convergence,
+                              eigenvalues=eigenvalues.tolist()))
+    registry.update(record.name, status="completed", progress=progress, history=history, params_used=used,
+                    warnings=_warnings(rows, state))
     return "completed"
 
 
@@ -186,6 +209,8 @@ def _warnings(rows: KernelRows, state: dict) -> list[str]:
     """What a user should know of a completed fit's components: non-finite values (`Diverged`), and
     components that carry no variance (fewer directions in the data than components asked for)."""
     model = served_model(state, rows)
+    if not isinstance(model, KernelModel):
+        return []
     if not (np.isfinite(model.A).all() and np.isfinite(model.eigenvalues).all()):
         raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
     lam = model.eigenvalues

@@ -27,7 +27,7 @@ import scipy.linalg
 
 from kpca.errors import Degenerate
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
-from kpca.model import served_model
+from kpca.model import KernelModel, served_model
 from kpca.rows import KernelRows
 from store import CheckpointStore, ModelRegistry, NotFound
 from store.records import Convergence, ModelRecord, PassRecord, Progress
@@ -39,6 +39,7 @@ class ModelGone(Exception):
 
 # eigenvalues of K' below this fraction of the largest are rounding: the data's rank in feature space
 RANK_RTOL = 1e-10
+FIGURE_SAMPLE_ROWS = 1000  # rows a model with its own figure is measured on (a fixed-seed sample)
 
 
 class ConvergenceFigure:
@@ -82,6 +83,10 @@ class ConvergenceFigure:
         projection pass over centres), O(r) for the proxy.
         """
         model = served_model(state, rows)
+        if not isinstance(model, KernelModel):  # a model with its own figure (autoencoder KPCA)
+            metric, value = model.figure(np.asarray(rows.sample(FIGURE_SAMPLE_ROWS)))
+            eigenvalues = np.asarray(model.eigenvalues if model.eigenvalues is not None else [], dtype=np.float64)
+            return Convergence(metric=metric, value=value), eigenvalues
         eigenvalues = model.eigenvalues
         previous, self.previous = self.previous, eigenvalues
         if self.Kc is not None:

@@ -9,8 +9,10 @@ request may set, and the kernels it supports); the service's schemas read
 the table. Methods: ``fixed-point`` (Mika et al. 1999, radial kernels, with
 restarts), ``kwok-tsang`` (closed form from the nearest training points),
 ``gradient`` (L-BFGS-B on rho, any kernel), ``learned`` (a kernel ridge map
-from components to inputs, Bakir et al. 2004); `reconstruct` dispatches
-(``"auto"``: fixed point for the Gaussian kernel, else gradient). Every
+from components to inputs, Bakir et al. 2004), ``decoder`` (the model's own,
+for models that have one: autoencoder KPCA, `kpca.solvers.Solver.model`);
+`reconstruct` dispatches (``"auto"``: the model's decoder if it has one, else
+fixed point for the Gaussian kernel, else gradient). Every
 method returns finite output for finite input, including points so far from
 the data that every Gaussian ``k(z, x_i)`` underflows to 0.
 """
@@ -61,8 +63,10 @@ METHODS: dict[str, Method] = {m.name: m for m in (
             N_NEIGHBORS), ("init",)),
     Method("learned", learned, "a kernel ridge map from components to inputs, fitted once per model",
            (), ("inverse", "n_samples", "alpha", "gamma", "rng")),
+    Method("decoder", lambda model, X: model.reconstruct(X),
+           "the model's own decoder (autoencoder KPCA, whose models are not kernel expansions)", ()),
 )}
-PREIMAGE_METHODS = tuple(METHODS)
+PREIMAGE_METHODS = tuple(name for name in METHODS if name != "decoder")  # those of kernel expansions
 
 
 def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.ndarray:
@@ -82,8 +86,12 @@ def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.nd
     -------
     ndarray of shape (m, n). Cost: the method's.
     """
+    own_decoder = not isinstance(model, KernelModel)
     if method == "auto":
-        method = "fixed-point" if model.kernel.type == "gaussian" else "gradient"
+        method = "decoder" if own_decoder else "fixed-point" if model.kernel.type == "gaussian" else "gradient"
+    if own_decoder != (method == "decoder"):
+        raise ValueError(f"method: {method!r} does not apply to this model; use 'auto' "
+                         + ("(its own decoder)" if own_decoder else "(the decoder is for autoencoder KPCA models)"))
     chosen = METHODS.get(method)
     if chosen is None:
         raise ValueError(f"method: unknown pre-image method {method!r}; choose one of {PREIMAGE_METHODS} or 'auto'")

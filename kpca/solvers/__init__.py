@@ -11,17 +11,18 @@ from kpca.solvers._registry import (
     KERNEL_PRECISION,
     SOLVERS,
     FitContext,
+    Iteration,
     Solver,
     get_solver,
     register,
     stored_components,
 )
-from kpca.errors import Degenerate, Diverged
+from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
 from kpca.solvers._exact import exact_components  # importing _exact registers exact
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "register", "get_solver", "stored_components", "ITERATIVE_PARAMS",
-           "KERNEL_PRECISION", "Diverged", "Degenerate", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
+__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "ITERATIVE_PARAMS",
+           "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]

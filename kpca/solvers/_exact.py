@@ -36,7 +36,7 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
     return w, np.ascontiguousarray((V * scale).T)
 
 
-def _fit(rows, n_components: int, params: dict, context: FitContext) -> dict:
+def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
     """The centring pass, the dense K' and its leading eigenpairs. O(l^2 n + l^3) time, O(l^2) memory."""
     centering = rows.fit_centering().require_variance()
     eigenvalues, A = exact_components(rows.dense().astype(np.float64, copy=False), n_components)

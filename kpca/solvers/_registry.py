@@ -113,9 +113,11 @@ class Solver:
         Whether the fit forms the l x l kernel matrix: then it is limited to
         ``context.dense_limit`` rows.
     fit : callable, optional
-        One-shot solvers: ``fit(rows, n_components, params, context) -> state``.
+        One-shot solvers: ``fit(rows, n_components, params, context, report=None) -> state``.
         ``rows`` is a `kpca.rows.KernelRows` without centring; the state
-        carries its own (`kpca.rows.Centering.to_state`).
+        carries its own (`kpca.rows.Centering.to_state`). A fit that takes
+        iterations calls ``report(Iteration(...))`` after each; a True answer
+        asks it to stop (it raises `kpca.errors.Stopped`).
     start : callable, optional
         Iterative solvers: ``start(rows, n_components, params) -> state``
         with ``rows.centering`` set (Algorithm 1, step 1 for KHA).
@@ -144,6 +146,13 @@ class Solver:
         ``components(state) -> (A, AK, eigenvalues)`` that a model serves:
         coefficients (r, l or m), their image ``A K'`` and the variances,
         descending.
+    model : callable, optional
+        For a model that is not a kernel expansion (autoencoder KPCA):
+        ``model(state, rows, kernel) -> served``, an object with ``project(X)``
+        (m, r), ``reconstruct(X)`` (m, n, its own decoder), ``n_components``,
+        ``n_features``, ``eigenvalues`` ((r,) or None) and ``figure(X) -> (metric,
+        value)``, its convergence figure on training rows X. Default: a
+        `kpca.model.KernelModel` of `components`.
     """
 
     name: str
@@ -161,6 +170,7 @@ class Solver:
     damped: Callable | None = None
     resolve: Callable = _identity
     components: Callable = stored_components
+    model: Callable | None = None
 
     def __post_init__(self):
         if self.serves not in SERVES:
@@ -209,6 +219,19 @@ class Solver:
             return given, self.resolve(values, context)
         except ParamError as exc:
             raise ParamError(f"{where}.{exc.field}" if where else exc.field, exc.reason) from None
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """What a one-shot fit reports after an iteration: ``iteration`` of at most ``iterations``, the
+    current eigenvalue estimates (descending), and a convergence figure ``value`` named ``metric``
+    (``residual`` for an eigensolver: ``max_i ||K' v_i - lambda_i v_i|| / lambda_i``)."""
+
+    iteration: int
+    iterations: int
+    eigenvalues: np.ndarray
+    metric: str
+    value: float | None
 
 
 SOLVERS: dict[str, Solver] = {}

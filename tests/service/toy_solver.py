@@ -9,7 +9,7 @@ from kpca.rows import KernelRows
 from kpca.solvers import Solver, exact_components, register
 
 
-def fit(rows, n_components, params, context):
+def fit(rows, n_components, params, context, report=None):
     subset = np.sort(np.random.default_rng(params["seed"]).choice(rows.n_rows, params["size"], replace=False))
     centres = KernelRows(rows.take(subset), rows.kernel)
     eigenvalues, A = exact_components(centres.fit_centering() and centres.dense(), n_components)
