@@ -51,10 +51,10 @@ class Centering:
         ``sum_i w_i K'[i, i]``, the mean squared feature-space norm of the centred
         points; the natural scale of the kernel (see `kpca.defaults`).
     weights : ndarray of shape (l,) or None
-        The points' weights, summing to 1; None for equal weights ``1/l``. A
-        reduced set (seed 004) stands for many rows with few weighted points,
-        whose mean in feature space is ``mu = sum_i w_i Phi(x_i)``: every
-        formula of eq. 5 holds with these weighted means.
+        The points' weights (summing to 1 for a reduced set); None for equal
+        weights ``1/l``. A reduced set (seed 004) stands for many rows with few
+        weighted points, whose mean in feature space is ``mu = sum_i w_i
+        Phi(x_i)``: every formula of eq. 5 holds with these weighted means.
     """
 
     column_means: np.ndarray
@@ -63,11 +63,16 @@ class Centering:
     weights: np.ndarray | None = None
 
     @classmethod
-    def weighted(cls, K: np.ndarray, weights: np.ndarray | None = None) -> "Centering":
-        """The centring of the points of a (small) kernel matrix K (m, m) with ``weights`` (any positive
-        scale; None: equal). Cost O(m^2)."""
+    def weighted(cls, K: np.ndarray, weights: np.ndarray | None = None, normalize: bool = True) -> "Centering":
+        """The centring of the points of a (small) kernel matrix K (m, m) with ``weights`` (None: equal),
+        scaled to sum 1 unless ``normalize`` is False: then ``mu = sum_i w_i Phi(x_i)`` as given, e.g.
+        the projection of a larger set's mean onto the span of these points (any real weights). O(m^2)."""
         m = K.shape[0]
-        w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=np.float64) / np.sum(weights)
+        if weights is None:
+            w = np.full(m, 1.0 / m)
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            w = w / np.sum(w) if normalize else w
         column_means = K.T @ w
         grand_mean = float(w @ column_means)
         mean_diagonal = float(w @ np.diag(K)) - grand_mean
