@@ -45,6 +45,7 @@ MU_SCALE = 0.2
 XI = 0.99  # SMD decay factor, set a priori (seed 000 §5)
 WARM_GAIN_SCALE = 0.03  # eta0 and mu defaults after init="subset", for l <= WARM_REFERENCE_ROWS
 WARM_REFERENCE_ROWS = 1000
+WARM_INITS = ("subset", "nystrom", "rskpca")  # starts close to the solution: the gains are scaled down
 # Rows per block of a pass. The update never forms a block's rows when they come from a row
 # source (kpca.rows.KernelRows: memory O(r l + b^2) whatever b), and its O(r^2 l) work per
 # block is spread over b rows; bench/out_of_core.py compares block sizes. 1024 is also the
@@ -70,9 +71,10 @@ def warm_scale(init: str, n_rows: int | None = None, init_size: int | None = Non
     """1 for a random start; after ``init="subset"`` on m = ``init_size`` of l = ``n_rows`` rows
     ``WARM_GAIN_SCALE * min(1, WARM_REFERENCE_ROWS / l) * (1 - m / l)``: the last factor because the
     start is the best the m rows' span can express, exact kernel PCA at m = l, and the passes have
-    the less to add (and should add the less noise) the more of the data the subset covers.
-    Without n_rows: WARM_GAIN_SCALE."""
-    if init != "subset":
+    the less to add (and should add the less noise) the more of the data the subset covers. After
+    a reduced solution extended to all rows (``"nystrom"``, ``"rskpca"``) the same without the last
+    factor. Without n_rows: WARM_GAIN_SCALE."""
+    if init not in WARM_INITS:
         return 1.0
     if n_rows is None:
         return WARM_GAIN_SCALE

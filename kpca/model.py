@@ -37,7 +37,7 @@ import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_diagonal
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import get_solver
+from kpca.solvers._registry import get_solver
 
 _BLOCK_ENTRIES = 2**22  # entries of one (rows x l) working array, about 32 MiB in float64
 

@@ -18,7 +18,7 @@ eta0, mu, xi    resolved hyper-parameters
 t, pass,        steps taken, passes completed, rows of the current pass done
 position        (owned by the driver, `kpca.driver.run_passes`)
 seed            permutation of pass p is default_rng([seed, p]).permutation(l)
-init            how A_1 was chosen: "random" or "subset" (`start`)
+init            how A_1 was chosen: "random", "subset", "nystrom" or "rskpca" (`start`)
 init_size       (``init="subset"`` only) the subset size m actually used
 centering_*     the centring of the training data (`kpca.rows.Centering.to_state`)
 ==============  ============================================================
@@ -40,6 +40,7 @@ from kpca.errors import Degenerate, Diverged
 from kpca.solvers._blocked import blocked_step_block
 from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
+from kpca.solvers._extend import REDUCED_INITS, extended_start
 from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start, warm_affordable
 
 _INIT_COLUMNS = 64
@@ -56,10 +57,12 @@ ETA0 = Param("eta0", float, None, low=0.0,
                          "a warm start that is already exact kernel PCA)")
 MU = Param("mu", float, None, low=0.0, description="SMD meta-gain (default: scale-free, like eta0)")
 XI = Param("xi", float, defaults.XI, low=0.0, high=1.0, description="SMD decay factor")
-INIT = Param("init", str, "auto", choices=INITS,
+INIT = Param("init", str, "auto", choices=(*INITS, *REDUCED_INITS),
              description="start: subset (warm: the leading components within the span of init_size random rows, "
-                         "Rayleigh-Ritz on the whole data), random (the paper's sparse random start), or auto (the "
-                         "default): subset where its block of kernel rows fits the memory budget, else random")
+                         "Rayleigh-Ritz on the whole data), random (the paper's sparse random start), nystrom or "
+                         "rskpca (that solver's components extended to every row: a reduced fit plus one pass), or "
+                         "auto (the default): subset where its block of kernel rows fits the memory budget, else "
+                         "random")
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory)")
@@ -70,7 +73,8 @@ def resolve(params: dict, context, *, name: str) -> dict:
     defaults of `kpca.defaults` (smaller after the warm start); checks ``init_size`` against the
     data. Cost O(1)."""
     try:
-        check_init(params["init"], params["init_size"], context.n_components, context.n_rows)
+        if params["init"] not in REDUCED_INITS:
+            check_init(params["init"], params["init_size"], context.n_components, context.n_rows)
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         raise ParamError(field, message) from None
@@ -103,7 +107,9 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     ``A_1`` holds the r leading principal components of the whole data set
     within the span of m random points (m = ``init_size``), at the cost of m
     kernel rows, O(m^2 l + m^3) time and m l memory; with m = l it is exact
-    kernel PCA. ``params`` are resolved (`resolve`); ``name`` is the solver's.
+    kernel PCA. ``init="nystrom"`` or ``"rskpca"``: that solver's components,
+    extended to all rows (`kpca.solvers._extend`; a reduced fit plus one pass
+    of kernel rows). ``params`` are resolved (`resolve`); ``name`` is the solver's.
     """
     r, l, seed = int(n_components), int(rows.n_rows), int(params["seed"])
     solver, init = name, params["init"]
@@ -112,6 +118,8 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     if init == "subset":
         A, AK, m = subset_start(rows.block, r, l, seed, params["init_size"], dtype)
         extra["init_size"] = m
+    elif init in REDUCED_INITS:
+        A, AK = extended_start(init, rows, r, seed)
     else:
         rng = np.random.default_rng([seed, 2**31])
         s = min(l, max(_INIT_COLUMNS, 4 * r))

@@ -1,0 +1,63 @@
+"""Warm starts from a reduced solution (``init="nystrom"`` or ``"rskpca"``): a landmark or reduced-set
+solver's components, extended to coefficients over all l training rows.
+
+What it computes. A one-shot solver of the registry (`REDUCED_INITS`) fits
+its r components on a few centres (m landmarks, or a reduced set's m
+weighted centres, seed 004); they serve projections of any point at O(m n)
+each. An eigenvector ``w`` of the feature-space covariance
+``C = (1/l) sum_i Phi'(x_i) Phi'(x_i)^T`` with eigenvalue ``mu`` is a
+combination of the centred training points,
+
+    w = (1 / (l mu)) sum_i <Phi'(x_i), w> Phi'(x_i),
+
+so its coefficients over the l rows are proportional to the projections
+``y_i = <Phi'(x_i), w>`` of the training rows (seed 003 eq. 13 is the same
+extension, for a Nyström eigenvector). The reduced model's projections are
+centred by its own mean; the mean of the rows' projections is subtracted,
+which centres them by the data's (as `workers.progress` does for eq. 22).
+The start is then the Rayleigh-Ritz components of the span of ``A = Y^T``
+(`kpca.solvers._ritz`: orthonormal in feature space and ordered by
+variance, like the subset start of `kpca.solvers._warm`), with ``A K'`` from
+one pass of kernel rows (`kpca.rows.KernelRows.left_product`).
+
+Cost: the reduced fit, a projection of the l rows onto its m centres
+(``O(l m n)``), one pass of kernel rows (``2 l^2 (n + r)`` flops, like a
+KHA pass); memory O(r l). The coefficients are dense over the l rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kpca.errors import Degenerate
+from kpca.model import served_model
+from kpca.solvers._registry import FitContext, get_solver
+from kpca.solvers._ritz import ritz_components
+
+REDUCED_INITS = ("nystrom", "rskpca")
+
+
+def extended_start(solver_name: str, rows, n_components: int, seed: int, block_size: int = 1024):
+    """``(A, AK)`` (r, l): the components of solver ``solver_name`` (fitted with its defaults and
+    ``seed``) extended to all rows of ``rows`` (a `kpca.rows.KernelRows` with its centring set)."""
+    r, l = int(n_components), int(rows.n_rows)
+    reduced = get_solver(solver_name)
+    context = FitContext(n_rows=l, n_components=r)
+    given = {"seed": int(seed)} if reduced.param("seed") is not None else {}
+    centering = rows.centering
+    state = reduced.fit(rows, r, reduced.resolved(given, context, where=""), context)
+    rows.centering = centering  # a reduced fit may have centred the rows its own way
+    model = served_model(state, rows)
+    rows.centering = centering
+    Y = np.concatenate([model.project(np.asarray(chunk, dtype=np.float64)) for _, chunk in rows.chunks()])
+    Y -= Y.mean(axis=0)
+    A = np.ascontiguousarray(Y.T)
+    AK = np.zeros_like(A)
+    for a in range(0, l, block_size):
+        idx = np.arange(a, min(a + block_size, l))
+        rows.left_product(idx, A[:, idx], AK)
+    if not np.all(np.einsum("ij,ij->i", AK, A) > 0):
+        raise Degenerate(f"the {solver_name} start has components without variance on these rows; "
+                         "use init 'subset' or 'random'")
+    A_r, AK_r, _ = ritz_components(A, AK)  # orthonormal, by variance: the same span, the best start in it
+    return np.ascontiguousarray(A_r), np.ascontiguousarray(AK_r)
