@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kpca import defaults
+from kpca.kernels import KernelSpec
 from kpca.solvers import SOLVERS, FitContext, get_solver
 from store.errors import Conflict, Invalid, NotFound
 
@@ -136,7 +137,8 @@ class ModelRecord(_Document):
         ``init_size`` in range, the exact solver's limit), raising
         `kpca.params.ParamError` naming the field. Cost O(parameters).
         """
-        context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit)
+        context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit,
+                             kernel=KernelSpec.from_dict(kernel))
         checked = get_solver(solver).check(params, context)
         return cls(name=name, dataset=dataset["name"], dataset_version=dataset.get("version"),
                    dataset_checksum=dataset.get("checksum"), kernel=kernel, n_components=n_components, solver=solver,

@@ -16,6 +16,7 @@ from kpca.solvers._registry import (
     get_solver,
     register,
     stored_components,
+    used_params,
 )
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
@@ -23,6 +24,6 @@ from kpca.solvers._exact import exact_components  # importing _exact registers e
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "ITERATIVE_PARAMS",
+__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "ITERATIVE_PARAMS",
            "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]
