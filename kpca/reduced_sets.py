@@ -149,10 +149,12 @@ class ShadowSet:
 
     @property
     def centres(self) -> np.ndarray:
+        """The centres so far, (m, n), in the order they were made (a view)."""
         return self._centres[: self.size]
 
     @property
     def counts(self) -> np.ndarray:
+        """Rows each centre stands for so far, (m,) (a view)."""
         return self._counts[: self.size]
 
     def add(self, X: np.ndarray, weights: np.ndarray | None = None) -> None:
@@ -202,6 +204,7 @@ class ShadowSet:
         self.max_centres = limit
 
     def result(self) -> ReducedSet:
+        """The estimate so far as a `ReducedSet` (copies), with the epsilon in effect. O(m n)."""
         return ReducedSet(self.centres.copy(), self.counts.copy(), self.epsilon)
 
 
