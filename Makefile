@@ -34,7 +34,7 @@ test: $(STAMP)
 #                  about 75 minutes on a 2-core machine. out_of_core about 25, denoise_image about 12
 #                  (the README's figures), robustness 14 and 6; timed:
 #                  kha_speed 10, projection 4, vs_sklearn 2, kernel_rows 1.5, denoise_digits and convergence
-#                  under 0.5. Other runs kept in bench/results/ (denoise_image --sigma 3 and --sweep,
+#                  under 0.5, reduced_set about 5 (quick: 15 s). Other runs kept in bench/results/ (denoise_image --sigma 3 and --sweep,
 #                  out_of_core --features 256) are in the scripts' docstrings.
 BENCH_QUICK_RESULTS ?= $(or $(TMPDIR),/tmp)/kpca-bench-quick
 
@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/projection.py --rows 40000 --requests 5
 	$(BIN)/python bench/vs_sklearn.py --l 2000 --max-passes 10
 	$(BIN)/python bench/robustness.py --quick
+	$(BIN)/python bench/reduced_set.py --quick
 
 bench-all: $(STAMP)
 	$(BIN)/python bench/kernel_rows.py
@@ -61,6 +62,7 @@ bench-all: $(STAMP)
 	$(BIN)/python bench/vs_sklearn.py
 	$(BIN)/python bench/robustness.py
 	$(BIN)/python bench/robustness.py --init random
+	$(BIN)/python bench/reduced_set.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -13,7 +13,7 @@ from kpca.kernels import KERNELS, KernelSpec
 from kpca.model import served_model
 from kpca.params import ParamError
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import FitContext, get_solver
+from kpca.solvers import FitContext, get_solver, used_params
 from kpca.streaming import extend_state
 
 # the estimator's arguments that carry solver parameters, by parameter name
@@ -52,8 +52,12 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     init_size : int or None
         Subset size m for ``init="subset"`` (between n_components and
         n_samples); None uses `kpca.solvers.default_init_size`.
+    solver_params : dict or None
+        Any parameter the chosen solver declares, by its name (``{"ell": 4,
+        "density": "kmeans"}`` for ``rskpca``), merged over the arguments
+        above; a name the solver does not declare is a `ParamError` naming it.
 
-    Solver parameters the chosen solver does not declare are ignored.
+    Arguments above that the chosen solver does not declare are ignored.
 
     Attributes
     ----------
@@ -73,7 +77,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
                  solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
-                 init="auto", init_size=None):
+                 init="auto", init_size=None, solver_params=None):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
@@ -89,6 +93,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.init = init
         self.init_size = init_size
+        self.solver_params = solver_params
 
     def _kernel_spec(self) -> KernelSpec:
         declared = KERNELS[self.kernel].params if self.kernel in KERNELS else ()
@@ -101,7 +106,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
             argument = _SOLVER_ARGUMENTS.get(param.name)
             if argument is not None and getattr(self, argument) is not None:
                 given[param.name] = getattr(self, argument)
-        return given
+        return {**given, **(self.solver_params or {})}
 
     def fit(self, X, y=None, callback=None):
         """Fit on X of shape (n_samples, n_features); ``callback(state)`` after each pass.
@@ -112,7 +117,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         X = check_array(X, dtype=[np.float64, np.float32])
         solver = get_solver(self.solver)
         rows = KernelRows(X, self._kernel_spec(), dtype=np.float64)
-        context = FitContext(n_rows=X.shape[0], n_components=int(self.n_components), dense_limit=X.shape[0])
+        context = FitContext(n_rows=X.shape[0], n_components=int(self.n_components), dense_limit=X.shape[0],
+                             kernel=rows.kernel)
         given = self._solver_params(solver)
         solver.check(given, context, where="")  # before any pass over the data
         rows.resolve_kernel()
@@ -123,9 +129,11 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
             state = solver.start(rows, context.n_components, params)
             state, _ = run_passes(rows, state, params["passes"], params["block_size"], PassHooks(on_pass=callback))
         else:
+            context = dataclasses.replace(context, kernel=rows.kernel)
             params = solver.resolved(given, context, where="")
             state = solver.fit(rows, context.n_components, params, context)
-            rows.centering = Centering.from_state(state)
+            if solver.serves == "expansion":  # a model over centres has its own centring, kept in its state
+                rows.centering = Centering.from_state(state)
         self.n_features_in_ = X.shape[1]
         self._adopt(rows, state, params)
         return self
@@ -170,7 +178,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         self.coefficients_, self.eigenvalues_ = model.A, model.eigenvalues
         self.kernel_ = rows.kernel.to_dict()
         used = {**params, **{k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions", "init", "init_size")
-                             if k in state}}
+                             if k in state}, **used_params(state)}
         self.params_used_ = {k: v for k, v in used.items() if v is not None}
 
     def transform(self, X):

@@ -7,7 +7,9 @@ service answers from it. Two parts:
 
 * what was asked (set at creation; ``params.passes`` and
   ``dataset_version`` change on resume): ``dataset``, ``dataset_version``,
-  ``dataset_checksum``, ``kernel`` (`kpca.kernels.KernelSpec.to_dict`),
+  ``dataset_checksum``, ``n_features`` (the data set's columns: what a
+  model over centres serves without its data set; None in records written
+  before it), ``kernel`` (`kpca.kernels.KernelSpec.to_dict`),
   ``n_components``, ``solver``, ``params`` (the parameters the user gave,
   checked against the solver's declaration, `kpca.solvers.SOLVERS`; the
   others take their declared defaults), ``exact_limit``,
@@ -32,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kpca import defaults
+from kpca.kernels import KernelSpec
 from kpca.solvers import SOLVERS, FitContext, get_solver
 from store.errors import Conflict, Invalid, NotFound
 
@@ -107,6 +110,7 @@ class ModelRecord(_Document):
     dataset: str = Field(description="the data set the model is fit on")
     dataset_version: int | None = Field(default=None, description="data set version the model is fit on")
     dataset_checksum: str | None = Field(default=None, description="checksum of the data set when the fit was asked")
+    n_features: int | None = Field(default=None, description="columns of the data set the model is fit on")
     kernel: dict[str, Any] = Field(description="kernel type and parameters")
     n_components: int = Field(ge=1, description="number of components r")
     solver: str = Field(description="a solver of GET /v1/solvers")
@@ -136,10 +140,11 @@ class ModelRecord(_Document):
         ``init_size`` in range, the exact solver's limit), raising
         `kpca.params.ParamError` naming the field. Cost O(parameters).
         """
-        context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit)
+        context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit,
+                             kernel=KernelSpec.from_dict(kernel))
         checked = get_solver(solver).check(params, context)
         return cls(name=name, dataset=dataset["name"], dataset_version=dataset.get("version"),
-                   dataset_checksum=dataset.get("checksum"), kernel=kernel, n_components=n_components, solver=solver,
+                   dataset_checksum=dataset.get("checksum"), n_features=dataset.get("n_features"), kernel=kernel, n_components=n_components, solver=solver,
                    params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep)
 
     def document(self) -> dict:
@@ -152,6 +157,13 @@ class ModelRecord(_Document):
         """The kernel the fit used: ``params_used.kernel`` once the fit resolved ``"auto"``, else the
         kernel as asked."""
         return (self.params_used or {}).get("kernel") or self.kernel
+
+    @property
+    def serves_without_dataset(self) -> bool:
+        """Whether the model serves from its checkpoint alone (a solver over centres,
+        `kpca.solvers.Solver.serves`) and knows its width, so that it serves after its data set is gone."""
+        solver = SOLVERS.get(self.solver)
+        return solver is not None and solver.serves == "centres" and self.n_features is not None
 
     @property
     def passes(self) -> int:

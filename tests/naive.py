@@ -258,3 +258,31 @@ def run_passes_reference(rows, state: dict, passes: int, block_size: int, step=s
         state = dict(state, position=0)
         state["pass"] += 1
     return state
+
+
+def shadow_set(X, epsilon):
+    """Seed 004 Algorithm 2 as printed: while rows remain, the first is a centre and takes every
+    remaining row closer than epsilon (its shadow S), weight |S|. Returns (centres, counts). O(m l n)."""
+    remaining = list(range(X.shape[0]))
+    centres, counts = [], []
+    while remaining:
+        c = X[remaining[0]]
+        shadow = [i for i in remaining if np.sqrt(np.sum((X[i] - c) ** 2)) < epsilon]
+        centres.append(c)
+        counts.append(len(shadow))
+        remaining = [i for i in remaining if i not in set(shadow)]
+    return np.array(centres), np.array(counts, dtype=np.float64)
+
+
+def repeated_kpca(centres, counts, spec, n_components):
+    """Exact kernel PCA of the data set in which centre j appears counts[j] times (integers):
+    ``(eigenvalues of K', model)``, the quantised set of seed 004 §5 that reduced-set KPCA stands for."""
+    from kpca.model import KernelModel
+    from kpca.rows import KernelRows
+    from kpca.solvers import exact_components
+
+    rows = KernelRows(np.repeat(centres, counts.astype(int), axis=0), spec)
+    rows.fit_centering()
+    Kc = rows.dense()
+    eigenvalues, A = exact_components(Kc, n_components)
+    return eigenvalues, KernelModel(rows, A, A @ Kc, eigenvalues)

@@ -37,7 +37,7 @@ from kpca.model import KernelModel, served_model
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import Diverged, FitContext, Iteration, Stopped, get_solver
+from kpca.solvers import Diverged, FitContext, Iteration, Stopped, get_solver, used_params
 from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.records import ACTIVE, Convergence, ModelRecord, PassRecord, Progress
@@ -107,7 +107,8 @@ def _fit(record: ModelRecord, registry: ModelRegistry, datasets: DatasetStore, c
     solver = get_solver(record.solver)
     registry.update(record.name, status="running", error=None)
     rows = open_rows(datasets, record, for_fit=True)
-    context = FitContext(n_rows=rows.n_rows, n_components=record.n_components, dense_limit=record.exact_limit)
+    context = FitContext(n_rows=rows.n_rows, n_components=record.n_components, dense_limit=record.exact_limit,
+                         kernel=rows.kernel)
     solver.check(record.params, context)  # before any pass over the data
     if rows.kernel.unresolved:  # the first run of this fit: resolve "auto" from the data, once
         registry.update(record.name, params_used={"kernel": rows.resolve_kernel().to_dict()})
@@ -184,10 +185,12 @@ def _fit_once(solver, record: ModelRecord, rows: KernelRows, context: FitContext
         return registry.cancel_requested(record.name)
 
     try:
-        state = solver.fit(rows, record.n_components, params, context, report=report)
+        state = solver.fit(rows, record.n_components, params, dataclasses.replace(context, kernel=rows.kernel),
+                           report=report)
     except Stopped:
         registry.update(record.name, status="cancelled")
         return "cancelled"
+    used.update(used_params(state))  # what the fit settled on from the data (a number of centres)
     done = len(history) + 1
     state = dict(state, **{"pass": done})
     convergence, eigenvalues = ConvergenceFigure(rows, record.n_components, record.exact_limit)(rows, state)

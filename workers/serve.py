@@ -56,7 +56,7 @@ def load_model(data_dir: str, model_name: str) -> LoadedModel:
     state = checkpoints.load(model_name, latest)
     over_centres = get_solver(record.solver).serves == "centres"
     rows = None if over_centres else open_rows(DatasetStore(root), record)
-    entry = LoadedModel(served_model(state, rows, KernelSpec.from_dict(record.kernel)), record)
+    entry = LoadedModel(served_model(state, rows, KernelSpec.from_dict(record.fit_kernel)), record)
     _MODELS[key] = entry
     while len(_MODELS) > _MAX_MODELS:
         _MODELS.popitem(last=False)

@@ -2,8 +2,11 @@
 
 Built in: the KHA family (seed 000; `kpca.solvers._kha`: ``kha``, ``kha-t``,
 ``kha-et``, ``kha-smd``), iterative, and ``exact`` (`kpca.solvers._exact`),
-one-shot. A new solver is one module that calls `register`; see
-`kpca.solvers._registry` for what a declaration holds.
+one-shot; one-shot solvers over m centres (seed 004; serving O(m n) per
+point): ``subsampled``, ``nystrom-weighted``, ``rskpca``
+(`kpca.solvers._reduced`) and ``nystrom`` (`kpca.solvers._nystrom`). A new
+solver is one module that calls `register`; see `kpca.solvers._registry`
+for what a declaration holds.
 """
 
 from kpca.solvers._registry import (
@@ -16,13 +19,15 @@ from kpca.solvers._registry import (
     get_solver,
     register,
     stored_components,
+    used_params,
 )
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
 from kpca.solvers._exact import exact_components  # importing _exact registers exact
+from kpca.solvers import _reduced, _nystrom  # noqa: F401, E401 - register subsampled, nystrom-weighted, rskpca, nystrom
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "ITERATIVE_PARAMS",
+__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "ITERATIVE_PARAMS",
            "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]

@@ -65,13 +65,20 @@ class FitContext:
         centring pass ran; None when parameters are checked before it (at
         model creation).
     dense_limit : int
-        Largest l whose l x l kernel matrix a fit may form.
+        Largest l whose l x l kernel matrix a fit may form (and largest m
+        whose m x m matrix a solver over m centres may form).
+    kernel : kpca.kernels.KernelSpec or None
+        The model's kernel, where the caller knows it (its widths may still
+        be ``"auto"``): a solver may refuse a parameter the kernel cannot
+        serve (the shadow estimate of a kernel without a width). None: not
+        known yet; the fit sees it in ``rows.kernel``.
     """
 
     n_rows: int
     n_components: int
     mean_diagonal: float | None = None
     dense_limit: int = defaults.EXACT_LIMIT
+    kernel: Any = None
 
 
 def _identity(state: dict, *args) -> dict:
@@ -93,6 +100,15 @@ def stored_components(state: dict):
     eigenvalues = np.asarray(state["eigenvalues"], dtype=np.float64)
     AK = state.get("AK")
     return A, (eigenvalues[:, None] * A if AK is None else np.asarray(AK)), eigenvalues
+
+
+USED_PREFIX = "used_"
+
+
+def used_params(state: Mapping[str, Any]) -> dict:
+    """The values a one-shot fit settled on, kept in its state as ``used_<name>``: ``{name: value}``,
+    reported beside the resolved parameters in ``params_used``. Cost O(entries of the state)."""
+    return {key[len(USED_PREFIX):]: value for key, value in state.items() if key.startswith(USED_PREFIX)}
 
 
 @dataclass(frozen=True)
@@ -117,7 +133,10 @@ class Solver:
         ``rows`` is a `kpca.rows.KernelRows` without centring; the state
         carries its own (`kpca.rows.Centering.to_state`). A fit that takes
         iterations calls ``report(Iteration(...))`` after each; a True answer
-        asks it to stop (it raises `kpca.errors.Stopped`).
+        asks it to stop (it raises `kpca.errors.Stopped`). Values the fit
+        settles on from the data (a number of centres found by a density
+        estimate) go in the state as ``used_<name>`` entries, which
+        ``params_used`` reports as ``<name>`` (`used_params`).
     start : callable, optional
         Iterative solvers: ``start(rows, n_components, params) -> state``
         with ``rows.centering`` set (Algorithm 1, step 1 for KHA).

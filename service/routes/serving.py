@@ -35,7 +35,9 @@ router = APIRouter(prefix="/v1/models", tags=["serving"])
 
 
 async def _served_model(name: str, models, datasets) -> tuple[ModelRecord, dict]:
-    """The record of a completed model and its data set's metadata, or the 404/409 that explains why not."""
+    """The record of a completed model and its data set's metadata, or the 404/409 that explains why not.
+    A model over centres (`ModelRecord.serves_without_dataset`) serves after its data set is deleted:
+    the metadata is then only its width, ``{"name", "n_features"}``."""
     model = await run_in_threadpool(models.get, name)
     if model.status != "completed":
         raise ApiError(409, "conflict", f"model {name!r} is {model.status!r}, not 'completed': wait for the fit "
@@ -43,6 +45,8 @@ async def _served_model(name: str, models, datasets) -> tuple[ModelRecord, dict]
     try:
         dataset = await run_in_threadpool(datasets.get, model.dataset)
     except NotFound:
+        if model.serves_without_dataset:
+            return model, {"name": model.dataset, "n_features": model.n_features}
         raise ApiError(404, "not_found", f"data set {model.dataset!r} of model {name!r} has been deleted",
                        "dataset") from None
     return model, dataset

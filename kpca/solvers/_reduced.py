@@ -1,0 +1,278 @@
+"""Kernel PCA over a reduced set: ``subsampled``, ``nystrom-weighted`` and ``rskpca`` (seed 004).
+
+All three are one-shot solvers that serve ``"centres"``: the model keeps m
+centres ``c_j`` (m x n) with weights and never opens the training rows
+again, so projecting a point costs O(m n) (m kernel values) instead of
+O(l n). They differ in how the centres and their weights are found
+(`kpca.reduced_sets`), and share the eigenproblem, `weighted_components`.
+
+Reduced-set KPCA (seed 004 Algorithm 1), with centring. Centres ``c_j``
+with counts ``n_j`` (summing to l) stand for the data set in which each
+``c_j`` is repeated ``n_j`` times (the "quantised" set of seed 004 §5). With
+``p = n / l``, ``K_C = [k(c_i, c_j)]`` (m x m) and the weighted mean
+``mu = sum_j p_j Phi(c_j)``, the centred kernel of the centres is
+``K'_C = K_C - 1 q^T - q 1^T + (p^T q) 1 1^T``, ``q = K_C p``
+(`kpca.rows.Centering.weighted`). The quantised set's centred kernel
+matrix is ``E K'_C E^T`` (E: l x m, row i the indicator of row i's centre);
+since ``E^T E = diag(n)``, its nonzero eigenvalues are l times those of the
+density-weighted matrix (seed 004 eq. 13, Algorithm 1 step 3)
+
+    K_tilde = P^1/2 K'_C P^1/2,         P = diag(p),
+
+and with ``K_tilde phi_t = lambda_t phi_t`` the components of unit norm in
+feature space are ``A = P^1/2 phi_t / sqrt(lambda_t)`` over the centred
+centres (the reweighting of Algorithm 1, step 5): ``A K'_C A^T = I``, and a
+point projects as ``A k'(x)``. This is exactly kernel PCA of the quantised
+set (tests/kpca/test_reduced.py), reported with eigenvalue estimates
+``l lambda_t`` for the l x l K' of the training rows. Algorithm 1 as
+printed leaves out the centring; here every model is centred (seed 000 eq.
+4-5), by the weighted mean of its centres. Cost O(m^2 n + m^3).
+
+Which reduced set (defaults chosen to work untuned):
+
+* ``subsampled``: m rows uniformly at random with equal weights, i.e. exact
+  KPCA on the subsample, eigenvalues scaled by l/m: the one-shot Nyström
+  method of seed 003 §3.7 (eigenvectors of the subsample's kernel matrix,
+  eq. 13, whose values at any point are these projections up to the scale
+  ``sqrt(m) / (l lambda_hat)``; eigenvalues ``(l/m) lambda_hat``, eq. 14), centred
+  on the subsample; seed 004's "subsampled KPCA" baseline. O(m^2 n + m^3).
+* ``nystrom-weighted``: the density-weighted Nyström method (Zhang & Kwok,
+  seed 004 [20]): m k-means centroids weighted by their cluster fractions
+  (`kpca.reduced_sets.kmeans_estimate`), the eigenproblem of
+  ``P^1/2 K'_C P^1/2``. Its asymmetric form ``K'_C P`` has the same
+  eigenvalues, and its eigenfunctions over the centres are these
+  components; so it computes what ``rskpca`` with ``density="kmeans"``
+  computes with the same m and seed. O((passes + 1) l m n + m^3).
+* ``rskpca``: seed 004 Algorithm 1 over the shadow density estimate
+  (Algorithm 2, one pass, O(l m n)) by default, or another RSDE of §6.
+
+Default m (``size``, ``landmarks``, and ``centres`` of a kernel without a
+shadow): ``min(l, max(10 r, 1000), dense_limit)``, the warm start's rule
+(`kpca.solvers.default_init_size`): ten landmarks per component, and at
+least 1000 where the data have them, so the m x m eigenproblem takes about a
+second and its matrices 8 MB; never more than the m x m matrices a fit may
+form (``dense_limit``, the exact limit of the service).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kpca.kernels import kernel_block
+from kpca.params import Param, ParamError
+from kpca.reduced_sets import (
+    SHADOW_KERNELS,
+    ReducedSet,
+    herding_estimate,
+    kmeans_estimate,
+    paring_estimate,
+    shadow_epsilon,
+    shadow_estimate,
+    uniform_subset,
+)
+from kpca.rows import Centering
+from kpca.solvers._exact import exact_components
+from kpca.solvers._registry import SEED, FitContext, Solver, register
+
+DENSITIES = ("shadow", "kmeans", "paring", "herding")
+DEFAULT_ELL = 4.0  # seed 004 §1: "can generally be set to a generic value (say l = 4)"; §6 tries 3 to 5
+KMEANS_PASSES = 3
+
+SIZE = Param("size", int, None, low=2, description="rows in the uniform random subsample, m (default "
+             "min(l, max(10 n_components, 1000)), at most the exact limit); between n_components + 1 and l")
+LANDMARKS = Param("landmarks", int, None, low=2, description="landmarks m: uniformly drawn rows (nystrom) or "
+                  "k-means centroids (nystrom-weighted); default min(l, max(10 n_components, 1000)), at most "
+                  "the exact limit; between n_components + 1 and l")
+ELL = Param("ell", float, DEFAULT_ELL, low=0.0, low_open=True, description="shadow parameter of seed 004: rows "
+            "closer than epsilon = sigma / ell to a centre join it (sigma the width of its eq. 19: sqrt(2) "
+            "sigma for the Gaussian kernel here, sigma for the Laplacian), so the kernel between a row and its "
+            "centre is at least exp(-1/ell^2) (Gaussian). Larger ell keeps more centres; the paper uses 3 to 5")
+DENSITY = Param("density", str, "shadow", choices=DENSITIES, description="reduced-set density estimate: "
+                "shadow (seed 004 Algorithm 2, one pass, m from ell; radial kernels), kmeans (mini-batch "
+                "k-means, cluster sizes), paring (uniform rows, equal weights), herding (kernel herding, "
+                "O(l^2 n), up to the exact limit of rows)")
+CENTRES = Param("centres", int, None, low=2, description="centres m of density kmeans, paring or herding "
+                "(default: the m the shadow estimate keeps with this ell, or min(l, max(10 n_components, 1000)) "
+                "for a kernel without a width); between n_components + 1 and l")
+MAX_CENTRES = Param("max_centres", int, None, low=2, description="most centres the shadow estimate keeps "
+                    "(default: the exact limit): beyond, epsilon grows 1.25x and the centres merge, and "
+                    "params_used.ell reports the ell in effect")
+KMEANS_PASSES_PARAM = Param("kmeans_passes", int, KMEANS_PASSES, low=1, high=100,
+                            description="passes of mini-batch k-means over the data (then one assignment pass)")
+
+
+def default_centres(n_components: int, n_rows: int, dense_limit: int) -> int:
+    """``min(l, max(10 r, 1000), dense_limit)``: the default m (module docstring). O(1)."""
+    return int(min(n_rows, max(10 * n_components, 1000), dense_limit))
+
+
+def check_centres(name: str, value: int | None, context: FitContext) -> int:
+    """``value`` (default `default_centres`) if ``n_components < value <= min(l, dense_limit)``, else
+    `ParamError` naming ``name``: m centres carry at most m - 1 centred directions. O(1)."""
+    r, l = context.n_components, context.n_rows
+    m = default_centres(r, l, context.dense_limit) if value is None else int(value)
+    top = min(l, context.dense_limit)
+    if not r < m <= top:
+        bound = f"the {l} rows" if top == l else f"the exact limit {context.dense_limit} (m x m kernel matrix)"
+        raise ParamError(name, f"must be between n_components + 1 = {r + 1} and {top} ({bound}), got {m}")
+    return m
+
+
+def weighted_components(K: np.ndarray, counts: np.ndarray | None, n_components: int):
+    """Seed 004 Algorithm 1, centred (module docstring): ``(eigenvalues, A, AK, centering)``.
+
+    Parameters
+    ----------
+    K : ndarray of shape (m, m)
+        ``K_C``, the kernel matrix of the centres (uncentred).
+    counts : ndarray of shape (m,) or None
+        Rows each centre stands for (None: equal).
+    n_components : int
+        r < m.
+
+    Returns
+    -------
+    eigenvalues : (r,) eigenvalues ``lambda_t`` of ``P^1/2 K'_C P^1/2``, descending
+        (times l: estimates for the training rows' K').
+    A : (r, m) coefficients over the centred centres, ``A K'_C A^T = I``
+        (zero rows for eigenvalues <= 0).
+    AK : (r, m) ``A K'_C``.
+    centering : `kpca.rows.Centering` of the weighted centres.
+
+    `kpca.errors.Degenerate` if the centres have no variance in feature
+    space. Cost O(m^3) (one eigendecomposition of an m x m matrix).
+    """
+    centering = Centering.weighted(K, counts).require_variance()
+    q, grand = centering.column_means, centering.grand_mean
+    Kc = K - q[:, None] - q[None, :] + grand
+    Kc = 0.5 * (Kc + Kc.T)
+    m = K.shape[0]
+    p = np.full(m, 1.0 / m) if centering.weights is None else centering.weights
+    root = np.sqrt(p)
+    eigenvalues, A_tilde = exact_components(root[:, None] * Kc * root[None, :], n_components)
+    A = A_tilde * root[None, :]
+    return eigenvalues, A, A @ Kc, centering
+
+
+def reduced_set_state(name: str, reduced: ReducedSet, rows, n_components: int, equal: bool = False) -> dict:
+    """The state of a model over a reduced set: centres, ``A``, ``AK``, eigenvalue estimates
+    ``l lambda_t`` for the training rows' K', the centres' weighted centring, and ``used_centres`` (m).
+    ``equal``: the centres stand for equal shares (kept as unweighted centring). Cost O(m^2 n + m^3)."""
+    centres = np.ascontiguousarray(reduced.centres, dtype=np.float64)
+    K = kernel_block(centres, centres, rows.kernel)
+    eigenvalues, A, AK, centering = weighted_components(K, None if equal else reduced.counts, n_components)
+    return {"solver": name, "centres": centres, "A": A, "AK": AK, "eigenvalues": rows.n_rows * eigenvalues,
+            "n_rows": rows.n_rows, **centering.to_state(), "used_centres": reduced.size}
+
+
+def _enough(reduced: ReducedSet, n_components: int, field: str, advice: str) -> ReducedSet:
+    if reduced.size <= n_components:
+        raise ParamError(field, f"the reduced set has {reduced.size} centres, too few for {n_components} components "
+                                f"(at most m - 1 after centring): {advice}")
+    return reduced
+
+
+# -- subsampled ------------------------------------------------------------------------------------
+
+def _resolve_subsampled(params: dict, context: FitContext) -> dict:
+    return {**params, "size": check_centres("size", params["size"], context)}
+
+
+def _fit_subsampled(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+    """Exact KPCA on ``size`` uniform rows (their own centring), eigenvalues times l/m. O(m^2 n + m^3)."""
+    reduced = paring_estimate(rows, params["size"], params["seed"])
+    state = reduced_set_state("subsampled", reduced, rows, n_components, equal=True)
+    return {**state, "used_size": state.pop("used_centres")}
+
+
+register(Solver("subsampled", "exact kernel PCA on a uniform random subsample of m rows, eigenvalues scaled by "
+                              "l/m (the one-shot Nystrom method, seed 003 eq. 13-14; seed 004's baseline); "
+                              "serves the m rows: O(m n) per projection",
+                params=(SIZE, SEED), serves="centres", fit=_fit_subsampled, resolve=_resolve_subsampled))
+
+
+# -- nystrom-weighted ----------------------------------------------------------------------------------
+
+def _resolve_weighted(params: dict, context: FitContext) -> dict:
+    return {**params, "landmarks": check_centres("landmarks", params["landmarks"], context)}
+
+
+def _fit_weighted(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+    """Density-weighted Nystrom (Zhang & Kwok): k-means centroids and cluster fractions, then
+    `weighted_components`. O((kmeans_passes + 1) l m n + m^3)."""
+    reduced = kmeans_estimate(rows, params["landmarks"], params["seed"], params["kmeans_passes"])
+    _enough(reduced, n_components, "landmarks", "k-means left clusters empty; ask for more landmarks")
+    state = reduced_set_state("nystrom-weighted", reduced, rows, n_components)
+    return {**state, "used_landmarks": state.pop("used_centres")}
+
+
+register(Solver("nystrom-weighted", "density-weighted Nystrom (Zhang & Kwok): m k-means centroids weighted by "
+                                    "their cluster fractions, the eigenproblem of the weighted centred kernel "
+                                    "on them; serves the centroids: O(m n) per projection",
+                params=(LANDMARKS, SEED, KMEANS_PASSES_PARAM), serves="centres", fit=_fit_weighted,
+                resolve=_resolve_weighted))
+
+
+# -- rskpca ---------------------------------------------------------------------------------------
+
+def _resolve_rskpca(params: dict, context: FitContext) -> dict:
+    out = dict(params)
+    r, l, density = context.n_components, context.n_rows, out["density"]
+    if density == "shadow":
+        if out["centres"] is not None:
+            raise ParamError("centres", "the shadow estimate's number of centres follows from ell; centres is "
+                                        "for density kmeans, paring or herding")
+        if context.kernel is not None and context.kernel.type not in SHADOW_KERNELS:
+            shadow_epsilon(context.kernel, out["ell"])  # raises, naming density
+    elif out["centres"] is not None:
+        out["centres"] = check_centres("centres", out["centres"], context)
+    if density == "herding" and l > context.dense_limit:
+        raise ParamError("density", f"herding evaluates all l^2 kernel values (the density at every row) and is "
+                                    f"limited to the exact limit of {context.dense_limit} rows (this data set has "
+                                    f"{l}); choose shadow, kmeans or paring")
+    top = min(l, context.dense_limit)
+    if out["max_centres"] is None:
+        out["max_centres"] = top
+    elif not r < out["max_centres"] <= top:
+        raise ParamError("max_centres", f"must be between n_components + 1 = {r + 1} and {top}, got "
+                                        f"{out['max_centres']}")
+    return out
+
+
+def _shadow(rows, params: dict) -> tuple[ReducedSet, dict]:
+    epsilon = shadow_epsilon(rows.kernel, params["ell"])
+    reduced = shadow_estimate(rows, epsilon, params["max_centres"])
+    return reduced, {"used_ell": params["ell"] * epsilon / reduced.epsilon, "used_epsilon": reduced.epsilon}
+
+
+def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+    """Seed 004 Algorithm 1 over the chosen density estimate (module docstring)."""
+    density, used = params["density"], {}
+    if density == "shadow":
+        reduced, used = _shadow(rows, params)
+        _enough(reduced, n_components, "ell", "raise ell (a smaller radius keeps more centres), or fit fewer "
+                                              "components")
+    else:
+        m = params["centres"]
+        if m is None:  # as in seed 004 §6: the m the shadow estimate keeps (kernels without a width: the rule)
+            if rows.kernel.type in SHADOW_KERNELS:
+                m = max(_shadow(rows, params)[0].size, n_components + 1)
+            else:
+                m = default_centres(n_components, rows.n_rows, params["max_centres"])
+        m = min(m, rows.n_rows)
+        if density == "kmeans":
+            reduced = kmeans_estimate(rows, m, params["seed"], params["kmeans_passes"])
+        elif density == "paring":
+            reduced = paring_estimate(rows, m, params["seed"])
+        else:
+            reduced = herding_estimate(rows, m)
+        _enough(reduced, n_components, "centres", "ask for more centres")
+    state = reduced_set_state("rskpca", reduced, rows, n_components, equal=density == "paring")
+    return {**state, **used}
+
+
+register(Solver("rskpca", "reduced-set KPCA (seed 004 Algorithm 1) over the shadow density estimate (Algorithm "
+                          "2: one pass, m from ell) or k-means, KDE paring or kernel herding; serves its m "
+                          "weighted centres: O(m n) per projection",
+                params=(ELL, DENSITY, CENTRES, MAX_CENTRES, SEED, KMEANS_PASSES_PARAM), serves="centres",
+                fit=_fit_rskpca, resolve=_resolve_rskpca))
