@@ -71,9 +71,10 @@ def warm_scale(init: str, n_rows: int | None = None, init_size: int | None = Non
     """1 for a random start; after ``init="subset"`` on m = ``init_size`` of l = ``n_rows`` rows
     ``WARM_GAIN_SCALE * min(1, WARM_REFERENCE_ROWS / l) * (1 - m / l)``: the last factor because the
     start is the best the m rows' span can express, exact kernel PCA at m = l, and the passes have
-    the less to add (and should add the less noise) the more of the data the subset covers. After
-    a reduced solution extended to all rows (``"nystrom"``, ``"rskpca"``) the same without the last
-    factor. Without n_rows: WARM_GAIN_SCALE."""
+    the less to add (and should add the less noise) the more of the data the subset covers. The same
+    after ``init="nystrom"`` with m = ``init_size`` landmarks (its components are the best their
+    span holds, seed 003), and without the last factor after ``init="rskpca"`` (its centres are
+    not rows). Without n_rows: WARM_GAIN_SCALE."""
     if init not in WARM_INITS:
         return 1.0
     if n_rows is None:

@@ -37,13 +37,17 @@ from kpca.solvers._ritz import ritz_components
 REDUCED_INITS = ("nystrom", "rskpca")
 
 
-def extended_start(solver_name: str, rows, n_components: int, seed: int, block_size: int = 1024):
-    """``(A, AK)`` (r, l): the components of solver ``solver_name`` (fitted with its defaults and
-    ``seed``) extended to all rows of ``rows`` (a `kpca.rows.KernelRows` with its centring set)."""
+def extended_start(solver_name: str, rows, n_components: int, seed: int, block_size: int = 1024,
+                   landmarks: int | None = None):
+    """``(A, AK)`` (r, l): the components of solver ``solver_name`` (fitted with its defaults,
+    ``seed`` and, for nystrom, ``landmarks``) extended to all rows of ``rows`` (a
+    `kpca.rows.KernelRows` with its centring set)."""
     r, l = int(n_components), int(rows.n_rows)
     reduced = get_solver(solver_name)
     context = FitContext(n_rows=l, n_components=r)
     given = {"seed": int(seed)} if reduced.param("seed") is not None else {}
+    if landmarks is not None and reduced.param("landmarks") is not None:
+        given["landmarks"] = int(landmarks)
     centering = rows.centering
     state = reduced.fit(rows, r, reduced.resolved(given, context, where=""), context)
     rows.centering = centering  # a reduced fit may have centred the rows its own way

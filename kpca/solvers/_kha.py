@@ -19,7 +19,7 @@ t, pass,        steps taken, passes completed, rows of the current pass done
 position        (owned by the driver, `kpca.driver.run_passes`)
 seed            permutation of pass p is default_rng([seed, p]).permutation(l)
 init            how A_1 was chosen: "random", "subset", "nystrom" or "rskpca" (`start`)
-init_size       (``init="subset"`` only) the subset size m actually used
+init_size       (``init="subset"`` or ``"nystrom"``) the subset size or landmarks m actually used
 centering_*     the centring of the training data (`kpca.rows.Centering.to_state`)
 ==============  ============================================================
 
@@ -41,6 +41,7 @@ from kpca.solvers._blocked import blocked_step_block
 from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._extend import REDUCED_INITS, extended_start
+from kpca.solvers._reduced import check_centres
 from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start, warm_affordable
 
 _INIT_COLUMNS = 64
@@ -65,7 +66,8 @@ INIT = Param("init", str, "auto", choices=(*INITS, *REDUCED_INITS),
                          "random")
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
-                              "(default min(rows, max(10 n_components, 1000)), capped by memory)")
+                              "(default min(rows, max(10 n_components, 1000)), capped by memory), or the "
+                              "landmarks of init=nystrom (its default landmarks); unused by the other starts")
 
 
 def resolve(params: dict, context, *, name: str) -> dict:
@@ -79,6 +81,11 @@ def resolve(params: dict, context, *, name: str) -> dict:
         field, _, message = str(exc).partition(": ")
         raise ParamError(field, message) from None
     out = dict(params)
+    if out["init"] == "nystrom":  # the landmarks' span holds the start, as the subset's does
+        out["init_size"] = check_centres("init_size", out["init_size"], context)
+    elif out["init"] == "rskpca" and out["init_size"] is not None:
+        raise ParamError("init_size", "sets the rows of init 'subset' or the landmarks of init 'nystrom'; "
+                                      "init 'rskpca' takes its centres from the shadow estimate")
     r, l = context.n_components, context.n_rows
     if out["init"] == "auto":
         out["init"] = "subset" if warm_affordable(r, l) else "random"
@@ -119,7 +126,9 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
         A, AK, m = subset_start(rows.block, r, l, seed, params["init_size"], dtype)
         extra["init_size"] = m
     elif init in REDUCED_INITS:
-        A, AK = extended_start(init, rows, r, seed)
+        A, AK = extended_start(init, rows, r, seed, landmarks=params.get("init_size"))
+        if init == "nystrom":
+            extra["init_size"] = int(params["init_size"])
     else:
         rng = np.random.default_rng([seed, 2**31])
         s = min(l, max(_INIT_COLUMNS, 4 * r))
