@@ -52,8 +52,13 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     init_size : int or None
         Subset size m for ``init="subset"`` (between n_components and
         n_samples); None uses `kpca.solvers.default_init_size`.
+    solver_params : dict or None
+        Any parameters of the chosen solver by name (``{"tol": 1e-10,
+        "max_iter": 200}`` for ``lanczos``), merged over the arguments above;
+        a name the solver does not declare is a `ParamError` naming it.
 
-    Solver parameters the chosen solver does not declare are ignored.
+    Solver parameters among the arguments above that the chosen solver does
+    not declare are ignored.
 
     Attributes
     ----------
@@ -73,7 +78,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
                  solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
-                 init="auto", init_size=None):
+                 init="auto", init_size=None, solver_params=None):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
@@ -89,6 +94,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.init = init
         self.init_size = init_size
+        self.solver_params = solver_params
 
     def _kernel_spec(self) -> KernelSpec:
         declared = KERNELS[self.kernel].params if self.kernel in KERNELS else ()
@@ -101,7 +107,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
             argument = _SOLVER_ARGUMENTS.get(param.name)
             if argument is not None and getattr(self, argument) is not None:
                 given[param.name] = getattr(self, argument)
-        return given
+        return {**given, **(self.solver_params or {})}
 
     def fit(self, X, y=None, callback=None):
         """Fit on X of shape (n_samples, n_features); ``callback(state)`` after each pass.
