@@ -1,8 +1,8 @@
 """Solvers, one registry: `SOLVERS` maps each name to its declaration (`Solver`).
 
 Built in: the KHA family (seed 000; `kpca.solvers._kha`: ``kha``, ``kha-t``,
-``kha-et``, ``kha-smd``), iterative, and ``exact`` (`kpca.solvers._exact`),
-one-shot. A new solver is one module that calls `register`; see
+``kha-et``, ``kha-smd``), iterative, and ``exact`` (`kpca.solvers._exact`) and
+``lanczos`` (`kpca.solvers._lanczos`), one-shot. A new solver is one module that calls `register`; see
 `kpca.solvers._registry` for what a declaration holds.
 """
 
@@ -20,6 +20,7 @@ from kpca.solvers._registry import (
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
 from kpca.solvers._exact import exact_components  # importing _exact registers exact
+from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers lanczos
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
