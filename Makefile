@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/projection.py --rows 40000 --requests 5
 	$(BIN)/python bench/vs_sklearn.py --l 2000 --max-passes 10
 	$(BIN)/python bench/robustness.py --quick
+	$(BIN)/python bench/lanczos.py --quick --l 3000 --rounds 1
 
 bench-all: $(STAMP)
 	$(BIN)/python bench/kernel_rows.py
@@ -61,6 +62,7 @@ bench-all: $(STAMP)
 	$(BIN)/python bench/vs_sklearn.py
 	$(BIN)/python bench/robustness.py
 	$(BIN)/python bench/robustness.py --init random
+	$(BIN)/python bench/lanczos.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
