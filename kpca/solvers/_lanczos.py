@@ -36,27 +36,36 @@ further). The reported figure (`kpca.solvers.Iteration`, metric
 fit stops when it is <= tol; it equals ``max_i ||K' v_i - lambda_i v_i|| /
 lambda_i`` whenever every lambda_i is above the floor.
 
-Why this and not a library's iteration (measured on digits, 1797 rows,
-Gaussian sigma = median distance and 3, polynomial degree 2, Laplacian;
-passes to a relative residual of 1e-10, random start; README, *The lanczos
-solver*): ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``, one single-vector
-product per pass) takes 36 passes for r = 8 and 43-52 for r = 16;
-``scipy.sparse.linalg.lobpcg`` takes 19-25 (r = 8) and 21-34 (r = 16)
+Why this loop and not a library's (bench/lanczos.py; README, *The lanczos
+solver*): on digits (1797 rows; Gaussian, polynomial and Laplacian kernels;
+r = 8 and 16; random start) ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``,
+one single-vector product per pass) takes 27-43 passes to a relative
+residual of 1e-6 and 36-52 to 1e-10; ``scipy.sparse.linalg.lobpcg``, given
+the most favourable absolute tolerance ``tol lambda_r``, 14-33 and 22-58
 whatever its guard vectors, because it stops only when all k columns,
-guards included, meet one absolute tolerance; this loop, the same method
-stopping on the r wanted pairs, takes 11-12 (r = 8, 8 guards) and 10-15
-(r = 16, 8 or 16 guards). Besides, scipy's lobpcg has no per-iteration
-hook: progress (eigenvalue estimates, residuals) and a cancel that keeps
-the iterate need the loop's own state. The dense algebra (Gram matrices,
-the small eigenproblems) is scipy's.
+guards included, meet it; this loop, the same method stopping on the r
+wanted pairs, 5-7 and 7-10 with 32 guards (12-17 and 19-26 with none), and
+with its default subset start 3.6-5.6 and 5.6-8.6 passes. scipy's lobpcg
+also has no per-iteration hook, which progress (eigenvalue estimates,
+residuals) and a cancel between iterations need. The dense algebra (Gram
+matrices, the small eigenproblems) is scipy's.
 
-Start (``init``): ``subset`` (the default where ``init_size`` < l) takes the
-Nystrom extension of the leading eigenvectors of ``K'_SS`` on a random
-subset S of m rows: ``K'_SS`` from the m points alone (`KernelRows.square`,
-no pass) and ``K'[:, S] U`` by one left product over the m rows (m / l of a
-pass), O(m^2 + k l) memory; at m = l it is exact already. ``random``:
-Gaussian vectors. The subset start saves about a third of the passes on
-digits (see the README).
+Robustness. New directions are normalised, orthogonalised twice against
+the basis and dropped if that left less than ``DROP`` of their squared norm
+(near convergence successive steps align, and K' P, carried along by the
+same combinations as P, would lose its accuracy); the iteration returns
+the best iterate seen, and drops P when the residual grows ``GROWTH``-fold
+above it (rounding taking over at the floor).
+
+Start (``init``): ``subset`` (the default) takes the Nystrom extension of
+the leading eigenvectors of ``K'_SS`` on a random subset S of m rows:
+``K'_SS`` from the m points alone (`KernelRows.square`, no pass) and
+``K'[:, S] U`` by one left product over the m rows (m / l of a pass),
+O(m^2 + k l) memory; at m = l it is exact already. ``random``: Gaussian
+vectors. On digits, with the default 32 guard vectors, the subset start
+saves 0.4 to 1.5 of 5 to 10 passes, its own m / l of a pass counted
+(without guards it is sometimes worse); on structureless data (Gaussian
+noise) it saves nothing and costs m / l of a pass.
 
 Non-positive-definite kernels (tanh) and data with fewer than r directions
 in feature space: the iteration converges to the largest eigenvalues
@@ -65,10 +74,13 @@ whatever their sign; components whose eigenvalue is not above
 zero rows (projections 0), their eigenvalues as computed, never NaN; the
 worker names them in the model's warnings.
 
-Cost: ``iterations + 1`` block products (plus m/l of one for the subset
-start), each ``2 l^2 (n + k)`` flops; O(l k^2) per iteration for the
-Rayleigh-Ritz step; memory O(k l) (about 12 blocks of l x k float64) plus
-the row source's cache and tiles.
+Cost: the centring pass, then ``iterations`` block products (the start's
+included; plus m / l of one for the subset start), each ``2 l^2 (n + k)``
+flops plus the kernel's map; O(l k^2) per iteration for the Rayleigh-Ritz
+step. Memory O(k l): about 14 l x k float64 arrays at the peak (0.5 GiB at
+l = 100,000 and k = 48; a smaller ``block`` takes less), plus the row
+source's cache and tiles. At l = 20,000 (n = 64, r = 16, defaults) a fit
+takes 4 to 6 iterations and about 5 times one kha-smd pass (README).
 """
 
 from __future__ import annotations

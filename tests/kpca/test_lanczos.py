@@ -113,6 +113,18 @@ def test_from_zarr_with_small_chunks(digits, tmp_path):
     np.testing.assert_allclose(state["A"], in_memory["A"], atol=1e-9 * np.abs(in_memory["A"]).max())
 
 
+def test_float32_kernel_tiles_reach_the_default_tolerance(digits):
+    """kernel_precision float32 (the worker's rows in float32): the default tol 1e-6 is above its
+    rounding floor, and the eigenvalues are those of float64 to about float32's precision."""
+    X = digits[:1200]
+    spec = KernelSpec("gaussian", sigma=3.0)
+    rows = KernelRows(X, spec, dtype=np.float32, compute_dtype=np.float32)
+    state, _ = fit(X, spec, 8, rows=rows, kernel_precision="float32")
+    assert state["converged"] and state["residual"] <= 1e-6
+    lam, _ = exact_components(dense(X, spec), 8)
+    np.testing.assert_allclose(state["eigenvalues"], lam, rtol=1e-5)
+
+
 def test_reports_each_iteration_and_stops_when_asked(digits):
     X = digits[:600]
     spec = KernelSpec("gaussian", sigma=3.0)
