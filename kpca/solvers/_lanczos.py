@@ -29,9 +29,10 @@ themselves. Stopping test, on the r wanted pairs only:
     ||K' v_i - lambda_i v_i|| <= tol * max(lambda_i, noise * lambda_1 / tol),
 
 where ``noise`` (`NOISE`, by the kernel's precision) is the rounding floor
-of a product relative to ``lambda_1``: a component whose eigenvalue is that
-small is converged when its residual reaches the floor (it cannot go
-further). The reported figure (`kpca.solvers.Iteration`, metric
+of a product relative to ``lambda_1`` (measured on digits: about 1e-14 in
+float64, 1e-8 with float32 kernel tiles; NOISE leaves a margin of 10): a
+component whose eigenvalue is below ``noise lambda_1 / tol`` counts as
+converged once its residual reaches the floor, which it cannot go below. The reported figure (`kpca.solvers.Iteration`, metric
 ``residual``) is the largest left side over the right side's bracket, so the
 fit stops when it is <= tol; it equals ``max_i ||K' v_i - lambda_i v_i|| /
 lambda_i`` whenever every lambda_i is above the floor.
@@ -142,6 +143,8 @@ def _directions(V: np.ndarray, bases: list, images: list | None = None, AV: np.n
     retained more than ``DROP`` of their squared norm. With ``images`` (the bases' K' products) and AV
     (K' V), the same combinations give the directions' images. Returns ``(Q, AQ)`` (AQ None without
     AV), with 0 to d columns. O(l d (d + sum of the bases' widths))."""
+    if V.shape[1] == 0:
+        return V, AV
     scale = np.linalg.norm(V, axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     V = V / scale
@@ -224,10 +227,10 @@ def lobpcg(product, X0: np.ndarray, n_wanted: int, tol: float, max_iter: int, no
     while True:
         R = AX - X * lam
         norms = np.linalg.norm(R, axis=0)
-        top = max(float(lam[0]), 0.0)
-        floor = noise * top
-        bracket = np.maximum(lam[:n_wanted], floor / tol)
-        residual = float(np.max(norms[:n_wanted] / np.where(bracket > 0, bracket, 1.0))) if top > 0 else 0.0
+        scale = float(np.max(np.abs(lam)))  # lambda_1, unless an indefinite K' starts with Ritz values <= 0
+        floor = noise * scale
+        bracket = np.maximum(lam[:n_wanted], floor / tol)  # > 0 where scale > 0
+        residual = float(np.max(norms[:n_wanted] / bracket)) if scale > 0 else 0.0
         if on_iteration is not None and on_iteration(iteration, lam[:n_wanted].copy(), residual):
             raise Stopped(f"stopped after {iteration} iterations")
         if best is None or residual <= best[0]:

@@ -211,6 +211,21 @@ def test_lobpcg_on_a_dense_matrix(rng):
     assert residual <= 1e-9 and np.max(np.linalg.norm(K @ V - V * lam, axis=0) / lam) <= 1e-9
 
 
+def test_lobpcg_from_a_start_whose_ritz_values_are_all_negative(rng):
+    """An indefinite matrix and a start nearly orthogonal to its one positive direction: every Ritz
+    value of the start is < 0. The stopping test scales by the largest |Ritz value| then, so the
+    iteration goes on to the positive eigenpair (it used to read the start as converged)."""
+    n = 60
+    spectrum = np.concatenate([[1.0], -np.linspace(1.0, 3.0, n - 1)])
+    K = np.diag(spectrum)
+    X0 = rng.normal(size=(n, 5))
+    X0[0] *= 1e-3
+    lam, V, iterations, residual = lobpcg(lambda V: K @ V, X0, 1, 1e-9, 200)
+    assert iterations > 1 and residual <= 1e-9
+    np.testing.assert_allclose(lam, [1.0], rtol=1e-9)
+    assert abs(V[0, 0]) == pytest.approx(1.0, abs=1e-8)
+
+
 @pytest.mark.parametrize("params, field", [({"init_size": 101}, "init_size"), ({"tol": 0}, "tol"),
                                            ({"max_iter": 0}, "max_iter"), ({"block": -1}, "block")])
 def test_parameters_are_checked(params, field):
