@@ -30,9 +30,9 @@ test: $(STAMP)
 #                  2-core machine (2.5 to 3.5 measured). It checks that every script runs; its JSON and PNGs go to
 #                  $(BENCH_QUICK_RESULTS) (KPCA_BENCH_RESULTS, see bench/_common.py), never over the
 #                  full-size results in bench/results/.
-# make bench-all - all eight at their real sizes, and robustness (both starts), writing bench/results/:
-#                  about 75 minutes on a 2-core machine. out_of_core about 25, denoise_image about 12
-#                  (the README's figures), robustness 14 and 6; timed:
+# make bench-all - all nine at their real sizes, and robustness (both starts), writing bench/results/:
+#                  about 85 minutes on a 2-core machine. out_of_core about 25, denoise_image about 12
+#                  (the README's figures), robustness 14 and 6, lanczos 8; timed:
 #                  kha_speed 10, projection 4, vs_sklearn 2, kernel_rows 1.5, denoise_digits and convergence
 #                  under 0.5, reduced_set about 5 (quick: 15 s). Other runs kept in bench/results/ (denoise_image --sigma 3 and --sweep,
 #                  out_of_core --features 256) are in the scripts' docstrings.
@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/vs_sklearn.py --l 2000 --max-passes 10
 	$(BIN)/python bench/robustness.py --quick
 	$(BIN)/python bench/reduced_set.py --quick
+	$(BIN)/python bench/lanczos.py --quick --l 3000 --rounds 1
 
 bench-all: $(STAMP)
 	$(BIN)/python bench/kernel_rows.py
@@ -63,6 +64,7 @@ bench-all: $(STAMP)
 	$(BIN)/python bench/robustness.py
 	$(BIN)/python bench/robustness.py --init random
 	$(BIN)/python bench/reduced_set.py
+	$(BIN)/python bench/lanczos.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

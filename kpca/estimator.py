@@ -54,8 +54,9 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         n_samples); None uses `kpca.solvers.default_init_size`.
     solver_params : dict or None
         Any parameter the chosen solver declares, by its name (``{"ell": 4,
-        "density": "kmeans"}`` for ``rskpca``), merged over the arguments
-        above; a name the solver does not declare is a `ParamError` naming it.
+        "density": "kmeans"}`` for ``rskpca``, ``{"tol": 1e-10, "max_iter":
+        200}`` for ``lanczos``), merged over the arguments above; a name the
+        solver does not declare is a `ParamError` naming it.
 
     Arguments above that the chosen solver does not declare are ignored.
 

@@ -1,8 +1,9 @@
 """Solvers, one registry: `SOLVERS` maps each name to its declaration (`Solver`).
 
 Built in: the KHA family (seed 000; `kpca.solvers._kha`: ``kha``, ``kha-t``,
-``kha-et``, ``kha-smd``), iterative, and ``exact`` (`kpca.solvers._exact`),
-one-shot; one-shot solvers over m centres (seed 004; serving O(m n) per
+``kha-et``, ``kha-smd``), iterative; ``exact`` (`kpca.solvers._exact`) and
+``lanczos`` (`kpca.solvers._lanczos`), one-shot, the exact leading
+eigenpairs; one-shot solvers over m centres (seed 004; serving O(m n) per
 point): ``subsampled``, ``nystrom-weighted``, ``rskpca``
 (`kpca.solvers._reduced`) and ``nystrom`` (`kpca.solvers._nystrom`). A new
 solver is one module that calls `register`; see `kpca.solvers._registry`
@@ -25,6 +26,7 @@ from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
 from kpca.solvers._exact import exact_components  # importing _exact registers exact
 from kpca.solvers import _reduced, _nystrom  # noqa: F401, E401 - register subsampled, nystrom-weighted, rskpca, nystrom
+from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers lanczos
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 

@@ -70,3 +70,15 @@ def test_partial_fit_appends_rows_and_continues(digits):
     assert est.state_["t"] == first_t + 5 * 300
     exact = KernelHebbianPCA(4, sigma=3.0, solver="exact").fit(digits[:300])
     assert subspace_angles(est.coefficients_, exact.coefficients_[:3], exact.rows_.dense()).max() < 0.1
+
+
+def test_solver_params_merge_over_the_arguments(digits):
+    """solver_params reaches any declared parameter by name, over the fixed arguments; unknown names are refused."""
+    X = digits[:200]
+    est = KernelHebbianPCA(3, sigma=3.0, solver="kha-et", passes=2, init="random",
+                           solver_params={"passes": 3, "tol": 0.5}).fit(X)
+    assert est.params_used_["passes"] == 3 and est.params_used_["tol"] == 0.5
+    assert clone(est).get_params()["solver_params"] == {"passes": 3, "tol": 0.5}
+    with pytest.raises(ValueError, match="not a parameter of solver kha-et") as caught:
+        KernelHebbianPCA(3, solver="kha-et", solver_params={"max_iter": 5}).fit(X)
+    assert caught.value.field == "max_iter"
