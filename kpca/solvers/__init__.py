@@ -1,8 +1,10 @@
 """Solvers, one registry: `SOLVERS` maps each name to its declaration (`Solver`).
 
 Built in: the KHA family (seed 000; `kpca.solvers._kha`: ``kha``, ``kha-t``,
-``kha-et``, ``kha-smd``), iterative, and ``exact`` (`kpca.solvers._exact`),
-one-shot. A new solver is one module that calls `register`; see
+``kha-et``, ``kha-smd``), iterative, ``exact`` (`kpca.solvers._exact`),
+one-shot, and autoencoder KPCA (seed 003; `kpca.solvers._akpca`: ``akpca``,
+`kpca.solvers._ds_akpca`: ``ds-akpca``), iterative, serving models of their
+own (`kpca.solvers._autoencoder`). A new solver is one module that calls `register`; see
 `kpca.solvers._registry` for what a declaration holds.
 """
 
@@ -19,6 +21,7 @@ from kpca.solvers._registry import (
 )
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
+from kpca.solvers import _akpca, _ds_akpca  # noqa: F401 - importing them registers akpca and ds-akpca
 from kpca.solvers._exact import exact_components  # importing _exact registers exact
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
