@@ -5,7 +5,7 @@ on the spectral-norm surrogate (eq. 17-20).
 For a row x (divided by the data's scale, `kpca.solvers._autoencoder`)::
 
     y_j = x^T A_j x,   M = sum_j y_j B_j - x x^T,   f = ||M||_2 = |lambda|, (lambda, v) the eigenpair
-    of M of largest magnitude (Lanczos, `kpca.solvers._lanczos`), s = sign(lambda);
+    of M of largest magnitude (Lanczos, `kpca.solvers._leading_pair`), s = sign(lambda);
     df/dA_j = s (v^T B_j v) x x^T    (eq. 19),     df/dB_j = s y_j v v^T    (eq. 20);
     A_j -= eta df/dA_j,  B_j -= eta df/dB_j,  eta = gain f / ||g||^2,
     ||g||^2 = ||x||^4 sum_j (v^T B_j v)^2 + sum_j y_j^2.
@@ -56,7 +56,7 @@ from kpca.solvers._autoencoder import (
     parameter_norm,
     training_block,
 )
-from kpca.solvers._lanczos import _lanczos
+from kpca.solvers._leading_pair import _lanczos
 from kpca.solvers._registry import BLOCK_SIZE, PASSES, SEED, TOL, Solver, register
 
 NAME = "akpca"

@@ -43,7 +43,7 @@ import numpy as np
 
 from kpca.errors import Degenerate, Diverged
 from kpca.params import Param, ParamError
-from kpca.solvers._lanczos import MAX_ITER, TOL
+from kpca.solvers._leading_pair import MAX_ITER, TOL
 
 KERNEL = {"type": "polynomial", "degree": 2, "offset": 0.0, "gamma": 1.0}
 DEFAULT_ETA0 = 1.0

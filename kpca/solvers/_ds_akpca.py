@@ -7,7 +7,7 @@ For a row x (divided by the data's scale, `kpca.solvers._autoencoder`), with the
     k_i = (x . x_i)^2,   y = H k  (the encoder),   z = G^T y,
     M = sum_i z_i x_i x_i^T - x x^T      (eq. 23; never formed:
     M w = P^T (z * (P w)) - x (x . w), O(l d) per product, §5.3),
-    f = ||M||_2 = |lambda|, (lambda, v) of largest magnitude by Lanczos (`kpca.solvers._lanczos`),
+    f = ||M||_2 = |lambda|, (lambda, v) of largest magnitude by Lanczos (`kpca.solvers._leading_pair`),
     s = sign(lambda),  q = df/dz / s = (P v)^2   (eq. 24),
     df/dG = s (H k) q^T   (eq. 25),      df/dH = s (G q) k^T   (eq. 26),
     H -= eta df/dH,  G -= eta df/dG,  eta = gain f / ||g||^2,
@@ -51,7 +51,7 @@ from kpca.solvers._autoencoder import (
     parameter_norm,
     training_block,
 )
-from kpca.solvers._lanczos import _lanczos
+from kpca.solvers._leading_pair import _lanczos
 from kpca.solvers._registry import BLOCK_SIZE, PASSES, SEED, TOL, Solver, register
 
 NAME = "ds-akpca"

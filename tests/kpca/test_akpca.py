@@ -15,7 +15,7 @@ from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext
 from kpca.solvers import _akpca, _ds_akpca
 from kpca.solvers._autoencoder import FIGURE, KERNEL
-from kpca.solvers._lanczos import _lanczos, leading_eigenpair
+from kpca.solvers._leading_pair import _lanczos, leading_eigenpair
 from tests import naive
 
 POLY2 = KernelSpec(**KERNEL)
