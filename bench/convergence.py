@@ -37,7 +37,7 @@ def curves(X, spec, r, passes, seed=0):
     e_min = minimal_error(scipy.linalg.eigvalsh(Kc), r)
     result = {"kernel": spec.to_dict(), "mean_diagonal": c.mean_diagonal, "solvers": {}}
     dense = DenseRows(Kc)
-    for solver in (name for name, declared in SOLVERS.items() if declared.iterative):
+    for solver in (name for name, declared in SOLVERS.items() if declared.iterative and declared.model is None):
         _, state = start_iterative(solver, dense, r, c.mean_diagonal, seed=seed)
         errors = []
         t0 = time.perf_counter()

@@ -286,3 +286,82 @@ def repeated_kpca(centres, counts, spec, n_components):
     Kc = rows.dense()
     eigenvalues, A = exact_components(Kc, n_components)
     return eigenvalues, KernelModel(rows, A, A @ Kc, eigenvalues)
+
+
+# -- autoencoder KPCA (seed 003 §4-5), with M formed and numpy.linalg.eigh for every eigenpair ----------
+
+def _extreme(M, which):
+    """Eigenpair of symmetric M: largest algebraic ("LA") or largest magnitude ("LM")."""
+    w, V = np.linalg.eigh(M)
+    i = int(np.argmax(w)) if which == "LA" else int(np.argmax(np.abs(w)))
+    return w[i], V[:, i]
+
+
+def akpca_residual(A, B, x):
+    """M = sum_j (x^T A_j x) B_j - x x^T (eq. 18) and the codes y."""
+    y = np.array([x @ Aj @ x for Aj in A])
+    return sum(yj * Bj for yj, Bj in zip(y, B)) - np.outer(x, x), y
+
+
+def akpca_surrogate(A, B, x):
+    """||M||_2, eq. 18 for one row."""
+    return float(np.max(np.abs(np.linalg.eigvalsh(akpca_residual(A, B, x)[0]))))
+
+
+def akpca_subgradients(A, B, x):
+    """Eq. 19-20 with u = sign(lambda) v, v of the eigenvalue of largest magnitude: (dA, dB), (k, d, d) each."""
+    M, y = akpca_residual(A, B, x)
+    lam, v = _extreme(M, "LM")
+    s = np.sign(lam)
+    dA = np.array([s * (v @ Bj @ v) * np.outer(x, x) for Bj in B])
+    dB = np.array([s * yj * np.outer(v, v) for yj in y])
+    return dA, dB
+
+
+def akpca_step(A, B, x, gain):
+    """One step of `kpca.solvers._akpca` written plainly: the Polyak step gain f / ||g||^2."""
+    dA, dB = akpca_subgradients(A, B, x)
+    g2 = np.sum(dA**2) + np.sum(dB**2)
+    eta = gain * akpca_surrogate(A, B, x) / g2 if g2 > 0 else 0.0
+    return A - eta * dA, B - eta * dB
+
+
+def signed_root(M, mean):
+    """max(sqrt(lambda_1), 0) v_1 of M, v_1's sign with v_1 . mean >= 0 (the decoders' convention)."""
+    lam, v = _extreme(M, "LA")
+    return np.sqrt(lam) * (-v if v @ mean < 0 else v) if lam > 0 else np.zeros(M.shape[0])
+
+
+def akpca_decode(B, y, mean):
+    """g(y) of seed 003 §4 for the decoder matrices B."""
+    return signed_root(sum(yj * Bj for yj, Bj in zip(y, B)), mean)
+
+
+def ds_akpca_residual(H, G, P, x):
+    """M = sum_i z_i x_i x_i^T - x x^T with z = G^T H k, k_i = (x . x_i)^2 (eq. 23); and k."""
+    k = (P @ x) ** 2
+    z = G.T @ (H @ k)
+    return P.T @ np.diag(z) @ P - np.outer(x, x), k
+
+
+def ds_akpca_surrogate(H, G, P, x):
+    return float(np.max(np.abs(np.linalg.eigvalsh(ds_akpca_residual(H, G, P, x)[0]))))
+
+
+def ds_akpca_subgradients(H, G, P, x):
+    """Eq. 24-26 (with the sign of the eigenvalue of largest magnitude): (dH, dG), (k, l) each."""
+    M, k = ds_akpca_residual(H, G, P, x)
+    lam, v = _extreme(M, "LM")
+    dz = np.sign(lam) * (P @ v) ** 2  # eq. 24
+    return np.outer(G @ dz, k), np.outer(H @ k, dz)  # eq. 26, eq. 25
+
+
+def ds_akpca_step(H, G, P, x, gain):
+    dH, dG = ds_akpca_subgradients(H, G, P, x)
+    g2 = np.sum(dH**2) + np.sum(dG**2)
+    eta = gain * ds_akpca_surrogate(H, G, P, x) / g2 if g2 > 0 else 0.0
+    return H - eta * dH, G - eta * dG
+
+
+def ds_akpca_decode(G, P, y, mean):
+    return signed_root(P.T @ np.diag(G.T @ y) @ P, mean)

@@ -78,7 +78,7 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
     """
     loaded = load_model(data_dir, model_name)
     X = np.asarray(X, dtype=np.float64)
-    if method == "learned":
+    if method == "learned" and isinstance(loaded.model, KernelModel):  # else `reconstruct` says it does not apply
         if loaded.inverse is None:
             loaded.inverse = LearnedInverse.fit(loaded.model, rng=np.random.default_rng(0))
         return loaded.inverse(X)

@@ -5,9 +5,11 @@ Built in: the KHA family (seed 000; `kpca.solvers._kha`: ``kha``, ``kha-t``,
 ``lanczos`` (`kpca.solvers._lanczos`), one-shot, the exact leading
 eigenpairs; one-shot solvers over m centres (seed 004; serving O(m n) per
 point): ``subsampled``, ``nystrom-weighted``, ``rskpca``
-(`kpca.solvers._reduced`) and ``nystrom`` (`kpca.solvers._nystrom`). A new
-solver is one module that calls `register`; see `kpca.solvers._registry`
-for what a declaration holds.
+(`kpca.solvers._reduced`) and ``nystrom`` (`kpca.solvers._nystrom`);
+autoencoder KPCA (seed 003; ``akpca`` in `kpca.solvers._akpca`,
+``ds-akpca`` in `kpca.solvers._ds_akpca`), iterative, serving models of
+their own (`kpca.solvers._autoencoder`). A new solver is one module that
+calls `register`; see `kpca.solvers._registry` for what a declaration holds.
 """
 
 from kpca.solvers._registry import (
@@ -24,6 +26,7 @@ from kpca.solvers._registry import (
 )
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
+from kpca.solvers import _akpca, _ds_akpca  # noqa: F401 - importing them registers akpca and ds-akpca
 from kpca.solvers._exact import exact_components  # importing _exact registers exact
 from kpca.solvers import _reduced, _nystrom  # noqa: F401, E401 - register subsampled, nystrom-weighted, rskpca, nystrom
 from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers lanczos

@@ -33,6 +33,7 @@ from kpca import defaults
 from kpca.params import Param, ParamError, check_params, with_defaults
 
 SERVES = ("expansion", "centres")
+REQUEST_FIELDS = ("solver", "n_components")  # fields of a model request that `Solver.resolve` may name as they are
 
 # Parameters many solvers share; a solver lists those it reads in its own `params`.
 PASSES = Param("passes", int, defaults.PASSES, low=1, high=10_000,
@@ -160,7 +161,9 @@ class Solver:
         ``resolve(params, context) -> params`` fills the defaults that depend
         on the data (gains from ``context.mean_diagonal``) and checks values
         against it, raising `kpca.params.ParamError` naming the parameter
-        (``"init_size"``; `check` adds the prefix).
+        (``"init_size"``; `check` adds the prefix), or a field of the request
+        itself (`REQUEST_FIELDS`: ``"solver"`` for data the solver cannot take;
+        no prefix).
     components : callable
         ``components(state) -> (A, AK, eigenvalues)`` that a model serves:
         coefficients (r, l or m), their image ``A K'`` and the variances,
@@ -237,7 +240,8 @@ class Solver:
         try:
             return given, self.resolve(values, context)
         except ParamError as exc:
-            raise ParamError(f"{where}.{exc.field}" if where else exc.field, exc.reason) from None
+            field = exc.field if exc.field in REQUEST_FIELDS or not where else f"{where}.{exc.field}"
+            raise ParamError(field, exc.reason) from None
 
 
 @dataclass(frozen=True)
