@@ -62,10 +62,14 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
-    coefficients_ : ndarray of shape (n_components, n_samples)
+    coefficients_ : ndarray of shape (n_components, n_samples) or None
         Expansion coefficients A of the served components ``A Phi'`` (for the
         KHA family the Rayleigh-Ritz components of the final iterate's span,
-        `kpca.solvers.ritz_components`).
+        `kpca.solvers.ritz_components`; over the m centres for the solvers
+        that keep centres); None for ``akpca`` and ``ds-akpca``, whose
+        encoder is not an expansion (their model is ``model_``).
+    model_ : the served model: ``project``, and ``reconstruct`` for the
+        autoencoder solvers (their decoder, seed 003 §4).
     eigenvalues_ : ndarray of shape (n_components,)
         Eigenvalues of K' (exact) or their estimates.
     params_used_ : dict
@@ -154,8 +158,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but the model was fit with {self.n_features_in_}")
         X_all = np.concatenate([np.asarray(self.rows_.source, dtype=np.float64), X])
-        if not get_solver(self.state_["solver"]).iterative:
-            return self.fit(X_all, callback=callback)
+        if not get_solver(self.state_["solver"]).iterative or get_solver(self.state_["solver"]).model is not None:
+            return self.fit(X_all, callback=callback)  # one-shot, or a state that does not grow with the rows
         rows = KernelRows(X_all, KernelSpec.from_dict(self.kernel_), dtype=np.float64)  # the fitted width
         state, centering = extend_state(self.state_, self.rows_.centering, rows)
         solver = get_solver(state["solver"])
@@ -176,7 +180,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         self.rows_, self.state_, self._params = rows, state, params
         model = served_model(state, rows)
         self.model_ = model
-        self.coefficients_, self.eigenvalues_ = model.A, model.eigenvalues
+        # a model of its own (autoencoder KPCA) has no expansion over the rows: coefficients_ None
+        self.coefficients_, self.eigenvalues_ = getattr(model, "A", None), model.eigenvalues
         self.kernel_ = rows.kernel.to_dict()
         used = {**params, **{k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions", "init", "init_size")
                              if k in state}, **used_params(state)}
@@ -184,7 +189,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""
-        check_is_fitted(self, "coefficients_")
+        check_is_fitted(self, "model_")
         X = check_array(X, dtype=[np.float64, np.float32])
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but the model was fit with {self.n_features_in_}")

@@ -82,3 +82,18 @@ def test_solver_params_merge_over_the_arguments(digits):
     with pytest.raises(ValueError, match="not a parameter of solver kha-et") as caught:
         KernelHebbianPCA(3, solver="kha-et", solver_params={"max_iter": 5}).fit(X)
     assert caught.value.field == "max_iter"
+
+
+@pytest.mark.parametrize("solver", ["akpca", "ds-akpca"])
+def test_autoencoder_solvers_fit_transform_and_reconstruct(digits, solver):
+    """akpca and ds-akpca through the estimator: codes from transform, the decoder from model_, no
+    expansion coefficients; partial_fit refits on all rows (their state does not grow with the rows)."""
+    X = digits[:200]
+    est = KernelHebbianPCA(4, kernel="polynomial", degree=2, offset=0.0, gamma=1.0, solver=solver,
+                           solver_params={"passes": 3, "seed": 1}).fit(X)
+    assert est.coefficients_ is None and est.transform(X[:5]).shape == (5, 4)
+    np.testing.assert_array_equal(est.transform(X[:5]), est.model_.project(X[:5]))
+    error = np.sum((est.model_.reconstruct(X) - X) ** 2) / np.sum(X**2)
+    assert error < 0.3
+    est.partial_fit(digits[200:250])
+    assert est.state_["pass"] == 3 and est.transform(digits[:2]).shape == (2, 4)
