@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_diagonal
+from kpca.params import check_points
 from kpca.rows import Centering, KernelRows
 from kpca.solvers._registry import get_solver
 
@@ -131,14 +132,7 @@ class KernelModel:
 
     def check_points(self, X, name: str = "X") -> np.ndarray:
         """X as a C-contiguous float64 array of shape (m, n); ValueError naming ``name`` otherwise."""
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim == 1 and X.size == self.n_features:
-            X = X[None, :]
-        if X.ndim != 2 or X.shape[1] != self.n_features:
-            raise ValueError(f"{name}: expected shape (m, {self.n_features}), got {X.shape}")
-        if not np.isfinite(X).all():
-            raise ValueError(f"{name}: must be finite")
-        return np.ascontiguousarray(X)
+        return check_points(X, self.n_features, name)
 
     # -- projection and expansion -------------------------------------------
     def project(self, X) -> np.ndarray:

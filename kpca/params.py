@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 REQUIRED = object()
 """Default of a parameter that has none: the caller must give it."""
 
@@ -157,3 +159,16 @@ def with_defaults(declared: Iterable[Param], values: Mapping[str, Any]) -> dict:
     out = {p.name: p.default for p in declared if not p.required}
     out.update(values)
     return out
+
+
+def check_points(X, n_features: int, name: str = "X") -> np.ndarray:
+    """X as a C-contiguous float64 array of shape (m, n_features) (one row may be given flat);
+    ValueError naming ``name`` for another shape or a value that is not finite. O(m n)."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim == 1 and X.size == n_features:
+        X = X[None, :]
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(f"{name}: expected shape (m, {n_features}), got {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name}: must be finite")
+    return np.ascontiguousarray(X)

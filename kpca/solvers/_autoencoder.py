@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from kpca.errors import Degenerate, Diverged
-from kpca.params import Param, ParamError
+from kpca.params import Param, ParamError, check_points
 from kpca.solvers._leading_pair import MAX_ITER, TOL
 
 KERNEL = {"type": "polynomial", "degree": 2, "offset": 0.0, "gamma": 1.0}
@@ -204,14 +204,7 @@ class AutoencoderModel:
 
     def check_points(self, X, name: str = "X") -> np.ndarray:
         """X as a C-contiguous float64 array of shape (m, d); ValueError naming ``name`` otherwise."""
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim == 1 and X.size == self.n_features:
-            X = X[None, :]
-        if X.ndim != 2 or X.shape[1] != self.n_features:
-            raise ValueError(f"{name}: expected shape (m, {self.n_features}), got {X.shape}")
-        if not np.isfinite(X).all():
-            raise ValueError(f"{name}: must be finite")
-        return np.ascontiguousarray(X)
+        return check_points(X, self.n_features, name)
 
     def project(self, X) -> np.ndarray:
         """Codes ``f(x / scale)`` of the rows of X, shape (m, k)."""
