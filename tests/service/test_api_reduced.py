@@ -124,3 +124,14 @@ def test_a_model_over_centres_serves_without_its_training_rows(api, digits, data
     assert load_model(str(data_dir), "gone-rs").model.rows.n_rows == record["params_used"]["centres"]
     with pytest.raises(Exception):
         load_model(str(data_dir), "gone-exact")
+
+
+def test_transform_a_data_set_through_a_model_over_centres(api, digits_set, fitted, data_dir):
+    """``/transform`` (one dask task per chunk) gives what ``/project`` gives, row for row."""
+    from store import DatasetStore
+
+    r = api.post("/v1/models/m-rskpca/transform", json={"dataset": "digits", "output": "digits-rskpca"})
+    assert r.status_code == 201, r.text
+    assert r.json()["n_rows"] == N and r.json()["n_features"] == 6
+    direct = np.asarray(api.post("/v1/models/m-rskpca/project", json={"rows": digits_set.tolist()}).json()["components"])
+    np.testing.assert_allclose(DatasetStore(data_dir).open_array("digits-rskpca")[:], direct, atol=1e-9)

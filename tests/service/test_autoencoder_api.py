@@ -105,3 +105,20 @@ def test_ds_akpca_refuses_more_rows_than_the_dense_limit(api, sets):
     body = {"name": "too-many", "dataset": "large", "kernel": POLY2, "n_components": 4, "solver": "ds-akpca"}
     message = assert_error(api.post("/v1/models", json=body), 422, "invalid", "solver")["message"]
     assert "limited to 250 rows" in message and "use akpca" in message
+
+
+def test_transform_denoises_a_data_set_with_the_decoder(api, sets, data_dir):
+    """``/transform`` with operation denoise runs the model's decoder chunk by chunk: what
+    ``/reconstruct`` gives, row for row."""
+    from store import DatasetStore
+
+    body = {"name": "for-transform", "dataset": "small", "kernel": POLY2, "n_components": 4, "solver": "akpca",
+            "params": {"passes": 2, "seed": 3}}
+    api.post("/v1/models", json=body)
+    assert wait_for_fit(api, "for-transform")["status"] == "completed"
+    r = api.post("/v1/models/for-transform/transform",
+                 json={"dataset": "small", "output": "small-denoised", "operation": "denoise"})
+    assert r.status_code == 201, r.text
+    assert r.json()["n_rows"] == 200 and r.json()["n_features"] == 16
+    direct = api.post("/v1/models/for-transform/reconstruct", json={"rows": sets[:200].tolist()}).json()["rows"]
+    np.testing.assert_allclose(DatasetStore(data_dir).open_array("small-denoised")[:], direct, atol=1e-9)
