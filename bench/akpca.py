@@ -47,7 +47,11 @@ x the clean rows; the paper plots the unnormalised sum, §6):
   reads of the training rows (PCA 1; exact KPCA 2, the centring pass and the
   kernel matrix; the autoencoders 1 for the data's scale, plus the passes);
 * ``surrogate_per_pass``: the autoencoders' mean spectral-norm surrogate
-  (eq. 17-18) over each pass.
+  (eq. 17-18) over each pass;
+* ``uncentred_pca``: a reference, not a method of the paper's figures: the
+  rows projected on the k leading right singular vectors of the uncentred
+  training rows. The autoencoders do not centre, and at k = 1 AKPCA's
+  decoder outputs lie on at most two lines through 0.
 
 BLAS runs on one thread (a shared 2-core machine; bench/reduced_set.py).
 Writes bench/results/akpca.json and .png (``--quick``: akpca_quick, 30
@@ -156,6 +160,9 @@ def run(per_class: int, held_out: int, ks, passes: int, seed: int) -> dict:
     train, test = split(X, digits.target, per_class, seed)
     test = test[:held_out] if held_out else test
     max_norm = float(np.linalg.norm(train, axis=1).max())
+    right = np.linalg.svd(train, full_matrices=False)[2]
+    uncentred = {f"{part}_error": [relative_error(Z @ right[:k].T @ right[:k], Z) for k in ks]
+                 for part, Z in (("train", train), ("test", test))}
     gaussian = [s * max_norm for s in GAUSSIAN_PAPER]
     noisy = {"gaussian": [gaussian_noise(test, s, np.random.default_rng([seed, 1, i])) for i, s in enumerate(gaussian)],
              "speckle": [speckle_noise(test, p, np.random.default_rng([seed, 2, i])) for i, p in enumerate(SPECKLE)]}
@@ -194,7 +201,8 @@ def run(per_class: int, held_out: int, ks, passes: int, seed: int) -> dict:
             "noise": {"gaussian_sigma_paper": list(GAUSSIAN_PAPER), "gaussian_sigma": gaussian,
                       "speckle_p": list(SPECKLE)},
             "noisy_input": {noise: [relative_error(Z, test) for Z in sets] for noise, sets in noisy.items()},
-            "results": results, "closed_form_check": check, "surrogate_per_pass": surrogate}
+            "results": results, "uncentred_pca": uncentred, "closed_form_check": check,
+            "surrogate_per_pass": surrogate}
 
 
 def plot(payload: dict, path: Path) -> None:
@@ -210,6 +218,7 @@ def plot(payload: dict, path: Path) -> None:
                            (axes[0, 1], "test_error", "held-out rows (Fig. 4)")):
         for method in METHODS:
             ax.plot(ks, [r[key] for r in results if r["method"] == method], marker="o", label=LABELS[method])
+        ax.plot(ks, payload["uncentred_pca"][key], ":", color="grey", label="uncentred PCA (reference)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.minorticks_off()
