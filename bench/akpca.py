@@ -268,8 +268,8 @@ def main():
                **payload, "seconds": time.perf_counter() - started, "load_average": list(os.getloadavg()),
                "blas_threads": 1}
     name = "akpca_quick" if args.quick else "akpca"
+    save(name, payload)  # before the PNG, which would make the tree dirty
     plot(payload, output_path(f"{name}.png"))
-    save(name, payload)
 
 
 if __name__ == "__main__":
