@@ -26,15 +26,16 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# make bench     - the quick set: every bench script at the small sizes below, about 3 minutes on a
-#                  2-core machine (2.5 to 3.5 measured). It checks that every script runs; its JSON and PNGs go to
+# make bench     - the quick set: every bench script at the small sizes below, about 3.5 minutes on a
+#                  2-core machine (2.5 to 3.5 measured before akpca, whose quick run adds 16 s, 40 s when
+#                  numba compiles). It checks that every script runs; its JSON and PNGs go to
 #                  $(BENCH_QUICK_RESULTS) (KPCA_BENCH_RESULTS, see bench/_common.py), never over the
 #                  full-size results in bench/results/.
-# make bench-all - all nine at their real sizes, and robustness (both starts), writing bench/results/:
-#                  about 85 minutes on a 2-core machine. out_of_core about 25, denoise_image about 12
+# make bench-all - all eleven at their real sizes, and robustness (both starts), writing bench/results/:
+#                  about 90 minutes on a 2-core machine. out_of_core about 25, denoise_image about 12
 #                  (the README's figures), robustness 14 and 6, lanczos 8; timed:
 #                  kha_speed 10, projection 4, vs_sklearn 2, kernel_rows 1.5, denoise_digits and convergence
-#                  under 0.5, reduced_set about 5 (quick: 15 s). Other runs kept in bench/results/ (denoise_image --sigma 3 and --sweep,
+#                  under 0.5, reduced_set about 5 (quick: 15 s), akpca about 4. Other runs kept in bench/results/ (denoise_image --sigma 3 and --sweep,
 #                  out_of_core --features 256) are in the scripts' docstrings.
 BENCH_QUICK_RESULTS ?= $(or $(TMPDIR),/tmp)/kpca-bench-quick
 
@@ -51,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/robustness.py --quick
 	$(BIN)/python bench/reduced_set.py --quick
 	$(BIN)/python bench/lanczos.py --quick --l 3000 --rounds 1
+	$(BIN)/python bench/akpca.py --quick
 
 bench-all: $(STAMP)
 	$(BIN)/python bench/kernel_rows.py
@@ -65,6 +67,7 @@ bench-all: $(STAMP)
 	$(BIN)/python bench/robustness.py --init random
 	$(BIN)/python bench/reduced_set.py
 	$(BIN)/python bench/lanczos.py
+	$(BIN)/python bench/akpca.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
