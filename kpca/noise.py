@@ -4,7 +4,8 @@ Both take the random generator explicitly (a ``numpy.random.Generator``;
 never a global seed) and return a new array; the input is not modified.
 
 * Gaussian: ``x + eps`` with ``eps ~ N(0, sigma^2 I)``, seed 003 uses sigma in
-  {0.02, 0.04, 0.06} on pixels in [0, 1];
+  {0.02, 0.04, 0.06} on data divided by the norm of its largest row (§6), not
+  on pixels in [0, 1] (`bench/akpca.py` converts);
 * speckle: every entry independently set to 0 with probability ``p``
   (seed 003's "speckle", after its reference [4]; p in {0.2, 0.3, 0.4}).
 """
