@@ -146,13 +146,16 @@ def excess_errors(l: int, projections: dict, eigenvalues: np.ndarray) -> dict:
 
 def markdown(result: dict) -> str:
     """The README's table of a saved result: one row per solver and size."""
-    lines = ["| l | solver | fit (s) | memory: fit (peak), MiB | projection (us/row) | excess error (eq. 22) | m / passes |",
+    lines = ["| l | solver | fit (s) | peak memory (MiB) | projection (us/row) | excess error (eq. 22) | m / passes |",
              "|---|---|---|---|---|---|---|"]
     for l, entry in result["table"].items():
         for solver, r in entry["solvers"].items():
             if "skipped" in r:
-                estimate = f"about {r['estimated_fit_s']:.0f} (estimated)" if "estimated_fit_s" in r else "-"
-                lines.append(f"| {int(l):,} | {solver} | {estimate} | - | - | skipped: {r['skipped'].split(':')[0]} | |")
+                if "estimated_fit_s" in r:
+                    lines.append(f"| {int(l):,} | {solver} | about {r['estimated_fit_s']:.0f} (not run: the largest run "
+                                 f"scaled by l^2) | - | - | - | |")
+                else:
+                    lines.append(f"| {int(l):,} | {solver} | - | - | - | not run: {r['skipped'].split(':')[0]} | |")
                 continue
             if "failed" in r:
                 lines.append(f"| {int(l):,} | {solver} | failed: {r['failed']} | | | | |")
@@ -163,7 +166,7 @@ def markdown(result: dict) -> str:
             figure = (("< 1e-12" if r["excess_error"] < 1e-12 else f"{r['excess_error']:.1e}") if "excess_error" in r else
                       f"({r['reconstruction_error']:.3f} rel. reconstruction, poly2)" if "reconstruction_error" in r
                       else "-")
-            lines.append(f"| {int(l):,} | {solver} | {r['fit_s']:.1f} | {r['fit_mib']:.0f} ({r['peak_rss_mib']:.0f}) | "
+            lines.append(f"| {int(l):,} | {solver} | {r['fit_s']:.1f} | {r['peak_rss_mib']:.0f} | "
                          f"{r['project_us_per_row']:.0f} | {figure} | {size} |")
     return "\n".join(lines)
 
