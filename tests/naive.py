@@ -365,3 +365,18 @@ def ds_akpca_step(H, G, P, x, gain):
 
 def ds_akpca_decode(G, P, y, mean):
     return signed_root(P.T @ np.diag(G.T @ y) @ P, mean)
+
+
+def variation_of_information(a, b):
+    """Meila's VI(C, C') = H(C) + H(C') - 2 I(C, C') in nats, from the joint counts, term by term."""
+    a, b = list(a), list(b)
+    l = len(a)
+    joint = {}
+    for x, y in zip(a, b):
+        joint[(x, y)] = joint.get((x, y), 0) + 1
+    pa = {x: a.count(x) / l for x in set(a)}
+    pb = {y: b.count(y) / l for y in set(b)}
+    h_a = -sum(p * np.log(p) for p in pa.values())
+    h_b = -sum(p * np.log(p) for p in pb.values())
+    mutual = sum(n / l * np.log((n / l) / (pa[x] * pb[y])) for (x, y), n in joint.items())
+    return h_a + h_b - 2 * mutual
