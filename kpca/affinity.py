@@ -103,6 +103,11 @@ class AffinityRows(KernelRows):
         """``s = d^-1/2`` (l,) in the rows' dtype."""
         return (1.0 / np.sqrt(self.degrees)).astype(self.dtype)
 
+    def restore_centering(self, state: dict) -> AffinityCentering:
+        """Set and return the degrees a solver state carries (`AffinityCentering.to_state`). O(l)."""
+        self.centering = AffinityCentering.from_state(state)
+        return self.centering
+
     def fit_centering(self, block_size: int = 1024) -> AffinityCentering:
         """The degree pass: ``d = K 1`` by `KernelRows.fit_centering`'s column sums (K is symmetric),
         and ``trace(L) / l``. Sets and returns ``centering``. Cost ``2 l^2 n`` flops, O(l) memory besides

@@ -35,9 +35,9 @@ Driving an iterative fit pass by pass (what a worker does): `start_clustering`
 carrying the degrees), then `kpca.driver.run_passes` with any
 `kpca.driver.PassHooks`, and `clustering_from_state` whenever labels are
 wanted (after each pass: O(k^2 l) plus k-means on l x k). A checkpointed
-state resumes as any fit's: ``rows.centering =
-AffinityCentering.from_state(state)``. `spectral_clustering` does it all in
-one call.
+state resumes as any fit's: ``rows.restore_centering(state)`` (the degrees)
+and `solver_state` (the state without the labels `Clustering.to_state` kept
+beside it). `spectral_clustering` does it all in one call.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.cluster import KMeans
 
-from kpca.affinity import AFFINITY_KERNELS, AffinityCentering, AffinityRows
+from kpca.affinity import AFFINITY_KERNELS, AffinityRows
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
@@ -111,6 +111,15 @@ class Clustering:
         """The solver state with the clustering's labels and centres (``cluster_labels``,
         ``cluster_centres``): `clustering_from_state` rebuilds this clustering from it without k-means."""
         return dict(self.state, cluster_labels=self.labels, cluster_centres=self.centres)
+
+
+CLUSTER_KEYS = ("cluster_labels", "cluster_centres")
+
+
+def solver_state(state: dict) -> dict:
+    """The solver's own state in a saved clustering (`Clustering.to_state`): without its labels and
+    centres, so that passes continue from it and the next clustering is computed afresh. O(1)."""
+    return {key: value for key, value in state.items() if key not in CLUSTER_KEYS}
 
 
 def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, solver: str = "kha-smd",
@@ -196,7 +205,7 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
     (scikit-learn, ``random_state=seed``, ``n_init`` restarts) runs on the embedding. ``rows`` gets the
     state's degrees. Cost O(k^2 l + k^3) for the components, plus k-means, O(n_init iterations l k^2).
     """
-    rows.centering = AffinityCentering.from_state(state)
+    rows.restore_centering(state)
     A, AK, mu = get_solver(state["solver"]).components(state)
     A, AK, mu = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64), np.asarray(mu, dtype=np.float64)
     kept = mu > RELATIVE_RANK_TOL * max(float(mu.max()), 0.0)

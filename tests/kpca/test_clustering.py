@@ -8,10 +8,11 @@ import zarr
 from sklearn.datasets import load_digits
 
 from kpca.affinity import AffinityCentering, AffinityRows
-from kpca.clustering import clustering_from_state, spectral_clustering, start_clustering
+from kpca.clustering import CLUSTER_KEYS, clustering_from_state, solver_state, spectral_clustering, start_clustering
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec, kernel_diagonal
 from kpca.metrics import variation_of_information
+from kpca.model import served_model
 from kpca.params import ParamError
 from kpca.solvers import get_solver
 from tests.naive import affinity_matrix, kernel_matrix, njw_embedding
@@ -150,7 +151,7 @@ def test_pass_by_pass_and_resumed_bit_for_bit(rng):
     half, _ = run_passes(rows, start_clustering(AffinityRows(X, SPEC), 3, "kha-smd", params)[0], 2, 32)
     saved = {key: np.copy(value) if isinstance(value, np.ndarray) else value for key, value in half.items()}
     fresh = AffinityRows(X, SPEC)
-    fresh.centering = AffinityCentering.from_state(saved)
+    fresh.restore_centering(saved)
     resumed, _ = run_passes(fresh, saved, 4, 32)
     for key in ("A", "AK", "B", "BK", "rho"):
         assert np.array_equal(resumed[key], whole[key]), key
@@ -159,6 +160,30 @@ def test_pass_by_pass_and_resumed_bit_for_bit(rng):
     kept = clustering_from_state(final.to_state(), AffinityRows(X, SPEC))  # labels and centres kept, no k-means
     np.testing.assert_array_equal(kept.centres, final.centres)
     np.testing.assert_array_equal(kept.predict(X[:10]), final.labels[:10])
+
+
+def test_a_saved_clustering_resumes_and_serves_over_its_degrees(rng):
+    """A checkpoint of `Clustering.to_state`: `solver_state` strips the labels (the next clustering is
+    computed afresh), passes continue from it bit for bit, and `served_model` (the convergence figure's
+    model) restores the degrees on the rows, not a centring of eq. 5."""
+    X, truth, _ = blobs(rng, per_cluster=(30, 30, 30))
+    params = {"init": "random", "passes": 3, "block_size": 16, "seed": 5}
+    rows = AffinityRows(X, SPEC)
+    state, used = start_clustering(rows, 3, "kha-smd", params)
+    whole, _ = run_passes(rows, state, 3, 16)
+    rows = AffinityRows(X, SPEC)
+    half, _ = run_passes(rows, start_clustering(rows, 3, "kha-smd", params)[0], 1, 16)
+    saved = clustering_from_state(half, rows).to_state()
+    assert set(CLUSTER_KEYS) <= set(saved) and not set(CLUSTER_KEYS) & set(solver_state(saved))
+    fresh = AffinityRows(X, SPEC)
+    fresh.restore_centering(saved)
+    resumed, _ = run_passes(fresh, solver_state(saved), 3, 16)
+    assert np.array_equal(resumed["A"], whole["A"]) and CLUSTER_KEYS[0] not in resumed
+    other = AffinityRows(X, SPEC)
+    model = served_model(saved, other)
+    np.testing.assert_array_equal(other.degrees, rows.degrees)
+    np.testing.assert_allclose(model.AK, model.A @ other.dense(), atol=1e-12)
+    assert variation_of_information(clustering_from_state(resumed, fresh).labels, truth) == 0.0
 
 
 def random_labelling_vi(truth, labels, rng, draws=200):
