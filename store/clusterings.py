@@ -92,11 +92,13 @@ class ClusteringRecord(JobRecord):
         checked = check_solver(solver, params, dataset, n_clusters, kernel, exact_limit)
         if labels is not None:
             if int(labels["n_features"]) != 1:
-                raise Invalid("labels_dataset", f"data set {labels['name']!r} has {labels['n_features']} columns; "
-                                                "reference labels are one column, a label per row")
+                raise Invalid("labels_dataset", f"labels_dataset: data set {labels['name']!r} has "
+                                                f"{labels['n_features']} columns; reference labels are one "
+                                                "column, a label per row")
             if int(labels["n_rows"]) != n_rows:
-                raise Invalid("labels_dataset", f"data set {labels['name']!r} has {labels['n_rows']} rows; the "
-                                                f"labels of {dataset['name']!r} are one per row, {n_rows}")
+                raise Invalid("labels_dataset", f"labels_dataset: data set {labels['name']!r} has {labels['n_rows']} "
+                                                f"rows; the labels of {dataset['name']!r} are one per row, "
+                                                f"{n_rows}")
         return cls(name=name, **dataset_fields(dataset), n_rows=n_rows, kernel=kernel, n_clusters=n_clusters,
                    solver=solver, params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep,
                    labels_dataset=None if labels is None else labels["name"],

@@ -74,8 +74,8 @@ def test_labels_are_written_atomically_and_paged(root, rng):
 
 @pytest.mark.parametrize("changes, field", [
     ({"n_clusters": 1}, "n_clusters"), ({"n_clusters": 90}, "n_clusters"), ({"solver": "nystrom"}, "solver"),
-    ({"kernel": {"type": "polynomial", "degree": 2}}, "kernel.type"),
-    ({"params": {"init": "rskpca"}}, "params.init"), ({"params": {"init": "subset", "init_size": 2}}, "params.init_size"),
+    ({"kernel": {"type": "polynomial", "degree": 2}}, "kernel.type"), ({"params": {"init": "rskpca"}}, "params.init"),
+    ({"params": {"init": "subset", "init_size": 2}}, "params.init_size"),
 ])
 def test_what_the_data_refuses_names_the_field(changes, field):
     with pytest.raises(ParamError) as info:
