@@ -25,3 +25,12 @@ def wait_for_fit(api, name: str, timeout: float = 180, route: str = "/v1/models"
         assert time.monotonic() < deadline, record
         time.sleep(0.05)
     return record
+
+
+def wait_for_pass(api, name: str, n: int, timeout: float = 120, route: str = "/v1/models") -> dict:
+    """Poll ``GET {route}/{name}`` until the running fit has completed ``n`` passes; the record then."""
+    deadline = time.monotonic() + timeout
+    while ((record := api.get(f"{route}/{name}").json()).get("progress") or {}).get("pass", 0) < n:
+        assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
+        time.sleep(0.02)
+    return record

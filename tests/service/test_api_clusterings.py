@@ -3,13 +3,11 @@ against reference labels), a random reference labelling (VI near its expected va
 bad input as 4xx naming the field, cancel and resume ending where an uninterrupted run ends, predict,
 and the pages of labels."""
 
-import time
-
 import numpy as np
 import pytest
 
 from kpca.metrics import variation_of_information
-from tests.api_checks import assert_error, error_message, wait_for_fit
+from tests.api_checks import assert_error, error_message, wait_for_fit, wait_for_pass
 
 ROUTE = "/v1/clusterings"
 PER_BLOB, N_FEATURES, SPREAD = 30, 4, 12.0
@@ -57,14 +55,6 @@ def start(api, **changes):
 
 def wait(api, name):
     return wait_for_fit(api, name, route=ROUTE)
-
-
-def wait_for_pass(api, name, n, timeout=120):
-    deadline = time.monotonic() + timeout
-    while ((record := api.get(f"{ROUTE}/{name}").json()).get("progress") or {}).get("pass", 0) < n:
-        assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
-        time.sleep(0.02)
-    return record
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +156,7 @@ def test_name_clash_is_409(api, found):
 def test_cancel_then_resume_ends_where_an_uninterrupted_run_ends(api, blobs):
     params = {"passes": 5000, "seed": 2, "init": "random", "block_size": 10}
     start(api, name="stoppable", params=params)
-    wait_for_pass(api, "stoppable", 1)
+    wait_for_pass(api, "stoppable", 1, route=ROUTE)
     assert api.post(f"{ROUTE}/stoppable/cancel").status_code == 202
     record = wait(api, "stoppable")
     assert record["status"] == "cancelled" and record["labels"] is None
