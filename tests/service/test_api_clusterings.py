@@ -113,7 +113,7 @@ def test_list_read_and_delete(api, found):
     listed = api.get(ROUTE).json()["clusterings"]
     assert "found" in [c["name"] for c in listed] and all("labels" not in c for c in listed)
     assert api.get(f"{ROUTE}/found", params={"labels_limit": 0}).json()["labels"] is None
-    start(api, name="doomed", passes=1)
+    start(api, name="doomed", params={"passes": 1, "init": "random"})
     wait(api, "doomed")
     assert api.delete(f"{ROUTE}/doomed").status_code == 204
     assert_error(api.get(f"{ROUTE}/doomed"), 404, "not_found", "name")
@@ -144,7 +144,7 @@ def test_list_read_and_delete(api, found):
     ({"name": "../x"}, 422, "invalid", "name"),
 ])
 def test_bad_input_is_4xx_naming_the_field(api, blobs, changes, status, code, field):
-    message = error_message(api.post(ROUTE, json=body(name="bad", **changes)), status, code, field)
+    message = error_message(api.post(ROUTE, json=body(**{"name": "bad", **changes})), status, code, field)
     assert field.split(".")[-1] in message or status != 422
     assert_error(api.get(f"{ROUTE}/bad"), 404, "not_found", "name")  # nothing was created
 
