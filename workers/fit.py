@@ -1,8 +1,9 @@
 """The fit on a dask worker: any solver of the registry, checkpointed, resumable, reported pass by pass.
 
-`run_fit` is the task the service submits for a model (`FitJob`, the driver
-every kind of job shares: `workers.cluster` runs clusterings with it). It takes the model's *fit lease*
-(an flock the kernel releases if the process dies, so at most one live runner
+`run_fit` is the task the service submits for a model; `FitJob` is the
+driver every kind of job shares (`workers.cluster` runs clusterings with it).
+It takes the model's *fit lease* (an flock the kernel releases if the process
+dies, so at most one live runner
 per model), reads the model record (`store.records.ModelRecord`) and the data
 set version from `store/`, streams kernel rows from the zarr chunks
 (`kpca.rows.KernelRows`) and runs the record's solver (`kpca.solvers.SOLVERS`):

@@ -58,11 +58,9 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     """
     dataset = datasets.ready(body.dataset, field="dataset")
     labels = datasets.ready(body.labels_dataset, field="labels_dataset") if body.labels_dataset else None
-    record = clusterings.create(ClusteringRecord.new(
+    return jobs.start(backend, clusterings, ClusteringRecord.new(
         body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters, solver=body.solver,
-        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep))
-    jobs.submit(backend, clusterings, body.name, response)
-    return record
+        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)
 
 
 @router.get("")

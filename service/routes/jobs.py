@@ -1,5 +1,5 @@
-"""What the routes of every kind of job share (``/v1/models``, ``/v1/clusterings``): submitting to the
-cluster, cancel, resume, delete.
+"""What the routes of every kind of job share (``/v1/models``, ``/v1/clusterings``): starting and
+submitting to the cluster, cancel, resume, delete.
 
 Each takes the kind's registry (`store.jobs.JobRegistry`); the record
 (`store.records.JobRecord`) names the kind and its route in messages and
@@ -33,6 +33,13 @@ def submit(backend, registry, name: str, response: Response | None = None) -> No
         raise ApiError(503, "unavailable", message + f"; delete the {registry.kind} and retry later", None) from None
     if response is not None:
         response.headers["Location"] = f"/v1/{registry.kind_folder}/{name}"
+
+
+def start(backend, registry, record: JobRecord, response: Response) -> JobRecord:
+    """Store a new job's ``queued`` record (409 on a name clash) and submit it: the stored record."""
+    stored = registry.create(record)
+    submit(backend, registry, record.name, response)
+    return stored
 
 
 def delete(registry, name: str) -> Response:

@@ -39,11 +39,9 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     so that a fit the data cannot take is a 422 now, not a failed fit later.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
-    record = models.create(ModelRecord.new(
+    return jobs.start(backend, models, ModelRecord.new(
         body.name, dataset, kernel=body.kernel, n_components=body.n_components, solver=body.solver,
-        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep))
-    jobs.submit(backend, models, body.name, response)
-    return record
+        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)
 
 
 @router.get("")
