@@ -3,9 +3,9 @@
 `run_fit` is the task the service submits for a model; `FitJob` is the
 driver every kind of job shares (`workers.cluster` runs clusterings with it).
 It takes the model's *fit lease* (an flock the kernel releases if the process
-dies, so at most one live runner
-per model), reads the model record (`store.records.ModelRecord`) and the data
-set version from `store/`, streams kernel rows from the zarr chunks
+dies, so at most one live runner per model), reads the model record
+(`store.records.ModelRecord`) and the data set version from `store/`,
+streams kernel rows from the zarr chunks
 (`kpca.rows.KernelRows`) and runs the record's solver (`kpca.solvers.SOLVERS`):
 
 * an iterative solver through `kpca.driver.run_passes`, writing a
