@@ -4,7 +4,8 @@ Kernels (one table, `kpca.kernels.KERNELS`), feature-space centring and
 kernel rows on demand (`kpca.rows`), solvers (one registry,
 `kpca.solvers.SOLVERS`: a state dict plus a step, or a one-shot fit), the
 pass driver (`kpca.driver`), the served model (`kpca.model`), pre-images
-(`kpca.preimage`), metrics, and a scikit-learn estimator.
+(`kpca.preimage`), metrics, spectral clustering (`kpca.clustering` over the
+rows of the normalised affinity, `kpca.affinity`), and a scikit-learn estimator.
 """
 
 from kpca.kernels import KERNELS, KernelSpec, kernel_block

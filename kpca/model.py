@@ -37,7 +37,7 @@ import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_diagonal
 from kpca.params import check_points
-from kpca.rows import Centering, KernelRows
+from kpca.rows import KernelRows
 from kpca.solvers._registry import get_solver
 
 _BLOCK_ENTRIES = 2**22  # entries of one (rows x l) working array, about 32 MiB in float64
@@ -244,6 +244,6 @@ def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec
     elif rows is None:
         raise ValueError(f"rows: a {solver.name} model is expanded over its training rows; pass them")
     if "centering_column_means" in state:
-        rows.centering = Centering.from_state(state)
+        rows.restore_centering(state)
     A, AK, eigenvalues = solver.components(state)
     return KernelModel(rows=rows, A=A, AK=AK, eigenvalues=np.asarray(eigenvalues, dtype=np.float64))

@@ -309,6 +309,13 @@ class KernelRows:
         for start, Y in self.chunks():
             yield start, Y, None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
 
+    def restore_centering(self, state: dict) -> Centering:
+        """Set and return the centring a solver state carries (`Centering.to_state`): what a resumed fit
+        or a served model uses instead of `fit_centering`. Row sources with a centring of their own
+        (`kpca.affinity.AffinityRows`) restore theirs. O(l)."""
+        self.centering = Centering.from_state(state)
+        return self.centering
+
     def fit_centering(self, block_size: int = 1024) -> Centering:
         """One pass over all kernel rows: column means, their mean, mean of diag(K').
 

@@ -20,9 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware
 from service.metrics import Metrics, MetricsMiddleware
-from service.routes import catalogue, datasets, events, health, models, serving
+from service.routes import catalogue, clusterings, datasets, events, health, models, serving
 from service.settings import Settings, get_settings
-from store import CheckpointStore, DatasetStore, ModelRegistry
+from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
+from store.jobs import JobRegistry
 from workers import Backend
 from workers.plugins import import_modules
 
@@ -37,12 +38,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.datasets = DatasetStore(data_dir)
     app.state.models = ModelRegistry(data_dir)
     app.state.checkpoints = CheckpointStore(data_dir)
+    app.state.clusterings = ClusteringRegistry(data_dir)
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
                       plugins=settings.solver_plugins)
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
     app.state.backend = backend
     log.info("kpca-stream serving data from %s", data_dir)
-    watchdog = asyncio.create_task(_watch_fits(backend, app.state.models, settings.watchdog_s))
+    watchdog = asyncio.create_task(_watch_fits(backend, (app.state.models, app.state.clusterings),
+                                               settings.watchdog_s))
     try:
         yield
     finally:
@@ -53,16 +56,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(backend.close)
 
 
-async def _watch_fits(backend: Backend, models: ModelRegistry, interval_s: float) -> None:
-    """At start-up and then every ``interval_s``: resubmit fits that lost their runner
-    (service restart, dead worker); they resume from their last checkpoint."""
+async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], interval_s: float) -> None:
+    """At start-up and then every ``interval_s``: resubmit the fits (of models, of clusterings) that
+    lost their runner (service restart, dead worker); they resume from their last checkpoint."""
     while True:
-        try:
-            resubmitted = await run_in_threadpool(backend.recover, models)
-            if resubmitted:
-                log.warning("resubmitted fits without a live runner: %s", ", ".join(resubmitted))
-        except Exception:
-            log.exception("fit watchdog failed; retrying in %.0f s", interval_s)
+        for registry in registries:
+            try:
+                resubmitted = await run_in_threadpool(backend.recover, registry)
+                if resubmitted:
+                    log.warning("resubmitted %s without a live runner: %s", registry.kind_folder,
+                                ", ".join(resubmitted))
+            except Exception:
+                log.exception("fit watchdog failed on %s; retrying in %.0f s", registry.kind_folder, interval_s)
         await asyncio.sleep(interval_s)
 
 
@@ -89,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(datasets.router)
     app.include_router(models.router)
     app.include_router(serving.router)
+    app.include_router(clusterings.router)
     app.include_router(events.router)
     app.include_router(catalogue.router)
     return app

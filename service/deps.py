@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 
 from service.errors import ApiError
 from service.settings import Settings
-from store import CheckpointStore, DatasetStore, ModelRegistry
+from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
 from workers import Backend
 
 
@@ -31,6 +31,10 @@ def get_models(request: Request) -> ModelRegistry:
     return _state(request, "models")
 
 
+def get_clusterings(request: Request) -> ClusteringRegistry:
+    return _state(request, "clusterings")
+
+
 def get_checkpoints(request: Request) -> CheckpointStore:
     return _state(request, "checkpoints")
 
@@ -42,5 +46,6 @@ def get_backend(request: Request) -> Backend:
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 DatasetsDep = Annotated[DatasetStore, Depends(get_datasets)]
 ModelsDep = Annotated[ModelRegistry, Depends(get_models)]
+ClusteringsDep = Annotated[ClusteringRegistry, Depends(get_clusterings)]
 CheckpointsDep = Annotated[CheckpointStore, Depends(get_checkpoints)]
 BackendDep = Annotated[Backend, Depends(get_backend)]

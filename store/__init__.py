@@ -1,4 +1,5 @@
-"""Persistence: zarr data sets in immutable versions, atomic versioned checkpoints, the model records.
+"""Persistence: zarr data sets in immutable versions, atomic versioned checkpoints, the model and
+clustering records (`store.jobs`: one registry per kind of job).
 
 No HTTP and no dask here; numpy, zarr, pydantic (the typed model record,
 `store.records`) and the standard library. Every write is atomic (temporary
@@ -8,6 +9,7 @@ no input can address a path outside the data folder.
 """
 
 from store.checkpoints import CheckpointStore
+from store.clusterings import ClusteringRecord, ClusteringRegistry
 from store.datasets import DatasetStore
 from store.errors import Conflict, Invalid, NotFound, StoreError
 from store.models import ModelRegistry
@@ -17,6 +19,8 @@ from store.segments import SegmentedRows
 
 __all__ = [
     "CheckpointStore",
+    "ClusteringRecord",
+    "ClusteringRegistry",
     "Conflict",
     "DatasetStore",
     "Invalid",

@@ -2,7 +2,7 @@
 
 Layout under the data folder ``root``::
 
-    models/{name}/checkpoints/pass-{p:05d}.npz
+    models/{name}/checkpoints/pass-{p:05d}.npz        (clusterings/{name}/checkpoints/... likewise)
 
 A checkpoint holds a solver state: a flat dict whose values are numpy arrays
 or Python ``int``/``float``/``bool``/``str`` scalars. Scalars are stored as 0-d
@@ -36,20 +36,32 @@ MAX_PASS = 10**9
 
 
 class CheckpointStore:
-    """Checkpoints of each model under ``root/models/{name}/checkpoints``.
+    """Checkpoints of each model under ``root/models/{name}/checkpoints`` (or of each job of another
+    kind, under ``root/{kind_folder}/{name}/checkpoints``).
 
     Parameters
     ----------
     root : Path
         The data folder.
+    kind_folder : str
+        The jobs' folder under ``root`` (`store.jobs.JobRegistry.kind_folder`): ``"models"``,
+        ``"clusterings"``.
+    kind : str
+        The field a bad name is reported on.
     """
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, kind_folder: str = "models", kind: str = "model"):
         self.root = Path(root)
-        self._models = ResourceFolders(self.root, "models", "model")
+        self._jobs = ResourceFolders(self.root, kind_folder, kind)
+        self._field = kind
+
+    @classmethod
+    def of(cls, registry) -> "CheckpointStore":
+        """The checkpoints of the jobs of a registry (`store.jobs.JobRegistry`)."""
+        return cls(registry.root, registry.kind_folder, registry.kind)
 
     def _dir(self, model: str) -> Path:
-        return self._models.path(model, field="model") / "checkpoints"
+        return self._jobs.path(model, field=self._field) / "checkpoints"
 
     def save(self, model: str, pass_index: int, state: dict) -> dict:
         """Write the state after pass ``pass_index`` of ``model``, replacing any earlier file for that pass.
@@ -113,7 +125,7 @@ class CheckpointStore:
         if pass_index is None:
             pass_index = self.latest_pass(model)
             if pass_index is None:
-                raise NotFound("checkpoint", f"{validate_name(model, field='model')}/latest")
+                raise NotFound("checkpoint", f"{validate_name(model, field=self._field)}/latest")
         pass_index = _check_pass(pass_index)
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
         try:

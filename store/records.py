@@ -1,6 +1,9 @@
-"""The model record: one typed, versioned document per model, the authoritative job state.
+"""The job records: one typed, versioned document per model (and per clustering), the authoritative job state.
 
-`ModelRecord` is what ``models/{name}/model.json`` holds and what every layer
+`JobRecord` holds what every job records (the data set, kernel, solver and
+parameters, and status, progress and history of its fit); `ModelRecord`
+adds a model's ``n_components``, `store.clusterings.ClusteringRecord` a
+clustering's ``n_clusters`` and labels. `ModelRecord` is what ``models/{name}/model.json`` holds and what every layer
 reads and writes: the service creates it (``queued``) from a request, the
 worker running the fit writes status, progress and history into it, the
 service answers from it. Two parts:
@@ -29,7 +32,7 @@ version 2 at its next update.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -102,17 +105,23 @@ class BestCheckpoint(_Document):
     value: float
 
 
-class ModelRecord(_Document):
-    """A model: its configuration and its fit's state (module docstring)."""
+class JobRecord(_Document):
+    """What every job records (a model's fit, a clustering; module docstring): the data set, kernel,
+    solver and parameters asked for, and the state of the fit the worker writes. A kind of job
+    subclasses it with what it asks for besides (`ModelRecord.n_components`) and names itself
+    (``kind``, ``route``) in the messages of `resumed`. Every kind has ``n_components``, the components
+    its solver fits (a field of a model, a property of a clustering)."""
+
+    kind: ClassVar[str] = "job"
+    route: ClassVar[str] = "/v1/jobs"
 
     schema_version: int = MODEL_SCHEMA_VERSION
     name: str
-    dataset: str = Field(description="the data set the model is fit on")
-    dataset_version: int | None = Field(default=None, description="data set version the model is fit on")
+    dataset: str = Field(description="the data set the job is fit on")
+    dataset_version: int | None = Field(default=None, description="data set version the job is fit on")
     dataset_checksum: str | None = Field(default=None, description="checksum of the data set when the fit was asked")
-    n_features: int | None = Field(default=None, description="columns of the data set the model is fit on")
+    n_features: int | None = Field(default=None, description="columns of the data set the job is fit on")
     kernel: dict[str, Any] = Field(description="kernel type and parameters")
-    n_components: int = Field(ge=1, description="number of components r")
     solver: str = Field(description="a solver of GET /v1/solvers")
     params: dict[str, ParamValue] = Field(default_factory=dict, description="solver parameters as requested")
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, description="largest l whose exact figure is computed")
@@ -130,23 +139,6 @@ class ModelRecord(_Document):
     created_at: str | None = None
     updated_at: str | None = None
 
-    @classmethod
-    def new(cls, name: str, dataset: dict, *, kernel: dict, n_components: int, solver: str, params: dict,
-            exact_limit: int = defaults.EXACT_LIMIT, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
-        """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`).
-
-        The solver's parameters are checked against the data set's rows
-        (`kpca.solvers.Solver.check`: ``n_components`` below the rows,
-        ``init_size`` in range, the exact solver's limit), raising
-        `kpca.params.ParamError` naming the field. Cost O(parameters).
-        """
-        context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit,
-                             kernel=KernelSpec.from_dict(kernel))
-        checked = get_solver(solver).check(params, context)
-        return cls(name=name, dataset=dataset["name"], dataset_version=dataset.get("version"),
-                   dataset_checksum=dataset.get("checksum"), n_features=dataset.get("n_features"), kernel=kernel, n_components=n_components, solver=solver,
-                   params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep)
-
     def document(self) -> dict:
         """The document stored on disk (aliases such as ``pass``), as plain Python values: writing it
         (`store.atomic.dump_json`) refuses NaN and infinities wherever they are. Cost O(record size)."""
@@ -157,13 +149,6 @@ class ModelRecord(_Document):
         """The kernel the fit used: ``params_used.kernel`` once the fit resolved ``"auto"``, else the
         kernel as asked."""
         return (self.params_used or {}).get("kernel") or self.kernel
-
-    @property
-    def serves_without_dataset(self) -> bool:
-        """Whether the model serves from its checkpoint alone (a solver over centres,
-        `kpca.solvers.Solver.serves`) and knows its width, so that it serves after its data set is gone."""
-        solver = SOLVERS.get(self.solver)
-        return solver is not None and solver.serves == "centres" and self.n_features is not None
 
     @property
     def passes(self) -> int:
@@ -179,27 +164,28 @@ class ModelRecord(_Document):
         """Passes completed so far (0 before the first)."""
         return self.progress.pass_ if self.progress is not None else 0
 
-    def resumed(self, passes: int | None, dataset_version: int | None, versions: list[int]) -> dict:
+    def resumed(self, passes: int | None, dataset_version: int | None = None, versions: list[int] = ()) -> dict:
         """The fields a resume sets: status ``queued``, the new total ``params.passes`` and
         ``dataset_version``; `Conflict` / `Invalid` naming the field when the resume makes no sense.
 
         ``passes`` is the new total (not a number of further passes); without
-        it a resume on a newer ``dataset_version`` runs the model's passes
+        it a resume on a newer ``dataset_version`` runs the job's passes
         again over the grown data, and a resume of an unfinished fit runs to
         the passes it had. ``versions`` are the data set's committed versions.
         Cost O(1).
         """
+        kind = self.kind
         if self.status in ACTIVE:
-            raise Conflict(f"model {self.name!r} is already {self.status}", field="name")
+            raise Conflict(f"{kind} {self.name!r} is already {self.status}", field="name")
         solver = SOLVERS.get(self.solver)
         if solver is None or not solver.iterative:
-            raise Conflict(f"a {self.solver} model is fit in one go and has nothing to resume; fit a new model "
+            raise Conflict(f"a {self.solver} {kind} is fit in one go and has nothing to resume; fit a new {kind} "
                            "instead", field="name")
         done = self.passes_done
         total = passes if passes is not None else self.passes
         if total <= done and (passes is not None or dataset_version is None):
             if passes is None and self.status == "completed":
-                raise Conflict(f"model {self.name!r} completed all {done} passes; ask for more passes "
+                raise Conflict(f"{kind} {self.name!r} completed all {done} passes; ask for more passes "
                                f'(e.g. {{"passes": {done + 10}}}, the new total) or a newer dataset_version',
                                field="passes")
             raise Invalid("passes", f"passes is the new total and must exceed the {done} passes already done, "
@@ -218,6 +204,50 @@ class ModelRecord(_Document):
                 total = done + self.passes
         return {"status": "queued", "params": {**self.params, "passes": total}, "dataset_version": version,
                 "error": None, "stopped_early": None}
+
+
+class ModelRecord(JobRecord):
+    """A model: its configuration and its fit's state (module docstring)."""
+
+    kind: ClassVar[str] = "model"
+    route: ClassVar[str] = "/v1/models"
+
+    n_components: int = Field(ge=1, description="number of components r")
+
+    @classmethod
+    def new(cls, name: str, dataset: dict, *, kernel: dict, n_components: int, solver: str, params: dict,
+            exact_limit: int = defaults.EXACT_LIMIT, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
+        """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`).
+
+        The solver's parameters are checked against the data set's rows
+        (`kpca.solvers.Solver.check`: ``n_components`` below the rows,
+        ``init_size`` in range, the exact solver's limit), raising
+        `kpca.params.ParamError` naming the field. Cost O(parameters).
+        """
+        checked = check_solver(solver, params, dataset, n_components, kernel, exact_limit)
+        return cls(name=name, **dataset_fields(dataset), kernel=kernel, n_components=n_components, solver=solver,
+                   params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep)
+
+    @property
+    def serves_without_dataset(self) -> bool:
+        """Whether the model serves from its checkpoint alone (a solver over centres,
+        `kpca.solvers.Solver.serves`) and knows its width, so that it serves after its data set is gone."""
+        solver = SOLVERS.get(self.solver)
+        return solver is not None and solver.serves == "centres" and self.n_features is not None
+
+
+def check_solver(solver: str, params: dict, dataset: dict, n_components: int, kernel: dict, exact_limit: int) -> dict:
+    """The solver's parameters checked against the data set's rows (`kpca.solvers.Solver.check`),
+    raising `kpca.params.ParamError` naming the field. Cost O(parameters)."""
+    context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit,
+                         kernel=KernelSpec.from_dict(kernel))
+    return get_solver(solver).check(params, context)
+
+
+def dataset_fields(dataset: dict) -> dict:
+    """The fields a job record takes from its data set's public metadata (`store.DatasetStore.get`)."""
+    return {"dataset": dataset["name"], "dataset_version": dataset.get("version"),
+            "dataset_checksum": dataset.get("checksum"), "n_features": dataset.get("n_features")}
 
 
 def migrate(doc: dict) -> dict:

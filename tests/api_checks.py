@@ -17,10 +17,20 @@ def error_message(response, status: int, code: str, field: str | None) -> str:
     return assert_error(response, status, code, field)["message"]
 
 
-def wait_for_fit(api, name: str, timeout: float = 180) -> dict:
-    """Poll ``GET /v1/models/{name}`` until the fit is no longer queued or running; the final record."""
+def wait_for_fit(api, name: str, timeout: float = 180, route: str = "/v1/models") -> dict:
+    """Poll ``GET {route}/{name}`` (a model, or a clustering with ``route="/v1/clusterings"``) until the
+    fit is no longer queued or running; the final record."""
     deadline = time.monotonic() + timeout
-    while (record := api.get(f"/v1/models/{name}").json())["status"] in ("queued", "running"):
+    while (record := api.get(f"{route}/{name}").json())["status"] in ("queued", "running"):
         assert time.monotonic() < deadline, record
         time.sleep(0.05)
+    return record
+
+
+def wait_for_pass(api, name: str, n: int, timeout: float = 120, route: str = "/v1/models") -> dict:
+    """Poll ``GET {route}/{name}`` until the running fit has completed ``n`` passes; the record then."""
+    deadline = time.monotonic() + timeout
+    while ((record := api.get(f"{route}/{name}").json()).get("progress") or {}).get("pass", 0) < n:
+        assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
+        time.sleep(0.02)
     return record

@@ -365,3 +365,32 @@ def ds_akpca_step(H, G, P, x, gain):
 
 def ds_akpca_decode(G, P, y, mean):
     return signed_root(P.T @ np.diag(G.T @ y) @ P, mean)
+
+
+def affinity_matrix(X, spec):
+    """NJW's normalised affinity L = D^-1/2 K D^-1/2 (seed 000 §5.3, [13]), K uncentred, D = diag(K 1)."""
+    K = kernel_matrix(X, X, spec)
+    s = 1.0 / np.sqrt(K.sum(axis=1))
+    return s[:, None] * K * s[None, :]
+
+
+def njw_embedding(L, k):
+    """Rows of the k leading unit eigenvectors of L, each normalised to unit length (NJW steps 3-4)."""
+    w, V = np.linalg.eigh(L)
+    U = V[:, ::-1][:, :k]
+    return U / np.linalg.norm(U, axis=1, keepdims=True)
+
+
+def variation_of_information(a, b):
+    """Meila's VI(C, C') = H(C) + H(C') - 2 I(C, C') in nats, from the joint counts, term by term."""
+    a, b = list(a), list(b)
+    l = len(a)
+    joint = {}
+    for x, y in zip(a, b):
+        joint[(x, y)] = joint.get((x, y), 0) + 1
+    pa = {x: a.count(x) / l for x in set(a)}
+    pb = {y: b.count(y) / l for y in set(b)}
+    h_a = -sum(p * np.log(p) for p in pa.values())
+    h_b = -sum(p * np.log(p) for p in pb.values())
+    mutual = sum(n / l * np.log((n / l) / (pa[x] * pb[y])) for (x, y), n in joint.items())
+    return h_a + h_b - 2 * mutual

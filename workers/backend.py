@@ -1,4 +1,4 @@
-"""The service's handle on the dask cluster: submit fits, run projections.
+"""The service's handle on the dask cluster: submit fits and clusterings, run projections and predictions.
 
 The authoritative job record lives in `store/` (written by the worker that
 runs the fit); this object only places work on the cluster. Fits are submitted
@@ -16,6 +16,7 @@ import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
 from store import DatasetStore, ModelRegistry
+from workers import cluster as cluster_task
 from workers import fit as fit_task
 from workers import images as image_task
 from workers import serve as serve_task
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 # BLAS threads per worker process: the embedded cluster must not oversubscribe
 # the machine (workers x threads x BLAS threads <= cores).
 FIT_RESOURCE = "fit"
+FIT_TASKS = {"models": fit_task.run_fit, "clusterings": cluster_task.run_clustering}  # by registry kind_folder
 
 _SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
@@ -60,7 +62,7 @@ class Backend:
         self.plugins = list(plugins)
         self.cluster: LocalCluster | None = None
         self.client: Client | None = None
-        self._fits: dict[str, object] = {}  # model name -> the Future of its latest submitted fit
+        self._fits: dict[tuple[str, str], object] = {}  # (kind, name) -> the Future of its latest submitted fit
 
     def start(self) -> "Backend":
         """Connect to the configured scheduler, or start the embedded cluster."""
@@ -111,36 +113,40 @@ class Backend:
             return {FIT_RESOURCE: 1}
         return None
 
-    def submit_fit(self, model_name: str) -> None:
-        """Start fitting the model whose record (status ``queued``) is in the store.
+    def submit_fit(self, name: str, kind: str = "models") -> None:
+        """Start the job whose record (status ``queued``) is in the store: a model's fit (``kind``
+        ``"models"``) or a clustering (``"clusterings"``), the registry's ``kind_folder``.
 
         Returns at once; the worker writes status, progress and checkpoints.
         The task survives this client (``fire_and_forget``); if its worker dies,
         dask runs it again elsewhere and it resumes from the last checkpoint.
         """
+        task = FIT_TASKS[kind]
         future = self.client.submit(
-            fit_task.run_fit, self.data_dir, model_name, key=f"fit-{model_name}-{uuid.uuid4().hex}",
+            task, self.data_dir, name, key=f"fit-{kind}-{name}-{uuid.uuid4().hex}",
             pure=False, resources=self._fit_resources(),
         )
         fire_and_forget(future)
-        self._fits[model_name] = future
+        self._fits[(kind, name)] = future
 
     def recover(self, registry) -> list[str]:
-        """Resubmit fits that should be running but are not: returns their names.
+        """Resubmit the jobs of a registry (models, clusterings) that should be running but are not:
+        returns their names.
 
-        A model whose record is ``queued`` or ``running`` but whose fit lease no
+        A job whose record is ``queued`` or ``running`` but whose fit lease no
         live process holds, and for which this backend has no pending task,
         lost its runner (the service restarted, or a worker died and dask gave
         up on the task). Its new run resumes from the last checkpoint. Cost:
         one registry listing.
         """
+        kind = registry.kind_folder
         resubmitted = []
         for record in registry.list():
             name = record.name
             if record.status not in ("queued", "running"):
-                self._fits.pop(name, None)
+                self._fits.pop((kind, name), None)
                 continue
-            future = self._fits.get(name)
+            future = self._fits.get((kind, name))
             if future is not None and not future.done():
                 continue
             try:
@@ -148,8 +154,9 @@ class Backend:
                     continue
             except Exception:  # deleted meanwhile
                 continue
-            log.warning("fit of %s has no live runner; resubmitting (it resumes from its checkpoint)", name)
-            self.submit_fit(name)
+            log.warning("fit of %s %s has no live runner; resubmitting (it resumes from its checkpoint)",
+                        registry.kind, name)
+            self.submit_fit(name, kind)
             resubmitted.append(name)
         return resubmitted
 
@@ -168,6 +175,11 @@ class Backend:
             serve_task.project_rows, self.data_dir, model_name, rows, pure=False
         )
         return future.result()
+
+    def predict_clusters(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Cluster of each of ``rows`` (m, n_features) -> (m,) under a completed clustering
+        (`workers.cluster.predict_rows`). Blocking: call it from a thread pool, not the event loop."""
+        return self.client.submit(cluster_task.predict_rows, self.data_dir, name, rows, pure=False).result()
 
     def reconstruct(self, model_name: str, rows: np.ndarray, method: str = "auto",
                     options: dict | None = None) -> np.ndarray:

@@ -29,12 +29,13 @@ from kpca.errors import Degenerate
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
 from kpca.model import KernelModel, served_model
 from kpca.rows import KernelRows
-from store import CheckpointStore, ModelRegistry, NotFound
-from store.records import Convergence, ModelRecord, PassRecord, Progress
+from store import CheckpointStore, NotFound
+from store.jobs import JobRegistry
+from store.records import Convergence, JobRecord, PassRecord, Progress
 
 
 class ModelGone(Exception):
-    """The model record this fit works for was deleted (or deleted and re-created)."""
+    """The record this fit works for (a model's, a clustering's) was deleted (or deleted and re-created)."""
 
 
 # eigenvalues of K' below this fraction of the largest are rounding: the data's rank in feature space
@@ -103,7 +104,7 @@ class ConvergenceFigure:
         return Convergence(metric="eigenvalue_change", value=float(change)), eigenvalues
 
 
-def still_ours(registry: ModelRegistry, record: ModelRecord) -> None:
+def still_ours(registry: JobRegistry, record: JobRecord) -> None:
     """Raise `ModelGone` unless the registry still holds the record this fit started from."""
     try:
         current = registry.get(record.name)
@@ -118,7 +119,10 @@ class PassReporter:
 
     Parameters
     ----------
-    record : ModelRecord
+    job : workers.fit.FitJob
+        The job: its ``registry`` and ``checkpoints``, its ``pass_record`` type, and ``annotate(rows,
+        state)``, which gives the state to checkpoint and the pass record's fields besides a model's.
+    record : JobRecord
         The record the fit started from.
     rows : KernelRows
         The training rows (with their centring).
@@ -131,9 +135,10 @@ class PassReporter:
         The state the run starts from (its ``pass`` and ``elapsed_s``).
     """
 
-    def __init__(self, registry: ModelRegistry, checkpoints: CheckpointStore, record: ModelRecord,
-                 rows: KernelRows, figure: ConvergenceFigure, params_used, history: list[PassRecord], start: dict):
-        self.registry, self.checkpoints, self.record, self.rows = registry, checkpoints, record, rows
+    def __init__(self, job, record: JobRecord, rows: KernelRows, figure: ConvergenceFigure, params_used,
+                 history: list[PassRecord], start: dict):
+        self.job, self.registry, self.checkpoints = job, job.registry, job.checkpoints
+        self.record, self.rows = record, rows
         self.figure, self.params_used, self.history = figure, params_used, list(history)
         self.passes = record.passes
         self.tol = record.params.get("tol")
@@ -148,6 +153,7 @@ class PassReporter:
         state["elapsed_s"] = elapsed
         done = int(state["pass"])
         convergence, lam = self.figure(self.rows, state)
+        saved, fields = self.job.annotate(self.rows, state)
         value = convergence.value
         if value is not None and (not self.best or value <= self.best["value"]):
             self.best = {"pass": done, "value": value}
@@ -155,19 +161,19 @@ class PassReporter:
             self.stop_early = True
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
         gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0) if "gain" in state else None
-        self.history.append(PassRecord(pass_=done, elapsed_s=elapsed, convergence=convergence,
-                                       eigenvalues=lam.tolist()))
+        self.history.append(self.job.pass_record(pass_=done, elapsed_s=elapsed, convergence=convergence,
+                                                 eigenvalues=lam.tolist(), **fields))
         progress = Progress(pass_=done, passes=self.passes, t=int(state.get("t", 0)),
                             fraction=min(done / self.passes, 1.0), elapsed_s=elapsed,
                             remaining_s=0.0 if self.stop_early else per_pass * max(self.passes - done, 0),
                             eigenvalues=lam.tolist(), gains=None if gains is None else np.asarray(gains).tolist(),
                             convergence=convergence)
-        still_ours(self.registry, self.record)  # never write into a deleted or re-created model
+        still_ours(self.registry, self.record)  # never write into a deleted or re-created job
         # the record first, then the checkpoint: a crash in between leaves a history one pass ahead of the
         # checkpoint, which a resumed run truncates and recomputes (the other order would lose an entry)
         self.registry.update(self.record.name, progress=progress, history=self.history,
                              params_used=self.params_used(state), best_checkpoint=dict(self.best) or None)
-        self.checkpoints.save(self.record.name, done, state)
+        self.checkpoints.save(self.record.name, done, saved)
         retain(self.checkpoints, self.record.name, self.record.checkpoint_keep, self.best.get("pass"))
 
 

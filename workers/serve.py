@@ -39,28 +39,38 @@ class LoadedModel:
     inverse: LearnedInverse | None = field(default=None)
 
 
-_MODELS: OrderedDict[tuple, LoadedModel] = OrderedDict()
+_LOADED: OrderedDict[tuple, object] = OrderedDict()
+
+
+def load_latest(registry, name: str, build):
+    """What job ``name`` serves, built by ``build(record, state)`` from its latest checkpoint once and
+    kept by this process (the few most recently used), keyed by the record's creation, checkpoint and
+    data set version: a refit or a resume builds it again. Cost: a record read; plus ``build`` and
+    the checkpoint's read when not kept."""
+    record = registry.get(name)
+    checkpoints = CheckpointStore.of(registry)
+    latest = checkpoints.latest_pass(name)
+    key = (str(registry.root), registry.kind, name, record.created_at, latest, record.dataset_version)
+    hit = _LOADED.get(key)
+    if hit is not None:
+        _LOADED.move_to_end(key)
+        return hit
+    entry = _LOADED[key] = build(record, checkpoints.load(name, latest))
+    while len(_LOADED) > _MAX_MODELS:
+        _LOADED.popitem(last=False)
+    return entry
 
 
 def load_model(data_dir: str, model_name: str) -> LoadedModel:
-    """The model's latest checkpoint as a `LoadedModel`, cached per process."""
+    """The model's latest checkpoint as a `LoadedModel`, cached per process (`load_latest`)."""
     root = Path(data_dir)
-    record = ModelRegistry(root).get(model_name)
-    checkpoints = CheckpointStore(root)
-    latest = checkpoints.latest_pass(model_name)
-    key = (data_dir, model_name, record.created_at, latest, record.dataset_version)
-    hit = _MODELS.get(key)
-    if hit is not None:
-        _MODELS.move_to_end(key)
-        return hit
-    state = checkpoints.load(model_name, latest)
-    over_centres = get_solver(record.solver).serves == "centres"
-    rows = None if over_centres else open_rows(DatasetStore(root), record)
-    entry = LoadedModel(served_model(state, rows, KernelSpec.from_dict(record.fit_kernel)), record)
-    _MODELS[key] = entry
-    while len(_MODELS) > _MAX_MODELS:
-        _MODELS.popitem(last=False)
-    return entry
+
+    def build(record: ModelRecord, state: dict) -> LoadedModel:
+        over_centres = get_solver(record.solver).serves == "centres"
+        rows = None if over_centres else open_rows(DatasetStore(root), record)
+        return LoadedModel(served_model(state, rows, KernelSpec.from_dict(record.fit_kernel)), record)
+
+    return load_latest(ModelRegistry(root), model_name, build)
 
 
 def project_rows(data_dir: str, model_name: str, X: np.ndarray) -> np.ndarray:

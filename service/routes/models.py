@@ -8,19 +8,16 @@ errors. No route ever waits on a fit.
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
-from service.errors import ApiError
+from service.routes import jobs
 from service.schemas.common import NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic
-from store.records import ACTIVE, ModelRecord
-
-log = logging.getLogger(__name__)
+from store.records import ModelRecord
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -42,26 +39,9 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     so that a fit the data cannot take is a 422 now, not a failed fit later.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
-    record = models.create(ModelRecord.new(
+    return jobs.start(backend, models, ModelRecord.new(
         body.name, dataset, kernel=body.kernel, n_components=body.n_components, solver=body.solver,
-        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep))
-    _submit(backend, models, body.name)
-    response.headers["Location"] = f"{router.prefix}/{body.name}"
-    return record
-
-
-def _submit(backend, models, name: str) -> None:
-    """Hand the fit to the cluster; if it cannot take it, the record says so (503)."""
-    try:
-        backend.submit_fit(name)
-    except Exception as exc:  # the cluster, not the client, is at fault
-        log.exception("could not submit the fit of model %r", name)
-        message = f"the fit could not be submitted to the compute cluster: {exc}"
-        try:
-            models.update(name, status="failed", error={"code": "unavailable", "message": message})
-        except Exception:
-            log.exception("could not mark model %r as failed", name)
-        raise ApiError(503, "unavailable", message + "; delete the model and retry later", None) from None
+        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)
 
 
 @router.get("")
@@ -78,20 +58,13 @@ def get_model(name: ModelName, models: ModelsDep) -> ModelPublic:
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
 def delete_model(name: ModelName, models: ModelsDep) -> Response:
     """Ask a running fit to stop, then delete the model and its checkpoints."""
-    models.request_cancel(name)
-    models.delete(name)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return jobs.delete(models, name)
 
 
 @router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=ERRORS)
 def cancel_model(name: ModelName, models: ModelsDep) -> ModelPublic:
     """Ask a queued or running fit to stop after its current block; the last checkpoint is kept."""
-    record = models.get(name)
-    if record.status not in ACTIVE:
-        raise ApiError(409, "conflict", f"model {name!r} is {record.status!r}; only a queued or running "
-                       "fit can be cancelled", "name")
-    models.request_cancel(name)
-    return models.get(name)
+    return jobs.cancel(models, name)
 
 
 @router.post("/{name}/resume", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
@@ -107,12 +80,7 @@ def resume_model(name: ModelName, models: ModelsDep, datasets: DatasetsDep, back
     record = models.get(name)
     versions = [v["version"] for v in datasets.get(record.dataset).get("versions") or []] \
         if body.dataset_version is not None else []
-    changes = record.resumed(body.passes, body.dataset_version, versions)
-    models.clear_cancel(name)
-    models.update(name, **changes)
-    _submit(backend, models, name)
-    response.headers["Location"] = f"{router.prefix}/{name}"
-    return models.get(name)
+    return jobs.resume(backend, models, name, response, body.passes, body.dataset_version, versions)
 
 
 @router.get("/{name}/checkpoints", responses=ERRORS)

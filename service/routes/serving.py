@@ -29,30 +29,31 @@ from service.schemas.serving import (
     TransformRequest,
 )
 from store.errors import NotFound
-from store.records import ModelRecord
+from store.records import JobRecord
 
 router = APIRouter(prefix="/v1/models", tags=["serving"])
 
 
-async def _served_model(name: str, models, datasets) -> tuple[ModelRecord, dict]:
-    """The record of a completed model and its data set's metadata, or the 404/409 that explains why not.
-    A model over centres (`ModelRecord.serves_without_dataset`) serves after its data set is deleted:
-    the metadata is then only its width, ``{"name", "n_features"}``."""
-    model = await run_in_threadpool(models.get, name)
-    if model.status != "completed":
-        raise ApiError(409, "conflict", f"model {name!r} is {model.status!r}, not 'completed': wait for the fit "
-                       f"to finish (poll GET /v1/models/{name})", "name")
+async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
+    """The record of a completed job (a model, a clustering) and its data set's metadata, or the 404/409
+    that explains why not (the 409 names the job's state). A model over centres
+    (`ModelRecord.serves_without_dataset`) serves after its data set is deleted: the metadata is then
+    only its width, ``{"name", "n_features"}``."""
+    job = await run_in_threadpool(registry.get, name)
+    if job.status != "completed":
+        raise ApiError(409, "conflict", f"{job.kind} {name!r} is {job.status!r}, not 'completed': wait for the "
+                       f"fit to finish (poll GET {job.route}/{name})", "name")
     try:
-        dataset = await run_in_threadpool(datasets.get, model.dataset)
+        dataset = await run_in_threadpool(datasets.get, job.dataset)
     except NotFound:
-        if model.serves_without_dataset:
-            return model, {"name": model.dataset, "n_features": model.n_features}
-        raise ApiError(404, "not_found", f"data set {model.dataset!r} of model {name!r} has been deleted",
+        if getattr(job, "serves_without_dataset", False):
+            return job, {"name": job.dataset, "n_features": job.n_features}
+        raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
-    return model, dataset
+    return job, dataset
 
 
-def _checked_rows(rows: list, n_features: int) -> np.ndarray:
+def checked_rows(rows: list, n_features: int) -> np.ndarray:
     """Request rows as a float64 array with the data set's width, all finite (422 on ``rows`` otherwise)."""
     array = rows_to_array(rows)
     if array.shape[1] != n_features:
@@ -65,14 +66,14 @@ def _checked_rows(rows: list, n_features: int) -> np.ndarray:
     return array
 
 
-async def _serve(models, name: str, model: ModelRecord, call, *args):
-    """Run a blocking backend call; a model deleted or refitted meanwhile is a 404/409, not a 500."""
+async def serve(registry, name: str, job: JobRecord, call, *args):
+    """Run a blocking backend call; a job deleted or refitted meanwhile is a 404/409, not a 500."""
     try:
         return await run_in_threadpool(call, *args)
     except Exception:
-        current = await run_in_threadpool(models.get, name)  # NotFound -> 404
-        if current.status != "completed" or current.created_at != model.created_at:
-            raise ApiError(409, "conflict", f"model {name!r} changed while serving the request; retry",
+        current = await run_in_threadpool(registry.get, name)  # NotFound -> 404
+        if current.status != "completed" or current.created_at != job.created_at:
+            raise ApiError(409, "conflict", f"{job.kind} {name!r} changed while serving the request; retry",
                            "name") from None
         raise
 
@@ -81,18 +82,18 @@ async def _serve(models, name: str, model: ModelRecord, call, *args):
 async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row."""
-    model, dataset = await _served_model(name, models, datasets)
-    rows = _checked_rows(body.rows, int(dataset["n_features"]))
-    components = await _serve(models, name, model, backend.project, name, rows)
+    model, dataset = await served_job(name, models, datasets)
+    rows = checked_rows(body.rows, int(dataset["n_features"]))
+    components = await serve(models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
 
 
 async def _reconstruct(name, body, models, datasets, backend) -> ReconstructResponse:
-    model, dataset = await _served_model(name, models, datasets)
-    rows = _checked_rows(body.rows, int(dataset["n_features"]))
+    model, dataset = await served_job(name, models, datasets)
+    rows = checked_rows(body.rows, int(dataset["n_features"]))
     options = body.options.model_dump(exclude_none=True)
     try:
-        out = await _serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
+        out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
     except ValueError as exc:  # a method the kernel does not support, or an option the method does not take
         message = str(exc)
         field = message.split(":", 1)[0] if message.startswith("options.") else "method"
@@ -136,7 +137,7 @@ async def denoise_image(
     if media_type(request) != PNG_MEDIA_TYPE:
         raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
     image = decode_png(await read_body(request))
-    model, dataset = await _served_model(name, models, datasets)
+    model, dataset = await served_job(name, models, datasets)
     channels = 1 if image.ndim == 2 else image.shape[2]
     n_features = int(dataset["n_features"])
     patch = math.isqrt(n_features // channels)
@@ -152,7 +153,7 @@ async def denoise_image(
     if stride > patch:
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
-    cleaned = await _serve(models, name, model, backend.denoise_image, name, image, patch, stride, method, None,
+    cleaned = await serve(models, name, model, backend.denoise_image, name, image, patch, stride, method, None,
                            upscale)
     return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)
 
@@ -162,7 +163,7 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
                             backend: BackendDep, response: Response) -> DatasetPublic:
     """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
-    model, trained_on = await _served_model(name, models, datasets)
+    model, trained_on = await served_job(name, models, datasets)
     source = await run_in_threadpool(datasets.get, body.dataset)
     if source.get("status") != "ready":
         raise ApiError(409, "conflict", f"data set {body.dataset!r} is not committed; commit it first", "dataset")
@@ -170,7 +171,7 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
         raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
                        f"{name!r} expects {trained_on['n_features']}", "dataset")
     options = body.options.model_dump(exclude_none=True)
-    meta = await _serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
+    meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
                         body.operation, body.method, options)
     response.headers["Location"] = f"/v1/datasets/{body.output}"
     return DatasetPublic.model_validate(meta)

@@ -9,6 +9,8 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.api_checks import wait_for_pass
+
 SERVER_SETTINGS = {"n_workers": 2, "checkpoint_keep": 2}
 N = 500
 
@@ -37,14 +39,6 @@ def wait(api, name, until=("completed", "failed", "cancelled"), timeout=180):
     while (record := api.get(f"/v1/models/{name}").json())["status"] not in until:
         assert time.monotonic() < deadline, record
         time.sleep(0.05)
-    return record
-
-
-def wait_for_pass(api, name, n, timeout=120):
-    deadline = time.monotonic() + timeout
-    while ((record := api.get(f"/v1/models/{name}").json()).get("progress") or {}).get("pass", 0) < n:
-        assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
-        time.sleep(0.02)
     return record
 
 

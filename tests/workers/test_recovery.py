@@ -61,7 +61,7 @@ def test_killed_worker_fit_resumes_and_matches_an_uninterrupted_run(data_dir, ba
     backend.submit_fit("victim")
     wait(registry, "victim", lambda r: r.passes_done >= 3)
     processing = backend.client.processing()
-    holder = next(addr for addr, keys in processing.items() if any(str(k).startswith("fit-victim") for k in keys))
+    holder = next(addr for addr, keys in processing.items() if any(str(k).startswith("fit-models-victim") for k in keys))
     os.kill(backend.worker_pids()[holder], signal.SIGKILL)
     final = wait(registry, "victim", done)
     assert final.status == "completed", final.error

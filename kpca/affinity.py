@@ -1,0 +1,197 @@
+"""Rows of the normalised affinity ``L = D^-1/2 K D^-1/2`` on demand, for spectral clustering.
+
+Spectral clustering (seed 000 §5.3, after Ng, Jordan and Weiss [13]) takes
+the leading eigenvectors of ``L``, where ``K`` is the *uncentred* kernel
+(affinity) matrix of the l training points and ``D = diag(d)`` holds its row
+sums (degrees) ``d_i = sum_j K[i, j]``. `AffinityRows` is a
+`kpca.rows.KernelRows` whose rows are those of L: every solver and the pass
+driver (`kpca.driver.run_passes`) read it where they read centred kernel
+rows, through the same methods (``block``, ``square``, ``left_product``,
+``dense``, ``chunks``, ``n_rows``, ``fit_centering``).
+
+Design. ``L[i, j] = s_i K[i, j] s_j`` with ``s = d^-1/2``: a kernel tile is
+the uncentred one scaled on both sides, so the tile machinery of
+`kpca.kernels` is reused unchanged (its additive shifts, which fold eq. 5
+into the tiles, are not used) and the scaling is applied around it:
+
+* ``block(p) = diag(s_p) K[p, :] diag(s)`` and ``square(p)`` likewise,
+  one O(b l) sweep over the rows the tiles wrote;
+* ``left_product(p, C, out, T, start)``: ``C L[p, :] = ((C diag(s_p)) K[p, :])
+  diag(s)``, i.e. the fused tile product with the left factor's columns
+  scaled, into a (d, l) buffer whose columns are then scaled by s and added
+  to ``T start``: the rows are still never formed, memory O(d l).
+
+*Centring is the identity.* NJW uses the eigenvectors of L itself (the top
+one is ``D^1/2 1``, eigenvalue 1, and it is kept among the k); centring in
+feature space would remove it and change the embedding. The solvers'
+"centring pass" (``fit_centering``, which exact and lanczos call and which
+the iterative start expects to have run) is therefore the *degree pass*: one
+streaming pass of ``1^T K`` over the chunks, ``2 l^2 n`` flops and O(l)
+memory -- the same pass KernelRows uses for its column means. It returns an
+`AffinityCentering`: zero means (so anything that applies eq. 5 applies
+nothing) and ``mean_diagonal = trace(L) / l``, the scale the default gains
+are set from (`kpca.defaults`), carrying the degrees so that every solver
+state (``to_state``) holds what resuming and predicting need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kpca.errors import Degenerate
+from kpca.kernels import kernel_block_into, kernel_diagonal, kernel_left_product_into, squared_norms
+from kpca.rows import Centering, KernelRows
+
+AFFINITY_KERNELS = ("gaussian", "laplacian")  # kernels whose values are positive: affinities
+
+
+@dataclass(frozen=True)
+class AffinityCentering(Centering):
+    """The "centring" of L: the identity (zero means), with the degrees of the training points.
+
+    Attributes
+    ----------
+    degrees : ndarray of shape (l,)
+        ``d_i = sum_j k(x_i, x_j)``, all positive.
+    mean_diagonal : float
+        ``trace(L) / l = mean_i k(x_i, x_i) / d_i``.
+    """
+
+    degrees: np.ndarray | None = None
+
+    @classmethod
+    def of_degrees(cls, degrees: np.ndarray, diagonal_sum: float) -> "AffinityCentering":
+        """The centring of L from its degrees (l,) and ``sum_i k(x_i, x_i) / d_i``; `Degenerate` if a
+        degree is not positive and finite (an affinity must be). O(l)."""
+        degrees = np.asarray(degrees, dtype=np.float64)
+        if not np.all(np.isfinite(degrees)) or not np.all(degrees > 0):
+            raise Degenerate("some points have no positive affinity to the data (degree <= 0 or not finite): "
+                             f"spectral clustering needs a kernel with positive values ({', '.join(AFFINITY_KERNELS)})")
+        return cls(np.zeros(degrees.size), 0.0, float(diagonal_sum) / degrees.size, None, degrees)
+
+    def to_state(self) -> dict:
+        """The entries of `Centering.to_state` plus ``affinity_degrees``."""
+        return {**super().to_state(), "affinity_degrees": self.degrees}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "AffinityCentering":
+        """The centring kept in a solver state by `to_state`."""
+        base = Centering.from_state(state)
+        return cls(base.column_means, base.grand_mean, base.mean_diagonal, None,
+                   np.asarray(state["affinity_degrees"], dtype=np.float64))
+
+
+class AffinityRows(KernelRows):
+    """Rows of ``L = D^-1/2 K D^-1/2`` (module docstring) from any row source, chunk by chunk.
+
+    Same parameters as `kpca.rows.KernelRows`. ``fit_centering`` (the degree
+    pass) or setting ``centering`` to an `AffinityCentering` (a saved state's)
+    must come before any row is asked for. Costs as KernelRows', plus O(b l)
+    for the scaling of a block and O(d l) for that of a left product.
+    """
+
+    centering: AffinityCentering | None
+
+    @property
+    def degrees(self) -> np.ndarray:
+        """``d`` (l,), the training points' degrees."""
+        return self._require_centering().degrees
+
+    def _scales(self) -> np.ndarray:
+        """``s = d^-1/2`` (l,) in the rows' dtype."""
+        return (1.0 / np.sqrt(self.degrees)).astype(self.dtype)
+
+    def restore_centering(self, state: dict) -> AffinityCentering:
+        """Set and return the degrees a solver state carries (`AffinityCentering.to_state`). O(l)."""
+        self.centering = AffinityCentering.from_state(state)
+        return self.centering
+
+    def fit_centering(self, block_size: int = 1024) -> AffinityCentering:
+        """The degree pass: ``d = K 1`` by `KernelRows.fit_centering`'s column sums (K is symmetric),
+        and ``trace(L) / l``. Sets and returns ``centering``. Cost ``2 l^2 n`` flops, O(l) memory besides
+        one block of data rows."""
+        degrees = super().fit_centering(block_size).column_means * self.n_rows
+        self.centering = None  # not the centring of eq. 5, whatever follows
+        diagonal = np.concatenate([kernel_diagonal(np.asarray(Y, dtype=np.float64), self.kernel)
+                                   for _, Y in self.chunks()])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            diagonal_sum = float(np.sum(diagonal / degrees))
+        self.centering = AffinityCentering.of_degrees(degrees, diagonal_sum)
+        return self.centering
+
+    def block(self, indices: np.ndarray) -> np.ndarray:
+        """``L[indices, :]`` of shape (b, l). Cost one pass, ``2 b l n`` flops + O(b l)."""
+        indices = np.asarray(indices)
+        s = self._scales()
+        K = self.raw_block(self.take(indices), None if self._sqnorms is None else self._sqnorms[indices])
+        K *= s[indices, None]
+        K *= s[None, :]
+        return K
+
+    def square(self, indices: np.ndarray) -> np.ndarray:
+        """``L[indices][:, indices]`` of shape (b, b) from the b points alone. Cost ``2 b^2 n`` flops."""
+        indices = np.asarray(indices)
+        X = self.take(indices)
+        xn = None if self._sqnorms is None else self._sqnorms[indices]
+        s = self._scales()[indices]
+        out = kernel_block_into(np.empty((indices.size, indices.size), dtype=self.dtype), 0, X, X, self.kernel, xn, xn)
+        out *= s[:, None]
+        out *= s[None, :]
+        return out
+
+    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
+                     start: np.ndarray | None = None) -> np.ndarray:
+        """``out = T start + C L[indices, :]`` (default ``out += C L[indices, :]``) without forming the rows:
+        ``(C diag(s_p)) K[p, :]`` tile by tile (`kpca.kernels.kernel_left_product_into`) into a (d, l)
+        buffer, then its columns scaled by s. Cost ``2 b l (n + d)`` flops + O(d l); memory O(d l)."""
+        indices = np.asarray(indices)
+        s = self._scales()
+        C = np.ascontiguousarray(C, dtype=self.dtype)
+        if out.shape != (C.shape[0], self.n_rows) or C.shape[1] != indices.size:
+            raise ValueError(f"out, C: expected shapes ({C.shape[0]}, {self.n_rows}) and ({C.shape[0]}, "
+                             f"{indices.size}), got {out.shape} and {C.shape}")
+        X = self.take(indices)
+        xn = None if self._sqnorms is None else self._sqnorms[indices]
+        product = np.zeros(out.shape, dtype=out.dtype)
+        scaled = np.ascontiguousarray(C * s[indices][None, :])
+        for first, Y, yn in self._chunks_with_norms():
+            kernel_left_product_into(product, first, scaled, X, Y, self.kernel, xn, yn)
+        product *= s[None, :]
+        start = out if start is None else start
+        if T is None and start is out:
+            out += product
+        else:
+            np.add(start if T is None else T @ start, product, out=out)
+        return out
+
+    def transform_block(self, X: np.ndarray) -> np.ndarray:
+        """``L(x, x_j) = k(x, x_j) / sqrt(d(x) d_j)`` (b, l) for new points, ``d(x) = sum_j k(x, x_j)``
+        (rows of a point with no affinity, d(x) = 0, are 0). Cost one pass, ``2 b l n`` flops."""
+        K = self.raw_block(X)
+        dx = K.sum(axis=1, dtype=np.float64)
+        K *= self._scales()[None, :]
+        K *= _inverse_root(dx).astype(K.dtype)[:, None]
+        return K
+
+    def affinity_product(self, X: np.ndarray, M: np.ndarray) -> np.ndarray:
+        """``L(X, data) M`` (b, d) for new points X (b, n) and M (l, d), and nothing of size b l: the rows
+        ``[(diag(s) M)^T; 1^T] K(data, X)`` are accumulated data chunk by data chunk with the fused tile
+        product (the new points' degrees ``d(x)`` are the last row), then divided by ``sqrt(d(x))``.
+        Cost one pass, ``2 b l (n + d)`` flops; memory O(b d) besides the tiles."""
+        X = np.ascontiguousarray(X, dtype=self.compute_dtype)
+        s = 1.0 / np.sqrt(self.degrees)
+        C = np.vstack([(np.asarray(M, dtype=np.float64) * s[:, None]).T, np.ones((1, self.n_rows))])
+        acc = np.zeros((C.shape[0], X.shape[0]))
+        xn = None if self._sqnorms is None else squared_norms(X)
+        for first, Y, yn in self._chunks_with_norms():
+            kernel_left_product_into(acc, 0, np.ascontiguousarray(C[:, first : first + Y.shape[0]]), Y, X,
+                                     self.kernel, yn, xn)
+        return (acc[:-1] * _inverse_root(acc[-1])[None, :]).T
+
+
+def _inverse_root(d: np.ndarray) -> np.ndarray:
+    """``d^-1/2`` where d > 0, else 0."""
+    return np.divide(1.0, np.sqrt(np.maximum(d, 0.0)), out=np.zeros(d.shape), where=d > 0)
+

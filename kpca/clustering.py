@@ -1,0 +1,261 @@
+"""Spectral clustering (seed 000 §5.3): NJW on the leading eigenvectors of ``L = D^-1/2 K D^-1/2``.
+
+Seed 000 §5.3 clusters all of USPS with "the spectral clustering method
+presented in [13]" (Ng, Jordan and Weiss) from 10 kernel PCs found by KHA,
+and scores it by Meila's variation of information against the classes
+(`kpca.metrics.variation_of_information`). The method, with l points,
+``k`` clusters and an affinity (kernel) ``K``:
+
+1. ``D = diag(K 1)``, ``L = D^-1/2 K D^-1/2`` (`kpca.affinity.AffinityRows`;
+   K uncentred, no centring of L);
+2. ``U`` (l x k): the k leading eigenvectors of L, found by any solver of
+   `CLUSTERING_SOLVERS` on the rows of L -- the KHA family (seed 000
+   eq. 8-21, pass by pass), ``exact`` or ``lanczos``;
+3. ``Y``: the rows of U normalised to unit length;
+4. k-means on the rows of Y (scikit-learn's, fixed seed); point i gets the
+   cluster of row i.
+
+The eigenvectors come from the solver's served components
+(``Solver.components``: Rayleigh-Ritz for the KHA family,
+`kpca.solvers._ritz`): coefficients ``A`` (k x l) with ``A L A^T = I``, image
+``AK = A L`` and Ritz values ``mu``, so that ``U = AK^T diag(mu)^-1/2`` (at
+an exact eigenpair ``AK_i = sqrt(lambda_i) u_i``). A new point x is embedded
+by the Nyström extension of the eigenvectors,
+
+    u_i(x) = (1 / lambda_i) sum_j L(x, x_j) u_i(x_j),
+    L(x, x_j) = k(x, x_j) / sqrt(d(x) d_j),   d(x) = sum_j k(x, x_j),
+
+i.e. ``u(x) = diag(mu)^-1/2 A L(x, :)^T``, which on a training point gives
+its row of U; then normalised and given the nearest k-means centre
+(`Clustering.predict`, one pass over the data per block of points, O(l n)
+per point).
+
+Driving an iterative fit pass by pass (what a worker does): `start_clustering`
+(the degree pass, the solver's start; the state is the solver's plain dict,
+carrying the degrees), then `kpca.driver.run_passes` with any
+`kpca.driver.PassHooks`, and `clustering_from_state` whenever labels are
+wanted (after each pass: O(k^2 l) plus k-means on l x k). A checkpointed
+state resumes as any fit's: ``rows.restore_centering(state)`` (the degrees)
+and `solver_state` (the state without the labels `Clustering.to_state` kept
+beside it). `spectral_clustering` does it all in one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.cluster import KMeans
+
+from kpca.affinity import AFFINITY_KERNELS, AffinityRows
+from kpca.driver import PassHooks, run_passes
+from kpca.kernels import KernelSpec
+from kpca.params import ParamError
+from kpca.solvers import FitContext, get_solver
+from kpca.solvers._extend import REDUCED_INITS
+from kpca.solvers._ritz import RELATIVE_RANK_TOL
+
+CLUSTERING_SOLVERS = ("kha-smd", "kha-et", "kha-t", "kha", "exact", "lanczos")
+N_INIT = 10  # k-means restarts
+
+
+@dataclass(frozen=True)
+class Clustering:
+    """A spectral clustering of l training points into k clusters, and what predicting needs.
+
+    Attributes
+    ----------
+    labels : ndarray of shape (l,)
+        Cluster of each training point, 0 .. k-1.
+    embedding : ndarray of shape (l, k)
+        Y, the rows of the eigenvectors normalised to unit length (NJW step 3).
+    centres : ndarray of shape (k, k)
+        The k-means centres in the embedding.
+    eigenvalues : ndarray of shape (k,)
+        Estimates of the k leading eigenvalues of L, descending (1 is the top one's exact value).
+    coefficients : ndarray of shape (k, l)
+        ``diag(mu)^-1/2 A``: ``u(x) = coefficients L(x, :)^T`` (module docstring).
+    rows : AffinityRows
+        The training data's rows of L (with its degrees).
+    state : dict
+        The solver state it came from, plus ``cluster_labels`` and ``cluster_centres``
+        (`to_state`).
+    """
+
+    labels: np.ndarray
+    embedding: np.ndarray
+    centres: np.ndarray
+    eigenvalues: np.ndarray
+    coefficients: np.ndarray
+    rows: AffinityRows
+    state: dict
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.centres.shape[0])
+
+    def embed(self, X: np.ndarray) -> np.ndarray:
+        """The row-normalised Nyström embedding of new points X (b, n): (b, k). One pass over the data
+        (`kpca.affinity.AffinityRows.affinity_product`), ``2 b l (n + k)`` flops, O(b k) memory."""
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.rows.n_features:
+            raise ValueError(f"X: expected shape (b, {self.rows.n_features}), got {X.shape}")
+        return _unit_rows(self.rows.affinity_product(X, self.coefficients.T))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Cluster of each new point (b,): the nearest k-means centre to its `embed`. O(l (n + k)) per point."""
+        return nearest(self.embed(X), self.centres)
+
+    def to_state(self) -> dict:
+        """The solver state with the clustering's labels and centres (``cluster_labels``,
+        ``cluster_centres``): `clustering_from_state` rebuilds this clustering from it without k-means."""
+        return dict(self.state, cluster_labels=self.labels, cluster_centres=self.centres)
+
+
+CLUSTER_KEYS = ("cluster_labels", "cluster_centres")
+
+
+def solver_state(state: dict) -> dict:
+    """The solver's own state in a saved clustering (`Clustering.to_state`): without its labels and
+    centres, so that passes continue from it and the next clustering is computed afresh. O(1)."""
+    return {key: value for key, value in state.items() if key not in CLUSTER_KEYS}
+
+
+def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, solver: str = "kha-smd",
+                     params: dict | None = None) -> None:
+    """`kpca.params.ParamError` naming ``n_clusters`` (not an integer in 2 .. l - 1), ``solver`` (not in
+    `CLUSTERING_SOLVERS`), ``kernel.type`` (values that are not positive affinities) or ``params.init``
+    (a reduced-set start, which centres the rows its own way). What a request can be checked for before
+    any pass; the solver's own parameters are checked by its ``check``. O(1)."""
+    if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)):
+        raise ParamError("n_clusters", f"must be an integer, got {n_clusters!r}")
+    if not 2 <= n_clusters <= n_rows - 1:
+        raise ParamError("n_clusters", f"must be between 2 and {n_rows - 1} (the data's {n_rows} rows minus one), "
+                                       f"got {n_clusters}")
+    if solver not in CLUSTERING_SOLVERS:
+        raise ParamError("solver", f"spectral clustering takes the eigenvectors of {', '.join(CLUSTERING_SOLVERS)}; "
+                                   f"got {solver!r}")
+    if kernel is not None and kernel.type not in AFFINITY_KERNELS:
+        raise ParamError("kernel.type", f"spectral clustering needs positive affinities: use "
+                                        f"{' or '.join(AFFINITY_KERNELS)}, not {kernel.type!r}")
+    if params and params.get("init") in REDUCED_INITS:
+        raise ParamError("params.init", f"{params['init']!r} is not available for spectral clustering; use "
+                                        "'subset' or 'random'")
+
+
+def affinity_rows(rows_or_X, kernel: KernelSpec | dict | None = None) -> AffinityRows:
+    """``rows_or_X`` if it is an `AffinityRows`, else the rows of L over the array X (l, n) with ``kernel``
+    (default a Gaussian of width ``"auto"``, the median distance of a sample). O(l n)."""
+    if isinstance(rows_or_X, AffinityRows):
+        return rows_or_X
+    if kernel is None:
+        kernel = KernelSpec("gaussian", sigma="auto")
+    elif not isinstance(kernel, KernelSpec):
+        kernel = KernelSpec.from_dict(kernel)
+    return AffinityRows(np.asarray(rows_or_X), kernel)
+
+
+def _context(rows: AffinityRows, n_clusters: int) -> FitContext:
+    mean_diagonal = None if rows.centering is None else rows.centering.mean_diagonal
+    return FitContext(n_rows=rows.n_rows, n_components=int(n_clusters), mean_diagonal=mean_diagonal,
+                      kernel=rows.kernel)
+
+
+def start_clustering(rows: AffinityRows, n_clusters: int, solver: str = "kha-smd",
+                     params: dict | None = None) -> tuple[dict, dict]:
+    """``(state, params_used)``: the start of an iterative solver on L, ready for `kpca.driver.run_passes`
+    (``params_used["passes"]``, ``["block_size"]``). Resolves ``"auto"`` kernel widths, runs the degree pass
+    unless ``rows.centering`` is set (a resumed fit), resolves the solver's parameters (the gains from
+    ``trace(L) / l``, `kpca.defaults`) and calls its ``start``. Cost: the degree pass, ``2 l^2 n`` flops,
+    plus the start (a warm start: m rows of L). `kpca.params.ParamError` as `check_clustering`."""
+    params = dict(params or {})
+    check_clustering(n_clusters, rows.n_rows, rows.kernel, solver, params)
+    declared = get_solver(solver)
+    if not declared.iterative:
+        raise ParamError("solver", f"{solver} is one-shot: use fit_clustering")
+    declared.check(params, _context(rows, n_clusters))
+    rows.resolve_kernel()
+    if rows.centering is None:
+        rows.fit_centering().require_variance()
+    used = declared.resolved(params, _context(rows, n_clusters))
+    return declared.start(rows, int(n_clusters), used), used
+
+
+def fit_clustering(rows: AffinityRows, n_clusters: int, solver: str = "exact", params: dict | None = None,
+                   report: Callable | None = None) -> tuple[dict, dict]:
+    """``(state, params_used)`` of a one-shot solver (``exact``, ``lanczos``) on L, with the solver's
+    ``report`` (`kpca.solvers.Iteration` per iteration). Cost: the degree pass plus the solver's (exact:
+    O(l^2 n + l^3), O(l^2) memory; lanczos: a pass per iteration)."""
+    params = dict(params or {})
+    check_clustering(n_clusters, rows.n_rows, rows.kernel, solver, params)
+    declared = get_solver(solver)
+    if declared.iterative:
+        raise ParamError("solver", f"{solver} is iterative: use start_clustering and run_passes")
+    rows.resolve_kernel()
+    context = _context(rows, n_clusters)
+    used = declared.resolved(params, context)
+    return declared.fit(rows, int(n_clusters), used, context, report=report), used
+
+
+def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init: int = N_INIT) -> Clustering:
+    """The NJW clustering of a solver state's components (module docstring, steps 2-4).
+
+    Labels and centres kept in the state (`Clustering.to_state`) are used as they are; otherwise k-means
+    (scikit-learn, ``random_state=seed``, ``n_init`` restarts) runs on the embedding. ``rows`` gets the
+    state's degrees. Cost O(k^2 l + k^3) for the components, plus k-means, O(n_init iterations l k^2).
+    """
+    rows.restore_centering(state)
+    A, AK, mu = get_solver(state["solver"]).components(state)
+    A, AK, mu = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64), np.asarray(mu, dtype=np.float64)
+    kept = mu > RELATIVE_RANK_TOL * max(float(mu.max()), 0.0)
+    scale = np.where(kept, 1.0 / np.sqrt(np.where(kept, mu, 1.0)), 0.0)  # a component without variance: 0
+    embedding = _unit_rows(AK.T * scale[None, :])
+    if "cluster_centres" in state:
+        centres = np.asarray(state["cluster_centres"], dtype=np.float64)
+        labels = np.asarray(state["cluster_labels"])
+    else:
+        k = A.shape[0]
+        centres = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(embedding).cluster_centers_
+        labels = nearest(embedding, centres)
+    return Clustering(labels=labels, embedding=embedding, centres=centres, eigenvalues=mu,
+                      coefficients=A * scale[:, None], rows=rows, state=state)
+
+
+def spectral_clustering(rows_or_X, n_clusters: int, kernel: KernelSpec | dict | None = None, solver: str = "kha-smd",
+                        params: dict | None = None, seed: int = 0, on_pass: Callable | None = None,
+                        n_init: int = N_INIT) -> Clustering:
+    """Spectral clustering of the rows (seed 000 §5.3; module docstring) into ``n_clusters``.
+
+    ``rows_or_X`` is an `AffinityRows` (out of core: any chunked source) or an array (l, n), with
+    ``kernel`` (default Gaussian, width ``"auto"``). ``seed`` seeds the solver (unless ``params`` name
+    one) and k-means. An iterative solver runs ``params["passes"]`` passes; ``on_pass(clustering)``, if
+    given, gets the `Clustering` of every pass (``clustering.state["pass"]``). Cost: the degree pass,
+    the solver's (a KHA pass: ``2 l^2 (n + d)`` flops), and k-means per reported clustering.
+    """
+    rows = affinity_rows(rows_or_X, kernel)
+    params = dict(params or {})
+    declared = get_solver(solver) if solver in CLUSTERING_SOLVERS else None
+    if declared is not None and declared.param("seed") is not None:
+        params.setdefault("seed", int(seed))
+    if declared is not None and not declared.iterative:
+        state, _ = fit_clustering(rows, n_clusters, solver, params)
+        return clustering_from_state(state, rows, seed, n_init)
+    state, used = start_clustering(rows, n_clusters, solver, params)
+    hooks = None
+    if on_pass is not None:
+        hooks = PassHooks(on_pass=lambda s: on_pass(clustering_from_state(s, rows, seed, n_init)))
+    state, _ = run_passes(rows, state, used["passes"], used["block_size"], hooks)
+    return clustering_from_state(state, rows, seed, n_init)
+
+
+def nearest(Y: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Index of the nearest centre (k, m) to each row of Y (b, m), Euclidean. O(b k m)."""
+    d2 = np.sum(Y * Y, axis=1)[:, None] - 2.0 * Y @ centres.T + np.sum(centres * centres, axis=1)[None, :]
+    return np.argmin(d2, axis=1)
+
+
+def _unit_rows(U: np.ndarray) -> np.ndarray:
+    """U with each row divided by its Euclidean norm (zero rows stay zero): NJW step 3."""
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    return np.divide(U, norms, out=np.zeros_like(U), where=norms > 0)

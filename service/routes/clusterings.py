@@ -1,0 +1,122 @@
+"""``/v1/clusterings``: spectral clustering of a data set (seed 000 §5.3) as a job like a model's fit.
+
+Create (start), list, read (status, progress, history and, once completed, a
+page of labels), delete, cancel, resume, and predict the clusters of new
+rows. The record (`store.clusterings.ClusteringRecord`) is the only source
+of a clustering's state: the service writes it once (``queued``), the worker
+(`workers.cluster`) writes the rest; routes share the models' job helpers
+(`service.routes.jobs`) and serving checks (`service.routes.serving`).
+
+Labels come with the record, a page at a time: ``GET
+/v1/clusterings/{name}?labels_offset=0&labels_limit=10000`` gives ``labels``
+(rows ``labels_offset`` onwards), ``labels_total`` and ``next``, the URL of
+the next page (None on the last). One resource rather than a ``/labels``
+sub-resource: the poll that sees ``completed`` has the labels of a small
+data set already, and a large one is read by following ``next``;
+``labels_limit=0`` polls without them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Body, Path, Query, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
+from service.routes import jobs
+from service.routes.models import ERRORS
+from service.routes.serving import checked_rows, serve, served_job
+from service.schemas.clusterings import (
+    LABELS_PAGE,
+    MAX_LABELS_PAGE,
+    ClusteringCreate,
+    ClusteringPublic,
+    ClusteringResume,
+    ClusteringsPublic,
+    PredictResponse,
+)
+from service.schemas.common import NAME_PATTERN
+from service.schemas.errors import ErrorBody
+from service.schemas.serving import ProjectRequest
+from store.clusterings import ClusteringRecord
+
+router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"])
+
+ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, description="clustering name")]
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
+def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings: ClusteringsDep,
+                      backend: BackendDep, settings: SettingsDep, response: Response) -> ClusteringRecord:
+    """Register a clustering and start it; poll ``Location`` for progress, then labels.
+
+    Checked here against the data set (``n_clusters`` in 2 .. n_rows - 1, an affinity kernel, the
+    solver's parameters) and the reference labels (``labels_dataset``: committed, one column, a row per
+    row), each refusal a 4xx naming its field.
+    """
+    dataset = datasets.ready(body.dataset, field="dataset")
+    labels = datasets.ready(body.labels_dataset, field="labels_dataset") if body.labels_dataset else None
+    return jobs.start(backend, clusterings, ClusteringRecord.new(
+        body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters, solver=body.solver,
+        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)
+
+
+@router.get("")
+def list_clusterings(clusterings: ClusteringsDep) -> ClusteringsPublic:
+    """Every clustering's record (without labels)."""
+    return ClusteringsPublic(clusterings=clusterings.list())
+
+
+@router.get("/{name}", responses=ERRORS)
+def get_clustering(
+    name: ClusteringName,
+    clusterings: ClusteringsDep,
+    labels_offset: Annotated[int, Query(ge=0, description="row of the first label returned")] = 0,
+    labels_limit: Annotated[int, Query(ge=0, le=MAX_LABELS_PAGE, description="labels returned at most; "
+                                       "0: none")] = LABELS_PAGE,
+) -> ClusteringPublic:
+    """Status, progress, history (with the variation of information per pass) and, once completed, a
+    page of labels with ``labels_total`` and the ``next`` page's URL (module docstring)."""
+    record = clusterings.get(name)
+    if record.status != "completed" or labels_limit == 0:
+        return ClusteringPublic.of(record)
+    labels, total = clusterings.labels(name, labels_offset, labels_limit)
+    after = labels_offset + len(labels)
+    following = f"{router.prefix}/{name}?labels_offset={after}&labels_limit={labels_limit}" if after < total else None
+    return ClusteringPublic.of(record, labels=labels, labels_offset=labels_offset, labels_total=total,
+                               next=following)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
+def delete_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> Response:
+    """Ask a running clustering to stop, then delete it, its checkpoints and labels."""
+    return jobs.delete(clusterings, name)
+
+
+@router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=ERRORS)
+def cancel_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> ClusteringRecord:
+    """Ask a queued or running clustering to stop after its current block; the last checkpoint is kept."""
+    return jobs.cancel(clusterings, name)
+
+
+@router.post("/{name}/resume", status_code=status.HTTP_202_ACCEPTED,
+             responses={**ERRORS, 503: {"model": ErrorBody}})
+def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend: BackendDep, response: Response,
+                      body: Annotated[ClusteringResume | None, Body()] = None) -> ClusteringRecord:
+    """Continue a cancelled, failed or completed clustering from its last checkpoint; ``passes`` is the
+    new TOTAL number of passes. With the same seed it ends where an uninterrupted run ends."""
+    body = body or ClusteringResume()
+    return jobs.resume(backend, clusterings, name, response, body.passes)
+
+
+@router.post("/{name}/predict", responses=ERRORS)
+async def predict(name: ClusteringName, body: ProjectRequest, clusterings: ClusteringsDep, datasets: DatasetsDep,
+                  backend: BackendDep) -> PredictResponse:
+    """The cluster of each of ``rows`` (the data set's columns): the Nystrom extension of the eigenvectors,
+    normalised, then the nearest k-means centre. A 409 naming the clustering's state until it completes."""
+    record, dataset = await served_job(name, clusterings, datasets)
+    rows = checked_rows(body.rows, int(dataset["n_features"]))
+    labels = await serve(clusterings, name, record, backend.predict_clusters, name, rows)
+    return PredictResponse(labels=np.asarray(labels, dtype=np.int64).tolist())

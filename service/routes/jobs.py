@@ -1,0 +1,70 @@
+"""What the routes of every kind of job share (``/v1/models``, ``/v1/clusterings``): starting and
+submitting to the cluster, cancel, resume, delete.
+
+Each takes the kind's registry (`store.jobs.JobRegistry`); the record
+(`store.records.JobRecord`) names the kind and its route in messages and
+``Location`` headers. No route ever waits on a fit.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import Response, status
+
+from service.errors import ApiError
+from store.records import ACTIVE, JobRecord
+
+log = logging.getLogger(__name__)
+
+
+def submit(backend, registry, name: str, response: Response | None = None) -> None:
+    """Hand job ``name`` to the cluster (``Location`` set on ``response``); if the cluster cannot take
+    it, the record says so and the client gets a 503."""
+    try:
+        backend.submit_fit(name, registry.kind_folder)
+    except Exception as exc:  # the cluster, not the client, is at fault
+        log.exception("could not submit the %s %r", registry.kind, name)
+        message = f"the {registry.kind} could not be submitted to the compute cluster: {exc}"
+        try:
+            registry.update(name, status="failed", error={"code": "unavailable", "message": message})
+        except Exception:
+            log.exception("could not mark %s %r as failed", registry.kind, name)
+        raise ApiError(503, "unavailable", message + f"; delete the {registry.kind} and retry later", None) from None
+    if response is not None:
+        response.headers["Location"] = f"/v1/{registry.kind_folder}/{name}"
+
+
+def start(backend, registry, record: JobRecord, response: Response) -> JobRecord:
+    """Store a new job's ``queued`` record (409 on a name clash) and submit it: the stored record."""
+    stored = registry.create(record)
+    submit(backend, registry, record.name, response)
+    return stored
+
+
+def delete(registry, name: str) -> Response:
+    """Ask a running job to stop, then delete it with its checkpoints: 204."""
+    registry.request_cancel(name)
+    registry.delete(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def cancel(registry, name: str) -> JobRecord:
+    """Ask a queued or running job to stop after its current block (409 otherwise); the record."""
+    record = registry.get(name)
+    if record.status not in ACTIVE:
+        raise ApiError(409, "conflict", f"{record.kind} {name!r} is {record.status!r}; only a queued or running "
+                       "fit can be cancelled", "name")
+    registry.request_cancel(name)
+    return registry.get(name)
+
+
+def resume(backend, registry, name: str, response: Response, passes: int | None,
+           dataset_version: int | None = None, versions: list[int] = ()) -> JobRecord:
+    """Continue a cancelled, failed or completed job from its last checkpoint (`JobRecord.resumed`
+    says what makes no sense, naming the field); the queued record."""
+    changes = registry.get(name).resumed(passes, dataset_version, versions)
+    registry.clear_cancel(name)
+    registry.update(name, **changes)
+    submit(backend, registry, name, response)
+    return registry.get(name)

@@ -1,0 +1,91 @@
+"""Schemas of ``/v1/clusterings``: create, read (with a page of labels), resume, predict.
+
+A clustering as the API shows it is its stored record
+(`store.clusterings.ClusteringRecord`) plus, once completed, a page of its
+labels (`ClusteringPublic`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from kpca.clustering import CLUSTERING_SOLVERS
+from kpca.params import ParamError
+from service.schemas.common import Name
+from service.schemas.declared import Kernel, SolverParams, check_solver_params
+from store.clusterings import ClusteringRecord
+
+LABELS_PAGE = 10_000  # labels in a GET unless labels_limit says otherwise
+MAX_LABELS_PAGE = 100_000
+
+
+def _clustering_solver(name: str) -> str:
+    if name not in CLUSTERING_SOLVERS:
+        raise ParamError("solver", f"spectral clustering takes the eigenvectors of L from one of "
+                                   f"{', '.join(CLUSTERING_SOLVERS)}; got {name!r}")
+    return name
+
+
+def _solver_enum(schema: dict) -> None:
+    schema["enum"] = list(CLUSTERING_SOLVERS)
+
+
+ClusteringSolver = Annotated[str, AfterValidator(_clustering_solver), Field(
+    json_schema_extra=_solver_enum, description="the solver of the k leading eigenvectors of L: the KHA family "
+                                                "pass by pass (progress, cancel, resume), exact or lanczos in one go")]
+
+
+class ClusteringCreate(BaseModel):
+    """``POST /v1/clusterings`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    dataset: Name
+    n_clusters: int = Field(ge=2, description="number of clusters k, 2 .. n_rows - 1 of the data set")
+    kernel: Kernel = Field(default={"type": "gaussian", "sigma": "auto"}, validate_default=True,
+                           description="the affinity: gaussian or laplacian (positive values)")
+    solver: ClusteringSolver = "kha-smd"
+    params: SolverParams
+    labels_dataset: Name | None = Field(
+        default=None, description="a committed data set of reference labels: one column, one row per row of "
+                                  "dataset; each pass's history then records the variation of information "
+                                  "against them")
+
+    @model_validator(mode="after")
+    def _params_of_the_solver(self) -> "ClusteringCreate":
+        check_solver_params(self.solver, self.params)
+        return self
+
+
+class ClusteringResume(BaseModel):
+    """``POST /v1/clusterings/{name}/resume`` body (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passes: int | None = Field(default=None, ge=1, le=10_000,
+                               description="the new TOTAL number of passes (not a number of further passes)")
+
+
+class ClusteringPublic(ClusteringRecord):
+    """A clustering's record and, once completed, a page of its labels."""
+
+    labels: list[int] | None = Field(default=None, description="cluster of each row, 0 .. n_clusters-1, rows "
+                                     "labels_offset .. labels_offset + len(labels) - 1; None until completed")
+    labels_offset: int | None = Field(default=None, description="row of the first label in labels")
+    labels_total: int | None = Field(default=None, description="labels in all: the data set's rows")
+    next: str | None = Field(default=None, description="URL of the next page of labels; None on the last")
+
+    @classmethod
+    def of(cls, record: ClusteringRecord, **page: Any) -> "ClusteringPublic":
+        return cls.model_validate({**record.document(), **page})
+
+
+class ClusteringsPublic(BaseModel):
+    clusterings: list[ClusteringRecord]
+
+
+class PredictResponse(BaseModel):
+    labels: list[int] = Field(description="the cluster of each input row (Nystrom extension of the eigenvectors)")

@@ -1,0 +1,221 @@
+"""The registry of one kind of job (a model's fit, a clustering): typed records, the authoritative job state.
+
+Layout under the data folder ``root``, for a kind stored in ``{kind_folder}``
+(``models``, ``clusterings``)::
+
+    {kind_folder}/{name}/{document}     the record (``model.json``: `store.records.ModelRecord`)
+    {kind_folder}/{name}/cancel         flag: a cancel was requested (a small JSON document)
+    {kind_folder}/{name}/.lock          flock taken by create, write, update, delete
+    {kind_folder}/{name}/.fit           flock held by the one process running the job (`JobRegistry.fit_lease`)
+    {kind_folder}/{name}/checkpoints/   see `store.checkpoints`
+
+The service creates records and reads them; the worker running the job
+writes status, progress and history with `JobRegistry.update`. The registry
+manages ``name``, ``schema_version``, ``created_at`` and ``updated_at``. A kind
+is a subclass naming its record type, folder, document and migration
+(`store.models.ModelRegistry`, `store.clusterings.ClusteringRegistry`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
+from store.errors import Invalid, NotFound
+from store.folders import ResourceFolders
+from store.records import JobRecord
+from store.timestamps import utc_now
+
+MANAGED_FIELDS = ("name", "schema_version", "created_at", "updated_at")
+_CREATE_ATTEMPTS = 5
+
+
+class JobRegistry:
+    """Job records of one kind under ``root/{kind_folder}``; safe across threads and processes.
+
+    Parameters
+    ----------
+    root : Path
+        The data folder.
+
+    Attributes (of the subclass)
+    ----------------------------
+    record_type : type of JobRecord
+        The stored record.
+    kind_folder, kind, document : str
+        Folder under ``root`` (``"models"``), the kind named by `NotFound` (``"model"``), the record's
+        file name (``"model.json"``).
+    leftovers : tuple of str
+        Files of an earlier job of the same name that `create` removes (besides its checkpoints).
+    """
+
+    record_type: type[JobRecord]
+    kind_folder: str
+    kind: str
+    document: str
+    leftovers: tuple[str, ...] = ("cancel",)
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self.folders = ResourceFolders(self.root, self.kind_folder, self.kind)
+        self.folder = self.folders.folder
+
+    @property
+    def schema_version(self) -> int:
+        """The version of the records this registry writes."""
+        return self.record_type.model_fields["schema_version"].default
+
+    def migrate(self, doc: dict) -> dict:
+        """A stored document brought to `schema_version` (none to do by default). Cost O(size)."""
+        return doc
+
+    def create(self, record: JobRecord) -> JobRecord:
+        """Store a new record and return it with ``created_at`` and ``updated_at`` set.
+
+        Raises
+        ------
+        Conflict
+            A job of that name exists (field ``"name"``).
+        Invalid
+            Bad name.
+
+        Notes
+        -----
+        The name is claimed by creating the record's document exclusively
+        under the job's lock, whether or not its folder already exists
+        (checkpoints may have created it). Leftovers of an earlier job of the
+        same name in such a folder (checkpoints, cancel flag, `leftovers`) are
+        removed first. Cost O(record size).
+        """
+        folder = self.folders.path(record.name)
+        now = utc_now()
+        stored = record.model_copy(update={"schema_version": self.schema_version, "created_at": now,
+                                           "updated_at": now})
+
+        def clear_leftovers() -> None:
+            remove_tree(folder / "checkpoints")
+            for name in self.leftovers:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(folder / name)
+
+        self.folders.claim(record.name, self.document, stored.document(), before=clear_leftovers, under_lock=True,
+                           attempts=_CREATE_ATTEMPTS)
+        return stored
+
+    def get(self, name: str) -> JobRecord:
+        """The record of ``name`` (migrated to the current version); `NotFound` if missing.
+
+        A stored document that is not a valid record raises ValueError naming
+        its file (the data folder was damaged). Cost O(record size).
+        """
+        doc = self.folders.read(name, self.document, max_version=self.schema_version)
+        try:
+            return self.record_type.model_validate(self.migrate(doc))
+        except ValidationError as exc:
+            raise ValueError(f"{self.folders.path(name) / self.document}: not a valid {self.kind} record: "
+                             f"{exc}") from None
+
+    def list(self) -> list[JobRecord]:
+        """All records, sorted by name. Cost: a folder listing and one `get` per job."""
+        records = []
+        for name in self.folders.names():
+            try:
+                records.append(self.get(name))
+            except (NotFound, Invalid):
+                continue  # folders without a record
+        return records
+
+    def update(self, name: str, /, **fields) -> JobRecord:
+        """Set fields of a record (read-modify-write under the job's exclusive lock), validated.
+
+        Fields not named are kept; ``updated_at`` is set to now. The fields
+        the registry manages (``name``, ``schema_version``, ``created_at``,
+        ``updated_at``) cannot be set (`Invalid`). Raises `NotFound` if the
+        job does not exist, ValueError if a value does not fit the record.
+        Returns the new record. Cost O(record size).
+        """
+        for field in fields:
+            if field in MANAGED_FIELDS:
+                raise Invalid(field, f"{field} is managed by the {self.kind} registry")
+            if field not in self.record_type.model_fields:
+                raise Invalid(field, f"{field} is not a field of a {self.kind} record")
+        with self.folders.locked(name):
+            current = self.get(name).document()
+            current.update({k: _plain(v) for k, v in fields.items()}, updated_at=utc_now())
+            record = self.record_type.model_validate(current)
+            atomic_write_json(self.folders.path(name) / self.document, record.document())
+        return record
+
+    def delete(self, name: str) -> None:
+        """Delete a job: record, cancel flag, checkpoints and whatever else its folder holds.
+
+        The folder is renamed to a hidden tombstone before removal, so a
+        half-deleted job is never visible. Raises `NotFound` if there is no
+        record. Cost O(files).
+        """
+        self.get(name)
+        with self.folders.locked(name):
+            self.get(name)
+            remove_tree(self.folders.path(name))
+
+    def request_cancel(self, name: str) -> None:
+        """Ask the job ``name`` to stop after its current block (sets the cancel flag). Cost O(1)."""
+        self.get(name)
+        try:
+            atomic_write_json(self.folders.path(name) / "cancel",
+                              {"schema_version": SCHEMA_VERSION, "requested_at": utc_now()})
+        except FileNotFoundError:
+            raise NotFound(self.kind, name) from None
+
+    def cancel_requested(self, name: str) -> bool:
+        """Whether a cancel was requested and not cleared; `NotFound` if no such job.
+
+        Cost: one or two ``stat`` calls (cheap enough to poll after every block).
+        """
+        folder = self.folders.path(name)
+        if (folder / "cancel").exists():
+            return True
+        if not (folder / self.document).exists():
+            raise NotFound(self.kind, name)
+        return False
+
+    def clear_cancel(self, name: str) -> None:
+        """Remove the cancel flag (no error if it is not set); `NotFound` if no such job. Cost O(1)."""
+        self.get(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.folders.path(name) / "cancel")
+
+    @contextlib.contextmanager
+    def fit_lease(self, name: str) -> Iterator[bool]:
+        """Try to become the one runner of job ``name``; yields True if this caller is.
+
+        The lease is an exclusive ``flock`` held for the ``with`` block; the
+        kernel drops it when the holder exits or dies, so a job whose worker
+        was killed leaves the lease free for a new runner. `NotFound` if no
+        such job. Cost O(1).
+        """
+        self.get(name)
+        try:
+            with try_file_lock(self.folders.path(name) / ".fit") as held:
+                yield held
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(self.kind, name) from None
+
+    def fit_alive(self, name: str) -> bool:
+        """Whether some live process holds ``name``'s lease. Cost O(1)."""
+        with self.fit_lease(name) as acquired:
+            return not acquired
+
+
+def _plain(value):
+    """A field value as JSON-able data (records and their parts become their documents)."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,259 @@
+"""Spectral clustering (seed 000 §5.3): the rows of L against a dense reference, the solvers' eigenpairs of
+L, NJW labels on separated blobs and on digits, prediction, resuming, and the variation of information."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+import zarr
+from sklearn.datasets import load_digits
+
+from kpca.affinity import AffinityCentering, AffinityRows
+from kpca.clustering import CLUSTER_KEYS, clustering_from_state, solver_state, spectral_clustering, start_clustering
+from kpca.driver import PassHooks, run_passes
+from kpca.kernels import KernelSpec, kernel_diagonal
+from kpca.metrics import variation_of_information
+from kpca.model import served_model
+from kpca.params import ParamError
+from kpca.solvers import get_solver
+from tests.naive import affinity_matrix, kernel_matrix, njw_embedding
+from tests.naive import variation_of_information as naive_vi
+
+SPEC = KernelSpec("gaussian", sigma=2.0)
+
+
+def blobs(rng, per_cluster=(60, 50, 40), n_features=5, spread=12.0):
+    """Well separated Gaussian blobs (unit spread, centres ``spread`` apart on the axes), shuffled."""
+    centres = spread * np.eye(len(per_cluster), n_features)
+    truth = np.repeat(np.arange(len(per_cluster)), per_cluster)
+    X = centres[truth] + rng.normal(size=(truth.size, n_features))
+    order = rng.permutation(truth.size)
+    return X[order], truth[order], centres
+
+
+def fitted(X, spec=SPEC, **kwargs):
+    rows = AffinityRows(X, spec, **kwargs)
+    rows.fit_centering()
+    return rows
+
+
+def eigenvectors(state):
+    """U (l, k) of a state: ``AK^T diag(mu)^-1/2`` (kpca.clustering's module docstring), and mu."""
+    _, AK, mu = get_solver(state["solver"]).components(state)
+    return AK.T / np.sqrt(mu), mu
+
+
+def check_rows(rows, L, X, rng):
+    """Every method the solvers call, and the new points' rows, against the dense L (to 1e-12)."""
+    l = L.shape[0]
+    K = kernel_matrix(X, X, rows.kernel)
+    np.testing.assert_allclose(rows.degrees, K.sum(axis=1), rtol=1e-13)
+    assert rows.centering.mean_diagonal == pytest.approx(np.trace(L) / l, rel=1e-12)
+    np.testing.assert_allclose(rows.dense(), L, atol=1e-12)
+    idx = rng.permutation(l)[:23]
+    np.testing.assert_allclose(rows.block(idx), L[idx], atol=1e-12)
+    np.testing.assert_allclose(rows.square(idx), L[np.ix_(idx, idx)], atol=1e-12)
+    C, out, T, start = (rng.normal(size=s) for s in ((4, 23), (4, l), (4, 4), (4, l)))
+    expected = out + C @ L[idx]
+    np.testing.assert_allclose(rows.left_product(idx, C, out), expected, atol=1e-12)
+    np.testing.assert_allclose(rows.left_product(idx, C, out, T=T, start=start), T @ start + C @ L[idx], atol=1e-12)
+    new = X[:5] + 0.1 * rng.normal(size=(5, X.shape[1]))
+    Kx = kernel_matrix(new, X, rows.kernel)
+    Lx = Kx / np.sqrt(Kx.sum(axis=1))[:, None] / np.sqrt(K.sum(axis=1))[None, :]
+    np.testing.assert_allclose(rows.transform_block(new), Lx, atol=1e-12)
+    M = rng.normal(size=(l, 3))
+    np.testing.assert_allclose(rows.affinity_product(new, M), Lx @ M, atol=1e-12)
+
+
+def test_affinity_rows_equal_the_dense_normalised_affinity(rng):
+    X = rng.normal(size=(130, 6))
+    rows = fitted(X, chunk_rows=32)
+    check_rows(rows, affinity_matrix(X, SPEC), X, rng)
+    assert np.all(rows.centering.column_means == 0) and rows.centering.grand_mean == 0  # no centring of L
+
+
+def test_affinity_rows_out_of_core_from_zarr_with_small_chunks(rng, tmp_path):
+    """Read chunk by chunk (16 rows) with a cache of 2 chunks: the same rows of L, the same degrees."""
+    X = rng.normal(size=(150, 4))
+    array = zarr.create_array(store=str(tmp_path / "x.zarr"), shape=X.shape, chunks=(16, 4), dtype="float64")
+    array[:] = X
+    rows = fitted(zarr.open_array(str(tmp_path / "x.zarr"), mode="r"), cache_bytes=2 * 16 * 4 * 8)
+    assert rows.chunk_rows == 16 and rows.n_chunks == 10
+    reads = rows.reads
+    check_rows(rows, affinity_matrix(X, SPEC), X, rng)
+    assert rows.reads > reads + rows.n_chunks  # passes re-read the chunks: nothing held but the cache
+
+
+def test_centring_travels_in_the_state_and_restores_the_rows(rng):
+    X = rng.normal(size=(80, 3))
+    rows = fitted(X)
+    state = rows.centering.to_state()
+    fresh = AffinityRows(X, SPEC)
+    fresh.centering = AffinityCentering.from_state(state)
+    np.testing.assert_array_equal(fresh.degrees, rows.degrees)
+    np.testing.assert_array_equal(fresh.dense(), rows.dense())
+
+
+@pytest.fixture(scope="module")
+def digits_affinity(digits):
+    """200 digits, a Gaussian of width 2.5, and their dense L from the naive reference (computed once)."""
+    X, spec = digits[:200], KernelSpec("gaussian", sigma=2.5)
+    return X, spec, affinity_matrix(X, spec)
+
+
+@pytest.mark.parametrize("solver,params,tol,angle", [
+    ("exact", {}, 1e-12, 1e-8), ("lanczos", {"tol": 1e-10}, 1e-9, 1e-5),
+    ("kha-smd", {"init": "random", "passes": 8}, 2e-3, 0.15)])  # measured: 5e-4 and 0.06 after 8 passes
+def test_solvers_find_the_leading_eigenpairs_of_L(digits_affinity, solver, params, tol, angle):
+    """Against numpy.linalg.eigh of the dense L: Ritz values and subspace angles (KHA: after 8 passes)."""
+    X, spec, L = digits_affinity
+    w, V = np.linalg.eigh(L)
+    k = 6
+    clustering = spectral_clustering(AffinityRows(X, spec), k, solver=solver, params=params)
+    U, mu = eigenvectors(clustering.state)
+    assert mu[0] == pytest.approx(1.0, abs=tol)  # the top eigenvector D^1/2 1 is kept: L is not centred
+    np.testing.assert_allclose(mu, w[::-1][:k], atol=tol)
+    assert np.max(scipy.linalg.subspace_angles(U, V[:, ::-1][:, :k])) < angle
+    if solver == "exact":  # NJW's embedding itself, up to a rotation within the (well separated) span
+        Y, Y_ref = clustering.embedding, njw_embedding(L, k)
+        R, _ = scipy.linalg.orthogonal_procrustes(Y, Y_ref)
+        np.testing.assert_allclose(Y @ R, Y_ref, atol=1e-8)
+
+
+@pytest.mark.parametrize("solver,params", [("exact", {}), ("lanczos", {}),
+                                           ("kha-smd", {"init": "random", "passes": 3})])
+@pytest.mark.parametrize("sigma", [3.0, "auto"])
+def test_separated_blobs_are_found_exactly(rng, solver, params, sigma):
+    """VI 0 against the truth; predicting the training rows gives their labels; new points from the blobs
+    get their blob's cluster."""
+    X, truth, centres = blobs(rng)
+    clustering = spectral_clustering(X, 3, {"type": "gaussian", "sigma": sigma}, solver=solver, params=params)
+    assert variation_of_information(clustering.labels, truth) == 0.0
+    np.testing.assert_array_equal(clustering.predict(X), clustering.labels)
+    new_truth = np.arange(30) % 3
+    new = centres[new_truth] + rng.normal(size=(30, X.shape[1]))
+    assert variation_of_information(clustering.predict(new), new_truth) == 0.0
+    assert clustering.eigenvalues[0] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_pass_by_pass_and_resumed_bit_for_bit(rng):
+    """start_clustering + run_passes, stopped after pass 2 and resumed from a copy of the state on fresh rows
+    (the degrees from the state), ends where an uninterrupted run ends; a clustering after every pass."""
+    X, truth, _ = blobs(rng, per_cluster=(40, 40, 40))
+    params = {"init": "random", "passes": 4, "block_size": 32, "seed": 3}
+    rows = AffinityRows(X, SPEC)
+    state, used = start_clustering(rows, 3, "kha-smd", params)
+    seen = []
+    whole, _ = run_passes(rows, state, 4, used["block_size"],
+                          PassHooks(on_pass=lambda s: seen.append(clustering_from_state(s, rows))))
+    assert [c.state["pass"] for c in seen] == [1, 2, 3, 4]
+    assert variation_of_information(seen[-1].labels, truth) == 0.0
+
+    half, _ = run_passes(rows, start_clustering(AffinityRows(X, SPEC), 3, "kha-smd", params)[0], 2, 32)
+    saved = {key: np.copy(value) if isinstance(value, np.ndarray) else value for key, value in half.items()}
+    fresh = AffinityRows(X, SPEC)
+    fresh.restore_centering(saved)
+    resumed, _ = run_passes(fresh, saved, 4, 32)
+    for key in ("A", "AK", "B", "BK", "rho"):
+        assert np.array_equal(resumed[key], whole[key]), key
+    final = clustering_from_state(resumed, fresh)
+    np.testing.assert_array_equal(final.labels, seen[-1].labels)
+    kept = clustering_from_state(final.to_state(), AffinityRows(X, SPEC))  # labels and centres kept, no k-means
+    np.testing.assert_array_equal(kept.centres, final.centres)
+    np.testing.assert_array_equal(kept.predict(X[:10]), final.labels[:10])
+
+
+def test_a_saved_clustering_resumes_and_serves_over_its_degrees(rng):
+    """A checkpoint of `Clustering.to_state`: `solver_state` strips the labels (the next clustering is
+    computed afresh), passes continue from it bit for bit, and `served_model` (the convergence figure's
+    model) restores the degrees on the rows, not a centring of eq. 5."""
+    X, truth, _ = blobs(rng, per_cluster=(30, 30, 30))
+    params = {"init": "random", "passes": 3, "block_size": 16, "seed": 5}
+    rows = AffinityRows(X, SPEC)
+    state, used = start_clustering(rows, 3, "kha-smd", params)
+    whole, _ = run_passes(rows, state, 3, 16)
+    rows = AffinityRows(X, SPEC)
+    half, _ = run_passes(rows, start_clustering(rows, 3, "kha-smd", params)[0], 1, 16)
+    saved = clustering_from_state(half, rows).to_state()
+    assert set(CLUSTER_KEYS) <= set(saved) and not set(CLUSTER_KEYS) & set(solver_state(saved))
+    fresh = AffinityRows(X, SPEC)
+    fresh.restore_centering(saved)
+    resumed, _ = run_passes(fresh, solver_state(saved), 3, 16)
+    assert np.array_equal(resumed["A"], whole["A"]) and CLUSTER_KEYS[0] not in resumed
+    other = AffinityRows(X, SPEC)
+    model = served_model(saved, other)
+    np.testing.assert_array_equal(other.degrees, rows.degrees)
+    np.testing.assert_allclose(model.AK, model.A @ other.dense(), atol=1e-12)
+    assert variation_of_information(clustering_from_state(resumed, fresh).labels, truth) == 0.0
+
+
+def random_labelling_vi(truth, labels, rng, draws=200):
+    """Mean and standard deviation of VI(truth, permuted labels): the expectation of a random labelling
+    with these cluster sizes (the permutation model)."""
+    values = [variation_of_information(truth, rng.permutation(labels)) for _ in range(draws)]
+    return float(np.mean(values)), float(np.std(values))
+
+
+def entropy(labels):
+    p = np.unique(labels, return_counts=True)[1] / len(labels)
+    return float(-np.sum(p * np.log(p)))
+
+
+def test_random_labelling_is_near_its_expected_vi(rng):
+    truth = load_digits().target
+    labels = rng.integers(0, 10, size=truth.size)
+    mean, std = random_labelling_vi(truth, labels, rng)
+    assert abs(variation_of_information(truth, labels) - mean) < 4 * std
+    # the expectation is H + H' less the chance mutual information, about (k - 1)(k' - 1) / (2 l) nats
+    chance = 9 * 9 / (2 * truth.size)
+    assert mean == pytest.approx(entropy(truth) + entropy(labels) - 2 * chance, abs=0.2 * chance)
+
+
+def test_variation_of_information_properties(rng):
+    a = rng.integers(0, 4, size=200)
+    b = rng.integers(0, 6, size=200)
+    relabelled = np.array(["x", "y", "z", "w"])[a]
+    assert variation_of_information(a, relabelled) == 0.0
+    assert variation_of_information(a, b) == pytest.approx(variation_of_information(b, a), abs=1e-14)
+    assert variation_of_information(a, b) == pytest.approx(naive_vi(a, b), abs=1e-12)
+    # the largest VI, log l, between one cluster and l singletons
+    assert variation_of_information(np.zeros(200), np.arange(200)) == pytest.approx(np.log(200), abs=1e-12)
+    for _ in range(20):
+        x, y = rng.integers(0, rng.integers(1, 50), size=(2, 200))
+        assert 0.0 <= variation_of_information(x, y) <= np.log(200) + 1e-12
+    c = rng.integers(0, 3, size=200)  # the triangle inequality
+    assert variation_of_information(a, c) <= variation_of_information(a, b) + variation_of_information(b, c) + 1e-12
+    with pytest.raises(ValueError, match="labels"):
+        variation_of_information(a, b[:10])
+
+
+def test_digits_into_ten_clusters_beat_random_labelling(digits, rng):
+    """Auto-width Gaussian, KHA-SMD from the paper's random start: far below a random labelling's VI."""
+    truth = load_digits().target
+    clustering = spectral_clustering(digits, 10, solver="kha-smd", params={"init": "random", "passes": 4})
+    vi = variation_of_information(clustering.labels, truth)
+    mean, _ = random_labelling_vi(truth, rng.integers(0, 10, size=truth.size), rng, draws=20)
+    assert vi < 0.4 * mean
+    np.testing.assert_array_equal(clustering.predict(digits[:50]), clustering.labels[:50])
+
+
+@pytest.mark.parametrize("n_clusters", [1, 0, -2, 60, 61, 2.5, True])
+def test_bad_n_clusters_is_refused_by_name(rng, n_clusters):
+    with pytest.raises(ParamError) as err:
+        spectral_clustering(rng.normal(size=(60, 3)), n_clusters, SPEC)
+    assert err.value.field == "n_clusters"
+
+
+@pytest.mark.parametrize("solver,kernel,params,field", [
+    ("nystrom", SPEC, {}, "solver"), ("kha-smd", KernelSpec("polynomial", degree=2), {}, "kernel.type"),
+    ("kha-smd", SPEC, {"init": "nystrom"}, "params.init"), ("kha-smd", SPEC, {"eta0": -1.0}, "params.eta0")])
+def test_bad_solver_kernel_or_params_are_refused_by_name(rng, solver, kernel, params, field):
+    with pytest.raises(ParamError) as err:
+        spectral_clustering(rng.normal(size=(60, 3)), 3, kernel, solver=solver, params=params)
+    assert err.value.field == field
+
+
+def test_mean_diagonal_is_the_trace_of_L_over_l(rng):
+    """What the default gains are scaled by (kpca.defaults): trace(L) / l = mean k(x, x) / d."""
+    X = rng.normal(size=(50, 3))
+    rows = fitted(X)
+    assert rows.centering.mean_diagonal == pytest.approx(np.mean(kernel_diagonal(X, SPEC) / rows.degrees), rel=1e-12)

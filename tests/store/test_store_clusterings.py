@@ -1,0 +1,103 @@
+"""The clustering registry: records beside the models' (one job registry, `store.jobs`), checks at
+creation naming the field, labels written atomically and read a page at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from store_helpers import temp_leftovers
+
+from kpca.params import ParamError
+from store import CheckpointStore, ClusteringRecord, ClusteringRegistry, Conflict, Invalid, ModelRegistry, NotFound
+from store.clusterings import ClusteringPassRecord
+from store.records import Convergence, ModelRecord, Progress
+
+DATASET = {"name": "blobs", "n_rows": 90, "n_features": 4, "version": 1, "checksum": "abc"}
+LABELS = {"name": "truth", "n_rows": 90, "n_features": 1, "version": 2}
+
+
+def new(name="c", labels=LABELS, **changes):
+    asked = {"kernel": {"type": "gaussian", "sigma": 2.0}, "n_clusters": 3, "solver": "kha-smd",
+             "params": {"passes": 3, "seed": 1}, **changes}
+    return ClusteringRecord.new(name, DATASET, labels, **asked)
+
+
+def test_records_beside_the_models(root):
+    clusterings, models = ClusteringRegistry(root), ModelRegistry(root)
+    created = clusterings.create(new())
+    assert created.schema_version == 1 and created.status == "queued" and created.n_components == 3
+    assert (created.dataset, created.dataset_version, created.n_rows) == ("blobs", 1, 90)
+    assert (created.labels_dataset, created.labels_dataset_version) == ("truth", 2)
+    assert (root / "clusterings" / "c" / "clustering.json").is_file()
+    models.create(ModelRecord(name="c", dataset="blobs", kernel={"type": "linear"}, n_components=2, solver="kha"))
+    assert [r.name for r in clusterings.list()] == ["c"] and isinstance(clusterings.get("c"), ClusteringRecord)
+    with pytest.raises(Conflict):
+        clusterings.create(new())
+    with pytest.raises(NotFound) as info:
+        clusterings.get("absent")
+    assert info.value.message == "clustering 'absent' not found"
+    figure = Convergence(metric="excess_error", value=0.1)
+    updated = clusterings.update("c", status="running", history=[ClusteringPassRecord(
+        pass_=1, elapsed_s=0.1, convergence=figure, eigenvalues=[1.0, 0.9, 0.8], variation_of_information=0.0)])
+    assert clusterings.get("c") == updated and updated.history[0].labels_change is None
+    with pytest.raises(Invalid):
+        clusterings.update("c", n_components=4)  # a property, not a field
+    assert CheckpointStore.of(clusterings).save("c", 1, {"x": np.ones(2)})["pass"] == 1
+    assert (root / "clusterings" / "c" / "checkpoints" / "pass-00001.npz").is_file()
+    assert CheckpointStore(root).latest_pass("c") is None  # the model's checkpoints are its own
+
+
+def test_labels_are_written_atomically_and_paged(root, rng):
+    registry = ClusteringRegistry(root)
+    registry.create(new())
+    with pytest.raises(NotFound) as info:
+        registry.labels("c")
+    assert info.value.field == "name" and "completes" in info.value.message
+    labels = rng.integers(0, 3, size=90)
+    registry.save_labels("c", labels)
+    assert registry.labels("c") == (labels.tolist(), 90)
+    assert registry.labels("c", 80, 25) == (labels[80:].tolist(), 90)
+    assert registry.labels("c", 90, 10) == ([], 90)
+    with pytest.raises(Invalid) as info:
+        registry.labels("c", 91)
+    assert info.value.field == "labels_offset"
+    assert temp_leftovers(root) == []
+    registry.delete("c")
+    with pytest.raises(NotFound):
+        registry.save_labels("c", labels)
+    (root / "clusterings" / "c").mkdir()
+    np.save(root / "clusterings" / "c" / "labels.npy", labels)  # left by an earlier clustering of that name
+    registry.create(new())
+    with pytest.raises(NotFound):
+        registry.labels("c")
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"n_clusters": 1}, "n_clusters"), ({"n_clusters": 90}, "n_clusters"), ({"solver": "nystrom"}, "solver"),
+    ({"kernel": {"type": "polynomial", "degree": 2}}, "kernel.type"), ({"params": {"init": "rskpca"}}, "params.init"),
+    ({"params": {"init": "subset", "init_size": 2}}, "params.init_size"),
+])
+def test_what_the_data_refuses_names_the_field(changes, field):
+    with pytest.raises(ParamError) as info:
+        new(**changes)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("labels", [{**LABELS, "n_rows": 89}, {**LABELS, "n_features": 2}])
+def test_reference_labels_are_one_column_a_row_per_row(labels):
+    with pytest.raises(Invalid) as info:
+        new(labels=labels)
+    assert info.value.field == "labels_dataset"
+
+
+def test_resume_speaks_of_clusterings():
+    progress = Progress(pass_=3, passes=3, t=270, fraction=1.0, elapsed_s=1.0, remaining_s=0.0,
+                        eigenvalues=[1.0, 0.9, 0.8], convergence=Convergence(metric="excess_error", value=0.01))
+    done = new(labels=None).model_copy(update={"status": "completed", "progress": progress})
+    with pytest.raises(Conflict) as info:
+        done.resumed(None)
+    assert "clustering 'c' completed all 3 passes" in info.value.message
+    assert done.resumed(5)["params"]["passes"] == 5
+    with pytest.raises(Conflict) as info:
+        new(labels=None, solver="exact", params={}).model_copy(update={"status": "completed"}).resumed(2)
+    assert "exact clustering is fit in one go" in info.value.message

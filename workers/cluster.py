@@ -1,0 +1,131 @@
+"""Spectral clustering on a dask worker (seed 000 §5.3): the fit driver of a model, with labels.
+
+`run_clustering` is the task the service submits for a clustering. It is a
+model's fit (`workers.fit.FitJob`: lease, start or resume from the latest
+checkpoint, passes with progress and history, cancel, errors a user can act
+on) over other rows and with more to say after each pass
+(`ClusteringJob`):
+
+* the rows are those of ``L = D^-1/2 K D^-1/2`` over the clustering's data
+  set version (`kpca.affinity.AffinityRows`); the centring pass is the
+  degree pass, and the degrees travel in every checkpoint
+  (``affinity_degrees``), so a resume restores them instead of passing over
+  the data again;
+* after every pass (and after a one-shot ``exact`` or ``lanczos`` fit) the
+  NJW labels of the current eigenvectors (`kpca.clustering.clustering_from_state`:
+  k-means with ``random_state`` ``params.seed``, 0 when not given, 10
+  restarts); the pass's record gets ``labels_change``, the variation of
+  information between them and the previous pass's labels (the figure of a
+  clustering without reference labels: 0 once the labelling settles), and,
+  with ``labels_dataset``, ``variation_of_information`` against the
+  reference labels; the checkpoint keeps the labels and k-means centres
+  beside the solver state (`kpca.clustering.Clustering.to_state`), which a
+  resume strips (`kpca.clustering.solver_state`) before the passes continue;
+* the ``convergence`` figure is the model's (`workers.progress.ConvergenceFigure`)
+  for the eigenvectors of L: the excess error of eq. 22 on L where l is
+  below the exact limit, else the change of the eigenvalue estimates;
+* on completion the final labels are written to the clustering's
+  ``labels.npy`` (`store.clusterings.ClusteringRegistry.save_labels`) before
+  the record says ``completed``, with the final ``variation_of_information``.
+
+Costs per pass besides the solver's: O(k^2 l) for the embedding and k-means
+on l x k (10 restarts). `predict_rows` labels new points by the Nystrom
+extension of the eigenvectors (one pass over the data set per request).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kpca.affinity import AffinityRows
+from kpca.clustering import Clustering, check_clustering, clustering_from_state, solver_state
+from kpca.kernels import KernelSpec
+from kpca.metrics import variation_of_information
+from kpca.solvers import FitContext
+from store import ClusteringRegistry, DatasetStore
+from store.clusterings import ClusteringPassRecord, ClusteringRecord
+from workers.fit import FitJob
+from workers.progress import still_ours
+from workers.serve import load_latest
+
+
+def kmeans_seed(record: ClusteringRecord) -> int:
+    """The k-means ``random_state`` of a clustering: ``params.seed``, 0 when not given."""
+    return int(record.params.get("seed") or 0)
+
+
+class ClusteringJob(FitJob):
+    """A clustering as the fit driver runs it (module docstring)."""
+
+    registry_type = ClusteringRegistry
+    pass_record = ClusteringPassRecord
+
+    def __init__(self, data_dir: str | Path):
+        super().__init__(data_dir)
+        self.seed = 0
+        self.reference: np.ndarray | None = None  # the reference labels (l,), if given
+        self.previous: np.ndarray | None = None  # the last pass's labels
+        self.latest: Clustering | None = None  # the last pass's clustering
+
+    def open_rows(self, record: ClusteringRecord) -> AffinityRows:
+        """The rows of L over the data set version; reads the reference labels (one column) as well."""
+        self.seed = kmeans_seed(record)
+        if record.labels_dataset is not None:
+            labels = self.datasets.open_array(record.labels_dataset, record.labels_dataset_version)
+            self.reference = np.asarray(labels[:, 0]).ravel()
+        source = self.datasets.open_array(record.dataset, record.dataset_version)
+        return AffinityRows(source, KernelSpec.from_dict(record.fit_kernel))
+
+    def check(self, record: ClusteringRecord, context: FitContext) -> None:
+        check_clustering(record.n_clusters, context.n_rows, context.kernel, record.solver, record.params)
+        super().check(record, context)
+
+    def restored(self, state: dict) -> dict:
+        if "cluster_labels" in state:
+            self.previous = np.asarray(state["cluster_labels"])
+        return solver_state(state)
+
+    def annotate(self, rows: AffinityRows, state: dict) -> tuple[dict, dict]:
+        clustering = clustering_from_state(state, rows, self.seed)
+        fields = {"labels_change": None if self.previous is None else
+                  variation_of_information(self.previous, clustering.labels),
+                  "variation_of_information": self._against_reference(clustering.labels)}
+        self.previous, self.latest = clustering.labels, clustering
+        return clustering.to_state(), fields
+
+    def finish(self, record: ClusteringRecord, rows: AffinityRows, state: dict) -> dict:
+        clustering = self.latest
+        if clustering is None or clustering.state["pass"] != state["pass"]:  # no pass ran (crash recovery)
+            clustering = clustering_from_state(solver_state(state), rows, self.seed)
+        still_ours(self.registry, record)
+        self.registry.save_labels(record.name, clustering.labels)
+        return {"variation_of_information": self._against_reference(clustering.labels)}
+
+    def _against_reference(self, labels: np.ndarray) -> float | None:
+        return None if self.reference is None else variation_of_information(self.reference, labels)
+
+
+def run_clustering(data_dir: str, name: str) -> str:
+    """Cluster (or resume clustering) the named clustering; returns its final status (`FitJob.run`)."""
+    return ClusteringJob(data_dir).run(name)
+
+
+def load_clustering(data_dir: str, name: str) -> Clustering:
+    """The clustering of the latest checkpoint (labels and k-means centres kept in it), over the rows
+    of its data set version; kept by this process (`workers.serve.load_latest`)."""
+    root = Path(data_dir)
+
+    def build(record: ClusteringRecord, state: dict) -> Clustering:
+        source = DatasetStore(root).open_array(record.dataset, record.dataset_version)
+        return clustering_from_state(state, AffinityRows(source, KernelSpec.from_dict(record.fit_kernel)),
+                                     kmeans_seed(record))
+
+    return load_latest(ClusteringRegistry(root), name, build)
+
+
+def predict_rows(data_dir: str, name: str, X: np.ndarray) -> np.ndarray:
+    """Cluster of each row of X (m, n_features): its Nystrom embedding's nearest k-means centre
+    (`kpca.clustering.Clustering.predict`), shape (m,). Cost one pass over the data set, O(m l (n + k))."""
+    return load_clustering(data_dir, name).predict(np.asarray(X, dtype=np.float64))
