@@ -19,6 +19,7 @@ import numpy as np
 from kpca.estimator import KernelHebbianPCA
 from kpca.images import assemble_patches, downscale_mean, extract_patches, upscale_replicate
 from kpca.kernels import median_distance
+from kpca.metrics import excess_error, minimal_error
 from kpca.preimage import reconstruct
 
 TITLE = "Seed 002 Fig. 5: natural-image hyperresolution from KHA components of patches (camera)"
@@ -95,7 +96,7 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
     figures = pathlib.Path(figures)
     figures.mkdir(parents=True, exist_ok=True)
     patch, stride = 16, 12
-    l, r, passes, grid = (200, 10, 3, (0.1,)) if quick else (1500, 50, 20, (0.05, 0.1, 0.2))
+    l, r, passes, grid = (200, 10, 3, (0.1,)) if quick else (2000, 50, 30, (0.1, 0.2, 0.5))
     original = grey("camera")
     if quick:
         original = original[:64, :64]
@@ -103,14 +104,16 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
     up = upscale_replicate(low, FACTOR)
     train = training_patches(l, patch)
     sigma = median_distance(train)
+    exact = KernelHebbianPCA(r, kernel="gaussian", sigma=sigma, solver="exact").fit(train)
+    Kc = exact.rows_.dense()
+    e_min = minimal_error(np.linalg.eigvalsh(Kc), r)
     fits = []
     for eta0 in grid:
         est = KernelHebbianPCA(r, kernel="gaussian", sigma=sigma, solver="kha", init="random", eta0=eta0,
                                passes=passes, random_state=0).fit(train)
         if not est.params_used_.get("gain_reductions", 0):
-            AK, A = est.state_["AK"], est.state_["A"]
-            fits.append((float(np.linalg.norm(AK @ A.T - np.eye(r))), eta0, est))
-    orth, eta0, kha = min(fits, key=lambda f: f[0])
+            fits.append((excess_error(Kc, est.state_["AK"], e_min), eta0, est))
+    excess, eta0, kha = min(fits, key=lambda f: f[0])
     kha_fn = lambda X: reconstruct(kha.model_, X, method="gradient", max_iter=100)  # noqa: E731
     results = {
         "b. input (replicated)": up,
@@ -119,14 +122,14 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
         "bicubic": resize(low, original.shape, order=3, anti_aliasing=False),
         "e. KHA, overlapping": windows(up, patch, stride, kha_fn),
         "f. KHA, blocks": windows(up, patch, patch, kha_fn),
+        "exact KPCA, overlapping": windows(
+            up, patch, stride, lambda X: reconstruct(exact.model_, X, method="gradient", max_iter=100)),
     }
     scores = {k: psnr(original, v) for k, v in results.items()}
     fig_name = f"{NAME}.png"
     plot(figures / fig_name, {"a. original": original, **results}, scores)
 
-    best_other = max(scores["c. PCA"], scores["d. bilinear"])
-    kha_best = scores["e. KHA, overlapping"] > best_other
-    pca_worst = scores["c. PCA"] < scores["d. bilinear"]
+    kha_best = scores["e. KHA, overlapping"] > max(scores["c. PCA"], scores["d. bilinear"])
     overlap_helps = scores["e. KHA, overlapping"] > scores["f. KHA, blocks"]
     md = ["**Claims (§4.2, Fig. 5).** \"PCA completely fails to get a hyperresolution image (Fig. 5.c) ... Bilinear "
           "interpolation (Fig. 5.d) produces better results but ... fails to recover the complex local structure "
@@ -140,25 +143,42 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
           f"kernel, σ = median distance between training patches = {sigma:.3g} (the paper's σ = 0.5 is on its own "
           f"pixel scale). KHA: the `kha` solver, constant gain, random start, {passes} passes, r = {r} components "
           "(the paper: 300; scaled down for 2 cores), η₀ picked from "
-          f"{', '.join(f'{g:g}' for g in grid)} (part of the paper's {{1, 2, 5}} × 10^b grid) by the smallest "
-          f"‖AK'Aᵀ − I‖ after the passes (no test data): η₀ = {eta0:g} ({orth:.3g}). Windows: stride {stride} "
+          f"{', '.join(f'{g:g}' for g in grid)} (part of the paper's {{1, 2, 5}} × 10^b grid) by the lowest "
+          f"excess training reconstruction error (seed 000 eq. 22; no test data): η₀ = {eta0:g} ({excess:.3g}). "
+          "Exact KPCA (`exact` solver, same r) on the same patches is a reference: whether a gap is the KHA's "
+          "convergence or the method's. "
+          f"Windows: stride {stride} "
           f"(overlapping, e) or {patch} (blocks, f), each reconstructed by `kpca.preimage` method `gradient` "
           "(L-BFGS-B from the Kwok-Tsang point, as the paper's [9] + [10]) and averaged where they overlap "
           "(`kpca.images.assemble_patches`). PCA: the same r directions of the same patches, same windows.", "",
           f"![Fig. 5 analogue](figures/{fig_name})", "",
           "| reconstruction | PSNR (dB) |", "|---|---|"]
     md += [f"| {k} | {v:.2f} |" for k, v in scores.items()]
-    verdict_main = "reproduced" if kha_best and pca_worst else "partly" if kha_best or pca_worst else "not reproduced"
+    verdict_kha = "reproduced" if kha_best else "not reproduced"
+    gap = scores["d. bilinear"] - scores["c. PCA"]
+    verdict_pca = "reproduced" if gap > 0.5 else "partly" if gap > 0 else "not reproduced"
     verdict_overlap = "reproduced" if overlap_helps else "not reproduced"
     words = {"reproduced": "reproduced", "partly": "partly reproduced", "not reproduced": "not reproduced"}
-    md += ["", f"KHA vs the better of PCA and bilinear: {'better' if kha_best else 'not better'} in PSNR; PCA "
-           f"{'below' if pca_worst else 'not below'} bilinear; overlapping windows "
-           f"{'above' if overlap_helps else 'not above'} blocks. The paper's comparison is visual; PSNR is ours.",
-           "", f"**Verdict:** {words[verdict_main]} — KHA ≻ PCA, bilinear: {words[verdict_main]}; overlap reduces "
-           f"the block structure: {words[verdict_overlap]}; with {l} training patches and {r} components instead "
-           "of 7,000 and 300" + (" (quick run: numbers mean nothing)." if quick else ".")]
-    claims = [{"claim": "§4.2 Fig. 5: KHA hyperresolution of a natural image beats linear PCA (which fails) and "
-                        "bilinear interpolation", "verdict": verdict_main, "figure": f"figures/{fig_name}"},
+    verdicts = {verdict_kha, verdict_pca, verdict_overlap}
+    overall = verdicts.pop() if len(verdicts) == 1 else "partly"
+    md += ["", f"KHA (overlapping) vs the better of PCA and bilinear: {'better' if kha_best else 'worse'} in PSNR "
+           f"({scores['e. KHA, overlapping']:.2f} vs {max(scores['c. PCA'], scores['d. bilinear']):.2f} dB); "
+           f"exact KPCA {scores['exact KPCA, overlapping']:.2f} dB; PCA {'below' if gap > 0 else 'not below'} "
+           f"bilinear ({scores['c. PCA']:.2f} vs {scores['d. bilinear']:.2f} dB); overlapping windows "
+           f"{'above' if overlap_helps else 'not above'} blocks. The paper's comparison is visual; PSNR is ours. "
+           "By eye (full run): PCA gives the blocky input slightly smoothed, as the paper says; the KHA's windows "
+           "carry texture of the training photographs into flat regions (the sky) and do not recover the "
+           "tripod's thin legs; blocks show seams that the overlapping windows soften. Trials outside this run "
+           "(exact KPCA, σ = 0.5, 1, 2 × median, r = 10, 50, 150, with and without the texture images) stayed "
+           "below PCA in PSNR, approaching it as σ grows (the linear limit).",
+           "", f"**Verdict:** {words[overall]} "
+           f"— KHA better than PCA and bilinear: {words[verdict_kha]}; PCA below bilinear: {words[verdict_pca]}; "
+           f"overlap reduces the block structure: {words[verdict_overlap]}; with {l} training patches and {r} "
+           "components instead of 7,000 and 300" + (" (quick run: numbers mean nothing)." if quick else ".")]
+    claims = [{"claim": "§4.2 Fig. 5: KHA hyperresolution of a natural image is much better than linear PCA and "
+                        "bilinear interpolation", "verdict": verdict_kha, "figure": f"figures/{fig_name}"},
+              {"claim": "§4.2 Fig. 5: linear PCA fails at hyperresolution; bilinear interpolation does better",
+               "verdict": verdict_pca, "figure": f"figures/{fig_name}"},
               {"claim": "§4.2 Fig. 5: overlapping windows, averaged, reduce the block structure of block-wise "
                         "KHA reconstruction", "verdict": verdict_overlap, "figure": f"figures/{fig_name}"}]
     return {"markdown": "\n".join(md), "claims": claims, "seconds": time.perf_counter() - t0}

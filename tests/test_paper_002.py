@@ -11,7 +11,7 @@ import pytest
 VERDICTS = {"reproduced", "partly", "not reproduced"}
 
 
-@pytest.mark.parametrize("name", ["paper.exp_002_toy", "paper.exp_002_hyperresolution"])
+@pytest.mark.parametrize("name", ["paper.exp_002_toy", "paper.exp_002_hyperresolution", "paper.exp_002_natural"])
 def test_quick_run_keeps_the_contract(name, tmp_path):
     module = importlib.import_module(name)
     assert isinstance(module.TITLE, str) and module.TITLE
