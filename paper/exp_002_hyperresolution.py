@@ -208,7 +208,8 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
            f"{f2['n_half']} vs {ex['n_train']} rows): mean PSNR KPCA on the half set {np.mean(p_small):.2f} dB, KHA on "
            f"all rows {np.mean(p_kha):.2f} dB; the KHA is better on {wins} of {len(p_kha)} test faces.", ""]
     verdict_b = "reproduced" if 1.0 < ratio < 1.5 else "partly" if ratio >= 1.5 else "not reproduced"
-    verdict_c = "reproduced" if np.mean(p_kha) > np.mean(p_small) and 2 * wins > len(p_kha) else "not reproduced"
+    # (c) is at most partly: the PSNR gain is measured, but no wrong-identity reconstruction is seen to be corrected
+    verdict_c = "partly" if np.mean(p_kha) > np.mean(p_small) and 2 * wins > len(p_kha) else "not reproduced"
     # (a) is judged by eye on the full run's figure (no measure of "face-like" is given in the paper)
     verdict_a = "partly"
     words = {"reproduced": "reproduced", "partly": "partly reproduced", "not reproduced": "not reproduced"}
@@ -222,7 +223,9 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
            f"(c) {words[verdict_c]}: KHA on all rows vs exact KPCA on half of them, {np.mean(p_kha):.2f} vs "
            f"{np.mean(p_small):.2f} dB, better on {wins}/{len(p_kha)} faces. The gain is the data's, not the "
            f"algorithm's: exact KPCA on all rows gives {np.mean(f2['psnr'][f'KPCA r={r3}']):.2f} dB; the paper's "
-           "point is that the KHA makes the larger set affordable, which at 180 rows it need not be.", ""]
+           "point is that the KHA makes the larger set affordable, which at 180 rows it need not be. Partly, not fully: "
+           "at this size neither reconstruction shows a clearly wrong person (both are blurred, near the mean "
+           "face), so the figure shows no misreconstruction being corrected, only a uniform PSNR gain.", ""]
     overall = "reproduced" if {verdict_a, verdict_b, verdict_c} == {"reproduced"} else (
         "not reproduced" if {verdict_a, verdict_b, verdict_c} == {"not reproduced"} else "partly")
     md.append(f"**Verdict:** {words[overall]} — (a) {words[verdict_a]}, (b) {words[verdict_b]}, (c) "
