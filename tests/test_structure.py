@@ -112,3 +112,16 @@ def test_the_graph_is_read():
     """The checks above see real edges (guards against a parser that finds nothing)."""
     assert "kpca.solvers" in GRAPH["kpca.driver"] and "store.records" in GRAPH["store.models"]
     assert len(MODULES) > 60
+
+
+def test_bench_and_paper_use_the_numerics_only():
+    """bench/ and paper/ (scripts, not packages) import kpca, each other's helpers and tests' generators,
+    never store, workers, service or client: what they measure is the numerics."""
+    found = {}
+    for folder in ("bench", "paper"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            bad = sorted(o for o in imported(path) if o.split(".")[0] in PACKAGES and o.split(".")[0] != "kpca")
+            if bad:
+                found[str(path.relative_to(ROOT))] = bad
+    assert found == {}
+    assert (ROOT / "paper" / "run.py").is_file()
