@@ -66,7 +66,7 @@ def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, floa
         "",
         f"Machine: {env['cpu']}, {env['available_cores']} cores available ({env['logical_cores']} logical), "
         f"Python {env['python']}, {env['platform']}. Libraries: {libs}. Commit `{env['commit']}`"
-        + (" with uncommitted changes" if env["dirty"] else "") + f", run finished {env['utc']}.",
+        + (" with uncommitted changes" if env["dirty"] else "") + f", run started {env['utc']}.",
         "",
         "Time per experiment: " + ", ".join(f"{name} {s:.0f} s" for name, s in timings) + ".",
         "",
@@ -84,10 +84,10 @@ def claims_table(results: list[tuple]) -> str:
     return "## Claims and verdicts\n\n" + "\n".join(rows) + "\n"
 
 
-def write_report(out: Path, results: list[tuple], total_s: float, quick: bool) -> Path:
-    """paper/REPORT.md (or ``out/REPORT.md``), atomically."""
+def write_report(out: Path, results: list[tuple], total_s: float, quick: bool, env: dict) -> Path:
+    """paper/REPORT.md (or ``out/REPORT.md``), atomically; ``env`` is `bench._common.environment` at the start."""
     timings = [(m.__name__.split(".")[-1][4:], r["seconds"]) for m, r in results]
-    parts = [header(environment(), total_s, quick, timings), claims_table(results)]
+    parts = [header(env, total_s, quick, timings), claims_table(results)]
     parts += [f"## {m.TITLE}\n\n{r['markdown'].strip()}\n\n*Run time: {r['seconds']:.0f} s.*\n" for m, r in results]
     path = out / "REPORT.md"
     tmp = out / f".REPORT.md.{os.getpid()}.tmp"
@@ -104,13 +104,13 @@ def main(argv: list[str] | None = None) -> Path:
     args = ap.parse_args(argv)
     figures = args.out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    t0, env = time.perf_counter(), environment()  # the commit and tree the run started from
     results = []
     for module in experiments([o for o in args.only.split(",") if o] or None):
         print(f"running {module.__name__} ...", file=sys.stderr, flush=True)
         results.append((module, run_one(module, figures, args.quick)))
         print(f"  {results[-1][1]['seconds']:.0f} s", file=sys.stderr, flush=True)
-    path = write_report(args.out, results, time.perf_counter() - t0, args.quick)
+    path = write_report(args.out, results, time.perf_counter() - t0, args.quick, env)
     print(f"wrote {path}", file=sys.stderr)
     return path
 
