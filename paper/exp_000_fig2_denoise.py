@@ -145,7 +145,9 @@ Lena with another noise level and SNR convention, so only the comparison between
 KHA-SMD < KHA/et < KHA/t < constant gain after {passes} passes: {"yes" if ok_order else "no"}; KHA/et two orders
 below the constant gain: {"yes" if ok_et else "no"} ({et_gain:.0f}x); KHA-SMD one more: {"yes" if ok_smd else "no"}
 ({smd_gain:.1f}x); KHA/et in {passes} passes denoises as well as the constant gain in {long_passes}:
-{"yes" if ok_snr else "no"}. On this image linear PCA denoises better than kernel PCA with sigma 1 (as in
+{"yes" if ok_snr else "no"}. Why the gaps between the solvers are smaller than the paper's is not known;
+candidates: a quarter of the paper's patches per sub-image (each pass has a quarter of its steps, and the
+tuned gains are larger), block updates of 256 rows, `camera` for Lena. On this image linear PCA denoises better than kernel PCA with sigma 1 (as in
 `bench/denoise_image.py`'s sweep: the narrow kernel keeps much of the noise), which the paper does not compare.
 """
     fig_rel = f"figures/{path.name}"

@@ -120,7 +120,10 @@ VI of the exact eigenvectors (solver `exact`): **{vi_exact:.3f}** nats; a unifor
 -- excess error ordered KHA-SMD < KHA/et < KHA/t after 10 and {passes} passes: {"yes" if ok_order else "no"};
 KHA/et and KHA-SMD within 0.05 nats of the exact clustering by pass 10: {"yes" if ok_10 else "no"}
 (passes {reach['kha-et']} and {reach['kha-smd']}); KHA/t later than KHA/et: {"yes" if ok_t else "no"} (pass
-{reach['kha-t']}). VI is a step function of the clustering and k-means adds its own noise, so small VI
+{reach['kha-t']}). Here the clustering stops depending on the eigenvectors' accuracy early: KHA/t's,
+with an excess error of {fmt(runs['kha-t']['excess_error'][1])} after 2 passes, already give the exact eigenvectors'
+VI, so the third claim cannot show on these data (the digits with sigma {SIGMA:g}: a fifth of USPS's rows and
+other clusters; why USPS is more sensitive is not known). VI is a step function of the clustering and k-means adds its own noise, so small VI
 differences (a few hundredths) between passes are not meaningful.
 """
     fig_rel = f"figures/{path.name}"

@@ -70,7 +70,9 @@ def run(figures: Path, quick: bool = False) -> dict:
     for ax, (name, other) in zip(axes[1:], (("noisy", noisy), ("denoised by KHA-SMD", out["kha-smd"]))):
         ax.scatter(clean[f, 0::3], clean[f, 2::3], c="k", s=18, label="original")
         ax.scatter(other[f, 0::3], other[f, 2::3], c="r", s=12, marker="x", label=name)
-        ax.set_title(f"frame {f}, side view (x forward, z up)")
+        ax.set_title(f"frame {f}: original and {name}")
+        ax.set_xlabel("x, forward (m)")
+        ax.set_ylabel("z, up (m)")
         ax.set_aspect("equal")
         ax.legend(fontsize=8)
     path = figures / "000_fig4_motion.png"
