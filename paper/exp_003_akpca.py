@@ -2,7 +2,7 @@
 
 `bench/akpca.py` at its full size takes about 4 minutes on 2 cores (its ``--quick`` is too small to mean
 anything), and rerunning it would add that
-to `make paper`'s 4.6 minutes, on a machine it shares with seed 002's experiments; this module reads its
+to `make paper`'s 2 to 5 minutes, on a machine it shares with seed 002's experiments; this module reads its
 committed result, bench/results/akpca.json (and akpca.png), and states the run that made them.
 """
 
@@ -45,7 +45,7 @@ speckle noise both autoencoders beat PCA and KPCA on 14 x 14 digits "under all c
 
 **Not rerun here.** `bench/akpca.py` at full size takes about 4 minutes on this 2-core machine
 ({doc['seconds']:.0f} s in the committed run) and its `--quick` is too small to mean anything, so `make paper`
-(4.6 minutes without it) reads its committed result: bench/results/akpca.json, run at commit `{env['commit'][:10]}` on {env['utc']}
+(2 to 5 minutes without it) reads its committed result: bench/results/akpca.json, run at commit `{env['commit'][:10]}` on {env['utc']}
 ({env['cpu']}, {env['available_cores']} cores, load average {doc['load_average'][0]:.1f}). Rerun it with
 `python bench/akpca.py`. Its setup (README, *Autoencoder KPCA*): scikit-learn's digits for MNIST, 100 per
 class for training ({doc['train']} rows, 8 x 8 = {doc['features']} pixels, no pooling), the other

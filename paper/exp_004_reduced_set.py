@@ -2,7 +2,7 @@
 
 `bench/reduced_set.py` at its full size takes about 3 minutes on 2 cores (``--quick`` runs 3 ells on one
 split: too few to mean anything), and rerunning it would add that
-to `make paper`'s 4.6 minutes, on a machine it shares with seed 002's experiments;
+to `make paper`'s 2 to 5 minutes, on a machine it shares with seed 002's experiments;
 this module reads its committed result, bench/results/reduced_set.json (and reduced_set.png), and states the
 run that made them.
 """
@@ -49,7 +49,7 @@ testing speed-ups over KPCA; on usps and yale (Fig. 4-5) its 3-NN accuracy (10-f
 competitive with the Nyström methods, while providing significant training and testing speedups".
 
 **Not rerun here.** `bench/reduced_set.py` at full size takes about 3 minutes on this 2-core machine
-({doc['seconds']:.0f} s in the committed run; `--quick` is too small to mean anything), so `make paper` (4.6
+({doc['seconds']:.0f} s in the committed run; `--quick` is too small to mean anything), so `make paper` (2 to 5
 minutes without it) reads its committed result: bench/results/reduced_set.json, run at commit `{env['commit'][:10]}`
 {"(with uncommitted changes) " if env['dirty'] else ""}on {env['utc']} ({env['cpu']}, {env['available_cores']}
 cores, load average {doc['load_average'][0]:.1f}). Rerun it with `python bench/reduced_set.py`. Its setup
