@@ -112,3 +112,17 @@ def test_the_graph_is_read():
     """The checks above see real edges (guards against a parser that finds nothing)."""
     assert "kpca.solvers" in GRAPH["kpca.driver"] and "store.records" in GRAPH["store.models"]
     assert len(MODULES) > 60
+
+
+
+def test_paper_uses_no_service_or_workers():
+    """paper/ (scripts like bench/, not a package) reruns the papers' experiments on the numerics: it may
+    import kpca, bench's helpers and tests' generators, never workers, service or the HTTP client
+    (bench/ may: it measures the service too)."""
+    found = {}
+    for path in sorted((ROOT / "paper").glob("*.py")):
+        bad = sorted(o for o in imported(path) if o.split(".")[0] in ("workers", "service", "client"))
+        if bad:
+            found[str(path.relative_to(ROOT))] = bad
+    assert found == {}
+    assert (ROOT / "paper" / "run.py").is_file()
