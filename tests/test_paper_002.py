@@ -1,4 +1,4 @@
-"""Seed 002's `make paper` modules (paper/exp_002_*.py) keep the contract of /work/notes/paper_contract.md:
+"""Seed 002's `make paper` modules (paper/exp_002_*.py) keep the contract of paper/run.py:
 run(figures, quick=True) returns markdown with a Verdict line and figure links that exist, and well-formed claims."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 VERDICTS = {"reproduced", "partly", "not reproduced"}
 
 
-@pytest.mark.parametrize("name", ["paper.exp_002_toy", "paper.exp_002_hyperresolution", "paper.exp_002_natural"])
+@pytest.mark.parametrize("name", ["paper.exp_002_fig1_toy", "paper.exp_002_fig2_hyperresolution", "paper.exp_002_fig5_natural"])
 def test_quick_run_keeps_the_contract(name, tmp_path):
     module = importlib.import_module(name)
     assert isinstance(module.TITLE, str) and module.TITLE

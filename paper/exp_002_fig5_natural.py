@@ -24,7 +24,7 @@ from kpca.preimage import reconstruct
 
 TITLE = "Seed 002 Fig. 5: natural-image hyperresolution from KHA components of patches (camera)"
 SEED = "002"
-NAME = "002_natural"
+NAME = "002_fig5_natural"
 FACTOR = 4  # the paper's 100 x 100 -> 400 x 400
 SCALE = 4  # block means of the bundled 512-pixel images: the "high resolution" scale
 TRAINING_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "grass", "gravel", "brick")
@@ -89,7 +89,7 @@ def plot(path: pathlib.Path, panels: dict, scores: dict) -> None:
 
 
 def run(figures: pathlib.Path, quick: bool = False) -> dict:
-    """Fig. 5 of seed 002 on ``camera``; writes figures/002_natural.png."""
+    """Fig. 5 of seed 002 on ``camera``; writes figures/002_fig5_natural.png."""
     from skimage.transform import resize
 
     t0 = time.perf_counter()

@@ -26,7 +26,7 @@ from kpca.preimage import reconstruct
 
 TITLE = "Seed 002 Fig. 2-3: face hyperresolution by KHA vs linear PCA and interpolation (LFW subset for Yale B)"
 SEED = "002"
-NAME = "002_hyperresolution"
+NAME = "002_fig2_hyperresolution"
 SIDE = 24
 N_FACES = 100  # lfw_subset: images 0..99 are faces, 100..199 are not
 N_TEST = 10  # the paper's 10 test faces
@@ -153,7 +153,7 @@ def experiment(quick: bool) -> dict:
 
 
 def run(figures: pathlib.Path, quick: bool = False) -> dict:
-    """Fig. 2-3 of seed 002 on LFW faces; writes figures/002_hyperresolution_*.png."""
+    """Fig. 2-3 of seed 002 on LFW faces; writes figures/002_fig2_hyperresolution_*.png."""
     t0 = time.perf_counter()
     figures = pathlib.Path(figures)
     figures.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from kpca.metrics import subspace_angles
 
 TITLE = "Seed 002 Fig. 1: first three kernel PCs of a toy set, KPCA vs KHA (polynomial kernel)"
 SEED = "002"
-NAME = "002_toy"
+NAME = "002_fig1_toy"
 R = 3
 KERNELS = {"(x.y)^2": 0.0, "(x.y + 1)^2": 1.0}  # label -> offset of the degree-2 polynomial kernel
 
@@ -113,7 +113,7 @@ def plot(path: pathlib.Path, X: np.ndarray, results: dict) -> None:
 
 
 def run(figures: pathlib.Path, quick: bool = False) -> dict:
-    """Fig. 1 of seed 002 with numbers; writes figures/002_toy.png."""
+    """Fig. 1 of seed 002 with numbers; writes figures/002_fig1_toy.png."""
     t0 = time.perf_counter()
     figures = pathlib.Path(figures)
     figures.mkdir(parents=True, exist_ok=True)
