@@ -60,6 +60,7 @@ class ClusteringRecord(JobRecord):
 
     kind: ClassVar[str] = "clustering"
     route: ClassVar[str] = "/v1/clusterings"
+    components_field: ClassVar[str] = "n_clusters"
 
     schema_version: int = CLUSTERING_SCHEMA_VERSION
     n_clusters: int = Field(ge=2, description="number of clusters k (and of eigenvectors of L fitted)")

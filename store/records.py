@@ -110,10 +110,12 @@ class JobRecord(_Document):
     solver and parameters asked for, and the state of the fit the worker writes. A kind of job
     subclasses it with what it asks for besides (`ModelRecord.n_components`) and names itself
     (``kind``, ``route``) in the messages of `resumed`. Every kind has ``n_components``, the components
-    its solver fits (a field of a model, a property of a clustering)."""
+    its solver fits (a field of a model, a property of a clustering), and ``components_field``, the
+    request field that sets it (what an error names)."""
 
     kind: ClassVar[str] = "job"
     route: ClassVar[str] = "/v1/jobs"
+    components_field: ClassVar[str] = "n_components"
 
     schema_version: int = MODEL_SCHEMA_VERSION
     name: str

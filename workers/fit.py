@@ -198,7 +198,7 @@ def _fit(job: FitJob, record: JobRecord) -> str:
         return {k: v for k, v in used.items() if v is not None}
 
     registry.update(name, params_used=params_used(state))
-    report = PassReporter(job, record, rows, ConvergenceFigure(rows, record.n_components, record.exact_limit),
+    report = PassReporter(job, record, rows, ConvergenceFigure(rows, record.n_components, record.exact_limit, record.components_field),
                           params_used, history, state)
 
     def should_stop() -> bool:
@@ -246,7 +246,7 @@ def _fit_once(job: FitJob, solver, record: JobRecord, rows: KernelRows, context:
     used.update(used_params(state))  # what the fit settled on from the data (a number of centres)
     done = len(history) + 1
     state = dict(state, **{"pass": done})
-    convergence, eigenvalues = ConvergenceFigure(rows, record.n_components, record.exact_limit)(rows, state)
+    convergence, eigenvalues = ConvergenceFigure(rows, record.n_components, record.exact_limit, record.components_field)(rows, state)
     if convergence.metric == "eigenvalue_change":  # no previous pass to compare with
         convergence = Convergence(metric=convergence.metric, value=None)
     saved, fields = job.annotate(rows, state)

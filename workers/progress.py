@@ -48,10 +48,10 @@ class ConvergenceFigure:
     else the relative change of the eigenvalue estimates (module docstring).
 
     `Degenerate` at construction if the exact spectrum shows fewer than r
-    directions in feature space. Cost O(l^2 n + l^3) once where l is small enough.
+    directions in feature space, naming ``field``, the request's field that sets r. Cost O(l^2 n + l^3) once where l is small enough.
     """
 
-    def __init__(self, rows: KernelRows, n_components: int, limit: int):
+    def __init__(self, rows: KernelRows, n_components: int, limit: int, field: str = "n_components"):
         self.Kc = None
         self.previous = None
         if rows.n_rows <= limit:
@@ -62,7 +62,7 @@ class ConvergenceFigure:
             rank = int(np.sum(eigenvalues > RANK_RTOL * max(eigenvalues[-1], 0.0)))
             if rank < n_components:
                 raise Degenerate(f"the data spans only {rank} directions in feature space, fewer than the "
-                                 f"{n_components} components asked for: fit with n_components <= {rank}")
+                                 f"{n_components} components asked for: fit with {field} <= {rank}")
             self.e_min = minimal_error(eigenvalues, n_components)
             self.metric = "excess_error" if rank > n_components else "relative_error"
             self.scale = float(np.linalg.norm(self.Kc))

@@ -216,3 +216,13 @@ def test_labels_come_a_page_at_a_time(api, found):
     assert_error(api.get(f"{ROUTE}/found", params={"labels_offset": N + 1}), 422, "invalid", "labels_offset")
     assert_error(api.get(f"{ROUTE}/found", params={"labels_offset": -1}), 422, "invalid", "labels_offset")
     assert_error(api.get(f"{ROUTE}/found", params={"labels_limit": 100_001}), 422, "invalid", "labels_limit")
+
+
+def test_fewer_directions_than_clusters_fail_naming_n_clusters(api):
+    """Two distinct points, repeated: L has rank 2, so 3 clusters cannot be found; the failed record says
+    which request field to change (n_clusters, not a model's n_components)."""
+    upload(api, "two-points", np.repeat([[0.0, 0.0], [1.0, 1.0]], 6, axis=0))
+    start(api, name="rank-two", dataset="two-points", solver="exact", params={}, labels_dataset=None)
+    record = wait(api, "rank-two")
+    assert record["status"] == "failed" and record["error"]["code"] == "degenerate", record
+    assert "n_clusters <= 2" in record["error"]["message"], record["error"]
