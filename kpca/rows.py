@@ -347,6 +347,12 @@ class KernelRows:
         X, xn, row_shift = self._training_points(indices)
         return self.raw_block(X, xn, row_shift, -self.centering.column_means)
 
+    def points(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Data rows ``source[indices]`` (b, n) in ``compute_dtype`` and their squared norms (b,), None
+        if the kernel needs none: what `points_left_product` takes."""
+        indices = np.asarray(indices)
+        return self.take(indices), None if self._sqnorms is None else self._sqnorms[indices]
+
     def _training_points(self, indices: np.ndarray):
         """Data rows ``source[indices]``, their squared norms (or None) and the row shifts
         ``m_bar - m[i]`` that fold eq. 5 into the kernel pass: ``K'[i, j] = K[i, j] + (m_bar - m[i]) - m[j]``."""
@@ -367,14 +373,30 @@ class KernelRows:
         of rows would take b l). Returns ``out``.
         """
         X, xn, row_shift = self._training_points(indices)
-        C = np.ascontiguousarray(C, dtype=self.dtype)
+        return self.points_left_product(X, xn, row_shift, np.ascontiguousarray(C, dtype=self.dtype), out, T=T,
+                                        start=start)
+
+    def points_left_product(self, X: np.ndarray, x_sqnorms: np.ndarray | None, row_shift: np.ndarray | None,
+                            C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
+                            start: np.ndarray | None = None, centred: bool = True) -> np.ndarray:
+        """`left_product` for given points instead of training indices: ``out = T start + C B`` with
+        ``B[i, j] = k(X[i], x_j) + row_shift[i] - m[j]`` over this source's rows x_j (without ``- m[j]``
+        if not ``centred``, and without any shift when ``row_shift`` is None).
+
+        ``X`` (b, n) in ``compute_dtype`` with squared norms ``x_sqnorms`` (b,) where the kernel needs
+        them; ``C`` (d, b) is used in its own dtype (`left_product` casts it to the rows'). A shard of a
+        sharded fit (`kpca.shards`) multiplies the block's points, rows of other shards, against its
+        own rows with it. Cost as `left_product`. Returns ``out``.
+        """
+        C = np.ascontiguousarray(C)
         if out.shape != (C.shape[0], self.n_rows) or C.shape[1] != X.shape[0]:
             raise ValueError(f"out, C: expected shapes ({C.shape[0]}, {self.n_rows}) and ({C.shape[0]}, "
                              f"{X.shape[0]}), got {out.shape} and {C.shape}")
-        m = self.centering.column_means
+        m = self._require_centering().column_means if centred else None
         for first, Y, yn in self._chunks_with_norms():
-            col_shift = -m[first : first + Y.shape[0]]
-            kernel_left_product_into(out, first, C, X, Y, self.kernel, xn, yn, row_shift, col_shift, T=T, start=start)
+            col_shift = None if m is None else -m[first : first + Y.shape[0]]
+            kernel_left_product_into(out, first, C, X, Y, self.kernel, x_sqnorms, yn, row_shift, col_shift,
+                                     T=T, start=start)
         return out
 
     def square(self, indices: np.ndarray) -> np.ndarray:
