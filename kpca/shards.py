@@ -1,0 +1,341 @@
+"""Sharded passes of the KHA family: the rows split into contiguous shards, each keeping its columns of
+the solver state, with only small messages between the shards and a coordinator (docs/scaling.md).
+
+A `Shard` owns rows ``first .. stop-1`` of the data (a `kpca.rows.KernelRows` over its own rows) and
+the same columns of ``Z = [A; B]`` and ``ZK = [AK; BK]`` (d x size, d = r, or 2r for KHA-SMD) and of
+the centring's column means ``m``. A `ShardGroup` is the coordinator's view of the shards, in a fixed
+order: it gathers columns and points from the shards that own them, broadcasts segment updates, and
+sums the shards' partial products in shard order (deterministic). This module runs every shard in
+this process; the dask layer (`workers/`) puts each `Shard` on its own worker behind a group with the
+same methods. The coordinator's numerics are `kpca.solvers._sharded`.
+
+Per segment of s rows (normally a block of b), with n features, the messages are:
+
+========================  ==============================  ======================================
+message                   shard -> coordinator            coordinator -> every shard
+========================  ==============================  ======================================
+`ShardGroup.gather`       its columns of ZK[:, p] (d x k),
+                          x_p, |x_p|^2, m[p] (k x n, k, k)
+`ShardGroup.products`     Z_s AK_s^T (d x r), SMD only
+`ShardGroup.apply`                                        `SegmentUpdate`: Tc (d x d), Cc (d x s),
+                                                          p, x_p, |x_p|^2, m[p] (s x n, 3 s)
+once per block / pass     diag(A K' A^T) (r); row norms
+                          of A, AK (2 r)
+========================  ==============================  ======================================
+
+(k the segment's rows in that shard, sum k = s): O(r s + s n) per shard, independent of l.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kpca._threads import blas_limit
+from kpca.driver import PassHooks, permutation
+from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal
+from kpca.rows import Centering, KernelRows
+from kpca.solvers import get_solver
+from kpca.solvers._blocked import _scatter_add, require_complete
+from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
+                                   sharded_step_block)
+
+__all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "split_state", "join_state",
+           "sharded_centering", "run_sharded_passes", "SegmentUpdate"]
+
+
+def shard_bounds(n_rows: int, sizes) -> list[tuple[int, int]]:
+    """Contiguous ``(first, stop)`` row ranges: ``sizes`` an int (that many shards, sizes differing by
+    at most one) or the shards' sizes (summing to ``n_rows``)."""
+    if np.isscalar(sizes):
+        k = int(sizes)
+        if not 1 <= k <= n_rows:
+            raise ValueError(f"shards: expected 1 to {n_rows} shards, got {k}")
+        sizes = [n_rows // k + (1 if i < n_rows % k else 0) for i in range(k)]
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != n_rows or min(sizes) < 1:
+        raise ValueError(f"shards: sizes {sizes} must be positive and sum to the {n_rows} rows")
+    stops = np.cumsum(sizes)
+    return [(int(stop - size), int(stop)) for size, stop in zip(sizes, stops)]
+
+
+@dataclass
+class Gathered:
+    """A segment's columns and points gathered from their shards: ``ZK`` (d, s) the columns
+    ``ZK[:, p]``, ``points`` (s, n), ``sqnorms`` (s,) or None, ``column_means`` (s,) ``m[p]``."""
+
+    ZK: np.ndarray
+    points: np.ndarray
+    sqnorms: np.ndarray | None
+    column_means: np.ndarray
+
+
+class Shard:
+    """Rows ``first .. first + size - 1`` of the data and their columns of the state.
+
+    Parameters
+    ----------
+    rows : KernelRows
+        Over this shard's rows only (its centring, once set, holds their column means).
+    first : int
+        The global index of its first row.
+    """
+
+    def __init__(self, rows: KernelRows, first: int):
+        self.rows, self.first = rows, int(first)
+        self.size = rows.n_rows
+        self.stop = self.first + self.size
+        self.Z: np.ndarray | None = None  # (d, size): [A; B] columns
+        self.ZK: np.ndarray | None = None  # (d, size): [AK; BK] columns
+        self._kept: tuple[np.ndarray, np.ndarray] | None = None
+        self._sums: np.ndarray | None = None
+
+    def owned(self, indices: np.ndarray) -> np.ndarray:
+        """Positions in ``indices`` (global rows) of the rows this shard owns, in order."""
+        return np.flatnonzero((indices >= self.first) & (indices < self.stop))
+
+    def points(self, indices: np.ndarray):
+        """``(positions, x, |x|^2)`` of the rows of ``indices`` this shard owns."""
+        pos = self.owned(indices)
+        X, xn = self.rows.points(indices[pos] - self.first)
+        return pos, X, xn
+
+    def gather(self, indices: np.ndarray):
+        """``(positions, ZK columns (d, k), x (k, n), |x|^2 (k,), m (k,))`` for the owned rows of ``indices``."""
+        pos, X, xn = self.points(indices)
+        local = indices[pos] - self.first
+        return pos, self.ZK[:, local], X, xn, self.rows.centering.column_means[local]
+
+    def apply(self, update: SegmentUpdate) -> None:
+        """Materialise a segment on this shard's columns (`kpca.solvers._blocked._Segment.apply`):
+        ``ZK = T ZK + C K'[p, cols]`` (kernel tiles of the segment's points against the own rows) and
+        ``Z = T Z`` plus C's columns scattered into the owned rows of p. Cost ``2 d s size (n + d)``."""
+        c = self.rows.centering
+        row_shift = (c.grand_mean - update.column_means).astype(self.rows.dtype)
+        C = np.ascontiguousarray(update.C, dtype=self.rows.dtype)
+        self.ZK = self.rows.points_left_product(update.points, update.sqnorms, row_shift, C,
+                                                np.empty_like(self.ZK), T=update.T, start=self.ZK)
+        Z = update.T @ self.Z
+        pos = self.owned(update.indices)
+        local = update.indices[pos] - self.first
+        _scatter_add(Z, local, update.C[:, pos], np.unique(local).size == local.size)
+        self.Z = Z
+
+    def products(self, r: int) -> np.ndarray:
+        """This shard's part of ``Z AK^T`` (d, r)."""
+        return self.Z @ self.ZK[:r].T
+
+    def norms(self, r: int) -> np.ndarray:
+        """This shard's part of ``diag(A K' A^T)`` (r,)."""
+        return np.einsum("ij,ij->i", self.ZK[:r], self.Z[:r])
+
+    def squared_norms(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """This shard's parts of the squared row norms of A and AK, (r,) each."""
+        return np.einsum("ij,ij->i", self.Z[:r], self.Z[:r]), np.einsum("ij,ij->i", self.ZK[:r], self.ZK[:r])
+
+    def keep(self) -> None:
+        """Remember the columns (the state at the start of a pass, for the divergence guard)."""
+        self._kept = (self.Z, self.ZK)  # apply never writes into these arrays: no copy needed
+
+    def rollback(self) -> None:
+        """Go back to the columns last kept."""
+        self.Z, self.ZK = self._kept
+
+    def add_column_sums(self, X: np.ndarray, xn: np.ndarray | None) -> None:
+        """Add ``1^T K(X, own rows)`` (raw kernel) to this shard's column sums (the centring pass)."""
+        if self._sums is None:
+            self._sums = np.zeros((1, self.size))
+        self.rows.points_left_product(X, xn, None, np.ones((1, X.shape[0])), self._sums, centred=False)
+
+    def column_means(self, n_rows: int) -> np.ndarray:
+        """The centring's column means of the own rows, from the sums added: ``sums / l``."""
+        return self._sums[0] / n_rows
+
+    def set_centering(self, centering: Centering) -> None:
+        """Centre this shard's rows by ``centering`` (its column means are the own rows')."""
+        self.rows.centering = centering
+        self._sums = None
+
+
+class ShardGroup:
+    """The shards of one fit in a fixed order, as the coordinator sees them (the methods
+    `kpca.solvers._sharded` calls). Every reduction sums the shards' parts in this order.
+
+    Attributes: ``shards``, ``kernel``, ``n_components`` r, ``d`` (r, or 2r for KHA-SMD), ``dtype``
+    of the state, ``n_rows`` l, ``grand_mean`` of the centring (set with it).
+    """
+
+    def __init__(self, shards: list[Shard], kernel: KernelSpec, n_components: int, d: int, dtype=np.float64):
+        self.shards, self.kernel = list(shards), kernel
+        self.n_components, self.d, self.dtype = int(n_components), int(d), np.dtype(dtype)
+        self.n_rows = sum(s.size for s in self.shards)
+        self.grand_mean: float | None = None
+        self.bytes_out = self.bytes_in = 0  # message sizes (per shard), for the cost model
+
+    def _sum(self, parts):
+        total = parts[0].copy()
+        for part in parts[1:]:
+            total += part
+        return total
+
+    def points(self, indices: np.ndarray):
+        """``x`` (s, n) and ``|x|^2`` (s,) or None for global rows ``indices``, from their shards."""
+        X = xn = None
+        for shard in self.shards:
+            pos, Xs, xns = shard.points(indices)
+            if X is None:
+                X = np.empty((indices.size, Xs.shape[1]), dtype=Xs.dtype)
+                xn = None if xns is None else np.empty(indices.size, dtype=xns.dtype)
+            X[pos] = Xs
+            if xn is not None:
+                xn[pos] = xns
+        return X, xn
+
+    def gather(self, indices: np.ndarray) -> Gathered:
+        """`Gathered` for the rows ``indices``: each part from the shard that owns the row."""
+        out = None
+        for shard in self.shards:
+            pos, ZK, X, xn, m = shard.gather(indices)
+            if out is None:
+                out = Gathered(np.empty((self.d, indices.size)), np.empty((indices.size, X.shape[1]), X.dtype),
+                               None if xn is None else np.empty(indices.size, xn.dtype), np.empty(indices.size))
+            out.ZK[:, pos], out.points[pos], out.column_means[pos] = ZK, X, m
+            if xn is not None:
+                out.sqnorms[pos] = xn
+            self.bytes_in += ZK.nbytes + X.nbytes + m.nbytes
+        return out
+
+    def square(self, X: np.ndarray, xn: np.ndarray | None, m: np.ndarray) -> np.ndarray:
+        """``K'[p, p]`` (s, s) from the points and their column means (`kpca.rows.KernelRows.square`),
+        computed by the coordinator: no shard is asked."""
+        dtype = self.shards[0].rows.dtype
+        out = np.empty((X.shape[0], X.shape[0]), dtype=dtype)
+        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, (self.grand_mean - m).astype(dtype), -m)
+
+    def apply(self, update: SegmentUpdate) -> None:
+        """Send ``update`` to every shard."""
+        for shard in self.shards:
+            shard.apply(update)
+        self.bytes_out += update.nbytes() * len(self.shards)
+
+    def products(self) -> np.ndarray:
+        """``Z AK^T`` (d, r), summed over the shards in order."""
+        return self._sum([s.products(self.n_components) for s in self.shards])
+
+    def norms(self) -> np.ndarray:
+        """``diag(A K' A^T)`` (r,), summed over the shards in order."""
+        return self._sum([s.norms(self.n_components) for s in self.shards])
+
+    def squared_norms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Squared row norms of A and AK, (r,) each, summed over the shards in order."""
+        parts = [s.squared_norms(self.n_components) for s in self.shards]
+        return self._sum([p[0] for p in parts]), self._sum([p[1] for p in parts])
+
+    def keep(self) -> None:
+        for shard in self.shards:
+            shard.keep()
+
+    def rollback(self) -> None:
+        for shard in self.shards:
+            shard.rollback()
+
+
+def sharded_centering(group: ShardGroup, block_size: int = 1024) -> dict:
+    """`kpca.rows.KernelRows.fit_centering` over the shards: the same blocks of points pass every
+    shard, each adds its columns' sums; the grand mean is the shards' sums added in order.
+
+    Sets every shard's centring and ``group.grand_mean``; returns the coordinator's entries
+    ``centering_grand_mean`` and ``centering_mean_diagonal`` (the column means stay on the shards).
+    Messages: each block's points (b x n) to every shard, one number back per shard at the end.
+    """
+    l = group.n_rows
+    diag_sum = 0.0
+    for a in range(0, l, block_size):
+        X, xn = group.points(np.arange(a, min(a + block_size, l)))
+        for shard in group.shards:
+            shard.add_column_sums(X, xn)
+        diag_sum += float(kernel_diagonal(X, group.kernel).sum(dtype=np.float64))
+    means = [shard.column_means(l) for shard in group.shards]
+    grand_mean = float(sum(float(m.sum()) for m in means)) / l
+    mean_diagonal = diag_sum / l - grand_mean
+    for shard, m in zip(group.shards, means):
+        shard.set_centering(Centering(m, grand_mean, mean_diagonal))
+    group.grand_mean = grand_mean
+    return {"centering_grand_mean": grand_mean, "centering_mean_diagonal": mean_diagonal}
+
+
+def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str, **rows_options) -> ShardGroup:
+    """A group of shards over ``data[first:stop]`` for each of ``bounds`` (`shard_bounds`), with no
+    state yet (`split_state` or `sharded_centering` then fills it). ``rows_options`` go to KernelRows."""
+    shards = [Shard(KernelRows(data[first:stop], kernel, **rows_options), first) for first, stop in bounds]
+    d = 2 * n_components if solver == "kha-smd" else n_components
+    return ShardGroup(shards, kernel, n_components, d)
+
+
+def split_state(state: dict, group: ShardGroup) -> dict:
+    """Hand each shard its columns of a full solver ``state`` (A, AK, B, BK, the centring's column
+    means); returns the coordinator's state, the rest. Cost O(r l) copies (once, at the start)."""
+    require_complete(state)
+    smd = state["solver"] == "kha-smd"
+    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
+    ZK = np.concatenate([state["AK"], state["BK"]]) if smd else state["AK"]
+    centering = Centering.from_state(state)
+    for shard in group.shards:
+        cols = slice(shard.first, shard.stop)
+        shard.Z, shard.ZK = np.ascontiguousarray(Z[:, cols]), np.ascontiguousarray(ZK[:, cols])
+        shard.set_centering(Centering(np.ascontiguousarray(centering.column_means[cols]), centering.grand_mean,
+                                      centering.mean_diagonal))
+    group.grand_mean = centering.grand_mean
+    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
+
+
+def join_state(state: dict, group: ShardGroup) -> dict:
+    """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
+    r = group.n_components
+    Z = np.concatenate([s.Z for s in group.shards], axis=1)
+    ZK = np.concatenate([s.ZK for s in group.shards], axis=1)
+    out = dict(state, A=Z[:r], AK=ZK[:r],
+               centering_column_means=np.concatenate([s.rows.centering.column_means for s in group.shards]))
+    if group.d > r:
+        out.update(B=Z[r:], BK=ZK[r:])
+    return out
+
+
+def run_sharded_passes(state: dict, group: ShardGroup, passes: int, block_size: int,
+                       hooks: PassHooks | None = None) -> tuple[dict, bool]:
+    """`kpca.driver.run_passes` over a shard group: the coordinator's ``state`` (`split_state`) through
+    passes ``state["pass"] .. passes-1``, the shards' columns updated in place.
+
+    The same permutations, blocks, hooks (called with the coordinator's state), stop requests and
+    divergence guard (each shard keeps its columns at the start of the pass and rolls back to them).
+    Returns ``(state, stopped)``.
+    """
+    hooks = hooks or PassHooks()
+    solver = get_solver(state["solver"])
+    l = group.n_rows
+    with blas_limit(1):
+        while state["pass"] < passes:
+            if state["position"] == 0:
+                state = sharded_begin_pass(state, group)
+            pass_start = state
+            group.keep()
+            order = permutation(state["seed"], state["pass"], l)
+            while state["position"] < l:
+                a = state["position"]
+                state = sharded_step_block(state, group, order[a : min(a + block_size, l)])
+                if sharded_diverged(state, group):
+                    state = pass_start = solver.damped(pass_start)
+                    group.rollback()
+                    continue
+                if hooks.on_block is not None:
+                    hooks.on_block(state)
+                if hooks.should_stop is not None and state["position"] < l and hooks.should_stop():
+                    return state, True
+            state = dict(state, position=0)
+            state["pass"] += 1
+            if hooks.on_pass is not None:
+                hooks.on_pass(state)
+            if hooks.should_stop is not None and state["pass"] < passes and hooks.should_stop():
+                return state, True
+    return state, False

@@ -1,0 +1,161 @@
+"""Sharded passes (kpca.shards, kpca.solvers._sharded) against the one-process driver.
+
+Every shard runs in this process, in a fixed order; the sharded fit must equal `run_passes` over the
+whole data from the same start to 1e-10 relative (norm-wise: ``|sharded - whole| <= 1e-10 max|whole|``),
+and be bit-identical run to run. Observed (2026-11-26, 2 cores): KHA and KHA-t bit for bit; KHA-et
+and KHA-SMD about 1e-15, the rounding of the shard-order reductions (eigenvalue estimates, Z AK^T).
+"""
+
+import numpy as np
+import pytest
+
+from kpca.driver import PassHooks, run_passes
+from kpca.kernels import KernelSpec
+from kpca.rows import KernelRows
+from kpca.shards import (join_state, make_group, run_sharded_passes, shard_bounds, sharded_centering,
+                         split_state)
+from tests.naive import start_state
+
+KHA_FAMILY = ["kha", "kha-t", "kha-et", "kha-smd"]
+KERNEL = KernelSpec("gaussian", sigma=2.0)
+R = 6
+BLOCK = 64
+# uneven shards; with blocks of 64 (in permuted order) every block has rows in every shard
+SPLITS = [2, [170, 250], [97, 211, 112]]
+ARRAYS = ("A", "AK", "B", "BK", "rho", "gain", "eigenvalues", "centering_column_means")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return np.random.default_rng(17).normal(size=(420, 5))
+
+
+def params_for(solver):
+    return {"eta0": 0.2, "mu": 0.5, "xi": 0.99} if solver == "kha-smd" else {"eta0": 0.3}
+
+
+def whole_fit(data, solver, passes, **rows_options):
+    rows = KernelRows(data, KERNEL, chunk_rows=128, **rows_options)
+    rows.fit_centering()
+    first = start_state(solver, R, rows, seed=3, **params_for(solver))
+    state, stopped = run_passes(rows, first, passes, BLOCK)
+    assert not stopped
+    return first, state
+
+
+def sharded_fit(data, first, passes, split, hooks=None, **rows_options):
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], split), R, first["solver"], chunk_rows=64,
+                       **rows_options)
+    state, stopped = run_sharded_passes(split_state(first, group), group, passes, BLOCK, hooks)
+    return join_state(state, group), stopped, group
+
+
+def relative_difference(got, want):
+    """max over the state's arrays of ``max|got - want| / max|want|``."""
+    worst = 0.0
+    for key in ARRAYS:
+        if key in want:
+            scale = float(np.abs(want[key]).max()) or 1.0
+            worst = max(worst, float(np.abs(np.asarray(got[key]) - want[key]).max()) / scale)
+    return worst
+
+
+def assert_same_state(got, want, rtol=1e-10):
+    assert set(got) == set(want)
+    for key in want:
+        if key not in ARRAYS:
+            assert got[key] == want[key], key
+    assert relative_difference(got, want) <= rtol
+
+
+@pytest.mark.parametrize("split", SPLITS, ids=["2-even", "2-uneven", "3-uneven"])
+@pytest.mark.parametrize("solver", KHA_FAMILY)
+def test_two_sharded_passes_equal_the_one_process_passes(data, solver, split):
+    first, want = whole_fit(data, solver, 2)
+    got, stopped, _ = sharded_fit(data, first, 2, split)
+    assert not stopped
+    assert_same_state(got, want)
+    if solver in ("kha", "kha-t"):  # no reduction over shards reaches their arithmetic
+        for key in ("A", "AK"):
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+@pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
+def test_segments_shorter_than_the_block(data, solver, monkeypatch):
+    """Several gathers and applies per block (segments of 40 rows in blocks of 64)."""
+    import kpca.solvers._blocked as blocked
+    import kpca.solvers._sharded as sharded
+
+    monkeypatch.setattr(blocked, "SEGMENT_ROWS", 40)
+    monkeypatch.setattr(sharded, "SEGMENT_ROWS", 40)
+    first, want = whole_fit(data, solver, 1)
+    got, _, _ = sharded_fit(data, first, 1, [150, 270])
+    assert_same_state(got, want)
+
+
+@pytest.mark.parametrize("solver", ["kha", "kha-smd"])
+def test_float32_tiles_agree_to_their_rounding(data, solver):
+    """float32 kernel tiles: KHA bit for bit where the shard boundary falls on a chunk boundary (a
+    column's place in its SIMD lanes is then the same; shards are whole store chunks). KHA-SMD to
+    float32 rounding: its reductions differ in the last float64 bits, and Cc is rounded to float32
+    before the product with the tiles (observed ~2e-7)."""
+    options = {"dtype": np.float32}
+    first, want = whole_fit(data, solver, 1, **options)
+    got, _, _ = sharded_fit(data, first, 1, [128, 292], **options)
+    if solver == "kha":
+        for key in ("A", "AK"):
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    else:
+        assert_same_state(got, want, rtol=1e-5)
+
+
+def test_sharded_runs_are_bit_identical(data):
+    first, _ = whole_fit(data, "kha-smd", 0)
+    one, _, _ = sharded_fit(data, first, 2, 3)
+    two, _, _ = sharded_fit(data, first, 2, 3)
+    for key in ARRAYS:
+        np.testing.assert_array_equal(one[key], two[key], err_msg=key)
+
+
+def test_stop_and_resume_mid_pass_equals_uninterrupted(data):
+    """A consistent cut: the coordinator's state plus every shard's columns after the same block."""
+    first, want = whole_fit(data, "kha-et", 2)
+    blocks = iter(range(100))
+    cut, stopped, group = sharded_fit(data, first, 2, [200, 220], PassHooks(should_stop=lambda: next(blocks) == 4))
+    assert stopped and 0 < cut["position"] < data.shape[0]
+    got, stopped, _ = sharded_fit(data, cut, 2, 3)  # resumed on a different split
+    assert not stopped
+    assert_same_state(got, want)
+
+
+@pytest.mark.parametrize("split", [2, [97, 211, 112]], ids=["2-even", "3-uneven"])
+def test_sharded_centring_equals_fit_centering(data, split):
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    want = rows.fit_centering(block_size=100)
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], split), R, "kha", chunk_rows=64)
+    got = sharded_centering(group, block_size=100)
+    means = np.concatenate([s.rows.centering.column_means for s in group.shards])
+    np.testing.assert_allclose(means, want.column_means, rtol=1e-14)
+    assert got["centering_grand_mean"] == pytest.approx(want.grand_mean, rel=1e-13)
+    assert got["centering_mean_diagonal"] == pytest.approx(want.mean_diagonal, rel=1e-13)
+    assert group.grand_mean == got["centering_grand_mean"]
+
+
+def test_messages_do_not_grow_with_the_rows(data):
+    """Per block the shards receive O(r b + b n) and send O(r b + b n) bytes, whatever l."""
+    first, _ = whole_fit(data, "kha-smd", 0)
+    _, _, group = sharded_fit(data, first, 1, 2)
+    blocks, shards, d, n = -(-data.shape[0] // BLOCK), 2, 2 * R, data.shape[1]
+    per_block_out = (d * d + d * BLOCK + BLOCK * (n + 3)) * 8 * shards
+    per_block_in = (d * BLOCK + BLOCK * (n + 1)) * 8
+    assert group.bytes_out <= blocks * per_block_out
+    assert group.bytes_in <= blocks * per_block_in
+
+
+def test_shard_bounds_are_contiguous_and_checked():
+    assert shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert shard_bounds(10, [2, 8]) == [(0, 2), (2, 10)]
+    with pytest.raises(ValueError, match="shards"):
+        shard_bounds(10, 0)
+    with pytest.raises(ValueError, match="sum"):
+        shard_bounds(10, [3, 3])
