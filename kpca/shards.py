@@ -5,7 +5,8 @@ A `Shard` owns rows ``first .. stop-1`` of the data (a `kpca.rows.KernelRows` ov
 the same columns of ``Z = [A; B]`` and ``ZK = [AK; BK]`` (d x size, d = r, or 2r for KHA-SMD) and of
 the centring's column means ``m``. A `ShardGroup` is the coordinator's view of the shards, in a fixed
 order: it gathers columns and points from the shards that own them, broadcasts segment updates, and
-sums the shards' partial products in shard order (deterministic). This module runs every shard in
+sums the shards' partial products in shard order (deterministic; with a reduction unit, `Shard`, in
+global order of units, so that the result does not depend on the split). This module runs every shard in
 this process; the dask layer (`workers/`) puts each `Shard` on its own worker behind a group with the
 same methods. The coordinator's numerics are `kpca.solvers._sharded`.
 
@@ -80,12 +81,22 @@ class Shard:
         Over this shard's rows only (its centring, once set, holds their column means).
     first : int
         The global index of its first row.
+    unit_rows : int, optional
+        The reduction unit: partial sums are returned per block of ``unit_rows`` rows (global rows
+        ``u * unit_rows ..``; ``first`` must be a multiple), so that their sum in global order does
+        not depend on how the rows are split into shards. Default: one part for the whole shard.
     """
 
-    def __init__(self, rows: KernelRows, first: int):
+    def __init__(self, rows: KernelRows, first: int, unit_rows: int | None = None):
         self.rows, self.first = rows, int(first)
         self.size = rows.n_rows
         self.stop = self.first + self.size
+        if unit_rows is not None and self.first % int(unit_rows):
+            raise ValueError(f"shards: a shard starts at row {self.first}, not a multiple of the reduction "
+                             f"unit of {unit_rows} rows")
+        self.units = [slice(0, self.size)] if unit_rows is None else [
+            slice(a - self.first, min(a + int(unit_rows), self.stop) - self.first)
+            for a in range(self.first, self.stop, int(unit_rows))]
         self.Z: np.ndarray | None = None  # (d, size): [A; B] columns
         self.ZK: np.ndarray | None = None  # (d, size): [AK; BK] columns
         self._kept: tuple[np.ndarray, np.ndarray] | None = None
@@ -122,17 +133,18 @@ class Shard:
         _scatter_add(Z, local, update.C[:, pos], np.unique(local).size == local.size)
         self.Z = Z
 
-    def products(self, r: int) -> np.ndarray:
-        """This shard's part of ``Z AK^T`` (d, r)."""
-        return self.Z @ self.ZK[:r].T
+    def products(self, r: int) -> list[np.ndarray]:
+        """This shard's parts of ``Z AK^T`` (d, r), one per reduction unit."""
+        return [self.Z[:, u] @ self.ZK[:r, u].T for u in self.units]
 
-    def norms(self, r: int) -> np.ndarray:
-        """This shard's part of ``diag(A K' A^T)`` (r,)."""
-        return np.einsum("ij,ij->i", self.ZK[:r], self.Z[:r])
+    def norms(self, r: int) -> list[np.ndarray]:
+        """This shard's parts of ``diag(A K' A^T)`` (r,), one per reduction unit."""
+        return [np.einsum("ij,ij->i", self.ZK[:r, u], self.Z[:r, u]) for u in self.units]
 
-    def squared_norms(self, r: int) -> tuple[np.ndarray, np.ndarray]:
-        """This shard's parts of the squared row norms of A and AK, (r,) each."""
-        return np.einsum("ij,ij->i", self.Z[:r], self.Z[:r]), np.einsum("ij,ij->i", self.ZK[:r], self.ZK[:r])
+    def squared_norms(self, r: int) -> list[np.ndarray]:
+        """This shard's parts of the squared row norms of A and AK, (2, r), one per reduction unit."""
+        return [np.stack([np.einsum("ij,ij->i", self.Z[:r, u], self.Z[:r, u]),
+                          np.einsum("ij,ij->i", self.ZK[:r, u], self.ZK[:r, u])]) for u in self.units]
 
     def keep(self) -> None:
         """Remember the columns (the state at the start of a pass, for the divergence guard)."""
@@ -152,6 +164,10 @@ class Shard:
         """The centring's column means of the own rows, from the sums added: ``sums / l``."""
         return self._sums[0] / n_rows
 
+    def unit_sums(self, values: np.ndarray) -> list[np.ndarray]:
+        """Sums of ``values`` (size,) over each reduction unit."""
+        return [np.asarray(values[u].sum()) for u in self.units]
+
     def set_centering(self, centering: Centering) -> None:
         """Centre this shard's rows by ``centering`` (its column means are the own rows')."""
         self.rows.centering = centering
@@ -160,7 +176,8 @@ class Shard:
 
 class ShardGroup:
     """The shards of one fit in a fixed order, as the coordinator sees them (the methods
-    `kpca.solvers._sharded` calls). Every reduction sums the shards' parts in this order.
+    `kpca.solvers._sharded` calls). Every reduction sums the shards' parts in this order (their
+    reduction units in global order).
 
     Attributes: ``shards``, ``kernel``, ``n_components`` r, ``d`` (r, or 2r for KHA-SMD), ``dtype``
     of the state, ``n_rows`` l, ``grand_mean`` of the centring (set with it).
@@ -173,7 +190,9 @@ class ShardGroup:
         self.grand_mean: float | None = None
         self.bytes_out = self.bytes_in = 0  # message sizes (per shard), for the cost model
 
-    def _sum(self, parts):
+    def _sum(self, parts_per_shard):
+        """The shards' parts (a list per shard, one per reduction unit) added in global order."""
+        parts = [part for shard_parts in parts_per_shard for part in shard_parts]
         total = parts[0].copy()
         for part in parts[1:]:
             total += part
@@ -229,8 +248,8 @@ class ShardGroup:
 
     def squared_norms(self) -> tuple[np.ndarray, np.ndarray]:
         """Squared row norms of A and AK, (r,) each, summed over the shards in order."""
-        parts = [s.squared_norms(self.n_components) for s in self.shards]
-        return self._sum([p[0] for p in parts]), self._sum([p[1] for p in parts])
+        total = self._sum([s.squared_norms(self.n_components) for s in self.shards])
+        return total[0], total[1]
 
     def keep(self) -> None:
         for shard in self.shards:
@@ -257,7 +276,7 @@ def sharded_centering(group: ShardGroup, block_size: int = 1024) -> dict:
             shard.add_column_sums(X, xn)
         diag_sum += float(kernel_diagonal(X, group.kernel).sum(dtype=np.float64))
     means = [shard.column_means(l) for shard in group.shards]
-    grand_mean = float(sum(float(m.sum()) for m in means)) / l
+    grand_mean = float(group._sum([shard.unit_sums(m) for shard, m in zip(group.shards, means)])) / l
     mean_diagonal = diag_sum / l - grand_mean
     for shard, m in zip(group.shards, means):
         shard.set_centering(Centering(m, grand_mean, mean_diagonal))
@@ -265,10 +284,12 @@ def sharded_centering(group: ShardGroup, block_size: int = 1024) -> dict:
     return {"centering_grand_mean": grand_mean, "centering_mean_diagonal": mean_diagonal}
 
 
-def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str, **rows_options) -> ShardGroup:
+def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str, unit_rows: int | None = None,
+               **rows_options) -> ShardGroup:
     """A group of shards over ``data[first:stop]`` for each of ``bounds`` (`shard_bounds`), with no
-    state yet (`split_state` or `sharded_centering` then fills it). ``rows_options`` go to KernelRows."""
-    shards = [Shard(KernelRows(data[first:stop], kernel, **rows_options), first) for first, stop in bounds]
+    state yet (`split_state` or `sharded_centering` then fills it), reducing per ``unit_rows`` rows
+    (`Shard`; default per shard). ``rows_options`` go to KernelRows."""
+    shards = [Shard(KernelRows(data[first:stop], kernel, **rows_options), first, unit_rows) for first, stop in bounds]
     d = 2 * n_components if solver == "kha-smd" else n_components
     return ShardGroup(shards, kernel, n_components, d)
 
