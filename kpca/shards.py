@@ -180,15 +180,18 @@ class ShardGroup:
     reduction units in global order).
 
     Attributes: ``shards``, ``kernel``, ``n_components`` r, ``d`` (r, or 2r for KHA-SMD), ``dtype``
-    of the state, ``n_rows`` l, ``grand_mean`` of the centring (set with it).
+    of the state, ``rows_dtype`` of the shards' kernel rows, ``n_rows`` l, ``grand_mean`` of the
+    centring (set with it), ``bytes_out`` and ``bytes_in`` the messages' sizes summed over shards.
     """
 
-    def __init__(self, shards: list[Shard], kernel: KernelSpec, n_components: int, d: int, dtype=np.float64):
+    def __init__(self, shards: list[Shard], kernel: KernelSpec, n_components: int, d: int, dtype=np.float64,
+                 rows_dtype=np.float64):
         self.shards, self.kernel = list(shards), kernel
         self.n_components, self.d, self.dtype = int(n_components), int(d), np.dtype(dtype)
+        self.rows_dtype = np.dtype(rows_dtype)
         self.n_rows = sum(s.size for s in self.shards)
         self.grand_mean: float | None = None
-        self.bytes_out = self.bytes_in = 0  # message sizes (per shard), for the cost model
+        self.bytes_out = self.bytes_in = 0  # for the cost model
 
     def _sum(self, parts_per_shard):
         """The shards' parts (a list per shard, one per reduction unit) added in global order."""
@@ -222,15 +225,14 @@ class ShardGroup:
             out.ZK[:, pos], out.points[pos], out.column_means[pos] = ZK, X, m
             if xn is not None:
                 out.sqnorms[pos] = xn
-            self.bytes_in += ZK.nbytes + X.nbytes + m.nbytes
+            self.bytes_in += ZK.nbytes + X.nbytes + m.nbytes + (0 if xn is None else xn.nbytes)
         return out
 
     def square(self, X: np.ndarray, xn: np.ndarray | None, m: np.ndarray) -> np.ndarray:
         """``K'[p, p]`` (s, s) from the points and their column means (`kpca.rows.KernelRows.square`),
         computed by the coordinator: no shard is asked."""
-        dtype = self.shards[0].rows.dtype
-        out = np.empty((X.shape[0], X.shape[0]), dtype=dtype)
-        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, (self.grand_mean - m).astype(dtype), -m)
+        out = np.empty((X.shape[0], X.shape[0]), dtype=self.rows_dtype)
+        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, (self.grand_mean - m).astype(self.rows_dtype), -m)
 
     def apply(self, update: SegmentUpdate) -> None:
         """Send ``update`` to every shard."""
@@ -240,7 +242,9 @@ class ShardGroup:
 
     def products(self) -> np.ndarray:
         """``Z AK^T`` (d, r), summed over the shards in order."""
-        return self._sum([s.products(self.n_components) for s in self.shards])
+        parts = [s.products(self.n_components) for s in self.shards]
+        self.bytes_in += sum(p.nbytes for shard_parts in parts for p in shard_parts)
+        return self._sum(parts)
 
     def norms(self) -> np.ndarray:
         """``diag(A K' A^T)`` (r,), summed over the shards in order."""
@@ -291,7 +295,7 @@ def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str,
     (`Shard`; default per shard). ``rows_options`` go to KernelRows."""
     shards = [Shard(KernelRows(data[first:stop], kernel, **rows_options), first, unit_rows) for first, stop in bounds]
     d = 2 * n_components if solver == "kha-smd" else n_components
-    return ShardGroup(shards, kernel, n_components, d)
+    return ShardGroup(shards, kernel, n_components, d, rows_dtype=shards[0].rows.dtype)
 
 
 def split_state(state: dict, group: ShardGroup) -> dict:
