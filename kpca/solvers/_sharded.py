@@ -16,8 +16,8 @@ whole block):
 Everything else (``K'[p, p]`` from the segment's points, the sub-block transforms of
 `kpca.solvers._transforms`, their folding, the growth guard, rho) is small and is computed here, by
 the same code as the one-process step, so a sharded step equals `blocked_step_block` up to the
-association of the reductions (2.) and of the once-per-pass eigenvalue estimates; KHA and KHA-t,
-which use neither, agree bit for bit. The shard group is anything with the methods of
+association of the reductions (2.) and of the once-per-pass eigenvalue estimates; the A and AK of
+KHA and KHA-t, which use neither, agree bit for bit. The shard group is anything with the methods of
 `kpca.shards.ShardGroup` (``gather``, ``square``, ``apply``, ``products``, ``norms``,
 ``squared_norms``); nothing here knows where the shards run.
 """
