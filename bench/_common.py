@@ -160,3 +160,13 @@ def start_iterative(solver_name: str, rows, n_components: int, mean_diagonal: fl
     context = FitContext(n_rows=rows.n_rows, n_components=n_components, mean_diagonal=mean_diagonal)
     params = solver.resolved({"init": "random", **given}, context)
     return params, solver.start(rows, n_components, params)
+
+
+def jittered_digits(l: int, seed: int = 0):
+    """The 1797 digits (pixels / 16, n = 64) repeated to l rows, plus Gaussian jitter of 0.05 drawn
+    with ``seed``: a data set of any size with the digits' structure. O(l n)."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    X = np.resize(load_digits().data / 16.0, (l, 64))
+    return X + np.random.default_rng(seed).normal(scale=0.05, size=X.shape)

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import numpy as np  # noqa: E402
 
-from bench._common import save  # noqa: E402
+from bench._common import jittered_digits as data, save  # noqa: E402
 
 SOLVERS = ("exact", "lanczos", "kha-smd", "kha-et", "subsampled", "nystrom", "nystrom-weighted", "rskpca", "akpca",
            "ds-akpca")
@@ -60,14 +60,6 @@ R = 16
 SIGMA = 3.0
 DENSE_LIMIT = 3000
 PROJECT_ROWS = 2000
-
-
-def data(l: int, seed: int = 0) -> np.ndarray:
-    """The digits (pixels / 16) repeated to l rows, with a fixed-seed jitter of 0.05."""
-    from sklearn.datasets import load_digits
-
-    X = np.resize(load_digits().data / 16.0, (l, 64))
-    return X + np.random.default_rng(seed).normal(scale=0.05, size=X.shape)
 
 
 def child(solver: str, l: int, passes: int, out: str) -> None:

@@ -28,9 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
 
-from bench._common import output_path, save, start_iterative  # noqa: E402
+from bench._common import jittered_digits as data, output_path, save, start_iterative  # noqa: E402
 from kpca.driver import PassHooks, run_passes  # noqa: E402
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.metrics import excess_error, minimal_error  # noqa: E402
@@ -41,12 +40,6 @@ STARTS = {"random": {"init": "random"}, "subset": {"init": "subset"}, "nystrom":
           "rskpca": {"init": "rskpca"},  # the defaults' sizes: m = 1000 rows or landmarks, rskpca's shadow m
           "subset-200": {"init": "subset", "init_size": 200}, "nystrom-200": {"init": "nystrom", "init_size": 200}}
 TARGETS = (1e-2, 1e-3, 1e-4)
-
-
-def data(l: int) -> np.ndarray:
-    """The digits (pixels / 16) repeated to l rows, with a fixed-seed jitter of 0.05."""
-    X = np.resize(load_digits().data / 16.0, (l, 64))
-    return X + np.random.default_rng(0).normal(scale=0.05, size=X.shape)
 
 
 def figures(Kc: np.ndarray, state: dict, e_min: float) -> dict:

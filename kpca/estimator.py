@@ -158,11 +158,11 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but the model was fit with {self.n_features_in_}")
         X_all = np.concatenate([np.asarray(self.rows_.source, dtype=np.float64), X])
-        if not get_solver(self.state_["solver"]).iterative or get_solver(self.state_["solver"]).model is not None:
+        solver = get_solver(self.state_["solver"])
+        if not solver.iterative or solver.model is not None:
             return self.fit(X_all, callback=callback)  # one-shot, or a state that does not grow with the rows
         rows = KernelRows(X_all, KernelSpec.from_dict(self.kernel_), dtype=np.float64)  # the fitted width
         state, centering = extend_state(self.state_, self.rows_.centering, rows)
-        solver = get_solver(state["solver"])
         context = FitContext(n_rows=rows.n_rows, n_components=int(self.n_components),
                              mean_diagonal=centering.mean_diagonal)
         # the state fits the old rows only: the gains (defaults, or the user's) of a start that knows

@@ -112,10 +112,10 @@ def figure(n_panels: int, width: float = 5.2):
     return fig, list(np.atleast_1d(axes))
 
 
-def save_figure(fig, path) -> None:
-    """Write and close ``fig``."""
+def save_figure(fig, path, dpi: int = 100) -> None:
+    """Lay out, write and close ``fig``."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)

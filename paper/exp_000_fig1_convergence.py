@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import scipy.linalg
 from sklearn.datasets import load_digits
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
 from kpca.metrics import subspace_angles
+from paper._common import save_figure
 
 TITLE = "Seed 002 Fig. 1: first three kernel PCs of a toy set, KPCA vs KHA (polynomial kernel)"
 SEED = "002"
@@ -107,9 +108,7 @@ def plot(path: pathlib.Path, X: np.ndarray, results: dict) -> None:
                 ax.set_title(f"{name} {label}: PC {i + 1}, λ={lam:.3g}", fontsize=8)
                 ax.set_xticks([])
                 ax.set_yticks([])
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)
 
 
 def run(figures: pathlib.Path, quick: bool = False) -> dict:

@@ -23,6 +23,7 @@ from kpca.images import downscale_mean, upscale_replicate
 from kpca.kernels import median_distance
 from kpca.metrics import excess_error, minimal_error
 from kpca.preimage import reconstruct
+from paper._common import save_figure
 
 TITLE = "Seed 002 Fig. 2-3: face hyperresolution by KHA vs linear PCA and interpolation (LFW subset for Yale B)"
 SEED = "002"
@@ -110,9 +111,7 @@ def plot_rows(path: pathlib.Path, rows: dict, note: str) -> None:
             ax.set_yticks([])
         axes[i, 0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
     fig.suptitle(note, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)
 
 
 def experiment(quick: bool) -> dict:

@@ -21,6 +21,7 @@ from kpca.images import assemble_patches, downscale_mean, extract_patches, upsca
 from kpca.kernels import median_distance
 from kpca.metrics import excess_error, minimal_error
 from kpca.preimage import reconstruct
+from paper._common import save_figure
 
 TITLE = "Seed 002 Fig. 5: natural-image hyperresolution from KHA components of patches (camera)"
 SEED = "002"
@@ -83,9 +84,7 @@ def plot(path: pathlib.Path, panels: dict, scores: dict) -> None:
         ax.set_title(label + (f"\n{scores[label]:.2f} dB" if label in scores else "\n"), fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)
 
 
 def run(figures: pathlib.Path, quick: bool = False) -> dict:

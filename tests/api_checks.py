@@ -1,6 +1,20 @@
-"""Assertions on the service's error bodies, and waiting for fits, shared by the API tests."""
+"""Assertions on the service's error bodies, uploading small data sets, and waiting for fits, shared by
+the API tests."""
 
 import time
+
+import numpy as np
+
+
+def upload_rows(api, name: str, X, chunks: int = 1, commit: bool = True) -> None:
+    """Create float64 data set ``name`` from the rows of X in ``chunks`` JSON chunks, and commit it
+    (asserting it is ready) unless ``commit`` is False."""
+    X = np.asarray(X)
+    api.post("/v1/datasets", json={"name": name, "n_features": X.shape[1], "dtype": "float64"}).raise_for_status()
+    for i, part in enumerate(np.array_split(X, chunks)):
+        api.put(f"/v1/datasets/{name}/chunks/{i}", json={"rows": part.tolist()}).raise_for_status()
+    if commit:
+        assert api.post(f"/v1/datasets/{name}/commit").json()["status"] == "ready"
 
 
 def assert_error(response, status: int, code: str, field: str | None) -> dict:

@@ -80,7 +80,9 @@ class Backend:
                     resources={FIT_RESOURCE: 1},
                     processes=True,
                     host="127.0.0.1",
-                    dashboard_address=":0",  # a free port: several clusters may run side by side
+                    # loopback only (its pages show logs and identity), a free port: several clusters may run
+                    # side by side
+                    dashboard_address="127.0.0.1:0",
                     memory_limit=0,
                 )
             self.client = Client(self.cluster, set_as_default=False)
@@ -88,6 +90,8 @@ class Backend:
             import_modules(self.plugins)
             self.client.register_plugin(ImportModules(self.plugins))
         log.info("dask backend ready: %s", self.client)
+        if self.cluster is not None:
+            log.info("dask dashboard (this machine only): %s", self.cluster.dashboard_link)
         return self
 
     def close(self) -> None:

@@ -7,20 +7,13 @@ import numpy as np
 import pytest
 
 from kpca.metrics import variation_of_information
-from tests.api_checks import assert_error, error_message, wait_for_fit, wait_for_pass
+from tests.api_checks import assert_error, error_message, upload_rows, wait_for_fit, wait_for_pass
 
 ROUTE = "/v1/clusterings"
 PER_BLOB, N_FEATURES, SPREAD = 30, 4, 12.0
 N = 3 * PER_BLOB
 KERNEL = {"type": "gaussian", "sigma": 3.0}
 CENTRES = SPREAD * np.eye(3, N_FEATURES)
-
-
-def upload(api, name, rows, commit=True):
-    api.post("/v1/datasets", json={"name": name, "n_features": rows.shape[1], "dtype": "float64"}).raise_for_status()
-    api.put(f"/v1/datasets/{name}/chunks/0", json={"rows": rows.tolist()}).raise_for_status()
-    if commit:
-        assert api.post(f"/v1/datasets/{name}/commit").json()["status"] == "ready"
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +23,13 @@ def blobs(api):
     rng = np.random.default_rng(16)
     truth = rng.permutation(np.repeat(np.arange(3), PER_BLOB))
     X = CENTRES[truth] + rng.normal(size=(N, N_FEATURES))
-    upload(api, "blobs", X)
-    upload(api, "truth", truth[:, None].astype(float))
+    upload_rows(api, "blobs", X)
+    upload_rows(api, "truth", truth[:, None].astype(float))
     random = rng.integers(0, 3, size=N)
-    upload(api, "random", random[:, None].astype(float))
-    upload(api, "short", truth[:-1, None].astype(float))
-    upload(api, "wide", np.stack([truth, truth], axis=1).astype(float))
-    upload(api, "open", X, commit=False)
+    upload_rows(api, "random", random[:, None].astype(float))
+    upload_rows(api, "short", truth[:-1, None].astype(float))
+    upload_rows(api, "wide", np.stack([truth, truth], axis=1).astype(float))
+    upload_rows(api, "open", X, commit=False)
     return X, truth, random
 
 
@@ -221,7 +214,7 @@ def test_labels_come_a_page_at_a_time(api, found):
 def test_fewer_directions_than_clusters_fail_naming_n_clusters(api):
     """Two distinct points, repeated: L has rank 2, so 3 clusters cannot be found; the failed record says
     which request field to change (n_clusters, not a model's n_components)."""
-    upload(api, "two-points", np.repeat([[0.0, 0.0], [1.0, 1.0]], 6, axis=0))
+    upload_rows(api, "two-points", np.repeat([[0.0, 0.0], [1.0, 1.0]], 6, axis=0))
     start(api, name="rank-two", dataset="two-points", solver="exact", params={}, labels_dataset=None)
     record = wait(api, "rank-two")
     assert record["status"] == "failed" and record["error"]["code"] == "degenerate", record

@@ -8,18 +8,12 @@ import pytest
 import scipy.spatial.distance
 
 from kpca.estimator import KernelHebbianPCA
-from tests.api_checks import wait_for_fit
-
-
-def upload(api, name, X):
-    api.post("/v1/datasets", json={"name": name, "n_features": X.shape[1], "dtype": "float64"})
-    api.put(f"/v1/datasets/{name}/chunks/0", json={"rows": X.tolist()})
-    assert api.post(f"/v1/datasets/{name}/commit").json()["status"] == "ready"
+from tests.api_checks import upload_rows, wait_for_fit
 
 
 @pytest.fixture(scope="module")
 def digits_set(api, digits):
-    upload(api, "digits", digits[:400])
+    upload_rows(api, "digits", digits[:400])
     return digits[:400]
 
 
@@ -58,7 +52,7 @@ def test_each_pass_reports_both_figures(api, digits_set):
 @pytest.mark.parametrize("solver, params", [("kha-smd", {"init": "random"}), ("kha-et", {}), ("exact", {})])
 def test_rows_all_equal_end_with_a_clear_message(api, solver, params):
     name = f"equal-{solver}"
-    upload(api, name, np.ones((50, 3)))
+    upload_rows(api, name, np.ones((50, 3)))
     body = {"name": name, "dataset": name, "kernel": {"type": "linear"}, "n_components": 2, "solver": solver,
             "params": params}
     assert api.post("/v1/models", json=body).status_code == 202
@@ -68,7 +62,7 @@ def test_rows_all_equal_end_with_a_clear_message(api, solver, params):
 
 
 def test_fewer_directions_than_components_end_with_a_clear_message(api, rng):
-    upload(api, "flat", rng.normal(size=(120, 3)))  # a linear kernel on 3 features: rank 3
+    upload_rows(api, "flat", rng.normal(size=(120, 3)))  # a linear kernel on 3 features: rank 3
     body = {"name": "flat-5", "dataset": "flat", "kernel": {"type": "linear"}, "n_components": 5}
     api.post("/v1/models", json=body)
     record = wait_for_fit(api, "flat-5")

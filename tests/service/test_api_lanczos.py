@@ -5,13 +5,7 @@ import time
 import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
-from tests.api_checks import wait_for_fit
-
-
-def upload(api, name, X):
-    api.post("/v1/datasets", json={"name": name, "n_features": X.shape[1], "dtype": "float64"})
-    api.put(f"/v1/datasets/{name}/chunks/0", json={"rows": X.tolist()})
-    assert api.post(f"/v1/datasets/{name}/commit").json()["status"] == "ready"
+from tests.api_checks import upload_rows, wait_for_fit
 
 
 def test_listed_as_a_one_shot_solver(api):
@@ -23,7 +17,7 @@ def test_listed_as_a_one_shot_solver(api):
 
 def test_fit_records_each_iteration_and_ends_exact(api, digits):
     X = digits[:500]
-    upload(api, "digits", X)
+    upload_rows(api, "digits", X)
     body = {"name": "reference", "dataset": "digits", "kernel": {"type": "gaussian", "sigma": 3.0},
             "n_components": 8, "solver": "lanczos", "params": {"tol": 1e-10, "init": "random"}}
     assert api.post("/v1/models", json=body).status_code == 202
@@ -52,7 +46,7 @@ def test_cancel_stops_between_iterations(api):
     eigenvalues come in pairs split by about 1e-4 of their size, and no guard vectors: the third
     component (half of a pair) takes about a thousand iterations to 1e-12."""
     theta = 2 * np.pi * np.arange(400) / 400
-    upload(api, "ellipse", np.c_[np.cos(theta), (1 + 1e-4) * np.sin(theta)])
+    upload_rows(api, "ellipse", np.c_[np.cos(theta), (1 + 1e-4) * np.sin(theta)])
     body = {"name": "slow", "dataset": "ellipse", "kernel": {"type": "gaussian", "sigma": 0.5}, "n_components": 3,
             "solver": "lanczos", "params": {"tol": 1e-12, "block": 0, "init": "random", "max_iter": 10_000}}
     assert api.post("/v1/models", json=body).status_code == 202

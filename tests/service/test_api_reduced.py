@@ -6,7 +6,7 @@ import pytest
 
 from kpca.estimator import KernelHebbianPCA
 from kpca.preimage import reconstruct
-from tests.api_checks import assert_error, wait_for_fit
+from tests.api_checks import assert_error, upload_rows, wait_for_fit
 from workers.serve import load_model
 
 N = 300
@@ -15,16 +15,9 @@ PARAMS = {"subsampled": {"size": 100, "seed": 1}, "nystrom": {"landmarks": 100, 
           "nystrom-weighted": {"landmarks": 60, "seed": 1}, "rskpca": {"ell": 3.0}}
 
 
-def upload(api, name, rows, chunks=3):
-    api.post("/v1/datasets", json={"name": name, "n_features": rows.shape[1], "dtype": "float64"})
-    for i, part in enumerate(np.array_split(rows, chunks)):
-        api.put(f"/v1/datasets/{name}/chunks/{i}", json={"rows": part.tolist()})
-    assert api.post(f"/v1/datasets/{name}/commit").json()["status"] == "ready"
-
-
 @pytest.fixture(scope="module")
 def digits_set(api, digits):
-    upload(api, "digits", digits[:N])
+    upload_rows(api, "digits", digits[:N], chunks=3)
     return digits[:N]
 
 
@@ -105,7 +98,7 @@ def test_a_model_over_centres_serves_without_its_training_rows(api, digits, data
     """The data set is deleted before the first projection: the rskpca model still projects (its m
     centres are in its checkpoint), with sigma "auto" resolved at the fit; a model expanded over its
     training rows cannot be loaded any more."""
-    upload(api, "gone", digits[300:600])
+    upload_rows(api, "gone", digits[300:600], chunks=3)
     for name, solver in (("gone-rs", "rskpca"), ("gone-exact", "exact")):
         body = {"name": name, "dataset": "gone", "kernel": {"type": "gaussian"}, "n_components": 5, "solver": solver}
         assert api.post("/v1/models", json=body).status_code == 202

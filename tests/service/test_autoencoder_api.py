@@ -11,7 +11,7 @@ from kpca.kernels import KernelSpec
 from kpca.noise import gaussian_noise, speckle_noise
 from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext
-from tests.api_checks import assert_error, wait_for_fit
+from tests.api_checks import assert_error, upload_rows, wait_for_fit
 
 POLY2 = {"type": "polynomial", "degree": 2, "offset": 0, "gamma": 1}
 SERVER_SETTINGS = {"exact_limit": 250}  # ds-akpca is limited to exact_limit rows
@@ -22,17 +22,11 @@ def pooled(X):
     return X.reshape(-1, 4, 2, 4, 2).mean(axis=(2, 4)).reshape(X.shape[0], -1)
 
 
-def upload(api, name, X):
-    api.post("/v1/datasets", json={"name": name, "n_features": X.shape[1], "dtype": "float64"})
-    api.put(f"/v1/datasets/{name}/chunks/0", json={"rows": X.tolist()})
-    assert api.post(f"/v1/datasets/{name}/commit").json()["status"] == "ready"
-
-
 @pytest.fixture(scope="module")
 def sets(api, digits):
     X = pooled(digits)
-    upload(api, "small", X[:200])
-    upload(api, "large", X[:300])
+    upload_rows(api, "small", X[:200])
+    upload_rows(api, "large", X[:300])
     return X
 
 

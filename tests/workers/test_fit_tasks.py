@@ -126,3 +126,16 @@ def test_a_fit_whose_model_is_deleted_stops_and_writes_nothing(data_dir):
         assert outcome.result(timeout=60) == "deleted"
     assert checkpoints.list("doomed") == []
     assert not (data_dir / "models" / "doomed").exists()
+
+
+def test_the_embedded_dashboard_listens_on_loopback_only(backend):
+    """The dask dashboard of the embedded cluster (scheduler logs, identity, metrics) answers on
+    127.0.0.1 only, on the port its link names; nothing of the scheduler listens on every interface."""
+    import psutil
+    from urllib.parse import urlparse
+
+    link = urlparse(backend.cluster.dashboard_link)
+    assert link.hostname == "127.0.0.1"
+    listening = [c.laddr for c in psutil.Process().net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+    assert any(addr.port == link.port for addr in listening)
+    assert all(addr.ip in ("127.0.0.1", "::1") for addr in listening), listening
