@@ -42,8 +42,11 @@ from kpca.solvers._blocked import _scatter_add, require_complete
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
 
-__all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "split_state", "join_state",
-           "sharded_centering", "run_sharded_passes", "SegmentUpdate"]
+__all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "unit_bounds", "reduction_unit", "split_state",
+           "send_start", "join_state", "sharded_centering", "run_sharded_passes", "SegmentUpdate", "state_rows"]
+
+REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
+SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is sent as one update
 
 
 def shard_bounds(n_rows: int, sizes) -> list[tuple[int, int]]:
@@ -146,6 +149,25 @@ class Shard:
         return [np.stack([np.einsum("ij,ij->i", self.Z[:r, u], self.Z[:r, u]),
                           np.einsum("ij,ij->i", self.ZK[:r, u], self.ZK[:r, u])]) for u in self.units]
 
+    def grams(self, r: int) -> list[np.ndarray]:
+        """This shard's parts of ``[AK AK^T, AK A^T]`` (2, r, r), one per reduction unit: what the
+        Rayleigh-Ritz eigenvalues of the served components need (`kpca.solvers._ritz.ritz_values`)."""
+        return [np.stack([self.ZK[:r, u] @ self.ZK[:r, u].T, self.ZK[:r, u] @ self.Z[:r, u].T]) for u in self.units]
+
+    def zero(self, d: int) -> None:
+        """Start from zero columns (d, size); a `SegmentUpdate` with ``T = 0`` then sets a sparse start."""
+        self.Z, self.ZK = np.zeros((d, self.size)), np.zeros((d, self.size))
+
+    def set_columns(self, Z: np.ndarray, ZK: np.ndarray, column_means: np.ndarray, grand_mean: float,
+                    mean_diagonal: float) -> None:
+        """Take this shard's columns of a state (``Z``, ``ZK`` (d, size)) and of the centring."""
+        self.Z, self.ZK = np.ascontiguousarray(Z), np.ascontiguousarray(ZK)
+        self.set_centering(Centering(np.ascontiguousarray(column_means), float(grand_mean), float(mean_diagonal)))
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(Z, ZK, column means)``: this shard's part of the state (O(d size) to send)."""
+        return self.Z, self.ZK, self.rows.centering.column_means
+
     def keep(self) -> None:
         """Remember the columns (the state at the start of a pass, for the divergence guard)."""
         self._kept = (self.Z, self.ZK)  # apply never writes into these arrays: no copy needed
@@ -160,13 +182,15 @@ class Shard:
             self._sums = np.zeros((1, self.size))
         self.rows.points_left_product(X, xn, None, np.ones((1, X.shape[0])), self._sums, centred=False)
 
-    def column_means(self, n_rows: int) -> np.ndarray:
-        """The centring's column means of the own rows, from the sums added: ``sums / l``."""
-        return self._sums[0] / n_rows
+    def column_means(self, n_rows: int) -> list[np.ndarray]:
+        """The centring's column means of the own rows from the sums added (``sums / l``, kept here);
+        returns their sums per reduction unit (the grand mean's parts)."""
+        self._means = self._sums[0] / n_rows
+        return [np.asarray(self._means[u].sum()) for u in self.units]
 
-    def unit_sums(self, values: np.ndarray) -> list[np.ndarray]:
-        """Sums of ``values`` (size,) over each reduction unit."""
-        return [np.asarray(values[u].sum()) for u in self.units]
+    def centre(self, grand_mean: float, mean_diagonal: float) -> None:
+        """Centre this shard's rows with the column means of `column_means` and the global entries."""
+        self.set_centering(Centering(self._means, float(grand_mean), float(mean_diagonal)))
 
     def set_centering(self, centering: Centering) -> None:
         """Centre this shard's rows by ``centering`` (its column means are the own rows')."""
@@ -179,24 +203,43 @@ class ShardGroup:
     `kpca.solvers._sharded` calls). Every reduction sums the shards' parts in this order (their
     reduction units in global order).
 
-    Attributes: ``shards``, ``kernel``, ``n_components`` r, ``d`` (r, or 2r for KHA-SMD), ``dtype``
-    of the state, ``rows_dtype`` of the shards' kernel rows, ``n_rows`` l, ``grand_mean`` of the
-    centring (set with it), ``bytes_out`` and ``bytes_in`` the messages' sizes summed over shards.
+    Every call to the shards goes through `_call` (one method on every shard, results in shard order)
+    or `_call_each` (per-shard arguments): a group whose shards live elsewhere (`workers.shards`, dask
+    actors) overrides those two and inherits the rest.
+
+    Attributes: ``shards``, ``bounds`` their ``(first, stop)`` rows, ``kernel``, ``n_components`` r,
+    ``d`` (r, or 2r for KHA-SMD), ``dtype`` of the state, ``rows_dtype`` of the shards' kernel rows,
+    ``n_rows`` l, ``grand_mean`` and ``mean_diagonal`` of the centring (set with it), ``bytes_out``
+    and ``bytes_in`` the messages' sizes summed over shards.
     """
 
-    def __init__(self, shards: list[Shard], kernel: KernelSpec, n_components: int, d: int, dtype=np.float64,
-                 rows_dtype=np.float64):
+    def __init__(self, shards: list, kernel: KernelSpec, n_components: int, d: int, dtype=np.float64,
+                 rows_dtype=np.float64, bounds=None):
         self.shards, self.kernel = list(shards), kernel
+        self.bounds = [(s.first, s.stop) for s in self.shards] if bounds is None else [tuple(b) for b in bounds]
         self.n_components, self.d, self.dtype = int(n_components), int(d), np.dtype(dtype)
         self.rows_dtype = np.dtype(rows_dtype)
-        self.n_rows = sum(s.size for s in self.shards)
+        self.n_rows = sum(stop - first for first, stop in self.bounds)
         self.grand_mean: float | None = None
+        self.mean_diagonal: float | None = None
         self.bytes_out = self.bytes_in = 0  # for the cost model
 
-    def _sum(self, parts_per_shard):
+    def __len__(self) -> int:
+        return len(self.bounds)
+
+    def _call(self, method: str, *args) -> list:
+        """``shard.method(*args)`` on every shard; the results in shard order."""
+        return [getattr(shard, method)(*args) for shard in self.shards]
+
+    def _call_each(self, method: str, args: list[tuple]) -> list:
+        """``shard.method(*args[i])`` on shard i; the results in shard order."""
+        return [getattr(shard, method)(*a) for shard, a in zip(self.shards, args)]
+
+    @staticmethod
+    def _sum(parts_per_shard):
         """The shards' parts (a list per shard, one per reduction unit) added in global order."""
         parts = [part for shard_parts in parts_per_shard for part in shard_parts]
-        total = parts[0].copy()
+        total = np.array(parts[0], dtype=np.float64)
         for part in parts[1:]:
             total += part
         return total
@@ -204,8 +247,7 @@ class ShardGroup:
     def points(self, indices: np.ndarray):
         """``x`` (s, n) and ``|x|^2`` (s,) or None for global rows ``indices``, from their shards."""
         X = xn = None
-        for shard in self.shards:
-            pos, Xs, xns = shard.points(indices)
+        for pos, Xs, xns in self._call("points", indices):
             if X is None:
                 X = np.empty((indices.size, Xs.shape[1]), dtype=Xs.dtype)
                 xn = None if xns is None else np.empty(indices.size, dtype=xns.dtype)
@@ -216,9 +258,11 @@ class ShardGroup:
 
     def gather(self, indices: np.ndarray) -> Gathered:
         """`Gathered` for the rows ``indices``: each part from the shard that owns the row."""
+        return self._gathered(indices, self._call("gather", indices))
+
+    def _gathered(self, indices: np.ndarray, replies: list) -> Gathered:
         out = None
-        for shard in self.shards:
-            pos, ZK, X, xn, m = shard.gather(indices)
+        for pos, ZK, X, xn, m in replies:
             if out is None:
                 out = Gathered(np.empty((self.d, indices.size)), np.empty((indices.size, X.shape[1]), X.dtype),
                                None if xn is None else np.empty(indices.size, xn.dtype), np.empty(indices.size))
@@ -235,57 +279,92 @@ class ShardGroup:
         return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, (self.grand_mean - m).astype(self.rows_dtype), -m)
 
     def apply(self, update: SegmentUpdate) -> None:
-        """Send ``update`` to every shard."""
-        for shard in self.shards:
-            shard.apply(update)
-        self.bytes_out += update.nbytes() * len(self.shards)
+        """Send ``update`` to every shard (and wait until every shard has applied it)."""
+        self._call("apply", update)
+        self.bytes_out += update.nbytes() * len(self)
 
     def products(self) -> np.ndarray:
         """``Z AK^T`` (d, r), summed over the shards in order."""
-        parts = [s.products(self.n_components) for s in self.shards]
+        parts = self._call("products", self.n_components)
         self.bytes_in += sum(p.nbytes for shard_parts in parts for p in shard_parts)
         return self._sum(parts)
 
     def norms(self) -> np.ndarray:
         """``diag(A K' A^T)`` (r,), summed over the shards in order."""
-        return self._sum([s.norms(self.n_components) for s in self.shards])
+        return self._sum(self._call("norms", self.n_components))
 
     def squared_norms(self) -> tuple[np.ndarray, np.ndarray]:
         """Squared row norms of A and AK, (r,) each, summed over the shards in order."""
-        total = self._sum([s.squared_norms(self.n_components) for s in self.shards])
+        total = self._sum(self._call("squared_norms", self.n_components))
+        return total[0], total[1]
+
+    def grams(self) -> tuple[np.ndarray, np.ndarray]:
+        """``AK AK^T`` and ``AK A^T`` (r, r), summed over the shards in order."""
+        total = self._sum(self._call("grams", self.n_components))
         return total[0], total[1]
 
     def keep(self) -> None:
-        for shard in self.shards:
-            shard.keep()
+        self._call("keep")
 
     def rollback(self) -> None:
-        for shard in self.shards:
-            shard.rollback()
+        self._call("rollback")
+
+    def zero(self) -> None:
+        """Every shard's columns to zero."""
+        self._call("zero", self.d)
+
+    def split(self, Z: np.ndarray, ZK: np.ndarray, centering: Centering) -> None:
+        """Send each shard its columns of ``Z``, ``ZK`` (d, l) and of the centring. O(d l) sent, once."""
+        self._call_each("set_columns", [(Z[:, a:b], ZK[:, a:b], centering.column_means[a:b], centering.grand_mean,
+                                          centering.mean_diagonal) for a, b in self.bounds])
+        self.grand_mean, self.mean_diagonal = centering.grand_mean, centering.mean_diagonal
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(Z, ZK, column means)`` of all l columns, from the shards in order. O(d l) received."""
+        parts = self._call("columns")
+        return tuple(np.concatenate([p[i] for p in parts], axis=-1) for i in range(3))
+
+    def centering(self) -> Centering:
+        """The whole centring (the column means gathered from the shards: l numbers)."""
+        return Centering(np.concatenate([p[2] for p in self._call("columns")]), self.grand_mean, self.mean_diagonal)
 
 
 def sharded_centering(group: ShardGroup, block_size: int = 1024) -> dict:
     """`kpca.rows.KernelRows.fit_centering` over the shards: the same blocks of points pass every
     shard, each adds its columns' sums; the grand mean is the shards' sums added in order.
 
-    Sets every shard's centring and ``group.grand_mean``; returns the coordinator's entries
-    ``centering_grand_mean`` and ``centering_mean_diagonal`` (the column means stay on the shards).
-    Messages: each block's points (b x n) to every shard, one number back per shard at the end.
+    Sets every shard's centring and ``group.grand_mean``, ``group.mean_diagonal``; returns the
+    coordinator's entries ``centering_grand_mean`` and ``centering_mean_diagonal`` (the column means
+    stay on the shards). Messages: each block's points (b x n) to every shard, one number per
+    reduction unit back at the end.
     """
     l = group.n_rows
     diag_sum = 0.0
     for a in range(0, l, block_size):
         X, xn = group.points(np.arange(a, min(a + block_size, l)))
-        for shard in group.shards:
-            shard.add_column_sums(X, xn)
+        group._call("add_column_sums", X, xn)
         diag_sum += float(kernel_diagonal(X, group.kernel).sum(dtype=np.float64))
-    means = [shard.column_means(l) for shard in group.shards]
-    grand_mean = float(group._sum([shard.unit_sums(m) for shard, m in zip(group.shards, means)])) / l
+    grand_mean = float(group._sum(group._call("column_means", l))) / l
     mean_diagonal = diag_sum / l - grand_mean
-    for shard, m in zip(group.shards, means):
-        shard.set_centering(Centering(m, grand_mean, mean_diagonal))
-    group.grand_mean = grand_mean
+    group._call("centre", grand_mean, mean_diagonal)
+    group.grand_mean, group.mean_diagonal = grand_mean, mean_diagonal
     return {"centering_grand_mean": grand_mean, "centering_mean_diagonal": mean_diagonal}
+
+
+def reduction_unit(n_rows: int, units: int = REDUCTION_UNITS) -> int:
+    """Rows per reduction unit of a data set of ``n_rows`` rows: ``ceil(l / units)``, a function of l
+    alone, so that any split into at most ``units`` shards sums in the same order (`Shard`)."""
+    return max(1, -(-int(n_rows) // int(units)))
+
+
+def unit_bounds(n_rows: int, n_shards: int, unit_rows: int) -> list[tuple[int, int]]:
+    """Contiguous shards of whole reduction units (the last unit may be short), their sizes differing
+    by at most one unit: ``min(n_shards, units)`` ``(first, stop)`` ranges covering the rows."""
+    n_units = -(-int(n_rows) // int(unit_rows))
+    k = max(1, min(int(n_shards), n_units))
+    per = [n_units // k + (1 if i < n_units % k else 0) for i in range(k)]
+    edges = np.minimum(np.concatenate([[0], np.cumsum(per)]) * int(unit_rows), int(n_rows))
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str, unit_rows: int | None = None,
@@ -294,34 +373,51 @@ def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str,
     state yet (`split_state` or `sharded_centering` then fills it), reducing per ``unit_rows`` rows
     (`Shard`; default per shard). ``rows_options`` go to KernelRows."""
     shards = [Shard(KernelRows(data[first:stop], kernel, **rows_options), first, unit_rows) for first, stop in bounds]
-    d = 2 * n_components if solver == "kha-smd" else n_components
-    return ShardGroup(shards, kernel, n_components, d, rows_dtype=shards[0].rows.dtype)
+    return ShardGroup(shards, kernel, n_components, state_rows(n_components, solver), rows_dtype=shards[0].rows.dtype)
+
+
+def state_rows(n_components: int, solver: str) -> int:
+    """d, the rows of ``Z = [A; B]``: 2r for KHA-SMD, r for the rest of the KHA family."""
+    return 2 * n_components if solver == "kha-smd" else n_components
 
 
 def split_state(state: dict, group: ShardGroup) -> dict:
     """Hand each shard its columns of a full solver ``state`` (A, AK, B, BK, the centring's column
-    means); returns the coordinator's state, the rest. Cost O(r l) copies (once, at the start)."""
+    means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the start)."""
     require_complete(state)
     smd = state["solver"] == "kha-smd"
     Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
     ZK = np.concatenate([state["AK"], state["BK"]]) if smd else state["AK"]
-    centering = Centering.from_state(state)
-    for shard in group.shards:
-        cols = slice(shard.first, shard.stop)
-        shard.Z, shard.ZK = np.ascontiguousarray(Z[:, cols]), np.ascontiguousarray(ZK[:, cols])
-        shard.set_centering(Centering(np.ascontiguousarray(centering.column_means[cols]), centering.grand_mean,
-                                      centering.mean_diagonal))
-    group.grand_mean = centering.grand_mean
+    group.split(Z, ZK, Centering.from_state(state))
+    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
+
+
+def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> dict:
+    """Hand the shards a starting ``state`` whose centring they already hold (`sharded_centering`):
+    the coordinator's state, the rest.
+
+    A start nonzero on few columns S (the random and subset starts of `kpca.solvers._kha.start`) is
+    sent as one `SegmentUpdate` with ``T = 0`` and ``C = Z[:, S]``: each shard forms its columns of
+    ``ZK = Z[:, S] K'[S, :]`` from the |S| points (O(d |S|) sent); a dense start goes column by column
+    (`split_state`, O(d l))."""
+    require_complete(state)
+    smd = state["solver"] == "kha-smd"
+    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
+    S = np.flatnonzero(np.any(Z != 0, axis=0))
+    if S.size > max_columns:
+        return split_state(state, group)
+    group.zero()
+    got = group.gather(S)
+    group.apply(SegmentUpdate(np.zeros((group.d, group.d), dtype=group.dtype), Z[:, S].astype(group.dtype), S,
+                              got.points, got.sqnorms, got.column_means))
     return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
 
 
 def join_state(state: dict, group: ShardGroup) -> dict:
     """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
     r = group.n_components
-    Z = np.concatenate([s.Z for s in group.shards], axis=1)
-    ZK = np.concatenate([s.ZK for s in group.shards], axis=1)
-    out = dict(state, A=Z[:r], AK=ZK[:r],
-               centering_column_means=np.concatenate([s.rows.centering.column_means for s in group.shards]))
+    Z, ZK, means = group.columns()
+    out = dict(state, A=Z[:r], AK=ZK[:r], centering_column_means=means)
     if group.d > r:
         out.update(B=Z[r:], BK=ZK[r:])
     return out

@@ -60,6 +60,7 @@ class ClusteringJob(FitJob):
     """A clustering as the fit driver runs it (module docstring)."""
 
     registry_type = ClusteringRegistry
+    shardable = False  # its rows are affinities (`kpca.affinity.AffinityRows`), not kernel rows of a store
     pass_record = ClusteringPassRecord
 
     def __init__(self, data_dir: str | Path):

@@ -44,7 +44,9 @@ from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.jobs import JobRegistry
 from store.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
-from workers.progress import RANK_RTOL, ConvergenceFigure, ModelGone, PassReporter, still_ours
+from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completion_warnings, params_used_of,
+                              still_ours)
+from workers.sharded_fit import fit_sharded, shard_request
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,7 @@ class FitJob:
     """
 
     registry_type: type[JobRegistry] = ModelRegistry
+    shardable = True  # a KHA-family fit may run over several workers (`workers.sharded_fit`)
     pass_record: type[PassRecord] = PassRecord
 
     def __init__(self, data_dir: str | Path):
@@ -165,6 +168,9 @@ def _fit(job: FitJob, record: JobRecord) -> str:
         registry.update(record.name, params_used={"kernel": rows.resolve_kernel().to_dict()})
     if not solver.iterative:
         return _fit_once(job, solver, record, rows, context)
+    shards = shard_request(job, record, rows)
+    if shards is not None:
+        return fit_sharded(job, record, rows, context, *shards)
 
     name = record.name
     latest = checkpoints.latest_pass(name)
@@ -192,10 +198,7 @@ def _fit(job: FitJob, record: JobRecord) -> str:
         state = solver.regain(state, params)
 
     def params_used(state: dict) -> dict:
-        own = {k: state[k] for k in ("eta0", "mu", "xi", "init", "init_size") if k in state}
-        used = {**params, **own, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit,
-                "n_rows": rows.n_rows, "gain_reductions": int(state.get("gain_reductions", 0))}
-        return {k: v for k, v in used.items() if v is not None}
+        return params_used_of(params, rows, record, state, workers=1 if "workers" in params else None)
 
     registry.update(name, params_used=params_used(state))
     report = PassReporter(job, record, rows, ConvergenceFigure(rows, record.n_components, record.exact_limit, record.components_field),
@@ -209,7 +212,7 @@ def _fit(job: FitJob, record: JobRecord) -> str:
     if stopped and not report.stop_early:
         registry.update(name, status="cancelled")
         return "cancelled"
-    warnings = _warnings(rows, state)
+    warnings = completion_warnings(rows, state)
     registry.update(name, status="completed", stopped_early=report.stop_early, warnings=warnings,
                     **job.finish(record, rows, state))
     return "completed"
@@ -257,23 +260,7 @@ def _fit_once(job: FitJob, solver, record: JobRecord, rows: KernelRows, context:
                         eigenvalues=eigenvalues.tolist(), gains=None, convergence=convergence)
     history.append(job.pass_record(pass_=done, elapsed_s=elapsed, convergence=convergence,
                                    eigenvalues=eigenvalues.tolist(), **fields))
-    warnings = _warnings(rows, state)
+    warnings = completion_warnings(rows, state)
     registry.update(record.name, status="completed", progress=progress, history=history, params_used=used,
                     warnings=warnings, **job.finish(record, rows, state))
     return "completed"
-
-
-def _warnings(rows: KernelRows, state: dict) -> list[str]:
-    """What a user should know of a completed fit's components: non-finite values (`Diverged`), and
-    components that carry no variance (fewer directions in the data than components asked for)."""
-    model = served_model(state, rows)
-    if not isinstance(model, KernelModel):
-        return []
-    if not (np.isfinite(model.A).all() and np.isfinite(model.eigenvalues).all()):
-        raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
-    lam = model.eigenvalues
-    empty = int(np.sum(lam <= RANK_RTOL * max(float(lam.max()), 0.0)))
-    if empty:
-        return [f"{empty} of the {lam.size} components carry no variance: the data spans fewer directions in "
-                f"feature space than n_components; their projections are 0 (fit fewer components)"]
-    return []

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.linalg
 
 from kpca.errors import Degenerate
+from kpca.solvers import Diverged
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
 from kpca.model import KernelModel, served_model
 from kpca.rows import KernelRows
@@ -98,10 +99,14 @@ class ConvergenceFigure:
                 Z -= Z.mean(axis=1, keepdims=True)
             iterate = self._figure(state["AK"]) if "AK" in state and model.rows is rows else None
             return Convergence(metric=self.metric, value=self._figure(Z), iterate=iterate), eigenvalues
+        return self.proxy(eigenvalues, previous), eigenvalues
+
+    def proxy(self, eigenvalues: np.ndarray, previous: np.ndarray | None) -> Convergence:
+        """The ``eigenvalue_change`` figure between the served eigenvalues of consecutive passes. O(r)."""
         if previous is None:
-            return Convergence(metric="eigenvalue_change", value=None), eigenvalues
+            return Convergence(metric="eigenvalue_change", value=None)
         change = np.max(np.abs(eigenvalues - previous) / np.maximum(np.abs(eigenvalues), 1e-300))
-        return Convergence(metric="eigenvalue_change", value=float(change)), eigenvalues
+        return Convergence(metric="eigenvalue_change", value=float(change))
 
 
 def still_ours(registry: JobRegistry, record: JobRecord) -> None:
@@ -133,10 +138,15 @@ class PassReporter:
         Records of the passes before this run (a resumed fit).
     start : dict
         The state the run starts from (its ``pass`` and ``elapsed_s``).
+    save : callable, optional
+        ``save(name, pass, state)`` writes the checkpoint (default ``job.checkpoints.save``; a sharded
+        fit's writes the shards' parts, then the manifest).
+    workers : int, optional
+        The dask workers a sharded fit runs on, reported with each pass (None: one).
     """
 
     def __init__(self, job, record: JobRecord, rows: KernelRows, figure: ConvergenceFigure, params_used,
-                 history: list[PassRecord], start: dict):
+                 history: list[PassRecord], start: dict, save=None, workers: int | None = None):
         self.job, self.registry, self.checkpoints = job, job.registry, job.checkpoints
         self.record, self.rows = record, rows
         self.figure, self.params_used, self.history = figure, params_used, list(history)
@@ -144,6 +154,8 @@ class PassReporter:
         self.tol = record.params.get("tol")
         self.best = record.best_checkpoint.model_dump(by_alias=True) if record.best_checkpoint else {}
         self.stop_early = False
+        self.save = save or self.checkpoints.save
+        self.workers = workers
         self.clock = time.monotonic()
         self.first_pass, self.elapsed_before = int(start.get("pass", 0)), float(start.get("elapsed_s", 0.0))
 
@@ -162,18 +174,18 @@ class PassReporter:
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
         gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0) if "gain" in state else None
         self.history.append(self.job.pass_record(pass_=done, elapsed_s=elapsed, convergence=convergence,
-                                                 eigenvalues=lam.tolist(), **fields))
+                                                 eigenvalues=lam.tolist(), workers=self.workers, **fields))
         progress = Progress(pass_=done, passes=self.passes, t=int(state.get("t", 0)),
                             fraction=min(done / self.passes, 1.0), elapsed_s=elapsed,
                             remaining_s=0.0 if self.stop_early else per_pass * max(self.passes - done, 0),
                             eigenvalues=lam.tolist(), gains=None if gains is None else np.asarray(gains).tolist(),
-                            convergence=convergence)
+                            convergence=convergence, workers=self.workers)
         still_ours(self.registry, self.record)  # never write into a deleted or re-created job
         # the record first, then the checkpoint: a crash in between leaves a history one pass ahead of the
         # checkpoint, which a resumed run truncates and recomputes (the other order would lose an entry)
         self.registry.update(self.record.name, progress=progress, history=self.history,
                              params_used=self.params_used(state), best_checkpoint=dict(self.best) or None)
-        self.checkpoints.save(self.record.name, done, saved)
+        self.save(self.record.name, done, saved)
         retain(self.checkpoints, self.record.name, self.record.checkpoint_keep, self.best.get("pass"))
 
 
@@ -183,3 +195,29 @@ def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | 
     for p in passes[:-keep] if keep > 0 else passes[:-1]:
         if p != best_pass:
             checkpoints.delete(name, p)
+
+
+def params_used_of(params: dict, rows: KernelRows, record: JobRecord, state: dict, workers: int | None = None) -> dict:
+    """``params_used`` of an iterative fit: the resolved parameters, what the state settled on (its
+    gains, its start), the kernel, the rows and, for a KHA-family fit, the dask workers it runs on."""
+    own = {k: state[k] for k in ("eta0", "mu", "xi", "init", "init_size") if k in state}
+    used = {**params, **own, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit,
+            "n_rows": rows.n_rows, "gain_reductions": int(state.get("gain_reductions", 0)), "workers": workers}
+    return {k: v for k, v in used.items() if v is not None}
+
+
+def completion_warnings(rows: KernelRows, state: dict) -> list[str]:
+    """What a user should know of a completed fit's components: non-finite values (`Diverged`), and
+    components that carry no variance (fewer directions in the data than components asked for)."""
+    model = served_model(state, rows)
+    if not isinstance(model, KernelModel):
+        return []
+    if not (np.isfinite(model.A).all() and np.isfinite(model.eigenvalues).all()):
+        raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
+    lam = model.eigenvalues
+    empty = int(np.sum(lam <= RANK_RTOL * max(float(lam.max()), 0.0)))
+    if empty:
+        return [f"{empty} of the {lam.size} components carry no variance: the data spans fewer directions in "
+                f"feature space than n_components; their projections are 0 (fit fewer components)"]
+    return []
+

@@ -86,3 +86,17 @@ def ritz_components(A: np.ndarray, AK: np.ndarray, rtol: float = RELATIVE_RANK_T
     A_r *= flip[:, None]
     AK_r *= flip[:, None]
     return A_r.astype(A.dtype, copy=False), AK_r.astype(A.dtype, copy=False), mu[::-1].copy()
+
+
+def ritz_values(H: np.ndarray, G: np.ndarray, a2: np.ndarray, ak2: np.ndarray,
+                rtol: float = RELATIVE_RANK_TOL) -> np.ndarray:
+    """The variances ``mu`` (r,) of `ritz_components` from the r x r products alone: ``H = AK AK^T``,
+    ``G = AK A^T`` and the squared row norms ``a2`` of A, ``ak2`` of AK (for the eq. 13 estimates
+    returned where G is singular, as `ritz_components` does). What a sharded fit reports, whose A and
+    AK stay on the shards (`kpca.shards.ShardGroup.grams`). Cost O(r^3)."""
+    W = whitening(np.asarray(G, dtype=np.float64), rtol)
+    if W.shape[1] < H.shape[0]:
+        num, den = np.sqrt(ak2), np.sqrt(a2)
+        return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    H = np.asarray(H, dtype=np.float64)
+    return np.linalg.eigh(W.T @ ((H + H.T) / 2) @ W)[0][::-1].copy()

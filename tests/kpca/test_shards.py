@@ -14,8 +14,8 @@ import pytest
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.shards import (join_state, make_group, run_sharded_passes, shard_bounds, sharded_centering,
-                         split_state)
+from kpca.shards import (join_state, make_group, reduction_unit, run_sharded_passes, send_start, shard_bounds,
+                         sharded_centering, split_state, unit_bounds)
 from tests.naive import start_state
 
 KHA_FAMILY = ["kha", "kha-t", "kha-et", "kha-smd"]
@@ -204,3 +204,43 @@ def test_shard_bounds_are_contiguous_and_checked():
         shard_bounds(10, 0)
     with pytest.raises(ValueError, match="sum"):
         shard_bounds(10, [3, 3])
+
+
+def test_unit_bounds_cover_the_rows_in_whole_units():
+    for l, k in [(420, 3), (1000, 7), (10, 20), (257, 256)]:
+        unit = reduction_unit(l)
+        bounds = unit_bounds(l, k, unit)
+        assert bounds[0][0] == 0 and bounds[-1][1] == l
+        assert all(a == prev[1] for prev, (a, _) in zip(bounds, bounds[1:]))
+        assert all(a % unit == 0 and b > a for a, b in bounds)
+        assert len(bounds) == min(k, -(-l // unit))
+    assert reduction_unit(100_000) == 391
+
+
+@pytest.mark.parametrize("solver", ["kha", "kha-smd"])
+def test_a_sparse_start_sent_as_one_update_equals_the_split_start(data, solver):
+    """`send_start`: the shards form their columns of ZK from the start's nonzero columns' points."""
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    rows.fit_centering()
+    first = start_state(solver, R, rows, seed=3, **params_for(solver))
+    assert np.count_nonzero(np.any(first["A"] != 0, axis=0)) < data.shape[0]  # a sparse start
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], [97, 211, 112]), R, solver, chunk_rows=64)
+    sharded_centering(group, block_size=100)
+    coordinator = send_start(first, group)
+    assert not set(coordinator) & {"A", "AK", "B", "BK", "centering_column_means"}
+    got = join_state(coordinator, group)
+    for key in ("A", "AK", "B", "BK"):
+        if key in first:
+            scale = float(np.abs(first[key]).max()) or 1.0
+            assert np.abs(got[key] - first[key]).max() <= 1e-12 * scale, key
+
+
+def test_grams_are_the_whole_products(data):
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    rows.fit_centering()
+    first = start_state("kha", R, rows, seed=3, **params_for("kha"))
+    group = make_group(data, KERNEL, unit_bounds(data.shape[0], 3, 64), R, "kha", unit_rows=64, chunk_rows=64)
+    split_state(first, group)
+    H, G = group.grams()
+    np.testing.assert_allclose(H, first["AK"] @ first["AK"].T, rtol=1e-12)
+    np.testing.assert_allclose(G, first["AK"] @ first["A"].T, rtol=1e-12, atol=1e-14 * np.abs(G).max())

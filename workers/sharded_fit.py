@@ -1,0 +1,181 @@
+"""A KHA-family fit sharded over several dask workers (docs/scaling.md): the fit task is the
+coordinator; each worker holds a `workers.shards.ShardActor` with its rows' columns of the state.
+
+The coordinator runs the same fit as `workers.fit` -- the lease, the record, progress pass by pass,
+cancel, resume, the errors a user can act on -- with the passes of `kpca.shards.run_sharded_passes`.
+What differs:
+
+* the centring is one sharded pass (`kpca.shards.sharded_centering`); the start is computed by the
+  coordinator as in one process and sent to the shards as the few columns it is nonzero on
+  (`kpca.shards.send_start`), or read by each shard from the checkpoint it resumes from;
+* a checkpoint is a consistent cut: after a pass every shard writes its part (its columns, on its
+  worker), then the coordinator writes the manifest with its own state
+  (`store.CheckpointStore.save`, ``parts``); a cut without its manifest is never read;
+* the convergence figure: where l is small enough for the exact figure the columns are gathered
+  (l <= exact_limit); above, the Rayleigh-Ritz eigenvalues come from r x r reductions
+  (`kpca.solvers._ritz.ritz_values`);
+* a worker lost mid-fit (`workers.shards.ShardLost`): the shards are placed again on the workers that
+  remain and the fit continues from the last consistent checkpoint (up to `MAX_LOSSES` times); with
+  the same seed it ends where an uninterrupted fit ends (the reductions' order does not depend on the
+  split, `kpca.shards.reduction_unit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+
+from kpca.defaults import SHARD_MIN_ROWS, shard_count
+from kpca.driver import PassHooks
+from kpca.shards import (SHARDED_KEYS, ShardGroup, join_state, reduction_unit, run_sharded_passes, send_start,
+                         sharded_centering, state_rows, unit_bounds)
+from kpca.solvers import FitContext, get_solver
+from kpca.solvers._ritz import ritz_values
+from store.records import JobRecord
+from workers.progress import (ConvergenceFigure, PassReporter, completion_warnings, params_used_of, still_ours)
+from workers.shards import ActorGroup, ShardLost, fit_workers
+
+log = logging.getLogger(__name__)
+
+SHARDED_SOLVERS = ("kha", "kha-t", "kha-et", "kha-smd")
+MAX_LOSSES = 3  # workers a fit may lose before it fails (resumable)
+
+
+def shard_min_rows() -> int:
+    """``KPCA_SHARD_MIN_ROWS`` (default `kpca.defaults.SHARD_MIN_ROWS`): the rows from which a fit
+    without ``params.workers`` is sharded over every fit worker."""
+    value = os.environ.get("KPCA_SHARD_MIN_ROWS", "").strip()
+    return int(value) if value else SHARD_MIN_ROWS
+
+
+def shard_request(job, record: JobRecord, rows) -> tuple | None:
+    """``(client, shards)`` if the fit should be sharded (more than one shard), else None: a KHA-family
+    model fit running on a dask worker, on the rows its checkpoints were made on (a data set grown
+    since is extended in one process), with `kpca.defaults.shard_count` > 1 for ``params.workers``."""
+    if not getattr(job, "shardable", False) or record.solver not in SHARDED_SOLVERS:
+        return None
+    from distributed import get_client, get_worker
+
+    try:
+        get_worker()
+    except ValueError:  # not on a dask worker (a direct call): one process
+        return None
+    client = get_client()
+    if job.checkpoints.latest_pass(record.name) is not None and \
+            (record.params_used or {}).get("n_rows", rows.n_rows) != rows.n_rows:
+        return None
+    n = shard_count(record.params.get("workers"), rows.n_rows, len(fit_workers(client)), shard_min_rows())
+    return (client, n) if n > 1 else None
+
+
+def fit_sharded(job, record: JobRecord, rows, context: FitContext, client, shards: int) -> str:
+    """Run job ``record`` sharded over ``shards`` workers (`_run`), starting over from the last
+    consistent checkpoint on the remaining workers when one is lost. Returns the final status."""
+    lost: set[str] = set()
+    losses = 0
+    while True:
+        try:
+            return _run(job, record, rows, context, client, shards, lost)
+        except ShardLost as exc:
+            lost.update(exc.addresses)
+            losses += 1
+            if losses > MAX_LOSSES:
+                raise RuntimeError(f"the fit lost its shards {losses} times ({exc}); the last checkpoint is kept: "
+                                   f"check the cluster, then POST {record.route}/{record.name}/resume") from exc
+            log.warning("%s %s lost a worker (%s); continuing from its last checkpoint on the workers that remain",
+                        job.registry.kind, record.name, exc)
+            record = job.registry.get(record.name)
+            still_ours(job.registry, record)
+
+
+def _place(client, wanted: int, lost: set[str]) -> list[str]:
+    """Up to ``wanted`` fit workers not known lost: this task's own worker first (its shard's calls
+    stay in the process), then the others in address order."""
+    from distributed import get_worker
+
+    own = get_worker().address
+    available = [a for a in fit_workers(client) if a not in lost]
+    return ([own] if own in available else []) + [a for a in available if a != own][: wanted - (own in available)]
+
+
+def _run(job, record: JobRecord, rows, context: FitContext, client, shards: int, lost: set[str]) -> str:
+    registry, checkpoints, name = job.registry, job.checkpoints, record.name
+    solver = get_solver(record.solver)
+    r, l = record.n_components, rows.n_rows
+    unit = reduction_unit(l)
+    addresses = _place(client, shards, lost)
+    bounds = unit_bounds(l, len(addresses), unit)
+    group = ActorGroup.start(client, addresses[: len(bounds)], bounds, data_dir=str(job.registry.root),
+                             dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
+                             precision=record.params.get("kernel_precision") or "float64", unit_rows=unit,
+                             n_components=r, d=state_rows(r, solver.name), kind_folder=registry.kind_folder,
+                             kind=registry.kind)
+    try:
+        latest = checkpoints.latest_pass(name)
+        if latest is not None:
+            full = job.restored(checkpoints.load(name, latest))
+            rows.restore_centering(full)
+            group.load(name, latest, full)
+            state = {k: v for k, v in full.items() if k not in SHARDED_KEYS}
+            history = record.history[: int(state["pass"])]
+        else:
+            sharded_centering(group)
+            rows.centering = group.centering().require_variance()
+            state, history = None, []
+        given = dict(record.params)
+        if state is not None:
+            given.update({k: state[k] for k in ("init", "init_size") if k in state})
+        params = solver.resolved(given, dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal))
+        if state is None:
+            state = send_start(dict(solver.start(rows, r, params), elapsed_s=0.0), group)
+
+        def params_used(state: dict) -> dict:
+            return params_used_of(params, rows, record, state, workers=len(group))
+
+        def save(job_name: str, pass_index: int, coordinator_state: dict) -> None:
+            group.save(job_name, pass_index)
+            checkpoints.save(job_name, pass_index, coordinator_state, parts=group.bounds)
+
+        registry.update(name, params_used=params_used(state))
+        figure = ShardedFigure(group, ConvergenceFigure(rows, r, record.exact_limit, record.components_field))
+        report = PassReporter(job, record, rows, figure, params_used, history, state, save=save, workers=len(group))
+
+        def should_stop() -> bool:
+            return report.stop_early or registry.cancel_requested(name)
+
+        log.info("%s %s: %d passes sharded over %d workers (%s rows each)", registry.kind, name, record.passes,
+                 len(group), [b - a for a, b in group.bounds])
+        state, stopped = run_sharded_passes(state, group, record.passes, params["block_size"],
+                                            PassHooks(on_pass=report, should_stop=should_stop))
+    finally:
+        group.close()
+    if stopped and not report.stop_early:
+        registry.update(name, status="cancelled")
+        return "cancelled"
+    final = checkpoints.load(name)  # the last pass's cut, joined from its parts (once, at the end)
+    rows.restore_centering(final)
+    warnings = completion_warnings(rows, final)
+    registry.update(name, status="completed", stopped_early=report.stop_early, warnings=warnings,
+                    **job.finish(record, rows, final))
+    return "completed"
+
+
+class ShardedFigure:
+    """`workers.progress.ConvergenceFigure` of a sharded fit's coordinator state: the exact figure
+    from the gathered columns where l is small enough for it, else the change of the Rayleigh-Ritz
+    eigenvalues computed from r x r reductions (nothing l-sized is sent)."""
+
+    def __init__(self, group: ShardGroup, figure: ConvergenceFigure):
+        self.group, self.figure = group, figure
+
+    def __call__(self, rows, state: dict):
+        if self.figure.Kc is not None:
+            return self.figure(rows, join_state(state, self.group))
+        H, G = self.group.grams()
+        a2, ak2 = self.group.squared_norms()
+        eigenvalues = ritz_values(H, G, a2, ak2)
+        previous, self.figure.previous = self.figure.previous, eigenvalues
+        return self.figure.proxy(eigenvalues, previous), np.asarray(eigenvalues)

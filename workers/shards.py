@@ -1,0 +1,205 @@
+"""The shards of a sharded fit as dask actors (docs/scaling.md): one `ShardActor` per worker, each
+holding its rows' columns of the solver state for the whole fit, and the coordinator's `ActorGroup`
+over them.
+
+An actor (``client.submit(ShardActor, ..., actor=True, workers=[address])``) is a Python object kept
+in one worker's memory; its method calls go from the coordinator to that worker directly, without
+the scheduler, and run one at a time on the worker's actor thread, so the worker's task threads stay
+free for projections. A `ShardActor` opens its own rows from the store (`store.segments.RowWindow`
+over the data set version: only its chunks are read) and reads and writes its own part of each
+checkpoint (`store.CheckpointStore.save_part`, `load_columns`), so nothing l-sized crosses the
+network, during a pass or at a checkpoint.
+
+A worker lost while it holds a shard makes its calls fail (distributed 2026.8: ``OSError: Unable to
+contact Actor's worker``, or ``RuntimeError: Worker holding Actor was lost``); `ActorGroup` turns
+that into `ShardLost`, on which the coordinator (`workers.sharded_fit`) starts over from the last
+consistent checkpoint on the workers that remain.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+
+from kpca.kernels import KernelSpec
+from kpca.rows import KernelRows
+from kpca.shards import Shard, ShardGroup
+from store import CheckpointStore, DatasetStore
+from store.segments import RowWindow
+
+__all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "COLUMN_KEYS"]
+
+FIT_RESOURCE = "fit"  # the resource a worker offers for fits (`workers.backend`)
+COLUMN_KEYS = ("A", "AK", "B", "BK", "centering_column_means")  # what a shard's checkpoint part holds
+
+
+class ShardLost(RuntimeError):
+    """A worker holding a shard of the fit was lost (or cannot be reached); ``addresses`` names it."""
+
+    def __init__(self, message: str, addresses=()):
+        super().__init__(message)
+        self.addresses = tuple(addresses)
+
+
+def fit_workers(client) -> list[str]:
+    """Addresses of the workers that offer the ``fit`` resource (every worker if none does), sorted."""
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    offering = [a for a, w in workers.items() if FIT_RESOURCE in (w.get("resources") or {})]
+    return sorted(offering or workers)
+
+
+class ShardActor(Shard):
+    """A `kpca.shards.Shard` over rows ``first .. stop-1`` of a data set version, opened from the store
+    on the worker it lives on, with its part of the fit's checkpoints.
+
+    Parameters
+    ----------
+    data_dir : str
+        The data folder the workers share.
+    dataset, version : str, int
+        The data set version the fit runs on.
+    kernel : dict
+        The resolved kernel (`kpca.kernels.KernelSpec.to_dict`).
+    precision : str
+        ``kernel_precision`` of the fit (float64 or float32).
+    first, stop : int
+        The shard's rows.
+    unit_rows : int
+        The reduction unit (`kpca.shards.reduction_unit`).
+    kind_folder, kind : str
+        The job registry's folder and kind (`store.jobs.JobRegistry`): where the checkpoints are.
+    """
+
+    def __init__(self, data_dir: str, dataset: str, version: int, kernel: dict, precision: str, first: int,
+                 stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model"):
+        source = RowWindow(DatasetStore(data_dir).open_array(dataset, version), int(first), int(stop))
+        dtype = np.dtype(precision)
+        super().__init__(KernelRows(source, KernelSpec.from_dict(kernel), dtype=dtype, compute_dtype=dtype), first,
+                         unit_rows)
+        self._checkpoints = CheckpointStore(data_dir, kind_folder, kind)
+
+    def pid(self) -> int:
+        """The worker process's id (monitoring, fault-injection tests)."""
+        return os.getpid()
+
+    def save(self, job: str, pass_index: int, r: int) -> None:
+        """Write this shard's part of checkpoint ``pass_index`` of ``job`` (A, AK, [B, BK] with r rows
+        each, and the centring's column means). O(d size) written."""
+        columns = {"A": self.Z[:r], "AK": self.ZK[:r], "centering_column_means": self.rows.centering.column_means}
+        if self.Z.shape[0] > r:
+            columns.update(B=self.Z[r:], BK=self.ZK[r:])
+        self._checkpoints.save_part(job, pass_index, self.first, self.stop, columns)
+
+    def load(self, job: str, pass_index: int, grand_mean: float, mean_diagonal: float, smd: bool) -> None:
+        """Take this shard's columns from checkpoint ``pass_index`` of ``job`` (sharded on any split,
+        or whole): the state (with B and BK for KHA-SMD) and the centring. O(d size) read."""
+        keys = [k for k in COLUMN_KEYS if smd or k not in ("B", "BK")]
+        columns = self._checkpoints.load_columns(job, pass_index, self.first, self.stop, keys)
+        Z, ZK = columns["A"], columns["AK"]
+        if smd:
+            Z, ZK = np.concatenate([Z, columns["B"]]), np.concatenate([ZK, columns["BK"]])
+        self.set_columns(Z, ZK, columns["centering_column_means"], grand_mean, mean_diagonal)
+
+
+class ActorGroup(ShardGroup):
+    """A `kpca.shards.ShardGroup` whose shards are `ShardActor` s on dask workers.
+
+    Each call is sent to every shard at once and the replies collected in shard order, so the
+    shards compute in parallel and the reductions keep their fixed order. KHA-SMD's ``products`` are
+    asked together with each ``gather`` (both only read the columns): one round trip per segment for
+    both. `close` releases the actors (their workers free the columns).
+    """
+
+    def __init__(self, futures: list, actors: list, bounds, addresses: list[str], kernel: KernelSpec,
+                 n_components: int, d: int, rows_dtype):
+        super().__init__(actors, kernel, n_components, d, rows_dtype=rows_dtype, bounds=bounds)
+        self.futures, self.addresses = futures, list(addresses)
+        self._products = None
+
+    @classmethod
+    def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int,
+              kernel: KernelSpec, precision: str, unit_rows: int, n_components: int, d: int,
+              kind_folder: str = "models", kind: str = "model") -> "ActorGroup":
+        """One `ShardActor` per ``(address, bounds)``, created on that worker (and only there)."""
+        tag = uuid.uuid4().hex[:12]
+        futures = [client.submit(ShardActor, data_dir, dataset, version, kernel.to_dict(), precision, first, stop,
+                                 unit_rows, kind_folder, kind, actor=True, workers=[address],
+                                 allow_other_workers=False, pure=False, key=f"shard-{tag}-{i}")
+                   for i, (address, (first, stop)) in enumerate(zip(addresses, bounds))]
+        try:
+            actors = [future.result() for future in futures]
+            return cls(futures, actors, bounds, addresses, kernel, n_components, d, np.dtype(precision))
+        except Exception as exc:
+            for future in futures:
+                future.release()
+            if isinstance(exc, ShardLost):
+                raise
+            if isinstance(exc, OSError) or "lost" in str(exc).lower():
+                raise ShardLost(f"a worker was lost while the shards were placed: {exc}") from exc
+            raise
+
+    def _fire(self, method: str, args_per_shard: list[tuple]) -> list:
+        futures = []
+        for i, (actor, args) in enumerate(zip(self.shards, args_per_shard)):
+            try:
+                futures.append(getattr(actor, method)(*args))
+            except RuntimeError as exc:  # "Worker holding Actor was lost"
+                raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
+        return futures
+
+    def _collect(self, futures: list) -> list:
+        out = []
+        for i, future in enumerate(futures):
+            try:
+                out.append(future.result())
+            except OSError as exc:  # "Unable to contact Actor's worker"
+                raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
+            except RuntimeError as exc:
+                if "Actor" in str(exc):
+                    raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
+                raise
+        return out
+
+    def _call(self, method: str, *args) -> list:
+        return self._collect(self._fire(method, [args] * len(self.shards)))
+
+    def _call_each(self, method: str, args: list[tuple]) -> list:
+        return self._collect(self._fire(method, args))
+
+    def gather(self, indices: np.ndarray):
+        replies = self._fire("gather", [(indices,)] * len(self.shards))
+        if self.d > self.n_components:
+            self._products = self._fire("products", [(self.n_components,)] * len(self.shards))
+        return self._gathered(indices, self._collect(replies))
+
+    def products(self) -> np.ndarray:
+        if self._products is None:
+            return super().products()
+        parts, self._products = self._collect(self._products), None
+        self.bytes_in += sum(p.nbytes for shard_parts in parts for p in shard_parts)
+        return self._sum(parts)
+
+    def save(self, job: str, pass_index: int) -> None:
+        """Every shard writes its part of checkpoint ``pass_index`` (the coordinator's manifest, written
+        after this returns, makes the checkpoint a consistent cut)."""
+        self._call("save", job, pass_index, self.n_components)
+
+    def load(self, job: str, pass_index: int, centering: dict) -> None:
+        """Every shard reads its columns of checkpoint ``pass_index``; ``centering`` the state's
+        ``centering_grand_mean`` and ``centering_mean_diagonal``."""
+        grand, diag = float(centering["centering_grand_mean"]), float(centering["centering_mean_diagonal"])
+        self._call("load", job, pass_index, grand, diag, self.d > self.n_components)
+        self.grand_mean, self.mean_diagonal = grand, diag
+
+    def pids(self) -> list[int]:
+        """The process id of each shard's worker."""
+        return self._call("pid")
+
+    def close(self) -> None:
+        """Release the actors."""
+        for future in self.futures:
+            future.release()
+        self.futures = []
+
