@@ -313,12 +313,16 @@ class CheckpointStore:
         if stop > bounds[-1][1]:
             raise ValueError(f"columns first={first}, stop={stop} are out of range for l={bounds[-1][1]}")
         pieces: dict[str, list[np.ndarray]] = {key: [] for key in keys}
+        part_keys = None
         for part_first, part_stop in bounds:
             if part_stop <= first or part_first >= stop:
                 continue
             part_path = self._parts_dir(path.parent, pass_index) / _part_name(part_first, part_stop)
             low, high = max(first, part_first) - part_first, min(stop, part_stop) - part_first
             with _open_part(part_path, pass_index, part_first, part_stop) as archive:
+                names = {key for key in archive.files if not key.startswith("__")}
+                _check_part_keys(part_path, names, part_keys)
+                part_keys = names
                 for key in keys:
                     if key not in archive.files or key.startswith("__"):
                         raise ValueError(f"{part_path}: no column array {key!r}")
