@@ -15,7 +15,7 @@ from store.errors import Conflict, Invalid, NotFound, StoreError
 from store.models import ModelRegistry
 from store.names import validate_name
 from store.records import ModelRecord
-from store.segments import SegmentedRows
+from store.segments import RowWindow, SegmentedRows
 
 __all__ = [
     "CheckpointStore",
@@ -27,6 +27,7 @@ __all__ = [
     "ModelRecord",
     "ModelRegistry",
     "NotFound",
+    "RowWindow",
     "SegmentedRows",
     "StoreError",
     "validate_name",

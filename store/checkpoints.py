@@ -3,12 +3,28 @@
 Layout under the data folder ``root``::
 
     models/{name}/checkpoints/pass-{p:05d}.npz        (clusterings/{name}/checkpoints/... likewise)
+    models/{name}/checkpoints/pass-{p:05d}.parts/{first:012d}-{stop:012d}.npz   (sharded checkpoints)
 
 A checkpoint holds a solver state: a flat dict whose values are numpy arrays
 or Python ``int``/``float``/``bool``/``str`` scalars. Scalars are stored as 0-d
 arrays and come back as Python scalars (``.item()``); so does a 0-d array
 or numpy scalar given in the state. Every file also holds a
-``__schema_version__`` entry.
+``__schema_version__`` entry; keys starting with ``__`` are reserved.
+
+A sharded fit splits the l rows of a data set into contiguous shards
+[first, stop), one per worker, and each worker holds columns [first, stop)
+(the last axis) of some solver arrays (``A``, ``AK``: r x l, ...). Its
+checkpoint is a consistent cut written in two steps: each shard writes its
+columns as a *part* (`CheckpointStore.save_part`, a file in
+``pass-{p:05d}.parts/`` that also records ``__pass__``, ``__first__`` and
+``__stop__``), then the coordinator writes the *manifest* ``pass-{p:05d}.npz``
+(`CheckpointStore.save` with ``parts``): the rest of the state plus the
+bounds of every part (``__parts__``, int64 of shape (k, 2)). Only manifests
+(and plain checkpoints) are ``pass-*.npz`` files, so a pass becomes visible to
+`CheckpointStore.list`, `latest_pass` and `load` only when its manifest is
+written, after all its parts. `load` joins the parts along the last axis, so
+a sharded checkpoint reads back exactly like a plain one; `load_columns`
+reads only the columns a shard of a (possibly different) split needs.
 """
 
 from __future__ import annotations
@@ -18,6 +34,7 @@ import contextlib
 import os
 import re
 import zipfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -32,6 +49,10 @@ from store.timestamps import to_iso
 _CHECKPOINT = re.compile(r"pass-(\d{5,})\.npz")
 _KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _VERSION_KEY = "__schema_version__"
+_PASS_KEY = "__pass__"
+_FIRST_KEY = "__first__"
+_STOP_KEY = "__stop__"
+_PARTS_KEY = "__parts__"
 MAX_PASS = 10**9
 
 
@@ -63,8 +84,13 @@ class CheckpointStore:
     def _dir(self, model: str) -> Path:
         return self._jobs.path(model, field=self._field) / "checkpoints"
 
-    def save(self, model: str, pass_index: int, state: dict) -> dict:
+    def save(self, model: str, pass_index: int, state: dict,
+             parts: Sequence[tuple[int, int]] | None = None) -> dict:
         """Write the state after pass ``pass_index`` of ``model``, replacing any earlier file for that pass.
+
+        With ``parts``, the file written is the manifest of a sharded
+        checkpoint: ``state`` holds the entries that are not split by columns
+        and the parts (written before with `save_part`) hold the rest.
 
         Parameters
         ----------
@@ -76,36 +102,114 @@ class CheckpointStore:
             ``str`` keys (letters, digits, ``_ . -``, not starting with
             ``__``) mapping to numpy arrays (any non-object dtype) or Python
             ``int`` (64-bit range) / ``float`` / ``bool`` / ``str`` scalars.
+        parts : sequence of (int, int), optional
+            Bounds ``(first, stop)`` of the parts of pass ``pass_index``, in
+            order, contiguous from 0: ``[(0, s1), (s1, s2), ..., (s_k-1, l)]``.
+            Every part must already be written, for this pass and these
+            bounds, with the same keys, none of them a key of ``state``.
 
         Returns
         -------
         dict
-            ``{"pass", "size_bytes", "created_at"}``.
+            ``{"pass", "size_bytes", "created_at"}`` (the size is the
+            manifest's, without its parts).
 
         Raises
         ------
         Invalid
             Bad model name or pass index.
         TypeError, ValueError
-            A key or value the format cannot hold exactly.
+            A key or value the format cannot hold exactly; ``parts`` not
+            contiguous from 0, a part missing, or a part whose recorded
+            pass, bounds or keys do not match.
 
         Notes
         -----
         Written uncompressed (the ``np.savez`` layout, without pickles) to a
         temporary file in the same folder, fsynced, then renamed into place.
-        Cost O(state bytes) time and disk; no extra copy of the arrays.
+        Cost O(state bytes) time and disk; no extra copy of the arrays. With
+        ``parts``, also one open of each part to check its header (its
+        recorded pass, bounds and keys; no column data is read).
         """
         folder = self._dir(model)
         pass_index = _check_pass(pass_index)
         arrays = {key: _encode(key, value) for key, value in _check_keys(state).items()}
         arrays[_VERSION_KEY] = np.asarray(SCHEMA_VERSION, dtype=np.int64)
+        if parts is not None:
+            bounds = _check_parts(parts)
+            keys = self._check_part_files(model, pass_index, bounds)
+            clashing = sorted(keys & set(arrays))
+            if clashing:
+                raise ValueError(f"state keys {clashing} are also keys of the parts of pass {pass_index}")
+            arrays[_PARTS_KEY] = np.asarray(bounds, dtype=np.int64).reshape(len(bounds), 2)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"pass-{pass_index:05d}.npz"
         write_via_temp(path, lambda handle: _write_npz(handle, arrays))
         return _describe(path, pass_index)
 
+    def save_part(self, model: str, pass_index: int, first: int, stop: int,
+                  columns: dict[str, np.ndarray]) -> None:
+        """Write the columns [first, stop) of the split arrays of pass ``pass_index``: one shard's part.
+
+        The part stays invisible (`list`, `load` do not see it) until the
+        coordinator writes the manifest with `save` (``parts=...``).
+
+        Parameters
+        ----------
+        model : str
+            Model name.
+        pass_index : int
+            Pass number, >= 0.
+        first, stop : int
+            The shard's columns, ``0 <= first < stop``.
+        columns : dict of str to ndarray
+            Keys as in `save`; each value a numpy array of ndim >= 1 whose
+            last axis has ``stop - first`` entries, e.g. ``A[:, first:stop]``
+            of shape (r, stop - first).
+
+        Raises
+        ------
+        Invalid
+            Bad model name or pass index.
+        TypeError, ValueError
+            Bad bounds, a key or value the format cannot hold, or an array
+            whose last axis is not ``stop - first`` long.
+
+        Notes
+        -----
+        Writes ``pass-{p:05d}.parts/{first:012d}-{stop:012d}.npz``
+        atomically, replacing an earlier part with the same bounds; besides
+        the columns it records ``__pass__``, ``__first__``, ``__stop__`` and
+        ``__schema_version__`` so that a reader can check it belongs to the
+        manifest naming it. Cost O(columns bytes) time and disk.
+        """
+        folder = self._dir(model)
+        pass_index = _check_pass(pass_index)
+        first, stop = _check_bounds(first, stop)
+        arrays = {}
+        for key, value in _check_keys(columns).items():
+            array = _encode(key, value)
+            if array.ndim == 0 or array.shape[-1] != stop - first:
+                raise ValueError(
+                    f"columns[{key!r}] has shape {array.shape}; its last axis must have "
+                    f"stop - first = {stop - first} entries"
+                )
+            arrays[key] = array
+        arrays[_VERSION_KEY] = np.asarray(SCHEMA_VERSION, dtype=np.int64)
+        arrays[_PASS_KEY] = np.asarray(pass_index, dtype=np.int64)
+        arrays[_FIRST_KEY] = np.asarray(first, dtype=np.int64)
+        arrays[_STOP_KEY] = np.asarray(stop, dtype=np.int64)
+        parts_folder = self._parts_dir(folder, pass_index)
+        parts_folder.mkdir(parents=True, exist_ok=True)
+        write_via_temp(parts_folder / _part_name(first, stop), lambda handle: _write_npz(handle, arrays))
+
     def load(self, model: str, pass_index: int | None = None) -> dict:
         """Read a checkpoint back: the latest pass when ``pass_index`` is None.
+
+        A sharded checkpoint comes back as one state: the manifest's entries
+        plus, under each part key, the parts' arrays concatenated along the
+        last axis in part order (what `save` of that joined state would give
+        back, bit for bit).
 
         Returns
         -------
@@ -117,10 +221,16 @@ class CheckpointStore:
         ------
         NotFound
             No checkpoint (of that pass) for ``model``.
+        ValueError
+            Not a checkpoint, a newer schema, or an inconsistent sharded
+            checkpoint (a part missing, or recording another pass or other
+            bounds, keys, dtypes or shapes than the manifest and the other
+            parts); the message names the file.
 
         Notes
         -----
-        Cost O(checkpoint bytes) time and memory; pickles are refused.
+        Cost O(checkpoint bytes) time and memory (a sharded one: about twice
+        the parts' bytes while joining); pickles are refused.
         """
         if pass_index is None:
             pass_index = self.latest_pass(model)
@@ -128,23 +238,110 @@ class CheckpointStore:
                 raise NotFound("checkpoint", f"{validate_name(model, field=self._field)}/latest")
         pass_index = _check_pass(pass_index)
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
-        try:
-            archive = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise NotFound("checkpoint", f"{model}/pass-{pass_index:05d}") from None
-        with archive:
-            if _VERSION_KEY not in archive.files:
-                raise ValueError(f"{path}: not a checkpoint (no {_VERSION_KEY})")
-            version = int(archive[_VERSION_KEY])
-            if version > SCHEMA_VERSION:
-                raise ValueError(f"{path}: unsupported schema_version {version}")
-            state = {}
-            for key in archive.files:
-                if key == _VERSION_KEY:
-                    continue
-                value = archive[key]
-                state[key] = value.item() if value.ndim == 0 else value
+        with self._open_manifest(model, pass_index) as archive:
+            state = _read_state(archive)
+            bounds = _bounds_of(archive, path)
+        if bounds is None:
+            return state
+        pieces: dict[str, list[np.ndarray]] = {}
+        keys = None
+        for first, stop in bounds:
+            part_path = self._parts_dir(path.parent, pass_index) / _part_name(first, stop)
+            with _open_part(part_path, pass_index, first, stop) as archive:
+                columns = _read_state(archive)
+            _check_part_keys(part_path, set(columns), keys)
+            keys = set(columns)
+            for key, array in columns.items():
+                like = pieces[key][0] if key in pieces else None
+                _check_part_array(part_path, key, array, like, stop - first)
+                pieces.setdefault(key, []).append(array)
+        for key, arrays in pieces.items():
+            if key in state:
+                raise _inconsistent(path, f"key {key!r} is both in the manifest and in its parts")
+            state[key] = np.concatenate(arrays, axis=-1)
         return state
+
+    def load_columns(self, model: str, pass_index: int, first: int, stop: int,
+                     keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """Columns [first, stop) (the last axis) of the arrays ``keys`` of one checkpoint.
+
+        This is how a shard of a new split (say fewer workers, after one
+        died) reads its columns from a checkpoint written by another split,
+        or from a plain checkpoint.
+
+        Parameters
+        ----------
+        model : str
+            Model name.
+        pass_index : int
+            Pass number, >= 0.
+        first, stop : int
+            The columns, ``0 <= first < stop <= l`` where l is the last
+            axis length of the arrays.
+        keys : iterable of str
+            Array keys: part keys of a sharded checkpoint, or keys of arrays
+            (ndim >= 1) of a plain one.
+
+        Returns
+        -------
+        dict of str to ndarray
+            ``{key: array[..., first:stop]}``, each a C-contiguous copy.
+
+        Raises
+        ------
+        NotFound
+            No checkpoint of that pass for ``model``.
+        ValueError
+            Bad bounds, a key that is not a column array of the checkpoint,
+            or an inconsistent sharded checkpoint (as in `load`).
+
+        Notes
+        -----
+        A sharded checkpoint: reads only the parts that overlap [first,
+        stop), and only the ``keys`` members of them. A plain checkpoint:
+        reads only the ``keys`` members. Cost O(bytes of those members)
+        time, O(bytes returned + one member) memory.
+        """
+        pass_index = _check_pass(pass_index)
+        first, stop = _check_bounds(first, stop)
+        keys = list(keys)
+        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        with self._open_manifest(model, pass_index) as archive:
+            bounds = _bounds_of(archive, path)
+            if bounds is None:
+                return {key: _slice_columns(path, archive, key, first, stop) for key in keys}
+        if stop > bounds[-1][1]:
+            raise ValueError(f"columns first={first}, stop={stop} are out of range for l={bounds[-1][1]}")
+        pieces: dict[str, list[np.ndarray]] = {key: [] for key in keys}
+        part_keys = None
+        for part_first, part_stop in bounds:
+            if part_stop <= first or part_first >= stop:
+                continue
+            part_path = self._parts_dir(path.parent, pass_index) / _part_name(part_first, part_stop)
+            low, high = max(first, part_first) - part_first, min(stop, part_stop) - part_first
+            with _open_part(part_path, pass_index, part_first, part_stop) as archive:
+                names = {key for key in archive.files if not key.startswith("__")}
+                _check_part_keys(part_path, names, part_keys)
+                part_keys = names
+                for key in keys:
+                    if key not in archive.files or key.startswith("__"):
+                        raise ValueError(f"{part_path}: no column array {key!r}")
+                    array = archive[key]
+                    _check_part_array(part_path, key, array,
+                                      pieces[key][0] if pieces[key] else None, part_stop - part_first)
+                    pieces[key].append(array[..., low:high])
+        return {key: np.ascontiguousarray(np.concatenate(arrays, axis=-1)) for key, arrays in pieces.items()}
+
+    def parts_of(self, model: str, pass_index: int) -> list[tuple[int, int]] | None:
+        """Bounds ``[(first, stop), ...]`` of the parts of a sharded checkpoint; None for a plain one.
+
+        Raises `NotFound` if there is no checkpoint of that pass. Cost: one
+        open of the manifest and a read of its ``__parts__`` member.
+        """
+        pass_index = _check_pass(pass_index)
+        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        with self._open_manifest(model, pass_index) as archive:
+            return _bounds_of(archive, path)
 
     def list(self, model: str) -> list[dict]:
         """``{"pass", "size_bytes", "created_at"}`` of every checkpoint of ``model``, sorted by pass.
@@ -166,15 +363,49 @@ class CheckpointStore:
         return max(passes) if passes else None
 
     def delete(self, model: str, pass_index: int) -> None:
-        """Remove one checkpoint (no error if it is already gone). Cost O(1)."""
-        path = self._passes(model).get(_check_pass(pass_index))
+        """Remove one checkpoint and its parts, if any (no error if already gone).
+
+        The manifest goes first, so the pass is never visible without its
+        parts. Cost O(1) for a plain checkpoint, O(parts) for a sharded one.
+        """
+        pass_index = _check_pass(pass_index)
+        path = self._passes(model).get(pass_index)
         if path is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+        remove_tree(self._parts_dir(self._dir(model), pass_index))
 
     def delete_all(self, model: str) -> None:
         """Remove every checkpoint of ``model`` (no error if there is none). Cost O(files)."""
         remove_tree(self._dir(model))
+
+    @staticmethod
+    def _parts_dir(folder: Path, pass_index: int) -> Path:
+        return folder / f"pass-{pass_index:05d}.parts"
+
+    @contextlib.contextmanager
+    def _open_manifest(self, model: str, pass_index: int) -> Iterator[np.lib.npyio.NpzFile]:
+        """The checkpoint file of a pass (plain or manifest), its schema version checked."""
+        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        try:
+            archive = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise NotFound("checkpoint", f"{model}/pass-{pass_index:05d}") from None
+        with archive:
+            _check_version(archive, path)
+            yield archive
+
+    def _check_part_files(self, model: str, pass_index: int, bounds: list[tuple[int, int]]) -> set[str]:
+        """The keys shared by the parts ``bounds`` of a pass; ValueError if one is missing or does not match."""
+        folder = self._parts_dir(self._dir(model), pass_index)
+        keys = None
+        for first, stop in bounds:
+            part_path = folder / _part_name(first, stop)
+            with _open_part(part_path, pass_index, first, stop) as archive:
+                part_keys = {key for key in archive.files if not key.startswith("__")}
+            _check_part_keys(part_path, part_keys, keys)
+            keys = part_keys
+        return keys or set()
 
     def _passes(self, model: str) -> dict[int, Path]:
         folder = self._dir(model)
@@ -195,6 +426,115 @@ def _check_pass(pass_index: object) -> int:
     if not 0 <= pass_index < MAX_PASS:
         raise Invalid("pass", f"pass must be between 0 and {MAX_PASS - 1}, got {pass_index}")
     return int(pass_index)
+
+
+def _check_bounds(first: object, stop: object) -> tuple[int, int]:
+    for label, value in (("first", first), ("stop", stop)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{label} must be an integer, got {type(value).__name__}")
+    if not 0 <= first < stop:
+        raise ValueError(f"columns first={first}, stop={stop} must satisfy 0 <= first < stop")
+    return int(first), int(stop)
+
+
+def _check_parts(parts: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``parts`` as a list of int pairs, contiguous from 0, each non-empty."""
+    try:
+        bounds = [_check_bounds(*pair) for pair in parts]
+    except TypeError as error:
+        raise ValueError(f"parts must be a sequence of (first, stop) integer pairs: {error}") from None
+    if not bounds:
+        raise ValueError("parts must name at least one part")
+    expected = 0
+    for first, stop in bounds:
+        if first != expected:
+            raise ValueError(f"parts must be contiguous from 0 in order: part ({first}, {stop}) "
+                             f"should start at {expected}")
+        expected = stop
+    return bounds
+
+
+def _part_name(first: int, stop: int) -> str:
+    return f"{first:012d}-{stop:012d}.npz"
+
+
+def _inconsistent(path: Path, detail: str) -> ValueError:
+    return ValueError(f"inconsistent checkpoint {path}: {detail}; delete it or resume from an earlier pass")
+
+
+def _check_version(archive, path: Path) -> None:
+    if _VERSION_KEY not in archive.files:
+        raise ValueError(f"{path}: not a checkpoint (no {_VERSION_KEY})")
+    version = int(archive[_VERSION_KEY])
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"{path}: unsupported schema_version {version}")
+
+
+def _read_state(archive) -> dict:
+    """Every non-reserved member of an open checkpoint, 0-d arrays as Python scalars."""
+    state = {}
+    for key in archive.files:
+        if key.startswith("__"):
+            continue
+        value = archive[key]
+        state[key] = value.item() if value.ndim == 0 else value
+    return state
+
+
+def _bounds_of(archive, path: Path) -> list[tuple[int, int]] | None:
+    """The ``__parts__`` bounds of an open manifest (checked), or None for a plain checkpoint."""
+    if _PARTS_KEY not in archive.files:
+        return None
+    recorded = archive[_PARTS_KEY]
+    if recorded.ndim != 2 or recorded.shape[1] != 2 or recorded.dtype.kind not in "iu":
+        raise _inconsistent(path, f"{_PARTS_KEY} has shape {recorded.shape} and dtype {recorded.dtype}")
+    try:
+        return _check_parts([(int(first), int(stop)) for first, stop in recorded])
+    except ValueError as error:
+        raise _inconsistent(path, str(error)) from None
+
+
+@contextlib.contextmanager
+def _open_part(path: Path, pass_index: int, first: int, stop: int) -> Iterator[np.lib.npyio.NpzFile]:
+    """An open part file, checked to record ``pass_index``, ``first`` and ``stop``."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise _inconsistent(path, "the part is missing") from None
+    with archive:
+        _check_version(archive, path)
+        for key, expected in ((_PASS_KEY, pass_index), (_FIRST_KEY, first), (_STOP_KEY, stop)):
+            if key not in archive.files:
+                raise _inconsistent(path, f"the part records no {key}")
+            recorded = archive[key]
+            if recorded.ndim != 0 or recorded.dtype.kind not in "iu" or int(recorded) != expected:
+                raise _inconsistent(path, f"the part records {key} = {recorded!r}, expected {expected}")
+        yield archive
+
+
+def _check_part_keys(path: Path, keys: set[str], expected: set[str] | None) -> None:
+    if expected is not None and keys != expected:
+        raise _inconsistent(path, f"the part has keys {sorted(keys)}, the previous parts {sorted(expected)}")
+
+
+def _check_part_array(path: Path, key: str, array: np.ndarray, like: np.ndarray | None, width: int) -> None:
+    """``array`` (of a part ``width`` columns wide) has that last axis and matches ``like`` (another part's)."""
+    if array.ndim == 0 or array.shape[-1] != width:
+        raise _inconsistent(path, f"{key!r} has shape {array.shape}, expected a last axis of {width}")
+    if like is not None and (array.dtype != like.dtype or array.shape[:-1] != like.shape[:-1]):
+        raise _inconsistent(path, f"{key!r} has dtype {array.dtype} and shape {array.shape}, another part "
+                                  f"{like.dtype} and {like.shape}")
+
+
+def _slice_columns(path: Path, archive, key: str, first: int, stop: int) -> np.ndarray:
+    """Columns [first, stop) of member ``key`` of an open plain checkpoint, copied."""
+    if key.startswith("__") or key not in archive.files:
+        raise ValueError(f"{path}: no array {key!r}")
+    array = archive[key]
+    if array.ndim == 0 or stop > array.shape[-1]:
+        raise ValueError(f"{path}: columns first={first}, stop={stop} are out of range for {key!r} "
+                         f"of shape {array.shape}")
+    return np.ascontiguousarray(array[..., first:stop])
 
 
 def _check_keys(state: dict) -> dict:

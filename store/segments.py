@@ -4,7 +4,9 @@ A committed version is a list of segments (zarr arrays of rows, each written
 once) that are concatenated along the rows; `SegmentedRows` presents them as
 one array of shape (n_rows, n_features) that `kpca.rows.KernelRows` and the
 workers can slice like a zarr or numpy array, casting to the data set's dtype
-on read when a (registered) segment stores another dtype.
+on read when a (registered) segment stores another dtype. `RowWindow` is a
+read-only view of contiguous rows [first, stop) of any such row source: the
+shard of a data set that one worker of a sharded fit reads.
 """
 
 from __future__ import annotations
@@ -135,3 +137,106 @@ class SegmentedRows:
         if len(parts) == 1:
             return np.ascontiguousarray(parts[0])
         return np.concatenate(parts)
+
+
+_DEFAULT_CHUNK_ROWS = 4096
+
+
+class RowWindow:
+    """A read-only view of rows ``first..stop-1`` of a row source, indexed from 0.
+
+    A sharded fit gives each worker the contiguous rows [first, stop) of a
+    data set; the window lets it slice them as if they were the whole array.
+
+    Parameters
+    ----------
+    source : array-like of shape (n_rows, n_features)
+        Anything with ``.shape`` and ``.dtype`` whose ``source[a:b]`` (and
+        ``source[a:b, cols]``) returns numpy: a zarr array, `SegmentedRows`,
+        a numpy array. ``.chunks`` is optional.
+    first, stop : int
+        The window's rows, ``0 <= first < stop <= n_rows``.
+
+    Attributes
+    ----------
+    first, stop : int
+    shape : tuple of int
+        ``(stop - first, n_features)``.
+    dtype : numpy.dtype
+        The source's dtype.
+    chunks : tuple of int
+        ``(chunk_rows, n_features)``: the source's row chunk, or 4096 rows if
+        the source has no ``.chunks``.
+
+    Raises
+    ------
+    ValueError
+        ``first`` or ``stop`` out of range (both are named in the message).
+
+    Notes
+    -----
+    Indexing: ``window[i]`` (one row; negative ``i`` counts from ``stop``),
+    ``window[a:b]`` and ``window[a:b, cols]`` with step-1 slices whose bounds
+    follow numpy (None, negative, clipped to the window); anything else
+    raises `TypeError`. A read is ``source[first + a : first + b]``, so it
+    costs what the source charges for those rows: O(rows read) time and
+    memory, no copy beyond the source's own. Creating a window is O(1).
+    """
+
+    def __init__(self, source, first: int, stop: int):
+        n_rows = int(source.shape[0])
+        for label, value in (("first", first), ("stop", stop)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{label} must be an integer, got {type(value).__name__}")
+        first, stop = int(first), int(stop)
+        if not 0 <= first < stop <= n_rows:
+            raise ValueError(
+                f"row window first={first}, stop={stop} must satisfy 0 <= first < stop <= n_rows={n_rows}"
+            )
+        self._source = source
+        self.first = first
+        self.stop = stop
+        self.n_features = int(source.shape[1])
+        self.shape = (stop - first, self.n_features)
+        self.dtype = np.dtype(source.dtype)
+        source_chunks = getattr(source, "chunks", None)
+        chunk_rows = int(source_chunks[0]) if source_chunks else _DEFAULT_CHUNK_ROWS
+        self.chunks = (max(1, chunk_rows), self.n_features)
+        self.ndim = 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"RowWindow(first={self.first}, stop={self.stop}, shape={self.shape}, dtype={self.dtype})"
+
+    def __setitem__(self, key, value) -> None:
+        raise ValueError("a row window is read-only")
+
+    def __getitem__(self, key) -> np.ndarray:
+        columns = None
+        if isinstance(key, tuple):
+            if len(key) == 1:
+                key = key[0]
+            elif len(key) == 2:
+                key, columns = key
+            else:
+                raise TypeError(f"a row window takes at most 2 indices, got {len(key)}")
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            index = int(key)
+            if index < 0:
+                index += self.shape[0]
+            if not 0 <= index < self.shape[0]:
+                raise IndexError(f"row {int(key)} is out of range for a window of {self.shape[0]} rows")
+            start, stop, single = index, index + 1, True
+        elif isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step != 1:
+                raise TypeError(f"a row window takes step-1 slices only, got step {key.step}")
+            stop, single = max(start, stop), False
+        else:
+            raise TypeError(f"a row window is indexed by an integer or a step-1 slice, not {type(key).__name__}")
+        window = slice(self.first + start, self.first + stop)
+        rows = self._source[window] if columns is None else self._source[window, columns]
+        rows = np.asarray(rows)
+        return rows[0] if single else rows
