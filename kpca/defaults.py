@@ -92,3 +92,27 @@ def default_block_size(n_rows: int) -> int:
 def formed_block_size(n_rows: int) -> int:
     """Rows per block where the rows are formed: about BLOCK_ELEMENTS kernel entries, 1 to BLOCK_ROWS rows."""
     return int(max(1, min(BLOCK_ROWS, n_rows, BLOCK_ELEMENTS // max(n_rows, 1))))
+
+
+# Sharded fits (docs/scaling.md): a KHA-family fit on at least SHARD_MIN_ROWS rows is spread over every
+# worker that offers the fit resource unless the request says otherwise (parameter ``workers``); below
+# it the messages per block cost more than the shards save. The service's KPCA_SHARD_MIN_ROWS overrides it.
+SHARD_MIN_ROWS = 50_000
+
+
+def shard_count(requested: int | str | None, n_rows: int, available: int, min_rows: int = SHARD_MIN_ROWS) -> int:
+    """Shards of a fit over ``n_rows`` rows with ``available`` workers offering the fit resource.
+
+    ``requested`` is the parameter ``workers``: None (the default) gives ``available`` when
+    ``n_rows >= min_rows``, else 1; ``"all"`` gives ``available``; an integer k gives
+    ``min(k, available)``. Never more shards than rows, and at least 1. O(1).
+    """
+    if requested is None:
+        count = available if n_rows >= min_rows else 1
+    elif requested == "all":
+        count = available
+    elif isinstance(requested, str):
+        raise ValueError(f"workers: must be an integer or \"all\", got {requested!r}")
+    else:
+        count = min(int(requested), available)
+    return int(max(1, min(count, n_rows)))

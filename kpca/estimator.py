@@ -56,7 +56,10 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         Any parameter the chosen solver declares, by its name (``{"ell": 4,
         "density": "kmeans"}`` for ``rskpca``, ``{"tol": 1e-10, "max_iter":
         200}`` for ``lanczos``), merged over the arguments above; a name the
-        solver does not declare is a `ParamError` naming it.
+        solver does not declare is a `ParamError` naming it. The estimator
+        fits in one process: ``workers`` (KHA family, sharded fits of the
+        service) may only be left out or 1; anything else is a `ParamError`
+        naming ``workers``.
 
     Arguments above that the chosen solver does not declare are ignored.
 
@@ -111,7 +114,11 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
             argument = _SOLVER_ARGUMENTS.get(param.name)
             if argument is not None and getattr(self, argument) is not None:
                 given[param.name] = getattr(self, argument)
-        return {**given, **(self.solver_params or {})}
+        given = {**given, **(self.solver_params or {})}
+        if given.get("workers", 1) not in (None, 1) or isinstance(given.get("workers"), bool):
+            raise ParamError("workers", f"the estimator fits in one process: leave workers out or give 1, got "
+                                        f"{given['workers']!r} (sharded fits run on the service's dask workers)")
+        return given
 
     def fit(self, X, y=None, callback=None):
         """Fit on X of shape (n_samples, n_features); ``callback(state)`` after each pass.

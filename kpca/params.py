@@ -57,6 +57,10 @@ class Param:
     auto : bool
         Whether the string ``"auto"`` is accepted besides numbers (a value the
         fit resolves from the data, e.g. a kernel width).
+    words : tuple of str
+        Other strings accepted besides numbers, returned as they are (e.g.
+        ``("all",)`` for a count that may be "every one there is"); the layer
+        that uses the value resolves them.
     description : str
         What it means and what its default does, in words for users.
     """
@@ -70,6 +74,7 @@ class Param:
     high_open: bool = False
     choices: tuple | None = None
     auto: bool = False
+    words: tuple[str, ...] = ()
     description: str = ""
 
     @property
@@ -86,6 +91,8 @@ class Param:
             return None
         if self.auto and value == "auto":
             return "auto"
+        if isinstance(value, str) and value in self.words:
+            return value
         if self.choices is not None:
             if value not in self.choices:
                 raise ParamError(field, f"must be one of {', '.join(map(str, self.choices))}, got {value!r}")
@@ -99,7 +106,8 @@ class Param:
                 raise ParamError(field, f"must be a string, got {value!r}")
             return value
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            expected = ("an integer" if self.kind is int else "a number") + (' or "auto"' if self.auto else "")
+            words = (["auto"] if self.auto else []) + list(self.words)
+            expected = ("an integer" if self.kind is int else "a number") + "".join(f' or "{w}"' for w in words)
             raise ParamError(field, f"must be {expected}, got {value!r}")
         if self.kind is int:
             if not isinstance(value, numbers.Integral):
@@ -126,6 +134,8 @@ class Param:
                     schema["exclusiveM" + bound[1:] if is_open else bound] = value
             if self.auto:
                 schema = {"anyOf": [schema, {"const": "auto"}]}
+            if self.words:
+                schema = {"anyOf": [schema, {"enum": list(self.words)}]}
         if self.default is None:
             schema = {"anyOf": [schema, {"type": "null"}]}
         elif self.default is not REQUIRED:

@@ -75,6 +75,7 @@ class PassRecord(_Document):
     elapsed_s: float = Field(description="seconds of fitting so far")
     convergence: Convergence
     eigenvalues: list[float] = Field(description="eigenvalue estimates of the served components, descending")
+    workers: int | None = Field(default=None, description="dask workers the pass ran on (sharded fits); None: one")
 
 
 class Progress(_Document):
@@ -89,6 +90,7 @@ class Progress(_Document):
     eigenvalues: list[float] = Field(description="eigenvalue estimates of the served components, descending")
     gains: list[float] | None = Field(default=None, description="current per-component gains (iterative solvers)")
     convergence: Convergence
+    workers: int | None = Field(default=None, description="dask workers the pass ran on (sharded fits); None: one")
 
 
 class FitError(_Document):

@@ -109,13 +109,27 @@ class Backend:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _workers(self) -> dict:
+        """The scheduler's view of every worker, by address."""
+        return self.client.scheduler_info(n_workers=-1).get("workers", {})
+
+    @staticmethod
+    def _offers_fit(worker: dict) -> bool:
+        return FIT_RESOURCE in (worker.get("resources") or {})
+
     def _fit_resources(self) -> dict | None:
         """``{"fit": 1}`` if some worker offers the resource (workers started with
         ``--resources fit=1``), so that each worker runs at most one fit."""
-        workers = self.client.scheduler_info().get("workers", {})
-        if any(FIT_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
+        if any(self._offers_fit(w) for w in self._workers().values()):
             return {FIT_RESOURCE: 1}
         return None
+
+    def fit_workers(self) -> int:
+        """Workers a fit may be sharded over now: those offering the ``fit`` resource (FIT_RESOURCE),
+        or every worker if none offers it (a cluster started without resources). One scheduler query."""
+        workers = self._workers()
+        offering = sum(1 for w in workers.values() if self._offers_fit(w))
+        return offering or len(workers)
 
     def submit_fit(self, name: str, kind: str = "models") -> None:
         """Start the job whose record (status ``queued``) is in the store: a model's fit (``kind``

@@ -23,6 +23,7 @@ from kpca.solvers._registry import (
     register,
     stored_components,
     used_params,
+    WORKERS,
 )
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
@@ -33,6 +34,6 @@ from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers l
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "ITERATIVE_PARAMS",
+__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "ITERATIVE_PARAMS", "WORKERS",
            "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]

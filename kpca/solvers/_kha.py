@@ -38,7 +38,7 @@ from kpca import defaults
 from kpca.params import Param, ParamError
 from kpca.errors import Degenerate, Diverged
 from kpca.solvers._blocked import blocked_step_block
-from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
+from kpca.solvers._registry import ITERATIVE_PARAMS, WORKERS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._extend import REDUCED_INITS, extended_start
 from kpca.solvers._reduced import check_centres
@@ -245,7 +245,7 @@ def served_components(state: dict):
 
 def _kha_solver(name: str, summary: str, own: tuple[Param, ...]) -> Solver:
     return register(Solver(
-        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE), start=partial(start, name=name),
+        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, WORKERS), start=partial(start, name=name),
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
         resolve=partial(resolve, name=name), components=served_components))
 

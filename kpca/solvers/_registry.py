@@ -49,6 +49,11 @@ KERNEL_PRECISION = Param(
                 "and the solver state stay float64. float32 is about twice as fast at ~1e-7 relative error "
                 "per kernel entry")
 ITERATIVE_PARAMS = (PASSES, SEED, BLOCK_SIZE, TOL, KERNEL_PRECISION)
+WORKERS = Param(
+    "workers", int, None, low=1, high=4096, words=("all",),
+    description=f"dask workers the fit is sharded over: an integer, or all (every worker that offers the fit "
+                f"resource); default: all when the data set has at least KPCA_SHARD_MIN_ROWS rows "
+                f"({defaults.SHARD_MIN_ROWS:,}), else 1. KHA family only")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import logging
 
 from fastapi import Response, status
 
+from kpca.params import ParamError
 from service.errors import ApiError
 from store.records import ACTIVE, JobRecord
 
@@ -35,8 +36,30 @@ def submit(backend, registry, name: str, response: Response | None = None) -> No
         response.headers["Location"] = f"/v1/{registry.kind_folder}/{name}"
 
 
+def check_workers(backend, params: dict) -> None:
+    """``params.workers`` (sharded KHA-family fits), if an integer, against the workers that offer the
+    fit resource now (`workers.Backend.fit_workers`): more than there are is a 422 naming it; a 503 if
+    the cluster cannot be asked. Its type and bounds were checked with the solver's parameters."""
+    requested = params.get("workers")
+    if not isinstance(requested, int) or isinstance(requested, bool):
+        return  # left out, or "all": the fit takes what there is
+    try:
+        available = backend.fit_workers()
+    except Exception as exc:  # the cluster, not the client, is at fault
+        log.exception("could not count the cluster's fit workers")
+        raise ApiError(503, "unavailable", f"could not ask the compute cluster for its workers: {exc}; "
+                       "retry later", None) from None
+    if requested > available:
+        there = f"{available} worker{'s' if available != 1 else ''}"
+        raise ParamError("params.workers", f"{requested} workers asked, but the cluster has {there} that "
+                         f"offer{'s' if available == 1 else ''} fits; give at most {available}, or \"all\" "
+                         "to use every one")
+
+
 def start(backend, registry, record: JobRecord, response: Response) -> JobRecord:
-    """Store a new job's ``queued`` record (409 on a name clash) and submit it: the stored record."""
+    """Check ``params.workers`` against the cluster (`check_workers`), store a new job's ``queued``
+    record (409 on a name clash) and submit it: the stored record."""
+    check_workers(backend, record.params)
     stored = registry.create(record)
     submit(backend, registry, record.name, response)
     return stored

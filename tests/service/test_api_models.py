@@ -131,6 +131,12 @@ def test_unknown_solver_is_422(api):
         ({"init": "subset", "init_size": 2}, "params.init_size"),  # below n_components = 3
         ({"init": "subset", "init_size": N_ROWS + 1}, "params.init_size"),
         ({"kernel_precision": "float16"}, "params.kernel_precision"),
+        ({"workers": 0}, "params.workers"),
+        ({"workers": -1}, "params.workers"),
+        ({"workers": 1.5}, "params.workers"),
+        ({"workers": "many"}, "params.workers"),
+        ({"workers": True}, "params.workers"),
+        ({"workers": 4097}, "params.workers"),
     ],
 )
 def test_bad_params_are_422_naming_the_key(api, params, field):
@@ -242,6 +248,26 @@ def test_project_refuses_too_many_rows(api, completed):
 
 
 # ------------------------------------------------------------------- fits
+
+
+def test_more_workers_than_the_cluster_offers_is_422(api):
+    # the module's server has an embedded cluster of one worker offering the fit resource
+    error = assert_error(api.post("/v1/models", json=model_body(name="wide", params={"workers": 2})),
+                         422, "invalid", "params.workers")
+    assert "1 worker" in error["message"] and '"all"' in error["message"], error
+    assert_error(api.get("/v1/models/wide"), 404, "not_found", "name")  # nothing stored
+    assert_error(api.post("/v1/models", json=model_body(name="m", solver="exact", params={"workers": 1})),
+                 422, "invalid", "params.workers")  # not a parameter of solvers outside the KHA family
+
+
+@pytest.mark.parametrize("workers", [1, "all"])
+def test_workers_the_cluster_has_are_accepted(api, workers):
+    name = f"sharded-{workers}"
+    response = api.post("/v1/models", json=model_body(name=name, solver="kha", params={"passes": 1,
+                                                                                       "workers": workers}))
+    assert response.status_code == 202, response.text
+    assert response.json()["params"]["workers"] == workers
+    assert api.delete(f"/v1/models/{name}").status_code == 204
 
 
 def test_create_model_is_202_with_location_and_record(api):

@@ -262,6 +262,24 @@ class ModelRegistryConformance:
         assert doc["schema_version"] == 2 and doc["error"] == {"code": "internal", "message": v1["error"]}
         assert doc["params"] == old.params
 
+    def test_progress_and_history_keep_the_workers_of_a_sharded_pass(self, registry, root):
+        registry.create(record("m"))
+        sharded = progress(2).model_copy(update={"workers": 3})
+        history = [PassRecord(pass_=1, elapsed_s=0.1, eigenvalues=[1.0], workers=3,
+                              convergence=Convergence(metric="excess_error", value=0.5))]
+        registry.update("m", status="running", progress=sharded, history=history)
+        doc = json.loads((root / "models" / "m" / "model.json").read_text())
+        assert doc["progress"]["workers"] == 3 and doc["history"][0]["workers"] == 3
+        stored = registry.get("m")
+        assert stored.progress.workers == 3 and stored.history[0].workers == 3
+        # a record written before sharded fits has no workers: it loads, as one worker (None)
+        for part in (doc["progress"], doc["history"][0]):
+            del part["workers"]
+        (root / "models" / "m" / "model.json").write_text(json.dumps(doc))
+        old = registry.get("m")
+        assert old.progress.workers is None and old.history[0].workers is None
+        assert old.progress.pass_ == 2 and old.history[0].pass_ == 1
+
     def test_leftovers_ignored_by_list(self, registry, root):
         registry.create(record("m"))
         (root / "models" / "m" / ".model.json.tmp-0badc0ffee00").write_text("{half")
