@@ -101,7 +101,8 @@ def test_a_killed_shard_worker_costs_the_fit_nothing(data_dir, backend, referenc
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
     registry.create(record(data_dir, "victim", workers=3))
     backend.submit_fit("victim")
-    wait(registry, "victim", lambda r: r.passes_done >= 2 or done(r))
+    before = wait(registry, "victim", lambda r: r.passes_done >= 2 or done(r))
+    assert before.passes_done < PASSES - 1, "the fit ended before a worker could be killed: make it longer"
     processing = backend.client.processing()
     coordinator = next(a for a, keys in processing.items() if any(str(k).startswith("fit-models-victim") for k in keys))
     pids = backend.worker_pids()
