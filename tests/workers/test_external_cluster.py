@@ -94,3 +94,19 @@ def test_service_fits_on_the_external_cluster(scheduler_address, tmp_path, digit
         server.should_exit = True
         thread.join(timeout=60)
         listener.close()
+
+
+def test_only_workers_offering_fits_count_for_sharding(scheduler_address):
+    """`Backend.fit_workers` counts the workers started with ``--resources fit=1``, not the others."""
+    from workers import Backend
+
+    plain = subprocess.Popen([DASK, "worker", scheduler_address, "--nthreads", "1", "--no-dashboard",
+                              "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with Backend("unused", scheduler=scheduler_address) as backend:
+            backend.client.wait_for_workers(2, timeout=60)
+            assert len(backend.client.scheduler_info(n_workers=-1)["workers"]) == 2
+            assert backend.fit_workers() == 1
+    finally:
+        plain.terminate()
+        plain.wait(timeout=30)
