@@ -30,6 +30,10 @@ class Settings(BaseSettings):
         ``KPCA_N_WORKERS`` unset) sizes it to the machine: min(cores, 8)
         workers, each with numba kernels on cores // workers threads
         (`workers.backend.embedded_sizing`). Unused with ``scheduler``.
+    shard_min_rows : rows from which a KHA-family fit that leaves out
+        ``params.workers`` is sharded over every worker offering fits
+        (`kpca.defaults.shard_count`; default `kpca.defaults.SHARD_MIN_ROWS`,
+        50,000). The sharded fit reads it; the service only carries it.
     max_body_bytes : largest accepted request body; larger ones get 413.
     exact_limit : largest data set (rows) on which a fit reports the exact
         excess reconstruction error. The worker reads it; the service only
@@ -59,6 +63,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./data")
     scheduler: str | None = None
     n_workers: int | None = Field(default=None, ge=1)
+    shard_min_rows: int = Field(default=defaults.SHARD_MIN_ROWS, ge=1)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0)
     checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, ge=1)
