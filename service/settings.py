@@ -26,7 +26,10 @@ class Settings(BaseSettings):
     data_dir : root of the local data folder (data sets, models, checkpoints).
     scheduler : address of an external dask scheduler (``tcp://host:8786``);
         ``None`` starts an embedded `LocalCluster`.
-    n_workers : worker processes of the embedded cluster.
+    n_workers : worker processes of the embedded cluster; None (the default,
+        ``KPCA_N_WORKERS`` unset) sizes it to the machine: min(cores, 8)
+        workers, each with numba kernels on cores // workers threads
+        (`workers.backend.embedded_sizing`). Unused with ``scheduler``.
     max_body_bytes : largest accepted request body; larger ones get 413.
     exact_limit : largest data set (rows) on which a fit reports the exact
         excess reconstruction error. The worker reads it; the service only
@@ -55,7 +58,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     data_dir: Path = Path("./data")
     scheduler: str | None = None
-    n_workers: int = Field(default=2, ge=1)
+    n_workers: int | None = Field(default=None, ge=1)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0)
     checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, ge=1)
@@ -67,6 +70,13 @@ class Settings(BaseSettings):
     @field_validator("scheduler", mode="before")
     @classmethod
     def _blank_scheduler_is_embedded(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("n_workers", mode="before")
+    @classmethod
+    def _blank_workers_is_automatic(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():
             return None
         return value

@@ -9,6 +9,7 @@ request (and the client) that started them (dask/distributed #2766, #3890).
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from pathlib import Path
 
@@ -24,17 +25,39 @@ from workers.plugins import ImportModules, import_modules
 
 log = logging.getLogger(__name__)
 
-# BLAS threads per worker process: the embedded cluster must not oversubscribe
-# the machine (workers x threads x BLAS threads <= cores).
 FIT_RESOURCE = "fit"
 FIT_TASKS = {"models": fit_task.run_fit, "clusterings": cluster_task.run_clustering}  # by registry kind_folder
-
+EMBEDDED_MAX_WORKERS = 8  # worker processes of the embedded cluster when not configured, at most
+# Every embedded worker process: BLAS and OpenMP single-threaded (their threads would multiply with
+# the workers'), numba's kernel threads set per cluster by `embedded_sizing`.
 _SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
-    "NUMBA_NUM_THREADS": "1",
 }
+
+
+def machine_cores() -> int:
+    """Cores this process may run on: its CPU affinity where the platform has it, else the CPU count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def embedded_sizing(cores: int, n_workers: int | None = None) -> tuple[int, int]:
+    """``(workers, kernel_threads)`` of the embedded cluster on ``cores`` cores.
+
+    ``n_workers`` None (automatic): ``min(cores, EMBEDDED_MAX_WORKERS)`` worker processes, at least
+    one; a given ``n_workers`` is used as it is. Each worker's numba kernels get
+    ``kernel_threads = max(1, cores // workers)`` threads (NUMBA_NUM_THREADS), so that workers x
+    kernel threads <= cores whenever the workers fit the cores; BLAS and OpenMP stay single-threaded.
+    Each worker still has two dask threads (one fits or holds a shard, the other serves projections)
+    and at most one fit (resource ``fit``). 2 cores: (2, 1); 16 cores: (8, 2).
+    """
+    cores = max(1, int(cores))
+    workers = max(1, int(n_workers) if n_workers is not None else min(cores, EMBEDDED_MAX_WORKERS))
+    return workers, max(1, cores // workers)
 
 
 class Backend:
@@ -46,15 +69,24 @@ class Backend:
         Root of the local data folder (shared with the workers).
     scheduler : str or None
         Address of an external scheduler (``tcp://host:8786``); ``None`` starts
-        an in-process `LocalCluster` of ``n_workers`` single-threaded processes.
-    n_workers : int
-        Worker processes of the embedded cluster.
+        an embedded `LocalCluster` on this machine (see below).
+    n_workers : int or None
+        Worker processes of the embedded cluster; None (the default) sizes it to
+        the machine (`embedded_sizing`).
     plugins : list of str
         Modules every worker imports (and this process, at `start`): solvers
         registered by plugins (`workers.plugins`).
+
+    The embedded cluster: on c cores (`machine_cores`: the CPU affinity) it has
+    ``min(c, 8)`` worker processes unless ``n_workers`` says otherwise, each with
+    two dask threads (one fits, or holds a shard of a sharded fit; the other serves
+    projections), the resource ``fit=1`` (at most one fit each), numba kernels on
+    ``max(1, c // workers)`` threads (NUMBA_NUM_THREADS) and BLAS / OpenMP on one.
+    `start` logs the sizing. An external cluster is sized by whoever starts its
+    workers (README, *Sizing an external cluster*).
     """
 
-    def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int = 2,
+    def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int | None = None,
                  plugins: list[str] | tuple[str, ...] = ()):
         self.data_dir = str(Path(data_dir).resolve())
         self.scheduler = scheduler
@@ -71,11 +103,17 @@ class Backend:
         else:
             import dask
 
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": _SINGLE_THREAD_ENV}):
+            cores = machine_cores()
+            n_workers, kernel_threads = embedded_sizing(cores, self.n_workers)
+            log.info("embedded dask cluster: %d worker processes (%s) x 2 threads on %d cores; numba kernels "
+                     "on %d thread(s) per worker, BLAS on 1", n_workers,
+                     "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
+            environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
                 # two threads per worker, at most one fit each (resource "fit"):
                 # the other thread serves projections while fits run
                 self.cluster = LocalCluster(
-                    n_workers=self.n_workers,
+                    n_workers=n_workers,
                     threads_per_worker=2,
                     resources={FIT_RESOURCE: 1},
                     processes=True,

@@ -245,7 +245,8 @@ def served_components(state: dict):
 
 def _kha_solver(name: str, summary: str, own: tuple[Param, ...]) -> Solver:
     return register(Solver(
-        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, WORKERS), start=partial(start, name=name),
+        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, WORKERS),
+        start=partial(start, name=name),
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
         resolve=partial(resolve, name=name), components=served_components))
 

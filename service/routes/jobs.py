@@ -12,7 +12,6 @@ import logging
 
 from fastapi import Response, status
 
-from kpca.params import ParamError
 from service.errors import ApiError
 from store.records import ACTIVE, JobRecord
 
@@ -51,9 +50,9 @@ def check_workers(backend, params: dict) -> None:
                        "retry later", None) from None
     if requested > available:
         there = f"{available} worker{'s' if available != 1 else ''}"
-        raise ParamError("params.workers", f"{requested} workers asked, but the cluster has {there} that "
-                         f"offer{'s' if available == 1 else ''} fits; give at most {available}, or \"all\" "
-                         "to use every one")
+        raise ApiError(422, "invalid", f"params.workers: {requested} workers asked, but the cluster has {there} "
+                       f"that offer{'s' if available == 1 else ''} fits; give at most {available}, or \"all\" to "
+                       "use every one", "params.workers")
 
 
 def start(backend, registry, record: JobRecord, response: Response) -> JobRecord:

@@ -24,7 +24,7 @@ def test_defaults(clean_settings):
     settings = Settings()
     assert (settings.host, settings.port, settings.data_dir) == ("127.0.0.1", 8000, Path("./data"))
     assert settings.scheduler is None
-    assert settings.n_workers == 2
+    assert settings.n_workers is None  # automatic: sized to the machine (workers.backend.embedded_sizing)
     assert settings.max_body_bytes == 64 * 1024 * 1024
     assert settings.exact_limit == 3000
 
@@ -82,3 +82,13 @@ def test_main_builds_the_app_and_runs_uvicorn(clean_settings, tmp_path):
     assert calls["port"] == 9002  # from the environment
     assert calls["app"].state.settings.data_dir == tmp_path
     assert calls["app"].title == "kpca-stream"
+
+
+def test_embedded_workers_from_the_environment(clean_settings):
+    clean_settings.setenv("KPCA_N_WORKERS", "3")
+    assert Settings().n_workers == 3
+    clean_settings.setenv("KPCA_N_WORKERS", " ")  # blank: automatic
+    assert Settings().n_workers is None
+    clean_settings.setenv("KPCA_N_WORKERS", "0")
+    with pytest.raises(ValueError, match="n_workers"):
+        Settings()

@@ -139,3 +139,18 @@ def test_the_embedded_dashboard_listens_on_loopback_only(backend):
     listening = [c.laddr for c in psutil.Process().net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
     assert any(addr.port == link.port for addr in listening)
     assert all(addr.ip in ("127.0.0.1", "::1") for addr in listening), listening
+
+
+def test_the_embedded_workers_are_sized_to_the_machine(backend):
+    """One configured worker on c cores: its numba kernels get all c threads, BLAS one; it offers one fit."""
+    import os
+
+    from workers.backend import embedded_sizing, machine_cores
+
+    environ = backend.client.run(lambda: {k: os.environ.get(k) for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS",
+                                                                        "OPENBLAS_NUM_THREADS")})
+    _, kernel_threads = embedded_sizing(machine_cores(), 1)
+    assert kernel_threads == machine_cores()
+    assert list(environ.values()) == [{"NUMBA_NUM_THREADS": str(kernel_threads), "OMP_NUM_THREADS": "1",
+                                       "OPENBLAS_NUM_THREADS": "1"}]
+    assert backend.fit_workers() == 1
