@@ -35,7 +35,6 @@ import numpy as np
 
 from kpca.driver import PassHooks, run_passes
 from kpca.errors import Degenerate
-from kpca.model import KernelModel, served_model
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
 from kpca.rows import Centering, KernelRows
