@@ -55,7 +55,9 @@ def shard_request(job, record: JobRecord, rows) -> tuple | None:
     """``(client, shards)`` if the fit should be sharded (more than one shard), else None: a KHA-family
     model fit running on a dask worker, on the rows its checkpoints were made on (a data set grown
     since is extended in one process), with `kpca.defaults.shard_count` > 1 for ``params.workers``."""
-    if not getattr(job, "shardable", False) or record.solver not in SHARDED_SOLVERS:
+    requested = record.params.get("workers")
+    if not getattr(job, "shardable", False) or record.solver not in SHARDED_SOLVERS or requested == 1 or \
+            (requested is None and rows.n_rows < shard_min_rows()):
         return None
     from distributed import get_client, get_worker
 
@@ -67,7 +69,7 @@ def shard_request(job, record: JobRecord, rows) -> tuple | None:
     if job.checkpoints.latest_pass(record.name) is not None and \
             (record.params_used or {}).get("n_rows", rows.n_rows) != rows.n_rows:
         return None
-    n = shard_count(record.params.get("workers"), rows.n_rows, len(fit_workers(client)), shard_min_rows())
+    n = shard_count(requested, rows.n_rows, len(fit_workers(client)), shard_min_rows())
     return (client, n) if n > 1 else None
 
 
