@@ -34,7 +34,7 @@ test: $(STAMP)
 # make bench-all - all fifteen at their real sizes, and robustness (both starts), writing bench/results/:
 #                  about 2 hours on a 2-core machine. out_of_core about 25, solvers 25, denoise_image about 12
 #                  (the README's figures), robustness 14 and 6, lanczos 8; timed: kha_speed 10, projection 4,
-#                  akpca 4, scale_out 6, reduced_set 3 to 5, vs_sklearn 2, kernel_rows 1.5, warm_start 1, denoise_digits
+#                  akpca 4, scale_out 13, reduced_set 3 to 5, vs_sklearn 2, kernel_rows 1.5, warm_start 1, denoise_digits
 #                  and convergence under 0.5. Other runs kept in bench/results/ (denoise_image --sigma 3 and
 #                  --sweep, out_of_core --features 256) are in the scripts' docstrings.
 BENCH_QUICK_RESULTS ?= $(or $(TMPDIR),/tmp)/kpca-bench-quick

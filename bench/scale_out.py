@@ -26,7 +26,7 @@
     python bench/scale_out.py [--l 100000] [--quick]
 
 Prints JSON and writes bench/results/scale_out.json (``--quick``: l 8000, scale_out-quick.json) and
-scale_out.png (``--quick``: scale_out-quick.png). The full run takes about 6 minutes on a 2-core machine.
+scale_out.png (``--quick``: scale_out-quick.png). The full run takes about 13 minutes on a 2-core machine.
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ from workers import fit as fit_task
 from workers import images as image_task
 from workers import serve as serve_task
 from workers.plugins import ImportModules, import_modules
+from workers.shards import FIT_RESOURCE, fit_workers
 
 log = logging.getLogger(__name__)
 
-FIT_RESOURCE = "fit"
 FIT_TASKS = {"models": fit_task.run_fit, "clusterings": cluster_task.run_clustering}  # by registry kind_folder
 EMBEDDED_MAX_WORKERS = 8  # worker processes of the embedded cluster when not configured, at most
 # Every embedded worker process: BLAS and OpenMP single-threaded (their threads would multiply with
@@ -147,27 +147,18 @@ class Backend:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _workers(self) -> dict:
-        """The scheduler's view of every worker, by address."""
-        return self.client.scheduler_info(n_workers=-1).get("workers", {})
-
-    @staticmethod
-    def _offers_fit(worker: dict) -> bool:
-        return FIT_RESOURCE in (worker.get("resources") or {})
-
     def _fit_resources(self) -> dict | None:
         """``{"fit": 1}`` if some worker offers the resource (workers started with
         ``--resources fit=1``), so that each worker runs at most one fit."""
-        if any(self._offers_fit(w) for w in self._workers().values()):
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        if any(FIT_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
             return {FIT_RESOURCE: 1}
         return None
 
     def fit_workers(self) -> int:
-        """Workers a fit may be sharded over now: those offering the ``fit`` resource (FIT_RESOURCE),
-        or every worker if none offers it (a cluster started without resources). One scheduler query."""
-        workers = self._workers()
-        offering = sum(1 for w in workers.values() if self._offers_fit(w))
-        return offering or len(workers)
+        """Workers a fit may be sharded over now (`workers.shards.fit_workers`: those offering the
+        ``fit`` resource, or every worker if none does). One scheduler query."""
+        return len(fit_workers(self.client))
 
     def submit_fit(self, name: str, kind: str = "models") -> None:
         """Start the job whose record (status ``queued``) is in the store: a model's fit (``kind``

@@ -31,7 +31,7 @@ from store.segments import RowWindow
 
 __all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "COLUMN_KEYS"]
 
-FIT_RESOURCE = "fit"  # the resource a worker offers for fits (`workers.backend`)
+FIT_RESOURCE = "fit"  # the resource a worker offers for fits: at most one fit each (`workers.backend`)
 COLUMN_KEYS = ("A", "AK", "B", "BK", "centering_column_means")  # what a shard's checkpoint part holds
 
 
