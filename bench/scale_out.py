@@ -127,15 +127,20 @@ def random_update(X: np.ndarray, b: int, rng) -> SegmentUpdate:
                          points, np.einsum("ij,ij->i", points, points), np.full(b, 0.1))
 
 
-def best_time(fn, repeat: int) -> float:
-    """The fastest of ``repeat`` timed calls of ``fn`` (one untimed call first: compilation, caches)."""
+def timings(fn, repeat: int) -> list[float]:
+    """Seconds of ``repeat`` timed calls of ``fn``, after one untimed call (compilation, caches)."""
     fn()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return min(times)
+    return times
+
+
+def best_time(fn, repeat: int) -> float:
+    """The fastest of ``repeat`` timed calls of ``fn`` (`timings`)."""
+    return min(timings(fn, repeat))
 
 
 def measure_shard(X: np.ndarray, kernel: KernelSpec, repeat: int, rng) -> dict:
@@ -211,14 +216,8 @@ def measure_coordinator(X: np.ndarray, kernel: KernelSpec, blocks: int) -> dict:
 
 # ---------------------------------------------------------------------------------------------- 2c.
 def median_time(fn, repeat: int) -> float:
-    """The median of ``repeat`` timed calls of ``fn`` (after one untimed call)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    """The median of ``repeat`` timed calls of ``fn`` (`timings`)."""
+    return float(np.median(timings(fn, repeat)))
 
 
 def measure_comm(backend, root: Path, X: np.ndarray, kernel: KernelSpec, coord: dict, F: float,

@@ -18,7 +18,7 @@ from kpca._threads import blas_limit
 from kpca.solvers import Diverged, get_solver
 from kpca.solvers._blocked import is_row_source
 
-__all__ = ["PassHooks", "run_passes", "permutation", "Diverged", "is_row_source"]
+__all__ = ["PassHooks", "run_passes", "drive_passes", "permutation", "Diverged", "is_row_source"]
 
 
 @dataclass(frozen=True)
@@ -74,25 +74,41 @@ def run_passes(rows, state: dict, passes: int, block_size: int, hooks: PassHooks
     # the large products run in the tile threads, each on one BLAS thread; the caller's small ones
     # gain nothing from more, and idle BLAS threads would spin next to the tiles
     with blas_limit(1):
-        while state["pass"] < passes:
-            if state["position"] == 0:
-                state = solver.begin_pass(state)
-            pass_start = state
-            order = permutation(state["seed"], state["pass"], l)
-            while state["position"] < l:
-                a = state["position"]
-                state = solver.step(state, rows, order[a : min(a + block_size, l)])
-                if solver.diverged(state):
-                    state = pass_start = solver.damped(pass_start)
-                    continue
-                if hooks.on_block is not None:
-                    hooks.on_block(state)
-                if hooks.should_stop is not None and state["position"] < l and hooks.should_stop():
-                    return state, True
-            state = dict(state, position=0)
-            state["pass"] += 1
-            if hooks.on_pass is not None:
-                hooks.on_pass(state)
-            if hooks.should_stop is not None and state["pass"] < passes and hooks.should_stop():
+        return drive_passes(state, l, passes, block_size, hooks, begin_pass=solver.begin_pass,
+                            step=lambda state, indices: solver.step(state, rows, indices),
+                            diverged=solver.diverged, damped=solver.damped)
+
+
+def drive_passes(state: dict, n_rows: int, passes: int, block_size: int, hooks: PassHooks, *, begin_pass, step,
+                 diverged, damped, keep=None, rollback=None) -> tuple[dict, bool]:
+    """The pass loop `run_passes` and the sharded passes (`kpca.shards.run_sharded_passes`) share:
+    ``begin_pass(state)`` where a pass starts, ``step(state, indices)`` per block of the pass's
+    permutation, the divergence guard (``diverged(state)`` -> ``damped(pass_start)``, and ``rollback()``
+    of what ``keep()`` kept at the pass's start, for state held elsewhere), the hooks and stop requests.
+    Returns ``(state, stopped)``."""
+    while state["pass"] < passes:
+        if state["position"] == 0:
+            state = begin_pass(state)
+        pass_start = state
+        if keep is not None:
+            keep()
+        order = permutation(state["seed"], state["pass"], n_rows)
+        while state["position"] < n_rows:
+            a = state["position"]
+            state = step(state, order[a : min(a + block_size, n_rows)])
+            if diverged(state):
+                state = pass_start = damped(pass_start)
+                if rollback is not None:
+                    rollback()
+                continue
+            if hooks.on_block is not None:
+                hooks.on_block(state)
+            if hooks.should_stop is not None and state["position"] < n_rows and hooks.should_stop():
                 return state, True
+        state = dict(state, position=0)
+        state["pass"] += 1
+        if hooks.on_pass is not None:
+            hooks.on_pass(state)
+        if hooks.should_stop is not None and state["pass"] < passes and hooks.should_stop():
+            return state, True
     return state, False

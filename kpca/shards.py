@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kpca._threads import blas_limit
-from kpca.driver import PassHooks, permutation
+from kpca.driver import PassHooks, drive_passes
 from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal
 from kpca.rows import Centering, KernelRows
 from kpca.solvers import get_solver
@@ -432,31 +432,10 @@ def run_sharded_passes(state: dict, group: ShardGroup, passes: int, block_size: 
     divergence guard (each shard keeps its columns at the start of the pass and rolls back to them).
     Returns ``(state, stopped)``.
     """
-    hooks = hooks or PassHooks()
     solver = get_solver(state["solver"])
-    l = group.n_rows
     with blas_limit(1):
-        while state["pass"] < passes:
-            if state["position"] == 0:
-                state = sharded_begin_pass(state, group)
-            pass_start = state
-            group.keep()
-            order = permutation(state["seed"], state["pass"], l)
-            while state["position"] < l:
-                a = state["position"]
-                state = sharded_step_block(state, group, order[a : min(a + block_size, l)])
-                if sharded_diverged(state, group):
-                    state = pass_start = solver.damped(pass_start)
-                    group.rollback()
-                    continue
-                if hooks.on_block is not None:
-                    hooks.on_block(state)
-                if hooks.should_stop is not None and state["position"] < l and hooks.should_stop():
-                    return state, True
-            state = dict(state, position=0)
-            state["pass"] += 1
-            if hooks.on_pass is not None:
-                hooks.on_pass(state)
-            if hooks.should_stop is not None and state["pass"] < passes and hooks.should_stop():
-                return state, True
-    return state, False
+        return drive_passes(state, group.n_rows, passes, block_size, hooks or PassHooks(),
+                            begin_pass=lambda state: sharded_begin_pass(state, group),
+                            step=lambda state, indices: sharded_step_block(state, group, indices),
+                            diverged=lambda state: sharded_diverged(state, group), damped=solver.damped,
+                            keep=group.keep, rollback=group.rollback)

@@ -17,7 +17,49 @@ from collections.abc import Sequence
 import numpy as np
 
 
-class SegmentedRows:
+class RowIndexing:
+    """Numpy-style row indexing over ``_read(start, stop)`` (rows start..stop-1 as one array) and
+    ``shape``: ``rows[i]``, ``rows[a:b]`` (any step: the rows between the first and last index are
+    read, then subsampled), ``rows[a:b, cols]``, ``rows[...]``; anything else is a `TypeError`. What
+    `SegmentedRows` and `RowWindow` share. Cost O(rows read)."""
+
+    def __getitem__(self, key) -> np.ndarray:
+        columns = None
+        if isinstance(key, tuple):
+            if len(key) == 1:
+                key = key[0]
+            elif len(key) == 2:
+                key, columns = key
+            else:
+                raise TypeError(f"too many indices for a 2-D row source: {len(key)}")
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            index = int(key)
+            if index < 0:
+                index += self.shape[0]
+            if not 0 <= index < self.shape[0]:
+                raise IndexError(f"row {int(key)} is out of range for {self.shape[0]} rows")
+            rows = self._read(index, index + 1)[0]
+        elif isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step == 1:
+                rows = self._read(start, max(start, stop))
+            else:
+                picked = range(start, stop, step)
+                if len(picked) == 0:
+                    rows = self._read(0, 0)
+                else:
+                    low, high = min(picked[0], picked[-1]), max(picked[0], picked[-1])
+                    rows = self._read(low, high + 1)[np.asarray(picked) - low]
+        elif key is Ellipsis:
+            rows = self._read(0, self.shape[0])
+        else:
+            raise TypeError(f"row sources are indexed by an integer or a slice, not {type(key).__name__}")
+        if columns is None or (isinstance(columns, slice) and columns == slice(None)):
+            return rows
+        return rows[..., columns]
+
+
+class SegmentedRows(RowIndexing):
     """Rows of several 2-D arrays stacked vertically, read lazily.
 
     Parameters
@@ -84,41 +126,6 @@ class SegmentedRows:
     def __setitem__(self, key, value) -> None:
         raise ValueError("this row source is read-only: committed data set versions never change")
 
-    def __getitem__(self, key) -> np.ndarray:
-        columns = None
-        if isinstance(key, tuple):
-            if len(key) == 1:
-                key = key[0]
-            elif len(key) == 2:
-                key, columns = key
-            else:
-                raise IndexError(f"too many indices for a 2-D row source: {len(key)}")
-        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-            index = int(key)
-            if index < 0:
-                index += self.shape[0]
-            if not 0 <= index < self.shape[0]:
-                raise IndexError(f"row {int(key)} is out of range for {self.shape[0]} rows")
-            rows = self._read(index, index + 1)[0]
-        elif isinstance(key, slice):
-            start, stop, step = key.indices(self.shape[0])
-            if step == 1:
-                rows = self._read(start, max(start, stop))
-            else:
-                picked = range(start, stop, step)
-                if len(picked) == 0:
-                    rows = self._read(0, 0)
-                else:
-                    low, high = min(picked[0], picked[-1]), max(picked[0], picked[-1])
-                    rows = self._read(low, high + 1)[np.asarray(picked) - low]
-        elif key is Ellipsis:
-            rows = self._read(0, self.shape[0])
-        else:
-            raise TypeError(f"row sources are indexed by an integer or a slice, not {type(key).__name__}")
-        if columns is None or (isinstance(columns, slice) and columns == slice(None)):
-            return rows
-        return rows[..., columns]
-
     def _read(self, start: int, stop: int) -> np.ndarray:
         """Rows start..stop-1 (0 <= start <= stop <= n_rows) as one C-contiguous array."""
         parts = []
@@ -142,7 +149,7 @@ class SegmentedRows:
 _DEFAULT_CHUNK_ROWS = 4096
 
 
-class RowWindow:
+class RowWindow(RowIndexing):
     """A read-only view of rows ``first..stop-1`` of a row source, indexed from 0.
 
     A sharded fit gives each worker the contiguous rows [first, stop) of a
@@ -175,10 +182,8 @@ class RowWindow:
 
     Notes
     -----
-    Indexing: ``window[i]`` (one row; negative ``i`` counts from ``stop``),
-    ``window[a:b]`` and ``window[a:b, cols]`` with step-1 slices whose bounds
-    follow numpy (None, negative, clipped to the window); anything else
-    raises `TypeError`. A read is ``source[first + a : first + b]``, so it
+    Indexing as `RowIndexing` (``window[i]``, negative ``i`` counting from
+    ``stop``; ``window[a:b]``, ``window[a:b, cols]``, bounds as numpy's). A read is ``source[first + a : first + b]``, so it
     costs what the source charges for those rows: O(rows read) time and
     memory, no copy beyond the source's own. Creating a window is O(1).
     """
@@ -213,30 +218,6 @@ class RowWindow:
     def __setitem__(self, key, value) -> None:
         raise ValueError("a row window is read-only")
 
-    def __getitem__(self, key) -> np.ndarray:
-        columns = None
-        if isinstance(key, tuple):
-            if len(key) == 1:
-                key = key[0]
-            elif len(key) == 2:
-                key, columns = key
-            else:
-                raise TypeError(f"a row window takes at most 2 indices, got {len(key)}")
-        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-            index = int(key)
-            if index < 0:
-                index += self.shape[0]
-            if not 0 <= index < self.shape[0]:
-                raise IndexError(f"row {int(key)} is out of range for a window of {self.shape[0]} rows")
-            start, stop, single = index, index + 1, True
-        elif isinstance(key, slice):
-            start, stop, step = key.indices(self.shape[0])
-            if step != 1:
-                raise TypeError(f"a row window takes step-1 slices only, got step {key.step}")
-            stop, single = max(start, stop), False
-        else:
-            raise TypeError(f"a row window is indexed by an integer or a step-1 slice, not {type(key).__name__}")
-        window = slice(self.first + start, self.first + stop)
-        rows = self._source[window] if columns is None else self._source[window, columns]
-        rows = np.asarray(rows)
-        return rows[0] if single else rows
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        """Rows start..stop-1 of the window: ``source[first + start : first + stop]``."""
+        return np.asarray(self._source[self.first + start : self.first + stop])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,3 +23,18 @@ def snapshot(path: Path, with_root: bool = True) -> dict[str, tuple[int, int]]:
         info = entry.stat()
         found[str(entry.relative_to(path))] = (info.st_size, info.st_mtime_ns)
     return found
+
+
+def wait_for_record(registry, name: str, predicate, timeout: float = 300):
+    """Poll job ``name`` of ``registry`` until ``predicate(record)`` holds (AssertionError with the
+    record after ``timeout`` seconds); the record."""
+    deadline = time.monotonic() + timeout
+    while not predicate(current := registry.get(name)):
+        assert time.monotonic() < deadline, current
+        time.sleep(0.05)
+    return current
+
+
+def ended(record) -> bool:
+    """Whether a job's record is final: completed, failed or cancelled."""
+    return record.status in ("completed", "failed", "cancelled")

@@ -30,7 +30,13 @@ def test_numpy_source_matches_numpy_slicing(rows):
     np.testing.assert_array_equal(window[3, 1:4], rows[13, 1:4])
 
 
-@pytest.mark.parametrize("key", [slice(0, 10, 2), slice(None, None, -1), [1, 2], np.array([0]), 1.5, True, (1, 2, 3)])
+def test_step_slices_read_the_span_then_subsample(rows):
+    window = RowWindow(rows, 1, 20)
+    for key in (slice(0, 10, 2), slice(None, None, -1), slice(15, 3, -4)):
+        np.testing.assert_array_equal(window[key], rows[1:20][key], err_msg=str(key))
+
+
+@pytest.mark.parametrize("key", [[1, 2], np.array([0]), 1.5, True, (1, 2, 3)])
 def test_other_indices_raise_type_error(rows, key):
     with pytest.raises(TypeError):
         RowWindow(rows, 1, 20)[key]

@@ -3,7 +3,6 @@ fits that lost their runner found again by `Backend.recover`."""
 
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from kpca.rows import Centering
 from kpca.solvers import SOLVERS
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.records import ModelRecord
+from tests.store_checks import ended, wait_for_record
 from workers import Backend
 from workers.fit import open_rows
 
@@ -38,32 +38,20 @@ def record(data_dir, name, passes):
                            n_components=6, solver="kha-smd", params={"passes": passes, "seed": 5, "block_size": 50})
 
 
-def wait(registry, name, predicate, timeout=240):
-    deadline = time.monotonic() + timeout
-    while not predicate(current := registry.get(name)):
-        assert time.monotonic() < deadline, current
-        time.sleep(0.05)
-    return current
-
-
-def done(r):
-    return r.status in ("completed", "failed", "cancelled")
-
-
 def test_killed_worker_fit_resumes_and_matches_an_uninterrupted_run(data_dir, backend):
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
     passes = 12
     registry.create(record(data_dir, "reference", passes))
     backend.submit_fit("reference")
-    assert wait(registry, "reference", done).status == "completed"
+    assert wait_for_record(registry, "reference", ended).status == "completed"
 
     registry.create(record(data_dir, "victim", passes))
     backend.submit_fit("victim")
-    wait(registry, "victim", lambda r: r.passes_done >= 3)
+    wait_for_record(registry, "victim", lambda r: r.passes_done >= 3)
     processing = backend.client.processing()
     holder = next(addr for addr, keys in processing.items() if any(str(k).startswith("fit-models-victim") for k in keys))
     os.kill(backend.worker_pids()[holder], signal.SIGKILL)
-    final = wait(registry, "victim", done)
+    final = wait_for_record(registry, "victim", ended)
     assert final.status == "completed", final.error
     assert [h.pass_ for h in final.history] == list(range(1, passes + 1))
     reference, resumed = checkpoints.load("reference"), checkpoints.load("victim")
@@ -77,7 +65,7 @@ def test_recover_resubmits_a_fit_that_lost_its_runner(data_dir, backend):
     registry.create(record(data_dir, "orphan", 3).model_copy(update={"status": "running"}))
     assert backend.recover(registry) == ["orphan"]
     assert backend.recover(registry) == []  # its new task is pending or running: not submitted twice
-    assert wait(registry, "orphan", done).status == "completed"
+    assert wait_for_record(registry, "orphan", ended).status == "completed"
     assert backend.recover(registry) == []
 
 
@@ -91,7 +79,7 @@ def test_a_checkpoint_saved_before_BK_was_kept_resumes(data_dir, backend):
     for name in ("whole", "legacy"):
         backend.submit_fit(name)
     for name in ("whole", "legacy"):
-        assert wait(registry, name, done).status == "completed"
+        assert wait_for_record(registry, name, ended).status == "completed"
     old = checkpoints.load("legacy", 3)
     stripped = {k: v for k, v in old.items() if k != "BK"}
     # the solver's restore computes the missing B K' from the rows
@@ -102,7 +90,7 @@ def test_a_checkpoint_saved_before_BK_was_kept_resumes(data_dir, backend):
     checkpoints.save("legacy", 3, stripped)
     registry.update("legacy", params=record(data_dir, "legacy", 6).params, status="queued")
     backend.submit_fit("legacy")
-    final = wait(registry, "legacy", done)
+    final = wait_for_record(registry, "legacy", ended)
     assert final.status == "completed", final.error
     whole, resumed = checkpoints.load("whole"), checkpoints.load("legacy")
     assert resumed["pass"] == 6 and "BK" in resumed

@@ -9,13 +9,13 @@ differently from the one-process sums).
 
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
 
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.records import ModelRecord
+from tests.store_checks import ended, wait_for_record
 from workers import Backend
 from workers.fit import FitJob
 
@@ -46,18 +46,6 @@ def record(data_dir, name, solver="kha-smd", passes=PASSES, **params):
                            params={"passes": passes, "seed": 7, "block_size": 100, **params})
 
 
-def wait(registry, name, predicate, timeout=300):
-    deadline = time.monotonic() + timeout
-    while not predicate(current := registry.get(name)):
-        assert time.monotonic() < deadline, current
-        time.sleep(0.05)
-    return current
-
-
-def done(r):
-    return r.status in ("completed", "failed", "cancelled")
-
-
 def in_process(data_dir, name, **kw):
     """The one-worker reference: the same fit run here, without dask."""
     ModelRegistry(data_dir).create(record(data_dir, name, **kw))
@@ -85,7 +73,7 @@ def test_sharded_fits_equal_the_one_worker_fit(data_dir, backend, reference, sol
         registry.create(record(data_dir, name, solver=solver, workers=k))
         backend.submit_fit(name)
     for k, name in names.items():
-        final = wait(registry, name, done)
+        final = wait_for_record(registry, name, ended)
         assert final.status == "completed", final.error
         assert final.params_used["workers"] == k
         assert final.progress.workers == k and {h.workers for h in final.history} == {k}
@@ -101,14 +89,14 @@ def test_a_killed_shard_worker_costs_the_fit_nothing(data_dir, backend, referenc
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
     registry.create(record(data_dir, "victim", workers=3))
     backend.submit_fit("victim")
-    before = wait(registry, "victim", lambda r: r.passes_done >= 2 or done(r))
+    before = wait_for_record(registry, "victim", lambda r: r.passes_done >= 2 or ended(r))
     assert before.passes_done < PASSES - 1, "the fit ended before a worker could be killed: make it longer"
     processing = backend.client.processing()
     coordinator = next(a for a, keys in processing.items() if any(str(k).startswith("fit-models-victim") for k in keys))
     pids = backend.worker_pids()
     victim = next(a for a in sorted(pids) if a != coordinator)
     os.kill(pids[victim], signal.SIGKILL)
-    final = wait(registry, "victim", done)
+    final = wait_for_record(registry, "victim", ended)
     assert final.status == "completed", final.error
     assert [h.pass_ for h in final.history] == list(range(1, PASSES + 1))
     assert_close(checkpoints.load("victim"), reference["kha-smd"])
@@ -118,14 +106,14 @@ def test_a_sharded_fit_cancels_and_resumes(data_dir, backend, reference):
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
     registry.create(record(data_dir, "paused", workers=2))
     backend.submit_fit("paused")
-    wait(registry, "paused", lambda r: r.passes_done >= 2 or done(r))
+    wait_for_record(registry, "paused", lambda r: r.passes_done >= 2 or ended(r))
     registry.request_cancel("paused")
-    stopped = wait(registry, "paused", done)
+    stopped = wait_for_record(registry, "paused", ended)
     assert stopped.status == "cancelled" and stopped.passes_done < PASSES
     registry.clear_cancel("paused")
     registry.update("paused", status="queued")
     backend.submit_fit("paused")
-    final = wait(registry, "paused", done)
+    final = wait_for_record(registry, "paused", ended)
     assert final.status == "completed", final.error
     assert [h.pass_ for h in final.history] == list(range(1, PASSES + 1))
     assert_close(checkpoints.load("paused"), reference["kha-smd"])
