@@ -6,6 +6,7 @@ Each test names the attack or careless use it defends against.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from service import Settings, create_app
 from service.security import ROUTE_RULES, WRITE, iter_app_routes, key_id
@@ -58,27 +59,51 @@ def writer(server):
         yield client
 
 
-@pytest.fixture(scope="module")
-def open_server(tmp_path_factory):
-    """A real uvicorn server with the default settings (no keys, no CORS, no hosts) and no lifespan:
-    the security middleware answers before any route, so no dask cluster is needed (routes say 503)."""
-    app = create_app(Settings(data_dir=tmp_path_factory.mktemp("open"), n_workers=1))
+def _whoami(request: Request) -> dict:
+    return {"principal": request.state.principal}
+
+
+@contextlib.contextmanager
+def _serve_without_lifespan(settings: Settings):
+    """A real uvicorn server on a free loopback port, without lifespan: the security middleware answers
+    before any route, so no dask cluster is needed (routes that need one say 503). It has one more
+    route, ``GET /v1/whoami`` (no rule: read), which returns ``request.state.principal``."""
+    app = create_app(settings)
+    app.add_api_route("/v1/whoami", _whoami, methods=["GET"])
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
-    base_url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     deadline = time.monotonic() + 30
     while not uv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the keyless server did not start"
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.05)
     try:
-        yield base_url
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
         uv.should_exit = True
         thread.join(timeout=30)
         listener.close()
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory):
+    """A real server with the default settings: no keys, no CORS, no allowed hosts."""
+    with _serve_without_lifespan(Settings(data_dir=tmp_path_factory.mktemp("open"))) as base_url:
+        yield base_url
+
+
+def test_principal_is_the_key_id_or_none(open_server, tmp_path):
+    # what per-key limits count on: the id of the key, never the key itself; None without keys
+    with _client(open_server) as client:
+        assert client.get("/v1/whoami").json() == {"principal": None}
+    with _serve_without_lifespan(Settings(data_dir=tmp_path, api_keys=SERVER_SETTINGS["api_keys"])) as keyed:
+        for key in (READ_KEY, WRITE_KEY):
+            with _client(keyed, key) as client:
+                assert client.get("/v1/whoami").json() == {"principal": key_id(key)}
+        with _client(keyed) as client:
+            assert client.get("/v1/whoami").status_code == 401
 
 
 # ------------------------------------------------------------------ keys and scopes
