@@ -8,6 +8,7 @@ and sends only the missing ones.
 from __future__ import annotations
 
 import io
+import os
 import time
 
 import httpx
@@ -64,6 +65,7 @@ def upload_array(
     retries: int = 5,
     backoff: float = 0.5,
     progress: bool = True,
+    api_key: str | None = None,
 ) -> dict:
     """Create (or reuse) data set ``name`` and upload ``array`` (shape (l, n)) in chunks.
 
@@ -77,6 +79,9 @@ def upload_array(
     retries, backoff : transport errors and 429/5xx answers are retried
         ``retries`` times, waiting ``backoff * 2**attempt`` seconds
     progress : show a tqdm progress bar
+    api_key : sent as ``Authorization: Bearer <key>`` when ``server`` is a URL; default the
+        environment's ``KPCA_API_KEY`` (none if unset). An ``httpx.Client`` passed as ``server``
+        carries its own headers.
 
     Returns
     -------
@@ -85,7 +90,9 @@ def upload_array(
     Cost: one request per missing chunk; each chunk is read from ``array``
     once and sent as ``.npy`` bytes.
     """
-    client = server if isinstance(server, httpx.Client) else httpx.Client(base_url=server, timeout=120)
+    api_key = api_key if api_key is not None else os.environ.get("KPCA_API_KEY")
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    client = server if isinstance(server, httpx.Client) else httpx.Client(base_url=server, timeout=120, headers=auth)
     l, n = (int(s) for s in array.shape)
     rows = int(chunk_rows or default_chunk_rows(array))
     created = _request(client, "POST", "/v1/datasets", retries, backoff,
@@ -117,7 +124,7 @@ def upload_array(
         if bar is not None:
             bar.close()
     if commit:
-        meta = _ok(_request(client, "POST", f"/v1/datasets/{name}/commit", retries, backoff), 200)
+        meta = _ok(_request(client, "POST", f"/v1/datasets/{name}/commit", retries, backoff, json={}), 200)
     else:
         meta = _ok(_request(client, "GET", f"/v1/datasets/{name}", retries, backoff), 200)
     return meta

@@ -25,7 +25,7 @@ for i, chunk in enumerate(np.array_split(X, 4)):
     else:  # ... or JSON rows
         r = api.put(f"/v1/datasets/digits/chunks/{i}", json={"rows": chunk.tolist()})
     r.raise_for_status()
-print(api.post("/v1/datasets/digits/commit").json())
+print(api.post("/v1/datasets/digits/commit", json={}).json())
 
 r = api.post("/v1/models", json={"name": "digits-rbf", "dataset": "digits",
                                  "kernel": {"type": "gaussian", "sigma": 3.0},

@@ -15,8 +15,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 from starlette.concurrency import run_in_threadpool
 
+from service import security
 from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware
 from service.metrics import Metrics, MetricsMiddleware
@@ -71,6 +73,19 @@ async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], int
         await asyncio.sleep(interval_s)
 
 
+def _install_security(app: FastAPI, settings: Settings) -> None:
+    """Host check, API keys and content types (`service.security`), inside CORS when it is configured
+    (a preflight carries no key), and their responses in the OpenAPI document."""
+    keys = security.parse_key_entries(settings.api_keys)
+    app.add_middleware(security.SecurityMiddleware, keys=keys, hosts=security.allowed_hosts(settings))
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["GET", "POST", "PUT", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type"], expose_headers=["Location"])
+    plain_openapi = app.openapi
+    app.openapi = lambda: security.document_security(plain_openapi(), bool(keys))
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new kpca-stream app; ``settings`` default to the environment (`get_settings`)."""
     settings = settings or get_settings()
@@ -88,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # added last = outermost: metrics see every response, including 413s
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    _install_security(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
     app.include_router(health.router)

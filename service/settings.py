@@ -11,7 +11,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kpca import defaults
@@ -50,6 +50,18 @@ class Settings(BaseSettings):
         ``KPCA_REGISTER_PREFIXES`` as a comma-separated list or a JSON list.
         Default ``["/"]``: any absolute local path and no URL; an empty list
         disables registration.
+    api_keys, api_keys_file, allow_unauthenticated, allowed_hosts,
+    cors_origins : access control, see `service.security` and the README's
+        "Security". ``KPCA_API_KEYS`` is a comma-separated list of
+        ``key:scope`` (scope ``read`` or ``write``; write implies read);
+        ``KPCA_API_KEYS_FILE`` names a file of one ``key:scope`` per line (``#``
+        comments); both are merged into ``api_keys``. With no keys every route
+        is open and ``python -m service`` listens on loopback only, unless
+        ``allow_unauthenticated`` (``KPCA_ALLOW_UNAUTHENTICATED=1``).
+        ``allowed_hosts`` (``KPCA_ALLOWED_HOSTS``): the ``Host`` names served,
+        default the bound host, ``localhost``, ``127.0.0.1`` and ``::1``; ``*``
+        allows any. ``cors_origins`` (``KPCA_CORS_ORIGINS``): origins allowed
+        cross-origin requests; empty (the default) turns CORS off.
     """
 
     model_config = SettingsConfigDict(env_prefix="KPCA_", extra="ignore")
@@ -66,6 +78,12 @@ class Settings(BaseSettings):
     # ``| str`` lets a comma-separated value through pydantic-settings' JSON decoding of lists
     register_prefixes: list[str] | str = Field(default_factory=lambda: ["/"])
     solver_plugins: list[str] | str = Field(default_factory=list)
+    # security (service.security): keys as "key:scope" entries, merged from KPCA_API_KEYS_FILE
+    api_keys: list[str] | str = Field(default_factory=list, repr=False)
+    api_keys_file: Path | None = None
+    allow_unauthenticated: bool = False
+    allowed_hosts: list[str] | str = Field(default_factory=list)
+    cors_origins: list[str] | str = Field(default_factory=list)
 
     @field_validator("scheduler", mode="before")
     @classmethod
@@ -85,6 +103,28 @@ class Settings(BaseSettings):
     @classmethod
     def _plugin_list(cls, value: list[str] | str) -> list[str]:
         return _string_list(value, "solver_plugins")
+
+    @field_validator("allowed_hosts", "cors_origins", mode="after")
+    @classmethod
+    def _security_lists(cls, value: list[str] | str, info) -> list[str]:
+        return _string_list(value, info.field_name)
+
+    @field_validator("api_keys_file", mode="before")
+    @classmethod
+    def _blank_keys_file_is_none(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @model_validator(mode="after")
+    def _keys(self) -> Settings:
+        from service.security import parse_key_entries  # no import cycle: security needs no settings
+
+        entries = _string_list(self.api_keys, "api_keys")
+        if self.api_keys_file is not None:
+            entries += read_keys_file(self.api_keys_file)
+        self.api_keys = [f"{key}:{scope}" for key, scope in parse_key_entries(entries)]
+        return self
 
     @field_validator("register_prefixes", mode="after")
     @classmethod
@@ -110,6 +150,16 @@ def _string_list(value: list[str] | str, name: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ValueError(f"{name} must be a list of strings")
     return [item.strip() for item in value if item.strip()]
+
+
+def read_keys_file(path: Path) -> list[str]:
+    """The ``key:scope`` lines of an API keys file (blank lines and ``#`` comments skipped)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"api_keys_file: cannot read {path}: {exc.__class__.__name__}") from None
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return [line for line in lines if line]
 
 
 @lru_cache

@@ -14,7 +14,7 @@ def upload_rows(api, name: str, X, chunks: int = 1, commit: bool = True) -> None
     for i, part in enumerate(np.array_split(X, chunks)):
         api.put(f"/v1/datasets/{name}/chunks/{i}", json={"rows": part.tolist()}).raise_for_status()
     if commit:
-        assert api.post(f"/v1/datasets/{name}/commit").json()["status"] == "ready"
+        assert api.post(f"/v1/datasets/{name}/commit", json={}).json()["status"] == "ready"
 
 
 def assert_error(response, status: int, code: str, field: str | None) -> dict:

@@ -46,7 +46,7 @@ def test_upload_fit_poll_project(server, digits):
     early = api.post("/v1/models", json={"name": "early", "dataset": "digits", "n_components": R,
                                          "kernel": {"type": "gaussian", "sigma": 3.0}})
     assert early.status_code == 409 and early.json()["error"]["field"] == "dataset"
-    meta = api.post("/v1/datasets/digits/commit").json()
+    meta = api.post("/v1/datasets/digits/commit", json={}).json()
     assert meta["status"] == "ready" and meta["n_rows"] == N_TRAIN and meta["checksum"].startswith("sha256:")
 
     r = api.post("/v1/models", json={"name": "digits-rbf", "dataset": "digits", "n_components": R,

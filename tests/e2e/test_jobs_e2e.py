@@ -19,7 +19,7 @@ def upload(api, name, X, index=0, create=True):
     r = api.put(f"/v1/datasets/{name}/chunks/{index}", content=buf.getvalue(),
                 headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 200, r.text
-    return api.post(f"/v1/datasets/{name}/commit").json()
+    return api.post(f"/v1/datasets/{name}/commit", json={}).json()
 
 
 def fit(api, name, dataset, passes, **params):

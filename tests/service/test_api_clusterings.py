@@ -84,7 +84,7 @@ def test_exact_solver_in_one_go_and_no_reference_labels(api, blobs):
     assert record["history"][-1]["variation_of_information"] is None
     assert record["params_used"]["kernel"]["sigma"] > 0  # "auto" resolved once, at the start
     assert variation_of_information(record["labels"], truth) == 0.0
-    error = error_message(api.post(f"{ROUTE}/exact/resume"), 409, "conflict", "name")
+    error = error_message(api.post(f"{ROUTE}/exact/resume", json={}), 409, "conflict", "name")
     assert "in one go" in error
 
 
@@ -153,12 +153,12 @@ def test_cancel_then_resume_ends_where_an_uninterrupted_run_ends(api, blobs):
     params = {"passes": 5000, "seed": 2, "init": "random", "block_size": 10}
     start(api, name="stoppable", params=params)
     wait_for_pass(api, "stoppable", 1, route=ROUTE)
-    assert api.post(f"{ROUTE}/stoppable/cancel").status_code == 202
+    assert api.post(f"{ROUTE}/stoppable/cancel", json={}).status_code == 202
     record = wait(api, "stoppable")
     assert record["status"] == "cancelled" and record["labels"] is None
     done = record["progress"]["pass"]
     assert 1 <= done < 5000
-    assert_error(api.post(f"{ROUTE}/stoppable/cancel"), 409, "conflict", "name")
+    assert_error(api.post(f"{ROUTE}/stoppable/cancel", json={}), 409, "conflict", "name")
     message = error_message(api.post(f"{ROUTE}/stoppable/predict", json={"rows": [[0.0] * N_FEATURES]}),
                             409, "conflict", "name")
     assert "'cancelled'" in message  # names the state

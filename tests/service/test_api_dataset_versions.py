@@ -55,7 +55,7 @@ def test_csv_upload_with_header_blank_lines_and_crlf(api, rng):
     quoted = "\n".join(",".join(f'"{v:g}"' for v in row) for row in second).encode()
     response = put(api, "csvok", 1, quoted, headers={"Content-Type": "text/csv; charset=utf-8"})
     assert response.status_code == 200, response.text
-    committed = api.post("/v1/datasets/csvok/commit").json()
+    committed = api.post("/v1/datasets/csvok/commit", json={}).json()
     assert committed["n_rows"] == 8
     # values parsed exactly, then cast to float32
     assert committed["checksum"] == version_checksum(first, second, dtype=np.float32)
@@ -121,7 +121,7 @@ def test_npy_integers_beyond_2_53_are_cast_not_refused(api):
     assert response.status_code == 200, response.text
     signed = np.array([[-(2**63), 2**63 - 1]], dtype=np.int64)
     assert put(api, "bigints", 1, npy_bytes(signed), headers=NPY).status_code == 200
-    committed = api.post("/v1/datasets/bigints/commit").json()
+    committed = api.post("/v1/datasets/bigints/commit", json={}).json()
     expected = [huge.astype(np.float64), signed.astype(np.float64)]
     assert committed["checksum"] == version_checksum(*expected, dtype=np.float64)
     assert expected[0][0, 1] == 2.0**53  # documented rounding beyond 2**53
@@ -135,7 +135,7 @@ def test_versions_through_http(api, rng):
     blocks = [rng.standard_normal((m, 4)) for m in (6, 4, 5, 2)]
     put(api, "grow", 0, npy_bytes(blocks[0]), headers=NPY).raise_for_status()
     api.put("/v1/datasets/grow/chunks/1", json={"rows": blocks[1].tolist()}).raise_for_status()
-    v1 = api.post("/v1/datasets/grow/commit").json()
+    v1 = api.post("/v1/datasets/grow/commit", json={}).json()
     assert (v1["version"], v1["n_rows"], v1["chunks"], v1["staged"]) == (1, 10, [0, 1], [])
     assert v1["checksum"] == version_checksum(blocks[0], blocks[1], dtype=np.float32)
 
@@ -144,7 +144,7 @@ def test_versions_through_http(api, rng):
     put(api, "grow", 3, npy_bytes(blocks[3]), headers=NPY).raise_for_status()
     assert api.get("/v1/datasets/grow").json()["staged"] == [2, 3]
 
-    v2 = api.post("/v1/datasets/grow/commit")
+    v2 = api.post("/v1/datasets/grow/commit", json={})
     assert v2.status_code == 200, v2.text
     v2 = v2.json()
     assert (v2["status"], v2["version"], v2["n_rows"]) == ("ready", 2, 17)
@@ -157,7 +157,7 @@ def test_versions_through_http(api, rng):
          "committed_at": v2["committed_at"]},
     ]
     assert api.get("/v1/datasets/grow").json() == v2
-    assert api.post("/v1/datasets/grow/commit").json() == v2  # nothing staged: a no-op
+    assert api.post("/v1/datasets/grow/commit", json={}).json() == v2  # nothing staged: a no-op
 
     # committed chunks: same rows are a no-op, other rows a 409 that says what to do
     assert put(api, "grow", 1, csv_bytes(blocks[1])).json() == v2
@@ -166,7 +166,7 @@ def test_versions_through_http(api, rng):
                        "append new rows with chunk index >= 4")
     # a gap after the latest version is named
     put(api, "grow", 6, csv_bytes(blocks[3])).raise_for_status()
-    message = error_message(api.post("/v1/datasets/grow/commit"), 422, "invalid", "chunks")
+    message = error_message(api.post("/v1/datasets/grow/commit", json={}), 422, "invalid", "chunks")
     assert message.startswith("missing chunk indices [4, 5]; version 2 holds chunks 0..3")
     listed = {d["name"]: d for d in api.get("/v1/datasets").json()["datasets"]}
     assert listed["grow"]["version"] == 2 and listed["grow"]["staged"] == [6]
@@ -191,12 +191,12 @@ def test_resume_after_interrupted_upload(api, rng):
     assert (meta["status"], meta["chunks"], meta["staged"]) == ("open", [0, 1, 3], [0, 1, 3])
     assert meta["n_rows"] == 3 + 4 + 6
 
-    message = error_message(api.post("/v1/datasets/resume/commit"), 422, "invalid", "chunks")
+    message = error_message(api.post("/v1/datasets/resume/commit", json={}), 422, "invalid", "chunks")
     assert message == "missing chunk indices [2]; upload them and commit again"
     # the client re-sends everything it is unsure of: committed-to-be chunks are no-ops
     for index in range(4):
         put(api, "resume", index, npy_bytes(blocks[index]), headers=NPY).raise_for_status()
-    committed = api.post("/v1/datasets/resume/commit")
+    committed = api.post("/v1/datasets/resume/commit", json={})
     assert committed.status_code == 200, committed.text
     committed = committed.json()
     assert (committed["status"], committed["chunks"], committed["n_rows"]) == ("ready", [0, 1, 2, 3], 18)
@@ -234,6 +234,6 @@ def test_concurrent_uploads_to_two_sets(server, api, rng):
         thread.join(60)
     assert errors == []
     for name, chunks in blocks.items():
-        meta = api.post(f"/v1/datasets/{name}/commit").json()
+        meta = api.post(f"/v1/datasets/{name}/commit", json={}).json()
         assert meta["chunks"] == list(range(8)) and meta["n_rows"] == sum(c.shape[0] for c in chunks)
         assert meta["checksum"] == version_checksum(*chunks, dtype=np.float32)

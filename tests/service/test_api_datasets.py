@@ -54,7 +54,7 @@ def test_create_get_list_delete(api):
 def test_unknown_dataset_is_404(api):
     assert_error(api.get("/v1/datasets/nope"), 404, "not_found", "name")
     assert_error(api.delete("/v1/datasets/nope"), 404, "not_found", "name")
-    assert_error(api.post("/v1/datasets/nope/commit"), 404, "not_found", "name")
+    assert_error(api.post("/v1/datasets/nope/commit", json={}), 404, "not_found", "name")
     response = api.put("/v1/datasets/nope/chunks/0", content=npy_bytes(np.ones((2, 4))), headers=NPY)
     assert_error(response, 404, "not_found", "name")
 
@@ -120,7 +120,7 @@ def test_upload_npy_and_json_then_commit(api, rng):
     assert again.status_code == 200, again.text
     assert again.json()["n_rows"] == 10
 
-    committed = api.post("/v1/datasets/mixed/commit")
+    committed = api.post("/v1/datasets/mixed/commit", json={})
     assert committed.status_code == 200, committed.text
     ready = committed.json()
     assert ready["status"] == "ready"
@@ -147,14 +147,14 @@ def test_commit_with_missing_index_names_it(api, rng):
     create(api, "gappy")
     for index in (0, 1, 3):
         api.put(f"/v1/datasets/gappy/chunks/{index}", json={"rows": [[index, 0, 0, 1]]}).raise_for_status()
-    error = assert_error(api.post("/v1/datasets/gappy/commit"), 422, "invalid", "chunks")
+    error = assert_error(api.post("/v1/datasets/gappy/commit", json={}), 422, "invalid", "chunks")
     assert "2" in error["message"]
     assert api.get("/v1/datasets/gappy").json()["status"] == "open"
 
 
 def test_commit_with_no_chunks_is_422(api):
     create(api, "nochunks")
-    assert_error(api.post("/v1/datasets/nochunks/commit"), 422, "invalid", "chunks")
+    assert_error(api.post("/v1/datasets/nochunks/commit", json={}), 422, "invalid", "chunks")
 
 
 def test_wrong_columns_is_422_on_rows(api, rng):

@@ -26,7 +26,7 @@ def unpng(body):
 def digits_model(api, digits):
     api.post("/v1/datasets", json={"name": "digits", "n_features": 64, "dtype": "float64"})
     api.put("/v1/datasets/digits/chunks/0", json={"rows": digits[:N].tolist()})
-    api.post("/v1/datasets/digits/commit")
+    api.post("/v1/datasets/digits/commit", json={})
     r = api.post("/v1/models", json={"name": "digits-exact", "dataset": "digits", "n_components": 24,
                                      "kernel": {"type": "gaussian", "sigma": 3.0}, "solver": "exact"})
     assert r.status_code == 202

@@ -21,7 +21,7 @@ def digits_set(api, digits):
     buf = io.BytesIO()
     np.save(buf, digits[:N])
     api.put("/v1/datasets/digits/chunks/0", content=buf.getvalue(), headers={"Content-Type": "application/octet-stream"})
-    assert api.post("/v1/datasets/digits/commit").json()["status"] == "ready"
+    assert api.post("/v1/datasets/digits/commit", json={}).json()["status"] == "ready"
     return "digits"
 
 
@@ -45,14 +45,14 @@ def wait(api, name, until=("completed", "failed", "cancelled"), timeout=180):
 def test_cancel_then_resume_with_more_passes(api, digits_set):
     start(api, "stoppable", passes=400, block_size=25)
     wait_for_pass(api, "stoppable", 1)
-    assert api.post("/v1/models/stoppable/cancel").status_code == 202
+    assert api.post("/v1/models/stoppable/cancel", json={}).status_code == 202
     record = wait(api, "stoppable")
     assert record["status"] == "cancelled"
     done = record["progress"]["pass"]
     assert 1 <= done < 400
     listed = api.get("/v1/models/stoppable/checkpoints").json()["checkpoints"]
     assert 1 <= len(listed) <= 3 and listed[-1]["pass"] == done  # last two kept, plus the best
-    assert api.post("/v1/models/stoppable/cancel").status_code == 409  # nothing to cancel now
+    assert api.post("/v1/models/stoppable/cancel", json={}).status_code == 409  # nothing to cancel now
     bad = api.post("/v1/models/stoppable/resume", json={"passes": done})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "passes"
     resumed = api.post("/v1/models/stoppable/resume", json={"passes": done + 3})
@@ -60,7 +60,7 @@ def test_cancel_then_resume_with_more_passes(api, digits_set):
     record = wait(api, "stoppable")
     assert record["status"] == "completed" and record["progress"]["pass"] == done + 3
     assert [h["pass"] for h in record["history"]] == list(range(1, done + 4))
-    again = api.post("/v1/models/stoppable/resume")
+    again = api.post("/v1/models/stoppable/resume", json={})
     assert again.status_code == 409 and "more passes" in again.json()["error"]["message"]
 
 
@@ -149,5 +149,5 @@ def test_concurrent_fits_and_projections_while_they_run(api, digits_set, digits)
     metrics = api.get("/metrics").text
     assert 'kpca_models{status="running"} 2.0' in metrics
     for name in ("first", "second"):
-        api.post(f"/v1/models/{name}/cancel")
+        api.post(f"/v1/models/{name}/cancel", json={})
         assert wait(api, name)["status"] == "cancelled"

@@ -54,7 +54,7 @@ def test_cancel_stops_between_iterations(api):
     while ((record := api.get("/v1/models/slow").json()).get("progress") or {}).get("pass", 0) < 3:
         assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
         time.sleep(0.02)
-    assert api.post("/v1/models/slow/cancel").status_code == 202
+    assert api.post("/v1/models/slow/cancel", json={}).status_code == 202
     record = wait_for_fit(api, "slow")
     assert record["status"] == "cancelled", record
     done = record["progress"]["pass"]

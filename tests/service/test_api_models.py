@@ -37,7 +37,7 @@ def datasets(api):
     api.post("/v1/datasets", json={"name": "ready", "n_features": N_FEATURES}).raise_for_status()
     api.put("/v1/datasets/ready/chunks/0", json={"rows": rows[:25].tolist()}).raise_for_status()
     api.put("/v1/datasets/ready/chunks/1", json={"rows": rows[25:].tolist()}).raise_for_status()
-    api.post("/v1/datasets/ready/commit").raise_for_status()
+    api.post("/v1/datasets/ready/commit", json={}).raise_for_status()
     api.post("/v1/datasets", json={"name": "open", "n_features": N_FEATURES}).raise_for_status()
     api.put("/v1/datasets/open/chunks/0", json={"rows": rows.tolist()}).raise_for_status()
 
@@ -168,7 +168,7 @@ def test_other_bad_fields_are_422(api, changes, field):
 
 
 def test_missing_body_is_422(api):
-    response = api.post("/v1/models")
+    response = api.post("/v1/models", headers={"Content-Type": "application/json"})
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == "body"
 

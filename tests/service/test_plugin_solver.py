@@ -16,7 +16,7 @@ SERVER_SETTINGS = {"solver_plugins": ["tests.service.toy_solver"]}
 def digits_set(api, digits):
     api.post("/v1/datasets", json={"name": "digits", "n_features": 64, "dtype": "float64"})
     api.put("/v1/datasets/digits/chunks/0", json={"rows": digits[:300].tolist()})
-    assert api.post("/v1/datasets/digits/commit").json()["status"] == "ready"
+    assert api.post("/v1/datasets/digits/commit", json={}).json()["status"] == "ready"
     return digits[:300]
 
 

@@ -13,7 +13,8 @@ from service.settings import Settings, get_settings
 @pytest.fixture
 def clean_settings(monkeypatch):
     for key in ("HOST", "PORT", "DATA_DIR", "SCHEDULER", "N_WORKERS", "MAX_BODY_BYTES", "EXACT_LIMIT",
-                "REGISTER_PREFIXES"):
+                "REGISTER_PREFIXES", "API_KEYS", "API_KEYS_FILE", "ALLOW_UNAUTHENTICATED", "ALLOWED_HOSTS",
+                "CORS_ORIGINS"):
         monkeypatch.delenv(f"KPCA_{key}", raising=False)
     get_settings.cache_clear()
     yield monkeypatch
@@ -70,6 +71,7 @@ def test_blank_scheduler_means_embedded(clean_settings):
 
 def test_main_builds_the_app_and_runs_uvicorn(clean_settings, tmp_path):
     clean_settings.setenv("KPCA_PORT", "9002")
+    clean_settings.setenv("KPCA_API_KEYS", "main-test-key:write")  # listening on 0.0.0.0 needs keys
     calls = {}
 
     def fake_run(app, host, port):

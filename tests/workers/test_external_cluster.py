@@ -79,7 +79,7 @@ def test_service_fits_on_the_external_cluster(scheduler_address, tmp_path, digit
         api = httpx.Client(base_url=url, timeout=60)
         api.post("/v1/datasets", json={"name": "d", "n_features": 64, "dtype": "float64"})
         api.put("/v1/datasets/d/chunks/0", json={"rows": digits[:300].tolist()})
-        api.post("/v1/datasets/d/commit")
+        api.post("/v1/datasets/d/commit", json={})
         r = api.post("/v1/models", json={"name": "m", "dataset": "d", "n_components": 4,
                                          "kernel": {"type": "gaussian", "sigma": 3.0}, "params": {"passes": 3}})
         assert r.status_code == 202

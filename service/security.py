@@ -1,0 +1,299 @@
+"""Access control in front of every route: ``Host`` check, API keys and scopes, declared content types.
+
+One table, `ROUTE_RULES`, keyed by method and route path template, says for
+every route which scope it needs (``public``, ``read`` or ``write``; write
+implies read) and which request media types a state-changing route accepts.
+A route missing from the table fails ``tests/service/test_security.py``; at
+run time an undeclared non-GET route needs ``write`` (closed by default).
+
+`SecurityMiddleware` (pure ASGI, before any route reads the body):
+
+1. ``Host`` (without port) must be one of the allowed hosts (`allowed_hosts`),
+   else 400 ``bad_host`` on ``host``: a DNS-rebinding page reaches us under
+   its own name.
+2. With keys configured, ``Authorization: Bearer <key>``: missing or unknown
+   key 401 (``WWW-Authenticate: Bearer``), a key without the route's scope
+   403. The key is compared with every configured key in constant time
+   (`hmac.compare_digest`, no early exit). ``request.state.principal`` is the
+   key's id (`key_id`), ``None`` when no keys are configured.
+3. POST/PUT/PATCH with a media type the route does not declare: 415 on
+   ``content-type``, bodiless POSTs included (a cross-site form or
+   ``text/plain`` request cannot change state). DELETE needs none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from starlette.datastructures import Headers
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.errors import error_response
+
+PUBLIC, READ, WRITE = "public", "read", "write"
+KEY_SCOPES = (READ, WRITE)
+JSON = ("application/json",)
+PNG = ("image/png",)
+#: the chunk upload's declared types (`service.payloads`): .npy bytes, JSON rows, CSV
+CHUNK = ("application/octet-stream", "application/json", "text/csv")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+WILDCARD_BINDS = ("0.0.0.0", "::", "")
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a route needs: a scope and, for a state change with a body, its accepted media types."""
+
+    scope: str
+    media_types: tuple[str, ...] = ()
+
+
+_READ = Rule(READ)
+_WRITE_JSON = Rule(WRITE, JSON)
+
+#: (method, route path template) -> Rule, for every route of the app.
+ROUTE_RULES: dict[tuple[str, str], Rule] = {
+    ("GET", "/healthz"): Rule(PUBLIC),
+    ("GET", "/metrics"): _READ,
+    ("GET", "/openapi.json"): _READ,
+    ("GET", "/docs"): _READ,
+    ("GET", "/docs/oauth2-redirect"): _READ,
+    ("GET", "/redoc"): _READ,
+    ("GET", "/v1/solvers"): _READ,
+    ("GET", "/v1/kernels"): _READ,
+    # data sets
+    ("GET", "/v1/datasets"): _READ,
+    ("POST", "/v1/datasets"): _WRITE_JSON,
+    ("GET", "/v1/datasets/{name}"): _READ,
+    ("DELETE", "/v1/datasets/{name}"): Rule(WRITE),
+    ("PUT", "/v1/datasets/{name}/chunks/{index}"): Rule(WRITE, CHUNK),
+    ("POST", "/v1/datasets/{name}/commit"): _WRITE_JSON,
+    ("POST", "/v1/datasets/{name}/from-image"): Rule(WRITE, PNG),
+    ("GET", "/v1/datasets/{name}/verify"): _READ,
+    # models
+    ("GET", "/v1/models"): _READ,
+    ("POST", "/v1/models"): _WRITE_JSON,
+    ("GET", "/v1/models/{name}"): _READ,
+    ("DELETE", "/v1/models/{name}"): Rule(WRITE),
+    ("POST", "/v1/models/{name}/cancel"): _WRITE_JSON,
+    ("POST", "/v1/models/{name}/resume"): _WRITE_JSON,
+    ("GET", "/v1/models/{name}/checkpoints"): _READ,
+    ("GET", "/v1/models/{name}/events"): _READ,
+    ("POST", "/v1/models/{name}/project"): Rule(READ, JSON),
+    ("POST", "/v1/models/{name}/reconstruct"): Rule(READ, JSON),
+    ("POST", "/v1/models/{name}/denoise"): Rule(READ, JSON),
+    ("POST", "/v1/models/{name}/denoise-image"): Rule(READ, PNG),
+    ("POST", "/v1/models/{name}/transform"): _WRITE_JSON,
+    # clusterings
+    ("GET", "/v1/clusterings"): _READ,
+    ("POST", "/v1/clusterings"): _WRITE_JSON,
+    ("GET", "/v1/clusterings/{name}"): _READ,
+    ("DELETE", "/v1/clusterings/{name}"): Rule(WRITE),
+    ("POST", "/v1/clusterings/{name}/cancel"): _WRITE_JSON,
+    ("POST", "/v1/clusterings/{name}/resume"): _WRITE_JSON,
+    ("POST", "/v1/clusterings/{name}/predict"): Rule(READ, JSON),
+}
+
+
+def key_id(key: str) -> str:
+    """The id of an API key in logs and ``request.state.principal``: 8 hex digits of its SHA-256."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+
+
+def parse_key_entries(entries: Iterable[str]) -> list[tuple[str, str]]:
+    """``(key, scope)`` pairs from ``key:scope`` strings; a ValueError (never echoing a key) if one is
+    malformed: no colon, an empty key, a scope other than read or write, a key given twice."""
+    pairs: list[tuple[str, str]] = []
+    for position, entry in enumerate(entries, start=1):
+        key, sep, scope = entry.strip().rpartition(":")
+        key, scope = key.strip(), scope.strip().lower()
+        if not sep:
+            raise ValueError(f"api_keys entry {position} is not key:scope (scope read or write)")
+        if not key:
+            raise ValueError(f"api_keys entry {position} has an empty key")
+        if scope not in KEY_SCOPES:
+            raise ValueError(f"api_keys entry {position} (key id {key_id(key)}) has scope {scope!r}; "
+                             "use read or write")
+        if any(hmac.compare_digest(key.encode(), other.encode()) for other, _ in pairs):
+            raise ValueError(f"api_keys entry {position} (key id {key_id(key)}) repeats an earlier key")
+        pairs.append((key, scope))
+    return pairs
+
+
+def allowed_hosts(settings) -> list[str]:
+    """The ``Host`` names served: ``settings.allowed_hosts``, or by default the bound host and the
+    loopback names (lower case, without brackets)."""
+    hosts = settings.allowed_hosts or [settings.host, *LOOPBACK_HOSTS]
+    return sorted({host.strip().strip("[]").rstrip(".").lower() for host in hosts if host.strip()})
+
+
+def host_name(header: str) -> str:
+    """The host of a ``Host`` header without its port: ``[::1]:8000`` -> ``::1``, ``A.example.:80``
+    -> ``a.example``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    if header.count(":") == 1:
+        header = header.split(":", 1)[0]
+    return header.rstrip(".")
+
+
+def host_allowed(name: str, allowed: Iterable[str]) -> bool:
+    """Whether host ``name`` matches an allowed entry: equal, ``*``, or ``*.suffix`` for a subdomain."""
+    for pattern in allowed:
+        if pattern == "*" or pattern == name:
+            return True
+        if pattern.startswith("*.") and name.endswith(pattern[1:]):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class _CompiledRule:
+    method: str
+    template: str
+    pattern: re.Pattern
+    rule: Rule
+
+
+def _compile(rules: dict[tuple[str, str], Rule]) -> list[_CompiledRule]:
+    return [_CompiledRule(method, template, compile_path(template)[0], rule)
+            for (method, template), rule in rules.items()]
+
+
+def iter_app_routes(app) -> Iterator[tuple[str, str]]:
+    """``(method, path template)`` of every HTTP route the app serves (HEAD left out: it follows GET)."""
+    from fastapi.routing import _iter_routes_with_context  # FastAPI >= 0.16x: routers stay nested
+
+    for route, context in _iter_routes_with_context(app.routes):
+        path = context.path if context is not None else getattr(route, "path", None)
+        for method in sorted(getattr(route, "methods", None) or ()):
+            if path is not None and method != "HEAD":
+                yield method, path
+
+
+class SecurityMiddleware:
+    """Host check, API key and scope, and declared content types, in that order (see the module)."""
+
+    def __init__(self, app: ASGIApp, keys: list[tuple[str, str]], hosts: list[str],
+                 rules: dict[tuple[str, str], Rule] | None = None):
+        self.app = app
+        self.keys = [(key.encode("utf-8"), scope, key_id(key)) for key, scope in keys]
+        self.hosts = hosts
+        self.rules = _compile(rules if rules is not None else ROUTE_RULES)
+
+    def rule_for(self, method: str, path: str) -> Rule | None:
+        """The rule of the route ``method path`` matches (HEAD as GET); None if no route matches."""
+        method = "GET" if method == "HEAD" else method
+        for compiled in self.rules:
+            if compiled.method == method and compiled.pattern.match(path):
+                return compiled.rule
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method, path = scope["method"], scope["path"]
+        rule = self.rule_for(method, path)
+        if rule is None:  # no such route: the router answers 404/405, after the key check
+            rule = Rule(READ if method in ("GET", "HEAD", "OPTIONS") else WRITE)
+        headers = Headers(scope=scope)
+        refusal = (self._check_host(headers, rule) or self._check_key(scope, headers, rule)
+                   or self._check_media_type(method, headers, rule))
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _check_host(self, headers: Headers, rule: Rule):
+        if rule.scope == PUBLIC:
+            return None
+        header = headers.get("host")
+        if header is None:
+            return error_response(400, "bad_host", "the Host header is missing", "host")
+        name = host_name(header)
+        if host_allowed(name, self.hosts):
+            return None
+        return error_response(
+            400, "bad_host",
+            f"the Host header names {name[:100]!r}, which this service does not answer to; "
+            "the allowed hosts are set with KPCA_ALLOWED_HOSTS", "host")
+
+    def _check_key(self, scope: Scope, headers: Headers, rule: Rule):
+        state = scope.setdefault("state", {})
+        state["principal"] = None
+        if not self.keys or rule.scope == PUBLIC:
+            return None
+        challenge = {"WWW-Authenticate": "Bearer"}
+        scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return error_response(401, "unauthorized", "an API key is required: send the header "
+                                  "'Authorization: Bearer <key>'", "authorization", challenge)
+        presented = token.strip().encode("utf-8", "surrogateescape")
+        found = None
+        for key, key_scope, ident in self.keys:  # every key, no early exit: constant time
+            if hmac.compare_digest(presented, key):
+                found = (key_scope, ident)
+        if found is None:
+            return error_response(401, "unauthorized", "the API key is not valid", "authorization",
+                                  {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        key_scope, ident = found
+        state["principal"] = ident
+        if rule.scope == WRITE and key_scope != WRITE:
+            return error_response(403, "forbidden", f"{scope['method']} {scope['path']} needs an API key "
+                                  f"with write scope; this key (id {ident}) has {key_scope}", "authorization")
+        return None
+
+    def _check_media_type(self, method: str, headers: Headers, rule: Rule):
+        if method not in BODY_METHODS or not rule.media_types:
+            return None
+        media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media_type in rule.media_types:
+            return None
+        return error_response(
+            415, "unsupported_media_type",
+            f"Content-Type must be {' or '.join(rule.media_types)}, not {media_type[:100] or 'absent'}"
+            + (" (a request without a body sends Content-Type: application/json too)"
+               if rule.media_types == JSON else ""),
+            "content-type")
+
+
+def document_security(openapi: dict, keys_configured: bool) -> dict:
+    """Add to an OpenAPI document what `SecurityMiddleware` answers: 400 (Host), 401/403 and the bearer
+    scheme (with keys), 415 on routes that declare media types, and an optional JSON body on bodiless
+    JSON state changes (cancel, resume, commit) so clients know to send ``Content-Type``."""
+    error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    has_error_body = "ErrorBody" in openapi.get("components", {}).get("schemas", {})
+
+    def response(description: str) -> dict:
+        return {"description": description, **({"content": error_ref} if has_error_body else {})}
+
+    if keys_configured:
+        openapi.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
+            "type": "http", "scheme": "bearer", "description": "an API key (KPCA_API_KEYS)"}
+    for path, operations in openapi.get("paths", {}).items():
+        for method, operation in operations.items():
+            rule = ROUTE_RULES.get((method.upper(), path))
+            if rule is None or not isinstance(operation, dict):
+                continue
+            responses = operation.setdefault("responses", {})
+            if rule.scope != PUBLIC:
+                responses.setdefault("400", response("the Host header is not an allowed host"))
+                if keys_configured:
+                    operation["security"] = [{"bearer": []}]
+                    responses.setdefault("401", response("missing or invalid API key"))
+                    if rule.scope == WRITE:
+                        responses.setdefault("403", response("the API key lacks write scope"))
+            if rule.media_types and method.upper() in BODY_METHODS:
+                responses.setdefault("415", response(f"Content-Type is not {' or '.join(rule.media_types)}"))
+                if "requestBody" not in operation and rule.media_types == JSON:
+                    operation["requestBody"] = {"required": False, "content": {
+                        "application/json": {"schema": {"type": "object"}}}}
+    return openapi
