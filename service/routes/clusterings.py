@@ -37,14 +37,14 @@ from service.schemas.clusterings import (
     ClusteringsPublic,
     PredictResponse,
 )
-from service.schemas.common import NAME_PATTERN
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.serving import ProjectRequest
 from store.clusterings import ClusteringRecord
 
 router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"])
 
-ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, description="clustering name")]
+ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="clustering name")]
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})

@@ -20,14 +20,14 @@ from service.payloads import (
     rows_from_json,
     rows_from_npy,
 )
-from service.schemas.common import NAME_PATTERN
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic
 from service.schemas.errors import ErrorBody
 from service.sources import allowed_source
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
-DatasetName = Annotated[str, Path(pattern=NAME_PATTERN, description="data set name")]
+DatasetName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="data set name")]
 ChunkIndex = Annotated[int, Path(ge=0, le=1_000_000, description="position of the chunk, from 0")]
 
 _ERRORS = {

@@ -14,14 +14,14 @@ from fastapi import APIRouter, Body, Path, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.routes import jobs
-from service.schemas.common import NAME_PATTERN
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic
 from store.records import ModelRecord
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
-ModelName = Annotated[str, Path(pattern=NAME_PATTERN, description="model name")]
+ModelName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="model name")]
 
 ERRORS = {
     404: {"model": ErrorBody, "description": "unknown model or data set"},
