@@ -57,6 +57,7 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     row), each refusal a 4xx naming its field.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
+    jobs.check_kernel_on_data(datasets, dataset, body.kernel)
     labels = datasets.ready(body.labels_dataset, field="labels_dataset") if body.labels_dataset else None
     return jobs.start(backend, clusterings, ClusteringRecord.new(
         body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters, solver=body.solver,

@@ -39,6 +39,7 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     so that a fit the data cannot take is a 422 now, not a failed fit later.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
+    jobs.check_kernel_on_data(datasets, dataset, body.kernel)
     return jobs.start(backend, models, ModelRecord.new(
         body.name, dataset, kernel=body.kernel, n_components=body.n_components, solver=body.solver,
         params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)
