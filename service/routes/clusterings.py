@@ -25,6 +25,7 @@ from fastapi import APIRouter, Body, Path, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
+from service.kernel_checks import check_kernel_on_data
 from service.routes import jobs
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
@@ -57,7 +58,7 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     row), each refusal a 4xx naming its field.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
-    jobs.check_kernel_on_data(datasets, dataset, body.kernel)
+    check_kernel_on_data(datasets, dataset, body.kernel, body.params)
     labels = datasets.ready(body.labels_dataset, field="labels_dataset") if body.labels_dataset else None
     return jobs.start(backend, clusterings, ClusteringRecord.new(
         body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters, solver=body.solver,

@@ -12,8 +12,6 @@ import logging
 
 from fastapi import Response, status
 
-from kpca.kernel_scale import check_kernel_scale, sample_max_sq_norm
-from kpca.kernels import KernelSpec
 from service.errors import ApiError
 from store.records import ACTIVE, JobRecord
 
@@ -55,18 +53,6 @@ def check_workers(backend, params: dict) -> None:
         raise ApiError(422, "invalid", f"params.workers: {requested} workers asked, but the cluster has {there} "
                        f"that offer{'s' if available == 1 else ''} fits; give at most {available}, or \"all\" to "
                        "use every one", "params.workers")
-
-
-def check_kernel_on_data(datasets, dataset: dict, kernel: dict) -> None:
-    """A dot-product kernel whose values overflow or underflow on the data set's scale (its largest
-    squared row norm over a sample, `kpca.kernel_scale`) is a 422 naming the parameter, now rather than
-    a failed fit. Cost: reading up to 3 windows of rows when the kernel is polynomial or tanh."""
-    spec = KernelSpec.from_dict(kernel)
-    if spec.type not in ("polynomial", "tanh"):
-        return
-    n_rows = int(dataset["n_rows"])
-    rows = datasets.open_array(dataset["name"], dataset.get("version"))
-    check_kernel_scale(spec, sample_max_sq_norm(rows, n_rows), dataset["dtype"], n_rows)
 
 
 def start(backend, registry, record: JobRecord, response: Response) -> JobRecord:

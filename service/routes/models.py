@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
+from service.kernel_checks import check_kernel_on_data
 from service.routes import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
@@ -39,7 +40,7 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     so that a fit the data cannot take is a 422 now, not a failed fit later.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
-    jobs.check_kernel_on_data(datasets, dataset, body.kernel)
+    check_kernel_on_data(datasets, dataset, body.kernel, body.params)
     return jobs.start(backend, models, ModelRecord.new(
         body.name, dataset, kernel=body.kernel, n_components=body.n_components, solver=body.solver,
         params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)

@@ -150,6 +150,15 @@ def test_kernel_that_overflows_on_the_data_is_422_at_creation(api, scaled, kerne
     assert api.get("/v1/models/overflow").status_code == 404  # nothing accepted, no fit to fail later
 
 
+def test_the_limit_follows_the_kernel_precision(api, scaled):
+    """(gamma 16 + 1)^32 ~ 2e39: beyond float32 but well inside float64."""
+    body = model_on(scaled, "precision", {"type": "polynomial", "gamma": 1.0, "degree": 32})
+    refused = {**body, "params": {"passes": 1, "seed": 0, "kernel_precision": "float32"}}
+    assert "float32" in error_message(api.post("/v1/models", json=refused), 422, "invalid", "kernel.gamma")
+    assert api.post("/v1/models", json=body).status_code == 202
+    assert api.delete("/v1/models/precision").status_code == 204
+
+
 def test_a_polynomial_kernel_that_fits_the_scale_is_accepted_and_fits(api, scaled):
     body = model_on(scaled, "poly-ok", {"type": "polynomial", "gamma": 1.0 / 16, "degree": 8})
     assert api.post("/v1/models", json=body).status_code == 202
