@@ -3,10 +3,16 @@
 The server keeps chunks idempotent by index, so an interrupted upload is
 resumed by calling `upload_array` again: it asks which indices have arrived
 and sends only the missing ones.
+
+A name that already holds committed data is never silently reused: the same
+rows again (however they are cut into requests) are a no-op that returns the
+set's metadata; other rows are an `UploadError`, unless ``append=True`` asks
+for them to be added as the set's next version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import time
@@ -16,6 +22,8 @@ import numpy as np
 
 RETRY_STATUS = {429, 502, 503, 504}
 TARGET_CHUNK_BYTES = 8 * 2**20
+#: Most chunk lengths tried per version when looking for how a stored set was cut (`same_rows`).
+MAX_CHUNKINGS = 16
 
 
 class UploadError(RuntimeError):
@@ -54,6 +62,60 @@ def _ok(response: httpx.Response, *expected: int) -> dict:
     return response.json() if response.content else {}
 
 
+def _chunk_digest(rows, dtype: str) -> str:
+    """sha256 hex of a chunk's rows cast to the set's dtype, C order: the server's chunk digest."""
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(rows), dtype=np.dtype(dtype)).data).hexdigest()
+
+
+def _checksum(digests: list[str]) -> str:
+    """A version's checksum from its chunk digests (the server's documented scheme)."""
+    return "sha256:" + hashlib.sha256("".join(digests).encode("ascii")).hexdigest()
+
+
+def _chunkings(n_rows: int, n_chunks: int, preferred: list[int]) -> list[int]:
+    """Chunk lengths c that cut ``n_rows`` rows into ``n_chunks`` chunks (all c rows but the last), the
+    ``preferred`` ones first, then the shortest and longest, powers of two and round decimal numbers, at
+    most `MAX_CHUNKINGS`."""
+    if n_chunks <= 0 or n_rows < n_chunks:
+        return []
+    low = -(-n_rows // n_chunks)
+    high = n_rows if n_chunks == 1 else -(-n_rows // (n_chunks - 1)) - 1
+    fits = [c for c in dict.fromkeys(preferred) if low <= c <= high]
+    fits += [low, high]
+    span = range(low, min(high, low + 65536) + 1)
+    fits += [c for c in span if c & (c - 1) == 0]  # powers of two, then round decimal numbers
+    for step in (1000, 100, 50, 10):
+        fits += [c for c in span if c % step == 0]
+    return list(dict.fromkeys(fits))[:MAX_CHUNKINGS]
+
+
+def same_rows(meta: dict, array, preferred: list[int]) -> bool:
+    """Whether ``array`` holds exactly the rows of the latest committed version described by ``meta``
+    (public metadata), however they were cut into chunks.
+
+    Each version's checksum (sha256 over its chunk digests) is recomputed from the array for the chunk
+    lengths that give that version's chunk count (`_chunkings`, ``preferred`` first), version after
+    version. Cost: one read and hash of the array per chunk length tried (usually one); the
+    row count is compared first, for free.
+    """
+    if int(meta.get("n_rows") or 0) != int(array.shape[0]) or int(meta["n_features"]) != int(array.shape[1]):
+        return False
+    digests: list[str] = []
+    first_row = first_chunk = 0
+    for version in meta.get("versions") or []:
+        n_rows, n_chunks = int(version["n_rows"]) - first_row, int(version["n_chunks"]) - first_chunk
+        for length in _chunkings(n_rows, n_chunks, preferred):
+            part = [_chunk_digest(array[a:min(a + length, first_row + n_rows)], meta["dtype"])
+                    for a in range(first_row, first_row + n_rows, length)]
+            if _checksum(digests + part) == version["checksum"]:
+                digests += part
+                break
+        else:
+            return False
+        first_row, first_chunk = int(version["n_rows"]), int(version["n_chunks"])
+    return bool(digests) and _checksum(digests) == meta["checksum"]
+
+
 def upload_array(
     server: str | httpx.Client,
     name: str,
@@ -62,6 +124,7 @@ def upload_array(
     dtype: str = "float32",
     chunk_rows: int | None = None,
     commit: bool = True,
+    append: bool = False,
     retries: int = 5,
     backoff: float = 0.5,
     progress: bool = True,
@@ -76,6 +139,8 @@ def upload_array(
     dtype : storage dtype of a new data set
     chunk_rows : rows per request (default: the array's chunking, or ~8 MiB)
     commit : commit the set after the last chunk
+    append : on a set with committed rows, add ``array``'s rows as its next
+        version (an interrupted append resumes like an upload)
     retries, backoff : transport errors and 429/5xx answers are retried
         ``retries`` times, waiting ``backoff * 2**attempt`` seconds
     progress : show a tqdm progress bar
@@ -87,24 +152,47 @@ def upload_array(
     -------
     dict : the data set's metadata after the upload (and commit).
 
+    Raises
+    ------
+    UploadError
+        A refusal by the server; a set of another width; a set whose committed
+        rows differ from ``array``'s without ``append=True`` (nothing is sent).
+
+    Existing names: an open set (nothing committed) is resumed: only missing
+    chunk indices are sent. A set with committed rows and ``append=False``:
+    if ``array`` holds exactly those rows (compared by row count and checksum,
+    whatever ``chunk_rows`` cut them, see `same_rows`) nothing is sent and the
+    metadata (``status: ready``) is returned; otherwise `UploadError`.
+
     Cost: one request per missing chunk; each chunk is read from ``array``
-    once and sent as ``.npy`` bytes.
+    once and sent as ``.npy`` bytes. Re-uploading to a committed set reads
+    and hashes the array once (more if it was cut differently), sends nothing.
     """
     api_key = api_key if api_key is not None else os.environ.get("KPCA_API_KEY")
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = server if isinstance(server, httpx.Client) else httpx.Client(base_url=server, timeout=120, headers=auth)
     l, n = (int(s) for s in array.shape)
     rows = int(chunk_rows or default_chunk_rows(array))
+    first_index = 0
     created = _request(client, "POST", "/v1/datasets", retries, backoff,
                        json={"name": name, "n_features": n, "dtype": dtype})
     if created.status_code == 409:
         meta = _ok(_request(client, "GET", f"/v1/datasets/{name}", retries, backoff), 200)
         if meta["n_features"] != n:
             raise UploadError(f"data set {name!r} exists with {meta['n_features']} features; the array has {n}")
+        if int(meta.get("version") or 0) >= 1:
+            if not append:
+                if same_rows(meta, array, [rows, default_chunk_rows(array)]):
+                    return meta  # the same rows are already committed: nothing to send
+                raise UploadError(
+                    f"data set {name!r} already holds {meta['n_rows']} committed rows (version {meta['version']}, "
+                    f"{meta['checksum']}) that differ from this array's {l} rows; nothing was uploaded. Use "
+                    "append=True to add the array's rows as a new version, or upload under another name")
+            first_index = len(meta.get("chunks") or [])  # the next version's chunks follow the committed ones
     else:
         meta = _ok(created, 201)
-    have = set(meta.get("chunks") or []) | set(meta.get("staged") or [])
-    missing = [i for i in range(-(-l // rows)) if i not in have]
+    have = set(meta.get("staged") or []) | (set(meta.get("chunks") or []) if first_index == 0 else set())
+    missing = [i for i in range(-(-l // rows)) if first_index + i not in have]
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -116,7 +204,7 @@ def upload_array(
             chunk = np.asarray(array[i * rows : min((i + 1) * rows, l)])
             buf = io.BytesIO()
             np.save(buf, chunk, allow_pickle=False)
-            _ok(_request(client, "PUT", f"/v1/datasets/{name}/chunks/{i}", retries, backoff,
+            _ok(_request(client, "PUT", f"/v1/datasets/{name}/chunks/{first_index + i}", retries, backoff,
                          content=buf.getvalue(), headers={"Content-Type": "application/octet-stream"}), 200)
             if bar is not None:
                 bar.update(chunk.shape[0])

@@ -23,6 +23,7 @@ from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import catalogue, clusterings, datasets, events, health, models, serving
+from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
 from store.jobs import JobRegistry
@@ -113,4 +114,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(clusterings.router)
     app.include_router(events.router)
     app.include_router(catalogue.router)
+    install_openapi(app)  # 400/415 documented on every operation that reads a body
     return app

@@ -8,13 +8,17 @@
   request body is validated or later, against the data.
 * `RequestValidationError` — 422 (400 when the JSON itself is unparseable),
   ``field`` is the dotted location without its ``body``/``path``/``query`` root.
-* Starlette `HTTPException` (unknown route, wrong method) — its status code.
+* Starlette `HTTPException` (unknown route, wrong method) — its status code;
+  a 405 lists in ``Allow`` every method the path supports (Starlette names
+  only the first route it matched), a body that is not UTF-8 is a 400 on
+  ``body``.
 * anything else — 500 ``internal``, logged; client input should never get here.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -114,12 +118,41 @@ async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
     return error_response(exc.status_code, exc.code, exc.message, exc.field, exc.headers)
 
 
+_HTTP_METHODS = frozenset({"get", "put", "post", "delete", "patch", "head", "options", "trace"})
+
+#: FastAPI's detail when a body cannot be decoded (not UTF-8, unreadable form).
+_UNPARSEABLE_BODY = "There was an error parsing the body"
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the app's documented routes accept on the request's path, sorted.
+
+    Read from the OpenAPI document's paths (``/v1/datasets/{name}`` matches
+    any one path segment). Cost O(paths), the document is built once per app.
+    """
+    methods: set[str] = set()
+    path = request.url.path
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if re.fullmatch(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)), path):
+            methods |= {method.upper() for method in operations if method.lower() in _HTTP_METHODS}
+    return sorted(methods)
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if isinstance(exc, ApiError):
         return await _api_error(request, exc)
     code = STATUS_CODE_NAMES.get(exc.status_code, "error")
     message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    return error_response(exc.status_code, code, message, None, getattr(exc, "headers", None))
+    headers = dict(getattr(exc, "headers", None) or {})
+    field = None
+    if exc.status_code == 405:
+        methods = allowed_methods(request)
+        if methods:
+            headers["Allow"] = ", ".join(methods)
+            message = f"{request.method} is not allowed on {request.url.path}; allowed: {', '.join(methods)}"
+    elif exc.status_code == 400 and message == _UNPARSEABLE_BODY:
+        field, message = "body", "request body could not be decoded: JSON must be UTF-8 text"
+    return error_response(exc.status_code, code, message, field, headers or None)
 
 
 async def _store_error(request: Request, exc: StoreError) -> JSONResponse:

@@ -48,8 +48,8 @@ class Settings(BaseSettings):
         Local paths are compared after ``os.path.realpath`` (of the source
         and of the prefix), URLs (``s3://bucket/``) as written. Environment:
         ``KPCA_REGISTER_PREFIXES`` as a comma-separated list or a JSON list.
-        Default ``["/"]``: any absolute local path and no URL; an empty list
-        disables registration.
+        Default ``[]``: registration is disabled (403 ``forbidden``) until an
+        operator names the allowed locations.
     api_keys, api_keys_file, allow_unauthenticated, allowed_hosts,
     cors_origins : access control, see `service.security` and the README's
         "Security". ``KPCA_API_KEYS`` is a comma-separated list of
@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, ge=1)
     watchdog_s: float = Field(default=5.0, gt=0)
     # ``| str`` lets a comma-separated value through pydantic-settings' JSON decoding of lists
-    register_prefixes: list[str] | str = Field(default_factory=lambda: ["/"])
+    register_prefixes: list[str] | str = Field(default_factory=list)  # closed by default
     solver_plugins: list[str] | str = Field(default_factory=list)
     # security (service.security): keys as "key:scope" entries, merged from KPCA_API_KEYS_FILE
     api_keys: list[str] | str = Field(default_factory=list, repr=False)

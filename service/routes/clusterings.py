@@ -25,6 +25,7 @@ from fastapi import APIRouter, Body, Path, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
+from service.kernel_checks import check_kernel_on_data
 from service.routes import jobs
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
@@ -37,14 +38,14 @@ from service.schemas.clusterings import (
     ClusteringsPublic,
     PredictResponse,
 )
-from service.schemas.common import NAME_PATTERN
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.serving import ProjectRequest
 from store.clusterings import ClusteringRecord
 
 router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"])
 
-ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, description="clustering name")]
+ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="clustering name")]
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
@@ -57,6 +58,7 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     row), each refusal a 4xx naming its field.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
+    check_kernel_on_data(datasets, dataset, body.kernel, body.params)
     labels = datasets.ready(body.labels_dataset, field="labels_dataset") if body.labels_dataset else None
     return jobs.start(backend, clusterings, ClusteringRecord.new(
         body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters, solver=body.solver,

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import BackendDep, DatasetsDep, SettingsDep
+from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.images import PNG_MEDIA_TYPE, decode_png
 from service.errors import ApiError
+from service.routes import jobs
 from service.payloads import (
     CSV_MEDIA_TYPE,
     JSON_MEDIA_TYPE,
@@ -20,14 +21,14 @@ from service.payloads import (
     rows_from_json,
     rows_from_npy,
 )
-from service.schemas.common import NAME_PATTERN
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic
 from service.schemas.errors import ErrorBody
 from service.sources import allowed_source
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
-DatasetName = Annotated[str, Path(pattern=NAME_PATTERN, description="data set name")]
+DatasetName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="data set name")]
 ChunkIndex = Annotated[int, Path(ge=0, le=1_000_000, description="position of the chunk, from 0")]
 
 _ERRORS = {
@@ -88,9 +89,13 @@ def get_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=_ERRORS)
-def delete_dataset(name: DatasetName, datasets: DatasetsDep) -> Response:
-    datasets.delete(name)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+def delete_dataset(
+    name: DatasetName, datasets: DatasetsDep, models: ModelsDep, clusterings: ClusteringsDep,
+    cascade: Annotated[bool, Query(description="also delete the models and clusterings that use it")] = False,
+) -> Response:
+    """Delete a data set; a 409 naming the models and clusterings that use it, unless ``cascade=true``,
+    which deletes them first (their running fits are asked to stop)."""
+    return jobs.delete_dataset(datasets, name, (models, clusterings), cascade)
 
 
 @router.put(

@@ -90,3 +90,44 @@ def resume(backend, registry, name: str, response: Response, passes: int | None,
     registry.update(name, **changes)
     submit(backend, registry, name, response)
     return registry.get(name)
+
+
+#: Most jobs a 409 on deleting a data set names.
+DEPENDENTS_SHOWN = 10
+
+
+def dependents(dataset: str, registries) -> list[tuple[object, JobRecord]]:
+    """The jobs (models, clusterings) that still need data set ``dataset``: ``[(registry, record)]``.
+
+    A job needs it if it is fit on it, except a completed model that serves
+    from its checkpoint alone (`ModelRecord.serves_without_dataset`); a
+    clustering still fitting needs its ``labels_dataset`` too. Cost: one
+    registry listing per kind."""
+    found = []
+    for registry in registries:
+        for record in registry.list():
+            if record.dataset == dataset:
+                if record.status == "completed" and getattr(record, "serves_without_dataset", False):
+                    continue
+                found.append((registry, record))
+            elif getattr(record, "labels_dataset", None) == dataset and record.status in ACTIVE:
+                found.append((registry, record))
+    return found
+
+
+def delete_dataset(datasets, name: str, registries, cascade: bool) -> Response:
+    """Delete data set ``name``: a 409 on ``name`` naming (up to `DEPENDENTS_SHOWN` of) the models and
+    clusterings that use it, unless ``cascade``, which first deletes them (asking running fits to stop);
+    204."""
+    datasets.get(name)  # 404 first
+    using = dependents(name, registries)
+    if using and not cascade:
+        names = [f"{record.kind} {record.name!r}" for _registry, record in using]
+        shown = ", ".join(names[:DEPENDENTS_SHOWN]) + (f" and {len(names) - DEPENDENTS_SHOWN} more"
+                                                       if len(names) > DEPENDENTS_SHOWN else "")
+        raise ApiError(409, "conflict", f"data set {name!r} is used by {shown}; delete them first, or delete "
+                       f"with ?cascade=true to delete them too", "name")
+    for registry, record in using:
+        delete(registry, record.name)
+    datasets.delete(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -13,15 +13,16 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
+from service.kernel_checks import check_kernel_on_data
 from service.routes import jobs
-from service.schemas.common import NAME_PATTERN
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic
 from store.records import ModelRecord
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
-ModelName = Annotated[str, Path(pattern=NAME_PATTERN, description="model name")]
+ModelName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="model name")]
 
 ERRORS = {
     404: {"model": ErrorBody, "description": "unknown model or data set"},
@@ -39,6 +40,7 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     so that a fit the data cannot take is a 422 now, not a failed fit later.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
+    check_kernel_on_data(datasets, dataset, body.kernel, body.params)
     return jobs.start(backend, models, ModelRecord.new(
         body.name, dataset, kernel=body.kernel, n_components=body.n_components, solver=body.solver,
         params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)

@@ -158,15 +158,24 @@ async def denoise_image(
     return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)
 
 
+def _dataset_exists(datasets, name: str) -> bool:
+    try:
+        datasets.get(name)
+    except NotFound:
+        return False
+    return True
+
+
 @router.post("/{name}/transform", status_code=status.HTTP_201_CREATED, responses=ERRORS)
 async def transform_dataset(name: ModelName, body: TransformRequest, models: ModelsDep, datasets: DatasetsDep,
                             backend: BackendDep, response: Response) -> DatasetPublic:
     """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
     model, trained_on = await served_job(name, models, datasets)
-    source = await run_in_threadpool(datasets.get, body.dataset)
-    if source.get("status") != "ready":
-        raise ApiError(409, "conflict", f"data set {body.dataset!r} is not committed; commit it first", "dataset")
+    source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
+    if await run_in_threadpool(_dataset_exists, datasets, body.output):
+        raise ApiError(409, "conflict", f"data set {body.output!r} already exists; choose another output name "
+                       "or delete it first", "output")
     if int(source["n_features"]) != int(trained_on["n_features"]):
         raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
                        f"{name!r} expects {trained_on['n_features']}", "dataset")

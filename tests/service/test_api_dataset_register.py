@@ -93,14 +93,17 @@ def test_source_outside_the_prefixes_is_403(api, tmp_path, allowed, rng):
     assert "KPCA_REGISTER_PREFIXES" in message and "register_prefixes" in message
     # a symbolic link inside the allowed folder that leads outside it is judged by its target
     os.symlink(outside, allowed / "link.zarr")
-    assert_error(register(api, "outside", str(allowed / "link.zarr")), 403, "forbidden", "source")
-    # '..' cannot climb out, a sibling sharing the prefix's spelling is not below it
-    escaping = str(allowed / ".." / ".." / tmp_path.name / "outside.zarr")
-    assert_error(register(api, "outside", escaping), 403, "forbidden", "source")
-    sibling = str(allowed.parent) + "-sibling/x.zarr"
-    assert_error(register(api, "outside", sibling), 403, "forbidden", "source")
-    for url in ("s3://bucket/x.zarr", "memory://other/x.zarr", "memory://allowed-not/x.zarr"):
-        assert_error(register(api, "outside", url), 403, "forbidden", "source")
+    os.symlink("/proc/self/cwd", allowed / "proc.zarr")
+    escaping = str(allowed / ".." / ".." / tmp_path.name / "outside.zarr")  # '..' cannot climb out
+    sibling = str(allowed.parent) + "-sibling/x.zarr"  # sharing the prefix's spelling is not below it
+    refused = [outside, str(tmp_path / "missing.zarr"), str(allowed / "link.zarr"), str(allowed / "proc.zarr"),
+               "/proc/self/root/etc", "/proc/self/cwd", escaping, sibling,
+               "s3://bucket/x.zarr", "memory://other/x.zarr", "memory://allowed-not/x.zarr"]
+    for location in refused:
+        # one answer for all: whether the path exists, what it resolves to, where a link leads: none of it
+        assert error_message(register(api, "outside", location), 403, "forbidden", "source") == message, location
+    for revealing in (str(tmp_path), "outside.zarr", "/proc", os.getcwd(), "exist"):
+        assert revealing not in message
     assert_error(register(api, "outside", "memory://allowed/../other/x.zarr"), 422, "invalid", "source")
     assert api.get("/v1/datasets/outside").status_code == 404
 

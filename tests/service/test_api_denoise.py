@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.api_checks import wait_for_fit
+from tests.api_checks import assert_error, wait_for_fit
 
 N = 400
 
@@ -143,6 +143,6 @@ def test_transform_a_whole_data_set_in_chunked_tasks(api, digits_model, digits, 
     stored = np.asarray(DatasetStore(data_dir).open_array("digits-z")[:])
     np.testing.assert_allclose(stored, direct, rtol=1e-5, atol=1e-5 * np.abs(direct).max())
     clash = api.post(f"/v1/models/{digits_model}/transform", json={"dataset": "digits", "output": "digits-z"})
-    assert clash.status_code == 409
+    assert_error(clash, 409, "conflict", "output")  # the output exists: not the model's ``name``
     wrong = api.post(f"/v1/models/{digits_model}/transform", json={"dataset": "nope", "output": "x"})
-    assert wrong.status_code == 404
+    assert_error(wrong, 404, "not_found", "dataset")

@@ -44,7 +44,7 @@ def test_environment_with_kpca_prefix(clean_settings):
 @pytest.mark.parametrize(
     "value, expected",
     [
-        (None, ["/"]),
+        (None, []),  # registration disabled unless configured
         ("/data/arrays", ["/data/arrays"]),
         ("/data/a, /data/b ,s3://bucket/", ["/data/a", "/data/b", "s3://bucket/"]),
         ('["/data/a", "gs://b/"]', ["/data/a", "gs://b/"]),
