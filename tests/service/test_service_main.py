@@ -72,7 +72,7 @@ def test_main_builds_the_app_and_runs_uvicorn(clean_settings, tmp_path):
     clean_settings.setenv("KPCA_PORT", "9002")
     calls = {}
 
-    def fake_run(app, host, port):
+    def fake_run(app, host, port, **options):
         calls.update(app=app, host=host, port=port)
 
     clean_settings.setattr(entry.uvicorn, "run", fake_run)
