@@ -31,13 +31,12 @@ def _unreadable(reason: str) -> ApiError:
 def png_header(body: bytes) -> tuple[int, int, int, int]:
     """``(width, height, bit_depth, channels)`` from a PNG's signature and IHDR chunk, nothing decoded.
 
-    Not a PNG (no signature) is a 415 on ``body``; a short or inconsistent
+    Not a PNG (no signature), a short or inconsistent
     header (bad CRC, zero size, a bit depth the colour type does not allow,
     unknown compression, filter or interlace method) a 400 on ``body``.
     """
     if not body.startswith(PNG_SIGNATURE):
-        raise ApiError(415, "unsupported_media_type", "expected a PNG image (the body does not start with the "
-                       "PNG signature)", "body")
+        raise _unreadable("the body does not start with the PNG signature")
     ihdr = body[8:33]
     if len(ihdr) < 25 or ihdr[4:8] != b"IHDR" or struct.unpack(">I", ihdr[:4])[0] != 13:
         raise _unreadable("no IHDR header chunk after the signature")
