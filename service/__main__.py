@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _log_access_policy(settings)
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port)
+    uvicorn.run(app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s)
 
 
 def _log_access_policy(settings: Settings) -> None:

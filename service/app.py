@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import security
 from service.errors import install_error_handlers
-from service.limits import BodyLimitMiddleware
+from service.limits import BodyLimitMiddleware, DataUsage
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import catalogue, clusterings, datasets, events, health, models, serving
 from service.schemas.openapi import install_openapi
@@ -56,7 +56,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await watchdog
         app.state.backend = None
-        await run_in_threadpool(backend.close)
+        await run_in_threadpool(backend.close, settings.shutdown_timeout_s)
 
 
 async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], interval_s: float) -> None:
@@ -98,12 +98,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
+    app.state.data_usage = DataUsage(Path(settings.data_dir).resolve(), settings.max_data_bytes)
     app.state.metrics.watch_models(lambda: app.state.models.list())
     import_modules(settings.solver_plugins)  # plugin solvers are in the schemas from the start
 
     install_error_handlers(app)
     # added last = outermost: metrics see every response, including 413s
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
+                       max_serving_body_bytes=settings.max_serving_body_bytes)
     _install_security(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 

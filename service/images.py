@@ -1,8 +1,15 @@
-"""PNG bodies in and out of the image routes (Pillow); no image processing here."""
+"""PNG bodies in and out of the image routes (Pillow); no image processing here.
+
+A PNG's size is read from its header (`png_header`) and checked against the
+pixel limit before Pillow decodes anything, so a small file that declares a
+huge image costs nothing.
+"""
 
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -10,22 +17,62 @@ from PIL import Image, UnidentifiedImageError
 from service.errors import ApiError
 
 PNG_MEDIA_TYPE = "image/png"
-MAX_PIXELS = 4096 * 4096
+MAX_PIXELS = 2048 * 2048  # default of Settings.max_image_pixels
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# colour type -> (channels, allowed bit depths), PNG specification §11.2.2
+PNG_COLOUR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)),
+                    6: (4, (8, 16))}
 
 
-def decode_png(body: bytes) -> np.ndarray:
+def _unreadable(reason: str) -> ApiError:
+    return ApiError(400, "bad_request", f"request body is not a readable PNG image: {reason}", "body")
+
+
+def png_header(body: bytes) -> tuple[int, int, int, int]:
+    """``(width, height, bit_depth, channels)`` from a PNG's signature and IHDR chunk, nothing decoded.
+
+    Not a PNG (no signature), a short or inconsistent
+    header (bad CRC, zero size, a bit depth the colour type does not allow,
+    unknown compression, filter or interlace method) a 400 on ``body``.
+    """
+    if not body.startswith(PNG_SIGNATURE):
+        raise _unreadable("the body does not start with the PNG signature")
+    ihdr = body[8:33]
+    if len(ihdr) < 25 or ihdr[4:8] != b"IHDR" or struct.unpack(">I", ihdr[:4])[0] != 13:
+        raise _unreadable("no IHDR header chunk after the signature")
+    width, height, depth, colour, compression, filtering, interlace = struct.unpack(">IIBBBBB", ihdr[8:21])
+    if struct.unpack(">I", ihdr[21:25])[0] != zlib.crc32(ihdr[4:21]):
+        raise _unreadable("the IHDR header chunk's CRC does not match")
+    if not (0 < width < 2**31 and 0 < height < 2**31):
+        raise _unreadable(f"the header declares a {width}x{height} image")
+    if colour not in PNG_COLOUR_TYPES or depth not in PNG_COLOUR_TYPES[colour][1]:
+        raise _unreadable(f"colour type {colour} with bit depth {depth} is not a valid combination")
+    if compression != 0 or filtering != 0 or interlace not in (0, 1):
+        raise _unreadable("unknown compression, filter or interlace method in the header")
+    return width, height, depth, PNG_COLOUR_TYPES[colour][0]
+
+
+def check_pixels(height: int, width: int, limit: int, field: str = "body", what: str = "image") -> None:
+    """413 on ``field`` if a ``height`` x ``width`` image has more than ``limit`` pixels."""
+    if width * height > limit:
+        raise ApiError(413, "too_large", f"{what} of {width}x{height} = {width * height} pixels is over the limit "
+                       f"of {limit} pixels (KPCA_MAX_IMAGE_PIXELS)", field)
+
+
+def decode_png(body: bytes, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     """uint8/uint16 array of shape (H, W) (grey) or (H, W, 3) (colour) from PNG bytes.
 
-    Palette and grey+alpha images become grey, RGBA becomes RGB (alpha is
-    dropped). Unreadable bytes are a 400 on ``body``; images over MAX_PIXELS a 413.
+    The header is checked first (`png_header`; ``max_pixels`` a 413 on
+    ``body``), then the image decoded: palette and grey+alpha images become
+    grey, RGBA becomes RGB (alpha is dropped). Truncated or unreadable pixel
+    data is a 400 on ``body``.
     """
+    width, height, _, _ = png_header(body)
+    check_pixels(height, width, max_pixels)
     try:
         with Image.open(io.BytesIO(body)) as img:
-            if img.format != "PNG":
-                raise ApiError(415, "unsupported_media_type", f"expected a PNG image, got {img.format}", "body")
-            if img.width * img.height > MAX_PIXELS:
-                raise ApiError(413, "too_large", f"image of {img.width}x{img.height} pixels is over the limit "
-                               f"of {MAX_PIXELS} pixels", "body")
+            if img.format != "PNG" or img.size != (width, height):
+                raise _unreadable("Pillow does not read it as the PNG its header declares")
             if img.mode in ("I;16", "I;16B", "I;16L", "I"):
                 array = np.asarray(img, dtype=np.uint16 if img.mode.startswith("I;16") else np.int32)
                 if array.dtype == np.int32:
@@ -36,8 +83,10 @@ def decode_png(body: bytes) -> np.ndarray:
                 array = np.asarray(img.convert("RGB"))
     except ApiError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise ApiError(400, "bad_request", f"request body is not a readable PNG image: {exc}", "body") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise _unreadable(str(exc)) from None
+    if array.shape[:2] != (height, width):
+        raise _unreadable(f"decoded {array.shape[1]}x{array.shape[0]} pixels, the header declares {width}x{height}")
     return np.ascontiguousarray(array)
 
 

@@ -1,4 +1,8 @@
-"""Request body size limit, enforced before any route sees the body.
+"""Limits on what one request (or one API key) may cost: body size, rows, patches, fits, disk.
+
+The body size limit is enforced before any route sees the body
+(``max_body_bytes``; the smaller ``max_serving_body_bytes`` on the serving
+routes, whose JSON rows cost far more memory parsed than sent).
 
 Two checks, so that neither a lying nor an absent ``Content-Length`` gets
 past: a declared length over the limit is refused before the route runs (the
@@ -15,10 +19,19 @@ reset could reach the client before the 413 does.)
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import threading
+import time
+from typing import Annotated
+
+from fastapi import Depends, Request
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.errors import ApiError, error_response
+from store.records import ACTIVE
 
 
 class BodyTooLarge(ApiError):
@@ -32,11 +45,13 @@ class BodyTooLarge(ApiError):
 
 
 class BodyLimitMiddleware:
-    """Refuse request bodies over ``max_body_bytes`` with 413."""
+    """Refuse request bodies over ``max_body_bytes`` (over ``max_serving_body_bytes`` on the serving
+    routes, `SERVING_PATH`) with 413."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int):
+    def __init__(self, app: ASGIApp, max_body_bytes: int, max_serving_body_bytes: int | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_serving_body_bytes = max_serving_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -44,6 +59,8 @@ class BodyLimitMiddleware:
             return
 
         limit = self.max_body_bytes
+        if self.max_serving_body_bytes is not None and SERVING_PATH.match(scope.get("path", "")):
+            limit = min(limit, self.max_serving_body_bytes)
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
             error = BodyTooLarge(limit)
@@ -63,3 +80,139 @@ class BodyLimitMiddleware:
             return message
 
         await self.app(scope, counting_receive, send)
+
+
+# --- per-request and per-principal limits (Settings.max_*) -------------------------------------------
+
+SERVING_PATH = re.compile(r"^/v1/(models|clusterings)/[^/]+/(project|reconstruct|denoise|denoise-image|predict)/?$")
+
+
+def check_rows(n_rows: int, limit: int, field: str = "rows") -> None:
+    """413 on ``field`` if a request carries more than ``limit`` rows (``max_rows_per_request``)."""
+    if n_rows > limit:
+        raise ApiError(413, "too_large", f"{field}: {n_rows} rows is over the limit of {limit} rows per request "
+                       "(KPCA_MAX_ROWS_PER_REQUEST); send them in several requests", field)
+
+
+def patch_count(height: int, width: int, patch: int, stride: int) -> int:
+    """Patches `kpca.images.extract_patches` cuts from a ``height`` x ``width`` image (the grid of step
+    ``stride`` plus the last position on each axis), computed without cutting them. O(1)."""
+    per_axis = [-(-(side - patch) // stride) + 1 for side in (height, width)]
+    return per_axis[0] * per_axis[1]
+
+
+def check_patches(height: int, width: int, patch: int, stride: int, limit: int, setting: str,
+                  field: str = "stride") -> int:
+    """The patch count of an image request, or a 422 on ``field`` (``stride``, ``patch``) naming the
+    count and the limit (``setting``: the environment variable) when it is over ``limit``."""
+    count = patch_count(height, width, patch, stride)
+    if count > limit:
+        raise ApiError(422, "invalid", f"a {height}x{width} image cut into {patch}x{patch} patches with stride "
+                       f"{stride} gives {count} patches, over the limit of {limit} ({setting}); use a larger "
+                       "stride or a smaller image", field)
+    return count
+
+
+def principal(request: Request) -> str | None:
+    """Who sent the request: the API key's id set by the security middleware, None without keys (one
+    anonymous principal)."""
+    return getattr(request.state, "principal", None)
+
+
+def fit_owner(request: Request) -> str | None:
+    """Route dependency of the job-creating routes: the request's principal, after checking that it has
+    fewer than ``max_fits_per_key`` queued or running jobs (models and clusterings together); 429 with
+    ``Retry-After`` otherwise. Cost: one listing of each registry."""
+    owner = principal(request)
+    limit = request.app.state.settings.max_fits_per_key
+    active = 0
+    for attribute in ("models", "clusterings"):
+        registry = getattr(request.app.state, attribute, None)
+        if registry is not None:
+            active += sum(1 for r in registry.list() if r.status in ACTIVE and getattr(r, "owner", None) == owner)
+    if active >= limit:
+        raise FitsBusy(active, limit)
+    return owner
+
+
+FitOwner = Annotated[str | None, Depends(fit_owner)]
+
+
+class FitsBusy(ApiError):
+    """429: the principal already has ``limit`` fits queued or running."""
+
+    RETRY_AFTER_S = 30
+
+    def __init__(self, active: int, limit: int):
+        super().__init__(429, "too_many_fits", f"{active} fits (models and clusterings) of this API key are queued "
+                         f"or running, the limit is {limit} (KPCA_MAX_FITS_PER_KEY); wait for one to finish, or "
+                         "cancel one, and retry", "name")
+        self.headers = {"Retry-After": str(self.RETRY_AFTER_S)}
+
+
+class DataUsage:
+    """Bytes under the data folder against ``max_data_bytes`` (None: unlimited).
+
+    The folder is walked at most every ``ttl_s`` seconds; writes accepted in
+    between are added to the cached figure (`add`), so a burst of uploads
+    cannot overshoot by more than one ``ttl_s`` of other writers (workers).
+    """
+
+    def __init__(self, data_dir, limit: int | None, ttl_s: float = 5.0):
+        self.data_dir = str(data_dir)
+        self.limit = limit
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._bytes = 0
+        self._walked_at = -math.inf
+
+    def used(self) -> int:
+        """Bytes in the data folder (cached up to ``ttl_s``)."""
+        with self._lock:
+            if time.monotonic() - self._walked_at > self.ttl_s:
+                self._bytes = folder_bytes(self.data_dir)
+                self._walked_at = time.monotonic()
+            return self._bytes
+
+    def add(self, n_bytes: int) -> None:
+        """Count ``n_bytes`` just written until the next walk."""
+        with self._lock:
+            self._bytes += max(0, int(n_bytes))
+
+    def check(self, n_bytes: int, field: str = "body") -> None:
+        """413 ``storage_full`` on ``field`` if writing ``n_bytes`` more would exceed the limit."""
+        if self.limit is None:
+            return
+        used = self.used()
+        if used + n_bytes > self.limit:
+            raise ApiError(413, "storage_full", f"the data folder holds {used} bytes; {n_bytes} more would exceed "
+                           f"the limit of {self.limit} bytes (KPCA_MAX_DATA_BYTES); delete data sets or models "
+                           "you no longer need", field)
+
+
+def folder_bytes(path: str) -> int:
+    """Total size of the regular files below ``path`` (symbolic links not followed). O(files)."""
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:  # removed meanwhile
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def data_usage(request: Request) -> DataUsage:
+    """The app's `DataUsage` (created with the app)."""
+    return request.app.state.data_usage
+
+
+DataUsageDep = Annotated[DataUsage, Depends(data_usage)]

@@ -62,6 +62,34 @@ class Settings(BaseSettings):
         default the bound host, ``localhost``, ``127.0.0.1`` and ``::1``; ``*``
         allows any. ``cors_origins`` (``KPCA_CORS_ORIGINS``): origins allowed
         cross-origin requests; empty (the default) turns CORS off.
+
+    Limits (each refusal names the limit and its variable):
+
+    max_image_pixels : decoded pixels (width x height) of a PNG, read from its
+        header before decoding, and of an upscaled image; more is a 413 on
+        ``body`` (``upscale``). Default 4,194,304 (2048 x 2048).
+    max_patches : patches one image request (``/denoise-image``) is cut into,
+        computed from the image size, patch and stride before any work; more
+        is a 422 on ``stride``. Default 65,536.
+    max_image_dataset_rows : rows (patches) of a data set made by
+        ``/from-image``; more is a 422 on ``stride``. Default 100,000.
+    max_rows_per_request : rows in one ``/project``, ``/reconstruct``,
+        ``/denoise`` request or chunk upload; more is a 413 on ``rows``.
+        Default 100,000.
+    max_serving_body_bytes : body limit of the serving routes (project,
+        reconstruct, denoise, denoise-image, predict), below
+        ``max_body_bytes``: JSON rows parsed cost ~20x their size in memory.
+        Default 16 MiB.
+    max_fits_per_key : queued or running fits (models and clusterings) per
+        API key (all requests are one principal without keys); a new one is a
+        429 with ``Retry-After``. Default 4.
+    max_data_bytes : total bytes of the data folder; a chunk upload, data set
+        creation or ``/from-image`` that would exceed it is a 413
+        ``storage_full``. Default None (unlimited).
+    shutdown_timeout_s : seconds ``python -m service`` waits for running
+        requests on SIGTERM/SIGINT before cancelling them (uvicorn
+        ``timeout_graceful_shutdown``); the dask cluster is then closed
+        without waiting for running tasks. Default 5.
     """
 
     model_config = SettingsConfigDict(env_prefix="KPCA_", extra="ignore")
@@ -84,6 +112,15 @@ class Settings(BaseSettings):
     allow_unauthenticated: bool = False
     allowed_hosts: list[str] | str = Field(default_factory=list)
     cors_origins: list[str] | str = Field(default_factory=list)
+    # limits (service.limits); documented above
+    max_image_pixels: int = Field(default=2048 * 2048, ge=1)
+    max_patches: int = Field(default=65_536, ge=1)
+    max_image_dataset_rows: int = Field(default=100_000, ge=1)
+    max_rows_per_request: int = Field(default=100_000, ge=1)
+    max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
+    max_fits_per_key: int = Field(default=4, ge=1)
+    max_data_bytes: int | None = Field(default=None, ge=1)
+    shutdown_timeout_s: float = Field(default=5.0, gt=0)
 
     @field_validator("scheduler", mode="before")
     @classmethod
@@ -96,6 +133,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_workers_is_automatic(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("max_data_bytes", mode="before")
+    @classmethod
+    def _blank_data_bytes_is_unlimited(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none"):
             return None
         return value
 

@@ -142,6 +142,7 @@ class JobRecord(_Document):
     best_checkpoint: BestCheckpoint | None = None
     created_at: str | None = None
     updated_at: str | None = None
+    owner: str | None = Field(default=None, description="id of the API key that created the job (None: no keys)")
 
     def document(self) -> dict:
         """The document stored on disk (aliases such as ``pass``), as plain Python values: writing it

@@ -132,13 +132,21 @@ class Backend:
             log.info("dask dashboard (this machine only): %s", self.cluster.dashboard_link)
         return self
 
-    def close(self) -> None:
-        """Close the client and, if embedded, the cluster."""
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Close the client and, if embedded, the cluster, each within about ``timeout_s`` seconds
+        whatever runs on it: running tasks are not waited for (a fit resumes from its last checkpoint
+        at the next start); a close that times out is logged and the processes left to exit with this one."""
         if self.client is not None:
-            self.client.close()
+            try:
+                self.client.close(timeout=timeout_s)
+            except Exception:
+                log.warning("dask client did not close within %.0f s", timeout_s, exc_info=True)
             self.client = None
         if self.cluster is not None:
-            self.cluster.close()
+            try:
+                self.cluster.close(timeout=timeout_s)
+            except Exception:
+                log.warning("dask cluster did not close within %.0f s", timeout_s, exc_info=True)
             self.cluster = None
 
     def __enter__(self) -> "Backend":

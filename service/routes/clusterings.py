@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
+from service.limits import FitOwner
 from service.routes import jobs
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
@@ -50,7 +51,8 @@ ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_L
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
 def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings: ClusteringsDep,
-                      backend: BackendDep, settings: SettingsDep, response: Response) -> ClusteringRecord:
+                      backend: BackendDep, settings: SettingsDep, response: Response,
+                      owner: FitOwner) -> ClusteringRecord:
     """Register a clustering and start it; poll ``Location`` for progress, then labels.
 
     Checked here against the data set (``n_clusters`` in 2 .. n_rows - 1, an affinity kernel, the
@@ -62,7 +64,7 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     labels = datasets.ready(body.labels_dataset, field="labels_dataset") if body.labels_dataset else None
     return jobs.start(backend, clusterings, ClusteringRecord.new(
         body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters, solver=body.solver,
-        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)
+        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response, owner)
 
 
 @router.get("")

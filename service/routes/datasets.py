@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.images import PNG_MEDIA_TYPE, decode_png
+from service.limits import DataUsageDep, check_patches, check_rows, data_usage
 from service.errors import ApiError
 from service.routes import jobs
 from service.payloads import (
@@ -44,7 +45,7 @@ _ERRORS = {
     responses={**_ERRORS, 403: {"model": ErrorBody, "description": "source outside register_prefixes"}},
 )
 def create_dataset(
-    body: DatasetCreate, datasets: DatasetsDep, settings: SettingsDep, response: Response
+    body: DatasetCreate, datasets: DatasetsDep, settings: SettingsDep, response: Response, usage: DataUsageDep
 ) -> DatasetPublic:
     """Create an empty data set, or register an existing zarr array as a ready one.
 
@@ -56,6 +57,7 @@ def create_dataset(
       otherwise); a relative path or an array zarr cannot open is a 422 on
       ``source``.
     """
+    usage.check(4096, "name")  # room for its metadata at least (max_data_bytes)
     if body.source is not None:
         if body.n_features is not None:
             raise ApiError(
@@ -150,13 +152,16 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
             "content-type",
         )
     body = await read_body(request)
+    data_usage(request).check(len(body))
     if kind == NPY_MEDIA_TYPE:
         rows = await run_in_threadpool(rows_from_npy, body)
     elif kind == CSV_MEDIA_TYPE:
         rows = await run_in_threadpool(rows_from_csv, body, dataset["n_features"])
     else:
         rows = await run_in_threadpool(rows_from_json, body, dataset["n_features"])
+    check_rows(rows.shape[0], request.app.state.settings.max_rows_per_request)
     record = await run_in_threadpool(datasets.put_chunk, name, index, rows)
+    data_usage(request).add(rows.nbytes)
     return DatasetPublic.model_validate(record)
 
 
@@ -184,19 +189,29 @@ async def dataset_from_image(
     datasets: DatasetsDep,
     backend: BackendDep,
     response: Response,
+    settings: SettingsDep,
     patch: Annotated[int, Query(ge=2, le=64, description="patch side in pixels")] = 11,
     stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
 ) -> DatasetPublic:
     """Create a ready data set of the ``patch`` x ``patch`` patches of a PNG image (pixels scaled to
     [0, 1], channels last), taken on a grid of step ``stride`` (seed 000 §5.2: 11 x 11 on a 2-pixel grid).
     Then ``POST /v1/models`` on it and ``POST /v1/models/{model}/denoise-image`` denoise an image with
-    a model of its own patches."""
+    a model of its own patches.
+
+    Bounded before any work: the PNG's pixels (from its header) at most ``max_image_pixels`` (413 on
+    ``body``), its patches (the rows) at most ``max_image_dataset_rows`` (422 on ``stride``), their bytes
+    within ``max_data_bytes`` (413 ``storage_full``)."""
     if media_type(request) != PNG_MEDIA_TYPE:
         raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
-    image = decode_png(await read_body(request))
+    image = decode_png(await read_body(request), settings.max_image_pixels)
     if patch > min(image.shape[0], image.shape[1]):
         raise ApiError(422, "invalid", f"patch {patch} is larger than the {image.shape[0]}x{image.shape[1]} "
                        "image", "patch")
+    rows = check_patches(image.shape[0], image.shape[1], patch, stride, settings.max_image_dataset_rows,
+                         "KPCA_MAX_IMAGE_DATASET_ROWS")
+    n_bytes = rows * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4  # float32 rows
+    data_usage(request).check(n_bytes)
     meta = await run_in_threadpool(backend.patch_dataset, name, image, patch, stride)
+    data_usage(request).add(n_bytes)
     response.headers["Location"] = f"{router.prefix}/{name}"
     return DatasetPublic.model_validate(meta)

@@ -55,10 +55,12 @@ def check_workers(backend, params: dict) -> None:
                        "use every one", "params.workers")
 
 
-def start(backend, registry, record: JobRecord, response: Response) -> JobRecord:
+def start(backend, registry, record: JobRecord, response: Response, owner: str | None = None) -> JobRecord:
     """Check ``params.workers`` against the cluster (`check_workers`), store a new job's ``queued``
-    record (409 on a name clash) and submit it: the stored record."""
+    record (409 on a name clash; ``owner``: the principal that asked, `service.limits.fit_owner`) and
+    submit it: the stored record."""
     check_workers(backend, record.params)
+    record.owner = owner
     stored = registry.create(record)
     submit(backend, registry, record.name, response)
     return stored

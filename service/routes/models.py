@@ -14,6 +14,7 @@ from fastapi import APIRouter, Body, Path, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
+from service.limits import FitOwner
 from service.routes import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
@@ -31,9 +32,10 @@ ERRORS = {
 }
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
+@router.post("", status_code=status.HTTP_202_ACCEPTED,
+             responses={**ERRORS, 429: {"model": ErrorBody, "description": "too many fits"}, 503: {"model": ErrorBody}})
 def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, backend: BackendDep,
-                 settings: SettingsDep, response: Response) -> ModelPublic:
+                 settings: SettingsDep, response: Response, owner: FitOwner) -> ModelPublic:
     """Register a model and start fitting it; poll ``Location`` for progress.
 
     The solver's parameters are checked against the data set (its rows) here,
@@ -43,7 +45,7 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     check_kernel_on_data(datasets, dataset, body.kernel, body.params)
     return jobs.start(backend, models, ModelRecord.new(
         body.name, dataset, kernel=body.kernel, n_components=body.n_components, solver=body.solver,
-        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response)
+        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response, owner)
 
 
 @router.get("")

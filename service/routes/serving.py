@@ -14,9 +14,10 @@ import numpy as np
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import BackendDep, DatasetsDep, ModelsDep
+from service.deps import BackendDep, DatasetsDep, ModelsDep, SettingsDep
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE, decode_png, encode_png
+from service.images import PNG_MEDIA_TYPE, check_pixels, decode_png, encode_png
+from service.limits import check_patches, check_rows
 from service.payloads import media_type, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
@@ -80,15 +81,18 @@ async def serve(registry, name: str, job: JobRecord, call, *args):
 
 @router.post("/{name}/project", responses=ERRORS)
 async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep) -> ProjectResponse:
-    """Kernel principal components of ``rows``: one row of ``n_components`` values per input row."""
+                  backend: BackendDep, settings: SettingsDep) -> ProjectResponse:
+    """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
+    (at most ``max_rows_per_request`` rows: 413 on ``rows``)."""
+    check_rows(len(body.rows), settings.max_rows_per_request)
     model, dataset = await served_job(name, models, datasets)
     rows = checked_rows(body.rows, int(dataset["n_features"]))
     components = await serve(models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
 
 
-async def _reconstruct(name, body, models, datasets, backend) -> ReconstructResponse:
+async def _reconstruct(name, body, models, datasets, backend, settings) -> ReconstructResponse:
+    check_rows(len(body.rows), settings.max_rows_per_request)
     model, dataset = await served_job(name, models, datasets)
     rows = checked_rows(body.rows, int(dataset["n_features"]))
     options = body.options.model_dump(exclude_none=True)
@@ -103,17 +107,17 @@ async def _reconstruct(name, body, models, datasets, backend) -> ReconstructResp
 
 @router.post("/{name}/reconstruct", responses=ERRORS)
 async def reconstruct(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
-                      backend: BackendDep) -> ReconstructResponse:
+                      backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
     """Rows -> their projection onto the components -> back to input space (a pre-image per row)."""
-    return await _reconstruct(name, body, models, datasets, backend)
+    return await _reconstruct(name, body, models, datasets, backend, settings)
 
 
 @router.post("/{name}/denoise", responses=ERRORS)
 async def denoise(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep) -> ReconstructResponse:
+                  backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
     ``/reconstruct``; the name says what it is for)."""
-    return await _reconstruct(name, body, models, datasets, backend)
+    return await _reconstruct(name, body, models, datasets, backend, settings)
 
 
 @router.post(
@@ -127,16 +131,21 @@ async def denoise_image(
     models: ModelsDep,
     datasets: DatasetsDep,
     backend: BackendDep,
+    settings: SettingsDep,
     stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
     method: Annotated[PreimageMethod, Query()] = "auto",
     upscale: Annotated[int, Query(ge=1, le=8, description="pixel-replication factor (hyperresolution)")] = 1,
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
     averaged (seed 000 §5.2); with ``upscale`` > 1 the image is first enlarged by pixel replication
-    (hyperresolution, seed 002 §4.2). Grey and colour PNGs keep their mode and bit depth."""
+    (hyperresolution, seed 002 §4.2). Grey and colour PNGs keep their mode and bit depth.
+
+    Bounded before any work: the PNG's pixels (read from its header) and the upscaled image's are at most
+    ``max_image_pixels`` (413 on ``body`` / ``upscale``), its patches at most ``max_patches`` (422 on
+    ``stride``)."""
     if media_type(request) != PNG_MEDIA_TYPE:
         raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
-    image = decode_png(await read_body(request))
+    image = decode_png(await read_body(request), settings.max_image_pixels)
     model, dataset = await served_job(name, models, datasets)
     channels = 1 if image.ndim == 2 else image.shape[2]
     n_features = int(dataset["n_features"])
@@ -147,12 +156,14 @@ async def denoise_image(
                        f"square {kind} patches ({channels} channel(s)); send an image whose patches match "
                        "its training patches", "image")
     height, width = image.shape[0] * upscale, image.shape[1] * upscale
+    check_pixels(height, width, settings.max_image_pixels, "upscale", f"the image upscaled {upscale} times")
     if patch > min(height, width):
         raise ApiError(422, "invalid", f"the model's {patch}x{patch} patches do not fit in a {height}x{width} "
                        "image", "image")
     if stride > patch:
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
+    check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
     cleaned = await serve(models, name, model, backend.denoise_image, name, image, patch, stride, method, None,
                            upscale)
     return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)

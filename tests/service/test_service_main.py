@@ -74,7 +74,7 @@ def test_main_builds_the_app_and_runs_uvicorn(clean_settings, tmp_path):
     clean_settings.setenv("KPCA_API_KEYS", "main-test-key:write")  # listening on 0.0.0.0 needs keys
     calls = {}
 
-    def fake_run(app, host, port):
+    def fake_run(app, host, port, **options):
         calls.update(app=app, host=host, port=port)
 
     clean_settings.setattr(entry.uvicorn, "run", fake_run)
