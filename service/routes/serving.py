@@ -28,7 +28,7 @@ from service.schemas.serving import (
     ReconstructResponse,
     TransformRequest,
 )
-from store.errors import NotFound
+from store.errors import Corrupt, NotFound
 from store.records import JobRecord
 
 router = APIRouter(prefix="/v1/models", tags=["serving"])
@@ -165,7 +165,9 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
     model, trained_on = await served_job(name, models, datasets)
     source = await run_in_threadpool(datasets.get, body.dataset)
-    if source.get("status") != "ready":
+    if source.get("corrupt_chunks"):
+        raise Corrupt(body.dataset, source["version"], source["corrupt_chunks"], "found damaged, not yet repaired")
+    if not source.get("version"):
         raise ApiError(409, "conflict", f"data set {body.dataset!r} is not committed; commit it first", "dataset")
     if int(source["n_features"]) != int(trained_on["n_features"]):
         raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
