@@ -50,7 +50,20 @@ async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
             return job, {"name": job.dataset, "n_features": job.n_features}
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
+    refuse_corrupt_rows(job, dataset)
     return job, dataset
+
+
+def refuse_corrupt_rows(job: JobRecord, dataset: dict) -> None:
+    """`Corrupt` (409) if the job serves from its training rows and chunks of its version are marked
+    corrupt (answers would come from damaged rows, or from rows cached before the damage)."""
+    if getattr(job, "serves_without_dataset", False) or not dataset.get("corrupt_chunks"):
+        return
+    version = getattr(job, "dataset_version", None) or dataset.get("version")
+    sizes = {v["version"]: v["n_chunks"] for v in dataset.get("versions") or ()}
+    marked = [i for i in dataset["corrupt_chunks"] if i < sizes.get(version, float("inf"))]
+    if marked:
+        raise Corrupt(job.dataset, version, marked, "found damaged and not yet repaired")
 
 
 def checked_rows(rows: list, n_features: int) -> np.ndarray:
