@@ -2,7 +2,8 @@
 
 * `ApiError` — raised by routes for mistakes they detect themselves.
 * store errors (`store.errors.StoreError`) — mapped by their ``code``:
-  ``not_found`` 404, ``conflict`` 409, ``invalid`` 422.
+  ``not_found`` 404, ``conflict`` 409, ``invalid`` 422, ``corrupt`` 409 (stored
+  rows fail their digest: the message says which chunks to upload again).
 * `kpca.params.ParamError` — a declared parameter refused (kernel, solver,
   pre-image option): 422 on its dotted ``field``, whether raised while a
   request body is validated or later, against the data.
@@ -34,7 +35,7 @@ from store.errors import NotFound, StoreError
 log = logging.getLogger(__name__)
 
 #: HTTP status of each store error code.
-STORE_STATUS = {"not_found": 404, "conflict": 409, "invalid": 422}
+STORE_STATUS = {"not_found": 404, "conflict": 409, "invalid": 422, "corrupt": 409}
 
 #: Error code reported for a bare HTTP status (routing errors and the like).
 STATUS_CODE_NAMES = {

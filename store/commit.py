@@ -26,8 +26,9 @@ from store.dataset_meta import (
     version_record,
 )
 from store.errors import Invalid
-from store.npy import read_npy
-from store.staging import check_staged, staged_paths, staged_rows
+from store.npy import DAMAGED, npy_damage
+from store.repair import repair_staged
+from store.staging import check_staged, damaged_message, read_staged, staged_paths, staged_rows
 from store.timestamps import utc_now
 from store.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
 
@@ -63,6 +64,7 @@ def commit_staged(folder: Path, meta: dict) -> dict:
     """
     staging = folder / "staging"
     committed = committed_chunks(meta)
+    _repair(folder, meta, {i: path for i, path in staged_paths(folder).items() if i < committed})
     staged = {i: path for i, path in staged_paths(folder).items() if i >= committed}
     if not staged:
         if meta["status"] == "ready":
@@ -72,6 +74,9 @@ def commit_staged(folder: Path, meta: dict) -> dict:
     _refuse_gaps(meta, committed, staged)
     indices = sorted(staged)
     rows_per_chunk = staged_rows(folder) or {}
+    damaged = [i for i in indices if rows_per_chunk.get(i, DAMAGED) == DAMAGED]
+    if damaged:
+        raise Invalid("chunks", damaged_message(damaged[0], npy_damage(staged[damaged[0]]) or "unreadable"))
     new_rows = int(sum(rows_per_chunk[i] for i in indices))
     n_features, dtype = meta["n_features"], meta["dtype"]
     chunk_rows = meta.get("zarr_chunk_rows") or zarr_chunk_rows(
@@ -81,10 +86,10 @@ def commit_staged(folder: Path, meta: dict) -> dict:
     segments_dir = folder / "segments"
     segments_dir.mkdir(exist_ok=True)
     final = segments_dir / f"{segment:04d}.zarr"
-    digests, counts = _write_segment(final, staged, new_rows, meta, chunk_rows)
+    digests, counts, stored = _write_segment(final, staged, new_rows, meta, chunk_rows)
     fsync_dir(segments_dir)
     doc_name = f"segments/{segment:04d}.json"
-    atomic_write_json(folder / doc_name, digest_doc(segment, committed, digests, counts))
+    atomic_write_json(folder / doc_name, digest_doc(segment, committed, digests, counts, stored))
     checksum = version_checksum(recorded_digests(folder, meta) + digests)
     version = int(meta.get("version", 0)) + 1
     first_row = int(meta["n_rows"]) if meta["status"] == "ready" else 0
@@ -104,6 +109,16 @@ def commit_staged(folder: Path, meta: dict) -> dict:
     return public_meta(meta, {})
 
 
+def _repair(folder: Path, meta: dict, uploads: dict[int, Path]) -> None:
+    """Repair damaged committed chunks uploaded again (`store.repair.repair_staged`); record it."""
+    marked = set(meta.get("corrupt") or ())
+    wanted = {i: read_staged(path, i) for i, path in uploads.items() if i in marked}
+    if wanted and repair_staged(folder, meta, wanted):
+        atomic_write_json(folder / "meta.json", meta)
+        for index in wanted:
+            uploads[index].unlink(missing_ok=True)
+
+
 def _refuse_gaps(meta: dict, committed: int, staged: dict[int, Path]) -> None:
     """Refuse staged chunks that are not exactly ``committed..max(staged)``."""
     missing = sorted(set(range(committed, max(staged) + 1)) - set(staged))
@@ -118,8 +133,9 @@ def _refuse_gaps(meta: dict, committed: int, staged: dict[int, Path]) -> None:
 
 
 def _write_segment(final: Path, staged: dict[int, Path], n_rows: int, meta: dict,
-                   chunk_rows: int) -> tuple[list[str], list[int]]:
-    """Write the ``staged`` chunks in index order as the zarr array ``final``; their digests and rows."""
+                   chunk_rows: int) -> tuple[list[str], list[int], list[str]]:
+    """Write the ``staged`` chunks in index order as the zarr array ``final``; their digests and rows,
+    and the digests of the zarr chunks written."""
     n_features, dtype = meta["n_features"], meta["dtype"]
     _remove_leftover_arrays(final.parent, final)
     tmp = temp_path(final)
@@ -127,18 +143,19 @@ def _write_segment(final: Path, staged: dict[int, Path], n_rows: int, meta: dict
     try:
         writer = AlignedRowWriter(create_row_array(tmp, n_rows, n_features, dtype, chunk_rows))
         for index in sorted(staged):
-            block = read_npy(staged[index])
+            block = read_staged(staged[index], index)
             check_staged(block, index, n_features, dtype)
             digests.append(chunk_digest(block))
             counts.append(int(block.shape[0]))
             writer.append(block)
         writer.close()
         fsync_tree(tmp)
+        stored = writer.digests
         os.rename(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return digests, counts
+    return digests, counts, stored
 
 
 def _remove_leftover_arrays(folder: Path, final: Path) -> None:

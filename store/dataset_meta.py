@@ -13,7 +13,10 @@ none); ``n_rows, checksum, committed_at`` of the latest version;
 array) and ``digests`` names the segment's document ``{schema_version,
 segment, first_chunk, chunk_sha256: [...], chunk_rows: [...]}``;
 ``versions``: ``[{"version", "segments", "n_rows", "n_chunks", "checksum",
-"committed_at"}]``.
+"committed_at"}]``; ``corrupt`` (optional): committed chunk indices found
+damaged on read or by a verification, until repaired (`store.repair`). The
+public ``status`` is ``"corrupt"`` while that list, or the list of damaged
+staged files (``damaged_staged``), is not empty; ``meta.json`` keeps its own.
 
 The layout of a data set folder and the meaning of versions: see `store.datasets`.
 """
@@ -74,10 +77,16 @@ def version_record(version: int, segments: list[int], n_rows: int, n_chunks: int
             "checksum": checksum, "committed_at": committed_at}
 
 
-def digest_doc(segment: int, first_chunk: int, digests: list[str], counts: list[int]) -> dict:
-    """A segment's digest document: sha256 and row count of each of its chunks. Cost O(chunks)."""
-    return {"schema_version": SCHEMA_VERSION, "segment": segment, "first_chunk": first_chunk,
-            "chunk_sha256": digests, "chunk_rows": counts}
+def digest_doc(segment: int, first_chunk: int, digests: list[str], counts: list[int],
+               stored: list[str] | None = None) -> dict:
+    """A segment's digest document: sha256 and row count of each of its (upload) chunks, and, for a
+    segment the store wrote, the sha256 of each stored zarr chunk (``zarr_chunk_sha256``, verified
+    on read by `store.integrity`). Cost O(chunks)."""
+    doc = {"schema_version": SCHEMA_VERSION, "segment": segment, "first_chunk": first_chunk,
+           "chunk_sha256": digests, "chunk_rows": counts}
+    if stored is not None:
+        doc["zarr_chunk_sha256"] = stored
+    return doc
 
 
 def committed_chunks(meta: dict) -> int:
@@ -129,7 +138,21 @@ def public_meta(meta: dict, staged_rows: dict[int, int]) -> dict:
         public["chunks"] = list(range(committed))
     else:
         public["chunks"] = sorted(staged)
-        public["n_rows"] = int(sum(staged.values()))
+        public["n_rows"] = int(sum(rows for rows in staged.values() if rows > 0))
+    public["corrupt_chunks"] = sorted(int(i) for i in meta.get("corrupt") or ())
+    public["damaged_staged"] = sorted(index for index, rows in staged.items() if rows < 0)
+    if public["corrupt_chunks"] or public["damaged_staged"]:
+        public["status"] = "corrupt"
+    return public
+
+
+def damaged_entry(name: str, error: Exception) -> dict:
+    """What the list of data sets shows for a set whose documents cannot be read: status
+    ``"corrupt"`` and the reason in ``error``. Cost O(1)."""
+    public = {key: None for key in _PUBLIC_KEYS}
+    public.update(name=name, status="corrupt", n_features=0, dtype="unknown", n_rows=0, chunks=[], version=0,
+                  versions=[], staged=[], corrupt_chunks=[], damaged_staged=[],
+                  error=f"its metadata cannot be read ({type(error).__name__}); delete the data set")
     return public
 
 

@@ -48,15 +48,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import zarr
 
 from store.atomic import remove_tree
 from store.commit import commit_staged
-from store.dataset_meta import DTYPES, MAX_FEATURES, find_version, new_meta, public_meta
-from store.errors import Conflict, Invalid, NotFound
+from store.dataset_meta import DTYPES, MAX_FEATURES, damaged_entry, find_version, new_meta, public_meta
+from store.errors import Conflict, Corrupt, Invalid, NotFound
 from store.folders import ResourceFolders
 from store.names import validate_name
-from store.register import open_external, register_array
+from store.register import register_array
+from store.repair import open_segment, refuse_marked, verify_version
 from store.segments import SegmentedRows
 from store.staging import stage_chunk, staged_rows
 
@@ -235,7 +235,9 @@ class DatasetStore:
             meta = self.get(validate_name(name, field=field))
         except NotFound:
             raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
-        if meta["status"] != "ready":
+        if meta["corrupt_chunks"]:
+            raise Corrupt(name, meta["version"], meta["corrupt_chunks"], "found damaged and not yet repaired")
+        if meta["status"] != "ready" and not (meta["status"] == "corrupt" and meta["version"]):
             raise Conflict(f"data set {name!r} is {meta['status']!r}, not 'ready': upload all its chunks and commit "
                            f"it first (POST /v1/datasets/{name}/commit)", field=field)
         return meta
@@ -248,6 +250,8 @@ class DatasetStore:
                 listed.append(self.get(entry_name))
             except (NotFound, Invalid):
                 continue
+            except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged document: flag, don't fail
+                listed.append(damaged_entry(entry_name, exc))
         return listed
 
     def delete(self, name: str) -> None:
@@ -370,12 +374,15 @@ class DatasetStore:
 
         Returns
         -------
-        zarr.Array or SegmentedRows
+        zarr.Array, VerifiedRows or SegmentedRows
             ``.shape`` (n_rows, n_features), ``.dtype`` (the set's dtype),
             ``.chunks`` ``(zarr_chunk_rows, n_features)``; ``rows[a:b]``,
             ``rows[a:b, :]`` and ``rows[i]`` return numpy arrays, also across
             segment boundaries. A version made of one uploaded segment is
-            that zarr array itself; otherwise a `store.segments.SegmentedRows`
+            that zarr array wrapped in `store.integrity.VerifiedRows`, which
+            checks each stored zarr chunk's sha256 the first time it is read
+            (an unwrapped zarr array for segments committed before those
+            digests were kept); otherwise a `store.segments.SegmentedRows`
             over the segments. Assignment raises `ValueError` (read-only).
 
         Raises
@@ -384,6 +391,10 @@ class DatasetStore:
             No such data set; field ``"version"``: no such version.
         Invalid
             Field ``"version"``: not an integer.
+        Corrupt
+            Chunks of the version are marked corrupt, or a read meets a
+            stored chunk that fails its digest or cannot be decoded (the set
+            is then marked; see `store.repair`).
         Conflict
             Field ``"dataset"``: the set has no committed version. Field
             ``"source"``: a registered array can no longer be opened or
@@ -401,20 +412,23 @@ class DatasetStore:
                 field="dataset",
             )
         record = find_version(meta, name, version)
-        folder = self._folders.path(name)
+        refuse_marked(meta, record)
         segments = [s for s in meta["segments"] if s["segment"] in set(record["segments"])]
-        arrays = [_open_segment(folder, meta, s) for s in segments]
+        arrays = [open_segment(self._folders, meta, s, record["version"]) for s in segments]
         if len(arrays) == 1 and not segments[0]["external"]:
             return arrays[0]
         return SegmentedRows(arrays, meta["dtype"], meta["zarr_chunk_rows"], [s["n_rows"] for s in segments])
 
+    def verify(self, name: str, version: int | None = None) -> dict:
+        """Re-hash every chunk of a committed version and mark (or unmark) the damaged ones as corrupt.
+
+        Returns ``{"ok", "version", "chunks_checked", "corrupt_chunks"}``
+        (see `store.repair.verify_version`). Raises `NotFound` (no such set
+        or version) or `Conflict` (no committed version). Cost O(version
+        bytes) read and hashed; memory one upload chunk.
+        """
+        return verify_version(self._folders, validate_name(name), version)
+
     # ---------------------------------------------------------------- helpers
     def _read_meta(self, name: str) -> dict:
         return self._folders.read(name, "meta.json")
-
-
-def _open_segment(folder: Path, meta: dict, segment: dict):
-    """A committed segment as a read-only zarr array (a registered one checked, see `open_external`)."""
-    if segment["external"]:
-        return open_external(meta, segment)
-    return zarr.open_array(str(folder / segment["location"]), mode="r")

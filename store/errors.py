@@ -62,3 +62,30 @@ class Invalid(StoreError):
 
     def __init__(self, field: str, message: str):
         super().__init__(message, field=field)
+
+
+class Corrupt(Conflict):
+    """Stored rows fail their digest (or cannot be decoded): ``Corrupt("d", 2, [3])``.
+
+    The message names the data set, the version read and the (upload) chunk
+    indices whose rows are damaged, and says how to repair: upload those
+    chunks again with their original rows and commit, or delete the set.
+    Pickles (it crosses dask task boundaries).
+    """
+
+    code = "corrupt"
+
+    def __init__(self, dataset: str, version: int | None, chunks, reason: str = "digest mismatch"):
+        self.dataset, self.version, self.reason = dataset, version, reason
+        self.chunks = sorted({int(c) for c in chunks})
+        shown = ", ".join(str(c) for c in self.chunks[:20]) + (", ..." if len(self.chunks) > 20 else "")
+        of_version = f" of version {version}" if version else ""
+        super().__init__(
+            f"data set {dataset!r}: stored chunk(s) [{shown}]{of_version} are corrupt ({reason}); repair by "
+            f"uploading chunk(s) [{shown}] again with their original rows (PUT /v1/datasets/{dataset}/chunks/"
+            f"{{index}}) and committing (POST /v1/datasets/{dataset}/commit), or delete the data set",
+            field="dataset",
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.dataset, self.version, self.chunks, self.reason))

@@ -35,13 +35,40 @@ def npy_shape(path: str | os.PathLike) -> tuple[int, ...]:
     return tuple(shape)
 
 
+DAMAGED = -1
+"""`npy_rows` of a file whose header cannot be read or whose size disagrees with it."""
+
+
+def npy_damage(path: str | os.PathLike, size: int | None = None) -> str | None:
+    """Why a ``.npy`` file is damaged (unreadable header, not 2-D, or a size other than the header's
+    plus its data), or None if it looks whole. Cost: one header read."""
+    try:
+        with open(path, "rb") as handle:
+            version = npy_format.read_magic(handle)
+            read_header = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+            shape, _fortran, dtype = read_header(handle)
+            offset = handle.tell()
+        expected = offset + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        actual = os.stat(path).st_size if size is None else size
+    except (OSError, ValueError, TypeError, SyntaxError) as exc:
+        return f"unreadable header ({type(exc).__name__})"
+    if len(shape) != 2:
+        return f"holds a {len(shape)}-D array"
+    if actual != expected:
+        return f"{actual} bytes where its header announces {expected} (truncated or extended)"
+    return None
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _cached_rows(path: str, inode: int, size: int, mtime_ns: int) -> int:
+    if npy_damage(path, size) is not None:
+        return DAMAGED
     return npy_shape(path)[0]
 
 
 def npy_rows(entry: os.DirEntry) -> int:
-    """Rows (first dimension) of the array in a staged ``.npy`` file.
+    """Rows (first dimension) of the array in a staged ``.npy`` file; `DAMAGED` (-1) if it is damaged
+    (see `npy_damage`).
 
     Staged files are written once, so the answer is cached per (path, inode,
     size, mtime). Cost: one ``stat``; plus a header read the first time.

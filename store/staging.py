@@ -17,7 +17,7 @@ from store.atomic import write_via_temp
 from store.checksums import chunk_digest
 from store.dataset_meta import committed_chunks, committed_digest, first_version_with
 from store.errors import Conflict, Invalid
-from store.npy import npy_rows, read_npy, write_npy
+from store.npy import npy_damage, npy_rows, read_npy, write_npy
 from store.rows import prepare_rows
 
 _STAGED = re.compile(r"(\d{6,7})\.npy")
@@ -66,8 +66,13 @@ def stage_chunk(folder: Path, name: str, meta: dict, index: int, rows: np.ndarra
         )
     converted = prepare_rows(rows, meta["n_features"], meta["dtype"])
     committed = committed_chunks(meta)
+    staging = folder / "staging"
+    target = staging / f"{index:06d}.npy"
     if index < committed:
         if chunk_digest(converted) == committed_digest(folder, meta, index):
+            if index in set(meta.get("corrupt") or ()):  # the original rows of a damaged chunk: kept for repair
+                staging.mkdir(exist_ok=True)
+                write_via_temp(target, lambda handle: write_npy(handle, converted))
             return True
         first = first_version_with(meta, index)
         raise Conflict(
@@ -75,9 +80,10 @@ def stage_chunk(folder: Path, name: str, meta: dict, index: int, rows: np.ndarra
             f"change; append new rows with chunk index >= {committed}",
             field="index",
         )
-    staging = folder / "staging"
     staging.mkdir(exist_ok=True)
-    target = staging / f"{index:06d}.npy"
+    if target.exists() and npy_damage(target) is not None:  # a damaged staged file: this upload replaces it
+        write_via_temp(target, lambda handle: write_npy(handle, converted))
+        return True
     if not target.exists():
         try:
             write_via_temp(target, lambda handle: write_npy(handle, converted), exclusive=True)
@@ -108,7 +114,8 @@ def staged_paths(folder: Path) -> dict[int, Path]:
 
 
 def staged_rows(folder: Path) -> dict[int, int] | None:
-    """Index -> rows of each staged chunk, or None if there is no staging folder.
+    """Index -> rows of each staged chunk (`store.npy.DAMAGED`, -1, for a damaged file), or None if
+    there is no staging folder.
 
     Raises `FileNotFoundError` if a chunk vanishes while listed (a commit
     removed staging). Cost: a folder listing and one ``stat`` per chunk (row
@@ -124,6 +131,24 @@ def staged_rows(folder: Path) -> dict[int, int] | None:
             for entry in entries
             if (match := _STAGED.fullmatch(entry.name))
         }
+
+
+def read_staged(path: Path, index: int) -> np.ndarray:
+    """The rows of staged chunk ``index`` at ``path``; `Invalid` (field ``"chunks"``) naming the index
+    if the file is damaged (see `store.npy.npy_damage`). Cost O(chunk bytes)."""
+    why = npy_damage(path)
+    if why is None:
+        try:
+            return read_npy(path)
+        except (OSError, ValueError, EOFError) as exc:
+            why = f"unreadable ({type(exc).__name__})"
+    raise Invalid("chunks", damaged_message(index, why))
+
+
+def damaged_message(index: int, why: str = "unreadable or truncated") -> str:
+    """What to do about damaged staged chunk ``index``. Cost O(1)."""
+    return (f"staged chunk {index} is damaged ({why}); upload chunk {index} again "
+            f"(PUT .../chunks/{index} with its rows) and commit")
 
 
 def same_rows(stored: np.ndarray, rows: np.ndarray) -> bool:

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from store.checksums import chunk_digest
+
 TARGET_CHUNK_BYTES = 1 << 20
 """Uncompressed size aimed at for one zarr chunk (1 MiB)."""
 
@@ -58,6 +60,7 @@ class AlignedRowWriter:
         self.written = 0  # rows stored so far; always a multiple of chunk_rows until close()
         self._pending: list[np.ndarray] = []
         self._pending_rows = 0
+        self.digests: list[str] = []
 
     def append(self, block: np.ndarray) -> None:
         """Add ``block`` (shape (m, n_features)) after the rows appended so far. Cost O(block bytes)."""
@@ -91,5 +94,7 @@ class AlignedRowWriter:
 
     def _store(self, rows: np.ndarray) -> None:
         stop = self.written + rows.shape[0]
+        for low in range(0, rows.shape[0], self.chunk_rows):
+            self.digests.append(chunk_digest(rows[low: low + self.chunk_rows]))
         self.array[self.written:stop] = rows
         self.written = stop

@@ -8,6 +8,7 @@ request (and the client) that started them (dask/distributed #2766, #3890).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
-from store import DatasetStore, ModelRegistry
+from store import DatasetStore, ModelRegistry, NotFound
 from workers import cluster as cluster_task
 from workers import fit as fit_task
 from workers import images as image_task
@@ -265,7 +266,9 @@ class Backend:
         """Project or denoise a whole data set into a new one, one dask task per chunk of rows.
 
         The output data set (float32) is created, each chunk written when its
-        task's result is fetched (in order), then committed. Returns its metadata. Blocking: call it from a thread pool.
+        task's result is fetched (in order), then committed; if any task or
+        write fails the output is deleted and the error raised (a damaged
+        input chunk: `store.errors.Corrupt`). Returns its metadata. Blocking: call it from a thread pool.
         """
         store = DatasetStore(self.data_dir)
         meta = store.get(dataset)
@@ -276,7 +279,13 @@ class Backend:
         bounds = [(a, min(a + chunk_rows, n_rows)) for a in range(0, n_rows, chunk_rows)]
         futures = [self.client.submit(serve_task.transform_chunk, self.data_dir, model_name, dataset, version, a, b,
                                       operation, method, options, pure=False) for a, b in bounds]
-        for i, future in enumerate(futures):  # tasks run in parallel; results are written in order
-            store.put_chunk(output, i, np.asarray(future.result(), dtype=np.float32))
-            future.release()
-        return store.commit(output)
+        try:
+            for i, future in enumerate(futures):  # tasks run in parallel; results are written in order
+                store.put_chunk(output, i, np.asarray(future.result(), dtype=np.float32))
+                future.release()
+            return store.commit(output)
+        except BaseException:  # a failed task (a corrupt chunk, a lost worker): no partial output is left
+            self.client.cancel(futures)
+            with contextlib.suppress(NotFound):
+                store.delete(output)
+            raise

@@ -41,6 +41,7 @@ from kpca.rows import Centering, KernelRows
 from kpca.solvers import Diverged, FitContext, Iteration, Stopped, get_solver, used_params
 from kpca.streaming import extend_state
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
+from store.errors import Corrupt
 from store.jobs import JobRegistry
 from store.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
 from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completion_warnings, params_used_of,
@@ -139,6 +140,8 @@ class FitJob:
             registry.update(name, status="failed", error={"code": "diverged", "message": str(exc)})
         except Degenerate as exc:
             registry.update(name, status="failed", error={"code": "degenerate", "message": str(exc)})
+        except Corrupt as exc:  # stored rows failed their digest: the set is marked; the message says what to do
+            registry.update(name, status="failed", error={"code": "corrupt", "message": exc.message})
         except ParamError as exc:  # a parameter the data refuses, found only now (the data set changed)
             registry.update(name, status="failed", error={"code": "invalid", "message": str(exc)})
         except Exception as exc:  # the record must say why, whatever happened

@@ -23,7 +23,7 @@ from service.payloads import (
     rows_from_npy,
 )
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
-from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic
+from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic, DatasetVerified
 from service.schemas.errors import ErrorBody
 from service.sources import allowed_source
 
@@ -88,6 +88,21 @@ def list_datasets(datasets: DatasetsDep) -> DatasetsPublic:
 @router.get("/{name}", responses=_ERRORS)
 def get_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     return DatasetPublic.model_validate(datasets.get(name))
+
+
+@router.get("/{name}/verify", responses=_ERRORS)
+def verify_dataset(
+    name: DatasetName,
+    datasets: DatasetsDep,
+    version: Annotated[int | None, Query(ge=1, description="committed version; default the latest")] = None,
+) -> DatasetVerified:
+    """Re-hash every chunk of a committed version against the sha256 recorded at commit.
+
+    Damaged chunks are listed in ``corrupt_chunks`` and mark the data set
+    ``corrupt``; chunks that pass are unmarked. Cost: one read of the
+    version's rows (about 1 s per GB), run in a worker thread.
+    """
+    return DatasetVerified.model_validate(datasets.verify(name, version))
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=_ERRORS)

@@ -29,7 +29,7 @@ from service.schemas.serving import (
     ReconstructResponse,
     TransformRequest,
 )
-from store.errors import NotFound
+from store.errors import Corrupt, NotFound
 from store.records import JobRecord
 
 router = APIRouter(prefix="/v1/models", tags=["serving"])
@@ -51,7 +51,20 @@ async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
             return job, {"name": job.dataset, "n_features": job.n_features}
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
+    refuse_corrupt_rows(job, dataset)
     return job, dataset
+
+
+def refuse_corrupt_rows(job: JobRecord, dataset: dict) -> None:
+    """`Corrupt` (409) if the job serves from its training rows and chunks of its version are marked
+    corrupt (answers would come from damaged rows, or from rows cached before the damage)."""
+    if getattr(job, "serves_without_dataset", False) or not dataset.get("corrupt_chunks"):
+        return
+    version = getattr(job, "dataset_version", None) or dataset.get("version")
+    sizes = {v["version"]: v["n_chunks"] for v in dataset.get("versions") or ()}
+    marked = [i for i in dataset["corrupt_chunks"] if i < sizes.get(version, float("inf"))]
+    if marked:
+        raise Corrupt(job.dataset, version, marked, "found damaged and not yet repaired")
 
 
 def checked_rows(rows: list, n_features: int) -> np.ndarray:
@@ -184,6 +197,8 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
     model, trained_on = await served_job(name, models, datasets)
     source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
+    if source.get("corrupt_chunks"):
+        raise Corrupt(body.dataset, source["version"], source["corrupt_chunks"], "found damaged, not yet repaired")
     if await run_in_threadpool(_dataset_exists, datasets, body.output):
         raise ApiError(409, "conflict", f"data set {body.output!r} already exists; choose another output name "
                        "or delete it first", "output")

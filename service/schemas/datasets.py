@@ -58,7 +58,8 @@ class DatasetPublic(BaseModel):
     name: str
     n_features: int
     dtype: str
-    status: str = Field(description='"open" until a version is committed, then "ready"')
+    status: str = Field(description='"open" until a version is committed, then "ready"; "corrupt" while '
+                        "stored or staged chunks are damaged")
     n_rows: int = Field(default=0, description="rows of the latest version (open: of the received chunks)")
     chunks: list[int] = Field(
         default_factory=list, description="chunk indices of the latest version (open: received indices)"
@@ -72,6 +73,21 @@ class DatasetPublic(BaseModel):
     zarr_chunk_rows: int | None = Field(default=None, description="rows per stored chunk")
     source: ZarrSource | None = Field(default=None, description="the registered zarr array, if any")
     source_dtype: str | None = Field(default=None, description="dtype of the registered array")
+    corrupt_chunks: list[int] = Field(
+        default_factory=list, description='committed chunks found damaged (status "corrupt" until repaired: '
+        "upload them again with their original rows and commit, or delete the data set)")
+    damaged_staged: list[int] = Field(
+        default_factory=list, description="staged chunks whose file is damaged: upload them again")
+    error: str | None = Field(default=None, description="why a damaged data set cannot be described")
+
+
+class DatasetVerified(BaseModel):
+    """``GET /v1/datasets/{name}/verify``: every chunk of a version re-hashed against its sha256."""
+
+    ok: bool
+    version: int
+    chunks_checked: int
+    corrupt_chunks: list[int] = Field(description="chunks whose stored rows fail their digest")
 
 
 class DatasetsPublic(BaseModel):

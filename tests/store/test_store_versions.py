@@ -260,7 +260,7 @@ def test_open_set_reports_every_new_key(root):
     assert set(meta) == {
         "name", "status", "n_features", "dtype", "n_rows", "chunks", "checksum", "zarr_chunk_rows",
         "created_at", "committed_at", "schema_version", "version", "versions", "staged", "source",
-        "source_dtype",
+        "source_dtype", "corrupt_chunks", "damaged_staged",
     }
     assert (meta["version"], meta["versions"], meta["staged"], meta["source"]) == (0, [], [], None)
     meta = store.put_chunk("d", 1, np.ones((2, 3)))
