@@ -99,7 +99,8 @@ def fuzz_operations(base_url: str, max_examples: int, *, seed: int | None = None
     seed : int or None
         None: derandomized (the same requests on every run, as CI needs); an int seeds Hypothesis.
     deadline_s : float or None
-        Stop starting new operations after this many seconds (the current one finishes).
+        Time for the whole run, shared equally by the operations and kinds (each stops generating
+        when its share is spent); None: no limit.
     include_delete : bool
         Whether DELETE operations are exercised (they may remove the fixtures' data).
     known : dict or None
@@ -118,19 +119,18 @@ def fuzz_operations(base_url: str, max_examples: int, *, seed: int | None = None
     operations = [result.ok() for result in schema.get_all_operations()]
     # DELETE last, so that the other operations still find the data the caller prepared.
     operations.sort(key=lambda op: op.method.upper() == "DELETE")
+    if not include_delete:
+        operations = [op for op in operations if op.method.upper() != "DELETE"]
+    runs = []
     for operation in operations:
-        if operation.method.upper() == "DELETE" and not include_delete:
-            continue
-        if deadline_s is not None and time.monotonic() - started > deadline_s:
-            break
-        report.operations += 1
-        for mode in MODES:
-            _fuzz_one(operation.as_strategy(generation_mode=mode), base_url, session, report,
-                      max_examples, seed)
+        runs += [operation.as_strategy(generation_mode=mode) for mode in MODES]
         name = _known_name(operation.path, known or {})
         if name is not None:
-            strategy = operation.as_strategy(path_parameters={"name": name})
-            _fuzz_one(strategy, base_url, session, report, max_examples, seed)
+            runs.append(operation.as_strategy(path_parameters={"name": name}))
+    share = None if deadline_s is None else deadline_s / len(runs)
+    report.operations = len(operations)
+    for strategy in runs:
+        _fuzz_one(strategy, base_url, session, report, max_examples, seed, share)
     report.elapsed_s = time.monotonic() - started
     return report
 
@@ -142,7 +142,12 @@ def _known_name(path: str, known: dict[str, str]) -> str | None:
     return None
 
 
-def _fuzz_one(strategy, base_url, session, report, max_examples, seed) -> None:
+class _TimeUp(Exception):
+    """This operation's share of the time is spent."""
+
+
+def _fuzz_one(strategy, base_url, session, report, max_examples, seed, share_s) -> None:
+    stop_at = None if share_s is None else time.monotonic() + share_s
     config = settings(
         max_examples=max_examples,
         derandomize=seed is None,
@@ -154,6 +159,8 @@ def _fuzz_one(strategy, base_url, session, report, max_examples, seed) -> None:
     )
 
     def one(case):
+        if stop_at is not None and time.monotonic() > stop_at:
+            raise _TimeUp
         response = None
         try:
             response = case.call(base_url=base_url, session=session, timeout=REQUEST_TIMEOUT_S)
@@ -172,5 +179,7 @@ def _fuzz_one(strategy, base_url, session, report, max_examples, seed) -> None:
         test = hypothesis_seed(seed)(test)
     try:
         config(test)()
+    except _TimeUp:
+        pass
     except Unsatisfiable:
         pass  # nothing to negate: an operation without parameters or body has no invalid request

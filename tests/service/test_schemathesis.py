@@ -58,3 +58,14 @@ def test_every_operation_conforms_to_the_document(server, known):
         f"{f['operation']}: {f['check']} (status {f['status']})\n{f['message']}\n{f['curl']}" for f in report.failures
     )
     assert elapsed < TIME_BUDGET_S * 1.5, f"schemathesis took {elapsed:.0f} s"
+
+
+@pytest.mark.parametrize("route", ["/v1/models", "/v1/clusterings"])
+@pytest.mark.parametrize("kernel_type", [{}, ["gaussian"], 3, None])
+def test_a_kernel_type_that_is_not_a_string_is_422(api, known, route, kernel_type):
+    """Found by bench/fuzz.py: {"kernel": {"type": {}}} was a TypeError (unhashable) and a 500."""
+    body = {"name": "k", "dataset": "d", "kernel": {"type": kernel_type}, "n_components": 2, "n_clusters": 2}
+    body.pop("n_clusters" if route == "/v1/models" else "n_components")
+    response = api.post(route, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"].startswith("kernel"), response.text
