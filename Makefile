@@ -56,6 +56,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/solvers.py --quick
 	$(BIN)/python bench/warm_start.py --quick
 	$(BIN)/python bench/scale_out.py --quick
+	$(BIN)/python bench/fuzz.py --quick
+	$(BIN)/python bench/load.py --quick
 
 bench-all: $(STAMP)
 	$(BIN)/python bench/kernel_rows.py

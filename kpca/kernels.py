@@ -196,7 +196,7 @@ class KernelSpec:
     __slots__ = ("type", "_values")
 
     def __init__(self, type: str = "gaussian", **params: Any):
-        kernel = KERNELS.get(type)
+        kernel = KERNELS.get(type) if isinstance(type, str) else None
         if kernel is None:
             raise ParamError("kernel", f"unknown kernel type {type!r}; choose one of {', '.join(KERNEL_TYPES)}")
         values = with_defaults(kernel.params, check_params(kernel.params, params, "kernel", f"the {type} kernel"))

@@ -1,0 +1,49 @@
+"""A real kpca-stream service for the HTTP benches (fuzz, load): uvicorn on a loopback port in a
+thread, an embedded dask cluster, a temporary data folder."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import uvicorn
+
+
+@contextlib.contextmanager
+def running_service(n_workers: int = 1, **settings) -> Iterator[str]:
+    """Start the service on 127.0.0.1 with a fresh data folder; yield its base URL; stop it.
+
+    ``settings`` are extra `service.Settings` fields (for example ``register_prefixes=[]``).
+    Raises RuntimeError if /healthz does not answer within 120 s.
+    """
+    from service import Settings, create_app
+
+    with tempfile.TemporaryDirectory(prefix="kpca-bench-") as data_dir:
+        app = create_app(Settings(data_dir=data_dir, scheduler=None, n_workers=n_workers, **settings))
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or not thread.is_alive():
+                    raise RuntimeError("the service did not start")
+                time.sleep(0.2)
+            yield url
+        finally:
+            server.should_exit = True
+            thread.join(timeout=60)
+            sock.close()

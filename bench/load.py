@@ -1,0 +1,162 @@
+"""Mixed load on a real service while two fits run: zero errors expected, latency per kind.
+
+A service (uvicorn on loopback, embedded dask cluster of ``--workers`` workers, temporary data
+folder) gets a data set "train" (``--rows`` x 16, float32) and one completed model "m" on it; two
+KHA fits of ``--passes`` passes on "train" are started ("fit-1", "fit-2") and keep running through
+the window. Then ``--clients`` threads, each with its own httpx client, send requests for
+``--seconds`` seconds, each request one of (seeded per client):
+
+* ``project`` (40 %): ``POST /v1/models/m/project`` with 4 rows;
+* ``poll`` (40 %): ``GET /v1/models/{m | fit-1 | fit-2}``;
+* ``upload`` (20 %): ``PUT /v1/datasets/u{client}/chunks/{k}`` of 32 rows (JSON) to the client's own
+  fresh data set, committed at the end of the window.
+
+Any answer other than 2xx, or a transport error, is an error. Reports requests/s, errors (with the
+first few), p50 and p99 latency per kind, and the fits' state at the start and end of the window.
+Prints JSON and writes bench/results/load.json (``--quick``: 8 clients, 10 s, load_quick.json) with
+`bench._common.save`.
+
+    python bench/load.py [--clients 32] [--seconds 60] [--rows 3000] [--passes 300] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench._common import save  # noqa: E402
+from bench._service import running_service  # noqa: E402
+
+N_FEATURES = 16
+KINDS = ("project", "poll", "upload")
+WEIGHTS = (0.4, 0.4, 0.2)
+KERNEL = {"type": "gaussian", "sigma": 4.0}
+
+
+def fit_body(name: str, passes: int) -> dict:
+    return {"name": name, "dataset": "train", "kernel": KERNEL, "n_components": 4, "solver": "kha",
+            "params": {"passes": passes, "seed": 1}}
+
+
+def prepare(api: httpx.Client, rows: int, passes: int) -> None:
+    """Data set "train", completed model "m", and the two long fits started."""
+    from client import upload_array
+
+    data = np.random.default_rng(0).normal(size=(rows, N_FEATURES)).astype(np.float32)
+    upload_array(api, "train", data, progress=False)
+    api.post("/v1/models", json=fit_body("m", 1)).raise_for_status()
+    while (status := api.get("/v1/models/m").json()["status"]) in ("queued", "running"):
+        time.sleep(0.2)
+    if status != "completed":
+        raise RuntimeError(f"model m: {status}")
+    for name in ("fit-1", "fit-2"):
+        api.post("/v1/models", json=fit_body(name, passes)).raise_for_status()
+
+
+def fits_state(api: httpx.Client) -> dict:
+    """Status and pass of each long fit."""
+    state = {}
+    for name in ("fit-1", "fit-2"):
+        record = api.get(f"/v1/models/{name}").json()
+        state[name] = {"status": record["status"], "pass": (record.get("progress") or {}).get("pass")}
+    return state
+
+
+def client_loop(url: str, index: int, stop_at: float, results: list, errors: list) -> None:
+    """One client: weighted random requests until ``stop_at``; (kind, seconds) appended to ``results``."""
+    rng = np.random.default_rng(1000 + index)
+    dataset = f"u{index}"
+    chunk = 0
+    with httpx.Client(base_url=url, timeout=60) as api:
+        api.post("/v1/datasets", json={"name": dataset, "n_features": N_FEATURES}).raise_for_status()
+        while time.monotonic() < stop_at:
+            kind = KINDS[rng.choice(len(KINDS), p=WEIGHTS)]
+            started = time.perf_counter()
+            try:
+                if kind == "project":
+                    rows = rng.normal(size=(4, N_FEATURES)).round(4).tolist()
+                    response = api.post("/v1/models/m/project", json={"rows": rows})
+                elif kind == "poll":
+                    response = api.get(f"/v1/models/{('m', 'fit-1', 'fit-2')[rng.integers(3)]}")
+                else:
+                    rows = rng.normal(size=(32, N_FEATURES)).round(4).tolist()
+                    response = api.put(f"/v1/datasets/{dataset}/chunks/{chunk}", json={"rows": rows})
+                    chunk += 1
+                failed = not response.is_success
+                detail = f"{response.status_code} {response.text[:200]}"
+            except httpx.HTTPError as exc:
+                failed, detail = True, f"{type(exc).__name__}: {exc}"
+            results.append((kind, time.perf_counter() - started))
+            if failed:
+                errors.append(f"{kind}: {detail}")
+        if chunk:
+            response = api.post(f"/v1/datasets/{dataset}/commit")
+            if not response.is_success:
+                errors.append(f"commit {dataset}: {response.status_code} {response.text[:200]}")
+
+
+def percentiles(seconds: list[float]) -> dict:
+    ms = np.asarray(seconds) * 1000
+    return {"count": int(ms.size), "p50_ms": round(float(np.percentile(ms, 50)), 1),
+            "p99_ms": round(float(np.percentile(ms, 99)), 1)} if ms.size else {"count": 0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--rows", type=int, default=3000)
+    ap.add_argument("--passes", type=int, default=300)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
+    args = ap.parse_args()
+    if args.quick:
+        args.clients, args.seconds = 8, 10.0
+
+    with running_service(n_workers=args.workers) as url, httpx.Client(base_url=url, timeout=120) as api:
+        prepare(api, args.rows, args.passes)
+        time.sleep(1.0)
+        fits_before = fits_state(api)
+        results: list = []
+        errors: list = []
+        stop_at = time.monotonic() + args.seconds
+        threads = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors))
+                   for i in range(args.clients)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.monotonic() - started
+        fits_after = fits_state(api)
+        for name in ("fit-1", "fit-2"):
+            api.post(f"/v1/models/{name}/cancel")
+
+    by_kind = {kind: percentiles([s for k, s in results if k == kind]) for kind in KINDS}
+    save("load_quick" if args.quick else "load", {
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "workers": args.workers,
+        "rows": args.rows,
+        "passes": args.passes,
+        "requests": len(results),
+        "requests_per_s": round(len(results) / elapsed, 1),
+        "errors": len(errors),
+        "error_examples": errors[:10],
+        "latency": {**by_kind, "all": percentiles([s for _, s in results])},
+        "fits_at_start": fits_before,
+        "fits_at_end": fits_after,
+        "note": "2-core machine shared with other test runs at the time",
+    })
+
+
+if __name__ == "__main__":
+    main()
