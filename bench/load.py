@@ -98,7 +98,7 @@ def client_loop(url: str, index: int, stop_at: float, results: list, errors: lis
             if failed:
                 errors.append(f"{kind}: {detail}")
         if chunk:
-            response = api.post(f"/v1/datasets/{dataset}/commit")
+            response = api.post(f"/v1/datasets/{dataset}/commit", json={})
             if not response.is_success:
                 errors.append(f"commit {dataset}: {response.status_code} {response.text[:200]}")
 
@@ -138,7 +138,7 @@ def main() -> None:
         elapsed = time.monotonic() - started
         fits_after = fits_state(api)
         for name in ("fit-1", "fit-2"):
-            api.post(f"/v1/models/{name}/cancel")
+            api.post(f"/v1/models/{name}/cancel", json={})
 
     by_kind = {kind: percentiles([s for k, s in results if k == kind]) for kind in KINDS}
     save("load_quick" if args.quick else "load", {

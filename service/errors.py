@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 from collections.abc import Sequence
@@ -185,6 +186,27 @@ async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
     return error_response(422, "invalid", str(exc), exc.field)
 
 
+_DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # numpy's report of a write the disk cut short
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the process's file-size limit) refused a write: ENOSPC, EFBIG,
+    EDQUOT, or numpy's short-write OSError, which carries no errno."""
+    return isinstance(exc, OSError) and (exc.errno in _DISK_FULL or bool(_SHORT_WRITE.search(str(exc))))
+
+
+async def _os_error(request: Request, exc: OSError) -> JSONResponse:
+    """A full disk is a 507 the client can act on (the store's writes are atomic: nothing changed);
+    any other OSError is internal."""
+    if not disk_full(exc):
+        return await _internal_error(request, exc)
+    log.error("no space for a write on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(507, "insufficient_storage", "no space left on the data folder's disk (or a file grew "
+                          "too large) for this write; nothing was changed. Free space, e.g. delete data sets, models "
+                          "or old checkpoints, then retry")
+
+
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal", "internal server error; the failure has been logged")
@@ -197,4 +219,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(ParamError, _param_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(OSError, _os_error)
     app.add_exception_handler(Exception, _internal_error)

@@ -89,7 +89,7 @@ def test_a_flipped_byte_is_refused_everywhere_until_the_chunk_is_uploaded_again(
     for index in report["corrupt_chunks"]:
         r = api.put(f"/v1/datasets/train/chunks/{index}", json={"rows": halves[index].tolist()})
         assert r.status_code == 200, r.text
-    repaired = api.post("/v1/datasets/train/commit").json()
+    repaired = api.post("/v1/datasets/train/commit", json={}).json()
     assert (repaired["status"], repaired["corrupt_chunks"], repaired["version"]) == ("ready", [], 1)
     assert api.get("/v1/datasets/train/verify").json()["ok"] is True
     after = api.post(f"/v1/models/{model}/project", json={"rows": train[:3].tolist()})
@@ -118,11 +118,11 @@ def test_a_damaged_staged_file_spoils_only_its_own_set(api, model, data_dir, dam
     assert sets["train"]["status"] in ("ready", "corrupt") and sets["other"]["status"] == "ready"
     assert (sets[name]["status"], sets[name]["damaged_staged"]) == ("corrupt", [1])
 
-    message = assert_error(api.post(f"/v1/datasets/{name}/commit"), 422, "invalid", "chunks")["message"]
+    message = assert_error(api.post(f"/v1/datasets/{name}/commit", json={}), 422, "invalid", "chunks")["message"]
     assert "staged chunk 1" in message and "upload chunk 1 again" in message
     r = api.put(f"/v1/datasets/{name}/chunks/1", json={"rows": np.ones((10, 3)).tolist()})
     assert r.status_code == 200, r.text
-    committed = api.post(f"/v1/datasets/{name}/commit").json()
+    committed = api.post(f"/v1/datasets/{name}/commit", json={}).json()
     assert (committed["status"], committed["n_rows"]) == ("ready", 20)
 
 

@@ -204,7 +204,7 @@ def test_openapi_names_match_the_servers_rule(api):
     for path, method in (("/v1/models", "post"), ("/v1/datasets/{name}/chunks/{index}", "put"),
                          ("/v1/models/{name}/cancel", "post"), ("/v1/datasets", "post")):
         assert {"400", "415"} <= set(schema["paths"][path][method]["responses"]), (path, method)
-    assert "400" not in schema["paths"]["/v1/models"]["get"]["responses"]
+    assert "415" not in schema["paths"]["/v1/models"]["get"]["responses"]  # a GET reads no body
 
 
 def test_client_refuses_before_sending_anything(server, rng):

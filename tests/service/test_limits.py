@@ -164,7 +164,7 @@ def test_concurrent_fits_per_key_are_limited(api, digits):
                                           "kernel": {"type": "gaussian", "sigma": 3.0}})
     assert_error(r, 429, "too_many_fits", "name")
     assert api.get("/v1/models/slow-3").status_code == 404
-    api.post("/v1/models/slow-1/cancel").raise_for_status()
+    api.post("/v1/models/slow-1/cancel", json={}).raise_for_status()
     assert wait_for_fit(api, "slow-1")["status"] == "cancelled"
     assert api.post("/v1/models", json={"name": "slow-3", **slow}).status_code == 202
     for name in ("slow-1", "slow-2", "slow-3"):

@@ -35,7 +35,7 @@ def known(api) -> dict[str, str]:
     rows = np.random.default_rng(3).standard_normal((60, 3)).round(4)
     api.post("/v1/datasets", json={"name": "d", "n_features": 3}).raise_for_status()
     api.put("/v1/datasets/d/chunks/0", json={"rows": rows.tolist()}).raise_for_status()
-    api.post("/v1/datasets/d/commit").raise_for_status()
+    api.post("/v1/datasets/d/commit", json={}).raise_for_status()
     api.post("/v1/models", json={"name": "m", "dataset": "d", "kernel": {"type": "gaussian", "sigma": 2.0},
                                  "n_components": 2, "solver": "kha",
                                  "params": {"passes": 1, "seed": 0}}).raise_for_status()
