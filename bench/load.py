@@ -116,6 +116,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=3000)
     ap.add_argument("--passes", type=int, default=300)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--note", default="", help="what else ran on the machine (recorded with the figures)")
     ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
     args = ap.parse_args()
     if args.quick:
@@ -154,7 +155,7 @@ def main() -> None:
         "latency": {**by_kind, "all": percentiles([s for _, s in results])},
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
-        "note": "2-core machine shared with other test runs at the time",
+        "note": args.note,
     })
 
 
