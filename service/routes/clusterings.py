@@ -22,11 +22,10 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Body, Path, Query, Response, status
-from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
-from service.limits import FitOwner
+from service.limits import FitOwner, check_rows
 from service.routes import jobs
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
@@ -117,9 +116,11 @@ def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend
 
 @router.post("/{name}/predict", responses=ERRORS)
 async def predict(name: ClusteringName, body: ProjectRequest, clusterings: ClusteringsDep, datasets: DatasetsDep,
-                  backend: BackendDep) -> PredictResponse:
+                  backend: BackendDep, settings: SettingsDep) -> PredictResponse:
     """The cluster of each of ``rows`` (the data set's columns): the Nystrom extension of the eigenvectors,
-    normalised, then the nearest k-means centre. A 409 naming the clustering's state until it completes."""
+    normalised, then the nearest k-means centre. A 409 naming the clustering's state until it completes;
+    at most ``max_rows_per_request`` rows (413 on ``rows``)."""
+    check_rows(len(body.rows), settings.max_rows_per_request)
     record, dataset = await served_job(name, clusterings, datasets)
     rows = checked_rows(body.rows, int(dataset["n_features"]))
     labels = await serve(clusterings, name, record, backend.predict_clusters, name, rows)

@@ -130,6 +130,9 @@ def test_rows_per_request(api, patch_model):
                                413, "too_large", "rows")["message"]
         assert "51 rows" in message and "50" in message
         assert api.post(f"/v1/models/{patch_model}/{route}", json={"rows": rows[:50].tolist()}).status_code == 200
+    # a clustering's predict too, checked before the clustering is looked up
+    assert_error(api.post("/v1/clusterings/absent/predict", json={"rows": rows.tolist()}), 413, "too_large", "rows")
+    assert api.post("/v1/clusterings/absent/predict", json={"rows": rows[:50].tolist()}).status_code == 404
     api.post("/v1/datasets", json={"name": "wide", "n_features": 9, "dtype": "float64"}).raise_for_status()
     buf = io.BytesIO()
     np.save(buf, rows)
