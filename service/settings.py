@@ -73,7 +73,7 @@ class Settings(BaseSettings):
         is a 422 on ``stride``. Default 65,536.
     max_image_dataset_rows : rows (patches) of a data set made by
         ``/from-image``; more is a 422 on ``stride``. Default 100,000.
-    max_rows_per_request : rows in one ``/project``, ``/reconstruct``,
+    max_rows_per_request : rows in one ``/project``, ``/reconstruct``, ``/predict``,
         ``/denoise`` request or chunk upload; more is a 413 on ``rows``.
         Default 100,000.
     max_serving_body_bytes : body limit of the serving routes (project,
