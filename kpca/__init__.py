@@ -5,11 +5,22 @@ kernel rows on demand (`kpca.rows`), solvers (one registry,
 `kpca.solvers.SOLVERS`: a state dict plus a step, or a one-shot fit), the
 pass driver (`kpca.driver`), the served model (`kpca.model`), pre-images
 (`kpca.preimage`), metrics, spectral clustering (`kpca.clustering` over the
-rows of the normalised affinity, `kpca.affinity`), and a scikit-learn estimator.
+rows of the normalised affinity, `kpca.affinity`), and a scikit-learn estimator
+(`from kpca import KernelHebbianPCA`; imported on first use, so that ``import
+kpca`` does not load scikit-learn).
 """
 
 from kpca.kernels import KERNELS, KernelSpec, kernel_block
 from kpca.rows import Centering, KernelRows
 from kpca.solvers import SOLVERS
 
-__all__ = ["KERNELS", "KernelSpec", "kernel_block", "KernelRows", "Centering", "SOLVERS"]
+__all__ = ["KERNELS", "KernelSpec", "kernel_block", "KernelRows", "Centering", "SOLVERS", "KernelHebbianPCA"]
+
+
+def __getattr__(name: str):
+    """``kpca.KernelHebbianPCA``, imported from `kpca.estimator` on first use."""
+    if name == "KernelHebbianPCA":
+        from kpca.estimator import KernelHebbianPCA
+
+        return KernelHebbianPCA
+    raise AttributeError(f"module 'kpca' has no attribute {name!r}")

@@ -1,17 +1,34 @@
-"""A scikit-learn estimator over the same solvers: ``KernelHebbianPCA``."""
+"""A scikit-learn estimator over the same solvers: ``KernelHebbianPCA``.
+
+Kernels by the project's names (`kpca.kernels.KERNELS`: ``gaussian`` with
+``sigma``, ``laplacian``, ``polynomial`` with ``degree, offset, gamma``,
+``linear``, ``tanh``) or by scikit-learn's, mapped as follows; as in
+`sklearn.decomposition.KernelPCA`, ``gamma=None`` is ``1 / n_features`` and
+``coef0=None`` is 1:
+
+===========  ==========================================  ===============================================
+sklearn      k(x, y)                                     project kernel
+===========  ==========================================  ===============================================
+``rbf``      exp(-gamma ||x - y||^2)                     ``gaussian``, sigma = 1 / sqrt(2 gamma)
+``poly``     (gamma <x, y> + coef0)^degree (degree 3)    ``polynomial``, offset = coef0
+``sigmoid``  tanh(gamma <x, y> + coef0)                  ``tanh``, offset = coef0
+``linear``   <x, y>                                      ``linear``
+===========  ==========================================  ===============================================
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KERNELS, KernelSpec
 from kpca.model import served_model
 from kpca.params import ParamError
+from kpca.preimage import reconstruct_components
 from kpca.rows import Centering, KernelRows
 from kpca.solvers import FitContext, get_solver, used_params
 from kpca.streaming import extend_state
@@ -19,21 +36,28 @@ from kpca.streaming import extend_state
 # the estimator's arguments that carry solver parameters, by parameter name
 _SOLVER_ARGUMENTS = {"passes": "passes", "seed": "random_state", "block_size": "block_size", "eta0": "eta0",
                      "mu": "mu", "xi": "xi", "init": "init", "init_size": "init_size"}
+# scikit-learn's kernel names: the project's kernel each means, and its default degree
+_SKLEARN_KERNELS = {"rbf": "gaussian", "poly": "polynomial", "sigmoid": "tanh"}
 
 
-class KernelHebbianPCA(TransformerMixin, BaseEstimator):
+class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel PCA by any solver of `kpca.solvers.SOLVERS` (by default KHA-SMD, seed 000).
 
     Parameters
     ----------
     n_components : int, default 8
     kernel : str, default "gaussian"
-        A kernel of `kpca.kernels.KERNELS`.
+        A kernel of `kpca.kernels.KERNELS`, or scikit-learn's ``"rbf"``,
+        ``"poly"``, ``"sigmoid"`` (module table).
     sigma, degree, offset, gamma : kernel parameters (see `kpca.kernels`); each
         kernel reads its own, None takes the table's default. ``sigma="auto"``
         (the default) is the median distance between the rows of a fixed-seed
         sample of X (`kpca.kernels.median_distance`); the value used is in
-        ``kernel_``.
+        ``kernel_``. For ``"rbf"``, ``gamma`` (default ``1 / n_features``)
+        sets ``sigma = 1 / sqrt(2 gamma)``.
+    coef0 : float or None
+        scikit-learn's name for ``offset`` (``"poly"``, ``"sigmoid"``; default 1);
+        give one of the two.
     solver : str, default "kha-smd"
         A solver of `kpca.solvers.SOLVERS`.
     passes : int, default 20
@@ -61,6 +85,13 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         service) may only be left out or 1; anything else is a `ParamError`
         naming ``workers``.
 
+    inverse_method : str, default "auto"
+        Pre-image method of `inverse_transform` (`kpca.preimage.METHODS`;
+        "auto" as the service's reconstruct: the model's decoder, else fixed
+        point for the Gaussian kernel, else gradient).
+    inverse_params : dict or None
+        Options of that method (``{"n_iter": 50}``).
+
     Arguments above that the chosen solver does not declare are ignored.
 
     Attributes
@@ -85,7 +116,8 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
                  solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
-                 init="auto", init_size=None, solver_params=None):
+                 init="auto", init_size=None, solver_params=None, coef0=None, inverse_method="auto",
+                 inverse_params=None):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
@@ -102,11 +134,32 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         self.init = init
         self.init_size = init_size
         self.solver_params = solver_params
+        self.coef0 = coef0
+        self.inverse_method = inverse_method
+        self.inverse_params = inverse_params
 
-    def _kernel_spec(self) -> KernelSpec:
-        declared = KERNELS[self.kernel].params if self.kernel in KERNELS else ()
-        given = {p.name: getattr(self, p.name) for p in declared if getattr(self, p.name) is not None}
-        return KernelSpec(self.kernel, **given)  # an unknown kernel raises a ParamError naming it
+    def _kernel_spec(self, n_features: int) -> KernelSpec:
+        """The `KernelSpec` the arguments name, scikit-learn's names mapped (module table)."""
+        if self.coef0 is not None and self.offset is not None:
+            raise ParamError("coef0", "coef0 is scikit-learn's name for offset: give one of the two")
+        values = {"sigma": self.sigma, "degree": self.degree, "gamma": self.gamma,
+                  "offset": self.offset if self.coef0 is None else self.coef0}
+        kernel = self.kernel
+        if kernel in _SKLEARN_KERNELS or kernel == "linear":
+            gamma = 1.0 / n_features if self.gamma is None else self.gamma
+            if not (isinstance(gamma, (int, float, np.number)) and np.isfinite(gamma) and gamma > 0):
+                raise ParamError("gamma", f"must be a finite number > 0, got {gamma!r}")
+            values["gamma"] = float(gamma)
+            values["offset"] = 1.0 if values["offset"] is None else values["offset"]
+            values["degree"] = 3 if self.degree is None else self.degree
+            if kernel == "rbf" and self.gamma is not None:
+                values["sigma"] = float(1.0 / np.sqrt(2.0 * gamma))
+            elif kernel == "rbf":
+                values["sigma"] = float(np.sqrt(n_features / 2.0))
+            kernel = _SKLEARN_KERNELS.get(kernel, kernel)
+        declared = KERNELS[kernel].params if kernel in KERNELS else ()
+        given = {p.name: values[p.name] for p in declared if values[p.name] is not None}
+        return KernelSpec(kernel, **given)  # an unknown kernel raises a ParamError naming it
 
     def _solver_params(self, solver) -> dict:
         given = {}
@@ -126,9 +179,11 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         Cost: the centring pass plus ``passes`` passes of kernel rows,
         ``2 l^2 n`` flops each, and O(r l) per step; ``exact`` is O(l^3).
         """
-        X = check_array(X, dtype=[np.float64, np.float32])
+        X = validate_data(self, X, dtype=[np.float64, np.float32])
+        if X.shape[0] < 2:
+            raise ValueError(f"X: n_samples = {X.shape[0]}; kernel PCA needs at least 2 samples")
         solver = get_solver(self.solver)
-        rows = KernelRows(X, self._kernel_spec(), dtype=np.float64)
+        rows = KernelRows(X, self._kernel_spec(X.shape[1]), dtype=np.float64)
         context = FitContext(n_rows=X.shape[0], n_components=int(self.n_components), dense_limit=X.shape[0],
                              kernel=rows.kernel)
         given = self._solver_params(solver)
@@ -146,7 +201,6 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
             state = solver.fit(rows, context.n_components, params, context)
             if solver.serves == "expansion":  # a model over centres has its own centring, kept in its state
                 rows.centering = Centering.from_state(state)
-        self.n_features_in_ = X.shape[1]
         self._adopt(rows, state, params)
         return self
 
@@ -161,9 +215,7 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
         """
         if not hasattr(self, "coefficients_"):
             return self.fit(X, callback=callback)
-        X = check_array(X, dtype=[np.float64, np.float32])
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fit with {self.n_features_in_}")
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         X_all = np.concatenate([np.asarray(self.rows_.source, dtype=np.float64), X])
         solver = get_solver(self.state_["solver"])
         if not solver.iterative or solver.model is not None:
@@ -197,10 +249,25 @@ class KernelHebbianPCA(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""
         check_is_fitted(self, "model_")
-        X = check_array(X, dtype=[np.float64, np.float32])
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fit with {self.n_features_in_}")
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         return self.model_.project(X)
+
+    def inverse_transform(self, X):
+        """Pre-images of components X, shape (n_samples, n_components) -> (n_samples, n_features).
+
+        By ``inverse_method`` (`kpca.preimage.reconstruct_components`, "auto"
+        as the service's reconstruct), not scikit-learn's learned ridge map
+        (``inverse_method="learned"`` is that). Cost: the method's, e.g. for
+        fixed point O(n_iter restarts l n) per point.
+        """
+        check_is_fitted(self, "model_")
+        X = check_array(X, dtype=[np.float64, np.float32])
+        return reconstruct_components(self.model_, X, method=self.inverse_method, **(self.inverse_params or {}))
+
+    @property
+    def _n_features_out(self) -> int:
+        """Components served: `get_feature_names_out` names them kernelhebbianpca0, 1, ..."""
+        return self.model_.n_components
 
 
 __all__ = ["KernelHebbianPCA", "ParamError"]

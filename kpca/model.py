@@ -134,6 +134,19 @@ class KernelModel:
         """X as a C-contiguous float64 array of shape (m, n); ValueError naming ``name`` otherwise."""
         return check_points(X, self.n_features, name)
 
+    def check_components(self, B, n_points: int | None = None) -> np.ndarray | None:
+        """B (projections, shape (m, r)) as C-contiguous float64, None kept; ValueError naming
+        ``components`` for another shape, another m than ``n_points``, or non-finite values."""
+        if B is None:
+            return None
+        B = np.ascontiguousarray(B, dtype=np.float64)
+        m = B.shape[0] if B.ndim == 2 and n_points is None else n_points
+        if B.shape != (m, self.n_components):
+            raise ValueError(f"components: expected shape ({m}, {self.n_components}), got {B.shape}")
+        if not np.isfinite(B).all():
+            raise ValueError("components: values must be finite")
+        return B
+
     # -- projection and expansion -------------------------------------------
     def project(self, X) -> np.ndarray:
         """Components ``beta = A k'(x)`` of the rows of X.

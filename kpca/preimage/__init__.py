@@ -86,6 +86,51 @@ def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.nd
     -------
     ndarray of shape (m, n). Cost: the method's.
     """
+    chosen = _chosen_method(model, method, options)
+    return chosen.function(model, X, **options)
+
+
+def reconstruct_components(model, B, method: str = "auto", **options) -> np.ndarray:
+    """Pre-images of given projections (the rows of B): scikit-learn's ``inverse_transform``.
+
+    The method is chosen as in `reconstruct`. Decoder models decode B;
+    ``learned`` maps B; the others find the point whose feature image is
+    closest to ``Psi = sum_i gamma_i Phi(x_i)`` with gamma from B
+    (`kpca.model.KernelModel.target_from_components`), where `reconstruct`
+    would take x itself as a start, the training point nearest to Psi.
+
+    Parameters
+    ----------
+    model : KernelModel or a model with its own decoder
+    B : ndarray of shape (m, r)
+    method, **options : as for `reconstruct`
+
+    Returns
+    -------
+    ndarray of shape (m, n). Cost: the method's, plus O(m r l) for the nearest points.
+    """
+    chosen = _chosen_method(model, method, options)
+    if chosen.name == "decoder":
+        B = np.ascontiguousarray(B, dtype=np.float64)
+        if B.ndim != 2 or B.shape[1] != model.n_components:
+            raise ValueError(f"components: expected shape (m, {model.n_components}), got {B.shape}")
+        return model.decode(B) * model.scale
+    B = model.check_components(B)
+    if chosen.name == "learned":
+        inverse = options.pop("inverse", None) or LearnedInverse.fit(model, **options)
+        return inverse.map_components(B)
+    def nearest_block(Bb):
+        return np.argmin(model.distances(model.target_from_components(Bb)), axis=1)[:, None]
+
+    nearest = model.map_blocks(B, nearest_block, 1)[:, 0].astype(np.intp)
+    starts = np.asarray(model.rows.take(nearest), dtype=np.float64)
+    return chosen.function(model, starts, components=B, **options)
+
+
+def _chosen_method(model, method: str, options: dict) -> Method:
+    """The `Method` that ``method`` names for this model ("auto": the model's decoder if it has one,
+    else fixed point for the Gaussian kernel, else gradient); ValueError naming ``method`` or the
+    first option the method does not take."""
     own_decoder = not isinstance(model, KernelModel)
     if method == "auto":
         method = "decoder" if own_decoder else "fixed-point" if model.kernel.type == "gaussian" else "gradient"
@@ -99,7 +144,7 @@ def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.nd
     extra = sorted(set(options) - allowed)
     if extra:
         raise ValueError(f"options.{extra[0]}: not an option of the {method} method")
-    return chosen.function(model, X, **options)
+    return chosen
 
 
 def objective(model: KernelModel, Z, X) -> np.ndarray:
@@ -124,5 +169,5 @@ def objective(model: KernelModel, Z, X) -> np.ndarray:
     return out
 
 
-__all__ = ["METHODS", "PREIMAGE_METHODS", "Method", "reconstruct", "objective", "fixed_point", "kwok_tsang",
+__all__ = ["METHODS", "PREIMAGE_METHODS", "Method", "reconstruct", "reconstruct_components", "objective", "fixed_point", "kwok_tsang",
            "gradient_descent", "learned", "LearnedInverse"]

@@ -58,7 +58,7 @@ def _fixed_point_iterations(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm
 
 
 def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, restarts: int = 3,
-                n_neighbors: int = 10, init=None, rng=None) -> np.ndarray:
+                n_neighbors: int = 10, init=None, rng=None, components=None) -> np.ndarray:
     """Pre-images by the fixed-point iteration of Mika et al. 1999 (seed 000 ref. [11]).
 
     Gaussian kernel: ``z <- sum_i gamma_i k(z, x_i) x_i / sum_i gamma_i k(z, x_i)``,
@@ -88,6 +88,9 @@ def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, 
         Replaces the Kwok–Tsang start.
     rng : int or numpy.random.Generator, optional
         For the random starts; None means a fixed seed (deterministic output).
+    components : ndarray of shape (m, r), optional
+        Pre-images of these projections instead of X's (the estimator's
+        ``inverse_transform``); X is then only the second start.
 
     Returns
     -------
@@ -107,13 +110,14 @@ def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, 
     init = None if init is None else model.check_points(init, "init")
     if init is not None and init.shape != X.shape:
         raise ValueError(f"init: expected shape {X.shape} like X, got {init.shape}")
+    components = model.check_components(components, X.shape[0])
     rng = np.random.default_rng(0 if rng is None else rng)
     out = np.empty_like(X)
     step = model.block_rows(restarts)
     for a in range(0, X.shape[0], step):
         Xb = X[a : a + step]
         b = Xb.shape[0]
-        target = model.target(Xb)
+        target = model.target(Xb) if components is None else model.target_from_components(components[a : a + step])
         kt, neighbours = kwok_tsang_block(model, target, n_neighbors)
         starts = [kt if init is None else init[a : a + step]]
         if restarts >= 2:

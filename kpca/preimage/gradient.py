@@ -24,7 +24,7 @@ def _gradient_starts(model: KernelModel, Xb: np.ndarray, target: Target, n_neigh
 
 
 def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, tol: float = 1e-8,
-                     n_neighbors: int = 10) -> np.ndarray:
+                     n_neighbors: int = 10, components=None) -> np.ndarray:
     """Pre-images by minimising rho with L-BFGS-B and the analytic gradient (seed 002 §4.2).
 
     Works for every kernel of `kpca.kernels` (gradients in the module note;
@@ -43,6 +43,9 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
         L-BFGS-B ``ftol`` and ``gtol``.
     n_neighbors : int, default 10
         For the Kwok–Tsang start.
+    components : ndarray of shape (m, r), optional
+        Pre-images of these projections instead of X's (the estimator's
+        ``inverse_transform``); X is then only a start.
 
     Returns
     -------
@@ -54,12 +57,13 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
     init = None if init is None else model.check_points(init, "init")
     if init is not None and init.shape != X.shape:
         raise ValueError(f"init: expected shape {X.shape} like X, got {init.shape}")
+    components = model.check_components(components, X.shape[0])
     out = np.empty_like(X)
     step = model.block_rows()
     options = {"maxiter": int(max_iter), "ftol": float(tol), "gtol": float(tol)}
     for a in range(0, X.shape[0], step):
         Xb = X[a : a + step]
-        target = model.target(Xb)
+        target = model.target(Xb) if components is None else model.target_from_components(components[a : a + step])
         Z0 = _gradient_starts(model, Xb, target, n_neighbors) if init is None else init[a : a + step]
         for j in range(Xb.shape[0]):
             G, norm2 = target.gamma[j : j + 1], target.norm2[j : j + 1]

@@ -87,7 +87,7 @@ def kwok_tsang_block(model: KernelModel, target: Target, n_neighbors: int):
     return Z, neighbours
 
 
-def kwok_tsang(model: KernelModel, X, *, n_neighbors: int = 10) -> np.ndarray:
+def kwok_tsang(model: KernelModel, X, *, n_neighbors: int = 10, components=None) -> np.ndarray:
     """Pre-images by distance constraints (Kwok & Tsang; seed 002 ref. [10]).
 
     For each point: feature distances ``d~_i^2 = ||Psi(x) - Phi(x_i)||^2`` to
@@ -103,6 +103,9 @@ def kwok_tsang(model: KernelModel, X, *, n_neighbors: int = 10) -> np.ndarray:
         "method" otherwise).
     X : ndarray of shape (m, n)
     n_neighbors : int, default 10
+    components : ndarray of shape (m, r), optional
+        Pre-images of these projections instead of X's (X is then unused
+        beyond its shape).
 
     Returns
     -------
@@ -111,4 +114,8 @@ def kwok_tsang(model: KernelModel, X, *, n_neighbors: int = 10) -> np.ndarray:
     """
     _check_kwok_tsang(model.kernel)
     X = model.check_points(X)
+    components = model.check_components(components, X.shape[0])
+    if components is not None:
+        return model.map_blocks(components, lambda B: kwok_tsang_block(model, model.target_from_components(B),
+                                                                        n_neighbors)[0], X.shape[1])
     return model.map_blocks(X, lambda B: kwok_tsang_block(model, model.target(B), n_neighbors)[0], X.shape[1])
