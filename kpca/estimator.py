@@ -36,7 +36,7 @@ from kpca.streaming import extend_state
 # the estimator's arguments that carry solver parameters, by parameter name
 _SOLVER_ARGUMENTS = {"passes": "passes", "seed": "random_state", "block_size": "block_size", "eta0": "eta0",
                      "mu": "mu", "xi": "xi", "init": "init", "init_size": "init_size"}
-# scikit-learn's kernel names: the project's kernel each means, and its default degree
+# scikit-learn's kernel names and the project's kernel each means (module table)
 _SKLEARN_KERNELS = {"rbf": "gaussian", "poly": "polynomial", "sigmoid": "tanh"}
 
 
