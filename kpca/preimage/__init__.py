@@ -169,5 +169,5 @@ def objective(model: KernelModel, Z, X) -> np.ndarray:
     return out
 
 
-__all__ = ["METHODS", "PREIMAGE_METHODS", "Method", "reconstruct", "reconstruct_components", "objective", "fixed_point", "kwok_tsang",
-           "gradient_descent", "learned", "LearnedInverse"]
+__all__ = ["METHODS", "PREIMAGE_METHODS", "Method", "reconstruct", "reconstruct_components", "objective",
+           "fixed_point", "kwok_tsang", "gradient_descent", "learned", "LearnedInverse"]
