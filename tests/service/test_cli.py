@@ -4,6 +4,7 @@ of each kind of failure (`client.cli.EPILOG`)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -77,6 +78,28 @@ def test_fit_wait_and_rm(kpca, rows):
     assert "waited" not in kpca("ls", "datasets").stdout
 
 
+def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
+    from PIL import Image
+
+    upload_rows(api, "patches", rng.uniform(0, 255, size=(150, 16)))  # 4x4 grey patches
+    assert kpca("fit", "p", "--dataset", "patches", "--sigma", "300", "--components", "2", "--passes", "2",
+                "--wait").exit_code == 0
+    noisy = tmp_path / "noisy.npy"
+    np.save(noisy, rng.uniform(0, 255, size=(3, 16)))
+    cleaned = tmp_path / "clean.npy"
+    result = kpca("denoise", "p", str(noisy), "-o", str(cleaned))
+    assert result.exit_code == 0, result.output
+    assert np.load(cleaned).shape == (3, 16)
+
+    image, out = tmp_path / "in.png", tmp_path / "out.png"
+    Image.fromarray(rng.integers(0, 256, size=(12, 12), dtype=np.uint8)).save(image)
+    result = kpca("denoise-image", "p", str(image), "-o", str(out), "--stride", "2")
+    assert result.exit_code == 0, result.output
+    assert Image.open(out).size == (12, 12)
+    too_far = kpca("denoise-image", "p", str(image), "-o", str(out), "--stride", "5")
+    assert too_far.exit_code == 1 and "[field: stride]" in too_far.stderr
+
+
 def test_unknown_model_is_1_with_the_servers_message(kpca, rows):
     result = kpca("project", "nobody", str(rows[0]))
     assert result.exit_code == 1
@@ -127,3 +150,11 @@ def test_the_installed_entry_point_runs():
     result = subprocess.run([sys.executable, "-m", "client", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "Exit status" in result.stdout and "watch" in result.stdout and "--api-key" in result.stdout
+
+
+def test_serve_passes_its_options_to_the_service(tmp_path):
+    """``kpca serve --host 0.0.0.0`` without API keys is the service's own refusal (exit 2), before it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPCA_")}
+    result = subprocess.run([sys.executable, "-m", "client", "serve", "--host", "0.0.0.0", "--data-dir",
+                             str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2 and "refusing to listen on 0.0.0.0" in result.stderr
