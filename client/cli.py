@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from client.api import DEFAULT_URL, KINDS, ApiError, Client, ConnectionFailed, load_npy, save_npy
+from client.api import DEFAULT_URL, KINDS, RUNNING, ApiError, Client, ConnectionFailed, load_npy, save_npy
 
 #: exit statuses (also listed in ``kpca --help``)
 OK, REFUSED, USAGE, UNREACHABLE, FIT_FAILED, SERVER_ERROR = 0, 1, 2, 3, 4, 5
@@ -208,7 +208,7 @@ def watch(ctx, state: State, name: str) -> None:
                 info["error"] = data["error"]
     if live:
         click.echo("", err=True)
-    if status in RUNNING_STATUSES:  # the stream closed early: read where the fit stands
+    if status in RUNNING:  # the stream closed early: read where the fit stands
         status = state.client.wait(name)["status"]
     if not state.json:
         click.echo(f"{name}: {status}")
@@ -217,9 +217,6 @@ def watch(ctx, state: State, name: str) -> None:
         if error.get("message"):
             click.echo(f"error: {error['message']} ({error.get('code')})", err=True)
         ctx.exit(FIT_FAILED)
-
-
-RUNNING_STATUSES = ("queued", "running")
 
 
 def _write_or_print(state: State, array: np.ndarray, out: str | None, key: str) -> None:
@@ -259,14 +256,23 @@ def denoise(state: State, name: str, file: str, out: str, method: str) -> None:
 @click.argument("name")
 @click.argument("image", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), required=True, help="the denoised PNG")
+@click.option("--patch", type=click.IntRange(min=1), default=None,
+              help="the patch side you expect; the model fixes it (its rows are patch x patch x channels "
+                   "values), so this only checks it before sending the image")
 @click.option("--stride", type=click.IntRange(1, 64), default=2, show_default=True,
-              help="grid step between patches (the patch size is the model's)")
+              help="grid step between patches, at most the patch side")
 @click.option("--method", default="auto", show_default=True, help="pre-image method")
 @click.option("--upscale", type=click.IntRange(1, 8), default=1, show_default=True,
               help="enlarge the image this many times first (hyperresolution)")
 @pass_state
-def denoise_image(state: State, name: str, image: str, out: str, stride: int, method: str, upscale: int) -> None:
+def denoise_image(state: State, name: str, image: str, out: str, patch: int | None, stride: int, method: str,
+                  upscale: int) -> None:
     """Denoise the PNG IMAGE patch by patch through model NAME (trained on image patches)."""
+    if patch is not None:
+        n_features = int(state.client.model(name)["n_features"])
+        if all(patch * patch * channels != n_features for channels in (1, 3, 4)):
+            raise click.BadParameter(f"model {name!r} takes rows of {n_features} values, which are not "
+                                     f"{patch}x{patch} patches (grey, RGB or RGBA)", param_hint="--patch")
     png = state.client.denoise_image(name, Path(image).read_bytes(), stride, method, upscale)
     Path(out).write_bytes(png)
     state.emit({"output": out, "bytes": len(png)}, f"wrote {out}")

@@ -93,11 +93,12 @@ def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
 
     image, out = tmp_path / "in.png", tmp_path / "out.png"
     Image.fromarray(rng.integers(0, 256, size=(12, 12), dtype=np.uint8)).save(image)
-    result = kpca("denoise-image", "p", str(image), "-o", str(out), "--stride", "2")
+    result = kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "4", "--stride", "2")
     assert result.exit_code == 0, result.output
     assert Image.open(out).size == (12, 12)
     too_far = kpca("denoise-image", "p", str(image), "-o", str(out), "--stride", "5")
     assert too_far.exit_code == 1 and "[field: stride]" in too_far.stderr
+    assert kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "5").exit_code == 2
 
 
 def test_unknown_model_is_1_with_the_servers_message(kpca, rows):
