@@ -1,0 +1,198 @@
+"""`Client`: kpca-stream's HTTP API as Python functions, with typed errors.
+
+Every refusal by the server is an `ApiError` carrying its status and its error body
+(``code``, ``message``, ``field``); a server that cannot be reached is `ConnectionFailed`.
+State-changing POSTs always send a JSON body (``{}`` when they have nothing to say), as the
+service requires.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+
+from client.upload import UploadError, upload_array
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: statuses in which a fit is still going
+RUNNING = ("queued", "running")
+#: the kinds `Client.ls` and `Client.rm` know, and their routes
+KINDS = {"datasets": "/v1/datasets", "models": "/v1/models", "clusterings": "/v1/clusterings"}
+
+
+class ApiError(RuntimeError):
+    """The server said no: HTTP ``status`` with its error body's ``code``, ``message`` and ``field``."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None):
+        self.status, self.code, self.message, self.field = status, code, message, field
+        where = f" (field {field})" if field else ""
+        super().__init__(f"{status} {code}: {message}{where}")
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> ApiError:
+        """The error a non-2xx response stands for, read from its ``{"error": {...}}`` body when it has one."""
+        try:
+            error = response.json()["error"]
+            return cls(response.status_code, str(error.get("code")), str(error.get("message")), error.get("field"))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return cls(response.status_code, "http_error", response.text or response.reason_phrase)
+
+
+class ConnectionFailed(RuntimeError):
+    """No answer from the server (refused, unknown host, timed out)."""
+
+
+class Client:
+    """kpca-stream at ``url`` (default ``$KPCA_URL`` or `DEFAULT_URL`), authenticated with ``api_key``
+    (default ``$KPCA_API_KEY``; sent as ``Authorization: Bearer``)."""
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, timeout: float = 120.0):
+        self.url = (url or os.environ.get("KPCA_URL") or DEFAULT_URL).rstrip("/")
+        api_key = api_key if api_key is not None else os.environ.get("KPCA_API_KEY")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, **kwargs) -> httpx.Response:
+        """One request; `ApiError` on a non-2xx answer, `ConnectionFailed` when there is none."""
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"cannot reach {self.url}: {exc} (is the service running? see --url)") from None
+        if response.status_code >= 400:
+            raise ApiError.from_response(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs) -> dict:
+        response = self.request(method, path, **kwargs)
+        return response.json() if response.content else {}
+
+    def upload(self, name: str, array, *, chunk_rows: int | None = None, append: bool = False,
+               progress: bool = False) -> dict:
+        """Upload ``array`` (shape (l, n)) as data set ``name`` (`client.upload.upload_array`); its metadata."""
+        try:
+            return upload_array(self.http, name, array, chunk_rows=chunk_rows, append=append, progress=progress,
+                                retries=2, backoff=0.2)
+        except UploadError as exc:
+            raise _upload_error(str(exc)) from None
+
+    def fit(self, name: str, dataset: str, kernel: dict, n_components: int, solver: str = "kha-smd",
+            params: dict | None = None) -> dict:
+        """Create model ``name`` on ``dataset`` and start its fit; the queued model record."""
+        body = {"name": name, "dataset": dataset, "kernel": kernel, "n_components": n_components,
+                "solver": solver, "params": params or {}}
+        return self._json("POST", "/v1/models", json=body)
+
+    def model(self, name: str) -> dict:
+        """Model ``name``'s record: status, progress, history."""
+        return self._json("GET", f"/v1/models/{name}")
+
+    def cancel(self, name: str) -> dict:
+        """Ask model ``name``'s fit to stop."""
+        return self._json("POST", f"/v1/models/{name}/cancel", json={})
+
+    def events(self, name: str) -> Iterator[tuple[str, dict]]:
+        """Model ``name``'s server-sent events as ``(event, data)`` pairs, until the stream ends."""
+        try:
+            with self.http.stream("GET", f"/v1/models/{name}/events", timeout=httpx.Timeout(10.0, read=None),
+                                  headers={"Accept": "text/event-stream"}) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ApiError.from_response(response)
+                event, data = "message", []
+                for line in response.iter_lines():
+                    if not line:
+                        if data:
+                            yield event, json.loads("\n".join(data))
+                        event, data = "message", []
+                    elif line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data.append(line[5:].strip())
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"cannot reach {self.url}: {exc}") from None
+
+    def wait(self, name: str, timeout: float | None = None, poll_s: float = 0.2) -> dict:
+        """Poll model ``name`` until its fit is no longer queued or running; the final record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (record := self.model(name))["status"] in RUNNING:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"model {name!r} is still {record['status']} after {timeout} s")
+            time.sleep(poll_s)
+        return record
+
+    def project(self, name: str, rows) -> np.ndarray:
+        """Kernel principal components of ``rows`` (shape (m, n)): an array of shape (m, n_components)."""
+        body = {"rows": np.asarray(rows, dtype=np.float64).tolist()}
+        return np.asarray(self._json("POST", f"/v1/models/{name}/project", json=body)["components"])
+
+    def denoise(self, name: str, rows, method: str = "auto") -> np.ndarray:
+        """Denoised ``rows`` (shape (m, n)): pre-images of their projections, same shape."""
+        body = {"rows": np.asarray(rows, dtype=np.float64).tolist(), "method": method}
+        return np.asarray(self._json("POST", f"/v1/models/{name}/denoise", json=body)["rows"])
+
+    def denoise_image(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1) -> bytes:
+        """A PNG denoised patch by patch through model ``name``; the denoised PNG's bytes."""
+        response = self.request("POST", f"/v1/models/{name}/denoise-image", content=png,
+                                params={"stride": stride, "method": method, "upscale": upscale},
+                                headers={"Content-Type": "image/png"})
+        return response.content
+
+    def ls(self, kind: str = "models") -> list[dict]:
+        """The records of every data set, model or clustering (``kind``)."""
+        return self._json("GET", _route(kind))[kind]
+
+    def rm(self, kind: str, name: str) -> None:
+        """Delete data set, model or clustering ``name``."""
+        self.request("DELETE", f"{_route(kind)}/{name}")
+
+
+def _upload_error(text: str) -> Exception:
+    """The typed error behind an `UploadError`'s text (``METHOD URL -> STATUS: BODY`` for a refusal)."""
+    if "is the service running" in text:
+        return ConnectionFailed(text)
+    found = re.match(r"\S+ \S+ -> (\d{3}): (.*)", text, re.DOTALL)
+    if found is None:  # refused by the client itself: a width or rows that differ from the stored set's
+        return ApiError(409, "conflict", text, "name")
+    try:
+        error = json.loads(found.group(2))["error"]
+        return ApiError(int(found.group(1)), str(error.get("code")), str(error.get("message")), error.get("field"))
+    except (ValueError, KeyError, TypeError):
+        return ApiError(int(found.group(1)), "http_error", found.group(2))
+
+
+def _route(kind: str) -> str:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}") from None
+
+
+def load_npy(path) -> np.ndarray:
+    """A 2-D array from a ``.npy`` file (a 1-D one is one row)."""
+    array = np.load(path, allow_pickle=False)
+    return array.reshape(1, -1) if array.ndim == 1 else array
+
+
+def save_npy(path, array) -> None:
+    """Write ``array`` to ``path`` as ``.npy``."""
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    with open(path, "wb") as out:
+        out.write(buf.getvalue())

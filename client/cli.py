@@ -1,0 +1,319 @@
+"""``kpca``: the command line of kpca-stream, over its HTTP API (`client.api.Client`).
+
+Every command but ``serve`` talks HTTP only; ``serve`` runs the service itself (``python -m
+service``) and is the one place that loads it, when it is run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from client.api import DEFAULT_URL, KINDS, RUNNING, ApiError, Client, ConnectionFailed, load_npy, save_npy
+
+#: exit statuses (also listed in ``kpca --help``)
+OK, REFUSED, USAGE, UNREACHABLE, FIT_FAILED, SERVER_ERROR = 0, 1, 2, 3, 4, 5
+
+EPILOG = """\b
+Exit status:
+  0  done
+  1  the server said no (4xx): its message and the field it names are printed
+  2  usage error (unknown option, missing argument)
+  3  cannot connect to the server (see --url)
+  4  the fit failed or was cancelled (watch, fit --wait)
+  5  server error (5xx)
+"""
+
+#: singular spellings accepted by ``rm`` and ``ls``
+SINGULAR = {kind[:-1]: kind for kind in KINDS}
+
+
+class Group(click.Group):
+    """A click group that turns the client's errors into messages and `EPILOG`'s exit statuses."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ApiError as exc:
+            where = f" [field: {exc.field}]" if exc.field else ""
+            _fail(ctx, f"error: {exc.message}{where} (HTTP {exc.status} {exc.code})",
+                  {"status": exc.status, "code": exc.code, "message": exc.message, "field": exc.field},
+                  SERVER_ERROR if exc.status >= 500 else REFUSED)
+        except ConnectionFailed as exc:
+            _fail(ctx, f"error: {exc}", {"code": "connection_failed", "message": str(exc)}, UNREACHABLE)
+
+
+def _fail(ctx: click.Context, text: str, error: dict, status: int) -> None:
+    obj = ctx.find_object(State)
+    if obj is not None and obj.json:
+        click.echo(json.dumps({"error": error}))
+    click.echo(text, err=True)
+    ctx.exit(status)
+
+
+class State:
+    """The global options, shared by every command."""
+
+    def __init__(self, url: str, api_key: str | None, json_output: bool):
+        self.url, self.api_key, self.json = url, api_key, json_output
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.url, self.api_key)
+        return self._client
+
+    def emit(self, data, text: str | None = None) -> None:
+        """Print ``data`` as JSON (``--json``) or ``text`` for people."""
+        if self.json:
+            click.echo(json.dumps(data))
+        elif text is not None:
+            click.echo(text)
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+@click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", envvar="KPCA_URL", default=DEFAULT_URL, show_default=True,
+              help="base URL of the kpca-stream service (env KPCA_URL)")
+@click.option("--api-key", envvar="KPCA_API_KEY", default=None,
+              help="API key, sent as 'Authorization: Bearer KEY' (env KPCA_API_KEY)")
+@click.option("--json", "json_output", is_flag=True, help="machine-readable JSON on stdout instead of text")
+@click.pass_context
+def cli(ctx: click.Context, url: str, api_key: str | None, json_output: bool) -> None:
+    """kpca-stream from the command line: upload data, fit kernel PCA, watch fits, project and denoise."""
+    ctx.obj = State(url, api_key, json_output)
+    ctx.call_on_close(lambda: ctx.obj._client and ctx.obj._client.close())
+
+
+@cli.command()
+@click.option("--host", default=None, help="interface to listen on (KPCA_HOST; default 127.0.0.1)")
+@click.option("--port", type=int, default=None, help="TCP port (KPCA_PORT; default 8000)")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="data folder (KPCA_DATA_DIR)")
+@click.option("--scheduler", default=None, help="address of an external dask scheduler (KPCA_SCHEDULER)")
+def serve(host, port, data_dir, scheduler) -> None:
+    """Run the service here (the same as ``python -m service``); needs the server's packages."""
+    argv = []
+    for flag, value in (("--host", host), ("--port", port), ("--data-dir", data_dir), ("--scheduler", scheduler)):
+        if value is not None:
+            argv += [flag, str(value)]
+    # loaded only when run, so that importing the client never pulls in the service
+    importlib.import_module("service.__main__").main(argv)
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--chunk-rows", type=click.IntRange(min=1), default=None,
+              help="rows per request (default: about 8 MiB per request)")
+@click.option("--append", is_flag=True, help="add the rows as the data set's next version")
+@pass_state
+def upload(state: State, name: str, file: str, chunk_rows: int | None, append: bool) -> None:
+    """Upload FILE (a 2-D .npy array, one row per sample) as data set NAME, resumably, and commit it."""
+    meta = state.client.upload(name, load_npy(file), chunk_rows=chunk_rows, append=append,
+                               progress=not state.json)
+    state.emit(meta, f"{name}: {meta.get('n_rows')} rows x {meta.get('n_features')} features, "
+               f"version {meta.get('version')}, {meta.get('status')}")
+
+
+def _param(value: str):
+    key, sep, raw = value.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"{value!r} is not KEY=VALUE")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--dataset", required=True, help="the data set to fit on (uploaded and committed)")
+@click.option("--kernel", default="gaussian", show_default=True, help="kernel type (see GET /v1/kernels)")
+@click.option("--sigma", type=float, default=None, help="Gaussian kernel width")
+@click.option("--kernel-param", "kernel_params", multiple=True, metavar="KEY=VALUE",
+              help="another kernel parameter (repeatable), e.g. --kernel-param degree=3")
+@click.option("--components", "n_components", type=click.IntRange(min=1), required=True,
+              help="number of kernel principal components")
+@click.option("--solver", default="kha-smd", show_default=True, help="solver (see GET /v1/solvers)")
+@click.option("--passes", type=click.IntRange(min=1), default=None, help="passes over the data")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="a solver parameter (repeatable; VALUE read as JSON where it parses), e.g. --param eta0=0.05")
+@click.option("--wait", is_flag=True, help="follow the fit (as `watch`) until it ends")
+@pass_state
+@click.pass_context
+def fit(ctx, state: State, name, dataset, kernel, sigma, kernel_params, n_components, solver, passes, params,
+        wait) -> None:
+    """Create model NAME and start fitting it on --dataset."""
+    kernel_spec = {"type": kernel, **dict(_param(p) for p in kernel_params)}
+    if sigma is not None:
+        kernel_spec["sigma"] = sigma
+    solver_params = dict(_param(p) for p in params)
+    if passes is not None:
+        solver_params["passes"] = passes
+    record = state.client.fit(name, dataset, kernel_spec, n_components, solver, solver_params)
+    state.emit(record, f"{name}: {record['status']} ({solver}, {n_components} components on {dataset})")
+    if wait:
+        ctx.invoke(watch, name=name)
+
+
+def _bar_line(name: str, passes: int | None, event: dict, started: dict) -> str:
+    done = int(event.get("pass", 0))
+    total = event.get("passes") or passes
+    remaining = event.get("remaining_s")
+    if remaining is None and total and done:
+        remaining = float(event.get("elapsed_s", 0.0)) / done * (int(total) - done)
+    convergence = event.get("convergence") or {}
+    value = convergence.get("value")
+    width = 24
+    filled = int(width * done / total) if total else 0
+    bar = "#" * filled + "-" * (width - filled)
+    parts = [f"{name} [{bar}] pass {done}/{total or '?'}"]
+    if value is not None:
+        parts.append(f"{convergence.get('metric', 'convergence')} {value:.3g}")
+    if remaining is not None:
+        parts.append(f"~{remaining:.0f} s left")
+    started["passes"] = total
+    return "  ".join(parts)
+
+
+@cli.command()
+@click.argument("name")
+@pass_state
+@click.pass_context
+def watch(ctx, state: State, name: str) -> None:
+    """Follow model NAME's fit live (pass, convergence, remaining time) from its events stream.
+
+    Exits 0 when the fit completes, 4 when it failed or was cancelled. With --json, one JSON line
+    per event."""
+    record = state.client.model(name)
+    passes = (record.get("progress") or {}).get("passes") or (record.get("params") or {}).get("passes")
+    status, info, live = record["status"], {}, sys.stderr.isatty() and not state.json
+    for event, data in state.client.events(name):
+        if state.json:
+            click.echo(json.dumps({"event": event, **data}))
+        if event == "progress" and not state.json:
+            line = _bar_line(name, passes, data, info)
+            click.echo(("\r" + line) if live else line, err=True, nl=not live)
+        elif event in ("status", "end"):
+            status = data.get("status", status)
+            if data.get("error"):
+                info["error"] = data["error"]
+    if live:
+        click.echo("", err=True)
+    if status in RUNNING:  # the stream closed early: read where the fit stands
+        status = state.client.wait(name)["status"]
+    if not state.json:
+        click.echo(f"{name}: {status}")
+    if status != "completed":
+        error = info.get("error") or state.client.model(name).get("error") or {}
+        if error.get("message"):
+            click.echo(f"error: {error['message']} ({error.get('code')})", err=True)
+        ctx.exit(FIT_FAILED)
+
+
+def _write_or_print(state: State, array: np.ndarray, out: str | None, key: str) -> None:
+    if out is not None:
+        save_npy(out, array)
+        state.emit({"output": out, "shape": list(array.shape)}, f"wrote {out} {array.shape}")
+    elif state.json:
+        click.echo(json.dumps({key: array.tolist()}))
+    else:
+        np.savetxt(sys.stdout, array, fmt="%.8g")
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), default=None,
+              help="write the components to this .npy file (default: print them)")
+@pass_state
+def project(state: State, name: str, file: str, out: str | None) -> None:
+    """Kernel principal components of FILE's rows (a .npy array) through model NAME."""
+    _write_or_print(state, state.client.project(name, load_npy(file)), out, "components")
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), required=True,
+              help="the .npy file that receives the denoised rows")
+@click.option("--method", default="auto", show_default=True, help="pre-image method")
+@pass_state
+def denoise(state: State, name: str, file: str, out: str, method: str) -> None:
+    """Denoise FILE's rows (a .npy array) through model NAME: pre-images of their projections."""
+    _write_or_print(state, state.client.denoise(name, load_npy(file), method), out, "rows")
+
+
+@cli.command("denoise-image")
+@click.argument("name")
+@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), required=True, help="the denoised PNG")
+@click.option("--patch", type=click.IntRange(min=1), default=None,
+              help="the patch side you expect; the model fixes it (its rows are patch x patch x channels "
+                   "values), so this only checks it before sending the image")
+@click.option("--stride", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="grid step between patches, at most the patch side")
+@click.option("--method", default="auto", show_default=True, help="pre-image method")
+@click.option("--upscale", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="enlarge the image this many times first (hyperresolution)")
+@pass_state
+def denoise_image(state: State, name: str, image: str, out: str, patch: int | None, stride: int, method: str,
+                  upscale: int) -> None:
+    """Denoise the PNG IMAGE patch by patch through model NAME (trained on image patches)."""
+    if patch is not None:
+        n_features = int(state.client.model(name)["n_features"])
+        if all(patch * patch * channels != n_features for channels in (1, 3, 4)):
+            raise click.BadParameter(f"model {name!r} takes rows of {n_features} values, which are not "
+                                     f"{patch}x{patch} patches (grey, RGB or RGBA)", param_hint="--patch")
+    png = state.client.denoise_image(name, Path(image).read_bytes(), stride, method, upscale)
+    Path(out).write_bytes(png)
+    state.emit({"output": out, "bytes": len(png)}, f"wrote {out}")
+
+
+def _kind(value: str) -> str:
+    kind = SINGULAR.get(value, value)
+    if kind not in KINDS:
+        raise click.BadParameter(f"must be one of {', '.join(KINDS)}", param_hint="KIND")
+    return kind
+
+
+def _summary(kind: str, item: dict) -> str:
+    if kind == "datasets":
+        return f"{item['name']}\t{item.get('status')}\t{item.get('n_rows')}x{item.get('n_features')}"
+    progress = item.get("progress") or {}
+    done = f"pass {progress.get('pass')}/{progress.get('passes')}" if progress else ""
+    return f"{item['name']}\t{item.get('status')}\t{item.get('dataset')}\t{item.get('solver', '')}\t{done}".rstrip()
+
+
+@cli.command()
+@click.argument("kind", default="models", metavar="[datasets|models|clusterings]")
+@pass_state
+def ls(state: State, kind: str) -> None:
+    """List data sets, models (the default) or clusterings."""
+    kind = _kind(kind)
+    items = state.client.ls(kind)
+    state.emit(items, "\n".join(_summary(kind, item) for item in items) if items else f"no {kind}")
+
+
+@cli.command()
+@click.argument("kind", metavar="KIND")
+@click.argument("name")
+@pass_state
+def rm(state: State, kind: str, name: str) -> None:
+    """Delete data set, model or clustering NAME (KIND: datasets, models or clusterings)."""
+    kind = _kind(kind)
+    state.client.rm(kind, name)
+    state.emit({"deleted": name, "kind": kind}, f"deleted {kind[:-1]} {name}")
+
+
+def main() -> None:
+    """Entry point of the ``kpca`` console script."""
+    cli(prog_name="kpca")

@@ -1,0 +1,161 @@
+"""The ``kpca`` command line through a real server: upload -> fit -> watch -> project, and the exit status
+of each kind of failure (`client.cli.EPILOG`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from client.api import ApiError, Client, ConnectionFailed
+from client.cli import cli
+from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
+
+
+@pytest.fixture(scope="module")
+def kpca(server):
+    """Run ``kpca --url SERVER ARGS...`` in-process; the click result."""
+    runner = CliRunner()
+
+    def run(*args: str):
+        return runner.invoke(cli, ["--url", server, *args], catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """A .npy file of 120 rows x 5 features and its array."""
+    array = np.random.default_rng(20240531).normal(size=(120, 5))
+    path = tmp_path_factory.mktemp("cli") / "rows.npy"
+    np.save(path, array)
+    return path, array
+
+
+def test_upload_fit_watch_project(kpca, rows, tmp_path):
+    path, array = rows
+    uploaded = kpca("--json", "upload", "points", str(path), "--chunk-rows", "50")
+    assert uploaded.exit_code == 0, uploaded.output
+    meta = json.loads(uploaded.stdout)
+    assert (meta["n_rows"], meta["n_features"], meta["status"]) == (120, 5, "ready")
+
+    started = kpca("fit", "m", "--dataset", "points", "--sigma", "3", "--components", "3", "--passes", "3",
+                   "--param", "seed=0")
+    assert started.exit_code == 0, started.output
+    watched = kpca("watch", "m")
+    assert watched.exit_code == 0, watched.output
+    assert "pass 3/3" in watched.stderr and watched.stdout.strip() == "m: completed"
+
+    events = kpca("--json", "watch", "m")  # a finished fit replays its history, one JSON line per event
+    lines = [json.loads(line) for line in events.stdout.splitlines()]
+    assert events.exit_code == 0 and [e["pass"] for e in lines if e["event"] == "progress"] == [1, 2, 3]
+    assert lines[-1] == {"event": "end", "status": "completed"}
+
+    out = tmp_path / "components.npy"
+    projected = kpca("project", "m", str(path), "-o", str(out))
+    assert projected.exit_code == 0, projected.output
+    assert np.load(out).shape == (120, 3)
+
+    listed = kpca("--json", "ls", "models")
+    assert [m["name"] for m in json.loads(listed.stdout)] == ["m"]
+    assert "points" in kpca("ls", "datasets").stdout
+
+
+def test_fit_wait_and_rm(kpca, rows):
+    path, _ = rows
+    assert kpca("upload", "waited", str(path)).exit_code == 0
+    result = kpca("fit", "w", "--dataset", "waited", "--sigma", "3", "--components", "2", "--passes", "2",
+                  "--wait")
+    assert result.exit_code == 0, result.output
+    assert "w: completed" in result.stdout
+    assert kpca("rm", "model", "w").exit_code == 0
+    assert kpca("rm", "datasets", "waited").exit_code == 0
+    assert "waited" not in kpca("ls", "datasets").stdout
+
+
+def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
+    from PIL import Image
+
+    upload_rows(api, "patches", rng.uniform(0, 255, size=(150, 16)))  # 4x4 grey patches
+    assert kpca("fit", "p", "--dataset", "patches", "--sigma", "300", "--components", "2", "--passes", "2",
+                "--wait").exit_code == 0
+    noisy = tmp_path / "noisy.npy"
+    np.save(noisy, rng.uniform(0, 255, size=(3, 16)))
+    cleaned = tmp_path / "clean.npy"
+    result = kpca("denoise", "p", str(noisy), "-o", str(cleaned))
+    assert result.exit_code == 0, result.output
+    assert np.load(cleaned).shape == (3, 16)
+
+    image, out = tmp_path / "in.png", tmp_path / "out.png"
+    Image.fromarray(rng.integers(0, 256, size=(12, 12), dtype=np.uint8)).save(image)
+    result = kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "4", "--stride", "2")
+    assert result.exit_code == 0, result.output
+    assert Image.open(out).size == (12, 12)
+    too_far = kpca("denoise-image", "p", str(image), "-o", str(out), "--stride", "5")
+    assert too_far.exit_code == 1 and "[field: stride]" in too_far.stderr
+    assert kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "5").exit_code == 2
+
+
+def test_unknown_model_is_1_with_the_servers_message(kpca, rows):
+    result = kpca("project", "nobody", str(rows[0]))
+    assert result.exit_code == 1
+    assert "nobody" in result.stderr and "HTTP 404 not_found" in result.stderr
+    as_json = kpca("--json", "watch", "nobody")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout)["error"]["status"] == 404
+
+
+def test_a_refused_field_is_named(kpca):
+    result = kpca("fit", "bad", "--dataset", "missing", "--sigma", "3", "--components", "2")
+    assert result.exit_code == 1 and "[field: dataset]" in result.stderr
+
+
+def test_bad_option_is_2(kpca):
+    assert kpca("fit", "m", "--components", "zero").exit_code == 2
+    assert kpca("--bogus").exit_code == 2
+    assert kpca("rm", "widgets", "x").exit_code == 2
+
+
+def test_unreachable_url_is_3(rows):
+    result = CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", "ls"])
+    assert result.exit_code == 3 and "cannot reach" in result.stderr
+    with pytest.raises(ConnectionFailed):
+        Client("http://127.0.0.1:9").ls("models")
+
+
+def test_watch_of_a_cancelled_fit_is_4(kpca, api, rng):
+    upload_rows(api, "slow-set", rng.normal(size=(400, 8)))
+    api.post("/v1/models", json={"name": "stopped", "dataset": "slow-set", "n_components": 4,
+                                 "kernel": {"type": "gaussian", "sigma": 3.0},
+                                 "params": {"passes": 400, "block_size": 25, "seed": 0}}).raise_for_status()
+    wait_for_pass(api, "stopped", 1)
+    api.post("/v1/models/stopped/cancel", json={}).raise_for_status()
+    assert wait_for_fit(api, "stopped")["status"] == "cancelled"
+    result = kpca("watch", "stopped")
+    assert result.exit_code == 4 and "stopped: cancelled" in result.stdout
+
+
+def test_client_errors_are_typed(server):
+    with Client(server) as client:
+        with pytest.raises(ApiError) as refused:
+            client.model("nobody")
+    assert (refused.value.status, refused.value.code, refused.value.field) == (404, "not_found", "name")
+    assert "nobody" in refused.value.message
+
+
+def test_the_installed_entry_point_runs():
+    result = subprocess.run([sys.executable, "-m", "client", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Exit status" in result.stdout and "watch" in result.stdout and "--api-key" in result.stdout
+
+
+def test_serve_passes_its_options_to_the_service(tmp_path):
+    """``kpca serve --host 0.0.0.0`` without API keys is the service's own refusal (exit 2), before it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPCA_")}
+    result = subprocess.run([sys.executable, "-m", "client", "serve", "--host", "0.0.0.0", "--data-dir",
+                             str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2 and "refusing to listen on 0.0.0.0" in result.stderr
