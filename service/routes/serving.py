@@ -29,7 +29,6 @@ from service.schemas.serving import (
     ReconstructResponse,
     TransformRequest,
 )
-from kpca.solvers import SOLVERS
 from store.errors import Corrupt, NotFound
 from store.records import JobRecord
 
@@ -64,14 +63,13 @@ def not_served_message(job: JobRecord, name: str) -> str:
     if job.status in ("queued", "running"):
         follow = f", or follow GET {url}/events" if job.kind == "model" else ""
         return f"{head}: wait for the fit to finish (poll GET {url}{follow})"
-    solver = SOLVERS.get(job.solver)
-    if solver is not None and solver.iterative:
+    if job.resumable:
         again = f"resume it with POST {url}/resume (optionally {{\"passes\": N}}, the new total)"
     else:
         again = f"delete it (DELETE {url}) and create it again"
     if job.status == "failed":
         error = f" ({job.error.code}: {job.error.message})" if job.error is not None else ""
-        also = f", or delete it (DELETE {url})" if solver is not None and solver.iterative else ""
+        also = f", or delete it (DELETE {url})" if job.resumable else ""
         return f"{head}: its fit failed{error}; {again}{also}"
     return f"{head}: its fit was {job.status}, so it will not finish by itself; {again}"
 
