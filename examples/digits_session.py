@@ -2,6 +2,10 @@
 scikit-learn's digits in chunks, commit, fit kha-smd, poll, project.
 
     .venv/bin/python examples/digits_session.py [http://127.0.0.1:8000]
+
+It can be run again: it first deletes the data set ``digits`` and, with it
+(``?cascade=true``) the models fit on it, and the model ``digits-rbf``, left by an
+earlier run.
 """
 
 import io
@@ -15,6 +19,11 @@ from sklearn.datasets import load_digits
 api = httpx.Client(base_url=sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000", timeout=60)
 X = (load_digits().data / 16.0).astype(np.float32)  # 1797 x 64, pixels in [0, 1]
 
+# a fresh start: the model and the data set (with the models fit on it) if an earlier run left them
+for path, params in (("/v1/models/digits-rbf", {}), ("/v1/datasets/digits", {"cascade": "true"})):
+    r = api.delete(path, params=params)
+    if r.status_code != 404:  # 404: nothing to delete
+        r.raise_for_status()
 api.post("/v1/datasets", json={"name": "digits", "n_features": 64, "dtype": "float32"}).raise_for_status()
 for i, chunk in enumerate(np.array_split(X, 4)):
     if i % 2 == 0:  # .npy bytes ...

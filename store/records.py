@@ -165,6 +165,12 @@ class JobRecord(_Document):
         return int(declared.default) if declared is not None else defaults.PASSES
 
     @property
+    def resumable(self) -> bool:
+        """Whether its solver runs pass by pass, so that a stopped fit can be resumed (`resumed`)."""
+        solver = SOLVERS.get(self.solver)
+        return solver is not None and solver.iterative
+
+    @property
     def passes_done(self) -> int:
         """Passes completed so far (0 before the first)."""
         return self.progress.pass_ if self.progress is not None else 0

@@ -9,6 +9,7 @@ request (and the client) that started them (dask/distributed #2766, #3890).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import uuid
@@ -128,10 +129,21 @@ class Backend:
         if self.plugins:
             import_modules(self.plugins)
             self.client.register_plugin(ImportModules(self.plugins))
-        log.info("dask backend ready: %s", self.client)
-        if self.cluster is not None:
-            log.info("dask dashboard (this machine only): %s", self.cluster.dashboard_link)
+        log.info("%s", self.describe())
         return self
+
+    def describe(self) -> str:
+        """One readable line on the started cluster: its scheduler, workers and dask threads, and the
+        dask dashboard's address, or why there is none (it needs the ``bokeh`` package)."""
+        info = self.client.scheduler_info()
+        workers = info.get("workers", {})
+        threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
+        where = "embedded" if self.cluster is not None else f"external ({self.scheduler})"
+        line = f"dask cluster ready: {where}, {len(workers)} worker(s), {threads} dask thread(s) in all"
+        if importlib.util.find_spec("bokeh") is None:
+            return f"{line}; dask dashboard unavailable: it needs bokeh (pip install bokeh)"
+        scope = " (this machine only)" if self.cluster is not None else ""
+        return f"{line}; dask dashboard{scope}: {self.client.dashboard_link}"
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Close the client and, if embedded, the cluster, each within about ``timeout_s`` seconds

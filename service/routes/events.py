@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from service.deps import ModelsDep
 from service.routes.models import ERRORS, ModelName
 from store.errors import NotFound
-from store.records import TERMINAL
+from store.records import TERMINAL, ModelRecord, PassRecord
 
 EVENT_POLL_S = 0.25
 EVENT_KEEPALIVE_S = 15.0
@@ -26,15 +26,43 @@ def _sse(event: str, data: dict, event_id: str | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+def _last_event_id(request: Request) -> int:
+    """The pass named by the ``Last-Event-ID`` header of a reconnecting client (0 without one, or
+    with one that is not a pass number: everything is replayed)."""
+    try:
+        return max(0, int(request.headers.get("last-event-id", "0").strip()))
+    except ValueError:
+        return 0
+
+
+def progress_event(entry: PassRecord, record: ModelRecord) -> dict:
+    """A ``progress`` event's data: the pass's history record, plus ``passes`` (the fit's total),
+    ``remaining_s`` (the record's estimate for its latest pass; for an earlier pass, seconds per
+    pass so far times the passes left then) and ``workers`` (1 where the record says None: one)."""
+    data = entry.model_dump(mode="json", by_alias=True)
+    passes = record.passes
+    progress = record.progress
+    if progress is not None and progress.pass_ == entry.pass_:
+        passes, remaining = progress.passes, progress.remaining_s
+    else:
+        remaining = entry.elapsed_s / max(entry.pass_, 1) * max(passes - entry.pass_, 0)
+    return {**data, "passes": passes, "remaining_s": remaining, "workers": entry.workers or 1}
+
+
 @router.get("/{name}/events", responses=ERRORS, response_class=StreamingResponse)
 async def model_events(name: ModelName, models: ModelsDep, request: Request) -> StreamingResponse:
     """Server-sent events: one ``progress`` event per finished pass (the history
-    records, earlier ones first), a ``status`` event on every status change,
-    and a final ``end`` event when the fit is completed, failed or cancelled."""
+    records, earlier ones first, each with ``passes``, ``remaining_s`` and ``workers``; its event
+    id is the pass), a ``status`` event on every status change, and a final ``end`` event when the
+    fit is completed, failed or cancelled. A client that reconnects with ``Last-Event-ID: k`` gets
+    only the passes after k (and the current status); after a fit went back to an earlier
+    checkpoint, the passes after that checkpoint."""
     await run_in_threadpool(models.get, name)  # 404 before the stream starts
+    last_pass = _last_event_id(request)
 
     async def stream() -> AsyncIterator[bytes]:
-        sent, last_status = 0, None
+        nonlocal last_pass
+        last_status = None
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         while not await request.is_disconnected():
@@ -44,12 +72,12 @@ async def model_events(name: ModelName, models: ModelsDep, request: Request) -> 
                 yield _sse("end", {"status": "deleted"})
                 return
             history = record.history
-            if len(history) < sent:  # resumed from an earlier checkpoint
-                sent = 0
-            for entry in history[sent:]:
-                yield _sse("progress", entry.model_dump(mode="json", by_alias=True), str(entry.pass_))
-                quiet_since = loop.time()
-            sent = len(history)
+            last_pass = min(last_pass, history[-1].pass_ if history else 0)  # resumed from an earlier checkpoint
+            for entry in history:
+                if entry.pass_ > last_pass:
+                    yield _sse("progress", progress_event(entry, record), str(entry.pass_))
+                    quiet_since = loop.time()
+            last_pass = history[-1].pass_ if history else 0
             if record.status != last_status:
                 last_status = record.status
                 error = record.error.model_dump() if record.error is not None else None

@@ -42,8 +42,7 @@ async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
     only its width, ``{"name", "n_features"}``."""
     job = await run_in_threadpool(registry.get, name)
     if job.status != "completed":
-        raise ApiError(409, "conflict", f"{job.kind} {name!r} is {job.status!r}, not 'completed': wait for the "
-                       f"fit to finish (poll GET {job.route}/{name})", "name")
+        raise ApiError(409, "conflict", not_served_message(job, name), "name")
     try:
         dataset = await run_in_threadpool(datasets.get, job.dataset)
     except NotFound:
@@ -53,6 +52,26 @@ async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
                        "dataset") from None
     refuse_corrupt_rows(job, dataset)
     return job, dataset
+
+
+def not_served_message(job: JobRecord, name: str) -> str:
+    """Why a job that is not completed cannot serve, and what to do about it, by its status: queued or
+    running, wait (a fit that ends on its own); cancelled, resume it; failed, the error, then resume or
+    delete. A job fit in one go (no resume) is to be deleted and created again instead."""
+    head = f"{job.kind} {name!r} is {job.status!r}, not 'completed'"
+    url = f"{job.route}/{name}"
+    if job.status in ("queued", "running"):
+        follow = f", or follow GET {url}/events" if job.kind == "model" else ""
+        return f"{head}: wait for the fit to finish (poll GET {url}{follow})"
+    if job.resumable:
+        again = f"resume it with POST {url}/resume (optionally {{\"passes\": N}}, the new total)"
+    else:
+        again = f"delete it (DELETE {url}) and create it again"
+    if job.status == "failed":
+        error = f" ({job.error.code}: {job.error.message})" if job.error is not None else ""
+        also = f", or delete it (DELETE {url})" if job.resumable else ""
+        return f"{head}: its fit failed{error}; {again}{also}"
+    return f"{head}: its fit was {job.status}, so it will not finish by itself; {again}"
 
 
 def refuse_corrupt_rows(job: JobRecord, dataset: dict) -> None:

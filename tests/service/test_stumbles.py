@@ -1,0 +1,139 @@
+"""What a new user meets first, through a real server: the README's curl session pasted as it is,
+the digits example run twice, the 409 of a model that will not complete, the events stream's
+``Last-Event-ID`` and progress fields, and the start-up log line."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from store import ModelRegistry
+from tests.api_checks import error_message, upload_rows, wait_for_fit, wait_for_pass
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_SETTINGS = {"n_workers": 1}
+
+
+def readme_curl_session() -> str:
+    """The README's first curl block (the one after "The same with curl:")."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"The same with curl:\n\n```\n(.*?)```", text, re.S)
+    assert block, "the README's curl session is gone"
+    return block.group(1)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed on this machine")
+def test_readme_curl_session_runs_as_pasted(server):
+    port = server.rsplit(":", 1)[1]
+    script = "set -e\n" + readme_curl_session().replace("localhost:8000", f"127.0.0.1:{port}")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert '"error":{' not in done.stdout, done.stdout  # no step answered with an error body
+    last = done.stdout[done.stdout.rindex('{"components"'):]  # curl prints no newlines: the projection ends it
+    assert np.asarray(json.loads(last)["components"]).shape == (1, 2), last
+
+
+def test_digits_example_runs_twice(server):
+    for _ in range(2):
+        done = subprocess.run([sys.executable, str(ROOT / "examples" / "digits_session.py"), server],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "completed" in done.stdout, done.stdout
+
+
+def small_model(api, name, dataset, passes, **params):
+    body = {"name": name, "dataset": dataset, "n_components": 2, "kernel": {"type": "gaussian", "sigma": 1.0},
+            "solver": "kha-smd", "params": {"passes": passes, "seed": 0, "init": "random", **params}}
+    response = api.post("/v1/models", json=body)
+    assert response.status_code == 202, response.text
+
+
+@pytest.fixture(scope="module")
+def blobs(api):
+    X = np.random.default_rng(7).normal(size=(300, 3))
+    upload_rows(api, "blobs", X)
+    return "blobs"
+
+
+def test_project_409_says_what_to_do_by_status(api, blobs):
+    rows = {"rows": [[0.0, 0.0, 0.0]]}
+    small_model(api, "long", blobs, passes=2000, block_size=10)
+    running = error_message(api.post("/v1/models/long/project", json=rows), 409, "conflict", "name")
+    assert "wait for the fit to finish" in running and "/v1/models/long/events" in running, running
+    wait_for_pass(api, "long", 1)
+    assert api.post("/v1/models/long/cancel", json={}).status_code == 202
+    assert wait_for_fit(api, "long")["status"] == "cancelled"
+    cancelled = error_message(api.post("/v1/models/long/project", json=rows), 409, "conflict", "name")
+    assert "'cancelled'" in cancelled and "wait" not in cancelled, cancelled
+    assert "POST /v1/models/long/resume" in cancelled and "new total" in cancelled, cancelled
+
+
+def test_project_409_on_a_failed_fit_shows_the_error(api, blobs, data_dir):
+    """A failed record (as a worker writes it) is not to be waited for: the message carries the
+    fit's error and says resume or delete."""
+    small_model(api, "broken", blobs, passes=1)
+    assert wait_for_fit(api, "broken")["status"] == "completed"
+    ModelRegistry(data_dir).update("broken", status="failed",
+                                   error={"code": "worker_lost", "message": "the worker died"})
+    message = error_message(api.post("/v1/models/broken/project", json={"rows": [[0.0, 0.0, 0.0]]}),
+                            409, "conflict", "name")
+    assert "failed" in message and "worker_lost: the worker died" in message, message
+    assert "POST /v1/models/broken/resume" in message and "DELETE /v1/models/broken" in message, message
+    assert "wait" not in message, message
+
+
+def read_events(url, headers=None):
+    """(event, id, data) of a whole server-sent event stream."""
+    events, event, event_id = [], None, None
+    with httpx.stream("GET", url, headers=headers or {}, timeout=120) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("data: "):
+                events.append((event, event_id, json.loads(line[6:])))
+                event_id = None
+    return events
+
+
+def test_events_carry_passes_and_remaining_and_honour_last_event_id(api, blobs, server):
+    small_model(api, "watched", blobs, passes=4)
+    events = read_events(f"{server}/v1/models/watched/events")
+    progress = [(i, d) for e, i, d in events if e == "progress"]
+    assert [i for i, _ in progress] == ["1", "2", "3", "4"]
+    for event_id, data in progress:
+        assert data["pass"] == int(event_id) and data["passes"] == 4 and data["workers"] == 1, data
+        assert data["remaining_s"] >= 0, data
+    assert progress[-1][1]["remaining_s"] == pytest.approx(0, abs=1e-6)
+    assert events[-1][0] == "end" and events[-1][2]["status"] == "completed"
+
+    again = read_events(f"{server}/v1/models/watched/events", {"Last-Event-ID": "2"})
+    assert [d["pass"] for e, _, d in again if e == "progress"] == [3, 4]
+    assert again[-1][0] == "end"
+    caught_up = read_events(f"{server}/v1/models/watched/events", {"Last-Event-ID": "4"})
+    assert [e for e, _, _ in caught_up] == ["status", "end"]
+    junk = read_events(f"{server}/v1/models/watched/events", {"Last-Event-ID": "not-a-pass"})
+    assert [d["pass"] for e, _, d in junk if e == "progress"] == [1, 2, 3, 4]
+
+
+def test_startup_log_is_readable(tmp_path):
+    """The line `Backend.start` logs: workers and threads, and the dashboard or how to get it."""
+    from workers.backend import Backend
+
+    with Backend(tmp_path, n_workers=1) as backend:
+        line = backend.describe()
+    assert "1 worker(s), 2 dask thread(s)" in line and "memory=" not in line, line
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        assert "dashboard unavailable" in line and "pip install bokeh" in line, line
+    else:
+        assert re.search(r"dashboard \(this machine only\): http://127\.0\.0\.1:\d+/status", line), line
