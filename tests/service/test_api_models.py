@@ -214,7 +214,10 @@ def test_project_needs_a_completed_model(api, registry, status):
     response = api.post(f"/v1/models/is-{status}/project", json={"rows": [[0.0] * N_FEATURES]})
     error = assert_error(response, 409, "conflict", "name")
     assert status in error["message"]
-    assert f"GET /v1/models/is-{status}" in error["message"]
+    # what to do next depends on the status: wait (and poll) for a fit under way, resume one that stopped
+    next_step = f"GET /v1/models/is-{status}" if status in ("queued", "running") else \
+        f"POST /v1/models/is-{status}/resume"
+    assert next_step in error["message"]
 
 
 @pytest.fixture(scope="module")
