@@ -26,7 +26,11 @@ def _sse(event: str, data: dict, event_id: str | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-@router.get("/{name}/events", responses=ERRORS, response_class=StreamingResponse)
+EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends",
+                         "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+@router.get("/{name}/events", responses={**ERRORS, **EVENTS_RESPONSE}, response_class=StreamingResponse)
 async def model_events(name: ModelName, models: ModelsDep, request: Request) -> StreamingResponse:
     """Server-sent events: one ``progress`` event per finished pass (the history
     records, earlier ones first), a ``status`` event on every status change,
