@@ -26,8 +26,19 @@ def _sse(event: str, data: dict, event_id: str | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+#: the 200 response: ``schema`` describes each event (OpenAPI 3.1 has no ``itemSchema``)
+EVENT_SCHEMA = {
+    "type": "object", "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["progress", "status", "end"],
+                  "description": "progress: a finished pass; status: a status change; end: the last event"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "description": "JSON: a pass record (progress), {status, error} (status) or {status} (end)"},
+        "id": {"type": "string", "description": "the pass number (progress events)"},
+    },
+}
 EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends",
-                         "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+                         "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
 
 
 @router.get("/{name}/events", responses={**ERRORS, **EVENTS_RESPONSE}, response_class=StreamingResponse)

@@ -75,6 +75,7 @@ def test_image_routes_declare_a_png_body(document, path):
 def test_events_declare_an_event_stream(document):
     content = document["paths"]["/v1/models/{name}/events"]["get"]["responses"]["200"]["content"]
     assert list(content) == ["text/event-stream"]
+    assert content["text/event-stream"]["schema"]["properties"]["event"]["enum"] == ["progress", "status", "end"]
 
 
 def test_progress_and_history_are_typed(document):
