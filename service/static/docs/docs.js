@@ -78,6 +78,7 @@ function example(schema, depth) {
   if (schema.example !== undefined) return schema.example;
   if (schema.default !== undefined) return schema.default;
   if (schema.anyOf || schema.oneOf) return example((schema.anyOf || schema.oneOf)[0], depth + 1);
+  if (schema.const !== undefined) return schema.const;
   if (schema.enum) return schema.enum[0];
   if (schema.type === "object" || schema.properties) {
     const out = {};
