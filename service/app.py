@@ -22,7 +22,7 @@ from service import security
 from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware, DataUsage
 from service.metrics import Metrics, MetricsMiddleware
-from service.routes import catalogue, clusterings, datasets, events, health, models, serving
+from service.routes import catalogue, clusterings, datasets, docs, events, health, models, serving
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
@@ -95,6 +95,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Out-of-core, streaming kernel PCA over REST",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # Swagger UI loads from a CDN: /docs is our own page (service.routes.docs)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
@@ -116,5 +118,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(clusterings.router)
     app.include_router(events.router)
     app.include_router(catalogue.router)
+    app.include_router(docs.router)
     install_openapi(app)  # 400/415 documented on every operation that reads a body
     return app

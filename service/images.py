@@ -17,6 +17,9 @@ from PIL import Image, UnidentifiedImageError
 from service.errors import ApiError
 
 PNG_MEDIA_TYPE = "image/png"
+#: ``openapi_extra`` of a route that reads a PNG body itself (`read_body`): the body the document declares
+PNG_REQUEST_BODY = {"requestBody": {"required": True, "description": "a PNG image (grey or colour)", "content": {
+    PNG_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
 MAX_PIXELS = 2048 * 2048  # default of Settings.max_image_pixels
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # colour type -> (channels, allowed bit depths), PNG specification §11.2.2

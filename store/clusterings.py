@@ -62,7 +62,7 @@ class ClusteringRecord(JobRecord):
     route: ClassVar[str] = "/v1/clusterings"
     components_field: ClassVar[str] = "n_clusters"
 
-    schema_version: int = CLUSTERING_SCHEMA_VERSION
+    schema_version: int = Field(default=CLUSTERING_SCHEMA_VERSION, description="version of this record's layout")
     n_clusters: int = Field(ge=2, description="number of clusters k (and of eigenvectors of L fitted)")
     n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
     labels_dataset: str | None = Field(default=None, description="data set of reference labels (one column)")

@@ -55,17 +55,20 @@ class _Document(BaseModel):
 
 
 class Convergence(_Document):
-    """A pass's convergence figure (`workers.progress`): ``metric`` (``excess_error``, seed 000 eq. 22,
-    where the exact optimum is affordable; ``relative_error`` where the data spans exactly r
-    directions; else the proxy ``eigenvalue_change``), its ``value`` for the served components, and
-    ``iterate``, the same figure for the solver's raw iterate (what the paper's figures plot)."""
+    """A pass's convergence figure (`workers.progress`): ``metric`` (``excess_error``, the reconstruction
+    error's excess over the best possible one, where computing that optimum is affordable;
+    ``relative_error`` where the data spans exactly r directions; else the proxy ``eigenvalue_change``),
+    its ``value`` for the served components, and ``iterate``, the same figure for the solver's raw
+    iterate."""
 
-    metric: str = Field(description="excess_error (seed 000 eq. 22: E/E_min - 1), relative_error (E/||K'||, "
-                                    "where E_min = 0) or eigenvalue_change (a proxy, above the exact limit)")
+    metric: str = Field(description="excess_error: how much larger the reconstruction error is than the "
+                                    "best possible one (E/E_min - 1, 0 at the optimum); relative_error (E/||K'||, "
+                                    "where E_min = 0); or eigenvalue_change, the change of the eigenvalue "
+                                    "estimates since the previous pass (a proxy, above exact_limit rows)")
     value: float | None = Field(default=None, description="the figure for the served components (what a "
                                 "projection gets); None where it is not yet defined")
-    iterate: float | None = Field(default=None, description="the figure for the solver's raw iterate, which "
-                                  "seed 000 Fig. 1 plots; None where not computed")
+    iterate: float | None = Field(default=None, description="the figure for the solver's raw iterate (before "
+                                  "the served components are made orthonormal); None where not computed")
 
 
 class PassRecord(_Document):
@@ -73,7 +76,7 @@ class PassRecord(_Document):
 
     pass_: int = Field(alias="pass", description="passes completed")
     elapsed_s: float = Field(description="seconds of fitting so far")
-    convergence: Convergence
+    convergence: Convergence = Field(description="how close the fit is after this pass")
     eigenvalues: list[float] = Field(description="eigenvalue estimates of the served components, descending")
     workers: int | None = Field(default=None, description="dask workers the pass ran on (sharded fits); None: one")
 
@@ -89,22 +92,22 @@ class Progress(_Document):
     remaining_s: float = Field(description="estimated seconds to the last pass")
     eigenvalues: list[float] = Field(description="eigenvalue estimates of the served components, descending")
     gains: list[float] | None = Field(default=None, description="current per-component gains (iterative solvers)")
-    convergence: Convergence
+    convergence: Convergence = Field(description="how close the fit is after the latest pass")
     workers: int | None = Field(default=None, description="dask workers the pass ran on (sharded fits); None: one")
 
 
 class FitError(_Document):
     """Why a fit failed: a machine-readable ``code`` and a message that says what to do next."""
 
-    code: str
-    message: str
+    code: str = Field(description="machine-readable cause, such as internal or dataset_changed")
+    message: str = Field(description="what went wrong and what to do next")
 
 
 class BestCheckpoint(_Document):
     """The pass whose checkpoint has the lowest convergence figure, and that figure."""
 
-    pass_: int = Field(alias="pass")
-    value: float
+    pass_: int = Field(alias="pass", description="the pass whose checkpoint is best")
+    value: float = Field(description="its convergence figure (the lowest of all passes)")
 
 
 class JobRecord(_Document):
@@ -119,8 +122,8 @@ class JobRecord(_Document):
     route: ClassVar[str] = "/v1/jobs"
     components_field: ClassVar[str] = "n_components"
 
-    schema_version: int = MODEL_SCHEMA_VERSION
-    name: str
+    schema_version: int = Field(default=MODEL_SCHEMA_VERSION, description="version of this record's layout")
+    name: str = Field(description="the job's name, unique among its kind")
     dataset: str = Field(description="the data set the job is fit on")
     dataset_version: int | None = Field(default=None, description="data set version the job is fit on")
     dataset_checksum: str | None = Field(default=None, description="checksum of the data set when the fit was asked")
@@ -131,17 +134,19 @@ class JobRecord(_Document):
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, description="largest l whose exact figure is computed")
     checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, description="checkpoints kept (plus the best)")
     status: Status = Field(default="queued", description="queued | running | completed | failed | cancelled")
-    progress: Progress | None = None
+    progress: Progress | None = Field(default=None, description="where the fit stands after its latest "
+                                      "pass; None before the first pass")
     history: list[PassRecord] = Field(default_factory=list, description="one record per completed pass")
-    error: FitError | None = None
+    error: FitError | None = Field(default=None, description="why the fit failed; None unless status is failed")
     params_used: dict[str, Any] | None = Field(
         default=None, description="every parameter's value in the fit, defaults resolved; kernel: the kernel "
                                   "the fit used (\"auto\" resolved)")
     stopped_early: bool | None = Field(default=None, description="the fit met params.tol before all passes")
     warnings: list[str] = Field(default_factory=list, description="what a user should know of a completed fit")
-    best_checkpoint: BestCheckpoint | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
+    best_checkpoint: BestCheckpoint | None = Field(default=None, description="the checkpoint with the lowest "
+                                                   "convergence figure; None before the first")
+    created_at: str | None = Field(default=None, description="when the job was created (ISO 8601, UTC)")
+    updated_at: str | None = Field(default=None, description="when the record last changed (ISO 8601, UTC)")
     owner: str | None = Field(default=None, description="id of the API key that created the job (None: no keys)")
 
     def document(self) -> dict:

@@ -181,7 +181,7 @@ def _decode(B, Y, mean, start_vector, tol, max_iter):
 
 
 register(Solver(
-    NAME, "autoencoder KPCA (seed 003 §4): a degree-2 polynomial encoder x^T A_j x and the decoder "
+    NAME, "autoencoder KPCA: a degree-2 polynomial encoder x^T A_j x and the decoder "
           "max(sqrt(lambda_1), 0) v_1 of sum_j y_j B_j, trained on the spectral-norm surrogate by stochastic "
           "subgradient descent; reconstructs x itself, not phi(x). Kernel {type: polynomial, degree: 2, offset: 0, "
           "gamma: 1} only; keeps 2 k d^2 numbers",

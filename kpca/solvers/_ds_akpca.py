@@ -176,7 +176,7 @@ def _decode(G, P, Y, mean, start_vector, tol, max_iter):
 
 
 register(Solver(
-    NAME, "data-span autoencoder KPCA (seed 003 §5): AKPCA with A = H Phi and B = G Phi over the training "
+    NAME, "data-span autoencoder KPCA: AKPCA with A = H Phi and B = G Phi over the training "
           "points, O(k l) memory and Lanczos products O(l d) per step: for many features and few rows "
           "(limited to exact_limit rows). Kernel {type: polynomial, degree: 2, offset: 0, gamma: 1} only",
     params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,

@@ -251,9 +251,9 @@ def _kha_solver(name: str, summary: str, own: tuple[Param, ...]) -> Solver:
         resolve=partial(resolve, name=name), components=served_components))
 
 
-_kha_solver("kha", "KHA with a constant gain (seed 000 eq. 8-10); the baseline the others improve on", ())
-_kha_solver("kha-t", "KHA with the gain eta0 l / (t + l) (seed 000 §3.1)", ())
-_kha_solver("kha-et", "KHA with per-component gains from the eigenvalue estimates (seed 000 eq. 11-14); cheap "
+_kha_solver("kha", "Kernel Hebbian Algorithm with a constant gain; the baseline the others improve on", ())
+_kha_solver("kha-t", "KHA with a gain that decays as eta0 l / (t + l) over the steps t", ())
+_kha_solver("kha-et", "KHA with per-component gains from the eigenvalue estimates; cheap "
             "per step, fast on well-separated spectra", ())
-_kha_solver("kha-smd", "KHA with gains adapted by stochastic meta-descent (seed 000 eq. 15-21, Algorithm 1); the "
+_kha_solver("kha-smd", "KHA with gains adapted by stochastic meta-descent (each gain tuned as the fit runs); the "
             "default: the fewest passes to a given error", (MU, XI))

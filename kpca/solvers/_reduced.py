@@ -83,12 +83,12 @@ SIZE = Param("size", int, None, low=2, description="rows in the uniform random s
 LANDMARKS = Param("landmarks", int, None, low=2, description="landmarks m: uniformly drawn rows (nystrom) or "
                   "k-means centroids (nystrom-weighted); default min(l, max(10 n_components, 1000)), at most "
                   "the exact limit; between n_components + 1 and l")
-ELL = Param("ell", float, DEFAULT_ELL, low=0.0, low_open=True, description="shadow parameter of seed 004: rows "
-            "closer than epsilon = sigma / ell to a centre join it (sigma the width of its eq. 19: sqrt(2) "
+ELL = Param("ell", float, DEFAULT_ELL, low=0.0, low_open=True, description="shadow parameter: rows "
+            "closer than epsilon = sigma / ell to a centre join it (sigma the kernel's width: sqrt(2) "
             "sigma for the Gaussian kernel here, sigma for the Laplacian), so the kernel between a row and its "
-            "centre is at least exp(-1/ell^2) (Gaussian). Larger ell keeps more centres; the paper uses 3 to 5")
+            "centre is at least exp(-1/ell^2) (Gaussian). Larger ell keeps more centres; 3 to 5 work well")
 DENSITY = Param("density", str, "shadow", choices=DENSITIES, description="reduced-set density estimate: "
-                "shadow (seed 004 Algorithm 2, one pass, m from ell; radial kernels), kmeans (mini-batch "
+                "shadow (one pass; the number of centres m follows from ell; radial kernels), kmeans (mini-batch "
                 "k-means, cluster sizes), paring (uniform rows, equal weights), herding (kernel herding, "
                 "O(l^2 n), up to the exact limit of rows)")
 CENTRES = Param("centres", int, None, low=2, description="centres m of density kmeans, paring or herding "
@@ -186,7 +186,7 @@ def _fit_subsampled(rows, n_components: int, params: dict, context: FitContext, 
 
 
 register(Solver("subsampled", "exact kernel PCA on a uniform random subsample of m rows, eigenvalues scaled by "
-                              "l/m (the one-shot Nystrom method, seed 003 eq. 13-14; seed 004's baseline); "
+                              "l/m (the one-shot Nystrom method); "
                               "serves the m rows: O(m n) per projection",
                 params=(SIZE, SEED), serves="centres", fit=_fit_subsampled, resolve=_resolve_subsampled))
 
@@ -271,8 +271,8 @@ def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, repo
     return {**state, **used}
 
 
-register(Solver("rskpca", "reduced-set KPCA (seed 004 Algorithm 1) over the shadow density estimate (Algorithm "
-                          "2: one pass, m from ell) or k-means, KDE paring or kernel herding; serves its m "
+register(Solver("rskpca", "reduced-set KPCA: kernel PCA over m weighted centres from the shadow density estimate "
+                          "(one pass, m from ell) or k-means, KDE paring or kernel herding; serves its m "
                           "weighted centres: O(m n) per projection",
                 params=(ELL, DENSITY, CENTRES, MAX_CENTRES, SEED, KMEANS_PASSES_PARAM), serves="centres",
                 fit=_fit_rskpca, resolve=_resolve_rskpca))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
-from service.images import PNG_MEDIA_TYPE, decode_png
+from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png
 from service.limits import DataUsageDep, check_patches, check_rows, data_usage
 from service.errors import ApiError
 from service.routes import jobs
@@ -197,6 +197,7 @@ def commit_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     "/{name}/from-image",
     status_code=status.HTTP_201_CREATED,
     responses={**_ERRORS, 415: {"model": ErrorBody}},
+    openapi_extra=PNG_REQUEST_BODY,
 )
 async def dataset_from_image(
     name: DatasetName,
@@ -209,7 +210,7 @@ async def dataset_from_image(
     stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
 ) -> DatasetPublic:
     """Create a ready data set of the ``patch`` x ``patch`` patches of a PNG image (pixels scaled to
-    [0, 1], channels last), taken on a grid of step ``stride`` (seed 000 §5.2: 11 x 11 on a 2-pixel grid).
+    [0, 1], channels last), taken on a grid of step ``stride`` (11 x 11 patches on a 2-pixel grid work well for denoising).
     Then ``POST /v1/models`` on it and ``POST /v1/models/{model}/denoise-image`` denoise an image with
     a model of its own patches.
 

@@ -49,7 +49,23 @@ def progress_event(entry: PassRecord, record: ModelRecord) -> dict:
     return {**data, "passes": passes, "remaining_s": remaining, "workers": entry.workers or 1}
 
 
-@router.get("/{name}/events", responses=ERRORS, response_class=StreamingResponse)
+
+#: the 200 response: ``schema`` describes each event (OpenAPI 3.1 has no ``itemSchema``)
+EVENT_SCHEMA = {
+    "type": "object", "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["progress", "status", "end"],
+                  "description": "progress: a finished pass; status: a status change; end: the last event"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "description": "JSON: a pass record with passes, remaining_s and workers (progress), {status, error} (status) or {status} (end)"},
+        "id": {"type": "string", "description": "the pass number (progress events)"},
+    },
+}
+EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends",
+                         "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
+
+
+@router.get("/{name}/events", responses={**ERRORS, **EVENTS_RESPONSE}, response_class=StreamingResponse)
 async def model_events(name: ModelName, models: ModelsDep, request: Request) -> StreamingResponse:
     """Server-sent events: one ``progress`` event per finished pass (the history
     records, earlier ones first, each with ``passes``, ``remaining_s`` and ``workers``; its event

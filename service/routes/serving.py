@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, DatasetsDep, ModelsDep, SettingsDep
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE, check_pixels, decode_png, encode_png
+from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, check_pixels, decode_png, encode_png
 from service.limits import check_patches, check_rows
 from service.payloads import media_type, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
@@ -156,6 +156,7 @@ async def denoise(name: ModelName, body: ReconstructRequest, models: ModelsDep, 
     "/{name}/denoise-image",
     responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
     response_class=Response,
+    openapi_extra=PNG_REQUEST_BODY,
 )
 async def denoise_image(
     name: ModelName,
@@ -169,8 +170,8 @@ async def denoise_image(
     upscale: Annotated[int, Query(ge=1, le=8, description="pixel-replication factor (hyperresolution)")] = 1,
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
-    averaged (seed 000 §5.2); with ``upscale`` > 1 the image is first enlarged by pixel replication
-    (hyperresolution, seed 002 §4.2). Grey and colour PNGs keep their mode and bit depth.
+    averaged where they overlap; with ``upscale`` > 1 the image is first enlarged by pixel replication
+    and the model fills in the detail (hyperresolution). Grey and colour PNGs keep their mode and bit depth.
 
     Bounded before any work: the PNG's pixels (read from its header) and the upscaled image's are at most
     ``max_image_pixels`` (413 on ``body`` / ``upscale``), its patches at most ``max_patches`` (422 on

@@ -14,7 +14,7 @@ from kpca.solvers import SOLVERS
 class ParamPublic(BaseModel):
     """One declared parameter."""
 
-    name: str
+    name: str = Field(description="the parameter's name in params (or in the kernel object)")
     required: bool = Field(description="whether a request must give it")
     schema_: dict[str, Any] = Field(alias="schema", serialization_alias="schema",
                                     description="its JSON schema: type, bounds or choices, default, description")
@@ -23,27 +23,27 @@ class ParamPublic(BaseModel):
 class SolverPublic(BaseModel):
     """A registered solver (`kpca.solvers.SOLVERS`)."""
 
-    name: str
-    summary: str
+    name: str = Field(description="the value of solver in POST /v1/models")
+    summary: str = Field(description="what the solver does and when to choose it")
     iterative: bool = Field(description="fits pass by pass (progress per pass, cancel and resume) or in one call")
     serves: str = Field(description="expansion: coefficients over all training rows; centres: m centres of its own")
-    params: list[ParamPublic]
+    params: list[ParamPublic] = Field(description="parameters the solver accepts in params")
 
 
 class SolversPublic(BaseModel):
-    solvers: list[SolverPublic]
+    solvers: list[SolverPublic] = Field(description="every registered solver, plugins included")
 
 
 class KernelPublic(BaseModel):
     """A kernel of `kpca.kernels.KERNELS`."""
 
-    type: str
+    type: str = Field(description="the value of kernel.type")
     formula: str = Field(description="k(x, y)")
-    params: list[ParamPublic]
+    params: list[ParamPublic] = Field(description="parameters the kernel object accepts besides type")
 
 
 class KernelsPublic(BaseModel):
-    kernels: list[KernelPublic]
+    kernels: list[KernelPublic] = Field(description="every kernel")
 
 
 def _params(declared: tuple[Param, ...]) -> list[ParamPublic]:

@@ -84,7 +84,7 @@ class ClusteringPublic(ClusteringRecord):
 
 
 class ClusteringsPublic(BaseModel):
-    clusterings: list[ClusteringRecord]
+    clusterings: list[ClusteringRecord] = Field(description="every clustering, in name order")
 
 
 class PredictResponse(BaseModel):

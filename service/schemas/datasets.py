@@ -36,18 +36,19 @@ class DatasetCreate(BaseModel):
 
     name: Name
     n_features: int | None = Field(default=None, ge=1, le=100_000, description="columns of every row")
-    dtype: Literal["float32", "float64"] | None = None
+    dtype: Literal["float32", "float64"] | None = Field(
+        default=None, description="stored number type; default float32 (a registered array: its own if float)")
     source: ZarrSource | None = Field(default=None, description="register this zarr array instead of uploading")
 
 
 class DatasetVersion(BaseModel):
     """One committed version of a data set."""
 
-    version: int
-    n_rows: int
-    n_chunks: int
-    checksum: str
-    committed_at: str | float | None = None
+    version: int = Field(description="version number, from 1")
+    n_rows: int = Field(description="rows of this version")
+    n_chunks: int = Field(description="chunks of this version")
+    checksum: str = Field(description="checksum of this version's rows")
+    committed_at: str | float | None = Field(default=None, description="when this version was committed")
 
 
 class DatasetPublic(BaseModel):
@@ -55,9 +56,9 @@ class DatasetPublic(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    name: str
-    n_features: int
-    dtype: str
+    name: str = Field(description="the data set's name")
+    n_features: int = Field(description="columns of every row")
+    dtype: str = Field(description="stored number type: float32 or float64")
     status: str = Field(description='"open" until a version is committed, then "ready"; "corrupt" while '
                         "stored or staged chunks are damaged")
     n_rows: int = Field(default=0, description="rows of the latest version (open: of the received chunks)")
@@ -65,10 +66,10 @@ class DatasetPublic(BaseModel):
         default_factory=list, description="chunk indices of the latest version (open: received indices)"
     )
     checksum: str | None = Field(default=None, description="checksum of the latest version")
-    created_at: str | float | None = None
-    committed_at: str | float | None = None
+    created_at: str | float | None = Field(default=None, description="when the data set was created")
+    committed_at: str | float | None = Field(default=None, description="when the latest version was committed")
     version: int = Field(default=0, description="latest committed version, 0 if none")
-    versions: list[DatasetVersion] = Field(default_factory=list)
+    versions: list[DatasetVersion] = Field(default_factory=list, description="every committed version, oldest first")
     staged: list[int] = Field(default_factory=list, description="indices uploaded but not yet committed")
     zarr_chunk_rows: int | None = Field(default=None, description="rows per stored chunk")
     source: ZarrSource | None = Field(default=None, description="the registered zarr array, if any")
@@ -84,14 +85,14 @@ class DatasetPublic(BaseModel):
 class DatasetVerified(BaseModel):
     """``GET /v1/datasets/{name}/verify``: every chunk of a version re-hashed against its sha256."""
 
-    ok: bool
-    version: int
-    chunks_checked: int
+    ok: bool = Field(description="whether every chunk matches its digest")
+    version: int = Field(description="the version checked")
+    chunks_checked: int = Field(description="chunks re-hashed")
     corrupt_chunks: list[int] = Field(description="chunks whose stored rows fail their digest")
 
 
 class DatasetsPublic(BaseModel):
-    datasets: list[DatasetPublic]
+    datasets: list[DatasetPublic] = Field(description="every data set, in name order")
 
 
 class ChunkRows(BaseModel):

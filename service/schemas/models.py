@@ -47,15 +47,15 @@ class ModelResume(BaseModel):
 class CheckpointPublic(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    pass_: int = Field(alias="pass", serialization_alias="pass")
-    size_bytes: int
-    created_at: str
-    best: bool = False
+    pass_: int = Field(alias="pass", serialization_alias="pass", description="the pass the checkpoint was taken after")
+    size_bytes: int = Field(description="size of the checkpoint on disk")
+    created_at: str = Field(description="when it was written (ISO 8601, UTC)")
+    best: bool = Field(default=False, description="whether it has the lowest convergence figure (kept always)")
 
 
 class CheckpointsPublic(BaseModel):
-    checkpoints: list[CheckpointPublic]
+    checkpoints: list[CheckpointPublic] = Field(description="the kept checkpoints, earliest pass first")
 
 
 class ModelsPublic(BaseModel):
-    models: list[ModelPublic]
+    models: list[ModelPublic] = Field(description="every model, in name order")

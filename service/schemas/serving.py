@@ -48,11 +48,12 @@ class ReconstructRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rows: list[list[Number]] = Field(min_length=1, max_length=MAX_PROJECT_ROWS)
+    rows: list[list[Number]] = Field(min_length=1, max_length=MAX_PROJECT_ROWS,
+                                     description="rows to reconstruct, each with the model's n_features numbers")
     method: PreimageMethod = Field(
         default="auto", description="auto: fixed-point for Gaussian kernels, gradient descent otherwise; "
         + "; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()))
-    options: PreimageOptions = Field(default_factory=PreimageOptions)
+    options: PreimageOptions = Field(default_factory=PreimageOptions, description="tuning of the pre-image search")
 
 
 class ReconstructResponse(BaseModel):
@@ -66,6 +67,8 @@ class TransformRequest(BaseModel):
 
     dataset: Name = Field(description="input data set (its latest version)")
     output: Name = Field(description="name of the new data set that receives the result")
-    operation: Literal["project", "denoise"] = "project"
-    method: PreimageMethod = "auto"
-    options: PreimageOptions = Field(default_factory=PreimageOptions)
+    operation: Literal["project", "denoise"] = Field(
+        default="project", description="project: the component scores of each row; denoise: its pre-image")
+    method: PreimageMethod = Field(default="auto", description="pre-image method (denoise), as in /denoise")
+    options: PreimageOptions = Field(default_factory=PreimageOptions, description="tuning of the pre-image "
+                                     "search (denoise)")

@@ -110,7 +110,7 @@ def test_principal_is_the_key_id_or_none(open_server, tmp_path):
 
 
 @pytest.mark.parametrize("method, path", [
-    ("GET", "/v1/datasets"), ("GET", "/metrics"), ("GET", "/openapi.json"), ("GET", "/docs"),
+    ("GET", "/v1/datasets"), ("GET", "/metrics"), ("GET", "/openapi.json"),
     ("POST", "/v1/datasets"), ("DELETE", "/v1/datasets/anything"), ("GET", "/v1/no-such-route"),
 ])
 def test_no_key_is_401_with_a_bearer_challenge(anonymous, method, path):
@@ -137,6 +137,13 @@ def test_wrong_key_is_401(anonymous, authorization):
 
 def test_healthz_needs_no_key(anonymous):
     assert anonymous.get("/healthz").status_code == 200
+
+
+def test_the_docs_page_needs_no_key_but_the_document_does(anonymous):
+    # the page holds no data and asks for a key; the OpenAPI document stays behind the read scope
+    assert anonymous.get("/docs").status_code == 200
+    assert anonymous.get("/docs/assets/docs.js").status_code == 200
+    assert anonymous.get("/openapi.json").status_code == 401
 
 
 def test_every_configured_key_is_accepted_and_bearer_is_case_insensitive(anonymous):

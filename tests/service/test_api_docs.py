@@ -1,0 +1,98 @@
+"""``/docs`` without network access, and the completeness of the OpenAPI document.
+
+Defends against: a ``/docs`` page that loads Swagger UI from a CDN (blank offline); an asset the page
+names that the service does not serve; image routes whose "try it" cannot send a PNG; an event stream
+documented as JSON; schema properties without a description, or described by paper citations.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+
+from service import Settings, create_app
+
+EXPECTED_TYPES = {".js": "text/javascript", ".css": "text/css", ".json": "application/json"}
+
+
+class _Assets(HTMLParser):
+    """Every ``src`` and ``href`` of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.urls += [value for name, value in attrs if name in ("src", "href") and value]
+
+
+def _external(url: str, base: str) -> bool:
+    parts = urlsplit(urljoin(base, url))
+    return parts.scheme in ("http", "https") and parts.netloc != urlsplit(base).netloc
+
+
+@pytest.fixture(scope="module")
+def document():
+    return create_app(Settings(data_dir="/nonexistent-not-created")).openapi()
+
+
+def test_docs_and_every_asset_come_from_the_service(api, server):
+    page = api.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    parser = _Assets()
+    parser.feed(page.text)
+    assets = [url for url in parser.urls if not url.startswith("#")]
+    assert any(url.endswith(".js") for url in assets) and any(url.endswith(".css") for url in assets), assets
+    for url in assets:
+        assert not _external(url, server + "/docs"), f"/docs references an external asset: {url}"
+        response = api.get(urljoin(server + "/docs", url))
+        assert response.status_code == 200, url
+        suffix = "." + url.rsplit(".", 1)[-1]
+        assert response.headers["content-type"].startswith(EXPECTED_TYPES[suffix]), (url, response.headers)
+        # nor does an asset pull in another from elsewhere (script URLs, CSS url(), @import)
+        for found in re.findall(r"https?://[^\s\"')]+", response.text):
+            assert not _external(found, server), f"{url} references {found}"
+
+
+def test_the_page_reads_the_document_and_unknown_assets_are_404(api):
+    assert "/openapi.json" in api.get("/docs/assets/docs.js").text
+    assert api.get("/openapi.json").json()["paths"]
+    assert api.get("/docs/assets/../app.py").status_code == 404
+    assert api.get("/docs/assets/index.html").status_code == 404
+    assert api.get("/redoc").status_code == 404  # ReDoc loads from a CDN too: not served
+
+
+@pytest.mark.parametrize("path", ["/v1/datasets/{name}/from-image", "/v1/models/{name}/denoise-image"])
+def test_image_routes_declare_a_png_body(document, path):
+    body = document["paths"][path]["post"]["requestBody"]
+    assert body["required"] is True
+    assert body["content"] == {"image/png": {"schema": {"type": "string", "format": "binary"}}}
+
+
+def test_events_declare_an_event_stream(document):
+    content = document["paths"]["/v1/models/{name}/events"]["get"]["responses"]["200"]["content"]
+    assert list(content) == ["text/event-stream"]
+    assert content["text/event-stream"]["schema"]["properties"]["event"]["enum"] == ["progress", "status", "end"]
+
+
+def test_progress_and_history_are_typed(document):
+    for name in ("ModelRecord", "ClusteringPublic"):
+        properties = document["components"]["schemas"][name]["properties"]
+        assert {"$ref": "#/components/schemas/Progress"} in properties["progress"]["anyOf"], name
+        assert properties["history"]["items"]["$ref"].endswith("PassRecord"), name
+
+
+def test_every_schema_property_has_a_description_in_words(document):
+    missing, cited = [], []
+    for name, schema in document["components"]["schemas"].items():
+        for prop, spec in (schema.get("properties") or {}).items():
+            description = spec.get("description", "")
+            if not description.strip():
+                missing.append(f"{name}.{prop}")
+            if re.search(r"seed \d{3}|§", description):
+                cited.append(f"{name}.{prop}: {description}")
+    assert not missing, f"{len(missing)} properties without a description: {missing}"
+    assert not cited, cited
