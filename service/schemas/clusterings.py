@@ -84,7 +84,10 @@ class ClusteringPublic(ClusteringRecord):
 
 
 class ClusteringsPublic(BaseModel):
+    """A page of clusterings (records without labels), sorted by name."""
+
     clusterings: list[ClusteringRecord]
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")
 
 
 class PredictResponse(BaseModel):

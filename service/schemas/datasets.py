@@ -91,7 +91,10 @@ class DatasetVerified(BaseModel):
 
 
 class DatasetsPublic(BaseModel):
+    """A page of data sets, sorted by name."""
+
     datasets: list[DatasetPublic]
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")
 
 
 class ChunkRows(BaseModel):
