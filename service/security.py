@@ -77,6 +77,9 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/datasets/{name}/commit"): _WRITE_JSON,
     ("POST", "/v1/datasets/{name}/from-image"): Rule(WRITE, PNG),
     ("GET", "/v1/datasets/{name}/verify"): _READ,
+    ("GET", "/v1/datasets/{name}/chunks/{index}"): _READ,
+    ("GET", "/v1/datasets/{name}/data.npy"): _READ,
+    ("GET", "/v1/datasets/{name}/download"): _READ,
     # models
     ("GET", "/v1/models"): _READ,
     ("POST", "/v1/models"): _WRITE_JSON,

@@ -177,3 +177,14 @@ def recorded_digests(folder: Path, meta: dict) -> list[str]:
     for segment in meta["segments"]:
         digests.extend(read_json(folder / segment["digests"])["chunk_sha256"])
     return digests
+
+
+def chunk_row_counts(folder: Path, meta: dict, record: dict) -> list[int]:
+    """Rows of each (upload) chunk of the committed version ``record``, in index order, from the digest
+    documents of its segments. Cost: reading those documents, O(chunks of the version)."""
+    wanted = set(record["segments"])
+    counts: list[int] = []
+    for segment in meta["segments"]:
+        if segment["segment"] in wanted:
+            counts.extend(int(c) for c in read_json(folder / segment["digests"])["chunk_rows"])
+    return counts[: int(record["n_chunks"])]

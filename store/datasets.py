@@ -51,7 +51,9 @@ import numpy as np
 
 from store.atomic import remove_tree
 from store.commit import commit_staged
-from store.dataset_meta import DTYPES, MAX_FEATURES, damaged_entry, find_version, new_meta, public_meta
+from store.dataset_meta import (
+    DTYPES, MAX_FEATURES, chunk_row_counts, damaged_entry, find_version, new_meta, public_meta,
+)
 from store.errors import Conflict, Corrupt, Invalid, NotFound
 from store.folders import ResourceFolders
 from store.names import validate_name
@@ -242,10 +244,15 @@ class DatasetStore:
                            f"it first (POST /v1/datasets/{name}/commit)", field=field)
         return meta
 
-    def list(self) -> list[dict]:
-        """Metadata of every data set, sorted by name. Cost: `get` for each set."""
-        listed = []
+    def list(self, after: str | None = None, limit: int | None = None) -> list[dict]:
+        """Metadata of every data set, sorted by name; only names after ``after`` and at most ``limit``
+        of them if given (a page). Cost: a folder listing plus `get` for each set returned."""
+        listed: list[dict] = []
         for entry_name in self._folders.names():
+            if after is not None and entry_name <= after:
+                continue
+            if limit is not None and len(listed) >= limit:
+                break
             try:
                 listed.append(self.get(entry_name))
             except (NotFound, Invalid):
@@ -418,6 +425,22 @@ class DatasetStore:
         if len(arrays) == 1 and not segments[0]["external"]:
             return arrays[0]
         return SegmentedRows(arrays, meta["dtype"], meta["zarr_chunk_rows"], [s["n_rows"] for s in segments])
+
+    def chunk_ranges(self, name: str, version: int | None = None) -> tuple[int, list[tuple[int, int]]]:
+        """The committed ``version`` (default the latest) and the row range ``(start, stop)`` of each of
+        its chunks, in index order: chunk ``i`` of `open_array` is ``rows[start:stop]``.
+
+        Raises as `open_array` (`NotFound` or `Invalid` on ``"version"``), but `Conflict` on ``"name"``
+        for a set without a committed version.
+        Cost: reading the version's digest documents, O(chunks).
+        """
+        meta = self._read_meta(validate_name(name))
+        if meta["status"] != "ready":
+            raise Conflict(f"data set {name!r} has no committed version (status {meta['status']}): upload its "
+                           f"chunks and commit it first (POST /v1/datasets/{name}/commit)", field="name")
+        record = find_version(meta, name, version)
+        bounds = np.concatenate([[0], np.cumsum(chunk_row_counts(self._folders.path(name), meta, record))])
+        return int(record["version"]), [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
     def verify(self, name: str, version: int | None = None) -> dict:
         """Re-hash every chunk of a committed version and mark (or unmark) the damaged ones as corrupt.

@@ -120,10 +120,15 @@ class JobRegistry:
             raise ValueError(f"{self.folders.path(name) / self.document}: not a valid {self.kind} record: "
                              f"{exc}") from None
 
-    def list(self) -> list[JobRecord]:
-        """All records, sorted by name. Cost: a folder listing and one `get` per job."""
-        records = []
+    def list(self, after: str | None = None, limit: int | None = None) -> list[JobRecord]:
+        """All records, sorted by name; only names after ``after`` and at most ``limit`` of them if
+        given (a page). Cost: a folder listing and one `get` per record returned."""
+        records: list[JobRecord] = []
         for name in self.folders.names():
+            if after is not None and name <= after:
+                continue
+            if limit is not None and len(records) >= limit:
+                break
             try:
                 records.append(self.get(name))
             except (NotFound, Invalid):

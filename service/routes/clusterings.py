@@ -27,6 +27,7 @@ from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
 from service.limits import FitOwner, check_rows
 from service.routes import jobs
+from service.pagination import DEFAULT_LIMIT, PageCursor, PageLimit, page
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
 from service.schemas.clusterings import (
@@ -67,9 +68,12 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
 
 
 @router.get("")
-def list_clusterings(clusterings: ClusteringsDep) -> ClusteringsPublic:
-    """Every clustering's record (without labels)."""
-    return ClusteringsPublic(clusterings=clusterings.list())
+def list_clusterings(
+    clusterings: ClusteringsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT,
+) -> ClusteringsPublic:
+    """A page of clusterings' records (without labels), sorted by name (`service.pagination`)."""
+    records, next_cursor = page(clusterings.list, cursor, limit)
+    return ClusteringsPublic(clusterings=records, next_cursor=next_cursor)
 
 
 @router.get("/{name}", responses=ERRORS)

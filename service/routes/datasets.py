@@ -11,6 +11,7 @@ from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, Set
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png
 from service.limits import DataUsageDep, check_patches, check_rows, data_usage
 from service.errors import ApiError
+from service.pagination import DEFAULT_LIMIT, PageCursor, PageLimit, page
 from service.routes import jobs
 from service.payloads import (
     CSV_MEDIA_TYPE,
@@ -81,8 +82,10 @@ def create_dataset(
 
 
 @router.get("")
-def list_datasets(datasets: DatasetsDep) -> DatasetsPublic:
-    return DatasetsPublic(datasets=[DatasetPublic.model_validate(r) for r in datasets.list()])
+def list_datasets(datasets: DatasetsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT) -> DatasetsPublic:
+    """A page of data sets' metadata, sorted by name (`service.pagination`)."""
+    records, next_cursor = page(datasets.list, cursor, limit)
+    return DatasetsPublic(datasets=[DatasetPublic.model_validate(r) for r in records], next_cursor=next_cursor)
 
 
 @router.get("/{name}", responses=_ERRORS)

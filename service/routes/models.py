@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Response, status
+from fastapi import APIRouter, Body, Path, Query, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
@@ -18,7 +18,10 @@ from service.limits import FitOwner
 from service.routes import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
-from service.schemas.models import CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic
+from service.pagination import DEFAULT_LIMIT, PageCursor, PageLimit, page
+from service.schemas.models import (
+    CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic, ModelSummary,
+)
 from store.records import ModelRecord
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -49,8 +52,14 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
 
 
 @router.get("")
-def list_models(models: ModelsDep) -> ModelsPublic:
-    return ModelsPublic(models=models.list())
+def list_models(
+    models: ModelsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT,
+    full: Annotated[bool, Query(description="every field of each model (history included), not a summary")] = False,
+) -> ModelsPublic:
+    """A page of models sorted by name (`service.pagination`): a summary of each (status, progress,
+    no history) unless ``full=true``."""
+    records, next_cursor = page(models.list, cursor, limit)
+    return ModelsPublic(models=[ModelSummary.of(r, full) for r in records], next_cursor=next_cursor)
 
 
 @router.get("/{name}", responses=ERRORS)

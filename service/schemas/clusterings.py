@@ -84,7 +84,10 @@ class ClusteringPublic(ClusteringRecord):
 
 
 class ClusteringsPublic(BaseModel):
-    clusterings: list[ClusteringRecord] = Field(description="every clustering, in name order")
+    """A page of clusterings (records without labels), sorted by name."""
+
+    clusterings: list[ClusteringRecord] = Field(description="the clusterings of this page (records without labels), in name order")
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")
 
 
 class PredictResponse(BaseModel):

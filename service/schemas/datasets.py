@@ -92,7 +92,10 @@ class DatasetVerified(BaseModel):
 
 
 class DatasetsPublic(BaseModel):
-    datasets: list[DatasetPublic] = Field(description="every data set, in name order")
+    """A page of data sets, sorted by name."""
+
+    datasets: list[DatasetPublic] = Field(description="the data sets of this page, in name order")
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")
 
 
 class ChunkRows(BaseModel):

@@ -6,11 +6,13 @@ A model as the API shows it is the stored record itself
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverName, SolverParams, check_solver_params
-from store.records import ModelRecord
+from store.records import FitError, ModelRecord, Progress
 
 ModelPublic = ModelRecord
 
@@ -57,5 +59,36 @@ class CheckpointsPublic(BaseModel):
     checkpoints: list[CheckpointPublic] = Field(description="the kept checkpoints, earliest pass first")
 
 
+class ModelSummary(BaseModel):
+    """A model in the list: where its fit stands, without its history (``?full=true``: every field of
+    ``GET /v1/models/{name}``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    status: str = Field(description="queued | running | completed | failed | cancelled")
+    dataset: str = Field(description="the data set the model is fit on")
+    dataset_version: int | None = Field(default=None, description="data set version the model is fit on")
+    solver: str = Field(description="a solver of GET /v1/solvers")
+    kernel: dict[str, Any] = Field(description="kernel type and parameters")
+    n_components: int = Field(description="number of components")
+    progress: Progress | None = Field(default=None, description="pass / passes, remaining_s, eigenvalues")
+    error: FitError | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    @classmethod
+    def of(cls, record: ModelRecord, full: bool) -> "ModelSummary":
+        """The summary of ``record``, or all its fields if ``full``."""
+        document = record.document()
+        if not full:
+            document = {key: document.get(key) for key in cls.model_fields}
+        return cls.model_validate(document)
+
+
 class ModelsPublic(BaseModel):
-    models: list[ModelPublic] = Field(description="every model, in name order")
+    """A page of models, sorted by name."""
+
+    models: list[ModelSummary] = Field(
+        description="the models of this page, in name order (summaries; ?full=true: whole records)")
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")

@@ -38,7 +38,7 @@ def test_the_legacy_records_are_version_1_on_disk(data_dir):
 def test_data_set_and_models_load(api):
     dataset = api.get("/v1/datasets/digits").json()
     assert (dataset["status"], dataset["version"], dataset["n_rows"]) == ("ready", 2, 400)
-    models = {m["name"]: m for m in api.get("/v1/models").json()["models"]}
+    models = {m["name"]: m for m in api.get("/v1/models", params={"full": "true"}).json()["models"]}
     assert {name: m["status"] for name, m in models.items()} == {
         "digits-cancelled": "cancelled", "digits-exact": "completed", "digits-smd": "completed"}
     smd = models["digits-smd"]

@@ -1,0 +1,117 @@
+"""Reading a data set's rows back: one chunk (``.npy`` or JSON) or a whole version streamed as ``.npy``.
+
+Only committed versions are readable (their rows pass the integrity check of
+`store.integrity` on the way out); a staged chunk is a 409 on ``index`` until
+the data set is committed.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+import numpy as np
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from numpy.lib import format as npy_format
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from service.deps import DatasetsDep
+from service.errors import ApiError
+from service.payloads import JSON_MEDIA_TYPE, NPY_MEDIA_TYPE
+from service.routes.datasets import ChunkIndex, DatasetName, router as datasets_router
+from service.schemas.errors import ErrorBody
+
+router = APIRouter(prefix=datasets_router.prefix, tags=["datasets"])
+
+Version = Annotated[int | None, Query(ge=1, description="committed version; default the latest")]
+Format = Annotated[Literal["npy", "json"] | None, Query(
+    description="npy (.npy bytes) or json; default from Accept (application/octet-stream: npy), else json")]
+
+_ERRORS = {
+    404: {"model": ErrorBody, "description": "unknown data set, version or chunk"},
+    409: {"model": ErrorBody, "description": "no committed version, a staged chunk, or damaged rows"},
+    422: {"model": ErrorBody, "description": "invalid request"},
+}
+_NPY = {"content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+
+
+class ChunkRowsPublic(BaseModel):
+    """``GET /v1/datasets/{name}/chunks/{index}`` as JSON."""
+
+    dataset: str
+    version: int = Field(description="the committed version read")
+    index: int = Field(description="the chunk's position")
+    n_rows: int
+    rows: list[list[float]] = Field(description="the chunk's rows, as stored (float32 values are exact doubles)")
+
+
+def _wants_npy(request: Request, format: str | None) -> bool:
+    if format is not None:
+        return format == "npy"
+    accept = request.headers.get("accept", "").lower()
+    return NPY_MEDIA_TYPE in accept and JSON_MEDIA_TYPE not in accept
+
+
+def _read_chunk(datasets, name: str, index: int, version: int | None) -> tuple[int, np.ndarray]:
+    found, ranges = datasets.chunk_ranges(name, version)
+    if index >= len(ranges):
+        if version is None and index in datasets.get(name)["staged"]:
+            raise ApiError(409, "conflict", f"chunk {index} of data set {name!r} is staged, not committed: commit "
+                           f"it first (POST /v1/datasets/{name}/commit)", "index")
+        raise ApiError(404, "not_found", f"data set {name!r} version {found} has chunks 0..{len(ranges) - 1}, "
+                       f"not {index}", "index")
+    start, stop = ranges[index]
+    return found, np.asarray(datasets.open_array(name, found)[start:stop])
+
+
+@router.get("/{name}/chunks/{index}", responses={**_ERRORS, 200: {**_NPY, "model": ChunkRowsPublic}},
+            response_model=ChunkRowsPublic)
+async def get_chunk(name: DatasetName, index: ChunkIndex, request: Request, datasets: DatasetsDep,
+                    version: Version = None, format: Format = None) -> Response:
+    """The rows of committed chunk ``index`` of ``version`` (default the latest), bit for bit as stored:
+    ``.npy`` bytes (``Accept: application/octet-stream`` or ``format=npy``) or JSON ``{"rows": [[...]]}``.
+
+    Staged chunks are not readable (409 on ``index``: commit first); a chunk
+    past the version's last is a 404 on ``index``; an unknown version a 404
+    on ``version``; a set without a committed version a 409 on ``name``.
+    """
+    found, rows = await run_in_threadpool(_read_chunk, datasets, name, index, version)
+    headers = {"X-Dataset-Version": str(found)}
+    if _wants_npy(request, format):
+        buffer = io.BytesIO()
+        npy_format.write_array(buffer, np.ascontiguousarray(rows), allow_pickle=False)
+        return Response(buffer.getvalue(), media_type=NPY_MEDIA_TYPE, headers=headers)
+    body = {"dataset": name, "version": found, "index": index, "n_rows": int(rows.shape[0]), "rows": rows.tolist()}
+    return JSONResponse(body, headers=headers)
+
+
+def _npy_stream(array, ranges: list[tuple[int, int]], header: bytes) -> Iterator[bytes]:
+    yield header
+    for start, stop in ranges:
+        yield np.ascontiguousarray(array[start:stop]).tobytes()
+
+
+@router.get("/{name}/data.npy", responses={**_ERRORS, 200: _NPY}, response_class=StreamingResponse)
+@router.get("/{name}/download", responses={**_ERRORS, 200: _NPY}, response_class=StreamingResponse)
+def download(name: DatasetName, datasets: DatasetsDep, version: Version = None) -> StreamingResponse:
+    """The whole committed ``version`` (default the latest) as one ``.npy`` file of shape (n_rows,
+    n_features), streamed chunk by chunk (memory: one chunk) with its ``Content-Length``.
+
+    A set without a committed version is a 409 on ``name``, an unknown version a 404 on ``version``.
+    Rows found damaged while streaming end the response early (the client sees fewer bytes than
+    ``Content-Length``) and mark the set corrupt.
+    """
+    found, ranges = datasets.chunk_ranges(name, version)
+    array = datasets.open_array(name, found)
+    dtype = np.dtype(array.dtype)
+    buffer = io.BytesIO()
+    n_rows, n_features = (int(s) for s in array.shape)
+    npy_format.write_array_header_1_0(
+        buffer, {"descr": npy_format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n_rows, n_features)})
+    header = buffer.getvalue()
+    headers = {"Content-Length": str(len(header) + n_rows * n_features * dtype.itemsize),
+               "Content-Disposition": f'attachment; filename="{name}-v{found}.npy"', "X-Dataset-Version": str(found)}
+    return StreamingResponse(_npy_stream(array, ranges, header), media_type=NPY_MEDIA_TYPE, headers=headers)
