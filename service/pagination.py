@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from fastapi import Query
 
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.schemas.errors import ErrorBody
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -38,3 +39,7 @@ def page(list_after: Callable[..., Sequence[Any]], cursor: str | None, limit: in
     entries = entries[:limit]
     last = entries[-1]
     return entries, last["name"] if isinstance(last, dict) else last.name
+
+
+#: the responses of a list route: a bad ``limit`` or ``cursor`` is a 422 in the service's error shape
+LIST_RESPONSES = {422: {"model": ErrorBody, "description": "a limit or cursor the list refuses (the field is named)"}}

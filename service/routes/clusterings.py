@@ -27,7 +27,7 @@ from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
 from service.limits import FitOwner, check_rows
 from service.routes import jobs
-from service.pagination import DEFAULT_LIMIT, PageCursor, PageLimit, page
+from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
 from service.schemas.clusterings import (
@@ -67,7 +67,7 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
         params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response, owner)
 
 
-@router.get("")
+@router.get("", responses=LIST_RESPONSES)
 def list_clusterings(
     clusterings: ClusteringsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT,
 ) -> ClusteringsPublic:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Annotated, Literal
 
 import numpy as np
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from numpy.lib import format as npy_format
 from pydantic import BaseModel, Field
@@ -41,10 +41,10 @@ _NPY = {"content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "bin
 class ChunkRowsPublic(BaseModel):
     """``GET /v1/datasets/{name}/chunks/{index}`` as JSON."""
 
-    dataset: str
+    dataset: str = Field(description="the data set's name")
     version: int = Field(description="the committed version read")
     index: int = Field(description="the chunk's position")
-    n_rows: int
+    n_rows: int = Field(description="rows in the chunk")
     rows: list[list[float]] = Field(description="the chunk's rows, as stored (float32 values are exact doubles)")
 
 

@@ -11,7 +11,7 @@ from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, Set
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png
 from service.limits import DataUsageDep, check_patches, check_rows, data_usage
 from service.errors import ApiError
-from service.pagination import DEFAULT_LIMIT, PageCursor, PageLimit, page
+from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.routes import jobs
 from service.payloads import (
     CSV_MEDIA_TYPE,
@@ -81,7 +81,7 @@ def create_dataset(
     return DatasetPublic.model_validate(record)
 
 
-@router.get("")
+@router.get("", responses=LIST_RESPONSES)
 def list_datasets(datasets: DatasetsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT) -> DatasetsPublic:
     """A page of data sets' metadata, sorted by name (`service.pagination`)."""
     records, next_cursor = page(datasets.list, cursor, limit)

@@ -18,7 +18,7 @@ from service.limits import FitOwner
 from service.routes import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
-from service.pagination import DEFAULT_LIMIT, PageCursor, PageLimit, page
+from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.schemas.models import (
     CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic, ModelSummary,
 )
@@ -51,7 +51,7 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
         params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response, owner)
 
 
-@router.get("")
+@router.get("", responses=LIST_RESPONSES)
 def list_models(
     models: ModelsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT,
     full: Annotated[bool, Query(description="every field of each model (history included), not a summary")] = False,

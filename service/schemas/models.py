@@ -65,7 +65,7 @@ class ModelSummary(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: str
+    name: str = Field(description="the model's name")
     status: str = Field(description="queued | running | completed | failed | cancelled")
     dataset: str = Field(description="the data set the model is fit on")
     dataset_version: int | None = Field(default=None, description="data set version the model is fit on")
@@ -73,9 +73,9 @@ class ModelSummary(BaseModel):
     kernel: dict[str, Any] = Field(description="kernel type and parameters")
     n_components: int = Field(description="number of components")
     progress: Progress | None = Field(default=None, description="pass / passes, remaining_s, eigenvalues")
-    error: FitError | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
+    error: FitError | None = Field(default=None, description="why the fit failed (status failed), else null")
+    created_at: str | None = Field(default=None, description="when the model was created (ISO 8601, UTC)")
+    updated_at: str | None = Field(default=None, description="when its record last changed (ISO 8601, UTC)")
 
     @classmethod
     def of(cls, record: ModelRecord, full: bool) -> "ModelSummary":
