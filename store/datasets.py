@@ -247,19 +247,15 @@ class DatasetStore:
     def list(self, after: str | None = None, limit: int | None = None) -> list[dict]:
         """Metadata of every data set, sorted by name; only names after ``after`` and at most ``limit``
         of them if given (a page). Cost: a folder listing plus `get` for each set returned."""
-        listed: list[dict] = []
-        for entry_name in self._folders.names():
-            if after is not None and entry_name <= after:
-                continue
-            if limit is not None and len(listed) >= limit:
-                break
+        def read(name: str) -> dict | None:
             try:
-                listed.append(self.get(entry_name))
+                return self.get(name)
             except (NotFound, Invalid):
-                continue
+                return None
             except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged document: flag, don't fail
-                listed.append(damaged_entry(entry_name, exc))
-        return listed
+                return damaged_entry(name, exc)
+
+        return self._folders.page(read, after, limit)
 
     def delete(self, name: str) -> None:
         """Delete a data set and all its files (never a registered array's own files).

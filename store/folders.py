@@ -88,6 +88,21 @@ class ResourceFolders:
             return []
         return [name for name in found if _valid(name)]
 
+    def page(self, read, after: str | None = None, limit: int | None = None) -> list:
+        """``read(name)`` for the names after ``after``, in name order, until ``limit`` results (all
+        if None); a name ``read`` answers None for (no document, or not one to list) is skipped. What
+        every paged list of the store shares. Cost: one listing plus one ``read`` per name visited."""
+        found = []
+        for name in self.names():
+            if after is not None and name <= after:
+                continue
+            if limit is not None and len(found) >= limit:
+                break
+            item = read(name)
+            if item is not None:
+                found.append(item)
+        return found
+
     def claim(
         self,
         name: str,

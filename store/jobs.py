@@ -123,17 +123,13 @@ class JobRegistry:
     def list(self, after: str | None = None, limit: int | None = None) -> list[JobRecord]:
         """All records, sorted by name; only names after ``after`` and at most ``limit`` of them if
         given (a page). Cost: a folder listing and one `get` per record returned."""
-        records: list[JobRecord] = []
-        for name in self.folders.names():
-            if after is not None and name <= after:
-                continue
-            if limit is not None and len(records) >= limit:
-                break
+        def read(name: str) -> JobRecord | None:
             try:
-                records.append(self.get(name))
+                return self.get(name)
             except (NotFound, Invalid):
-                continue  # folders without a record
-        return records
+                return None  # folders without a record
+
+        return self.folders.page(read, after, limit)
 
     def update(self, name: str, /, **fields) -> JobRecord:
         """Set fields of a record (read-modify-write under the job's exclusive lock), validated.
