@@ -65,11 +65,12 @@ def _check_version(archive, path: Path) -> None:
         raise ValueError(f"{path}: unsupported schema_version {version}")
 
 
-def _read_state(archive) -> dict:
-    """Every non-reserved member of an open checkpoint, 0-d arrays as Python scalars."""
+def _read_state(archive, skip=frozenset()) -> dict:
+    """Every non-reserved member of an open checkpoint but those named in ``skip`` (left unread), 0-d
+    arrays as Python scalars."""
     state = {}
     for key in archive.files:
-        if key.startswith("__"):
+        if key.startswith("__") or key in skip:
             continue
         value = archive[key]
         state[key] = value.item() if value.ndim == 0 else value

@@ -216,13 +216,17 @@ class CheckpointStore:
         parts_folder.mkdir(parents=True, exist_ok=True)
         write_via_temp(parts_folder / _part_name(first, stop), lambda handle: _write_npz(handle, arrays))
 
-    def load(self, model: str, pass_index: int | None = None) -> dict:
+    def load(self, model: str, pass_index: int | None = None, without: Iterable[str] = ()) -> dict:
         """Read a checkpoint back: the latest pass when ``pass_index`` is None.
 
         A sharded checkpoint comes back as one state: the manifest's entries
         plus, under each part key, the parts' arrays concatenated along the
         last axis in part order (what `save` of that joined state would give
         back, bit for bit).
+
+        ``without`` names entries left unread (a sharded fit's coordinator,
+        whose shards read their own columns, skips them; every part's keys
+        are still checked).
 
         Returns
         -------
@@ -251,8 +255,9 @@ class CheckpointStore:
                 raise NotFound("checkpoint", f"{validate_name(model, field=self._field)}/latest")
         pass_index = _check_pass(pass_index)
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        skip = frozenset(without)
         with self._open_manifest(model, pass_index) as archive:
-            state = _read_state(archive)
+            state = _read_state(archive, skip)
             bounds = _bounds_of(archive, path)
         if bounds is None:
             return state
@@ -261,9 +266,10 @@ class CheckpointStore:
         for first, stop in bounds:
             part_path = self._parts_dir(path.parent, pass_index) / _part_name(first, stop)
             with _open_part(part_path, pass_index, first, stop) as archive:
-                columns = _read_state(archive)
-            _check_part_keys(part_path, set(columns), keys)
-            keys = set(columns)
+                members = {key for key in archive.files if not key.startswith("__")}
+                columns = _read_state(archive, skip)
+            _check_part_keys(part_path, members, keys)
+            keys = members
             for key, array in columns.items():
                 like = pieces[key][0] if key in pieces else None
                 _check_part_array(part_path, key, array, like, stop - first)

@@ -118,7 +118,8 @@ def _run(job, record: JobRecord, rows, context: FitContext, client, shards: int,
     try:
         latest = checkpoints.latest_pass(name)
         if latest is not None:
-            full = job.restored(checkpoints.load(name, latest))
+            # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
+            full = job.restored(checkpoints.load(name, latest, without=("A", "AK", "B", "BK")))
             rows.restore_centering(full)
             group.load(name, latest, full)
             state = {k: v for k, v in full.items() if k not in SHARDED_KEYS}

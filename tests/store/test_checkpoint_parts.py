@@ -59,6 +59,21 @@ def test_round_trip_equals_plain_save_bit_for_bit(checkpoints, rng):
     assert checkpoints.parts_of("m", 3) is None
 
 
+def test_load_without_some_entries_leaves_them_unread_and_still_checks_every_part(checkpoints, rng):
+    """A sharded fit's coordinator loads a checkpoint without the columns its shards read themselves."""
+    columns, rest = sharded_state(rng)
+    save_sharded(checkpoints, 2, columns, rest)
+    checkpoints.save("m", 3, {**columns, **rest})
+    skipped = ("A", "AK")
+    want = {k: v for k, v in {**columns, **rest}.items() if k not in skipped}
+    for pass_index in (2, 3):  # sharded and plain
+        assert_same_state(checkpoints.load("m", pass_index, without=skipped), want)
+    middle = {key: value[..., 7:19] for key, value in columns.items() if key != "A"}  # a part lacking A
+    checkpoints.save_part("m", 2, 7, 19, middle)
+    with pytest.raises(ValueError, match="inconsistent checkpoint"):
+        checkpoints.load("m", 2, without=skipped)
+
+
 def test_latest_load_of_a_sharded_checkpoint(checkpoints, rng):
     columns, rest = sharded_state(rng)
     checkpoints.save("m", 0, {"x": 1})
