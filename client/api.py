@@ -92,6 +92,12 @@ class Client:
         except UploadError as exc:
             raise _upload_error(str(exc)) from None
 
+    def upload_image(self, name: str, png: bytes, patch: int = 11, stride: int = 2) -> dict:
+        """Create data set ``name`` from the ``patch`` x ``patch`` patches of a PNG, taken every ``stride``
+        pixels (``POST /v1/datasets/{name}/from-image``); its metadata."""
+        return self._json("POST", f"/v1/datasets/{name}/from-image", content=png,
+                          params={"patch": patch, "stride": stride}, headers={"Content-Type": "image/png"})
+
     def fit(self, name: str, dataset: str, kernel: dict, n_components: int, solver: str = "kha-smd",
             params: dict | None = None) -> dict:
         """Create model ``name`` on ``dataset`` and start its fit; the queued model record."""
@@ -154,9 +160,17 @@ class Client:
                                 headers={"Content-Type": "image/png"})
         return response.content
 
-    def ls(self, kind: str = "models") -> list[dict]:
-        """The records of every data set, model or clustering (``kind``)."""
-        return self._json("GET", _route(kind))[kind]
+    def ls(self, kind: str = "models", page_size: int = 1000) -> list[dict]:
+        """Every data set, model (summaries) or clustering (``kind``), sorted by name: the list routes'
+        pages of ``page_size`` followed through ``next_cursor``. Cost: one request per page."""
+        items: list[dict] = []
+        params: dict = {"limit": page_size}
+        while True:
+            body = self._json("GET", _route(kind), params=params)
+            items += body[kind]
+            if not body.get("next_cursor"):
+                return items
+            params = {"limit": page_size, "cursor": body["next_cursor"]}
 
     def rm(self, kind: str, name: str) -> None:
         """Delete data set, model or clustering ``name``."""

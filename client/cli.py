@@ -123,6 +123,22 @@ def upload(state: State, name: str, file: str, chunk_rows: int | None, append: b
                f"version {meta.get('version')}, {meta.get('status')}")
 
 
+@cli.command("upload-image")
+@click.argument("name")
+@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@click.option("--patch", type=click.IntRange(2, 64), default=11, show_default=True,
+              help="patch side in pixels: each row of the data set is one patch x patch patch")
+@click.option("--stride", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="grid step between patches (1: every patch; larger: fewer rows)")
+@pass_state
+def upload_image(state: State, name: str, image: str, patch: int, stride: int) -> None:
+    """Create data set NAME from the patches of the PNG IMAGE (pixels scaled to [0, 1]), ready to fit
+    a model that `denoise-image` then uses."""
+    meta = state.client.upload_image(name, Path(image).read_bytes(), patch, stride)
+    state.emit(meta, f"{name}: {meta.get('n_rows')} patches of {patch}x{patch} "
+               f"({meta.get('n_features')} values each), {meta.get('status')}")
+
+
 def _param(value: str):
     key, sep, raw = value.partition("=")
     if not sep or not key:

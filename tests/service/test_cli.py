@@ -101,6 +101,21 @@ def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
     assert kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "5").exit_code == 2
 
 
+def test_upload_image_makes_a_data_set_of_its_patches(kpca, rng, tmp_path):
+    from PIL import Image
+
+    image = tmp_path / "small.png"
+    Image.fromarray(rng.integers(0, 256, size=(14, 10), dtype=np.uint8)).save(image)
+    result = kpca("--json", "upload-image", "small-patches", str(image), "--patch", "4", "--stride", "3")
+    assert result.exit_code == 0, result.output
+    meta = json.loads(result.stdout)
+    # starts 0, 3, 6, 9 and the edge 10 down, 0, 3, 6 across (the last patch touches the edge)
+    assert (meta["n_rows"], meta["n_features"], meta["status"]) == (5 * 3, 16, "ready")
+    again = kpca("upload-image", "small-patches", str(image), "--patch", "4")
+    assert again.exit_code == 1 and "[field: name]" in again.stderr
+    assert kpca("upload-image", "x", str(image), "--patch", "1").exit_code == 2
+
+
 def test_unknown_model_is_1_with_the_servers_message(kpca, rows):
     result = kpca("project", "nobody", str(rows[0]))
     assert result.exit_code == 1
@@ -145,6 +160,14 @@ def test_client_errors_are_typed(server):
             client.model("nobody")
     assert (refused.value.status, refused.value.code, refused.value.field) == (404, "not_found", "name")
     assert "nobody" in refused.value.message
+
+
+def test_ls_follows_every_page(server, api, rng):
+    for name in ("paged-a", "paged-b", "paged-c"):
+        upload_rows(api, name, rng.normal(size=(4, 2)))
+    with Client(server) as client:
+        names = [item["name"] for item in client.ls("datasets", page_size=1)]
+    assert {"paged-a", "paged-b", "paged-c"} <= set(names) and names == sorted(names)
 
 
 def test_the_installed_entry_point_runs():
