@@ -3,6 +3,7 @@ the digits example run twice, the 409 of a model that will not complete, the eve
 ``Last-Event-ID`` and progress fields, and the start-up log line."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -37,6 +38,26 @@ def test_readme_curl_session_runs_as_pasted(server):
     assert '"error":{' not in done.stdout, done.stdout  # no step answered with an error body
     last = done.stdout[done.stdout.rindex('{"components"'):]  # curl prints no newlines: the projection ends it
     assert np.asarray(json.loads(last)["components"]).shape == (1, 2), last
+
+
+def readme_first_five_minutes() -> str:
+    """The commands of the README's first five minutes (the block after "In a second terminal")."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"In a second terminal, in the same folder:\n\n```\n(.*?)```", text, re.S)
+    assert block, "the README's first five minutes are gone"
+    return block.group(1)
+
+
+def test_readme_first_five_minutes_denoise_the_photograph(server, tmp_path):
+    """The README's commands as pasted (``.venv/bin`` is this interpreter's folder, the server the test's):
+    the denoised photograph is at least 4 dB better than the noisy one."""
+    script = "set -e\n" + readme_first_five_minutes().replace(".venv/bin/", f"{Path(sys.executable).parent}/")
+    script = script.replace("examples/", f"{ROOT}/examples/")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "KPCA_URL": server})
+    assert done.returncode == 0, done.stderr[-3000:]
+    snr = dict(re.findall(r"^(noisy|denoised) .*SNR (-?[0-9.]+) dB$", done.stdout, re.M))
+    assert float(snr["denoised"]) > float(snr["noisy"]) + 4, done.stdout
 
 
 def test_digits_example_runs_twice(server):
