@@ -53,7 +53,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 from pydantic import ValidationError
 
-from store.atomic import fsync_dir, remove_tree
+from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
 from store.checkpoint_format import _PARTS_KEY, _VERSION_KEY, _encode, _write_npz
 from store.checkpoints import CheckpointStore
 from store.checksums import chunk_digest, version_checksum
@@ -165,7 +165,7 @@ class ModelExport:
                 raise Conflict(f"model {name!r} changed while exporting; retry", field="name") from None
         state = checkpoints.load(name, pass_index)
         arrays = {key: _encode(key, value) for key, value in state.items()}
-        arrays[_VERSION_KEY] = np.asarray(1, dtype=np.int64)
+        arrays[_VERSION_KEY] = np.asarray(SCHEMA_VERSION, dtype=np.int64)
         handle = tempfile.TemporaryFile(dir=root)
         _write_npz(handle, arrays)
         handle.seek(0)

@@ -195,7 +195,7 @@ def test_upload_fit_project_export_import_project(kpca, server, digits, tmp_path
     assert kpca("rm", "model", "dg-again").exit_code == 0
 
 
-def test_export_and_import_failures_have_their_exit_status(kpca, api, rng, tmp_path):
+def test_export_and_import_failures_have_their_exit_status(kpca, api, rng, tmp_path, data_dir):
     archive = tmp_path / "m.tar"
     unknown = kpca("export", "nobody", "-o", str(archive))
     assert unknown.exit_code == 1 and "HTTP 404" in unknown.stderr and not archive.exists()
@@ -226,6 +226,10 @@ def test_export_and_import_failures_have_their_exit_status(kpca, api, rng, tmp_p
     truncated.write_bytes(archive.read_bytes()[:5000])
     assert kpca("import", str(truncated), "--name", "small-copy").exit_code == 1
     assert api.get("/v1/models/small-copy").status_code == 404
+    assert not [p for p in (data_dir / ".imports").rglob("*") if p.is_file()]  # nothing left behind
+    wrong_type = api.post("/v1/models/import", content=archive.read_bytes(),
+                          headers={"Content-Type": "application/octet-stream"})
+    assert wrong_type.status_code == 415 and wrong_type.json()["error"]["field"] == "content-type"
 
     assert kpca("import", str(tmp_path / "missing.tar")).exit_code == 2
     assert kpca("export", "small-m").exit_code == 2  # -o is required
