@@ -20,7 +20,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from service.deps import ModelsDep, SettingsDep
+from service.deps import ModelsDep
 from service.errors import ApiError
 from service.limits import DataUsageDep, principal
 from service.payloads import media_type
@@ -39,7 +39,7 @@ _IMPORT_BODY = {"requestBody": {"required": True, "description": "a model archiv
 
 @router.get("/{name}/export", response_class=StreamingResponse,
             responses={**ERRORS, 200: {**_TAR, "description": "the model archive"}})
-async def export_model(name: ModelName, models: ModelsDep, settings: SettingsDep) -> StreamingResponse:
+async def export_model(name: ModelName, models: ModelsDep) -> StreamingResponse:
     """The completed model ``name`` as one archive (``application/x-tar``, with its ``Content-Length``):
     ``model.json`` (its record, history included), ``checkpoint.npz`` (the checkpoint it serves from, a
     sharded one joined), ``rows.npy`` (its training rows: the data set version it was fitted on) and
@@ -49,7 +49,7 @@ async def export_model(name: ModelName, models: ModelsDep, settings: SettingsDep
     ``name`` saying what to do; so is one whose data set has been deleted (its rows cannot travel).
     ``POST /v1/models/import`` on another service (or this one) serves it again.
     """
-    archive = await run_in_threadpool(ModelExport, settings.data_dir, name)
+    archive = await run_in_threadpool(ModelExport, models.root, name)
     headers = {"Content-Length": str(archive.size),
                "Content-Disposition": f'attachment; filename="{name}.kpca.tar"'}
     return StreamingResponse(iterate_in_threadpool(iter(archive)), media_type=MEDIA_TYPE, headers=headers)
@@ -82,7 +82,7 @@ async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
                                         "or the data folder is full"},
                         415: {"model": ErrorBody, "description": "the body is not application/x-tar"}})
 async def import_model(
-    request: Request, response: Response, settings: SettingsDep, models: ModelsDep, usage: DataUsageDep,
+    request: Request, response: Response, models: ModelsDep, usage: DataUsageDep,
     name: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH,
                                       description="import the model under this name; default the archive's")] = None,
     dataset: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH,
@@ -104,12 +104,12 @@ async def import_model(
     if kind != MEDIA_TYPE:
         raise ApiError(415, "unsupported_media_type", f"Content-Type must be {MEDIA_TYPE} (an archive of GET "
                        f"/v1/models/{{name}}/export), not {kind or 'absent'}", "content-type")
-    folder = FilePath(settings.data_dir) / ".imports"
+    folder = FilePath(models.root) / ".imports"
     path = await _body_to_file(request, folder, usage)
     size = path.stat().st_size
     try:
         usage.check(size)
-        record = await run_in_threadpool(import_archive, settings.data_dir, path, name, dataset, principal(request))
+        record = await run_in_threadpool(import_archive, models.root, path, name, dataset, principal(request))
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
