@@ -160,6 +160,49 @@ class Client:
                                 headers={"Content-Type": "image/png"})
         return response.content
 
+    def export_model(self, name: str, path) -> dict:
+        """Download model ``name`` as one archive (``GET /v1/models/{name}/export``) into the file ``path``,
+        streamed (written under a temporary name, renamed once complete); ``{"path", "bytes"}``."""
+        path = os.fspath(path)
+        partial = f"{path}.part"
+        try:
+            with self.http.stream("GET", f"/v1/models/{name}/export",
+                                  timeout=httpx.Timeout(30.0, read=None)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ApiError.from_response(response)
+                written = 0
+                with open(partial, "wb") as out:
+                    for block in response.iter_bytes(2**20):
+                        out.write(block)
+                        written += len(block)
+                expected = response.headers.get("content-length")
+                if expected is not None and int(expected) != written:
+                    raise ConnectionFailed(f"the export of {name!r} ended after {written} of {expected} bytes; "
+                                           "try again")
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"cannot reach {self.url}: {exc} (is the service running? see --url)") from None
+        except BaseException:
+            if os.path.exists(partial):
+                os.unlink(partial)
+            raise
+        os.replace(partial, path)
+        return {"path": path, "bytes": written}
+
+    def import_model(self, path, name: str | None = None, dataset: str | None = None) -> dict:
+        """Create a model from an archive file of `export_model` (``POST /v1/models/import``, streamed),
+        optionally under another ``name`` and data set name ``dataset``; the imported model's record."""
+        params = {key: value for key, value in (("name", name), ("dataset", dataset)) if value is not None}
+        size = os.path.getsize(path)
+
+        def blocks() -> Iterator[bytes]:
+            with open(path, "rb") as archive:
+                while block := archive.read(2**20):
+                    yield block
+
+        return self._json("POST", "/v1/models/import", content=blocks(), params=params,
+                          headers={"Content-Type": "application/x-tar", "Content-Length": str(size)})
+
     def ls(self, kind: str = "models", page_size: int = 1000) -> list[dict]:
         """Every data set, model (summaries) or clustering (``kind``), sorted by name: the list routes'
         pages of ``page_size`` followed through ``next_cursor``. Cost: one request per page."""

@@ -88,7 +88,8 @@ pass_state = click.make_pass_decorator(State)
 @click.option("--json", "json_output", is_flag=True, help="machine-readable JSON on stdout instead of text")
 @click.pass_context
 def cli(ctx: click.Context, url: str, api_key: str | None, json_output: bool) -> None:
-    """kpca-stream from the command line: upload data, fit kernel PCA, watch fits, project and denoise."""
+    """kpca-stream from the command line: upload data, fit kernel PCA, watch fits, project and denoise, export
+    and import models."""
     ctx.obj = State(url, api_key, json_output)
     ctx.call_on_close(lambda: ctx.obj._client and ctx.obj._client.close())
 
@@ -292,6 +293,32 @@ def denoise_image(state: State, name: str, image: str, out: str, patch: int | No
     png = state.client.denoise_image(name, Path(image).read_bytes(), stride, method, upscale)
     Path(out).write_bytes(png)
     state.emit({"output": out, "bytes": len(png)}, f"wrote {out}")
+
+
+@cli.command("export")
+@click.argument("name")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), required=True,
+              help="the archive file to write (a tar; written whole or not at all)")
+@pass_state
+def export_(state: State, name: str, out: str) -> None:
+    """Download completed model NAME as one archive (record, checkpoint, training rows, manifest) that
+    `kpca import` loads into this or another service."""
+    done = state.client.export_model(name, out)
+    state.emit({"model": name, **done}, f"wrote {out} ({done['bytes']} bytes): model {name}")
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--name", default=None, help="import the model under this name (default: the archive's)")
+@click.option("--dataset", default=None,
+              help="name of the data set for its training rows (default: the archive's); an existing set "
+                   "with the same rows is reused")
+@pass_state
+def import_(state: State, file: str, name: str | None, dataset: str | None) -> None:
+    """Create a completed model from FILE, an archive written by `kpca export`."""
+    record = state.client.import_model(file, name=name, dataset=dataset)
+    state.emit(record, f"{record['name']}: {record['status']} (imported from {file}; data set "
+               f"{record['dataset']} version {record.get('dataset_version')})")
 
 
 def _kind(value: str) -> str:

@@ -41,6 +41,8 @@ JSON = ("application/json",)
 PNG = ("image/png",)
 #: the chunk upload's declared types (`service.payloads`): .npy bytes, JSON rows, CSV
 CHUNK = ("application/octet-stream", "application/json", "text/csv")
+#: a model archive (`store.archive`), the body of POST /v1/models/import
+TAR = ("application/x-tar",)
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -88,6 +90,8 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/models/{name}/cancel"): _WRITE_JSON,
     ("POST", "/v1/models/{name}/resume"): _WRITE_JSON,
     ("GET", "/v1/models/{name}/checkpoints"): _READ,
+    ("GET", "/v1/models/{name}/export"): _READ,
+    ("POST", "/v1/models/import"): Rule(WRITE, TAR),
     ("GET", "/v1/models/{name}/events"): _READ,
     ("POST", "/v1/models/{name}/project"): Rule(READ, JSON),
     ("POST", "/v1/models/{name}/reconstruct"): Rule(READ, JSON),

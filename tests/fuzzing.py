@@ -35,6 +35,8 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
+# a model archive (POST /v1/models/import) is raw bytes, like application/octet-stream
+schemathesis.serializer.alias("application/x-tar", "application/octet-stream")
 MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
 REQUEST_TIMEOUT_S = 60.0
 

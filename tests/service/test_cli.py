@@ -182,3 +182,82 @@ def test_serve_passes_its_options_to_the_service(tmp_path):
     result = subprocess.run([sys.executable, "-m", "client", "serve", "--host", "0.0.0.0", "--data-dir",
                              str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 2 and "refusing to listen on 0.0.0.0" in result.stderr
+
+
+def test_upload_fit_project_export_import_project(kpca, server, digits, tmp_path):
+    """The whole life of a model through the CLI: upload 300 digits, fit (3 components, 3 passes) and
+    wait, project, export, import under another name and data set (through the installed entry point),
+    project again: the same components to 1e-12."""
+    rows, probe = tmp_path / "digits.npy", tmp_path / "probe.npy"
+    np.save(rows, digits[:300])
+    np.save(probe, digits[300:320])
+    assert kpca("upload", "digits", str(rows), "--chunk-rows", "128").exit_code == 0
+    fitted = kpca("fit", "dg", "--dataset", "digits", "--sigma", "3", "--components", "3", "--passes", "3",
+                  "--param", "seed=0", "--wait")
+    assert fitted.exit_code == 0 and "dg: completed" in fitted.stdout, fitted.output
+    before = tmp_path / "before.npy"
+    assert kpca("project", "dg", str(probe), "-o", str(before)).exit_code == 0
+
+    archive = tmp_path / "dg.tar"
+    exported = kpca("--json", "export", "dg", "-o", str(archive))
+    assert exported.exit_code == 0, exported.output
+    assert json.loads(exported.stdout)["bytes"] == archive.stat().st_size > 300 * 64 * 4  # the rows travel
+
+    imported = subprocess.run([sys.executable, "-m", "client", "--url", server, "--json", "import", str(archive),
+                               "--name", "dg-copy", "--dataset", "digits-copy"],
+                              capture_output=True, text=True, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    record = json.loads(imported.stdout)
+    assert (record["name"], record["status"], record["dataset"]) == ("dg-copy", "completed", "digits-copy")
+    after = tmp_path / "after.npy"
+    assert kpca("project", "dg-copy", str(probe), "-o", str(after)).exit_code == 0
+    np.testing.assert_allclose(np.load(after), np.load(before), rtol=0, atol=1e-12)
+
+    same_rows = kpca("--json", "import", str(archive), "--name", "dg-again")  # reuses data set "digits"
+    assert same_rows.exit_code == 0 and json.loads(same_rows.stdout)["dataset"] == "digits", same_rows.output
+    assert kpca("rm", "model", "dg-again").exit_code == 0
+
+
+def test_export_and_import_failures_have_their_exit_status(kpca, api, rng, tmp_path, data_dir):
+    archive = tmp_path / "m.tar"
+    unknown = kpca("export", "nobody", "-o", str(archive))
+    assert unknown.exit_code == 1 and "HTTP 404" in unknown.stderr and not archive.exists()
+
+    upload_rows(api, "unfinished-set", rng.normal(size=(300, 4)))
+    api.post("/v1/models", json={"name": "unfinished", "dataset": "unfinished-set", "n_components": 2,
+                                 "kernel": {"type": "gaussian", "sigma": 2.0},
+                                 "params": {"passes": 400, "block_size": 25, "seed": 0}}).raise_for_status()
+    running = kpca("--json", "export", "unfinished", "-o", str(archive))
+    assert running.exit_code == 1 and json.loads(running.stdout)["error"]["status"] == 409
+    assert "completed" in running.stderr and "[field: name]" in running.stderr and not archive.exists()
+    api.post("/v1/models/unfinished/cancel", json={}).raise_for_status()
+    wait_for_fit(api, "unfinished")
+
+    upload_rows(api, "small", rng.normal(size=(60, 4)))
+    assert kpca("fit", "small-m", "--dataset", "small", "--sigma", "2", "--components", "2", "--passes", "1",
+                "--wait").exit_code == 0
+    assert kpca("export", "small-m", "-o", str(archive)).exit_code == 0
+    clash = kpca("import", str(archive))
+    assert clash.exit_code == 1 and "HTTP 409" in clash.stderr and "[field: name]" in clash.stderr
+    corrupt = tmp_path / "corrupt.tar"
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the rows or the checkpoint
+    corrupt.write_bytes(bytes(data))
+    damaged = kpca("import", str(corrupt), "--name", "small-copy")
+    assert damaged.exit_code == 1 and "HTTP 422" in damaged.stderr and "[field: body]" in damaged.stderr
+    truncated = tmp_path / "truncated.tar"
+    truncated.write_bytes(archive.read_bytes()[:5000])
+    assert kpca("import", str(truncated), "--name", "small-copy").exit_code == 1
+    assert api.get("/v1/models/small-copy").status_code == 404
+    assert not [p for p in (data_dir / ".imports").rglob("*") if p.is_file()]  # nothing left behind
+    wrong_type = api.post("/v1/models/import", content=archive.read_bytes(),
+                          headers={"Content-Type": "application/octet-stream"})
+    assert wrong_type.status_code == 415 and wrong_type.json()["error"]["field"] == "content-type"
+
+    assert kpca("import", str(tmp_path / "missing.tar")).exit_code == 2
+    assert kpca("export", "small-m").exit_code == 2  # -o is required
+    assert kpca("import", str(archive), "--bogus").exit_code == 2
+    offline = CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", "import", str(archive)])
+    assert offline.exit_code == 3 and "cannot reach" in offline.stderr
+    offline = CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", "export", "small-m", "-o", str(archive)])
+    assert offline.exit_code == 3

@@ -1,0 +1,118 @@
+"""A model moved between services: ``GET /v1/models/{name}/export`` and ``POST /v1/models/import``.
+
+The archive (`store.archive`) is a tar of the model's record, the checkpoint
+it serves from, its training rows and a manifest of sha256 digests. Export
+streams it; import streams the request body to a temporary file in the data
+folder, then lets the store verify it and create the model. The blocking work
+runs in the threadpool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path as FilePath
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+from starlette.requests import ClientDisconnect
+
+from service.deps import ModelsDep
+from service.errors import ApiError
+from service.limits import DataUsageDep, principal
+from service.payloads import media_type
+from service.routes.models import ERRORS, ModelName, router as models_router
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.schemas.errors import ErrorBody
+from service.schemas.models import ModelPublic
+from store.archive import MEDIA_TYPE, ModelExport, import_archive
+
+router = APIRouter(prefix=models_router.prefix, tags=["models"])
+
+_TAR = {"content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+_IMPORT_BODY = {"requestBody": {"required": True, "description": "a model archive made by GET "
+                                "/v1/models/{name}/export (an uncompressed tar)", **_TAR}}
+
+
+@router.get("/{name}/export", response_class=StreamingResponse,
+            responses={**ERRORS, 200: {**_TAR, "description": "the model archive"}})
+async def export_model(name: ModelName, models: ModelsDep) -> StreamingResponse:
+    """The completed model ``name`` as one archive (``application/x-tar``, with its ``Content-Length``):
+    ``model.json`` (its record, history included), ``checkpoint.npz`` (the checkpoint it serves from, a
+    sharded one joined), ``rows.npy`` (its training rows: the data set version it was fitted on) and
+    ``manifest.json`` (format version, names, the size and sha256 of every member).
+
+    Streamed chunk by chunk (memory: one data chunk). A model that is not completed is a 409 on
+    ``name`` saying what to do; so is one whose data set has been deleted (its rows cannot travel).
+    ``POST /v1/models/import`` on another service (or this one) serves it again.
+    """
+    archive = await run_in_threadpool(ModelExport, models.root, name)
+    headers = {"Content-Length": str(archive.size),
+               "Content-Disposition": f'attachment; filename="{name}.kpca.tar"'}
+    return StreamingResponse(iterate_in_threadpool(iter(archive)), media_type=MEDIA_TYPE, headers=headers)
+
+
+async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
+    """The request body written to a new file in ``folder`` (its size bounded by
+    `service.limits.BodyLimitMiddleware`, its bytes by ``max_data_bytes``); removed on failure."""
+    declared = request.headers.get("content-length", "")
+    usage.check(int(declared) if declared.isdigit() else 0)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, path = tempfile.mkstemp(dir=folder, prefix=".upload-", suffix=".tar")
+    path = FilePath(path)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            async for part in request.stream():
+                await run_in_threadpool(out.write, part)
+    except ClientDisconnect:
+        path.unlink(missing_ok=True)
+        raise ApiError(400, "bad_request", "the client disconnected before the whole archive arrived", "body") \
+            from None
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+@router.post("/import", status_code=status.HTTP_201_CREATED, openapi_extra=_IMPORT_BODY,
+             responses={**ERRORS, 413: {"model": ErrorBody, "description": "the archive is over max_body_bytes, "
+                                        "or the data folder is full"},
+                        415: {"model": ErrorBody, "description": "the body is not application/x-tar"}})
+async def import_model(
+    request: Request, response: Response, models: ModelsDep, usage: DataUsageDep,
+    name: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH,
+                                      description="import the model under this name; default the archive's")] = None,
+    dataset: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH,
+                                         description="the data set of its training rows; default the archive's "
+                                                     "data set name")] = None,
+) -> ModelPublic:
+    """Create a completed model from an archive of ``GET /v1/models/{name}/export`` (body
+    ``application/x-tar``, at most ``max_body_bytes``); it serves ``/project``, ``/reconstruct`` and
+    ``/denoise`` at once, with the same results as the original.
+
+    Everything is verified before anything is created: member names (no paths, links or duplicates),
+    sizes and sha256 against the manifest, the format version, the record, the checkpoint against the
+    record and the rows, the rows against their data set checksum; a refusal is a 422 on ``body``
+    naming what is wrong. A model ``name`` that exists is a 409 on ``name``. The training rows become
+    data set ``dataset``, or reuse it when it already holds the same rows (same checksum); a data set
+    of that name with other rows is a 409 on ``dataset``. A failed import leaves nothing behind.
+    """
+    kind = media_type(request)
+    if kind != MEDIA_TYPE:
+        raise ApiError(415, "unsupported_media_type", f"Content-Type must be {MEDIA_TYPE} (an archive of GET "
+                       f"/v1/models/{{name}}/export), not {kind or 'absent'}", "content-type")
+    folder = FilePath(models.root) / ".imports"
+    path = await _body_to_file(request, folder, usage)
+    size = path.stat().st_size
+    try:
+        usage.check(size)
+        record = await run_in_threadpool(import_archive, models.root, path, name, dataset, principal(request))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    usage.add(size)
+    response.headers["Location"] = f"{router.prefix}/{record.name}"
+    return record

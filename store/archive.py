@@ -1,0 +1,332 @@
+"""A completed model as one portable archive: export (streamed) and import (verified, then atomic).
+
+The archive is an uncompressed POSIX tar (PAX headers) of four regular files,
+in this order::
+
+    model.json       the model's record (`store.records.ModelRecord` document: configuration, history)
+    checkpoint.npz   the checkpoint it serves from (its latest pass; a sharded one joined from its parts)
+    rows.npy         the training rows: its data set version, (n_rows, n_features) in the set's dtype
+    manifest.json    format and version, names, the data set version's chunk row counts and checksum,
+                     and the size and sha256 of every other member
+
+Only the served checkpoint travels (`workers.serve` serves the latest pass,
+and a resume continues from it): older and "best" checkpoints are not needed
+to serve, and the record keeps the whole history. The rows travel because a
+kernel expansion is evaluated against them; their chunk row counts travel
+too, so that the imported data set has the same version checksum
+(`store.checksums` hashes chunk by chunk).
+
+`ModelExport` streams the archive without building it in memory (the rows are
+read chunk by chunk; a sharded checkpoint is joined once into an anonymous
+temporary file). The manifest comes last because it holds the digests of the
+members streamed before it; its size is fixed in advance (digests are 64 hex
+characters), so the archive's total size is known before the first byte.
+
+`import_archive` verifies everything before it creates anything
+(`store.archive_format.verify_archive`): member names
+(only the four above: no paths, links or duplicates), sizes and sha256 against
+the manifest, the format version, the record, the checkpoint (it must serve
+the record's components over the rows: one projection is computed), and the
+rows' version checksum. Then it creates (or reuses, by checksum) the data set
+and claims the model's name with the checkpoint already in place, so that the
+model appears completed and servable at once; a failure on the way removes
+what it created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from store.archive_format import (
+    CHECKPOINT, COPY_BYTES, FORMAT, FORMAT_VERSION, MANIFEST, MEDIA_TYPE, MEMBERS, RECORD, ROWS, open_rows,
+    verify_archive,
+)
+from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
+from store.checkpoint_format import _VERSION_KEY, _encode, _write_npz
+from store.checkpoints import CheckpointStore
+from store.datasets import DatasetStore
+from store.errors import Conflict, NotFound
+from store.models import ModelRegistry
+from store.names import validate_name
+from store.records import ModelRecord
+from store.timestamps import utc_now
+
+__all__ = ["MEDIA_TYPE", "MEMBERS", "ModelExport", "import_archive", "verify_archive"]
+
+_BLOCK = tarfile.BLOCKSIZE
+_MTIME = 0
+
+
+# ------------------------------------------------------------------ export
+@dataclass
+class _Member:
+    name: str
+    size: int
+    chunks: object  # callable () -> iterator of bytes
+    digest: str | None = None
+
+
+def _tar_header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode, info.type = size, _MTIME, 0o644, tarfile.REGTYPE
+    return info.tobuf(format=tarfile.PAX_FORMAT)
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % _BLOCK)
+
+
+class ModelExport:
+    """The archive of completed model ``name`` under data folder ``root``, ready to stream.
+
+    Creating it checks that the model can be exported and opens what it
+    streams (the checkpoint file; a sharded checkpoint is joined into an
+    anonymous temporary file under ``root``), so that the refusals (`NotFound`,
+    `Conflict`) come before the first byte. ``size`` is the archive's length;
+    iterating yields its bytes (memory: one row chunk or 1 MiB); `close`
+    releases the files. Cost: O(checkpoint bytes + rows bytes) read and hashed
+    once while streaming.
+    """
+
+    def __init__(self, root: Path | str, name: str):
+        root = Path(root)
+        registry = ModelRegistry(root)
+        record = registry.get(name)
+        if record.status != "completed":
+            raise Conflict(f"model {name!r} is {record.status!r}: only a completed model can be exported; "
+                           f"wait for its fit to end (GET /v1/models/{name}), or resume it "
+                           f"(POST /v1/models/{name}/resume) and export it when it completes", field="name")
+        checkpoints = CheckpointStore.of(registry)
+        latest = checkpoints.latest_pass(name)
+        if latest is None:
+            raise Conflict(f"model {name!r} has no checkpoint to export", field="name")
+        datasets = DatasetStore(root)
+        try:
+            meta = datasets.get(record.dataset)
+        except NotFound:
+            raise Conflict(f"data set {record.dataset!r} of model {name!r} has been deleted, and the archive "
+                           "must carry the training rows; it cannot be exported", field="name") from None
+        version, ranges = datasets.chunk_ranges(record.dataset, record.dataset_version or meta["version"])
+        described = next(v for v in meta["versions"] if v["version"] == version)
+        self.rows = datasets.open_array(record.dataset, version)
+        self.name, self.pass_index, self.ranges = name, latest, ranges
+        self._checkpoint = self._open_checkpoint(root, checkpoints, name, latest)
+        dtype = np.dtype(self.rows.dtype)
+        n_rows, n_features = (int(s) for s in self.rows.shape)
+        header = io.BytesIO()
+        npy_format.write_array_header_1_0(header, {"descr": npy_format.dtype_to_descr(dtype),
+                                                   "fortran_order": False, "shape": (n_rows, n_features)})
+        self._rows_header = header.getvalue()
+        self.dataset = {"name": record.dataset, "version": version, "checksum": described["checksum"],
+                        "n_rows": n_rows, "n_features": n_features, "dtype": dtype.name,
+                        "chunk_rows": [stop - start for start, stop in ranges]}
+        record_bytes = json.dumps(record.document(), indent=1).encode("utf-8")
+        checkpoint_size = os.fstat(self._checkpoint.fileno()).st_size
+        self._members = [
+            _Member(RECORD, len(record_bytes), lambda: iter([record_bytes])),
+            _Member(CHECKPOINT, checkpoint_size, self._checkpoint_chunks),
+            _Member(ROWS, len(self._rows_header) + n_rows * n_features * dtype.itemsize, self._rows_chunks),
+        ]
+        manifest_size = len(self._manifest(placeholder=True))
+        self.size = sum(len(_tar_header(m.name, m.size)) + m.size + len(_padding(m.size)) for m in self._members)
+        self.size += len(_tar_header(MANIFEST, manifest_size)) + manifest_size + len(_padding(manifest_size))
+        self.size += 2 * _BLOCK
+        self._manifest_size = manifest_size
+
+    @staticmethod
+    def _open_checkpoint(root: Path, checkpoints: CheckpointStore, name: str, pass_index: int) -> IO[bytes]:
+        """The served checkpoint as an open file: the plain file itself (kept readable if a resume removes
+        it meanwhile), or a sharded one joined into an anonymous temporary file."""
+        if checkpoints.parts_of(name, pass_index) is None:
+            path = root / "models" / name / "checkpoints" / f"pass-{pass_index:05d}.npz"
+            try:
+                return open(path, "rb")
+            except FileNotFoundError:
+                raise Conflict(f"model {name!r} changed while exporting; retry", field="name") from None
+        state = checkpoints.load(name, pass_index)
+        arrays = {key: _encode(key, value) for key, value in state.items()}
+        arrays[_VERSION_KEY] = np.asarray(SCHEMA_VERSION, dtype=np.int64)
+        handle = tempfile.TemporaryFile(dir=root)
+        _write_npz(handle, arrays)
+        handle.seek(0)
+        return handle
+
+    def _checkpoint_chunks(self) -> Iterator[bytes]:
+        self._checkpoint.seek(0)
+        while block := self._checkpoint.read(COPY_BYTES):
+            yield block
+
+    def _rows_chunks(self) -> Iterator[bytes]:
+        yield self._rows_header
+        for start, stop in self.ranges:
+            yield np.ascontiguousarray(self.rows[start:stop]).tobytes()
+
+    def _manifest(self, placeholder: bool = False) -> bytes:
+        members = [{"name": m.name, "size": m.size, "sha256": "0" * 64 if placeholder else m.digest}
+                   for m in self._members]
+        return json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, "model": self.name,
+                           "pass": self.pass_index, "dataset": self.dataset, "members": members},
+                          indent=1).encode("utf-8")
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for member in self._members:
+                yield _tar_header(member.name, member.size)
+                digest, written = hashlib.sha256(), 0
+                for block in member.chunks():
+                    digest.update(block)
+                    written += len(block)
+                    yield block
+                if written != member.size:
+                    raise RuntimeError(f"{member.name}: {written} bytes streamed, {member.size} announced")
+                member.digest = digest.hexdigest()
+                yield _padding(member.size)
+            manifest = self._manifest()
+            if len(manifest) != self._manifest_size:
+                raise RuntimeError("the manifest's size changed while streaming")
+            yield _tar_header(MANIFEST, len(manifest)) + manifest + _padding(len(manifest))
+            yield b"\0" * (2 * _BLOCK)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the open checkpoint file (and remove a joined temporary one)."""
+        self._checkpoint.close()
+
+    def write_to(self, path: Path | str) -> None:
+        """Write the whole archive to ``path`` (not atomically: a convenience for tests and tools)."""
+        with open(path, "wb") as out:
+            for block in self:
+                out.write(block)
+
+
+# ------------------------------------------------------------------ import
+def _matching_version(meta: dict, dataset: dict) -> int | None:
+    """The version of an existing data set (its metadata) holding exactly the archive's rows, or None."""
+    if meta.get("dtype") != dataset["dtype"] or meta.get("n_features") != dataset["n_features"]:
+        return None
+    for version in meta.get("versions") or ():
+        if version.get("checksum") == dataset["checksum"]:
+            return int(version["version"])
+    return None
+
+
+def _create_dataset(datasets: DatasetStore, name: str, rows: np.ndarray, dataset: dict) -> dict:
+    """A new data set ``name`` holding ``rows`` as version 1, cut into the archive's chunks. Cost O(rows)."""
+    try:
+        datasets.create(name, dataset["n_features"], dataset["dtype"])
+    except Conflict:
+        raise Conflict(f"data set {name!r} was created meanwhile; import again", field="dataset") from None
+    try:
+        start = 0
+        for index, count in enumerate(dataset["chunk_rows"]):
+            datasets.put_chunk(name, index, np.asarray(rows[start:start + count]))
+            start += count
+        meta = datasets.commit(name)
+        if meta["checksum"] != dataset["checksum"]:
+            raise RuntimeError(f"data set {name!r} was committed with checksum {meta['checksum']}, the archive's "
+                               f"is {dataset['checksum']}")
+        return meta
+    except BaseException:
+        with contextlib.suppress(NotFound):
+            datasets.delete(name)
+        raise
+
+
+def import_archive(root: Path | str, path: Path | str, name: str | None = None, dataset: str | None = None,
+                   owner: str | None = None) -> ModelRecord:
+    """Import the model archive at ``path`` into data folder ``root``: the stored, completed record.
+
+    ``name`` (default the archive's model name) names the model; ``dataset``
+    (default the archive's data set name) the data set of its training rows:
+    an existing set holding the same rows (same version checksum) is reused,
+    else a new one is created. ``owner`` is recorded as the model's owner.
+
+    Raises
+    ------
+    Invalid
+        Field ``body``: the archive is refused (module docstring), the message says why; field
+        ``name`` / ``dataset``: a bad name.
+    Conflict
+        Field ``name``: a model of that name exists. Field ``dataset``: a data set of that name exists
+        with other rows.
+
+    Notes
+    -----
+    Everything is verified in a hidden folder ``root/.imports/{hex}`` before anything is created; that
+    folder is always removed. A new data set is deleted again if the model cannot be claimed. Cost: the
+    archive's bytes read about three times (extract and hash, verify, upload as chunks) plus one
+    commit of the rows.
+    """
+    root = Path(root)
+    registry, datasets = ModelRegistry(root), DatasetStore(root)
+    work = root / ".imports" / uuid.uuid4().hex
+    work.mkdir(parents=True)
+    created_dataset = None
+    try:
+        verified = verify_archive(path, work)
+        manifest, source = verified.manifest, verified.manifest["dataset"]
+        model_name = validate_name(name if name is not None else verified.record.name, field="name")
+        dataset_name = validate_name(dataset if dataset is not None else source["name"], field="dataset")
+        with contextlib.suppress(NotFound):
+            registry.get(model_name)
+            raise Conflict(f"model {model_name!r} already exists; import under another name (name=...) or "
+                           "delete it first", field="name")
+        rows = open_rows(work / ROWS, source)
+        try:
+            meta = datasets.get(dataset_name)
+        except NotFound:
+            meta = None
+        if meta is not None:
+            version = _matching_version(meta, source)
+            if version is None:
+                raise Conflict(f"data set {dataset_name!r} exists and holds other rows than the archive's "
+                               "(no version with the same checksum); import with dataset=ANOTHER_NAME",
+                               field="dataset")
+        else:
+            meta = _create_dataset(datasets, dataset_name, rows, source)
+            created_dataset, version = dataset_name, 1
+        del rows
+        now = utc_now()
+        record = verified.record.model_copy(update={
+            "name": model_name, "dataset": dataset_name, "dataset_version": version,
+            "dataset_checksum": source["checksum"], "n_features": source["n_features"], "owner": owner,
+            "created_at": now, "updated_at": now})
+        folder = registry.folders.path(model_name)
+        target = folder / "checkpoints" / f"pass-{manifest['pass']:05d}.npz"
+
+        def place_checkpoint() -> Path:
+            remove_tree(folder / "checkpoints")  # leftovers of an earlier model of that name
+            target.parent.mkdir()
+            os.rename(work / CHECKPOINT, target)
+            fsync_dir(target.parent)
+            return target
+
+        try:
+            registry.folders.claim(model_name, registry.document, record.document(), before=place_checkpoint,
+                                   under_lock=True, attempts=5)
+        except Conflict as exc:
+            raise Conflict(f"{exc.message}; import under another name (name=...) or delete it first"
+                           if "already exists" in exc.message else exc.message, field="name") from None
+        created_dataset = None
+        return registry.get(model_name)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if created_dataset is not None:
+            with contextlib.suppress(NotFound):
+                datasets.delete(created_dataset)

@@ -1,0 +1,220 @@
+"""The model archive's format and its verification on import (`store.archive`): member names, sizes and
+sha256 against the manifest, the format version, the record, the rows against their data set checksum,
+and the checkpoint against both (it must serve the record's components over the rows). Every refusal is
+`store.errors.Invalid` on field ``body`` saying what is wrong."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.lib import format as npy_format
+from pydantic import ValidationError
+
+from store.checkpoint_format import _PARTS_KEY, _VERSION_KEY
+from store.checksums import chunk_digest, version_checksum
+from store.errors import Invalid
+from store.records import ModelRecord, migrate
+
+FORMAT = "kpca-stream-model"
+FORMAT_VERSION = 1
+MEDIA_TYPE = "application/x-tar"
+RECORD, CHECKPOINT, ROWS, MANIFEST = "model.json", "checkpoint.npz", "rows.npy", "manifest.json"
+MEMBERS = (RECORD, CHECKPOINT, ROWS, MANIFEST)
+#: largest JSON member accepted on import
+MAX_JSON_BYTES = 16 * 2**20
+COPY_BYTES = 2**20
+FIELD = "body"
+
+@dataclass
+class Verified:
+    manifest: dict
+    record: ModelRecord
+    folder: Path  # holds the verified members
+
+
+def _refuse(message: str) -> Invalid:
+    return Invalid(FIELD, f"archive refused: {message}")
+
+
+def _check_member(info: tarfile.TarInfo, seen: set[str]) -> None:
+    name = info.name
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise _refuse(f"member {name!r} has an absolute path; members are plain names ({', '.join(MEMBERS)})")
+    if ".." in name.replace("\\", "/").split("/"):
+        raise _refuse(f"member {name!r} reaches outside the archive ('..'); members are plain names")
+    if info.issym() or info.islnk():
+        raise _refuse(f"member {name!r} is a link (to {info.linkname!r}); only regular files are accepted")
+    if not info.isreg():
+        raise _refuse(f"member {name!r} is not a regular file")
+    if name not in MEMBERS:
+        raise _refuse(f"unexpected member {name!r}; an archive holds exactly {', '.join(MEMBERS)}")
+    if name in seen:
+        raise _refuse(f"member {name!r} appears twice")
+    if name.endswith(".json") and info.size > MAX_JSON_BYTES:
+        raise _refuse(f"member {name!r} is {info.size} bytes, more than {MAX_JSON_BYTES}")
+    seen.add(name)
+
+
+def _extract(path: Path, folder: Path) -> dict[str, tuple[int, str]]:
+    """Copy the members of the tar at ``path`` into ``folder`` (checked by `_check_member`); their size and
+    sha256. Cost O(archive bytes); memory 1 MiB."""
+    found: dict[str, tuple[int, str]] = {}
+    try:
+        with tarfile.open(path, mode="r:") as archive:
+            seen: set[str] = set()
+            for info in archive:
+                _check_member(info, seen)
+                source = archive.extractfile(info)
+                digest, copied = hashlib.sha256(), 0
+                with open(folder / info.name, "xb") as out:
+                    while block := source.read(COPY_BYTES):
+                        digest.update(block)
+                        copied += len(block)
+                        out.write(block)
+                if copied != info.size:
+                    raise _refuse(f"member {info.name!r} is truncated ({copied} of {info.size} bytes)")
+                found[info.name] = (copied, digest.hexdigest())
+    except (tarfile.TarError, EOFError) as exc:
+        raise _refuse(f"not a readable tar archive, or a truncated one ({exc})") from None
+    missing = [m for m in MEMBERS if m not in found]
+    if missing:
+        raise _refuse(f"members {missing} are missing (truncated?); an archive holds {', '.join(MEMBERS)}")
+    return found
+
+
+def _read_json(folder: Path, member: str) -> dict:
+    try:
+        doc = json.loads((folder / member).read_text("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _refuse(f"{member} is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise _refuse(f"{member} is not a JSON object")
+    return doc
+
+
+def _check_manifest(manifest: dict, found: dict[str, tuple[int, str]]) -> None:
+    if manifest.get("format") != FORMAT:
+        raise _refuse(f"{MANIFEST}: format is {manifest.get('format')!r}, not {FORMAT!r}")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise _refuse(f"{MANIFEST}: format_version {version!r} is not supported (this service reads version "
+                      f"{FORMAT_VERSION}); export the model again with a matching kpca-stream")
+    listed = manifest.get("members")
+    if not isinstance(listed, list) or not all(isinstance(m, dict) for m in listed):
+        raise _refuse(f"{MANIFEST}: members must be a list of {{name, size, sha256}}")
+    names = [m.get("name") for m in listed]
+    if sorted(names, key=str) != sorted(m for m in MEMBERS if m != MANIFEST):
+        raise _refuse(f"{MANIFEST}: members lists {names}, expected {[m for m in MEMBERS if m != MANIFEST]}")
+    for entry in listed:
+        size, digest = found[entry["name"]]
+        if entry.get("size") != size:
+            raise _refuse(f"member {entry['name']!r} has {size} bytes, the manifest says {entry.get('size')!r}")
+        if entry.get("sha256") != digest:
+            raise _refuse(f"member {entry['name']!r} does not match its sha256 in the manifest (damaged or "
+                          "altered); export the model again")
+    dataset = manifest.get("dataset")
+    keys = ("name", "version", "checksum", "n_rows", "n_features", "dtype", "chunk_rows")
+    if not isinstance(dataset, dict) or any(k not in dataset for k in keys):
+        raise _refuse(f"{MANIFEST}: dataset must hold {', '.join(keys)}")
+    chunk_rows = dataset["chunk_rows"]
+    if not isinstance(chunk_rows, list) or not chunk_rows or \
+            not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in chunk_rows):
+        raise _refuse(f"{MANIFEST}: dataset.chunk_rows must be a list of positive integers")
+    if not isinstance(manifest.get("pass"), int) or not 0 <= manifest["pass"] < 10**9:
+        raise _refuse(f"{MANIFEST}: pass must be an integer from 0")
+
+
+def _check_record(doc: dict) -> ModelRecord:
+    try:
+        record = ModelRecord.model_validate(migrate(doc))
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise _refuse(f"{RECORD} is not a valid model record: {exc}") from None
+    if record.status != "completed":
+        raise _refuse(f"{RECORD}: status is {record.status!r}; only completed models are imported")
+    return record
+
+
+def open_rows(path: Path, dataset: dict) -> np.ndarray:
+    """The rows member as a read-only memory map, its header checked against the manifest."""
+    try:
+        with open(path, "rb") as handle:
+            version = npy_format.read_magic(handle)
+            if version != (1, 0):
+                raise ValueError(f".npy format version {version} is not 1.0")
+            shape, fortran, dtype = npy_format.read_array_header_1_0(handle)
+            offset = handle.tell()
+    except Exception as exc:  # ValueError, EOFError, SyntaxError: not a .npy header
+        raise _refuse(f"{ROWS} is not a .npy array ({exc})") from None
+    expected = (dataset["n_rows"], dataset["n_features"])
+    if fortran or dtype.name != dataset["dtype"] or dtype.name not in ("float32", "float64") or shape != expected:
+        raise _refuse(f"{ROWS} holds {dtype} {shape}{' (Fortran order)' if fortran else ''}; the manifest says "
+                      f"{dataset['dtype']} {expected}")
+    if offset + math.prod(shape) * dtype.itemsize != path.stat().st_size:
+        raise _refuse(f"{ROWS} has {path.stat().st_size - offset} data bytes, not {math.prod(shape) * dtype.itemsize}")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+
+
+def _check_rows(rows: np.ndarray, dataset: dict) -> None:
+    """The rows' chunk row counts and version checksum against the manifest; finite values. Cost O(rows)."""
+    if sum(dataset["chunk_rows"]) != rows.shape[0]:
+        raise _refuse(f"{MANIFEST}: dataset.chunk_rows add up to {sum(dataset['chunk_rows'])}, not the "
+                      f"{rows.shape[0]} rows of {ROWS}")
+    digests, start = [], 0
+    for count in dataset["chunk_rows"]:
+        chunk = np.asarray(rows[start:start + count])
+        if not np.isfinite(chunk).all():
+            raise _refuse(f"{ROWS}: rows {start} to {start + count - 1} contain NaN or infinity")
+        digests.append(chunk_digest(chunk))
+        start += count
+    if version_checksum(digests) != dataset["checksum"]:
+        raise _refuse(f"{ROWS} does not match the data set checksum in the manifest")
+
+
+def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_features: int) -> None:
+    """The checkpoint must be a plain one that serves ``record``'s components over ``rows``: the served model
+    is built and one row projected. Cost: loading the checkpoint, the solver's components and one kernel row."""
+    from kpca.kernels import KernelSpec
+    from kpca.model import served_model
+    from kpca.rows import KernelRows
+
+    if record.n_features is not None and record.n_features != n_features:
+        raise _refuse(f"{RECORD} has n_features {record.n_features}, {ROWS} {n_features} columns")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if _VERSION_KEY not in archive.files or _PARTS_KEY in archive.files:
+                raise ValueError("not a plain checkpoint")
+            state = {k: (archive[k].item() if archive[k].ndim == 0 else archive[k])
+                     for k in archive.files if not k.startswith("__")}
+    except Exception as exc:  # zipfile.BadZipFile, ValueError, KeyError...
+        raise _refuse(f"{CHECKPOINT} is not a readable checkpoint ({exc})") from None
+    if state.get("solver") not in (None, record.solver):
+        raise _refuse(f"{CHECKPOINT} was written by solver {state.get('solver')!r}, {RECORD} says {record.solver!r}")
+    try:
+        kernel = KernelSpec.from_dict(record.fit_kernel)
+        model = served_model(state, KernelRows(rows, kernel), kernel)
+        projected = np.asarray(model.project(np.asarray(rows[:1], dtype=np.float64)))
+    except Exception as exc:  # any mismatch of shapes or keys between the record, the checkpoint and the rows
+        raise _refuse(f"{CHECKPOINT} does not serve {RECORD} over {ROWS}: {exc}") from None
+    if projected.shape != (1, record.n_components) or not np.isfinite(projected).all():
+        raise _refuse(f"{CHECKPOINT} serves {projected.shape[-1]} components, {RECORD} says {record.n_components}")
+
+
+def verify_archive(path: Path | str, folder: Path) -> Verified:
+    """Extract the archive at ``path`` into the empty ``folder`` and verify it (module docstring);
+    `Invalid` on field ``body`` naming what is wrong. Cost O(archive bytes) read, written and hashed,
+    plus `_check_checkpoint`."""
+    found = _extract(Path(path), folder)
+    manifest = _read_json(folder, MANIFEST)
+    _check_manifest(manifest, found)
+    record = _check_record(_read_json(folder, RECORD))
+    dataset = manifest["dataset"]
+    rows = open_rows(folder / ROWS, dataset)
+    _check_rows(rows, dataset)
+    _check_checkpoint(folder / CHECKPOINT, record, rows, dataset["n_features"])
+    return Verified(manifest, record, folder)

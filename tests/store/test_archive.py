@@ -1,0 +1,235 @@
+"""`store.archive`: a completed model exported as one tar and imported into another data folder, and every
+kind of damaged or hostile archive refused before anything is created."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from store import CheckpointStore, DatasetStore, ModelRegistry
+from store.archive import CHECKPOINT, MANIFEST, MEMBERS, RECORD, ROWS, ModelExport, import_archive
+from store.errors import Conflict, Invalid
+from store.records import ModelRecord
+from tests.store.store_helpers import all_files
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    """A data folder with model ``m`` (KHA-SMD, 3 components, 3 passes) completed on data set ``d``
+    (160 rows of 6 features in chunks of 50, 50, 60), fitted in this process; and the rows."""
+    from workers.fit import FitJob
+
+    root = tmp_path_factory.mktemp("source")
+    rows = np.random.default_rng(20240531).normal(size=(160, 6))
+    datasets = DatasetStore(root)
+    datasets.create("d", 6, "float64")
+    for index, (start, stop) in enumerate(((0, 50), (50, 100), (100, 160))):
+        datasets.put_chunk("d", index, rows[start:stop])
+    datasets.commit("d")
+    ModelRegistry(root).create(ModelRecord.new("m", datasets.get("d"), kernel={"type": "gaussian", "sigma": 3.0},
+                                               n_components=3, solver="kha-smd", params={"passes": 3, "seed": 0}))
+    assert FitJob(root).run("m") == "completed"
+    return root, rows
+
+
+@pytest.fixture(scope="module")
+def archive(fitted, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("archive") / "m.tar"
+    export = ModelExport(fitted[0], "m")
+    export.write_to(path)
+    assert path.stat().st_size == export.size
+    return path
+
+
+def project(root: Path, name: str, X: np.ndarray) -> np.ndarray:
+    from workers.serve import project_rows
+
+    return project_rows(str(root), name, X)
+
+
+def test_round_trip_into_another_data_folder_serves_identically(fitted, archive, tmp_path, rng):
+    source, rows = fitted
+    target = tmp_path / "target"
+    target.mkdir()
+    record = import_archive(target, archive, name="copy", dataset="rows")
+    assert (record.name, record.dataset, record.dataset_version, record.status) == ("copy", "rows", 1, "completed")
+    original = ModelRegistry(source).get("m")
+    assert record.history == original.history and record.params_used == original.params_used
+    meta = DatasetStore(target).get("rows")
+    assert meta["checksum"] == DatasetStore(source).get("d")["checksum"] and meta["n_rows"] == 160
+    assert [c["pass"] for c in CheckpointStore(target).list("copy")] == [3]
+    X = rng.normal(size=(7, 6))
+    np.testing.assert_allclose(project(target, "copy", X), project(source, "m", X), rtol=0, atol=1e-12)
+    assert not (target / ".imports").exists() or not any((target / ".imports").iterdir())
+
+    again = import_archive(target, archive, name="copy2", dataset="rows")  # same rows: the data set is reused
+    assert again.dataset == "rows" and DatasetStore(target).get("rows")["version"] == 1
+    with pytest.raises(Conflict) as taken:
+        import_archive(target, archive, name="copy", dataset="rows")
+    assert taken.value.field == "name"
+
+
+def test_a_data_set_of_that_name_with_other_rows_is_a_conflict(archive, tmp_path):
+    datasets = DatasetStore(tmp_path)
+    datasets.create("d", 6, "float64")
+    datasets.put_chunk("d", 0, np.ones((4, 6)))
+    datasets.commit("d")
+    with pytest.raises(Conflict) as clash:
+        import_archive(tmp_path, archive)
+    assert clash.value.field == "dataset" and "dataset=" in clash.value.message
+    assert not (tmp_path / "models").exists() or not ModelRegistry(tmp_path).list()
+
+
+def test_a_sharded_checkpoint_is_joined(fitted, tmp_path):
+    """The served checkpoint rewritten as a manifest with two parts exports as one plain checkpoint with
+    the same arrays."""
+    source, _ = fitted
+    copy = tmp_path / "sharded"
+    import shutil
+
+    shutil.copytree(source, copy)
+    checkpoints = CheckpointStore(copy)
+    state = checkpoints.load("m", 3)
+    split = {k for k, v in state.items() if isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[-1] == 160}
+    assert {"A", "AK"} <= split
+    for first, stop in ((0, 70), (70, 160)):
+        checkpoints.save_part("m", 3, first, stop, {k: state[k][:, first:stop] for k in split})
+    checkpoints.save("m", 3, {k: v for k, v in state.items() if k not in split}, parts=[(0, 70), (70, 160)])
+    path = tmp_path / "sharded.tar"
+    ModelExport(copy, "m").write_to(path)
+    target = tmp_path / "target"
+    target.mkdir()
+    import_archive(target, path)
+    imported = CheckpointStore(target).load("m")
+    assert CheckpointStore(target).parts_of("m", 3) is None and imported.keys() == state.keys()
+    for key, value in state.items():
+        np.testing.assert_array_equal(imported[key], value)
+
+
+def test_only_a_completed_model_is_exported(fitted):
+    registry = ModelRegistry(fitted[0])
+    registry.create(ModelRecord.new("queued", DatasetStore(fitted[0]).get("d"), kernel={"type": "linear"},
+                                    n_components=2, solver="kha", params={}))
+    with pytest.raises(Conflict) as refused:
+        ModelExport(fitted[0], "queued")
+    assert refused.value.field == "name" and "completed" in refused.value.message
+    registry.delete("queued")
+
+
+# ---------------------------------------------------------------- refusals
+def members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as tar:
+        return {info.name: tar.extractfile(info).read() for info in tar}
+
+
+def build(path: Path, entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
+    with tarfile.open(path, "w") as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def regular(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+def link(name: str, kind=tarfile.SYMTYPE, to: str = "/etc/passwd") -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, to
+    return info, None
+
+
+def refused(root: Path, path: Path, *words: str) -> None:
+    """``import_archive`` refuses the archive on ``body`` with ``words`` in its message, and leaves no file."""
+    before = all_files(root)
+    with pytest.raises(Invalid) as caught:
+        import_archive(root, path)
+    assert caught.value.field == "body"
+    for word in words:
+        assert word in caught.value.message, caught.value.message
+    assert all_files(root) - before <= {".imports"}
+    assert not DatasetStore(root).list() and not ModelRegistry(root).list()
+
+
+def test_a_tampered_member_is_refused(archive, tmp_path):
+    content = members(archive)
+    rows = bytearray(content[ROWS])
+    rows[-1] ^= 0x01
+    path = build(tmp_path / "t.tar", [regular(n, bytes(rows) if n == ROWS else content[n]) for n in MEMBERS])
+    refused(tmp_path / "root", path, ROWS, "sha256")
+
+
+def test_a_tampered_member_with_a_matching_manifest_is_still_refused(archive, tmp_path):
+    """Rewriting the manifest's digests does not help: the rows must still match the data set checksum."""
+    import hashlib
+
+    content = members(archive)
+    rows = bytearray(content[ROWS])
+    rows[-1] ^= 0x01
+    content[ROWS] = bytes(rows)
+    manifest = json.loads(content[MANIFEST])
+    for entry in manifest["members"]:
+        entry["sha256"] = hashlib.sha256(content[entry["name"]]).hexdigest()
+    content[MANIFEST] = json.dumps(manifest).encode()
+    refused(tmp_path / "root", build(tmp_path / "t.tar", [regular(n, content[n]) for n in MEMBERS]),
+            ROWS, "checksum")
+
+
+@pytest.mark.parametrize("hostile", [
+    regular("../x", b"x"), regular("/etc/x", b"x"), link("model.json"), link("rows.npy", tarfile.LNKTYPE, "x"),
+    regular("extra.txt", b"x"),
+], ids=["dotdot", "absolute", "symlink", "hardlink", "unknown"])
+def test_hostile_member_names_and_links_are_refused(archive, tmp_path, hostile):
+    content = members(archive)
+    path = build(tmp_path / "h.tar", [hostile] + [regular(n, content[n]) for n in MEMBERS])
+    root = tmp_path / "root"
+    refused(root, path, repr(hostile[0].name))
+    assert not (tmp_path / "x").exists() and not Path("/etc/x").exists()
+
+
+def test_a_duplicate_member_is_refused(archive, tmp_path):
+    content = members(archive)
+    path = build(tmp_path / "d.tar", [regular(n, content[n]) for n in MEMBERS] + [regular(RECORD, b"{}")])
+    refused(tmp_path / "root", path, "twice")
+
+
+def test_a_truncated_archive_is_refused(archive, tmp_path):
+    data = archive.read_bytes()
+    for cut in (len(data) // 2, 700, len(data) - 3000):
+        path = tmp_path / f"cut-{cut}.tar"
+        path.write_bytes(data[:cut])
+        refused(tmp_path / "root", path)
+
+
+def test_a_newer_format_or_another_models_checkpoint_is_refused(archive, fitted, tmp_path):
+    import hashlib
+
+    content = members(archive)
+    manifest = json.loads(content[MANIFEST])
+    manifest["format_version"] = 2
+    newer = dict(content, **{MANIFEST: json.dumps(manifest).encode()})
+    refused(tmp_path / "root", build(tmp_path / "n.tar", [regular(n, newer[n]) for n in MEMBERS]),
+            "format_version 2")
+
+    record = json.loads(content[RECORD])
+    record["n_components"] = 2  # the checkpoint serves 3
+    content[RECORD] = json.dumps(record).encode()
+    manifest = json.loads(content[MANIFEST])
+    for entry in manifest["members"]:
+        entry["sha256"] = hashlib.sha256(content[entry["name"]]).hexdigest()
+        entry["size"] = len(content[entry["name"]])
+    content[MANIFEST] = json.dumps(manifest).encode()
+    refused(tmp_path / "root", build(tmp_path / "r.tar", [regular(n, content[n]) for n in MEMBERS]), CHECKPOINT)
+
+
+def test_not_a_tar_is_refused(tmp_path):
+    path = tmp_path / "junk.tar"
+    path.write_bytes(b"not an archive at all" * 100)
+    refused(tmp_path / "root", path, "tar")
