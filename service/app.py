@@ -22,7 +22,8 @@ from service import security
 from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware, DataUsage
 from service.metrics import Metrics, MetricsMiddleware
-from service.routes import catalogue, clusterings, dataset_rows, datasets, docs, events, health, models, serving
+from service.routes import (catalogue, clusterings, dataset_rows, datasets, docs, events, health, models, pictures,
+                            serving)
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
@@ -116,6 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(dataset_rows.router)
     app.include_router(models.router)
     app.include_router(serving.router)
+    app.include_router(pictures.router)
     app.include_router(clusterings.router)
     app.include_router(events.router)
     app.include_router(catalogue.router)
