@@ -24,6 +24,7 @@ METRIC_WORDS = {
     "eigenvalue_change": "change of the eigenvalue estimates since the previous pass",
     "relative_reconstruction_error": "relative reconstruction error, sum ||x - g(f(x))||^2 / sum ||x||^2",
 }
+LEGEND_COMPONENTS = 10  # more components than this: shaded lines instead of a legend
 _SERIES_LABELS = {"value": "served components (what a projection gets)",
                   "iterate": "solver's raw iterate (before orthonormalisation)"}
 
@@ -92,13 +93,19 @@ def convergence_png(history: list[dict], title: str, width: int = 900, height: i
     top.grid(True, which="both", alpha=0.3)
 
     widest = max((len(h["eigenvalues"]) for h in history), default=0)
+    many = widest > LEGEND_COMPONENTS  # then colours from dark (first) to light (last), no legend
+    if many:
+        from matplotlib import colormaps
+
+        shades = colormaps["viridis"](np.linspace(0.0, 0.9, widest))
     for k in range(widest):
         points = [(p, h["eigenvalues"][k]) for p, h in zip(passes, history) if k < len(h["eigenvalues"])]
         x, y = zip(*points)
-        bottom.plot(x, y, marker=".", label=f"component {k + 1}")
-    if widest:
-        bottom.legend(fontsize=7, ncol=max(1, math.ceil(widest / 8)), loc="best")
-    bottom.set_title("eigenvalue estimates per pass", fontsize=9)
+        bottom.plot(x, y, marker=".", label=f"component {k + 1}", color=shades[k] if many else None)
+    if widest and not many:
+        bottom.legend(fontsize=7, loc="best")
+    shading = f" (component 1 dark to {widest} light)" if many else ""
+    bottom.set_title(f"eigenvalue estimates per pass{shading}", fontsize=9)
     bottom.set_ylabel("eigenvalue estimate", fontsize=8)
     bottom.set_xlabel("pass")
     bottom.grid(True, alpha=0.3)
