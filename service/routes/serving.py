@@ -170,7 +170,7 @@ async def denoise_image(
     method: Annotated[PreimageMethod, Query()] = "auto",
     upscale: Annotated[int, Query(ge=1, le=8, description="pixel-replication factor (hyperresolution)")] = 1,
     compare: Annotated[bool, Query(description=(
-        "true: answer one PNG (8-bit RGB) with the input and the denoised image side by side, labelled, "
+        "true: answer one 8-bit PNG picture with the input and the denoised image side by side, labelled, "
         "for a person to look at; false: the denoised image itself"))] = False,
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
