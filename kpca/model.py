@@ -197,6 +197,40 @@ class KernelModel:
         """
         return self.expansion_from_components(self.project(X))
 
+    def input_space_components(self, count: int | None = None) -> np.ndarray:
+        """The leading components drawn in input space: ``v_k = sum_i A_ki (x_i - x_bar)``.
+
+        A kernel component ``W_k = sum_i A_ki Phi'(x_i)`` has no point of input
+        space of its own; ``v_k`` is the same expansion with the feature map
+        replaced by the identity (``x_bar = sum_i w_i x_i``, the weighted mean).
+        For the linear kernel it is exactly the k-th linear principal direction
+        (unit length, up to sign); for a Gaussian kernel of growing
+        width the centred kernel approaches the linear one (up to a factor), so
+        ``v_k`` approaches the linear principal direction, which is how seed
+        002 (Fig. 4, §4.2) shows the components of image patches.
+
+        Parameters
+        ----------
+        count : int, optional
+            Components to draw, ``1 <= count <= r`` (default r).
+
+        Returns
+        -------
+        ndarray of shape (count, n). Cost: one pass over the l rows, O(count l n).
+        """
+        count = self.n_components if count is None else int(count)
+        if not 1 <= count <= self.n_components:
+            raise ValueError(f"count: must lie in [1, {self.n_components}], got {count}")
+        A, w = self.A[:count], self.weights
+        total = np.zeros((count, self.n_features))
+        mean = np.zeros(self.n_features)
+        for start, Y in self.rows.chunks():
+            Y = np.asarray(Y, dtype=np.float64)
+            stop = start + Y.shape[0]
+            total += A[:, start:stop] @ Y
+            mean += w[start:stop] @ Y
+        return total - A.sum(axis=1)[:, None] * mean[None, :]
+
     def target_from_components(self, B: np.ndarray) -> Target:
         """gamma, ``K gamma`` and ``gamma^T K gamma`` for rows of B (module note). Cost O(m r l)."""
         B = np.asarray(B, dtype=np.float64)

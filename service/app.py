@@ -23,7 +23,7 @@ from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware, DataUsage
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import (
-    catalogue, clusterings, dataset_rows, datasets, docs, events, health, model_archive, models, serving,
+    catalogue, clusterings, dataset_rows, datasets, docs, events, health, model_archive, models, pictures, serving,
 )
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
@@ -119,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(model_archive.router)
     app.include_router(serving.router)
+    app.include_router(pictures.router)
     app.include_router(clusterings.router)
     app.include_router(events.router)
     app.include_router(catalogue.router)

@@ -98,6 +98,8 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/models/{name}/denoise"): Rule(READ, JSON),
     ("POST", "/v1/models/{name}/denoise-image"): Rule(READ, PNG),
     ("POST", "/v1/models/{name}/transform"): _WRITE_JSON,
+    ("GET", "/v1/models/{name}/convergence.png"): _READ,
+    ("GET", "/v1/models/{name}/components.png"): _READ,
     # clusterings
     ("GET", "/v1/clusterings"): _READ,
     ("POST", "/v1/clusterings"): _WRITE_JSON,

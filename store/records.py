@@ -251,6 +251,13 @@ class ModelRecord(JobRecord):
         solver = SOLVERS.get(self.solver)
         return solver is not None and solver.serves == "centres" and self.n_features is not None
 
+    @property
+    def has_own_decoder(self) -> bool:
+        """Whether the model is not a kernel expansion but has a model of its own with a decoder
+        (autoencoder KPCA, `kpca.solvers.Solver.model`): its components have no input-space image."""
+        solver = SOLVERS.get(self.solver)
+        return solver is not None and solver.model is not None
+
 
 def check_solver(solver: str, params: dict, dataset: dict, n_components: int, kernel: dict, exact_limit: int) -> dict:
     """The solver's parameters checked against the data set's rows (`kpca.solvers.Solver.check`),

@@ -267,6 +267,12 @@ class Backend:
                                     method, options, upscale, pure=False)
         return future.result()
 
+    def component_images(self, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The leading ``count`` components of a model in input space and their eigenvalues
+        (`workers.serve.component_images`). Blocking: call it from a thread pool."""
+        return self.client.submit(serve_task.component_images, self.data_dir, model_name, count,
+                                  pure=False).result()
+
     def patch_dataset(self, name: str, image: np.ndarray, patch: int, stride: int) -> dict:
         """Create and commit data set ``name`` whose rows are the patches of a decoded PNG's pixels,
         scaled to [0, 1] (`workers.images.patch_dataset`). Blocking: call it from a thread pool."""

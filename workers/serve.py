@@ -95,6 +95,18 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
     return reconstruct(loaded.model, X, method=method, **(options or {}))
 
 
+def component_images(data_dir: str, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The leading ``count`` components in input space (`kpca.model.KernelModel.input_space_components`,
+    shape (count, n)) and their eigenvalue estimates (count,). ValueError for a model that is not a
+    kernel expansion (one with its own decoder). Cost: one pass over the model's rows, O(count l n)."""
+    model = load_model(data_dir, model_name).model
+    if not isinstance(model, KernelModel):
+        raise ValueError("name: this model has its own decoder, not a kernel expansion over its rows; its "
+                         "components have no input-space image")
+    eigenvalues = model.eigenvalues if model.eigenvalues is not None else np.full(model.n_components, np.nan)
+    return model.input_space_components(count), np.asarray(eigenvalues[:count], dtype=np.float64)
+
+
 def transform_chunk(data_dir: str, model_name: str, dataset: str, version: int | None, start: int, stop: int,
                     operation: str, method: str = "auto", options: dict | None = None) -> np.ndarray:
     """Rows ``start:stop`` of a data set (version) projected (``"project"``, shape (b, r))

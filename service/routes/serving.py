@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, DatasetsDep, ModelsDep, SettingsDep
+from service import plots
 from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, check_pixels, decode_png, encode_png
 from service.limits import check_patches, check_rows
@@ -168,6 +169,9 @@ async def denoise_image(
     stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
     method: Annotated[PreimageMethod, Query()] = "auto",
     upscale: Annotated[int, Query(ge=1, le=8, description="pixel-replication factor (hyperresolution)")] = 1,
+    compare: Annotated[bool, Query(description=(
+        "true: answer one 8-bit PNG picture with the input and the denoised image side by side, labelled, "
+        "for a person to look at; false: the denoised image itself"))] = False,
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
     averaged where they overlap; with ``upscale`` > 1 the image is first enlarged by pixel replication
@@ -175,7 +179,12 @@ async def denoise_image(
 
     Bounded before any work: the PNG's pixels (read from its header) and the upscaled image's are at most
     ``max_image_pixels`` (413 on ``body`` / ``upscale``), its patches at most ``max_patches`` (422 on
-    ``stride``)."""
+    ``stride``).
+
+    With ``compare=true`` the answer is a picture of the input (pixel-replicated ``upscale`` times) and
+    the denoised image side by side, each labelled and both enlarged by the same integer factor when
+    small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
+    option lives on this route rather than on another."""
     if media_type(request) != PNG_MEDIA_TYPE:
         raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
     image = decode_png(await read_body(request), settings.max_image_pixels)
@@ -199,6 +208,12 @@ async def denoise_image(
     check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
     cleaned = await serve(models, name, model, backend.denoise_image, name, image, patch, stride, method, None,
                            upscale)
+    if compare:
+        labels = ("input" + (f" (x{upscale} pixel replication)" if upscale > 1 else ""),
+                  "denoised" if upscale == 1 else "hyper-resolved")
+        title = f"model {name!r}: denoise-image, {patch}x{patch} patches, stride {stride}, method {method}"
+        body, _ = await run_in_threadpool(plots.compare_png, image, cleaned, labels, title)
+        return Response(content=body, media_type=PNG_MEDIA_TYPE)
     return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)
 
 

@@ -1,0 +1,259 @@
+"""Pictures of models as PNG bytes: convergence per pass, components as images, before/after denoising.
+
+Pure functions from arrays and records to PNG bytes; no HTTP here. Drawing
+uses matplotlib's object API (`matplotlib.figure.Figure` on the Agg canvas,
+never pyplot, which keeps global state and is not thread-safe), imported
+inside each function so that the service's start-up does not pay for it.
+Every figure is drawn at `DPI` dots per inch, so a size in pixels is
+``inches * DPI``. Cost: a figure is a few tens of milliseconds plus, for the
+images, O(pixels).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+
+DPI = 100
+#: words for the convergence metrics of `store.records.Convergence` (others: the name, underscores as spaces)
+METRIC_WORDS = {
+    "excess_error": "excess reconstruction error, E / E_min - 1",
+    "relative_error": "relative reconstruction error, E / ||K'||",
+    "eigenvalue_change": "change of the eigenvalue estimates since the previous pass",
+    "relative_reconstruction_error": "relative reconstruction error, sum ||x - g(f(x))||^2 / sum ||x||^2",
+}
+LEGEND_COMPONENTS = 10  # more components than this: shaded lines instead of a legend
+_SERIES_LABELS = {"value": "served components (what a projection gets)",
+                  "iterate": "solver's raw iterate (before orthonormalisation)"}
+
+
+def metric_words(metric: str) -> str:
+    """A convergence metric's name in words, for an axis label."""
+    return METRIC_WORDS.get(metric, metric.replace("_", " "))
+
+
+def _figure(width_px: int, height_px: int):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI)
+
+
+def _png(figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def convergence_png(history: list[dict], title: str, width: int = 900, height: int = 700) -> bytes:
+    """Two panels over the passes of ``history``: the convergence figures (``convergence.value`` and
+    ``convergence.iterate``, log scale, non-positive and missing values left out) and the eigenvalue
+    estimates (one line per component).
+
+    Parameters
+    ----------
+    history : list of dict
+        Pass records as `store.records.PassRecord` dumps them: ``pass``,
+        ``convergence`` ({metric, value, iterate}), ``eigenvalues``.
+    title : str
+        The figure's title (the model and its status).
+    width, height : int
+        Size of the PNG in pixels.
+
+    Returns
+    -------
+    bytes: a ``width`` x ``height`` PNG.
+    """
+    figure = _figure(width, height)
+    figure.suptitle(_wrap(title, _chars(width - 20, 11)), fontsize=11)
+    top, bottom = figure.subplots(2, 1, sharex=True)
+    passes = [int(h["pass"]) for h in history]
+    metrics = sorted({h["convergence"]["metric"] for h in history})
+    drawn = 0
+    for key, marker in (("value", "o"), ("iterate", "s")):
+        points = [(p, h["convergence"].get(key)) for p, h in zip(passes, history)]
+        points = [(p, v) for p, v in points if v is not None and math.isfinite(v) and v > 0]
+        if points:
+            x, y = zip(*points)
+            top.plot(x, y, marker=marker, markersize=4, label=_SERIES_LABELS[key])
+            drawn += 1
+    if drawn:
+        top.set_yscale("log")
+        top.legend(fontsize=8, loc="best")
+    else:
+        top.text(0.5, 0.5, "no positive convergence figure yet", ha="center", va="center",
+                 transform=top.transAxes, color="0.4")
+    label_chars = _chars(0.33 * height, 8)
+    top.set_ylabel("\n".join(_wrap(metric_words(m), label_chars) for m in metrics), fontsize=8)
+    top.set_title("convergence per pass (log scale; lower is better)", fontsize=9)
+    top.grid(True, which="both", alpha=0.3)
+
+    widest = max((len(h["eigenvalues"]) for h in history), default=0)
+    many = widest > LEGEND_COMPONENTS  # then colours from dark (first) to light (last), no legend
+    if many:
+        from matplotlib import colormaps
+
+        shades = colormaps["viridis"](np.linspace(0.0, 0.9, widest))
+    for k in range(widest):
+        points = [(p, h["eigenvalues"][k]) for p, h in zip(passes, history) if k < len(h["eigenvalues"])]
+        x, y = zip(*points)
+        bottom.plot(x, y, marker=".", label=f"component {k + 1}", color=shades[k] if many else None)
+    if widest and not many:
+        bottom.legend(fontsize=7, loc="best")
+    shading = f" (component 1 dark to {widest} light)" if many else ""
+    bottom.set_title(f"eigenvalue estimates per pass{shading}", fontsize=9)
+    bottom.set_ylabel("eigenvalue estimate", fontsize=8)
+    bottom.set_xlabel("pass")
+    bottom.grid(True, alpha=0.3)
+    from matplotlib.ticker import MaxNLocator
+
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    figure.tight_layout()
+    return _png(figure)
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, max(8, width)))
+
+
+def _chars(pixels: float, fontsize: float) -> int:
+    """About how many characters of a ``fontsize`` point font fit in ``pixels`` (DejaVu Sans: a
+    character is at most about 0.62 em wide on average text)."""
+    return int(pixels / (0.62 * fontsize * DPI / 72))
+
+
+def image_shape(n_features: int, shape: tuple[int, int] | None = None) -> tuple[int, int, int] | None:
+    """``(H, W, C)`` of rows of ``n_features`` values seen as images: ``shape`` (H, W) given, C = 1
+    when ``H W = n_features`` or 3 when ``3 H W = n_features``; else square patches, ``p x p`` grey or
+    ``p x p x 3`` colour. None when neither fits."""
+    if shape is not None:
+        height, width = shape
+        for channels in (1, 3):
+            if height * width * channels == n_features:
+                return height, width, channels
+        return None
+    for channels in (1, 3):
+        side = math.isqrt(n_features // channels)
+        if side * side * channels == n_features and side > 1:
+            return side, side, channels
+    return None
+
+
+def components_png(components: np.ndarray, eigenvalues: np.ndarray, shape: tuple[int, int, int], title: str,
+                   tile: int = 150) -> bytes:
+    """The rows of ``components`` (input-space images of the leading components) as a grid of tiles,
+    at most 8 a row, each titled with its number and eigenvalue.
+
+    Each tile is scaled on its own, symmetric about zero (a component's sign
+    and length are arbitrary): grey tiles show 0 as mid-grey, the positive
+    direction light; colour tiles map ``0.5 + v / (2 max|v|)`` per channel.
+
+    Parameters
+    ----------
+    components : ndarray of shape (k, H W C)
+    eigenvalues : ndarray of shape (k,)
+    shape : (H, W, C)
+    title : str
+    tile : int
+        Width of a tile of a square image in pixels (the image drawn inside it, nearest-neighbour;
+        other shapes keep their aspect within it).
+
+    Returns
+    -------
+    bytes: a PNG ``min(k, 8) * tile`` pixels wide for square images (at least 200), ``ceil(k / 8)``
+    rows of tiles high below a band for the title (wrapped to the width).
+    """
+    components = np.asarray(components, dtype=np.float64)
+    height, width, channels = shape
+    count = components.shape[0]
+    columns = min(count, 8)
+    rows = -(-count // columns)
+    img_w = max(60, round((tile - 10) * width / max(height, width)))  # the image box, aspect kept
+    img_h = int(np.clip(round(img_w * height / width), 16, 4 * tile))
+    cell_w, cell_h = img_w + 10, img_h + 24  # room for a tile's title above its image
+    fig_w = max(columns * cell_w, 200)
+    lines = _wrap(title, _chars(fig_w - 12, 10))
+    band = 10 + 15 * (lines.count("\n") + 1)
+    fig_h = band + rows * cell_h + 4
+    figure = _figure(fig_w, fig_h)
+    figure.text(0.5, 1 - 5 / fig_h, lines, ha="center", va="top", fontsize=10)
+    x0 = (fig_w - columns * cell_w) / 2
+    for k in range(count):
+        row, column = divmod(k, columns)
+        bottom = fig_h - band - (row + 1) * cell_h
+        axes = figure.add_axes(((x0 + column * cell_w + 5) / fig_w, bottom / fig_h, img_w / fig_w, img_h / fig_h))
+        v = components[k]
+        scale = float(np.max(np.abs(v))) or 1.0
+        if channels == 1:
+            axes.imshow(v.reshape(height, width), cmap="gray", vmin=-scale, vmax=scale, interpolation="nearest",
+                        aspect="auto")
+        else:
+            axes.imshow(np.clip(0.5 + v.reshape(height, width, channels) / (2 * scale), 0, 1),
+                        interpolation="nearest", aspect="auto")
+        value = eigenvalues[k] if k < len(eigenvalues) else float("nan")
+        axes.set_title(f"PC {k + 1}" + (f"  λ={value:.3g}" if math.isfinite(value) else ""), fontsize=8)
+        axes.set_xticks([])
+        axes.set_yticks([])
+    return _png(figure)
+
+
+def _display_rgb(image: np.ndarray) -> np.ndarray:
+    """uint8 RGB (H, W, 3) of a decoded image (uint8 or uint16, grey or colour), values kept for uint8."""
+    image = np.asarray(image)
+    if image.dtype != np.uint8:
+        image = np.rint(image.astype(np.float64) * (255.0 / np.iinfo(image.dtype).max)).astype(np.uint8)
+    if image.ndim == 2:
+        image = np.repeat(image[:, :, None], 3, axis=2)
+    return np.ascontiguousarray(image[:, :, :3])
+
+
+def display_factor(height: int, width: int, target: int = 256, most: int = 16) -> int:
+    """Integer pixel-replication factor that brings the shorter side of a small image to about
+    ``target`` pixels (1 for an image that is already that large; at most ``most``)."""
+    return int(max(1, min(most, target // max(1, min(height, width)))))
+
+
+def compare_png(before: np.ndarray, after: np.ndarray, labels: tuple[str, str], title: str,
+                margin: int = 16) -> tuple[bytes, dict]:
+    """``before`` and ``after`` side by side, each labelled, placed pixel for pixel (no resampling but
+    integer pixel replication by `display_factor`, the same for both, so small images are visible).
+
+    Both are decoded images (uint8 or uint16, grey or colour); ``before`` may
+    be smaller by an integer factor (the input of a hyperresolution), and is
+    then pixel-replicated to ``after``'s size first. uint16 is shown on 8 bits. Returns the PNG and its
+    layout: ``{"factor", "band", "margin", "left": (x, y), "right": (x, y)}``
+    with the top-left pixel of each placed image (from the PNG's top left).
+    """
+    left, right = _display_rgb(before), _display_rgb(after)
+    grow = right.shape[0] // max(1, left.shape[0])
+    if grow > 1:
+        left = np.repeat(np.repeat(left, grow, axis=0), grow, axis=1)
+    if left.shape != right.shape:
+        raise ValueError(f"after: shape {right.shape} differs from before's {left.shape}")
+    factor = display_factor(*left.shape[:2])
+    left = np.repeat(np.repeat(left, factor, axis=0), factor, axis=1)
+    right = np.repeat(np.repeat(right, factor, axis=0), factor, axis=1)
+    height, width = left.shape[:2]
+    total_w = 3 * margin + 2 * width
+    heading = _wrap(title, _chars(total_w - 2 * margin, 11))
+    band = 40 + 17 * (heading.count("\n") + 1)  # the title's lines, then the labels
+    total_h = band + height + margin
+    figure = _figure(total_w, total_h)
+    figure.patch.set_facecolor("white")
+    # figimage places pixels unresampled; its origin is the bottom left
+    figure.figimage(left, xo=margin, yo=margin, origin="upper")
+    figure.figimage(right, xo=2 * margin + width, yo=margin, origin="upper")
+    label_y = (margin + height + 4) / total_h
+    for x0, label in ((margin, labels[0]), (2 * margin + width, labels[1])):
+        figure.text((x0 + width / 2) / total_w, label_y, _wrap(label, _chars(width, 10)), ha="center", va="bottom",
+                    fontsize=10, weight="bold")
+    figure.text(0.5, 1 - 6 / total_h, heading, ha="center", va="top", fontsize=11)
+    layout = {"factor": factor, "band": band, "margin": margin, "left": (margin, band),
+              "right": (2 * margin + width, band)}
+    return _png(figure), layout
