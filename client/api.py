@@ -153,10 +153,13 @@ class Client:
         body = {"rows": np.asarray(rows, dtype=np.float64).tolist(), "method": method}
         return np.asarray(self._json("POST", f"/v1/models/{name}/denoise", json=body)["rows"])
 
-    def denoise_image(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1) -> bytes:
-        """A PNG denoised patch by patch through model ``name``; the denoised PNG's bytes."""
+    def denoise_image(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1,
+                      compare: bool = False) -> bytes:
+        """A PNG denoised patch by patch through model ``name``; the denoised PNG's bytes (with ``compare``,
+        a picture of the input and the denoised image side by side)."""
         response = self.request("POST", f"/v1/models/{name}/denoise-image", content=png,
-                                params={"stride": stride, "method": method, "upscale": upscale},
+                                params={"stride": stride, "method": method, "upscale": upscale,
+                                        "compare": str(compare).lower()},
                                 headers={"Content-Type": "image/png"})
         return response.content
 

@@ -281,16 +281,17 @@ def denoise(state: State, name: str, file: str, out: str, method: str) -> None:
 @click.option("--method", default="auto", show_default=True, help="pre-image method")
 @click.option("--upscale", type=click.IntRange(1, 8), default=1, show_default=True,
               help="enlarge the image this many times first (hyperresolution)")
+@click.option("--compare", is_flag=True, help="write a picture of the input and the denoised image side by side")
 @pass_state
 def denoise_image(state: State, name: str, image: str, out: str, patch: int | None, stride: int, method: str,
-                  upscale: int) -> None:
+                  upscale: int, compare: bool) -> None:
     """Denoise the PNG IMAGE patch by patch through model NAME (trained on image patches)."""
     if patch is not None:
         n_features = int(state.client.model(name)["n_features"])
         if all(patch * patch * channels != n_features for channels in (1, 3, 4)):
             raise click.BadParameter(f"model {name!r} takes rows of {n_features} values, which are not "
                                      f"{patch}x{patch} patches (grey, RGB or RGBA)", param_hint="--patch")
-    png = state.client.denoise_image(name, Path(image).read_bytes(), stride, method, upscale)
+    png = state.client.denoise_image(name, Path(image).read_bytes(), stride, method, upscale, compare)
     Path(out).write_bytes(png)
     state.emit({"output": out, "bytes": len(png)}, f"wrote {out}")
 

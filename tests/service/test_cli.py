@@ -96,6 +96,10 @@ def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
     result = kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "4", "--stride", "2")
     assert result.exit_code == 0, result.output
     assert Image.open(out).size == (12, 12)
+    side_by_side = tmp_path / "compare.png"
+    result = kpca("denoise-image", "p", str(image), "-o", str(side_by_side), "--compare")
+    assert result.exit_code == 0, result.output
+    assert Image.open(side_by_side).size[0] > 2 * 12  # the input and the answer, each enlarged
     too_far = kpca("denoise-image", "p", str(image), "-o", str(out), "--stride", "5")
     assert too_far.exit_code == 1 and "[field: stride]" in too_far.stderr
     assert kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "5").exit_code == 2
