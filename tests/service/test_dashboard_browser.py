@@ -5,7 +5,8 @@ the whitelisted assets are served. With headless Chromium (Playwright for Python
 ``chromium`` package; no browser download): a user uploads a CSV of image patches through the form,
 starts a fit, watches the chart and the pass counter reach the last pass and the status reach
 completed, sees an API error verbatim, and denoises a noisy PNG through the form. Screenshots of each
-step go to ``$KPCA_TEST_ARTEFACTS/dashboard`` (default ``test-artefacts/dashboard`` in the repository).
+step go to ``$KPCA_TEST_ARTEFACTS/dashboard`` (default ``test-artefacts/dashboard`` in the repository);
+the browser comes from tests/service/browser.py.
 
 Defends against: a page that loads a CDN (blank offline), a stream read that never updates the chart,
 forms whose bodies the API refuses, errors swallowed or reworded by the page.
@@ -14,9 +15,7 @@ forms whose bodies the API refuses, errors swallowed or reworded by the page.
 from __future__ import annotations
 
 import io
-import os
 import re
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -26,17 +25,9 @@ import pytest
 from PIL import Image
 
 from service.routes.dashboard import ASSETS
+from tests.service.browser import open_page
 
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("KPCA_CHROMIUM", "/usr/bin/chromium")
-#: without the background-networking flags Chromium waits on the closed network
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-HOW_TO_INSTALL = ("install it with `apt-get install -y chromium` (as root; `make browser` does it), or point "
-                  "KPCA_CHROMIUM at a Chromium binary; Playwright for Python comes with the test extra "
-                  "(pip install -e '.[test]'); `playwright install` is not needed")
 PATCH, N_PATCHES, COMPONENTS, PASSES = 8, 600, 4, 6
-TIMEOUT_MS = 60_000
 EXPECTED_TYPES = {".js": "text/javascript", ".css": "text/css"}
 
 
@@ -79,34 +70,7 @@ def test_the_page_and_its_assets_come_from_the_service(api, server):
     assert api.get("/dashboard/assets/other.js").status_code == 404
 
 
-# ---- the browser -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Chromium driven by Playwright; the test is skipped, saying how to install, without it."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip(f"Playwright for Python is not installed; {HOW_TO_INSTALL}")
-    if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
-        pytest.skip(f"no Chromium at {CHROMIUM}: {HOW_TO_INSTALL}")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture(scope="module")
-def artefacts() -> Path:
-    """The folder of the screenshots (emptied first)."""
-    root = Path(os.environ["KPCA_TEST_ARTEFACTS"]) if os.environ.get("KPCA_TEST_ARTEFACTS") else REPO / "test-artefacts"
-    folder = root / "dashboard"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    return folder
+# ---- the browser (tests/service/browser.py) ---------------------------------------------------------
 
 
 def _camera() -> np.ndarray:
@@ -134,17 +98,8 @@ def test_a_user_uploads_fits_watches_and_denoises_through_the_page(api, server, 
     noisy = tmp_path / "noisy.png"
     noisy.write_bytes(_png(np.clip(crop + rng.normal(scale=25, size=crop.shape), 0, 255).astype(np.uint8)))
 
-    page = browser.new_page(viewport={"width": 1280, "height": 1100})
-    page.set_default_timeout(TIMEOUT_MS)
     problems: list[str] = []
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    expected_failures = ("(Conflict)",)  # the 409 the test provokes; the browser logs it as a failed load
-
-    def console(message) -> None:
-        if message.type == "error" and not any(text in message.text for text in expected_failures):
-            problems.append(f"console: {message.text}")
-
-    page.on("console", console)
+    page = open_page(browser, problems, expected_failures=("(Conflict)",))  # the 409 provoked below
 
     def shot(name: str) -> None:
         page.screenshot(path=str(artefacts / f"{name}.png"), full_page=True)

@@ -77,8 +77,12 @@ function fillSelect(select, values, keep) {
   else if (values.includes(previous)) select.value = previous;
 }
 
+function emptyRow(columns, text) {
+  return el("tr", {}, el("td", { colSpan: columns, className: "small", textContent: text }));
+}
+
 function renderDatasets(datasets) {
-  $("datasets").tBodies[0].replaceChildren(...datasets.map((d) => el("tr", { className: "dataset-row" },
+  $("datasets").tBodies[0].replaceChildren(...(datasets.length ? [] : [emptyRow(5, "none yet: upload one below")]), ...datasets.map((d) => el("tr", { className: "dataset-row" },
     el("td", { textContent: d.name }), el("td", {}, statusBadge(d.status)), el("td", { textContent: d.n_rows }),
     el("td", { textContent: d.n_features }), el("td", { textContent: d.version }))));
   fillSelect(document.querySelector("#fit-form [name=dataset]"),
@@ -86,7 +90,7 @@ function renderDatasets(datasets) {
 }
 
 function renderModels(models) {
-  $("models").tBodies[0].replaceChildren(...models.map((m) => {
+  $("models").tBodies[0].replaceChildren(...(models.length ? [] : [emptyRow(6, "none yet: fit one below")]), ...models.map((m) => {
     const progress = m.progress ? m.progress.pass + "/" + m.progress.passes : "-";
     const row = el("tr", { className: "model-row" + (m.name === watch.name ? " selected" : ""), title: "watch this fit" },
       el("td", { textContent: m.name }), el("td", {}, statusBadge(m.status)), el("td", { textContent: m.dataset }),
@@ -153,7 +157,7 @@ function onEvent(message) {
   else if (message.event === "status") setWatchStatus(message.data.status, message.data.error);
   else if (message.event === "end") {
     setWatchStatus(message.data.status, null);
-    if (message.data.status === "completed") $("watch-remaining").textContent = "0 s";
+    $("watch-remaining").textContent = message.data.status === "completed" ? "0 s" : "-";
     refresh();
   }
 }
@@ -180,7 +184,7 @@ async function modelAction(action) {
   if (!name) return;
   try {
     const record = await sendJson("/v1/models/" + encodeURIComponent(name) + "/" + action, {});
-    showMessage(action + " " + name + ": " + record.status, "info");
+    showMessage(action + " " + name + ": accepted (status now " + record.status + ")", "info");
     if (action === "resume") startWatching(name);
     refresh();
   } catch (error) {
@@ -241,6 +245,7 @@ async function loadCatalogue() {
     solverChanged();
     const kernels = (await getJson("/v1/kernels")).kernels;
     fillSelect(form.kernel, kernels.map((k) => k.type), form.kernel.value || "gaussian");
+    $("fit-status").textContent = "";
     form.kernel.onchange = () => {
       const kernel = kernels.find((k) => k.type === form.kernel.value);
       form.sigma.disabled = !(kernel && kernel.params.some((p) => p.name === "sigma"));

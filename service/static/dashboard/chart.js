@@ -31,7 +31,9 @@ export function drawChart(canvas, points, passes) {
   const plotH = height - MARGIN.top - MARGIN.bottom;
 
   const shown = points.filter((p) => Number.isFinite(p.value) && p.value > 0);
-  const lastPass = Math.max(passes || 1, ...points.map((p) => p.pass), 1);
+  // the whole fit on the x axis, unless it is long: then a quarter more than the passes seen so far
+  const seen = Math.max(1, ...points.map((p) => p.pass));
+  const lastPass = Math.max(seen, passes > 50 ? Math.min(passes, Math.max(10, Math.ceil(seen * 1.25))) : passes || 1);
   ctx.strokeStyle = "#999";
   ctx.strokeRect(MARGIN.left, MARGIN.top, plotW, plotH);
   ctx.fillStyle = "#555";
@@ -43,10 +45,13 @@ export function drawChart(canvas, points, passes) {
   ctx.fillText("convergence (log scale)", 0, 0);
   ctx.restore();
   const x = (pass) => MARGIN.left + (lastPass === 1 ? plotW / 2 : ((pass - 1) / (lastPass - 1)) * plotW);
-  const step = Math.max(1, Math.ceil(lastPass / 10));
-  for (let pass = 1; pass <= lastPass; pass += step) {
+  const rough = Math.max(1, lastPass / 10);
+  const unit = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((m) => m * unit).find((v) => v >= rough);
+  for (let pass = step === 1 ? 1 : step; pass <= lastPass; pass += step) {
     ctx.fillText(String(pass), x(pass), MARGIN.top + plotH + 15);
   }
+  if (step > 1) ctx.fillText("1", x(1), MARGIN.top + plotH + 15);
   if (!shown.length) {
     ctx.fillText("waiting for the first pass", MARGIN.left + plotW / 2, MARGIN.top + plotH / 2);
     return;
