@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
+from service.routes.dashboard import ASSETS
 from tests.service.browser import open_page
 
 READ_KEY = "dash-read-0123456789"
@@ -28,6 +29,14 @@ LONG_PASSES = 5000  # a fit still running when the test cancels it
 def writer(server):
     with httpx.Client(base_url=server, timeout=60.0, headers={"Authorization": f"Bearer {WRITE_KEY}"}) as client:
         yield client
+
+
+def test_the_page_and_its_assets_need_no_key_but_the_lists_do(server):
+    with httpx.Client(base_url=server, timeout=30.0) as anonymous:
+        assert anonymous.get("/").status_code == 200
+        for asset in ASSETS:
+            assert anonymous.get(f"/dashboard/assets/{asset}").status_code == 200, asset
+        assert anonymous.get("/v1/models").status_code == 401
 
 
 def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, browser, artefacts, digits, tmp_path):
