@@ -1,6 +1,7 @@
 # kpca-stream: two commands a new user needs.
 #   make run   - create the virtual environment if missing, install, serve on 127.0.0.1:$(KPCA_PORT)
 #   make test  - create the virtual environment if missing, install, run the whole test suite
+#                (first `make browser`: Chromium for the dashboard's browser test, see below)
 #   make paper - rerun the seed papers' experiments (scaled to 2 cores where needed) into paper/REPORT.md
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 export KPCA_PORT ?= 8000
 export KPCA_DATA_DIR ?= ./data
 
-.PHONY: run test bench bench-all paper install clean
+.PHONY: run test browser bench bench-all paper install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +25,14 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m service --host 127.0.0.1 --port $(KPCA_PORT) --data-dir $(KPCA_DATA_DIR)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# make browser - Chromium for tests/service/test_dashboard_browser.py: apt-get installs Debian's chromium
+#                when /usr/bin/chromium is missing and we are root (about 2.5 minutes); otherwise it says
+#                how to install it and that test is skipped. Playwright itself comes with the test extra.
+browser:
+	@.ci/ensure-chromium
 
 # make bench     - the quick set: every bench script at the small sizes below, about 7 minutes on a
 #                  2-core machine (solvers about 2 of them, akpca 0.3 to 0.7 as numba compiles or not). It checks

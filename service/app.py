@@ -23,7 +23,8 @@ from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware, DataUsage
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import (
-    catalogue, clusterings, dataset_rows, datasets, docs, events, health, model_archive, models, pictures, serving,
+    catalogue, clusterings, dashboard, dataset_rows, datasets, docs, events, health, model_archive, models, pictures,
+    serving,
 )
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
@@ -124,5 +125,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(events.router)
     app.include_router(catalogue.router)
     app.include_router(docs.router)
+    app.include_router(dashboard.router)
     install_openapi(app)  # 400/415 documented on every operation that reads a body
     return app

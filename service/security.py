@@ -68,6 +68,9 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     # /openapi.json, which stays read, needs one)
     ("GET", "/docs"): Rule(PUBLIC),
     ("GET", "/docs/assets/{asset}"): Rule(PUBLIC),
+    # the dashboard page and its assets likewise (its API calls carry the key the user types)
+    ("GET", "/"): Rule(PUBLIC),
+    ("GET", "/dashboard/assets/{asset}"): Rule(PUBLIC),
     ("GET", "/v1/solvers"): _READ,
     ("GET", "/v1/kernels"): _READ,
     # data sets

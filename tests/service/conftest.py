@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 
 from service import Settings, create_app
+from tests.service.browser import artefacts, browser  # noqa: F401 (fixtures of the dashboard tests)
 
 STARTUP_TIMEOUT_S = 90.0
 

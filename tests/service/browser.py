@@ -1,0 +1,69 @@
+"""Headless Chromium for the dashboard tests: Playwright for Python driving Debian's ``chromium`` package.
+
+No browser is downloaded (``playwright install`` is never run): Playwright launches the binary at
+``$KPCA_CHROMIUM`` (default ``/usr/bin/chromium``, which ``make browser`` installs where it can). Without
+Playwright or that binary the tests that use `browser` are skipped with a message saying how to install.
+Screenshots go to `artefacts`: ``$KPCA_TEST_ARTEFACTS/dashboard``, default ``test-artefacts/dashboard``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("KPCA_CHROMIUM", "/usr/bin/chromium")
+#: without the background-networking flags Chromium waits on the closed network
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HOW_TO_INSTALL = ("install it with `apt-get install -y chromium` (as root; `make browser` does it), or point "
+                  "KPCA_CHROMIUM at a Chromium binary; Playwright for Python comes with the test extra "
+                  "(pip install -e '.[test]'); `playwright install` is not needed")
+TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    """A headless Chromium (Playwright ``Browser``) for the module; skipped, saying how to install, without one."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip(f"Playwright for Python is not installed; {HOW_TO_INSTALL}")
+    if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
+        pytest.skip(f"no Chromium at {CHROMIUM}: {HOW_TO_INSTALL}")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="session")
+def artefacts() -> Path:
+    """The folder of the dashboard screenshots, emptied once per test session."""
+    root = Path(os.environ["KPCA_TEST_ARTEFACTS"]) if os.environ.get("KPCA_TEST_ARTEFACTS") else REPO / "test-artefacts"
+    folder = root / "dashboard"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def open_page(browser, problems: list[str], expected_failures: tuple[str, ...] = ()):
+    """A new page (1280 px wide, `TIMEOUT_MS` per wait) whose script errors and console errors are appended
+    to ``problems``, except failed loads whose message holds one of ``expected_failures`` (such as
+    ``"(Conflict)"`` for a 409 the test provokes: the browser logs every non-2xx fetch)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1100})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+
+    def console(message) -> None:
+        if message.type == "error" and not any(text in message.text for text in expected_failures):
+            problems.append(f"console: {message.text}")
+
+    page.on("console", console)
+    return page
