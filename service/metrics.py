@@ -2,10 +2,11 @@
 process (``process_*``: CPU, memory, open files; ``python_info``; ``python_gc_*``).
 
 Each app owns its `CollectorRegistry` (no global registry), so several apps can
-live in one process (the test suite starts one per module). That requirement is why the middleware
-is our own: prometheus-fastapi-instrumentator and starlette-exporter both default to the global
-registry and keep their collectors per process, so a second app in one process either collides
-(duplicated time series) or shares counts.
+live in one process (the test suite starts one per module). That requirement, and the series names
+already published, are why the middleware is our own: starlette-exporter keeps its metrics in a
+class-level dict shared by every instance in the process; prometheus-fastapi-instrumentator takes a
+registry, but renames the series (``http_requests_total{handler}``, statuses grouped ``2xx``) and finds
+templates by walking ``app.routes`` for a ``path``, which FastAPI's included routers no longer have.
 """
 
 from __future__ import annotations
