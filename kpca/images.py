@@ -125,7 +125,7 @@ def extract_patches(image: np.ndarray, patch: int, stride: int) -> tuple[np.ndar
     rows = _positions(H, patch, stride)
     cols = _positions(W, patch, stride)
     windows = np.lib.stride_tricks.sliding_window_view(image, (patch, patch), axis=(0, 1))
-    selected = windows[rows][:, cols]  # (n_rows, n_cols, [C,] p, p), a copy
+    selected = windows[np.ix_(rows, cols)]  # (n_rows, n_cols, [C,] p, p): one copy, of the patches only
     if image.ndim == 3:
         selected = np.moveaxis(selected, 2, -1)  # channels last within a patch
     patches = np.ascontiguousarray(selected).reshape(len(rows) * len(cols), -1)
