@@ -47,8 +47,8 @@ def progress_event(entry: PassRecord, record: ModelRecord) -> dict:
 
 
 
-#: the 200 response: ``schema`` describes each event for OpenAPI 3.1 readers; ``itemSchema`` (OpenAPI
-#: 3.2, which FastAPI emits for event streams) is completed with the same descriptions
+#: the 200 response: ``schema`` describes each event (OpenAPI 3.1 has no ``itemSchema``; the one FastAPI
+#: adds for event streams is taken out, `service.schemas.openapi.without_item_schemas`)
 EVENT_SCHEMA = {
     "type": "object", "required": ["event", "data"],
     "properties": {
@@ -57,12 +57,15 @@ EVENT_SCHEMA = {
         "data": {"type": "string", "contentMediaType": "application/json",
                  "description": "JSON: a pass record with passes, remaining_s and workers (progress), {status, error} (status) or {status} (end)"},
         "id": {"type": "string", "description": "the pass number (progress events)"},
-        "retry": {"type": "integer", "minimum": 0, "description": "never sent: clients use their own reconnection delay"},
     },
 }
+#: the errors come before the stream, as JSON (with ``model=``, FastAPI would document them as events)
+EVENT_ERRORS = {status: {"description": ERRORS[status]["description"],
+                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+                for status in (404, 422)}
 EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends; "
                                         "a comment line every 15 s of silence keeps proxies from closing it",
-                         "content": {"text/event-stream": {"schema": EVENT_SCHEMA, "itemSchema": EVENT_SCHEMA}}}}
+                         "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
 
 
 async def _existing(name: ModelName, models: ModelsDep) -> str:
@@ -71,7 +74,7 @@ async def _existing(name: ModelName, models: ModelsDep) -> str:
     return name
 
 
-@router.get("/{name}/events", responses={**ERRORS, **EVENTS_RESPONSE}, response_class=EventSourceResponse)
+@router.get("/{name}/events", responses={**EVENT_ERRORS, **EVENTS_RESPONSE}, response_class=EventSourceResponse)
 async def model_events(name: Annotated[str, Depends(_existing)], models: ModelsDep,
                        request: Request) -> AsyncIterator[ServerSentEvent]:
     """Server-sent events: one ``progress`` event per finished pass (the history
