@@ -94,17 +94,12 @@ def cli(ctx: click.Context, url: str, api_key: str | None, json_output: bool) ->
     ctx.call_on_close(lambda: ctx.obj._client and ctx.obj._client.close())
 
 
-@cli.command()
-@click.option("--host", default=None, help="interface to listen on (KPCA_HOST; default 127.0.0.1)")
-@click.option("--port", type=int, default=None, help="TCP port (KPCA_PORT; default 8000)")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="data folder (KPCA_DATA_DIR)")
-@click.option("--scheduler", default=None, help="address of an external dask scheduler (KPCA_SCHEDULER)")
-def serve(host, port, data_dir, scheduler) -> None:
-    """Run the service here (the same as ``python -m service``); needs the server's packages."""
-    argv = []
-    for flag, value in (("--host", host), ("--port", port), ("--data-dir", data_dir), ("--scheduler", scheduler)):
-        if value is not None:
-            argv += [flag, str(value)]
+@cli.command(context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("options", nargs=-1, type=click.UNPROCESSED)
+def serve(options) -> None:
+    """Run the service here with OPTIONS (the same as ``python -m service``: ``kpca serve --help``
+    lists them, e.g. --host, --port, --data-dir, --scheduler); needs the server's packages."""
+    argv = list(options)
     # loaded only when run, so that importing the client never pulls in the service
     importlib.import_module("service.__main__").main(argv)
 

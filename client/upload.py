@@ -12,15 +12,21 @@ for them to be added as the set's next version.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import io
+import math
 import os
 import time
+from datetime import datetime, timezone
 
 import httpx
 import numpy as np
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 RETRY_STATUS = {429, 502, 503, 504}
+#: Longest wait between two attempts, in seconds, whatever the backoff or ``Retry-After`` say.
+MAX_WAIT_S = 60.0
 TARGET_CHUNK_BYTES = 8 * 2**20
 #: Most chunk lengths tried per version when looking for how a stored set was cut (`same_rows`).
 MAX_CHUNKINGS = 16
@@ -39,20 +45,69 @@ def default_chunk_rows(array) -> int:
     return max(1, TARGET_CHUNK_BYTES // row_bytes)
 
 
-def _request(client: httpx.Client, method: str, url: str, retries: int, backoff: float, **kwargs) -> httpx.Response:
-    for attempt in range(retries + 1):
+class _Retryable(Exception):
+    """A 429 or 5xx answer, to be retried (tenacity retries on exceptions)."""
+
+    def __init__(self, response: httpx.Response):
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """Seconds the server asks to wait (``Retry-After``: seconds, or an HTTP date), or None without a
+    usable header. Only 429 and 503 answers carry one that counts."""
+    if response.status_code not in (429, 503):
+        return None
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
         try:
-            response = client.request(method, url, **kwargs)
-        except httpx.TransportError as exc:
-            if attempt == retries:
-                raise UploadError(f"{method} {url}: {exc} (after {retries + 1} attempts; is the service running?)")
-        else:
-            if response.status_code not in RETRY_STATUS and response.status_code < 500:
-                return response
-            if attempt == retries:
-                raise UploadError(f"{method} {url} -> {response.status_code}: {response.text}")
-        time.sleep(backoff * 2**attempt)
-    raise AssertionError("unreachable")
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _wait(backoff: float, max_wait: float):
+    """Tenacity wait: the server's ``Retry-After`` where it gave one, else exponential backoff with full
+    jitter (uniform in [0, backoff * 2**attempt]); at most ``max_wait`` seconds either way."""
+    jitter = wait_random_exponential(multiplier=backoff, max=max_wait)
+
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        asked = retry_after_s(error.response) if isinstance(error, _Retryable) else None
+        return min(asked, max_wait) if asked is not None else jitter(state)
+
+    return wait
+
+
+def _request(client: httpx.Client, method: str, url: str, retries: int, backoff: float, *,
+             max_wait: float = MAX_WAIT_S, sleep=time.sleep, **kwargs) -> httpx.Response:
+    """``client.request(method, url, **kwargs)``, retried ``retries`` times on transport errors and
+    429/5xx answers (`_wait`: ``Retry-After``, else jittered exponential backoff); other answers
+    are returned as they are. ``sleep`` is the wait function (tests pass a recorder)."""
+
+    def attempt() -> httpx.Response:
+        response = client.request(method, url, **kwargs)
+        if response.status_code in RETRY_STATUS or response.status_code >= 500:
+            raise _Retryable(response)
+        return response
+
+    retrying = Retrying(stop=stop_after_attempt(retries + 1), wait=_wait(backoff, max_wait), sleep=sleep,
+                        retry=retry_if_exception_type((httpx.TransportError, _Retryable)), reraise=True)
+    try:
+        return retrying(attempt)
+    except _Retryable as exc:
+        raise UploadError(f"{method} {url} -> {exc.response.status_code}: {exc.response.text} "
+                          f"(after {retries + 1} attempts)") from None
+    except httpx.TransportError as exc:
+        raise UploadError(f"{method} {url}: {exc} (after {retries + 1} attempts; is the service running?)") from None
 
 
 def _ok(response: httpx.Response, *expected: int) -> dict:
@@ -142,7 +197,8 @@ def upload_array(
     append : on a set with committed rows, add ``array``'s rows as its next
         version (an interrupted append resumes like an upload)
     retries, backoff : transport errors and 429/5xx answers are retried
-        ``retries`` times, waiting ``backoff * 2**attempt`` seconds
+        ``retries`` times, waiting what a 429/503's ``Retry-After`` asks, else a random time
+        in [0, ``backoff * 2**attempt``] seconds (full jitter); never more than `MAX_WAIT_S`
     progress : show a tqdm progress bar
     api_key : sent as ``Authorization: Bearer <key>`` when ``server`` is a URL; default the
         environment's ``KPCA_API_KEY`` (none if unset). An ``httpx.Client`` passed as ``server``

@@ -86,6 +86,22 @@ def _positions(size: int, patch: int, stride: int) -> np.ndarray:
     return pos
 
 
+def _runs(positions: np.ndarray, stride: int) -> list[tuple[slice, slice]]:
+    """``positions`` (from `_positions`) as (patch indices, image slice) pairs: the regular part
+    ``0, stride, ...`` and, where the grid does not land on the last position, that position alone."""
+    n = len(positions)
+    regular = n if positions[-1] == (n - 1) * stride else n - 1
+    runs = [(slice(0, regular), slice(0, (regular - 1) * stride + 1, stride))]
+    if regular < n:
+        last = int(positions[-1])
+        runs.append((slice(regular, n), slice(last, last + 1)))
+    return runs
+
+
+def _shift(image_slice: slice, by: int) -> slice:
+    return slice(image_slice.start + by, image_slice.stop + by, image_slice.step)
+
+
 def extract_patches(image: np.ndarray, patch: int, stride: int) -> tuple[np.ndarray, PatchGrid]:
     """Square patches on a regular grid, one flattened patch per row.
 
@@ -125,7 +141,7 @@ def extract_patches(image: np.ndarray, patch: int, stride: int) -> tuple[np.ndar
     rows = _positions(H, patch, stride)
     cols = _positions(W, patch, stride)
     windows = np.lib.stride_tricks.sliding_window_view(image, (patch, patch), axis=(0, 1))
-    selected = windows[rows][:, cols]  # (n_rows, n_cols, [C,] p, p), a copy
+    selected = windows[np.ix_(rows, cols)]  # (n_rows, n_cols, [C,] p, p): one copy, of the patches only
     if image.ndim == 3:
         selected = np.moveaxis(selected, 2, -1)  # channels last within a patch
     patches = np.ascontiguousarray(selected).reshape(len(rows) * len(cols), -1)
@@ -169,15 +185,19 @@ def assemble_patches(patches: np.ndarray, grid: PatchGrid) -> np.ndarray:
     H, W = shape[:2]
     reference = np.zeros((H, W, channels), dtype=dtype)
     deviation = np.zeros((H, W, channels), dtype=dtype)
-    # Within one offset (di, dj) the target pixels are distinct (rows, cols
-    # are strictly increasing), so fancy-index assignment and += are safe.
+    # The corners are a regular grid plus at most one extra last position per axis, so each offset
+    # (di, dj) reaches the image through at most four strided views (no fancy indexing); within one
+    # offset the target pixels are distinct, so assignment and += are safe.
+    parts = [(a, b, c, d) for a, b in _runs(grid.rows, grid.stride) for c, d in _runs(grid.cols, grid.stride)]
     for di in range(p):
         for dj in range(p):
-            reference[np.ix_(grid.rows + di, grid.cols + dj)] = blocks[:, :, di, dj]
+            for block_rows, image_rows, block_cols, image_cols in parts:
+                reference[_shift(image_rows, di), _shift(image_cols, dj)] = blocks[block_rows, block_cols, di, dj]
     for di in range(p):
         for dj in range(p):
-            idx = np.ix_(grid.rows + di, grid.cols + dj)
-            deviation[idx] += blocks[:, :, di, dj] - reference[idx]
+            for block_rows, image_rows, block_cols, image_cols in parts:
+                target = (_shift(image_rows, di), _shift(image_cols, dj))
+                deviation[target] += blocks[block_rows, block_cols, di, dj] - reference[target]
     row_count = np.zeros(H, dtype=np.int64)
     col_count = np.zeros(W, dtype=np.int64)
     for d in range(p):

@@ -1,7 +1,8 @@
 """``python -m service --host H --port P --data-dir D``: serve kpca-stream with uvicorn.
 
-Options default to the ``KPCA_*`` environment (see `service.settings.Settings`).
-Without API keys (``KPCA_API_KEYS``) the service listens on loopback only:
+Every setting of `service.settings.Settings` is a flag (``--max-body-bytes``, ``--api-keys-file``,
+...), generated from the model by pydantic-settings' command-line source with its description and
+environment variable in ``--help``; a flag overrides its ``KPCA_*`` variable. Without API keys (``KPCA_API_KEYS``) the service listens on loopback only:
 asking for another interface exits with status 2, unless
 ``KPCA_ALLOW_UNAUTHENTICATED=1``. A configuration that cannot be read (a
 malformed key entry, say) also exits with status 2, naming the setting.
@@ -9,17 +10,17 @@ malformed key entry, say) also exits with status 2, naming the setting.
 
 from __future__ import annotations
 
-import argparse
 import logging
+import re
 import sys
-from pathlib import Path
 
 import uvicorn
 from pydantic import ValidationError
+from pydantic_settings import CliSettingsSource, SettingsError
 
 from service.app import create_app
 from service.security import LOOPBACK_HOSTS, allowed_hosts
-from service.settings import Settings, get_settings
+from service.settings import Settings
 
 log = logging.getLogger("service")
 
@@ -27,13 +28,52 @@ log = logging.getLogger("service")
 CONFIG_ERROR = 2
 
 
-def _settings_or_exit() -> Settings:
+#: how the flags are generated from `Settings` (`pydantic_settings.CliSettingsSource` options)
+CLI_OPTIONS = {"cli_prog_name": "python -m service", "cli_kebab_case": True, "cli_implicit_flags": True,
+               "cli_show_env_vars": True, "cli_hide_none_type": True, "cli_avoid_json": True,
+               "cli_exit_on_error": False}
+#: list settings take a comma-separated value (or a JSON list), whatever the type says
+_LIST_METAVAR = "{list[str],str}"
+
+
+def _add_argument(parser, *names, **kwargs):
+    if kwargs.get("metavar") == _LIST_METAVAR:
+        kwargs["metavar"] = "A,B,..."
+    return parser.add_argument(*names, **kwargs)
+
+
+def settings_from(argv: list[str] | None) -> Settings:
+    """`Settings` from the ``KPCA_*`` environment overridden by the flags in ``argv`` (None: sys.argv);
+    ``--help`` prints every flag and exits 0. A value that cannot be read exits with status 2 naming
+    the flag and its variable, never echoing the values given (they may be API keys)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return get_settings()
-    except ValidationError as exc:  # printed without the input values: they may hold API keys
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors())
-        print(f"kpca-stream: invalid configuration (KPCA_* environment): {problems}", file=sys.stderr)
-        raise SystemExit(CONFIG_ERROR) from None
+        source = CliSettingsSource(Settings, cli_parse_args=argv, add_argument_method=_add_argument, **CLI_OPTIONS)
+        return Settings(_cli_settings_source=source)
+    except SettingsError as exc:
+        _exit(_without_values(str(exc)))
+    except ValidationError as exc:
+        problems = "; ".join(f"{_flag(e['loc'])}: {e['msg']}" for e in exc.errors())
+        _exit(f"invalid configuration: {problems}")
+
+
+def _flag(loc: tuple) -> str:
+    if not loc:
+        return "settings"
+    name = str(loc[0])
+    return f"--{name.replace('_', '-')} (KPCA_{name.upper()})"
+
+
+def _without_values(message: str) -> str:
+    """An argparse message with the unrecognised arguments' values left out (``--api-key SECRET``)."""
+    return re.sub(r"unrecognized arguments: (.*)",
+                  lambda m: "unrecognized arguments: " + " ".join(t for t in m.group(1).split() if t.startswith("-")),
+                  message)
+
+
+def _exit(message: str):
+    print(f"kpca-stream: {message} (python -m service --help lists the flags)", file=sys.stderr)
+    raise SystemExit(CONFIG_ERROR) from None
 
 
 def bind_refusal(settings: Settings) -> str | None:
@@ -49,21 +89,7 @@ def bind_refusal(settings: Settings) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    defaults = _settings_or_exit()
-    parser = argparse.ArgumentParser(prog="python -m service", description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default=defaults.host, help="interface to listen on (KPCA_HOST)")
-    parser.add_argument("--port", type=int, default=defaults.port, help="TCP port (KPCA_PORT)")
-    parser.add_argument(
-        "--data-dir", type=Path, default=defaults.data_dir, help="data folder (KPCA_DATA_DIR)"
-    )
-    parser.add_argument(
-        "--scheduler", default=defaults.scheduler, help="external dask scheduler address (KPCA_SCHEDULER)"
-    )
-    args = parser.parse_args(argv)
-
-    settings = defaults.model_copy(
-        update={"host": args.host, "port": args.port, "data_dir": args.data_dir, "scheduler": args.scheduler or None}
-    )
+    settings = settings_from(argv)
     refusal = bind_refusal(settings)
     if refusal is not None:
         print(f"kpca-stream: {refusal}", file=sys.stderr)

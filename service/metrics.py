@@ -1,7 +1,12 @@
-"""Prometheus metrics of one app: a request counter and a latency histogram.
+"""Prometheus metrics of one app: a request counter and a latency histogram, the fits, and the
+process (``process_*``: CPU, memory, open files; ``python_info``; ``python_gc_*``).
 
 Each app owns its `CollectorRegistry` (no global registry), so several apps can
-live in one process (the test suite starts one per module).
+live in one process (the test suite starts one per module). That requirement, and the series names
+already published, are why the middleware is our own: starlette-exporter keeps its metrics in a
+class-level dict shared by every instance in the process; prometheus-fastapi-instrumentator takes a
+registry, but renames the series (``http_requests_total{handler}``, statuses grouped ``2xx``) and finds
+templates by walking ``app.routes`` for a ``path``, which FastAPI's included routers no longer have.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ import time
 
 from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, GCCollector, Histogram,
+                               PlatformCollector, ProcessCollector, generate_latest)
 from prometheus_client.core import GaugeMetricFamily
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: Route label of requests that matched no route (keeps label cardinality bounded).
@@ -38,6 +45,10 @@ class Metrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
+        # the standard process, platform and garbage-collector series, on this app's registry
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
 
     def watch_models(self, list_models: Callable[[], list[dict]]) -> None:
         """Export fits by status and passes completed, read from the registry at scrape time."""
@@ -72,11 +83,29 @@ class MetricsMiddleware:
                 status = message["status"]
             await send(message)
 
+        request = {"type": scope["type"], "path": scope["path"], "root_path": scope.get("root_path", ""),
+                   "method": scope["method"]}
         try:
             await self.app(scope, receive, send_with_status)
         finally:
-            route = getattr(scope.get("route"), "path", None) or UNMATCHED
+            route = getattr(scope.get("route"), "path", None) or route_template(scope.get("app"), request)
             self.metrics.observe(scope["method"], route, status, time.perf_counter() - started)
+
+
+def route_template(app, request: Scope) -> str:
+    """The path template of the app's own top-level route that matches ``request`` (its path before
+    routing), or `UNMATCHED`: FastAPI puts only its API routes in ``scope["route"]``, so plain
+    routes (``/openapi.json``) and mounts (``/static/{path}``) are found here. Unknown paths stay
+    `UNMATCHED`, so the label takes one value per route, whatever the clients send.
+    Cost: one regex match per top-level route."""
+    for route in getattr(app, "routes", ()):
+        template = getattr(route, "path_format", None)
+        if template is None:
+            continue  # included routers: their API routes set scope["route"] themselves
+        match, _ = route.matches(request)
+        if match is not Match.NONE:
+            return template
+    return UNMATCHED
 
 
 class _ModelsCollector:

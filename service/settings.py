@@ -92,35 +92,58 @@ class Settings(BaseSettings):
         without waiting for running tasks. Default 5.
     """
 
-    model_config = SettingsConfigDict(env_prefix="KPCA_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="KPCA_", extra="ignore",
+        # the description of ``python -m service --help`` (pydantic-settings reads it here, not __doc__)
+        json_schema_extra={"description": "Serve kpca-stream with uvicorn. Every flag overrides the "
+                           "environment variable named beside it; without API keys the service listens on "
+                           "loopback only."})
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    data_dir: Path = Path("./data")
-    scheduler: str | None = None
-    n_workers: int | None = Field(default=None, ge=1)
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
-    exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0)
-    checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, ge=1)
-    watchdog_s: float = Field(default=5.0, gt=0)
+    host: str = Field(default="127.0.0.1", description="interface python -m service listens on")
+    port: int = Field(default=8000, ge=0, le=65535, description="TCP port python -m service listens on")
+    data_dir: Path = Field(default=Path("./data"), description="data folder: data sets, models, checkpoints")
+    scheduler: str | None = Field(default=None, description="address of an external dask scheduler "
+                                  "(tcp://host:8786); unset: an embedded LocalCluster")
+    n_workers: int | None = Field(default=None, ge=1, description="worker processes of the embedded cluster; "
+                                  "unset: sized to the machine")
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1, description="largest request body (413 above)")
+    exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0,
+                             description="largest data set (rows) on which a fit reports the exact excess error")
+    checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, ge=1,
+                                 description="checkpoints kept per model (the last k, plus the best)")
+    watchdog_s: float = Field(default=5.0, gt=0, description="seconds between looks for fits that lost their "
+                              "runner (they are resubmitted)")
     # ``| str`` lets a comma-separated value through pydantic-settings' JSON decoding of lists
-    register_prefixes: list[str] | str = Field(default_factory=list)  # closed by default
-    solver_plugins: list[str] | str = Field(default_factory=list)
+    register_prefixes: list[str] | str = Field(  # closed by default
+        default_factory=list, description="where existing zarr arrays may be registered from: absolute paths "
+        "or URLs, comma-separated; empty: registration disabled")
+    solver_plugins: list[str] | str = Field(default_factory=list, description="modules that register solvers, "
+                                            "comma-separated, imported by the service and every worker")
     # security (service.security): keys as "key:scope" entries, merged from KPCA_API_KEYS_FILE
-    api_keys: list[str] | str = Field(default_factory=list, repr=False)
-    api_keys_file: Path | None = None
-    allow_unauthenticated: bool = False
-    allowed_hosts: list[str] | str = Field(default_factory=list)
-    cors_origins: list[str] | str = Field(default_factory=list)
+    api_keys: list[str] | str = Field(default_factory=list, repr=False, description="API keys as key:scope "
+                                      "(read or write), comma-separated; prefer the environment or a keys file")
+    api_keys_file: Path | None = Field(default=None, description="file of one key:scope per line (# comments)")
+    allow_unauthenticated: bool = Field(default=False, description="serve beyond loopback without API keys")
+    allowed_hosts: list[str] | str = Field(default_factory=list, description="Host header names served, "
+                                           "comma-separated (* for any); default the bound host and loopback")
+    cors_origins: list[str] | str = Field(default_factory=list, description="origins allowed cross-origin "
+                                          "requests, comma-separated; empty: CORS off")
     # limits (service.limits); documented above
-    max_image_pixels: int = Field(default=2048 * 2048, ge=1)
-    max_patches: int = Field(default=65_536, ge=1)
-    max_image_dataset_rows: int = Field(default=100_000, ge=1)
-    max_rows_per_request: int = Field(default=100_000, ge=1)
-    max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
-    max_fits_per_key: int = Field(default=4, ge=1)
-    max_data_bytes: int | None = Field(default=None, ge=1)
-    shutdown_timeout_s: float = Field(default=5.0, gt=0)
+    max_image_pixels: int = Field(default=2048 * 2048, ge=1, description="decoded pixels of a PNG (413 above)")
+    max_patches: int = Field(default=65_536, ge=1, description="patches one image request is cut into "
+                             "(422 above)")
+    max_image_dataset_rows: int = Field(default=100_000, ge=1, description="rows of a data set made by "
+                                        "/from-image (422 above)")
+    max_rows_per_request: int = Field(default=100_000, ge=1, description="rows in one serving request or "
+                                      "chunk upload (413 above)")
+    max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1, description="body limit of the serving "
+                                        "routes (413 above)")
+    max_fits_per_key: int = Field(default=4, ge=1, description="queued or running fits per API key "
+                                  "(429 with Retry-After above)")
+    max_data_bytes: int | None = Field(default=None, ge=1, description="total bytes of the data folder "
+                                       "(413 storage_full above); unset: unlimited")
+    shutdown_timeout_s: float = Field(default=5.0, gt=0, description="seconds running requests get on "
+                                      "SIGTERM/SIGINT before they are cancelled")
 
     @field_validator("scheduler", mode="before")
     @classmethod

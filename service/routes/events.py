@@ -1,13 +1,16 @@
-"""``GET /v1/models/{name}/events``: a model's progress as server-sent events, read from its record."""
+"""``GET /v1/models/{name}/events``: a model's progress as server-sent events, read from its record.
+
+FastAPI's `EventSourceResponse` does the wire format, the keep-alive comments (every 15 s of
+silence), ``Cache-Control: no-cache`` and the end of the generator when the client goes away."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
+from typing import Annotated
 
-from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, Request
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import ModelsDep
@@ -16,14 +19,8 @@ from store.errors import NotFound
 from store.records import TERMINAL, ModelRecord, PassRecord
 
 EVENT_POLL_S = 0.25
-EVENT_KEEPALIVE_S = 15.0
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
-
-
-def _sse(event: str, data: dict, event_id: str | None = None) -> bytes:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 def _last_event_id(request: Request) -> int:
@@ -50,7 +47,8 @@ def progress_event(entry: PassRecord, record: ModelRecord) -> dict:
 
 
 
-#: the 200 response: ``schema`` describes each event (OpenAPI 3.1 has no ``itemSchema``)
+#: the 200 response: ``schema`` describes each event (OpenAPI 3.1 has no ``itemSchema``; the one FastAPI
+#: adds for event streams is taken out, `service.schemas.openapi.without_item_schemas`)
 EVENT_SCHEMA = {
     "type": "object", "required": ["event", "data"],
     "properties": {
@@ -61,50 +59,49 @@ EVENT_SCHEMA = {
         "id": {"type": "string", "description": "the pass number (progress events)"},
     },
 }
-EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends",
+#: the errors come before the stream, as JSON (with ``model=``, FastAPI would document them as events)
+EVENT_ERRORS = {status: {"description": ERRORS[status]["description"],
+                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+                for status in (404, 422)}
+EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends; "
+                                        "a comment line every 15 s of silence keeps proxies from closing it",
                          "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
 
 
-@router.get("/{name}/events", responses={**ERRORS, **EVENTS_RESPONSE}, response_class=StreamingResponse)
-async def model_events(name: ModelName, models: ModelsDep, request: Request) -> StreamingResponse:
+async def _existing(name: ModelName, models: ModelsDep) -> str:
+    """The model's name once its record exists: the 404 comes before the stream starts."""
+    await run_in_threadpool(models.get, name)
+    return name
+
+
+@router.get("/{name}/events", responses={**EVENT_ERRORS, **EVENTS_RESPONSE}, response_class=EventSourceResponse)
+async def model_events(name: Annotated[str, Depends(_existing)], models: ModelsDep,
+                       request: Request) -> AsyncIterator[ServerSentEvent]:
     """Server-sent events: one ``progress`` event per finished pass (the history
     records, earlier ones first, each with ``passes``, ``remaining_s`` and ``workers``; its event
     id is the pass), a ``status`` event on every status change, and a final ``end`` event when the
     fit is completed, failed or cancelled. A client that reconnects with ``Last-Event-ID: k`` gets
     only the passes after k (and the current status); after a fit went back to an earlier
     checkpoint, the passes after that checkpoint."""
-    await run_in_threadpool(models.get, name)  # 404 before the stream starts
     last_pass = _last_event_id(request)
-
-    async def stream() -> AsyncIterator[bytes]:
-        nonlocal last_pass
-        last_status = None
-        loop = asyncio.get_running_loop()
-        quiet_since = loop.time()
-        while not await request.is_disconnected():
-            try:
-                record = await run_in_threadpool(models.get, name)
-            except NotFound:
-                yield _sse("end", {"status": "deleted"})
-                return
-            history = record.history
-            last_pass = min(last_pass, history[-1].pass_ if history else 0)  # resumed from an earlier checkpoint
-            for entry in history:
-                if entry.pass_ > last_pass:
-                    yield _sse("progress", progress_event(entry, record), str(entry.pass_))
-                    quiet_since = loop.time()
-            last_pass = history[-1].pass_ if history else 0
-            if record.status != last_status:
-                last_status = record.status
-                error = record.error.model_dump() if record.error is not None else None
-                yield _sse("status", {"status": record.status, "error": error})
-                quiet_since = loop.time()
-            if record.status in TERMINAL:
-                yield _sse("end", {"status": record.status})
-                return
-            if loop.time() - quiet_since > EVENT_KEEPALIVE_S:
-                yield b": keep-alive\n\n"
-                quiet_since = loop.time()
-            await asyncio.sleep(EVENT_POLL_S)
-
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    last_status = None
+    while not await request.is_disconnected():
+        try:
+            record = await run_in_threadpool(models.get, name)
+        except NotFound:
+            yield ServerSentEvent(event="end", data={"status": "deleted"})
+            return
+        history = record.history
+        last_pass = min(last_pass, history[-1].pass_ if history else 0)  # resumed from an earlier checkpoint
+        for entry in history:
+            if entry.pass_ > last_pass:
+                yield ServerSentEvent(event="progress", data=progress_event(entry, record), id=str(entry.pass_))
+        last_pass = history[-1].pass_ if history else 0
+        if record.status != last_status:
+            last_status = record.status
+            error = record.error.model_dump() if record.error is not None else None
+            yield ServerSentEvent(event="status", data={"status": record.status, "error": error})
+        if record.status in TERMINAL:
+            yield ServerSentEvent(event="end", data={"status": record.status})
+            return
+        await asyncio.sleep(EVENT_POLL_S)

@@ -31,13 +31,30 @@ def document_body_errors(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def without_item_schemas(schema: dict[str, Any]) -> dict[str, Any]:
+    """Remove ``itemSchema`` (an OpenAPI 3.2 keyword that FastAPI writes for event streams) from every
+    response content of an OpenAPI 3.1 ``schema`` that has a ``schema`` of its own: 3.1 readers,
+    schemathesis among them, would otherwise check the whole stream against ``schema``. Returns
+    ``schema``, changed in place. Cost O(responses)."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict):
+                continue
+            for response in operation.get("responses", {}).values():
+                for content in response.get("content", {}).values():
+                    if "schema" in content:
+                        content.pop("itemSchema", None)
+    return schema
+
+
 def install_openapi(app: FastAPI) -> None:
-    """Make ``app.openapi()`` return the generated document completed by `document_body_errors`."""
+    """Make ``app.openapi()`` return the generated document completed by `document_body_errors` and
+    `without_item_schemas`."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = document_body_errors(generate())
+            app.openapi_schema = without_item_schemas(document_body_errors(generate()))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

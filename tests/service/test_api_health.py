@@ -53,3 +53,35 @@ def test_openapi_lists_the_resources(api):
         "/v1/models/{name}/project",
     ):
         assert path in paths
+
+
+def test_metrics_name_every_served_route_and_the_process(api):
+    """Plain routes (``/openapi.json``) and the docs page are counted under their own template, not
+    ``unmatched``; the process, platform and GC series are exported on the app's own registry."""
+    api.get("/docs")
+    api.get("/openapi.json")
+    api.get("/docs/assets/no-such-asset.js")
+    text = api.get("/metrics").text
+    assert 'kpca_http_requests_total{method="GET",route="/docs",status="200"}' in text
+    assert 'kpca_http_requests_total{method="GET",route="/openapi.json",status="200"}' in text
+    assert 'kpca_http_requests_total{method="GET",route="/docs/assets/{asset}",status="404"}' in text
+    for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_info",
+                 "python_gc_collections_total"):
+        assert f"\n{name}" in text, name
+
+
+def test_route_template_of_mounts_and_unknown_paths():
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+
+    from service.metrics import UNMATCHED, route_template
+
+    app = Starlette(routes=[Route("/page", lambda request: None), Mount("/static", app=lambda s, r, w: None)])
+
+    def request(path):
+        return {"type": "http", "path": path, "root_path": "", "method": "GET"}
+
+    assert route_template(app, request("/page")) == "/page"
+    assert route_template(app, request("/static/a/b.js")) == "/static/{path}"
+    assert route_template(app, request("/page/more")) == UNMATCHED
+    assert route_template(None, request("/page")) == UNMATCHED

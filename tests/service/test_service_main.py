@@ -94,3 +94,38 @@ def test_embedded_workers_from_the_environment(clean_settings):
     clean_settings.setenv("KPCA_N_WORKERS", "0")
     with pytest.raises(ValueError, match="n_workers"):
         Settings()
+
+
+def test_every_setting_is_a_flag_with_its_description_and_variable(clean_settings, capsys):
+    with pytest.raises(SystemExit) as done:
+        entry.settings_from(["--help"])
+    assert done.value.code == 0
+    text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also after hyphens
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        assert flag in text and f"KPCA_{name.upper()}" in text, name
+        assert field.description and "".join(field.description.split()) in text, name
+
+
+def test_flags_override_the_environment_which_still_counts(clean_settings, tmp_path):
+    clean_settings.setenv("KPCA_PORT", "9001")
+    clean_settings.setenv("KPCA_MAX_FITS_PER_KEY", "2")
+    settings = entry.settings_from(["--max-fits-per-key", "3", "--allowed-hosts", "a.example,b.example",
+                                    "--data-dir", str(tmp_path), "--allow-unauthenticated"])
+    assert settings.port == 9001 and settings.max_fits_per_key == 3
+    assert settings.allowed_hosts == ["a.example", "b.example"] and settings.data_dir == tmp_path
+    assert settings.allow_unauthenticated is True
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--port", "99999"], "--port (KPCA_PORT)"),
+    (["--max-body-bytes", "lots"], "--max-body-bytes (KPCA_MAX_BODY_BYTES)"),
+    (["--api-keys", "very-secret-key:admin"], "api_keys"),
+    (["--api-key", "very-secret-key"], "unrecognized arguments: --api-key"),
+])
+def test_invalid_flags_exit_2_naming_the_flag_without_echoing_values(clean_settings, capsys, argv, named):
+    with pytest.raises(SystemExit) as done:
+        entry.settings_from(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err and "very-secret-key" not in err, err

@@ -110,18 +110,22 @@ def test_project_409_on_a_failed_fit_shows_the_error(api, blobs, data_dir):
 
 
 def read_events(url, headers=None):
-    """(event, id, data) of a whole server-sent event stream."""
-    events, event, event_id = [], None, None
+    """(event, id, data) of a whole server-sent event stream; an event ends at a blank line, and its
+    fields come in any order (the SSE format)."""
+    events, event, event_id, data = [], None, None, None
     with httpx.stream("GET", url, headers=headers or {}, timeout=120) as response:
         assert response.status_code == 200, response.read()
+        assert response.headers["cache-control"] == "no-cache"
         for line in response.iter_lines():
             if line.startswith("event: "):
                 event = line[7:]
             elif line.startswith("id: "):
                 event_id = line[4:]
             elif line.startswith("data: "):
-                events.append((event, event_id, json.loads(line[6:])))
-                event_id = None
+                data = json.loads(line[6:])
+            elif not line and data is not None:
+                events.append((event, event_id, data))
+                event, event_id, data = None, None, None
     return events
 
 

@@ -1,0 +1,135 @@
+"""The Dockerfile and docker-compose.yml, read as data (no docker engine here), and their health-check
+commands run for real: against this module's server and a real ``dask scheduler`` process.
+
+Defends against: an image with no port, health check, command or non-root user; a numba cache in /tmp
+(every container compiling from scratch) or one not filled at build time; compose services that start
+before what they need is healthy, or stay down after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined, comments dropped."""
+    lines, current = [], ""
+    for raw in (REPO / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        current += line[:-1] + " " if line.endswith("\\") else line
+        if not line.endswith("\\"):
+            keyword, _, rest = current.partition(" ")
+            lines.append((keyword.upper(), rest.strip()))
+            current = ""
+    return lines
+
+
+def index_of(keyword: str, contains: str = "") -> int:
+    found = [i for i, (k, rest) in enumerate(instructions()) if k == keyword and contains in rest]
+    assert found, f"no {keyword} {contains}"
+    return found[0]
+
+
+def exec_form(text: str) -> list[str]:
+    return json.loads(text[text.index("["):])
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def test_the_image_exposes_serves_and_checks_as_a_non_root_user():
+    steps = instructions()
+    assert ("EXPOSE", "8000") in steps
+    user = steps[index_of("USER")][1]
+    assert user not in ("root", "0")
+    cmd = exec_form(steps[index_of("CMD")][1])
+    assert cmd[:3] == ["python", "-m", "service"] and cmd[cmd.index("--host") + 1] == "0.0.0.0"
+    assert index_of("USER") < index_of("CMD")
+    health = steps[index_of("HEALTHCHECK")][1]
+    assert "/healthz" in health and exec_form(health)[0] == "python"  # the slim image has no curl
+    assert any(k == "COPY" and rest.split()[0] == "client" for k, rest in steps)
+
+
+def test_the_numba_cache_is_outside_tmp_owned_by_the_user_and_filled_at_build_time():
+    steps = instructions()
+    env = steps[index_of("ENV", "NUMBA_CACHE_DIR")][1]
+    cache = dict(item.split("=", 1) for item in shlex.split(env))["NUMBA_CACHE_DIR"]
+    assert not cache.startswith("/tmp")
+    owned = index_of("RUN", "chown")
+    assert cache in steps[owned][1] and "/data" in steps[owned][1]
+    warm = index_of("RUN", "kpca.warmup")
+    # compiled by the user that runs the service, into the cache it reads
+    assert index_of("USER") < warm and index_of("ENV", "NUMBA_CACHE_DIR") < warm
+    assert steps[warm][1] == "python -m kpca.warmup"
+
+
+def test_compose_restarts_everything_and_waits_for_health(compose):
+    services = compose["services"]
+    assert set(services) == {"scheduler", "worker", "api"}
+    for name, service in services.items():
+        assert service.get("restart") == "unless-stopped", name
+        assert service["healthcheck"]["test"][0] == "CMD", name
+    assert services["worker"]["depends_on"] == {"scheduler": {"condition": "service_healthy"}}
+    assert services["api"]["depends_on"] == {"scheduler": {"condition": "service_healthy"},
+                                             "worker": {"condition": "service_healthy"}}
+    assert "KPCA_API_KEYS" in services["api"]["environment"]  # the image's 0.0.0.0 needs keys
+
+
+def _run_check(command: list[str], port_from: int, port_to: int) -> int:
+    """A health-check command with its port replaced (the test servers use free ports)."""
+    command = [part.replace(f"127.0.0.1:{port_from}", f"127.0.0.1:{port_to}") for part in command]
+    assert command[0] == "python"
+    return subprocess.run([sys.executable, *command[1:]], capture_output=True, timeout=30).returncode
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_api_health_checks_pass_against_a_running_service(server, compose):
+    port = int(server.rsplit(":", 1)[1])
+    image_check = exec_form(instructions()[index_of("HEALTHCHECK")][1])
+    assert _run_check(image_check, 8000, port) == 0
+    assert _run_check(compose["services"]["api"]["healthcheck"]["test"][1:], 8000, port) == 0
+    assert _run_check(image_check, 8000, _free_port()) != 0  # nothing listening: unhealthy
+
+
+def test_the_scheduler_and_worker_health_checks_pass_against_real_dask_processes(compose):
+    scheduler_port, dashboard, worker_dashboard = _free_port(), _free_port(), _free_port()
+    dask = str(Path(sys.executable).with_name("dask"))
+    processes = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(scheduler_port),
+                                   "--dashboard-address", f"127.0.0.1:{dashboard}"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        processes.append(subprocess.Popen([dask, "worker", f"tcp://127.0.0.1:{scheduler_port}", "--nthreads", "1",
+                                           "--dashboard-address", f"127.0.0.1:{worker_dashboard}"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        checks = {"scheduler": (8787, dashboard), "worker": (8789, worker_dashboard)}
+        for name, (port_from, port_to) in checks.items():
+            command = compose["services"][name]["healthcheck"]["test"][1:]
+            assert f"--dashboard-address :{port_from}" in compose["services"][name]["command"]
+            deadline = time.monotonic() + 60
+            while _run_check(command, port_from, port_to) != 0:
+                assert time.monotonic() < deadline, f"{name} never became healthy"
+                time.sleep(0.5)
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(timeout=30)
