@@ -110,7 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # added last = outermost: metrics see every response, including 413s
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
-                       max_serving_body_bytes=settings.max_serving_body_bytes)
+                       max_serving_body_bytes=settings.max_serving_body_bytes,
+                       max_import_bytes=settings.max_import_bytes)
     _install_security(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 

@@ -35,35 +35,44 @@ from store.records import ACTIVE
 
 
 class BodyTooLarge(ApiError):
-    def __init__(self, limit: int):
-        super().__init__(
-            413,
-            "too_large",
-            f"request body is larger than the limit of {limit} bytes; send the data in smaller chunks",
-            "body",
-        )
+    def __init__(self, limit: int, variable: str = "KPCA_MAX_BODY_BYTES", advice: str = "send the data in smaller "
+                 "chunks"):
+        self.limit = limit
+        super().__init__(413, "too_large", f"request body is larger than the limit of {limit} bytes ({variable}); "
+                         f"{advice}", "body")
 
 
 class BodyLimitMiddleware:
     """Refuse request bodies over ``max_body_bytes`` (over ``max_serving_body_bytes`` on the serving
-    routes, `SERVING_PATH`) with 413."""
+    routes, `SERVING_PATH`; over ``max_import_bytes`` on the model import, `IMPORT_PATH`, which streams
+    its archive to disk) with 413."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, max_serving_body_bytes: int | None = None):
+    def __init__(self, app: ASGIApp, max_body_bytes: int, max_serving_body_bytes: int | None = None,
+                 max_import_bytes: int | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_serving_body_bytes = max_serving_body_bytes
+        self.max_import_bytes = max_import_bytes
+
+    def _limit(self, path: str) -> BodyTooLarge:
+        """The refusal a body over this path's limit gets (its ``limit`` attribute is the limit)."""
+        if self.max_import_bytes is not None and IMPORT_PATH.match(path):
+            return BodyTooLarge(self.max_import_bytes, "KPCA_MAX_IMPORT_BYTES", "ask the operator to raise it")
+        if self.max_serving_body_bytes is not None and SERVING_PATH.match(path):
+            if self.max_serving_body_bytes < self.max_body_bytes:
+                return BodyTooLarge(self.max_serving_body_bytes, "KPCA_MAX_SERVING_BODY_BYTES",
+                                    "send fewer rows per request")
+        return BodyTooLarge(self.max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        limit = self.max_body_bytes
-        if self.max_serving_body_bytes is not None and SERVING_PATH.match(scope.get("path", "")):
-            limit = min(limit, self.max_serving_body_bytes)
+        error = self._limit(scope.get("path", ""))
+        limit = error.limit
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            error = BodyTooLarge(limit)
             response = error_response(error.status_code, error.code, error.message, error.field)
             await response(scope, receive, send)
             return
@@ -76,7 +85,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLarge(limit)
+                    raise error
             return message
 
         await self.app(scope, counting_receive, send)
@@ -84,6 +93,7 @@ class BodyLimitMiddleware:
 
 # --- per-request and per-principal limits (Settings.max_*) -------------------------------------------
 
+IMPORT_PATH = re.compile(r"^/v1/models/import/?$")
 SERVING_PATH = re.compile(r"^/v1/(models|clusterings)/[^/]+/(project|reconstruct|denoise|denoise-image|predict)/?$")
 
 

@@ -80,6 +80,10 @@ class Settings(BaseSettings):
         reconstruct, denoise, denoise-image, predict), below
         ``max_body_bytes``: JSON rows parsed cost ~20x their size in memory.
         Default 16 MiB.
+    max_import_bytes : body limit of ``POST /v1/models/import``, which streams
+        the archive (training rows included) to a file in the data folder
+        instead of holding it, so it may be far above ``max_body_bytes``.
+        Default 4 GiB.
     max_fits_per_key : queued or running fits (models and clusterings) per
         API key (all requests are one principal without keys); a new one is a
         429 with ``Retry-After``. Default 4.
@@ -138,6 +142,8 @@ class Settings(BaseSettings):
                                       "chunk upload (413 above)")
     max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1, description="body limit of the serving "
                                         "routes (413 above)")
+    max_import_bytes: int = Field(default=4 * 1024**3, ge=1, description="body limit of POST /v1/models/import "
+                                  "(the archive is streamed to disk, so it may exceed max_body_bytes; 413 above)")
     max_fits_per_key: int = Field(default=4, ge=1, description="queued or running fits per API key "
                                   "(429 with Retry-After above)")
     max_data_bytes: int | None = Field(default=None, ge=1, description="total bytes of the data folder "

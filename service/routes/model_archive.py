@@ -57,7 +57,7 @@ async def export_model(name: ModelName, models: ModelsDep) -> StreamingResponse:
 
 async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
     """The request body written to a new file in ``folder`` (its size bounded by
-    `service.limits.BodyLimitMiddleware`, its bytes by ``max_data_bytes``); removed on failure."""
+    `service.limits.BodyLimitMiddleware`, ``max_import_bytes``, its bytes by ``max_data_bytes``); removed on failure."""
     declared = request.headers.get("content-length", "")
     usage.check(int(declared) if declared.isdigit() else 0)
     folder.mkdir(parents=True, exist_ok=True)
@@ -78,7 +78,7 @@ async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
 
 
 @router.post("/import", status_code=status.HTTP_201_CREATED, openapi_extra=_IMPORT_BODY,
-             responses={**ERRORS, 413: {"model": ErrorBody, "description": "the archive is over max_body_bytes, "
+             responses={**ERRORS, 413: {"model": ErrorBody, "description": "the archive is over max_import_bytes, "
                                         "or the data folder is full"},
                         415: {"model": ErrorBody, "description": "the body is not application/x-tar"}})
 async def import_model(
@@ -90,8 +90,8 @@ async def import_model(
                                                      "data set name")] = None,
 ) -> ModelPublic:
     """Create a completed model from an archive of ``GET /v1/models/{name}/export`` (body
-    ``application/x-tar``, at most ``max_body_bytes``); it serves ``/project``, ``/reconstruct`` and
-    ``/denoise`` at once, with the same results as the original.
+    ``application/x-tar``, at most ``max_import_bytes``: it is streamed to disk); it serves ``/project``,
+    ``/reconstruct`` and ``/denoise`` at once, with the same results as the original.
 
     Everything is verified before anything is created: member names (no paths, links or duplicates),
     sizes and sha256 against the manifest, the format version, the record, the checkpoint against the

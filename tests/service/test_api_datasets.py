@@ -10,7 +10,8 @@ import pytest
 from tests.api_checks import assert_error
 
 MAX_BODY_BYTES = 64 * 1024
-SERVER_SETTINGS = {"max_body_bytes": MAX_BODY_BYTES}
+MAX_IMPORT_BYTES = 2 * MAX_BODY_BYTES
+SERVER_SETTINGS = {"max_body_bytes": MAX_BODY_BYTES, "max_import_bytes": MAX_IMPORT_BYTES}
 
 NPY = {"Content-Type": "application/octet-stream"}
 
@@ -294,6 +295,21 @@ def test_body_over_limit_is_413_without_content_length(api, size):
     assert_error(response, 413, "too_large", "body")
     assert api.get("/v1/datasets/huge").json()["chunks"] == []
     assert api.get("/healthz").status_code == 200  # the connection is still usable
+
+
+def test_a_model_archive_has_its_own_limit_above_the_body_limit(api):
+    """The import streams its archive to disk: a body over max_body_bytes reaches the archive checks (a 422 for
+    these zero bytes), one over max_import_bytes is a 413 naming KPCA_MAX_IMPORT_BYTES, on either header."""
+    tar = {"Content-Type": "application/x-tar"}
+    inside = api.post("/v1/models/import", content=bytes(MAX_BODY_BYTES + 512), headers=tar)
+    assert_error(inside, 422, "invalid", "body")
+    over = api.post("/v1/models/import", content=bytes(MAX_IMPORT_BYTES + 1), headers=tar)
+    assert_error(over, 413, "too_large", "body")
+    assert "KPCA_MAX_IMPORT_BYTES" in over.json()["error"]["message"]
+    streamed = api.post("/v1/models/import", content=iter([bytes(MAX_BODY_BYTES)] * 3), headers=tar)
+    assert_error(streamed, 413, "too_large", "body")
+    elsewhere = api.put("/v1/datasets/x/chunks/0", content=bytes(MAX_BODY_BYTES + 512), headers=NPY)
+    assert "KPCA_MAX_BODY_BYTES" in elsewhere.json()["error"]["message"]
 
 
 def test_json_body_over_limit_is_413(api):
