@@ -9,35 +9,9 @@ every API call from the page sends the key the user typed, asked for when a call
 
 from __future__ import annotations
 
-from pathlib import Path
+from service.routes.static_page import CSS, JS, page_router
 
-from fastapi import APIRouter
-from fastapi.responses import FileResponse, HTMLResponse
-
-from service.errors import ApiError
-
-STATIC = Path(__file__).resolve().parents[1] / "static" / "dashboard"
 #: the page's assets: file name -> media type (nothing else under /dashboard/assets is served)
-ASSETS = {
-    "dashboard.css": "text/css; charset=utf-8",
-    "app.js": "text/javascript; charset=utf-8",
-    "api.js": "text/javascript; charset=utf-8",
-    "chart.js": "text/javascript; charset=utf-8",
-    "upload.js": "text/javascript; charset=utf-8",
-}
+ASSETS = {"dashboard.css": CSS, "app.js": JS, "api.js": JS, "chart.js": JS, "upload.js": JS}
 
-router = APIRouter(include_in_schema=False)
-
-
-@router.get("/", response_class=HTMLResponse)
-async def dashboard_page() -> HTMLResponse:
-    """The dashboard page (its scripts call the API from the browser)."""
-    return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
-
-
-@router.get("/dashboard/assets/{asset}")
-async def dashboard_asset(asset: str) -> FileResponse:
-    """One of the page's own assets (`ASSETS`); 404 for any other name."""
-    if asset not in ASSETS:
-        raise ApiError(404, "not_found", f"no dashboard asset {asset[:100]!r}", "asset")
-    return FileResponse(STATIC / asset, media_type=ASSETS[asset], headers={"Cache-Control": "no-cache"})
+router = page_router("/", "/dashboard/assets", "dashboard", ASSETS, "dashboard")

@@ -10,29 +10,9 @@ The page and its two assets hold no data and need no API key; the page asks for 
 
 from __future__ import annotations
 
-from pathlib import Path
+from service.routes.static_page import CSS, JS, page_router
 
-from fastapi import APIRouter
-from fastapi.responses import FileResponse, HTMLResponse
-
-from service.errors import ApiError
-
-STATIC = Path(__file__).resolve().parents[1] / "static" / "docs"
 #: the page's assets: file name -> media type (nothing else under /docs/assets is served)
-ASSETS = {"docs.js": "text/javascript; charset=utf-8", "docs.css": "text/css; charset=utf-8"}
+ASSETS = {"docs.js": JS, "docs.css": CSS}
 
-router = APIRouter(include_in_schema=False)
-
-
-@router.get("/docs", response_class=HTMLResponse)
-async def docs_page() -> HTMLResponse:
-    """The API reference page (reads ``/openapi.json`` in the browser)."""
-    return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
-
-
-@router.get("/docs/assets/{asset}")
-async def docs_asset(asset: str) -> FileResponse:
-    """One of the page's own assets (`ASSETS`); 404 for any other name."""
-    if asset not in ASSETS:
-        raise ApiError(404, "not_found", f"no docs asset {asset[:100]!r}", "asset")
-    return FileResponse(STATIC / asset, media_type=ASSETS[asset])
+router = page_router("/docs", "/docs/assets", "docs", ASSETS, "docs")

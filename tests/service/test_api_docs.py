@@ -8,30 +8,14 @@ documented as JSON; schema properties without a description, or described by pap
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import pytest
 
 from service import Settings, create_app
+from tests.page_checks import Links, external
 
 EXPECTED_TYPES = {".js": "text/javascript", ".css": "text/css", ".json": "application/json"}
-
-
-class _Assets(HTMLParser):
-    """Every ``src`` and ``href`` of a page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.urls += [value for name, value in attrs if name in ("src", "href") and value]
-
-
-def _external(url: str, base: str) -> bool:
-    parts = urlsplit(urljoin(base, url))
-    return parts.scheme in ("http", "https") and parts.netloc != urlsplit(base).netloc
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +26,19 @@ def document():
 def test_docs_and_every_asset_come_from_the_service(api, server):
     page = api.get("/docs")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    parser = _Assets()
+    parser = Links()
     parser.feed(page.text)
     assets = [url for url in parser.urls if not url.startswith("#")]
     assert any(url.endswith(".js") for url in assets) and any(url.endswith(".css") for url in assets), assets
     for url in assets:
-        assert not _external(url, server + "/docs"), f"/docs references an external asset: {url}"
+        assert not external(url, server + "/docs"), f"/docs references an external asset: {url}"
         response = api.get(urljoin(server + "/docs", url))
         assert response.status_code == 200, url
         suffix = "." + url.rsplit(".", 1)[-1]
         assert response.headers["content-type"].startswith(EXPECTED_TYPES[suffix]), (url, response.headers)
         # nor does an asset pull in another from elsewhere (script URLs, CSS url(), @import)
         for found in re.findall(r"https?://[^\s\"')]+", response.text):
-            assert not _external(found, server), f"{url} references {found}"
+            assert not external(found, server), f"{url} references {found}"
 
 
 def test_the_page_reads_the_document_and_unknown_assets_are_404(api):

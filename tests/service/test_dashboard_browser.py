@@ -16,41 +16,24 @@ from __future__ import annotations
 
 import io
 import re
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from service.routes.dashboard import ASSETS
+from tests.page_checks import Links, external
 from tests.service.browser import open_page
 
 PATCH, N_PATCHES, COMPONENTS, PASSES = 8, 600, 4, 6
 EXPECTED_TYPES = {".js": "text/javascript", ".css": "text/css"}
 
 
-class _Links(HTMLParser):
-    """Every ``src`` and ``href`` of a page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.urls += [value for name, value in attrs if name in ("src", "href") and value]
-
-
-def _external(url: str, base: str) -> bool:
-    parts = urlsplit(urljoin(base, url))
-    return parts.scheme in ("http", "https") and parts.netloc != urlsplit(base).netloc
-
-
 def test_the_page_and_its_assets_come_from_the_service(api, server):
     page = api.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    links = _Links()
+    links = Links()
     links.feed(page.text)
     named = {url for url in links.urls if url.startswith("/dashboard/assets/")}
     imported = set()
@@ -59,12 +42,12 @@ def test_the_page_and_its_assets_come_from_the_service(api, server):
         assert response.status_code == 200, asset
         assert response.headers["content-type"].startswith(EXPECTED_TYPES[Path(asset).suffix]), response.headers
         for found in re.findall(r"https?://[^\s\"'`)]+", response.text):
-            assert not _external(found, server), f"{asset} references {found}"
+            assert not external(found, server), f"{asset} references {found}"
         imported |= {f"/dashboard/assets/{name}" for name in re.findall(r'from "\./([\w.-]+)"', response.text)}
     # every asset is reachable from the page (linked or imported), and everything named is served
     assert named | imported == {f"/dashboard/assets/{name}" for name in ASSETS}, (named, imported)
     for url in links.urls:
-        assert not _external(url, server + "/"), f"/ references an external asset: {url}"
+        assert not external(url, server + "/"), f"/ references an external asset: {url}"
     assert api.get("/dashboard/assets/index.html").status_code == 404
     assert api.get("/dashboard/assets/..%2Fdashboard.py").status_code == 404
     assert api.get("/dashboard/assets/other.js").status_code == 404

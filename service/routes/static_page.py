@@ -1,0 +1,37 @@
+"""A page of our own with its assets, served from ``service/static/<folder>`` (``/docs``, ``/``).
+
+The page and its assets hold no data and need no API key (`service.security.ROUTE_RULES`); only
+the asset names listed are served, so nothing else in the package can be reached through them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, HTMLResponse
+
+from service.errors import ApiError
+
+STATIC = Path(__file__).resolve().parents[1] / "static"
+JS, CSS = "text/javascript; charset=utf-8", "text/css; charset=utf-8"
+
+
+def page_router(page: str, assets_route: str, folder: str, assets: dict[str, str], what: str) -> APIRouter:
+    """A router serving ``folder``'s ``index.html`` at ``page`` and each of ``assets`` (file name ->
+    media type) at ``assets_route/{asset}``; any other asset name is a 404 on ``asset``. Cost: one
+    file read per request."""
+    root = STATIC / folder
+    router = APIRouter(include_in_schema=False)
+
+    @router.get(page, response_class=HTMLResponse, name=f"{folder}_page")
+    async def serve_page() -> HTMLResponse:
+        return HTMLResponse((root / "index.html").read_text(encoding="utf-8"))
+
+    @router.get(f"{assets_route}/{{asset}}", name=f"{folder}_asset")
+    async def serve_asset(asset: str) -> FileResponse:
+        if asset not in assets:
+            raise ApiError(404, "not_found", f"no {what} asset {asset[:100]!r}", "asset")
+        return FileResponse(root / asset, media_type=assets[asset], headers={"Cache-Control": "no-cache"})
+
+    return router
