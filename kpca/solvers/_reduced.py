@@ -68,7 +68,6 @@ from kpca.reduced_sets import (
     paring_estimate,
     shadow_epsilon,
     shadow_estimate,
-    uniform_subset,
 )
 from kpca.rows import Centering
 from kpca.solvers._exact import exact_components
