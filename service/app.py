@@ -29,6 +29,7 @@ from service.routes import (
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
+from store.archive import sweep_imports
 from store.jobs import JobRegistry
 from workers import Backend
 from workers.plugins import import_modules
@@ -45,6 +46,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.models = ModelRegistry(data_dir)
     app.state.checkpoints = CheckpointStore(data_dir)
     app.state.clusterings = ClusteringRegistry(data_dir)
+    swept = await run_in_threadpool(sweep_imports, data_dir)
+    if swept:
+        log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), data_dir / ".imports")
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
                       plugins=settings.solver_plugins)
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds

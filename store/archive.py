@@ -43,6 +43,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -330,3 +331,30 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
         if created_dataset is not None:
             with contextlib.suppress(NotFound):
                 datasets.delete(created_dataset)
+
+
+#: what `sweep_imports` leaves alone: an import may still be writing or verifying anything younger
+STALE_IMPORT_S = 3600.0
+
+
+def sweep_imports(root: Path | str, older_than_s: float = STALE_IMPORT_S, now: float | None = None) -> list[str]:
+    """Remove what interrupted imports left in ``root/.imports`` (a body streamed there, a verification
+    folder) when it was last changed over ``older_than_s`` seconds before ``now``; the names removed.
+    Run at start-up: an import cut short by a crash otherwise keeps its bytes forever. (The data set a
+    crashed import was filling stays listed as ``open``; delete it if it is not wanted.) Cost: one
+    listing of the folder."""
+    folder = Path(root) / ".imports"
+    now = time.time() if now is None else now
+    removed = []
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
+        try:
+            if now - entry.lstat().st_mtime <= older_than_s:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except FileNotFoundError:  # another process swept it first
+            continue
+        removed.append(entry.name)
+    return removed

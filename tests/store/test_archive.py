@@ -4,6 +4,7 @@ kind of damaged or hostile archive refused before anything is created."""
 from __future__ import annotations
 
 import io
+import os
 import json
 import tarfile
 from pathlib import Path
@@ -233,3 +234,19 @@ def test_not_a_tar_is_refused(tmp_path):
     path = tmp_path / "junk.tar"
     path.write_bytes(b"not an archive at all" * 100)
     refused(tmp_path / "root", path, "tar")
+
+
+def test_start_up_sweeps_what_interrupted_imports_left(tmp_path):
+    from store.archive import STALE_IMPORT_S, sweep_imports
+
+    imports = tmp_path / ".imports"
+    (imports / "0123abcd").mkdir(parents=True)
+    (imports / "0123abcd" / "rows.npy").write_bytes(b"x" * 10)
+    (imports / ".upload-old.tar").write_bytes(b"y" * 10)
+    (imports / ".upload-new.tar").write_bytes(b"z" * 10)
+    old = imports.stat().st_mtime - STALE_IMPORT_S - 60
+    for stale in (imports / "0123abcd", imports / ".upload-old.tar"):
+        os.utime(stale, (old, old))
+    assert sweep_imports(tmp_path) == [".upload-old.tar", "0123abcd"]
+    assert [p.name for p in imports.iterdir()] == [".upload-new.tar"]  # an import may still be writing it
+    assert sweep_imports(tmp_path / "never-used") == []
