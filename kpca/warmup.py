@@ -4,7 +4,7 @@ The kernels are ``numba.njit(cache=True)``: the first call of each, per argument
 (seconds) and writes the machine code under ``NUMBA_CACHE_DIR``. `warm_up` fits a tiny model of
 every registered solver, and of every kernel, on float32 and float64 rows, then projects and
 reconstructs through it, so that a container image built with this step starts with a full cache.
-Cost: about 20 s of compilation on an empty cache, a fraction of a second on a full one.
+Cost: the compilation of every kernel on an empty cache; on a full one only the tiny fits.
 """
 
 from __future__ import annotations

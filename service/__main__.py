@@ -2,9 +2,9 @@
 
 Every setting of `service.settings.Settings` is a flag (``--max-body-bytes``, ``--api-keys-file``,
 ...), generated from the model by pydantic-settings' command-line source with its description and
-environment variable in ``--help``; a flag overrides its ``KPCA_*`` variable. Without API keys (``KPCA_API_KEYS``) the service listens on loopback only:
-asking for another interface exits with status 2, unless
-``KPCA_ALLOW_UNAUTHENTICATED=1``. A configuration that cannot be read (a
+environment variable in ``--help``; a flag overrides its ``KPCA_*`` variable. Without API keys
+(``KPCA_API_KEYS``) the service listens on loopback only: asking for another interface exits with
+status 2, unless ``KPCA_ALLOW_UNAUTHENTICATED=1``. A configuration that cannot be read (a
 malformed key entry, say) also exits with status 2, naming the setting.
 """
 
