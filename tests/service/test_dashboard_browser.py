@@ -139,6 +139,16 @@ def test_a_user_uploads_fits_watches_and_denoises_through_the_page(api, server, 
         last_value = record["history"][-1]["convergence"]["value"]
         assert float(page.text_content("#watch-value")) == pytest.approx(last_value, rel=1e-3)
 
+        # the pictures of the ended fit: the route's default convergence size, and the 8x8 patches' components
+        page.wait_for_function("""() => ['convergence-picture', 'components-picture'].every((id) =>
+            document.getElementById(id).naturalWidth > 0)""")
+        sizes = page.evaluate("""() => ['convergence-picture', 'components-picture'].map((id) => {
+            const img = document.getElementById(id); return [img.naturalWidth, img.naturalHeight, img.src]; })""")
+        assert sizes[0][:2] == [900, 700], sizes
+        assert all(src.startswith("blob:") for _, _, src in sizes), sizes
+        assert page.text_content("#components-note") == ""
+        shot("04b-pictures")
+
         # an API error is shown as the service words it: the same name again is a 409
         page.click("#fit-form button[type=submit]")
         page.wait_for_selector("#message:not([hidden])")

@@ -85,6 +85,9 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
         page.wait_for_function("document.getElementById('watch-status').textContent === 'completed'")
         assert page.get_attribute("#chart", "data-points") == str(PASSES)
         assert writer.get("/v1/models/digits-kha").json()["status"] == "completed"
+        # the pictures are fetched with the key too (8x8 digits: components.png works)
+        page.wait_for_function("""() => ['convergence-picture', 'components-picture'].every((id) =>
+            document.getElementById(id).naturalWidth > 0)""")
         page.screenshot(path=str(artefacts / "13-fit-with-key.png"), full_page=True)
 
         # cancel and resume a long fit from the buttons

@@ -152,12 +152,54 @@ function onProgress(data) {
   drawChart($("chart"), watch.points, watch.passes);
 }
 
+// ---- the watched model's pictures: fetched with the key, shown from object URLs ----------------------
+
+const pictureUrls = {};
+
+function showPicture(id, blob) {
+  if (pictureUrls[id]) URL.revokeObjectURL(pictureUrls[id]);
+  pictureUrls[id] = blob ? URL.createObjectURL(blob) : null;
+  if (blob) $(id).src = pictureUrls[id];
+  else $(id).removeAttribute("src");
+}
+
+function clearPictures() {
+  showPicture("convergence-picture", null);
+  showPicture("components-picture", null);
+  $("components-note").textContent = "";
+  $("pictures").hidden = true;
+}
+
+// once per watch when the fit has ended with at least one pass: convergence.png, and components.png when
+// completed (a 422, rows that are not images or an autoencoder, is a muted note, not an error)
+async function loadPictures(name, status) {
+  const path = "/v1/models/" + encodeURIComponent(name);
+  const current = () => watch.name === name;
+  $("pictures").hidden = false;
+  try {
+    const blob = await (await call(path + "/convergence.png", { cache: "no-store" })).blob();
+    if (current()) showPicture("convergence-picture", blob);
+  } catch (error) {
+    if (current()) $("components-note").textContent = "convergence picture: " + describe(error);
+  }
+  if (status !== "completed" || !current()) return;
+  try {
+    const blob = await (await call(path + "/components.png")).blob();
+    if (current()) showPicture("components-picture", blob);
+  } catch (error) {
+    if (!current()) return;
+    $("components-note").textContent = error instanceof ApiError && error.status === 422
+      ? "no component images: " + error.message : "components picture: " + describe(error);
+  }
+}
+
 function onEvent(message) {
   if (message.event === "progress") onProgress(message.data);
   else if (message.event === "status") setWatchStatus(message.data.status, message.data.error);
   else if (message.event === "end") {
     setWatchStatus(message.data.status, null);
     $("watch-remaining").textContent = message.data.status === "completed" ? "0 s" : "-";
+    if (watch.points.length && ["completed", "failed", "cancelled"].includes(message.data.status)) loadPictures(watch.name, message.data.status);
     refresh();
   }
 }
@@ -170,6 +212,7 @@ async function startWatching(name) {
   ["watch-pass", "watch-remaining", "watch-value"].forEach((id) => ($(id).textContent = "-"));
   $("watch-metric").textContent = $("watch-eigenvalues").textContent = "";
   setWatchStatus(null, null);
+  clearPictures();
   document.querySelectorAll("#models tr.model-row").forEach((row) => row.classList.toggle("selected", row.dataset.name === name));
   drawChart($("chart"), [], 0);
   try {
