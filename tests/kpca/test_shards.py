@@ -25,6 +25,11 @@ BLOCK = 64
 # uneven shards; with blocks of 64 (in permuted order) every block has rows in every shard
 SPLITS = [2, [170, 250], [97, 211, 112]]
 ARRAYS = ("A", "AK", "B", "BK", "rho", "gain", "eigenvalues", "centering_column_means")
+# KHA and KHA-t: no reduction over shards reaches their arithmetic, so they differ from the one-process
+# passes only where a GEMM rounds a column differently by its place in the block. OpenBLAS 0.3.31
+# (numpy 2.4) does (X @ Y[170:].T differs from (X @ Y.T)[:, 170:] by 1 ulp in places); earlier
+# builds gave bit-identical A and AK.
+GEMM_RTOL = 1e-13
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +82,8 @@ def test_two_sharded_passes_equal_the_one_process_passes(data, solver, split):
     got, stopped, _ = sharded_fit(data, first, 2, split)
     assert not stopped
     assert_same_state(got, want)
-    if solver in ("kha", "kha-t"):  # no reduction over shards reaches their arithmetic
-        for key in ("A", "AK"):
-            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    if solver in ("kha", "kha-t"):  # no reduction over shards reaches their arithmetic: GEMM rounding only
+        assert relative_difference(got, want) <= GEMM_RTOL
 
 
 @pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
