@@ -79,7 +79,7 @@ from bench._common import output_path, save  # noqa: E402
 from kpca._threads import blas_limit  # noqa: E402
 from kpca.driver import PassHooks, run_passes  # noqa: E402
 from kpca.kernels import KernelSpec  # noqa: E402
-from kpca.model import served_model  # noqa: E402
+from kpca.solvers import served_model  # noqa: E402
 from kpca.noise import gaussian_noise, speckle_noise  # noqa: E402
 from kpca.preimage import LearnedInverse, reconstruct  # noqa: E402
 from kpca.rows import KernelRows  # noqa: E402
@@ -117,7 +117,7 @@ def fit_autoencoder(solver: str, train: np.ndarray, k: int, passes: int, seed: i
     rows = KernelRows(train, POLY2)
     declared = SOLVERS[solver]
     params = declared.resolved({"seed": seed}, FitContext(n_rows=train.shape[0], n_components=k,
-                                                          dense_limit=train.shape[0]))
+                                                          exact_limit=train.shape[0]))
     state = declared.start(rows, k, params)
     hooks = PassHooks(on_pass=lambda s: surrogates.append(float(s["surrogate_sum"]) / train.shape[0]))
     state, _ = run_passes(rows, state, passes, BLOCK_SIZE, hooks)
@@ -129,7 +129,7 @@ def fit_exact(train: np.ndarray, k: int):
     """``(served model, seconds)``: solver ``exact`` with ``<x, y>^2``, as the worker runs it."""
     started = time.perf_counter()
     rows = KernelRows(train, POLY2)
-    context = FitContext(n_rows=train.shape[0], n_components=k, dense_limit=train.shape[0], kernel=POLY2)
+    context = FitContext(n_rows=train.shape[0], n_components=k, exact_limit=train.shape[0], kernel=POLY2)
     declared = SOLVERS["exact"]
     state = declared.fit(rows, k, declared.resolved({}, context), context)
     return served_model(state, rows, POLY2), time.perf_counter() - started

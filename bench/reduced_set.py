@@ -54,7 +54,7 @@ from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 from bench._common import output_path, save  # noqa: E402
 from kpca._threads import blas_limit  # noqa: E402
 from kpca.kernels import KernelSpec, median_distance  # noqa: E402
-from kpca.model import served_model  # noqa: E402
+from kpca.solvers import served_model  # noqa: E402
 from kpca.rows import KernelRows  # noqa: E402
 from kpca.solvers import SOLVERS, FitContext  # noqa: E402
 
@@ -74,7 +74,7 @@ def fit(solver: str, X: np.ndarray, spec: KernelSpec, given: dict):
     the served model."""
     started = time.perf_counter()
     rows = KernelRows(X, spec)
-    context = FitContext(n_rows=X.shape[0], n_components=R, dense_limit=X.shape[0], kernel=spec)
+    context = FitContext(n_rows=X.shape[0], n_components=R, exact_limit=X.shape[0], kernel=spec)
     declared = SOLVERS[solver]
     params = declared.resolved(given, context)
     state = declared.fit(rows, R, params, context)

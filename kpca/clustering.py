@@ -8,9 +8,9 @@ and scores it by Meila's variation of information against the classes
 
 1. ``D = diag(K 1)``, ``L = D^-1/2 K D^-1/2`` (`kpca.affinity.AffinityRows`;
    K uncentred, no centring of L);
-2. ``U`` (l x k): the k leading eigenvectors of L, found by any solver of
-   `CLUSTERING_SOLVERS` on the rows of L -- the KHA family (seed 000
-   eq. 8-21, pass by pass), ``exact`` or ``lanczos``;
+2. ``U`` (l x k): the k leading eigenvectors of L, found on the rows of L by
+   any solver that declares itself clusterable (`clustering_solvers`) -- the
+   KHA family (seed 000 eq. 8-21, pass by pass), ``exact`` or ``lanczos``;
 3. ``Y``: the rows of U normalised to unit length;
 4. k-means on the rows of Y (scikit-learn's, fixed seed); point i gets the
    cluster of row i.
@@ -30,14 +30,13 @@ its row of U; then normalised and given the nearest k-means centre
 (`Clustering.predict`, one pass over the data per block of points, O(l n)
 per point).
 
-Driving an iterative fit pass by pass (what a worker does): `start_clustering`
-(the degree pass, the solver's start; the state is the solver's plain dict,
-carrying the degrees), then `kpca.driver.run_passes` with any
+Driving a fit (what a worker does): `prepare_clustering` (the degree pass,
+the solver's start, `kpca.fitting.prepare_fit`; the state is the solver's
+plain dict, carrying the degrees), its ``run`` with any
 `kpca.driver.PassHooks`, and `clustering_from_state` whenever labels are
 wanted (after each pass: O(k^2 l) plus k-means on l x k). A checkpointed
-state resumes as any fit's: ``rows.restore_centering(state)`` (the degrees)
-and `solver_state` (the state without the labels `Clustering.to_state` kept
-beside it). `spectral_clustering` does it all in one call.
+state resumes as any fit's, from `solver_state` (the state without the
+labels `Clustering.to_state` kept beside it). `spectral_clustering` does it all in one call.
 """
 
 from __future__ import annotations
@@ -49,14 +48,13 @@ import numpy as np
 from sklearn.cluster import KMeans
 
 from kpca.affinity import AFFINITY_KERNELS, AffinityRows
-from kpca.driver import PassHooks, run_passes
+from kpca.driver import PassHooks
+from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
-from kpca.solvers import FitContext, get_solver
+from kpca.solvers import SOLVERS, get_solver
 from kpca.solvers._extend import REDUCED_INITS
 from kpca.solvers._ritz import RELATIVE_RANK_TOL
-
-CLUSTERING_SOLVERS = ("kha-smd", "kha-et", "kha-t", "kha", "exact", "lanczos")
 N_INIT = 10  # k-means restarts
 
 
@@ -122,10 +120,15 @@ def solver_state(state: dict) -> dict:
     return {key: value for key, value in state.items() if key not in CLUSTER_KEYS}
 
 
+def clustering_solvers() -> tuple[str, ...]:
+    """Names of the solvers that declare themselves clusterable (`kpca.solvers.Solver.clusterable`). O(solvers)."""
+    return tuple(name for name, solver in SOLVERS.items() if solver.clusterable)
+
+
 def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, solver: str = "kha-smd",
                      params: dict | None = None) -> None:
-    """`kpca.params.ParamError` naming ``n_clusters`` (not an integer in 2 .. l - 1), ``solver`` (not in
-    `CLUSTERING_SOLVERS`), ``kernel.type`` (values that are not positive affinities) or ``params.init``
+    """`kpca.params.ParamError` naming ``n_clusters`` (not an integer in 2 .. l - 1), ``solver`` (not a
+    `clustering_solvers`), ``kernel.type`` (values that are not positive affinities) or ``params.init``
     (a reduced-set start, which centres the rows its own way). What a request can be checked for before
     any pass; the solver's own parameters are checked by its ``check``. O(1)."""
     if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)):
@@ -133,8 +136,8 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
     if not 2 <= n_clusters <= n_rows - 1:
         raise ParamError("n_clusters", f"must be between 2 and {n_rows - 1} (the data's {n_rows} rows minus one), "
                                        f"got {n_clusters}")
-    if solver not in CLUSTERING_SOLVERS:
-        raise ParamError("solver", f"spectral clustering takes the eigenvectors of {', '.join(CLUSTERING_SOLVERS)}; "
+    if solver not in clustering_solvers():
+        raise ParamError("solver", f"spectral clustering takes the eigenvectors of {', '.join(clustering_solvers())}; "
                                    f"got {solver!r}")
     if kernel is not None and kernel.type not in AFFINITY_KERNELS:
         raise ParamError("kernel.type", f"spectral clustering needs positive affinities: use "
@@ -146,7 +149,8 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
 
 def affinity_rows(rows_or_X, kernel: KernelSpec | dict | None = None) -> AffinityRows:
     """``rows_or_X`` if it is an `AffinityRows`, else the rows of L over the array X (l, n) with ``kernel``
-    (default a Gaussian of width ``"auto"``, the median distance of a sample). O(l n)."""
+    (a `KernelSpec` or its dict; default a Gaussian of width ``"auto"``, the median distance of a
+    sample). O(l n)."""
     if isinstance(rows_or_X, AffinityRows):
         return rows_or_X
     if kernel is None:
@@ -156,46 +160,17 @@ def affinity_rows(rows_or_X, kernel: KernelSpec | dict | None = None) -> Affinit
     return AffinityRows(np.asarray(rows_or_X), kernel)
 
 
-def _context(rows: AffinityRows, n_clusters: int) -> FitContext:
-    mean_diagonal = None if rows.centering is None else rows.centering.mean_diagonal
-    return FitContext(n_rows=rows.n_rows, n_components=int(n_clusters), mean_diagonal=mean_diagonal,
-                      kernel=rows.kernel)
-
-
-def start_clustering(rows: AffinityRows, n_clusters: int, solver: str = "kha-smd",
-                     params: dict | None = None) -> tuple[dict, dict]:
-    """``(state, params_used)``: the start of an iterative solver on L, ready for `kpca.driver.run_passes`
-    (``params_used["passes"]``, ``["block_size"]``). Resolves ``"auto"`` kernel widths, runs the degree pass
-    unless ``rows.centering`` is set (a resumed fit), resolves the solver's parameters (the gains from
-    ``trace(L) / l``, `kpca.defaults`) and calls its ``start``. Cost: the degree pass, ``2 l^2 n`` flops,
-    plus the start (a warm start: m rows of L). `kpca.params.ParamError` as `check_clustering`."""
+def prepare_clustering(rows: AffinityRows, n_clusters: int, solver: str = "kha-smd", params: dict | None = None,
+                       resume: dict | None = None, exact_limit: int | None = None) -> PreparedFit:
+    """The fit of the k leading eigenvectors of L ready to run (`kpca.fitting.prepare_fit` over the rows
+    of L: the degree pass is its centring pass, ``resume`` a checkpointed solver state, `solver_state`);
+    ``run`` it, then `clustering_from_state`. ``exact_limit``: the largest l a dense solver may take
+    (default: any). `kpca.params.ParamError` as `check_clustering` and the solver's ``check``. Cost:
+    the degree pass, ``2 l^2 n`` flops, plus the solver's start (a warm start: m rows of L)."""
     params = dict(params or {})
     check_clustering(n_clusters, rows.n_rows, rows.kernel, solver, params)
-    declared = get_solver(solver)
-    if not declared.iterative:
-        raise ParamError("solver", f"{solver} is one-shot: use fit_clustering")
-    declared.check(params, _context(rows, n_clusters))
-    rows.resolve_kernel()
-    if rows.centering is None:
-        rows.fit_centering().require_variance()
-    used = declared.resolved(params, _context(rows, n_clusters))
-    return declared.start(rows, int(n_clusters), used), used
-
-
-def fit_clustering(rows: AffinityRows, n_clusters: int, solver: str = "exact", params: dict | None = None,
-                   report: Callable | None = None) -> tuple[dict, dict]:
-    """``(state, params_used)`` of a one-shot solver (``exact``, ``lanczos``) on L, with the solver's
-    ``report`` (`kpca.solvers.Iteration` per iteration). Cost: the degree pass plus the solver's (exact:
-    O(l^2 n + l^3), O(l^2) memory; lanczos: a pass per iteration)."""
-    params = dict(params or {})
-    check_clustering(n_clusters, rows.n_rows, rows.kernel, solver, params)
-    declared = get_solver(solver)
-    if declared.iterative:
-        raise ParamError("solver", f"{solver} is iterative: use start_clustering and run_passes")
-    rows.resolve_kernel()
-    context = _context(rows, n_clusters)
-    used = declared.resolved(params, context)
-    return declared.fit(rows, int(n_clusters), used, context, report=report), used
+    request = FitRequest(solver, int(n_clusters), params, rows.n_rows if exact_limit is None else exact_limit)
+    return prepare_fit(rows, request, resume=resume)
 
 
 def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init: int = N_INIT) -> Clustering:
@@ -235,17 +210,14 @@ def spectral_clustering(rows_or_X, n_clusters: int, kernel: KernelSpec | dict | 
     """
     rows = affinity_rows(rows_or_X, kernel)
     params = dict(params or {})
-    declared = get_solver(solver) if solver in CLUSTERING_SOLVERS else None
+    declared = SOLVERS.get(solver)
     if declared is not None and declared.param("seed") is not None:
         params.setdefault("seed", int(seed))
-    if declared is not None and not declared.iterative:
-        state, _ = fit_clustering(rows, n_clusters, solver, params)
-        return clustering_from_state(state, rows, seed, n_init)
-    state, used = start_clustering(rows, n_clusters, solver, params)
+    prepared = prepare_clustering(rows, n_clusters, solver, params)
     hooks = None
     if on_pass is not None:
         hooks = PassHooks(on_pass=lambda s: on_pass(clustering_from_state(s, rows, seed, n_init)))
-    state, _ = run_passes(rows, state, used["passes"], used["block_size"], hooks)
+    state, _ = prepared.run(rows, hooks)
     return clustering_from_state(state, rows, seed, n_init)
 
 

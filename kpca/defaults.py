@@ -14,10 +14,12 @@ trace, ``trace(K')/l`` = `kpca.rows.Centering.mean_diagonal` (``s`` below),
 which the centring pass gives for free. Hence, for parameters the user
 leaves out:
 
-    eta0 = ETA_SCALE[solver] / s,      mu = MU_SCALE / s.
+    eta0 = gain_scale / s,      mu = MU_SCALE / s,
+
+with ``gain_scale`` declared by each solver (`kpca.solvers.Solver.gain_scale`).
 
 For KHA/et the per-component gain (eq. 12) is ``eta0 ||lambda|| / lambda_i``,
-so ``eta_i lambda_i(C) = eta0 ||lambda(C)|| <= ETA_SCALE`` for every
+so ``eta_i lambda_i(C) = eta0 ||lambda(C)|| <= gain_scale`` for every
 component. ``mu`` is a gain on the log-gain and has units of ``1/lambda``
 too (``Gamma K' B^T`` scales with the kernel), hence the same normalisation.
 A user-given eta0 or mu is used unchanged, as in the paper. The scale
@@ -40,7 +42,6 @@ from __future__ import annotations
 PASSES = 20  # passes of an iterative fit
 EXACT_LIMIT = 3000  # largest l whose l x l kernel matrix a fit forms (exact solver, exact convergence figure)
 CHECKPOINT_KEEP = 3  # checkpoints kept per model: the last CHECKPOINT_KEEP, plus the best
-ETA_SCALE = {"kha": 0.05, "kha-t": 0.5, "kha-et": 0.1, "kha-smd": 0.05}
 MU_SCALE = 0.2
 XI = 0.99  # SMD decay factor, set a priori (seed 000 §5)
 WARM_GAIN_SCALE = 0.03  # eta0 and mu defaults after init="subset", for l <= WARM_REFERENCE_ROWS
@@ -55,10 +56,11 @@ BLOCK_ROWS = 1024
 BLOCK_ELEMENTS = 2**24
 
 
-def default_eta0(solver: str, mean_diagonal: float, init: str = "random", n_rows: int | None = None,
+def default_eta0(gain_scale: float, mean_diagonal: float, init: str = "random", n_rows: int | None = None,
                  init_size: int | None = None) -> float:
-    """eta0 = ETA_SCALE[solver] / (trace(K')/l), times `warm_scale` after a warm start."""
-    return ETA_SCALE[solver] * warm_scale(init, n_rows, init_size) / max(mean_diagonal, 1e-300)
+    """eta0 = gain_scale / (trace(K')/l), times `warm_scale` after a warm start (``gain_scale``: the
+    solver's, `kpca.solvers.Solver.gain_scale`)."""
+    return gain_scale * warm_scale(init, n_rows, init_size) / max(mean_diagonal, 1e-300)
 
 
 def default_mu(mean_diagonal: float, init: str = "random", n_rows: int | None = None,
@@ -92,27 +94,3 @@ def default_block_size(n_rows: int) -> int:
 def formed_block_size(n_rows: int) -> int:
     """Rows per block where the rows are formed: about BLOCK_ELEMENTS kernel entries, 1 to BLOCK_ROWS rows."""
     return int(max(1, min(BLOCK_ROWS, n_rows, BLOCK_ELEMENTS // max(n_rows, 1))))
-
-
-# Sharded fits (docs/scaling.md): a KHA-family fit on at least SHARD_MIN_ROWS rows is spread over every
-# worker that offers the fit resource unless the request says otherwise (parameter ``workers``); below
-# it the messages per block cost more than the shards save. The service's KPCA_SHARD_MIN_ROWS overrides it.
-SHARD_MIN_ROWS = 50_000
-
-
-def shard_count(requested: int | str | None, n_rows: int, available: int, min_rows: int = SHARD_MIN_ROWS) -> int:
-    """Shards of a fit over ``n_rows`` rows with ``available`` workers offering the fit resource.
-
-    ``requested`` is the parameter ``workers``: None (the default) gives ``available`` when
-    ``n_rows >= min_rows``, else 1; ``"all"`` gives ``available``; an integer k gives
-    ``min(k, available)``. Never more shards than rows, and at least 1. O(1).
-    """
-    if requested is None:
-        count = available if n_rows >= min_rows else 1
-    elif requested == "all":
-        count = available
-    elif isinstance(requested, str):
-        raise ValueError(f"workers: must be an integer or \"all\", got {requested!r}")
-    else:
-        count = min(int(requested), available)
-    return int(max(1, min(count, n_rows)))

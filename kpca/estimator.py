@@ -18,20 +18,18 @@ sklearn      k(x, y)                                     project kernel
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from kpca.driver import PassHooks, run_passes
+from kpca.driver import PassHooks
+from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KERNELS, KernelSpec
-from kpca.model import served_model
 from kpca.params import ParamError
 from kpca.preimage import reconstruct_components
-from kpca.rows import Centering, KernelRows
-from kpca.solvers import FitContext, get_solver, used_params
-from kpca.streaming import extend_state
+from kpca.rows import KernelRows
+from kpca.solvers import get_solver, served_model
 
 # the estimator's arguments that carry solver parameters, by parameter name
 _SOLVER_ARGUMENTS = {"passes": "passes", "seed": "random_state", "block_size": "block_size", "eta0": "eta0",
@@ -81,9 +79,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         "density": "kmeans"}`` for ``rskpca``, ``{"tol": 1e-10, "max_iter":
         200}`` for ``lanczos``), merged over the arguments above; a name the
         solver does not declare is a `ParamError` naming it. The estimator
-        fits in one process: ``workers`` (KHA family, sharded fits of the
-        service) may only be left out or 1; anything else is a `ParamError`
-        naming ``workers``.
+        fits in one process (sharded fits are the service's placement).
 
     inverse_method : str, default "auto"
         Pre-image method of `inverse_transform` (`kpca.preimage.METHODS`;
@@ -161,17 +157,16 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         given = {p.name: values[p.name] for p in declared if values[p.name] is not None}
         return KernelSpec(kernel, **given)  # an unknown kernel raises a ParamError naming it
 
-    def _solver_params(self, solver) -> dict:
+    def _request(self, solver, n_rows: int) -> FitRequest:
+        """The fit the arguments ask for: the chosen solver's parameters from the arguments that carry
+        them, ``solver_params`` merged over them; every l may form its l x l matrix (one process)."""
         given = {}
         for param in solver.params:
             argument = _SOLVER_ARGUMENTS.get(param.name)
             if argument is not None and getattr(self, argument) is not None:
                 given[param.name] = getattr(self, argument)
-        given = {**given, **(self.solver_params or {})}
-        if given.get("workers", 1) not in (None, 1) or isinstance(given.get("workers"), bool):
-            raise ParamError("workers", f"the estimator fits in one process: leave workers out or give 1, got "
-                                        f"{given['workers']!r} (sharded fits run on the service's dask workers)")
-        return given
+        return FitRequest(solver.name, int(self.n_components), {**given, **(self.solver_params or {})},
+                          exact_limit=n_rows)
 
     def fit(self, X, y=None, callback=None):
         """Fit on X of shape (n_samples, n_features); ``callback(state)`` after each pass.
@@ -182,26 +177,10 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         if X.shape[0] < 2:
             raise ValueError(f"X: n_samples = {X.shape[0]}; kernel PCA needs at least 2 samples")
-        solver = get_solver(self.solver)
         rows = KernelRows(X, self._kernel_spec(X.shape[1]), dtype=np.float64)
-        context = FitContext(n_rows=X.shape[0], n_components=int(self.n_components), dense_limit=X.shape[0],
-                             kernel=rows.kernel)
-        given = self._solver_params(solver)
-        solver.check(given, context, where="")  # before any pass over the data
-        rows.resolve_kernel()
-        if solver.iterative:
-            centering = rows.fit_centering().require_variance()
-            params = solver.resolved(given, dataclasses.replace(context, mean_diagonal=centering.mean_diagonal),
-                                     where="")
-            state = solver.start(rows, context.n_components, params)
-            state, _ = run_passes(rows, state, params["passes"], params["block_size"], PassHooks(on_pass=callback))
-        else:
-            context = dataclasses.replace(context, kernel=rows.kernel)
-            params = solver.resolved(given, context, where="")
-            state = solver.fit(rows, context.n_components, params, context)
-            if solver.serves == "expansion":  # a model over centres has its own centring, kept in its state
-                rows.centering = Centering.from_state(state)
-        self._adopt(rows, state, params)
+        prepared = prepare_fit(rows, self._request(get_solver(self.solver), X.shape[0]), where="")
+        state, _ = prepared.run(rows, PassHooks(on_pass=callback))
+        self._adopt(rows, state, prepared)
         return self
 
     def partial_fit(self, X, y=None, callback=None):
@@ -220,31 +199,21 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         solver = get_solver(self.state_["solver"])
         if not solver.iterative or solver.model is not None:
             return self.fit(X_all, callback=callback)  # one-shot, or a state that does not grow with the rows
-        rows = KernelRows(X_all, KernelSpec.from_dict(self.kernel_), dtype=np.float64)  # the fitted width
-        state, centering = extend_state(self.state_, self.rows_.centering, rows)
-        context = FitContext(n_rows=rows.n_rows, n_components=int(self.n_components),
-                             mean_diagonal=centering.mean_diagonal)
-        # the state fits the old rows only: the gains (defaults, or the user's) of a start that knows
-        # nothing of the new ones
-        given = {**self._solver_params(solver), "init": "random"}
-        params = solver.resolved(given, context, where="")
-        state = solver.regain(state, params)
-        state, _ = run_passes(rows, state, state["pass"] + params["passes"], params["block_size"],
-                              PassHooks(on_pass=callback))
-        self._adopt(rows, state, params)
+        rows = KernelRows(X_all, self.rows_.kernel, dtype=np.float64)  # the fitted width
+        prepared = prepare_fit(rows, self._request(solver, rows.n_rows), resume=self.state_, where="")
+        state, _ = prepared.run(rows, PassHooks(on_pass=callback), passes=self.state_["pass"] + prepared.params["passes"])
+        self._adopt(rows, state, prepared)
         return self
 
-    def _adopt(self, rows: KernelRows, state: dict, params: dict) -> None:
+    def _adopt(self, rows: KernelRows, state: dict, prepared: PreparedFit) -> None:
         """Set the fitted attributes from a solver's final state."""
-        self.rows_, self.state_, self._params = rows, state, params
+        self.rows_, self.state_, self._params = rows, state, prepared.params
         model = served_model(state, rows)
         self.model_ = model
         # a model of its own (autoencoder KPCA) has no expansion over the rows: coefficients_ None
         self.coefficients_, self.eigenvalues_ = getattr(model, "A", None), model.eigenvalues
         self.kernel_ = rows.kernel.to_dict()
-        used = {**params, **{k: state[k] for k in ("eta0", "mu", "xi", "gain_reductions", "init", "init_size")
-                             if k in state}, **used_params(state)}
-        self.params_used_ = {k: v for k, v in used.items() if v is not None}
+        self.params_used_ = prepared.used(state)
 
     def transform(self, X):
         """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""

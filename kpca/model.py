@@ -38,7 +38,6 @@ import numpy as np
 from kpca.kernels import KernelSpec, kernel_diagonal
 from kpca.params import check_points
 from kpca.rows import KernelRows
-from kpca.solvers._registry import get_solver
 
 _BLOCK_ENTRIES = 2**22  # entries of one (rows x l) working array, about 32 MiB in float64
 
@@ -93,8 +92,8 @@ class KernelModel:
 
     @classmethod
     def from_estimator(cls, estimator) -> "KernelModel":
-        """The model a fitted `kpca.estimator.KernelHebbianPCA` serves."""
-        return served_model(estimator.state_, estimator.rows_)
+        """The model a fitted `kpca.estimator.KernelHebbianPCA` serves (its ``model_``)."""
+        return estimator.model_
 
     # -- sizes ---------------------------------------------------------------
     @property
@@ -269,28 +268,3 @@ class KernelModel:
         O(l n) diagonal of K once).
         """
         return self.map_blocks(self.check_points(X), lambda B: self.distances(self.target(B)), self.rows.n_rows)
-
-
-def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec | None = None) -> KernelModel:
-    """The model a solver state serves (`kpca.solvers.Solver.components`).
-
-    A solver with a model of its own (`kpca.solvers.Solver.model`) builds it.
-    For a solver that serves ``"expansion"`` the components are expanded
-    over ``rows``, the training data (required). For one that serves
-    ``"centres"`` they are expanded over the centres kept in the state, so
-    the training data is never read: ``rows`` may be None, and ``kernel``
-    (default ``rows.kernel``) names the kernel. The centring is the state's
-    (`kpca.rows.Centering.to_state`); ``rows`` gets it. Cost: the solver's
-    ``components`` (O(r^2 l) for the Ritz components of the KHA family).
-    """
-    solver = get_solver(state["solver"])
-    if solver.model is not None:
-        return solver.model(state, rows, kernel if kernel is not None else rows.kernel)
-    if solver.serves == "centres":
-        rows = KernelRows(np.asarray(state["centres"]), kernel if kernel is not None else rows.kernel)
-    elif rows is None:
-        raise ValueError(f"rows: a {solver.name} model is expanded over its training rows; pass them")
-    if "centering_column_means" in state:
-        rows.restore_centering(state)
-    A, AK, eigenvalues = solver.components(state)
-    return KernelModel(rows=rows, A=A, AK=AK, eigenvalues=np.asarray(eigenvalues, dtype=np.float64))

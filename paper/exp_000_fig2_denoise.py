@@ -17,7 +17,8 @@ import scipy.linalg
 from skimage import data
 
 from bench.denoise_image import PATCH, linear_pca_denoise
-from kpca.defaults import ETA_SCALE, MU_SCALE
+from kpca.defaults import MU_SCALE
+from kpca.solvers import get_solver
 from kpca.images import assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants
 from kpca.kernels import KernelSpec
 from kpca.metrics import minimal_error
@@ -49,7 +50,7 @@ def tune(q: dict, passes: int) -> dict:
 
     params, tried = {"kha": {"eta0": KIM_ETA0}}, {}
     for solver in ("kha-t", "kha-et"):
-        eta0, tried[solver] = local_search(lambda v: score(solver, eta0=v), ETA_SCALE[solver] / q["s"])
+        eta0, tried[solver] = local_search(lambda v: score(solver, eta0=v), get_solver(solver).gain_scale / q["s"])
         params[solver] = {"eta0": eta0}
     eta0 = params["kha-et"]["eta0"]
     mu, tried["kha-smd"] = local_search(lambda v: score("kha-smd", eta0=eta0, mu=v, xi=0.99), MU_SCALE / q["s"])

@@ -2,7 +2,7 @@
 
 NJW spectral clustering (`kpca.clustering`) of all 1797 of scikit-learn's digits / 16 into 10 clusters:
 the 10 leading eigenvectors of L = D^-1/2 K D^-1/2 (Gaussian K) by KHA/t, KHA/et and KHA-SMD from the
-random start (`start_clustering`, `kpca.driver.run_passes` with a per-pass hook), k-means on their
+random start (`prepare_clustering`, `kpca.driver.run_passes` with a per-pass hook), k-means on their
 normalised rows (`clustering_from_state`) after every pass, scored by the variation of information
 against the digit labels (`kpca.metrics.variation_of_information`); exact eigenvectors for comparison.
 """
@@ -17,8 +17,9 @@ import scipy.linalg
 from sklearn.datasets import load_digits
 
 from kpca.affinity import AffinityRows
-from kpca.clustering import clustering_from_state, fit_clustering, start_clustering
-from kpca.defaults import ETA_SCALE, MU_SCALE
+from kpca.clustering import clustering_from_state, prepare_clustering
+from kpca.defaults import MU_SCALE
+from kpca.solvers import get_solver
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, variation_of_information
@@ -32,7 +33,7 @@ K, SIGMA, BLOCK = 10, 3.0, 256
 
 def run_solver(rows, L, e_min, solver, passes, params, truth=None, n_init=10) -> dict:
     """Excess error (of L's rank-K reconstruction, eq. 22) and, with ``truth``, VI after every pass."""
-    state, _ = start_clustering(rows, K, solver, {"init": "random", "seed": 0, **params})
+    state = prepare_clustering(rows, K, solver, {"init": "random", "seed": 0, **params}).state
     errors, vi = [], []
 
     def on_pass(s):
@@ -61,13 +62,13 @@ def run(figures: Path, quick: bool = False) -> dict:
 
     params, tried = {}, {}
     for solver in ("kha-t", "kha-et"):
-        eta0, tried[solver] = local_search(lambda v: score(solver, eta0=v), ETA_SCALE[solver] / s)
+        eta0, tried[solver] = local_search(lambda v: score(solver, eta0=v), get_solver(solver).gain_scale / s)
         params[solver] = {"eta0": eta0}
     eta0 = params["kha-et"]["eta0"]
     mu, tried["kha-smd"] = local_search(lambda v: score("kha-smd", eta0=eta0, mu=v, xi=0.99), MU_SCALE / s)
     params["kha-smd"] = {"eta0": eta0, "mu": mu, "xi": 0.99}
     runs = {solver: run_solver(rows, L, e_min, solver, passes, params[solver], truth, n_init) for solver in params}
-    exact_state, _ = fit_clustering(rows, K, "exact")
+    exact_state, _ = prepare_clustering(rows, K, "exact").run(rows)
     vi_exact = variation_of_information(clustering_from_state(exact_state, rows, 0, n_init).labels, truth)
     rng = np.random.default_rng(0)
     vi_random = float(np.mean([variation_of_information(rng.integers(0, K, n), truth) for _ in range(20)]))

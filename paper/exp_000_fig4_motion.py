@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import scipy.linalg
 
-from kpca.defaults import ETA_SCALE, MU_SCALE
+from kpca.defaults import MU_SCALE
+from kpca.solvers import get_solver
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
 from kpca.metrics import minimal_error
@@ -47,7 +48,7 @@ def run(figures: Path, quick: bool = False) -> dict:
 
     params, tried = {}, {}
     for solver in ("kha-t", "kha-et"):
-        eta0, tried[solver] = local_search(lambda v: final_score(go(solver, eta0=v)), ETA_SCALE[solver] / s)
+        eta0, tried[solver] = local_search(lambda v: final_score(go(solver, eta0=v)), get_solver(solver).gain_scale / s)
         params[solver] = {"eta0": eta0}
     eta0 = params["kha-et"]["eta0"]
     mu, tried["kha-smd"] = local_search(lambda v: final_score(go("kha-smd", eta0=eta0, mu=v, xi=0.99)), MU_SCALE / s)

@@ -179,8 +179,7 @@ def _check_rows(rows: np.ndarray, dataset: dict) -> None:
 def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_features: int) -> None:
     """The checkpoint must be a plain one that serves ``record``'s components over ``rows``: the served model
     is built and one row projected. Cost: loading the checkpoint, the solver's components and one kernel row."""
-    from kpca.kernels import KernelSpec
-    from kpca.model import served_model
+    from kpca.solvers import served_model
     from kpca.rows import KernelRows
 
     if record.n_features is not None and record.n_features != n_features:
@@ -196,7 +195,7 @@ def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_featu
     if state.get("solver") not in (None, record.solver):
         raise _refuse(f"{CHECKPOINT} was written by solver {state.get('solver')!r}, {RECORD} says {record.solver!r}")
     try:
-        kernel = KernelSpec.from_dict(record.fit_kernel)
+        kernel = record.fit_kernel
         model = served_model(state, KernelRows(rows, kernel), kernel)
         projected = np.asarray(model.project(np.asarray(rows[:1], dtype=np.float64)))
     except Exception as exc:  # any mismatch of shapes or keys between the record, the checkpoint and the rows

@@ -5,7 +5,8 @@ A clustering (seed 000 §5.3; `kpca.clustering`) is a job like a model's fit
 progress and history, checkpoints, cancel flag and lease. Layout under the
 data folder ``root``::
 
-    clusterings/{name}/clustering.json   the record (`ClusteringRecord`, schema_version 1)
+    clusterings/{name}/clustering.json   the record (`ClusteringRecord`, schema_version 2; version 1 is
+                                         migrated on read, `store.records.migrate_placement`)
     clusterings/{name}/labels.npy        the labels of a completed clustering: int64, one per row
     clusterings/{name}/cancel, .lock, .fit, checkpoints/   as a model's (`store.jobs`, `store.checkpoints`)
 
@@ -30,16 +31,13 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
-from kpca import defaults
-from kpca.clustering import check_clustering
-from kpca.kernels import KernelSpec
 from store.atomic import write_via_temp
 from store.errors import Invalid, NotFound
 from store.jobs import JobRegistry
 from store.npy import write_npy
-from store.records import JobRecord, PassRecord, check_solver, dataset_fields
+from store.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_placement
 
-CLUSTERING_SCHEMA_VERSION = 1
+CLUSTERING_SCHEMA_VERSION = 2
 _LABELS = "labels.npy"
 
 
@@ -77,20 +75,13 @@ class ClusteringRecord(JobRecord):
         return self.n_clusters
 
     @classmethod
-    def new(cls, name: str, dataset: dict, labels: dict | None = None, *, kernel: dict, n_clusters: int,
-            solver: str, params: dict, exact_limit: int = defaults.EXACT_LIMIT,
-            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ClusteringRecord":
+    def new(cls, name: str, dataset: dict, labels: dict | None = None, *, kernel, n_clusters: int, solver: str,
+            params: dict, placement: Placement, checkpoint_keep: int) -> "ClusteringRecord":
         """A ``queued`` record for a clustering of ``dataset`` (its public metadata, `store.DatasetStore.get`)
-        with reference ``labels`` (the labels data set's metadata, or None).
-
-        Raises `kpca.params.ParamError` naming ``n_clusters`` (not in 2 .. n_rows - 1), ``solver`` (not one
-        of `kpca.clustering.CLUSTERING_SOLVERS`), ``kernel.type`` (not an affinity), ``params.<name>``
-        (`kpca.solvers.Solver.check` against the rows); `Invalid` naming ``labels_dataset`` when the labels
-        are not one column with a row per row of the data set. Cost O(parameters).
-        """
+        with reference ``labels`` (the labels data set's metadata, or None), the request's fields
+        already checked (`service`). `Invalid` naming ``labels_dataset`` when the labels are not one column
+        with a row per row of the data set. Cost O(1)."""
         n_rows = int(dataset["n_rows"])
-        check_clustering(n_clusters, n_rows, KernelSpec.from_dict(kernel), solver, params)
-        checked = check_solver(solver, params, dataset, n_clusters, kernel, exact_limit)
         if labels is not None:
             if int(labels["n_features"]) != 1:
                 raise Invalid("labels_dataset", f"labels_dataset: data set {labels['name']!r} has "
@@ -101,7 +92,7 @@ class ClusteringRecord(JobRecord):
                                                 f"rows; the labels of {dataset['name']!r} are one per row, "
                                                 f"{n_rows}")
         return cls(name=name, **dataset_fields(dataset), n_rows=n_rows, kernel=kernel, n_clusters=n_clusters,
-                   solver=solver, params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep,
+                   solver=solver, params=params, placement=placement, checkpoint_keep=checkpoint_keep,
                    labels_dataset=None if labels is None else labels["name"],
                    labels_dataset_version=None if labels is None else labels.get("version"))
 
@@ -114,6 +105,11 @@ class ClusteringRegistry(JobRegistry):
     kind = "clustering"
     document = "clustering.json"
     leftovers = ("cancel", _LABELS)
+
+    def migrate(self, doc: dict) -> dict:
+        """Version 1 records (``exact_limit`` and ``params.workers`` beside the solver's parameters) to
+        version 2 (`store.records.migrate_placement`)."""
+        return migrate_placement(doc, CLUSTERING_SCHEMA_VERSION) if doc.get("schema_version", 1) < 2 else doc
 
     def save_labels(self, name: str, labels: np.ndarray) -> None:
         """Write the labels (l,) of clustering ``name`` atomically as int64, replacing earlier ones;

@@ -12,36 +12,44 @@ service answers from it. Two parts:
   ``dataset_version`` change on resume): ``dataset``, ``dataset_version``,
   ``dataset_checksum``, ``n_features`` (the data set's columns: what a
   model over centres serves without its data set; None in records written
-  before it), ``kernel`` (`kpca.kernels.KernelSpec.to_dict`),
-  ``n_components``, ``solver``, ``params`` (the parameters the user gave,
-  checked against the solver's declaration, `kpca.solvers.SOLVERS`; the
-  others take their declared defaults), ``exact_limit``,
+  before it), ``kernel`` (a `kpca.kernels.KernelSpec`, stored as
+  ``{"type", parameters}``; widths may be ``"auto"``), ``n_components``,
+  ``solver``, ``params`` (the parameters the user gave, checked against
+  the solver's declaration, `kpca.solvers.SOLVERS`, by the service; the
+  others take their declared defaults), ``placement`` (where the job runs:
+  the dask ``workers`` asked for and the ``exact_limit`` of the service
+  that took it: settings of the job, not of its solver),
   ``checkpoint_keep``;
-* what the fit did (written by the worker): ``status``, ``progress``,
-  ``history`` (one `PassRecord` per pass), ``error``, ``params_used`` (every
-  parameter's value, defaults resolved), ``stopped_early``,
-  ``best_checkpoint``.
+* what the fit did (written by the worker): ``status``, ``fit_kernel`` (the
+  kernel with ``"auto"`` resolved, written once, when the fit first
+  starts), ``progress``, ``history`` (one `PassRecord` per pass),
+  ``error``, ``params_used`` (every parameter's value, defaults resolved),
+  ``stopped_early``, ``best_checkpoint``.
 
-Versions: 2 (this one). Version 1 records (written before the solver
-registry) are migrated when read (`migrate`): their ``params`` listed every
-parameter of every solver, None where left out; version 2 keeps only the
-given ones that the solver declares. An ``error`` that was a bare string
-becomes ``{"code": "internal", "message": ...}``. The file is rewritten in
-version 2 at its next update.
+Versions: 3 (this one). Older records are migrated when read (`migrate`)
+and rewritten in version 3 at their next update. Version 1 (written before
+the solver registry): ``params`` listed every parameter of every solver,
+None where left out; version 2 keeps only the given ones that the solver
+declares, and an ``error`` that was a bare string becomes ``{"code":
+"internal", "message": ...}``. Version 2 kept ``params.workers`` and
+``exact_limit`` beside the solver's parameters and the resolved kernel in
+``params_used.kernel``; version 3 keeps them in ``placement`` and
+``fit_kernel``.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
 
 from kpca import defaults
-from kpca.kernels import KernelSpec
-from kpca.solvers import SOLVERS, FitContext, get_solver
+from kpca.kernels import KERNELS, KernelSpec
+from kpca.solvers import SOLVERS
 from store.errors import Conflict, Invalid, NotFound
 
-MODEL_SCHEMA_VERSION = 2
+MODEL_SCHEMA_VERSION = 3
 STATUSES = ("queued", "running", "completed", "failed", "cancelled")
 ACTIVE = ("queued", "running")
 TERMINAL = ("completed", "failed", "cancelled")
@@ -52,6 +60,44 @@ ParamValue = int | float | str | bool | None
 
 class _Document(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+def _kernel_spec(value: Any) -> KernelSpec:
+    if isinstance(value, KernelSpec):
+        return value
+    if isinstance(value, Mapping):
+        return KernelSpec.from_dict(value)
+    raise ValueError(f'kernel: expected an object such as {{"type": "gaussian", "sigma": 3.0}}, got {value!r}')
+
+
+def kernel_json_schema() -> dict:
+    """The JSON schema of a kernel: one object per kernel of `kpca.kernels.KERNELS`, its type and
+    parameters (widths may be ``"auto"``). Cost O(kernels)."""
+    variants = []
+    for kernel in KERNELS.values():
+        properties = {"type": {"const": kernel.name}}
+        properties.update({p.name: p.json_schema() for p in kernel.params})
+        required = ["type", *(p.name for p in kernel.params if p.required)]
+        variants.append({"type": "object", "title": f"{kernel.name} kernel", "description": f"k(x, y) = {kernel.formula}",
+                         "properties": properties, "required": required, "additionalProperties": False})
+    return {"oneOf": variants, "description": "the kernel: its type and parameters",
+            "examples": [{"type": "gaussian", "sigma": 3.0}]}
+
+
+KernelField = Annotated[KernelSpec, PlainValidator(_kernel_spec), PlainSerializer(KernelSpec.to_dict, return_type=dict),
+                        WithJsonSchema(kernel_json_schema())]
+"""A kernel field of a document: a `kpca.kernels.KernelSpec` in Python, ``{"type", parameters}`` in JSON
+(checked against `kpca.kernels.KERNELS` when read: a `kpca.params.ParamError` naming ``kernel.<param>``)."""
+
+
+class Placement(_Document):
+    """Where a job runs: settings of the job, not of its solver."""
+
+    workers: int | Literal["all"] | None = Field(
+        default=None, description="dask workers a KHA-family fit is sharded over, as asked: an integer, \"all\", "
+                                  "or None (all when the data set has at least KPCA_SHARD_MIN_ROWS rows, else 1)")
+    exact_limit: int = Field(default=defaults.EXACT_LIMIT, description="largest l whose l x l kernel matrix the job "
+                                                                       "may form (dense solvers, the exact figure)")
 
 
 class Convergence(_Document):
@@ -128,10 +174,12 @@ class JobRecord(_Document):
     dataset_version: int | None = Field(default=None, description="data set version the job is fit on")
     dataset_checksum: str | None = Field(default=None, description="checksum of the data set when the fit was asked")
     n_features: int | None = Field(default=None, description="columns of the data set the job is fit on")
-    kernel: dict[str, Any] = Field(description="kernel type and parameters")
+    kernel: KernelField = Field(description="kernel type and parameters, as asked")
+    fit_kernel: KernelField | None = Field(default=None, description="the kernel the fit uses: \"auto\" widths "
+                                           "resolved from the data when the fit first starts; None before")
     solver: str = Field(description="a solver of GET /v1/solvers")
     params: dict[str, ParamValue] = Field(default_factory=dict, description="solver parameters as requested")
-    exact_limit: int = Field(default=defaults.EXACT_LIMIT, description="largest l whose exact figure is computed")
+    placement: Placement = Field(default_factory=Placement, description="where the job runs")
     checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, description="checkpoints kept (plus the best)")
     status: Status = Field(default="queued", description="queued | running | completed | failed | cancelled")
     progress: Progress | None = Field(default=None, description="where the fit stands after its latest "
@@ -139,8 +187,7 @@ class JobRecord(_Document):
     history: list[PassRecord] = Field(default_factory=list, description="one record per completed pass")
     error: FitError | None = Field(default=None, description="why the fit failed; None unless status is failed")
     params_used: dict[str, Any] | None = Field(
-        default=None, description="every parameter's value in the fit, defaults resolved; kernel: the kernel "
-                                  "the fit used (\"auto\" resolved)")
+        default=None, description="every parameter's value in the fit, defaults resolved")
     stopped_early: bool | None = Field(default=None, description="the fit met params.tol before all passes")
     warnings: list[str] = Field(default_factory=list, description="what a user should know of a completed fit")
     best_checkpoint: BestCheckpoint | None = Field(default=None, description="the checkpoint with the lowest "
@@ -153,12 +200,6 @@ class JobRecord(_Document):
         """The document stored on disk (aliases such as ``pass``), as plain Python values: writing it
         (`store.atomic.dump_json`) refuses NaN and infinities wherever they are. Cost O(record size)."""
         return self.model_dump(by_alias=True)
-
-    @property
-    def fit_kernel(self) -> dict:
-        """The kernel the fit used: ``params_used.kernel`` once the fit resolved ``"auto"``, else the
-        kernel as asked."""
-        return (self.params_used or {}).get("kernel") or self.kernel
 
     @property
     def passes(self) -> int:
@@ -231,18 +272,12 @@ class ModelRecord(JobRecord):
     n_components: int = Field(ge=1, description="number of components r")
 
     @classmethod
-    def new(cls, name: str, dataset: dict, *, kernel: dict, n_components: int, solver: str, params: dict,
-            exact_limit: int = defaults.EXACT_LIMIT, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
-        """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`).
-
-        The solver's parameters are checked against the data set's rows
-        (`kpca.solvers.Solver.check`: ``n_components`` below the rows,
-        ``init_size`` in range, the exact solver's limit), raising
-        `kpca.params.ParamError` naming the field. Cost O(parameters).
-        """
-        checked = check_solver(solver, params, dataset, n_components, kernel, exact_limit)
+    def new(cls, name: str, dataset: dict, *, kernel: KernelSpec, n_components: int, solver: str, params: dict,
+            placement: Placement, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
+        """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`), the
+        request's fields already checked (`service`). Cost O(1)."""
         return cls(name=name, **dataset_fields(dataset), kernel=kernel, n_components=n_components, solver=solver,
-                   params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep)
+                   params=params, placement=placement, checkpoint_keep=checkpoint_keep)
 
     @property
     def serves_without_dataset(self) -> bool:
@@ -257,14 +292,6 @@ class ModelRecord(JobRecord):
         (autoencoder KPCA, `kpca.solvers.Solver.model`): its components have no input-space image."""
         solver = SOLVERS.get(self.solver)
         return solver is not None and solver.model is not None
-
-
-def check_solver(solver: str, params: dict, dataset: dict, n_components: int, kernel: dict, exact_limit: int) -> dict:
-    """The solver's parameters checked against the data set's rows (`kpca.solvers.Solver.check`),
-    raising `kpca.params.ParamError` naming the field. Cost O(parameters)."""
-    context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit,
-                         kernel=KernelSpec.from_dict(kernel))
-    return get_solver(solver).check(params, context)
 
 
 def dataset_fields(dataset: dict) -> dict:
@@ -285,4 +312,25 @@ def migrate(doc: dict) -> dict:
         if isinstance(doc.get("error"), str):
             doc["error"] = {"code": "internal", "message": doc["error"]}
         doc["schema_version"] = 2
+    if doc["schema_version"] < 3:
+        return migrate_placement(doc, 3)
     return doc
+
+
+def migrate_placement(doc: dict, version: int) -> dict:
+    """A record of a version that kept ``params.workers`` and ``exact_limit`` beside the solver's
+    parameters and the resolved kernel in ``params_used.kernel`` (models of version 2, clusterings of
+    version 1), brought to ``version``: ``placement``, ``fit_kernel``. Cost O(size)."""
+    params = dict(doc.get("params") or {})
+    placement = {"workers": params.pop("workers", None)}
+    if doc.get("exact_limit") is not None:
+        placement["exact_limit"] = doc.pop("exact_limit")
+    used = doc.get("params_used")
+    if used is not None:
+        used = dict(used)
+        doc["fit_kernel"] = used.pop("kernel", None)
+        for key in ("workers", "exact_limit"):
+            used.pop(key, None)
+    if doc.get("fit_kernel") is None and doc.get("status") == "completed":  # completed before it was reported
+        doc["fit_kernel"] = doc.get("kernel")
+    return {**doc, "params": params, "params_used": used, "placement": placement, "schema_version": version}

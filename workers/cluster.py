@@ -41,9 +41,7 @@ import numpy as np
 
 from kpca.affinity import AffinityRows
 from kpca.clustering import Clustering, check_clustering, clustering_from_state, solver_state
-from kpca.kernels import KernelSpec
 from kpca.metrics import variation_of_information
-from kpca.solvers import FitContext
 from store import ClusteringRegistry, DatasetStore
 from store.clusterings import ClusteringPassRecord, ClusteringRecord
 from workers.fit import FitJob
@@ -77,11 +75,11 @@ class ClusteringJob(FitJob):
             labels = self.datasets.open_array(record.labels_dataset, record.labels_dataset_version)
             self.reference = np.asarray(labels[:, 0]).ravel()
         source = self.datasets.open_array(record.dataset, record.dataset_version)
-        return AffinityRows(source, KernelSpec.from_dict(record.fit_kernel))
+        return AffinityRows(source, record.fit_kernel or record.kernel)
 
-    def check(self, record: ClusteringRecord, context: FitContext) -> None:
-        check_clustering(record.n_clusters, context.n_rows, context.kernel, record.solver, record.params)
-        super().check(record, context)
+    def check(self, record: ClusteringRecord, rows: AffinityRows) -> None:
+        """`kpca.clustering.check_clustering`: the number of clusters, the solver and the affinity."""
+        check_clustering(record.n_clusters, rows.n_rows, rows.kernel, record.solver, record.params)
 
     def restored(self, state: dict) -> dict:
         if "cluster_labels" in state:
@@ -120,7 +118,7 @@ def load_clustering(data_dir: str, name: str) -> Clustering:
 
     def build(record: ClusteringRecord, state: dict) -> Clustering:
         source = DatasetStore(root).open_array(record.dataset, record.dataset_version)
-        return clustering_from_state(state, AffinityRows(source, KernelSpec.from_dict(record.fit_kernel)),
+        return clustering_from_state(state, AffinityRows(source, record.fit_kernel),
                                      kmeans_seed(record))
 
     return load_latest(ClusteringRegistry(root), name, build)

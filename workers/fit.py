@@ -25,7 +25,6 @@ can act on.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 import traceback
@@ -33,33 +32,32 @@ from pathlib import Path
 
 import numpy as np
 
-from kpca.driver import PassHooks, run_passes
+from kpca.driver import PassHooks
 from kpca.errors import Degenerate
-from kpca.kernels import KernelSpec
+from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.params import ParamError
-from kpca.rows import Centering, KernelRows
-from kpca.solvers import Diverged, FitContext, Iteration, Stopped, get_solver, used_params
-from kpca.streaming import extend_state
+from kpca.rows import KernelRows
+from kpca.solvers import Diverged, Iteration, Stopped, get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.errors import Corrupt
 from store.jobs import JobRegistry
 from store.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
-from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completion_warnings, params_used_of,
-                              still_ours)
+from workers.progress import ConvergenceFigure, ModelGone, PassReporter, completion_warnings, still_ours
 from workers.sharded_fit import fit_sharded, shard_request
 
 log = logging.getLogger(__name__)
 
 
 def open_rows(datasets: DatasetStore, record: ModelRecord, for_fit: bool = False) -> KernelRows:
-    """Kernel rows over the model's committed data set version, with the kernel the fit used
-    (`ModelRecord.fit_kernel`: ``"auto"`` resolved once, at the fit's start), computed by kernel tiles
-    in the fit's ``kernel_precision`` (float64 unless the fit asked for float32). Rows for serving
-    are float64; a fit's rows are in the kernel precision itself, so that with float32 the solver's
-    GEMMs against them run in float32 too (`kpca.solvers._blocked`, *Precision*)."""
+    """Kernel rows over the model's committed data set version, with the kernel the fit uses
+    (`ModelRecord.fit_kernel`, ``"auto"`` resolved once, at the fit's first start; before it, the
+    kernel as asked, which `kpca.fitting.prepare_fit` resolves), computed by kernel tiles in the
+    fit's ``kernel_precision`` (float64 unless the fit asked for float32). Rows for serving are
+    float64; a fit's rows are in the kernel precision itself, so that with float32 the solver's GEMMs
+    against them run in float32 too (`kpca.solvers._blocked`, *Precision*)."""
     source = datasets.open_array(record.dataset, record.dataset_version)
     precision = np.dtype(record.params.get("kernel_precision") or "float64")
-    return KernelRows(source, KernelSpec.from_dict(record.fit_kernel), dtype=precision if for_fit else np.float64,
+    return KernelRows(source, record.fit_kernel or record.kernel, dtype=precision if for_fit else np.float64,
                       compute_dtype=precision)
 
 
@@ -91,9 +89,24 @@ class FitJob:
         """The rows the solver runs on: the centred kernel rows of the record's data set version."""
         return open_rows(self.datasets, record, for_fit=True)
 
-    def check(self, record: JobRecord, context: FitContext) -> None:
-        """`kpca.params.ParamError` if the data (``context``) refuses the record's parameters."""
-        get_solver(record.solver).check(record.params, context)
+    def check(self, record: JobRecord, rows: KernelRows) -> None:
+        """What the kind of job checks besides its solver's parameters (`kpca.fitting.prepare_fit`
+        checks those), before any pass: `kpca.params.ParamError` naming the field. None by default."""
+
+    def prepare(self, record: JobRecord, rows: KernelRows, resume: dict | None = None, **options) -> PreparedFit:
+        """The record's fit prepared over ``rows`` (`kpca.fitting.prepare_fit`, ``options`` passed on),
+        after this kind's own `check`; the first time, the kernel it resolved is written to the record
+        (``fit_kernel``), so that every later run and every server uses that one."""
+        self.check(record, rows)
+        request = FitRequest(record.solver, record.n_components, record.params, record.placement.exact_limit)
+        prepared = prepare_fit(rows, request, resume=resume, **options)
+        if record.fit_kernel is None:
+            self.registry.update(record.name, fit_kernel=rows.kernel)
+        return prepared
+
+    def figure(self, record: JobRecord, rows: KernelRows) -> ConvergenceFigure:
+        """The convergence figure of the record's fit over ``rows`` (`workers.progress.ConvergenceFigure`)."""
+        return ConvergenceFigure(rows, record.n_components, record.placement.exact_limit, record.components_field)
 
     def restored(self, state: dict) -> dict:
         """A checkpoint's state as the passes continue from it (`annotate` may have added to it)."""
@@ -159,58 +172,25 @@ def run_fit(data_dir: str, model_name: str) -> str:
 
 
 def _fit(job: FitJob, record: JobRecord) -> str:
-    registry, checkpoints = job.registry, job.checkpoints
-    solver = get_solver(record.solver)
-    registry.update(record.name, status="running", error=None)
+    registry, checkpoints, name = job.registry, job.checkpoints, record.name
+    registry.update(name, status="running", error=None)
     rows = job.open_rows(record)
-    context = FitContext(n_rows=rows.n_rows, n_components=record.n_components, dense_limit=record.exact_limit,
-                         kernel=rows.kernel)
-    job.check(record, context)  # before any pass over the data
-    if rows.kernel.unresolved:  # the first run of this fit: resolve "auto" from the data, once
-        registry.update(record.name, params_used={"kernel": rows.resolve_kernel().to_dict()})
-    if not solver.iterative:
-        return _fit_once(job, solver, record, rows, context)
+    if not get_solver(record.solver).iterative:
+        return _fit_once(job, record, rows, job.prepare(record, rows))
     shards = shard_request(job, record, rows)
     if shards is not None:
-        return fit_sharded(job, record, rows, context, *shards)
-
-    name = record.name
+        return fit_sharded(job, record, rows, *shards)
     latest = checkpoints.latest_pass(name)
-    grown = False
-    if latest is not None:
-        state = job.restored(checkpoints.load(name, latest))
-        history = record.history[: int(state["pass"])]
-        if int(state["n_rows"]) != rows.n_rows:  # rows were appended: continue on the new version
-            state, _ = extend_state(state, Centering.from_state(state), rows)
-            grown = True
-        else:
-            rows.restore_centering(state)
-    else:
-        rows.fit_centering().require_variance()
-        state, history = None, []
-    given = dict(record.params)
-    if grown:  # the state fits the old rows only: the gains of a start that knows nothing of the new ones
-        given["init"] = "random"
-    elif state is not None:  # resolve as for the start the state had (a warm start's subset size)
-        given.update({k: state[k] for k in ("init", "init_size") if k in state})
-    params = solver.resolved(given, dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal))
-    if state is None:
-        state = dict(solver.start(rows, record.n_components, params), elapsed_s=0.0)
-    elif grown:
-        state = solver.regain(state, params)
-
-    def params_used(state: dict) -> dict:
-        return params_used_of(params, rows, record, state, workers=1 if "workers" in params else None)
-
-    registry.update(name, params_used=params_used(state))
-    report = PassReporter(job, record, rows, ConvergenceFigure(rows, record.n_components, record.exact_limit, record.components_field),
-                          params_used, history, state)
+    resume = None if latest is None else job.restored(checkpoints.load(name, latest))
+    prepared = job.prepare(record, rows, resume)
+    history = [] if prepared.started else record.history[: int(prepared.state["pass"])]
+    report = PassReporter(job, record, rows, job.figure(record, rows), prepared, history)
 
     def should_stop() -> bool:
         return report.stop_early or registry.cancel_requested(name)
 
-    state, stopped = run_passes(rows, state, record.passes, params["block_size"],
-                                PassHooks(on_pass=report, should_stop=should_stop))
+    registry.update(name, params_used=prepared.used(prepared.state))
+    state, stopped = prepared.run(rows, PassHooks(on_pass=report, should_stop=should_stop), passes=record.passes)
     if stopped and not report.stop_early:
         registry.update(name, status="cancelled")
         return "cancelled"
@@ -220,13 +200,12 @@ def _fit(job: FitJob, record: JobRecord) -> str:
     return "completed"
 
 
-def _fit_once(job: FitJob, solver, record: JobRecord, rows: KernelRows, context: FitContext) -> str:
+def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: PreparedFit) -> str:
     """A one-shot fit; one progress and history record per iteration it reports (an eigensolver's), and
     a final one with the convergence figure; a cancel request stops it between iterations."""
     registry = job.registry
     started = time.monotonic()
-    params = solver.resolved(record.params, context)
-    used = {**params, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit, "n_rows": rows.n_rows}
+    used = prepared.used({})
     history: list[PassRecord] = []
 
     def report(it: Iteration) -> bool:
@@ -243,15 +222,14 @@ def _fit_once(job: FitJob, solver, record: JobRecord, rows: KernelRows, context:
         return registry.cancel_requested(record.name)
 
     try:
-        state = solver.fit(rows, record.n_components, params, dataclasses.replace(context, kernel=rows.kernel),
-                           report=report)
+        state, _ = prepared.run(rows, report=report)
     except Stopped:
         registry.update(record.name, status="cancelled")
         return "cancelled"
-    used.update(used_params(state))  # what the fit settled on from the data (a number of centres)
+    used = prepared.used(state)  # with what the fit settled on from the data (a number of centres)
     done = len(history) + 1
     state = dict(state, **{"pass": done})
-    convergence, eigenvalues = ConvergenceFigure(rows, record.n_components, record.exact_limit, record.components_field)(rows, state)
+    convergence, eigenvalues = job.figure(record, rows)(rows, state)
     if convergence.metric == "eigenvalue_change":  # no previous pass to compare with
         convergence = Convergence(metric=convergence.metric, value=None)
     saved, fields = job.annotate(rows, state)

@@ -28,7 +28,8 @@ import scipy.linalg
 from kpca.errors import Degenerate
 from kpca.solvers import Diverged
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
-from kpca.model import KernelModel, served_model
+from kpca.model import KernelModel
+from kpca.solvers import served_model
 from kpca.rows import KernelRows
 from store import CheckpointStore, NotFound
 from store.jobs import JobRegistry
@@ -132,12 +133,12 @@ class PassReporter:
     rows : KernelRows
         The training rows (with their centring).
     figure : ConvergenceFigure
-    params_used : callable
-        ``params_used(state) -> dict``, the parameters to report.
+    prepared : kpca.fitting.PreparedFit
+        The fit: the state it starts from (its ``pass`` and ``elapsed_s``), what it reports as
+        ``params_used`` (`kpca.fitting.PreparedFit.used`) and the gains its solver reports
+        (`kpca.solvers.Solver.gains`).
     history : list of PassRecord
         Records of the passes before this run (a resumed fit).
-    start : dict
-        The state the run starts from (its ``pass`` and ``elapsed_s``).
     save : callable, optional
         ``save(name, pass, state)`` writes the checkpoint (default ``job.checkpoints.save``; a sharded
         fit's writes the shards' parts, then the manifest).
@@ -145,11 +146,12 @@ class PassReporter:
         The dask workers a sharded fit runs on, reported with each pass (None: one).
     """
 
-    def __init__(self, job, record: JobRecord, rows: KernelRows, figure: ConvergenceFigure, params_used,
-                 history: list[PassRecord], start: dict, save=None, workers: int | None = None):
+    def __init__(self, job, record: JobRecord, rows: KernelRows, figure: ConvergenceFigure, prepared,
+                 history: list[PassRecord], save=None, workers: int | None = None):
         self.job, self.registry, self.checkpoints = job, job.registry, job.checkpoints
-        self.record, self.rows = record, rows
-        self.figure, self.params_used, self.history = figure, params_used, list(history)
+        self.record, self.rows, self.prepared = record, rows, prepared
+        self.figure, self.history = figure, list(history)
+        start = prepared.state
         self.passes = record.passes
         self.tol = record.params.get("tol")
         self.best = record.best_checkpoint.model_dump(by_alias=True) if record.best_checkpoint else {}
@@ -172,7 +174,7 @@ class PassReporter:
         if self.tol is not None and value is not None and value < self.tol:
             self.stop_early = True
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
-        gains = state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0) if "gain" in state else None
+        gains = self.prepared.solver.gains(state)
         self.history.append(self.job.pass_record(pass_=done, elapsed_s=elapsed, convergence=convergence,
                                                  eigenvalues=lam.tolist(), workers=self.workers, **fields))
         progress = Progress(pass_=done, passes=self.passes, t=int(state.get("t", 0)),
@@ -184,7 +186,7 @@ class PassReporter:
         # the record first, then the checkpoint: a crash in between leaves a history one pass ahead of the
         # checkpoint, which a resumed run truncates and recomputes (the other order would lose an entry)
         self.registry.update(self.record.name, progress=progress, history=self.history,
-                             params_used=self.params_used(state), best_checkpoint=dict(self.best) or None)
+                             params_used=self.prepared.used(state), best_checkpoint=dict(self.best) or None)
         self.save(self.record.name, done, saved)
         retain(self.checkpoints, self.record.name, self.record.checkpoint_keep, self.best.get("pass"))
 
@@ -195,15 +197,6 @@ def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | 
     for p in passes[:-keep] if keep > 0 else passes[:-1]:
         if p != best_pass:
             checkpoints.delete(name, p)
-
-
-def params_used_of(params: dict, rows: KernelRows, record: JobRecord, state: dict, workers: int | None = None) -> dict:
-    """``params_used`` of an iterative fit: the resolved parameters, what the state settled on (its
-    gains, its start), the kernel, the rows and, for a KHA-family fit, the dask workers it runs on."""
-    own = {k: state[k] for k in ("eta0", "mu", "xi", "init", "init_size") if k in state}
-    used = {**params, **own, "kernel": rows.kernel.to_dict(), "exact_limit": record.exact_limit,
-            "n_rows": rows.n_rows, "gain_reductions": int(state.get("gain_reductions", 0)), "workers": workers}
-    return {k: v for k, v in used.items() if v is not None}
 
 
 def completion_warnings(rows: KernelRows, state: dict) -> list[str]:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kpca.kernels import KernelSpec
-from kpca.model import KernelModel, served_model
+from kpca.model import KernelModel
+from kpca.solvers import served_model
 from kpca.preimage import LearnedInverse, reconstruct
 from kpca.solvers import get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry
@@ -68,7 +68,7 @@ def load_model(data_dir: str, model_name: str) -> LoadedModel:
     def build(record: ModelRecord, state: dict) -> LoadedModel:
         over_centres = get_solver(record.solver).serves == "centres"
         rows = None if over_centres else open_rows(DatasetStore(root), record)
-        return LoadedModel(served_model(state, rows, KernelSpec.from_dict(record.fit_kernel)), record)
+        return LoadedModel(served_model(state, rows, record.fit_kernel), record)
 
     return load_latest(ModelRegistry(root), model_name, build)
 

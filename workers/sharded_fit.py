@@ -22,41 +22,32 @@ What differs:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 
 import numpy as np
 
-from kpca.defaults import SHARD_MIN_ROWS, shard_count
 from kpca.driver import PassHooks
 from kpca.shards import (SHARDED_KEYS, ShardGroup, join_state, reduction_unit, run_sharded_passes, send_start,
                          sharded_centering, state_rows, unit_bounds)
-from kpca.solvers import FitContext, get_solver
+from kpca.solvers import get_solver
 from kpca.solvers._ritz import ritz_values
 from store.records import JobRecord
-from workers.progress import (ConvergenceFigure, PassReporter, completion_warnings, params_used_of, still_ours)
+from workers.placement import shard_count, shard_min_rows
+from workers.progress import ConvergenceFigure, PassReporter, completion_warnings, still_ours
 from workers.shards import ActorGroup, ShardLost, fit_workers
 
 log = logging.getLogger(__name__)
 
-SHARDED_SOLVERS = ("kha", "kha-t", "kha-et", "kha-smd")
 MAX_LOSSES = 3  # workers a fit may lose before it fails (resumable)
 
 
-def shard_min_rows() -> int:
-    """``KPCA_SHARD_MIN_ROWS`` (default `kpca.defaults.SHARD_MIN_ROWS`): the rows from which a fit
-    without ``params.workers`` is sharded over every fit worker."""
-    value = os.environ.get("KPCA_SHARD_MIN_ROWS", "").strip()
-    return int(value) if value else SHARD_MIN_ROWS
-
-
 def shard_request(job, record: JobRecord, rows) -> tuple | None:
-    """``(client, shards)`` if the fit should be sharded (more than one shard), else None: a KHA-family
-    model fit running on a dask worker, on the rows its checkpoints were made on (a data set grown
-    since is extended in one process), with `kpca.defaults.shard_count` > 1 for ``params.workers``."""
-    requested = record.params.get("workers")
-    if not getattr(job, "shardable", False) or record.solver not in SHARDED_SOLVERS or requested == 1 or \
+    """``(client, shards)`` if the fit should be sharded (more than one shard), else None: a model fit of a
+    shardable solver (`kpca.solvers.Solver.shardable`) running on a dask worker, on the rows its
+    checkpoints were made on (a data set grown since is extended in one process), with
+    `workers.placement.shard_count` > 1 for ``placement.workers``."""
+    requested = record.placement.workers
+    if not getattr(job, "shardable", False) or not get_solver(record.solver).shardable or requested == 1 or \
             (requested is None and rows.n_rows < shard_min_rows()):
         return None
     from distributed import get_client, get_worker
@@ -73,14 +64,14 @@ def shard_request(job, record: JobRecord, rows) -> tuple | None:
     return (client, n) if n > 1 else None
 
 
-def fit_sharded(job, record: JobRecord, rows, context: FitContext, client, shards: int) -> str:
+def fit_sharded(job, record: JobRecord, rows, client, shards: int) -> str:
     """Run job ``record`` sharded over ``shards`` workers (`_run`), starting over from the last
     consistent checkpoint on the remaining workers when one is lost. Returns the final status."""
     lost: set[str] = set()
     losses = 0
     while True:
         try:
-            return _run(job, record, rows, context, client, shards, lost)
+            return _run(job, record, rows, client, shards, lost)
         except ShardLost as exc:
             lost.update(exc.addresses)
             losses += 1
@@ -103,55 +94,44 @@ def _place(client, wanted: int, lost: set[str]) -> list[str]:
     return ([own] if own in available else []) + [a for a in available if a != own][: wanted - (own in available)]
 
 
-def _run(job, record: JobRecord, rows, context: FitContext, client, shards: int, lost: set[str]) -> str:
+def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> str:
     registry, checkpoints, name = job.registry, job.checkpoints, record.name
-    solver = get_solver(record.solver)
     r, l = record.n_components, rows.n_rows
     unit = reduction_unit(l)
     addresses = _place(client, shards, lost)
     bounds = unit_bounds(l, len(addresses), unit)
+    rows.resolve_kernel()  # the shards compute their own kernel tiles: they need the widths first
     group = ActorGroup.start(client, addresses[: len(bounds)], bounds, data_dir=str(job.registry.root),
                              dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
                              precision=record.params.get("kernel_precision") or "float64", unit_rows=unit,
-                             n_components=r, d=state_rows(r, solver.name), kind_folder=registry.kind_folder,
+                             n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
                              kind=registry.kind)
     try:
         latest = checkpoints.latest_pass(name)
-        if latest is not None:
-            # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
-            full = job.restored(checkpoints.load(name, latest, without=("A", "AK", "B", "BK")))
-            rows.restore_centering(full)
-            group.load(name, latest, full)
-            state = {k: v for k, v in full.items() if k not in SHARDED_KEYS}
-            history = record.history[: int(state["pass"])]
+        # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
+        resume = None if latest is None else job.restored(checkpoints.load(name, latest, without=SHARDED_KEYS))
+        prepared = job.prepare(record, rows, resume, centre=lambda rows: _sharded_centering(group))
+        if prepared.started:
+            state, history = send_start(prepared.state, group), []
         else:
-            sharded_centering(group)
-            rows.centering = group.centering().require_variance()
-            state, history = None, []
-        given = dict(record.params)
-        if state is not None:
-            given.update({k: state[k] for k in ("init", "init_size") if k in state})
-        params = solver.resolved(given, dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal))
-        if state is None:
-            state = send_start(dict(solver.start(rows, r, params), elapsed_s=0.0), group)
-
-        def params_used(state: dict) -> dict:
-            return params_used_of(params, rows, record, state, workers=len(group))
+            group.load(name, latest, prepared.state)
+            state = {k: v for k, v in prepared.state.items() if k not in SHARDED_KEYS}
+            history = record.history[: int(state["pass"])]
 
         def save(job_name: str, pass_index: int, coordinator_state: dict) -> None:
             group.save(job_name, pass_index)
             checkpoints.save(job_name, pass_index, coordinator_state, parts=group.bounds)
 
-        registry.update(name, params_used=params_used(state))
-        figure = ShardedFigure(group, ConvergenceFigure(rows, r, record.exact_limit, record.components_field))
-        report = PassReporter(job, record, rows, figure, params_used, history, state, save=save, workers=len(group))
+        registry.update(name, params_used=prepared.used(state))
+        figure = ShardedFigure(group, job.figure(record, rows))
+        report = PassReporter(job, record, rows, figure, prepared, history, save=save, workers=len(group))
 
         def should_stop() -> bool:
             return report.stop_early or registry.cancel_requested(name)
 
         log.info("%s %s: %d passes sharded over %d workers (%s rows each)", registry.kind, name, record.passes,
                  len(group), [b - a for a, b in group.bounds])
-        state, stopped = run_sharded_passes(state, group, record.passes, params["block_size"],
+        state, stopped = run_sharded_passes(state, group, record.passes, prepared.params["block_size"],
                                             PassHooks(on_pass=report, should_stop=should_stop))
     finally:
         group.close()
@@ -164,6 +144,13 @@ def _run(job, record: JobRecord, rows, context: FitContext, client, shards: int,
     registry.update(name, status="completed", stopped_early=report.stop_early, warnings=warnings,
                     **job.finish(record, rows, final))
     return "completed"
+
+
+def _sharded_centering(group: ActorGroup):
+    """The centring pass over the shards (`kpca.shards.sharded_centering`): each keeps its columns'
+    means; the coordinator gets the whole centring (`kpca.rows.Centering`)."""
+    sharded_centering(group)
+    return group.centering()
 
 
 class ShardedFigure:

@@ -22,8 +22,8 @@ from kpca.solvers._registry import (
     get_solver,
     register,
     stored_components,
+    served_model,
     used_params,
-    WORKERS,
 )
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
@@ -34,6 +34,6 @@ from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers l
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "ITERATIVE_PARAMS", "WORKERS",
+__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "served_model", "ITERATIVE_PARAMS",
            "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]

@@ -62,8 +62,8 @@ _BLOCK_ENTRIES = 2**22  # entries of one (rows x l) working array of the encoder
 
 def resolve(params: dict, context) -> dict:
     """The parameters as given (their defaults need no data); `kpca.params.ParamError` on ``solver``
-    when the data set has more than ``context.dense_limit`` rows."""
-    check_rows_limit(NAME, context, context.dense_limit)
+    when the data set has more than ``context.exact_limit`` rows."""
+    check_rows_limit(NAME, context, context.exact_limit)
     return params
 
 

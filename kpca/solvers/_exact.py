@@ -45,4 +45,4 @@ def _fit(rows, n_components: int, params: dict, context: FitContext, report=None
 
 register(Solver("exact", "dense eigendecomposition of the centred kernel matrix: exact, O(l^2) memory and O(l^3) "
                          "time, for data sets up to the exact limit", params=(KERNEL_PRECISION,), dense=True,
-                fit=_fit))
+                clusterable=True, fit=_fit))

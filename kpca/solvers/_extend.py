@@ -30,8 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from kpca.errors import Degenerate
-from kpca.model import served_model
-from kpca.solvers._registry import FitContext, get_solver
+from kpca.solvers._registry import FitContext, get_solver, served_model
 from kpca.solvers._ritz import ritz_components
 
 REDUCED_INITS = ("nystrom", "rskpca")

@@ -38,7 +38,7 @@ from kpca import defaults
 from kpca.params import Param, ParamError
 from kpca.errors import Degenerate, Diverged
 from kpca.solvers._blocked import blocked_step_block
-from kpca.solvers._registry import ITERATIVE_PARAMS, WORKERS, Solver, register
+from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._extend import REDUCED_INITS, extended_start
 from kpca.solvers._reduced import check_centres
@@ -70,10 +70,10 @@ INIT_SIZE = Param("init_size", int, None, low=1,
                               "landmarks of init=nystrom (its default landmarks); unused by the other starts")
 
 
-def resolve(params: dict, context, *, name: str) -> dict:
-    """Gains of solver ``name`` from the data: a user's eta0 and mu unchanged, else the scale-free
-    defaults of `kpca.defaults` (smaller after the warm start); checks ``init_size`` against the
-    data. Cost O(1)."""
+def resolve(params: dict, context, *, gain_scale: float) -> dict:
+    """Gains from the data: a user's eta0 and mu unchanged, else the scale-free defaults of
+    `kpca.defaults` for the solver's ``gain_scale`` (smaller after the warm start); checks
+    ``init_size`` against the data. Cost O(1)."""
     try:
         if params["init"] not in REDUCED_INITS:
             check_init(params["init"], params["init_size"], context.n_components, context.n_rows)
@@ -94,7 +94,7 @@ def resolve(params: dict, context, *, name: str) -> dict:
     if context.mean_diagonal is not None:
         s, init, m = context.mean_diagonal, out["init"], out["init_size"]
         if out["eta0"] is None:
-            out["eta0"] = defaults.default_eta0(name, s, init, l, m)
+            out["eta0"] = defaults.default_eta0(gain_scale, s, init, l, m)
         if "mu" in out and out["mu"] is None:
             out["mu"] = defaults.default_mu(s, init, l, m)
     return out
@@ -243,17 +243,34 @@ def served_components(state: dict):
     return ritz_components(state["A"], state["AK"])
 
 
-def _kha_solver(name: str, summary: str, own: tuple[Param, ...]) -> Solver:
+USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions")
+
+
+def used(state: dict) -> dict:
+    """What the fit settled on besides its resolved parameters: the gains it runs with (after any
+    reduction by the divergence guard, `damped`, counted in ``gain_reductions``) and the start it
+    took. O(1)."""
+    return {key: state[key] for key in USED_KEYS if key in state}
+
+
+def gains(state: dict) -> np.ndarray:
+    """The per-component gains of the current pass (eq. 12; times ``exp(rho)`` for KHA-SMD, eq. 15). O(r)."""
+    return state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0)
+
+
+def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: float) -> Solver:
+    """Register a solver of the family: its name, summary, own parameters and gain scale
+    (`kpca.defaults`, *the gain rule*: chosen on digits by bench/convergence.py)."""
     return register(Solver(
-        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, WORKERS),
-        start=partial(start, name=name),
+        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE), shardable=True, clusterable=True,
+        gain_scale=gain_scale, start=partial(start, name=name),
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
-        resolve=partial(resolve, name=name), components=served_components))
+        resolve=partial(resolve, gain_scale=gain_scale), components=served_components, used=used, gains=gains))
 
 
-_kha_solver("kha", "Kernel Hebbian Algorithm with a constant gain; the baseline the others improve on", ())
-_kha_solver("kha-t", "KHA with a gain that decays as eta0 l / (t + l) over the steps t", ())
+_kha_solver("kha", "Kernel Hebbian Algorithm with a constant gain; the baseline the others improve on", (), 0.05)
+_kha_solver("kha-t", "KHA with a gain that decays as eta0 l / (t + l) over the steps t", (), 0.5)
 _kha_solver("kha-et", "KHA with per-component gains from the eigenvalue estimates; cheap "
-            "per step, fast on well-separated spectra", ())
+            "per step, fast on well-separated spectra", (), 0.1)
 _kha_solver("kha-smd", "KHA with gains adapted by stochastic meta-descent (each gain tuned as the fit runs); the "
-            "default: the fewest passes to a given error", (MU, XI))
+            "default: the fewest passes to a given error", (MU, XI), 0.05)

@@ -336,4 +336,5 @@ register(Solver(
     "lanczos",
     "exact leading eigenpairs of the centred kernel matrix without storing it (LOBPCG, one pass over the data "
     "per iteration, O(k l) memory): the exact reference for data sets too large for the exact solver",
-    params=(TOL, MAX_ITER, SEED, BLOCK, INIT, INIT_SIZE, KERNEL_PRECISION), fit=_fit, resolve=_resolve))
+    params=(TOL, MAX_ITER, SEED, BLOCK, INIT, INIT_SIZE, KERNEL_PRECISION), clusterable=True, fit=_fit,
+    resolve=_resolve))

@@ -47,11 +47,11 @@ Which reduced set (defaults chosen to work untuned):
   (Algorithm 2, one pass, O(l m n)) by default, or another RSDE of §6.
 
 Default m (``size``, ``landmarks``, and ``centres`` of a kernel without a
-shadow): ``min(l, max(10 r, 1000), dense_limit)``, the warm start's rule
+shadow): ``min(l, max(10 r, 1000), exact_limit)``, the warm start's rule
 (`kpca.solvers.default_init_size`): ten landmarks per component, and at
 least 1000 where the data have them, so the m x m eigenproblem takes about a
 second and its matrices 8 MB; never more than the m x m matrices a fit may
-form (``dense_limit``, the exact limit of the service).
+form (``exact_limit``, the exact limit of the service).
 """
 
 from __future__ import annotations
@@ -100,19 +100,19 @@ KMEANS_PASSES_PARAM = Param("kmeans_passes", int, KMEANS_PASSES, low=1, high=100
                             description="passes of mini-batch k-means over the data (then one assignment pass)")
 
 
-def default_centres(n_components: int, n_rows: int, dense_limit: int) -> int:
-    """``min(l, max(10 r, 1000), dense_limit)``: the default m (module docstring). O(1)."""
-    return int(min(n_rows, max(10 * n_components, 1000), dense_limit))
+def default_centres(n_components: int, n_rows: int, exact_limit: int) -> int:
+    """``min(l, max(10 r, 1000), exact_limit)``: the default m (module docstring). O(1)."""
+    return int(min(n_rows, max(10 * n_components, 1000), exact_limit))
 
 
 def check_centres(name: str, value: int | None, context: FitContext) -> int:
-    """``value`` (default `default_centres`) if ``n_components < value <= min(l, dense_limit)``, else
+    """``value`` (default `default_centres`) if ``n_components < value <= min(l, exact_limit)``, else
     `ParamError` naming ``name``: m centres carry at most m - 1 centred directions. O(1)."""
     r, l = context.n_components, context.n_rows
-    m = default_centres(r, l, context.dense_limit) if value is None else int(value)
-    top = min(l, context.dense_limit)
+    m = default_centres(r, l, context.exact_limit) if value is None else int(value)
+    top = min(l, context.exact_limit)
     if not r < m <= top:
-        bound = f"the {l} rows" if top == l else f"the exact limit {context.dense_limit} (m x m kernel matrix)"
+        bound = f"the {l} rows" if top == l else f"the exact limit {context.exact_limit} (m x m kernel matrix)"
         raise ParamError(name, f"must be between n_components + 1 = {r + 1} and {top} ({bound}), got {m}")
     return m
 
@@ -225,11 +225,11 @@ def _resolve_rskpca(params: dict, context: FitContext) -> dict:
             shadow_epsilon(context.kernel, out["ell"])  # raises, naming density
     elif out["centres"] is not None:
         out["centres"] = check_centres("centres", out["centres"], context)
-    if density == "herding" and l > context.dense_limit:
+    if density == "herding" and l > context.exact_limit:
         raise ParamError("density", f"herding evaluates all l^2 kernel values (the density at every row) and is "
-                                    f"limited to the exact limit of {context.dense_limit} rows (this data set has "
+                                    f"limited to the exact limit of {context.exact_limit} rows (this data set has "
                                     f"{l}); choose shadow, kmeans or paring")
-    top = min(l, context.dense_limit)
+    top = min(l, context.exact_limit)
     if out["max_centres"] is None:
         out["max_centres"] = top
     elif not r < out["max_centres"] <= top:

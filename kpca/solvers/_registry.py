@@ -30,10 +30,12 @@ from typing import Any
 import numpy as np
 
 from kpca import defaults
+from kpca.kernels import KernelSpec
+from kpca.model import KernelModel
 from kpca.params import Param, ParamError, check_params, with_defaults
+from kpca.rows import KernelRows
 
 SERVES = ("expansion", "centres")
-REQUEST_FIELDS = ("solver", "n_components")  # fields of a model request that `Solver.resolve` may name as they are
 
 # Parameters many solvers share; a solver lists those it reads in its own `params`.
 PASSES = Param("passes", int, defaults.PASSES, low=1, high=10_000,
@@ -46,14 +48,9 @@ TOL = Param("tol", float, None, low=0.0, low_open=True,
 KERNEL_PRECISION = Param(
     "kernel_precision", str, "float64", choices=("float64", "float32"),
     description="precision of the kernel tiles (GEMM and exp) and of the solver's product with them; centring "
-                "and the solver state stay float64. float32 is about twice as fast at ~1e-7 relative error "
-                "per kernel entry")
+                "and the solver state stay float64. float32 is faster, at about 1e-7 relative error per kernel "
+                "entry")
 ITERATIVE_PARAMS = (PASSES, SEED, BLOCK_SIZE, TOL, KERNEL_PRECISION)
-WORKERS = Param(
-    "workers", int, None, low=1, high=4096, words=("all",),
-    description=f"dask workers the fit is sharded over: an integer, or all (every worker that offers the fit "
-                f"resource); default: all when the data set has at least KPCA_SHARD_MIN_ROWS rows "
-                f"({defaults.SHARD_MIN_ROWS:,}), else 1. KHA family only")
 
 
 @dataclass(frozen=True)
@@ -70,9 +67,11 @@ class FitContext:
         ``trace(K') / l`` (`kpca.rows.Centering.mean_diagonal`) once the
         centring pass ran; None when parameters are checked before it (at
         model creation).
-    dense_limit : int
+    exact_limit : int
         Largest l whose l x l kernel matrix a fit may form (and largest m
-        whose m x m matrix a solver over m centres may form).
+        whose m x m matrix a solver over m centres may form); a setting of
+        the job (`kpca.defaults.EXACT_LIMIT` unless the service says
+        otherwise), not of the solver.
     kernel : kpca.kernels.KernelSpec or None
         The model's kernel, where the caller knows it (its widths may still
         be ``"auto"``): a solver may refuse a parameter the kernel cannot
@@ -83,7 +82,7 @@ class FitContext:
     n_rows: int
     n_components: int
     mean_diagonal: float | None = None
-    dense_limit: int = defaults.EXACT_LIMIT
+    exact_limit: int = defaults.EXACT_LIMIT
     kernel: Any = None
 
 
@@ -117,6 +116,10 @@ def used_params(state: Mapping[str, Any]) -> dict:
     return {key[len(USED_PREFIX):]: value for key, value in state.items() if key.startswith(USED_PREFIX)}
 
 
+def _no_gains(state: Mapping[str, Any]) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Solver:
     """A solver's declaration.
@@ -133,7 +136,18 @@ class Solver:
         See the module docstring.
     dense : bool
         Whether the fit forms the l x l kernel matrix: then it is limited to
-        ``context.dense_limit`` rows.
+        ``context.exact_limit`` rows.
+    shardable : bool
+        Whether its passes can run over row shards on several workers
+        (`kpca.shards.run_sharded_passes`: the KHA family).
+    clusterable : bool
+        Whether spectral clustering may take its eigenvectors of L
+        (`kpca.clustering`): it fits the leading eigenvectors of any
+        positive semi-definite row source and centres the rows itself.
+    gain_scale : float or None
+        Iterative solvers with a gain: the dimensionless ``eta0 *
+        trace(K')/l`` of the default gain (`kpca.defaults`, *the gain
+        rule*); None for solvers without one.
     fit : callable, optional
         One-shot solvers: ``fit(rows, n_components, params, context, report=None) -> state``.
         ``rows`` is a `kpca.rows.KernelRows` without centring; the state
@@ -142,7 +156,7 @@ class Solver:
         asks it to stop (it raises `kpca.errors.Stopped`). Values the fit
         settles on from the data (a number of centres found by a density
         estimate) go in the state as ``used_<name>`` entries, which
-        ``params_used`` reports as ``<name>`` (`used_params`).
+        ``params_used`` reports as ``<name>`` (`used`).
     start : callable, optional
         Iterative solvers: ``start(rows, n_components, params) -> state``
         with ``rows.centering`` set (Algorithm 1, step 1 for KHA).
@@ -166,13 +180,22 @@ class Solver:
         ``resolve(params, context) -> params`` fills the defaults that depend
         on the data (gains from ``context.mean_diagonal``) and checks values
         against it, raising `kpca.params.ParamError` naming the parameter
-        (``"init_size"``; `check` adds the prefix), or a field of the request
-        itself (`REQUEST_FIELDS`: ``"solver"`` for data the solver cannot take;
-        no prefix).
+        (``"init_size"``; `check` adds the caller's prefix), or what is not
+        a parameter as it is (``"solver"`` for data the solver cannot take,
+        ``"n_components"``).
     components : callable
         ``components(state) -> (A, AK, eigenvalues)`` that a model serves:
         coefficients (r, l or m), their image ``A K'`` and the variances,
         descending.
+    used : callable
+        ``used(state) -> dict``: the values the fit settled on that its
+        resolved parameters do not say (the gains after a reduction, the
+        start actually taken, a number of centres found), reported with them
+        as ``params_used``. Default: the state's ``used_<name>`` entries
+        (`used_params`).
+    gains : callable
+        ``gains(state) -> ndarray (r,) or None``: the per-component gains a
+        fit's progress reports after each pass (None: the solver has none).
     model : callable, optional
         For a model that is not a kernel expansion (autoencoder KPCA):
         ``model(state, rows, kernel) -> served``, an object with ``project(X)``
@@ -187,6 +210,9 @@ class Solver:
     params: tuple[Param, ...] = ()
     serves: str = "expansion"
     dense: bool = False
+    shardable: bool = False
+    clusterable: bool = False
+    gain_scale: float | None = None
     fit: Callable | None = None
     start: Callable | None = None
     step: Callable | None = None
@@ -197,6 +223,8 @@ class Solver:
     damped: Callable | None = None
     resolve: Callable = _identity
     components: Callable = stored_components
+    used: Callable = used_params
+    gains: Callable = _no_gains
     model: Callable | None = None
 
     def __post_init__(self):
@@ -234,9 +262,9 @@ class Solver:
         if not 1 <= context.n_components < context.n_rows:
             raise ParamError("n_components", f"must be between 1 and {context.n_rows - 1}, below the data's "
                                              f"{context.n_rows} rows, got {context.n_components}")
-        if self.dense and context.n_rows > context.dense_limit:
+        if self.dense and context.n_rows > context.exact_limit:
             raise ParamError("solver", f"{self.name} forms the l x l kernel matrix and is limited to "
-                                       f"{context.dense_limit} rows (this data set has {context.n_rows}); use an "
+                                       f"{context.exact_limit} rows (this data set has {context.n_rows}); use an "
                                        "iterative solver such as kha-smd")
         given = check_params(self.params, params, where, f"solver {self.name}")
         values = with_defaults(self.params, given)
@@ -245,7 +273,7 @@ class Solver:
         try:
             return given, self.resolve(values, context)
         except ParamError as exc:
-            field = exc.field if exc.field in REQUEST_FIELDS or not where else f"{where}.{exc.field}"
+            field = f"{where}.{exc.field}" if where and self.param(exc.field) is not None else exc.field
             raise ParamError(field, exc.reason) from None
 
 
@@ -279,3 +307,28 @@ def get_solver(name: str) -> Solver:
     if solver is None:
         raise ParamError("solver", f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
     return solver
+
+
+def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec | None = None):
+    """The model a solver state serves (`kpca.solvers.Solver.components`).
+
+    A solver with a model of its own (`kpca.solvers.Solver.model`) builds it.
+    For a solver that serves ``"expansion"`` the components are expanded
+    over ``rows``, the training data (required). For one that serves
+    ``"centres"`` they are expanded over the centres kept in the state, so
+    the training data is never read: ``rows`` may be None, and ``kernel``
+    (default ``rows.kernel``) names the kernel. The centring is the state's
+    (`kpca.rows.Centering.to_state`); ``rows`` gets it. Cost: the solver's
+    ``components`` (O(r^2 l) for the Ritz components of the KHA family).
+    """
+    solver = get_solver(state["solver"])
+    if solver.model is not None:
+        return solver.model(state, rows, kernel if kernel is not None else rows.kernel)
+    if solver.serves == "centres":
+        rows = KernelRows(np.asarray(state["centres"]), kernel if kernel is not None else rows.kernel)
+    elif rows is None:
+        raise ValueError(f"rows: a {solver.name} model is expanded over its training rows; pass them")
+    if "centering_column_means" in state:
+        rows.restore_centering(state)
+    A, AK, eigenvalues = solver.components(state)
+    return KernelModel(rows=rows, A=A, AK=AK, eigenvalues=np.asarray(eigenvalues, dtype=np.float64))

@@ -24,7 +24,7 @@ import numpy as np
 from fastapi import APIRouter, Body, Path, Query, Response, status
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
-from service.kernel_checks import check_kernel_on_data
+from service.job_checks import checked_clustering_params
 from service.limits import FitOwner, check_rows
 from service.routes import jobs
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
@@ -43,6 +43,7 @@ from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.serving import ProjectRequest
 from store.clusterings import ClusteringRecord
+from store.records import Placement
 
 router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"])
 
@@ -52,7 +53,7 @@ ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_L
 @router.post("", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
 def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings: ClusteringsDep,
                       backend: BackendDep, settings: SettingsDep, response: Response,
-                      owner: FitOwner) -> ClusteringRecord:
+                      owner: FitOwner) -> ClusteringPublic:
     """Register a clustering and start it; poll ``Location`` for progress, then labels.
 
     Checked here against the data set (``n_clusters`` in 2 .. n_rows - 1, an affinity kernel, the
@@ -60,11 +61,13 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     row), each refusal a 4xx naming its field.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
-    check_kernel_on_data(datasets, dataset, body.kernel, body.params)
+    params = checked_clustering_params(datasets, dataset, body.kernel, body.solver, body.n_clusters, body.params,
+                                       settings.exact_limit)
     labels = datasets.ready(body.labels_dataset, field="labels_dataset") if body.labels_dataset else None
-    return jobs.start(backend, clusterings, ClusteringRecord.new(
-        body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters, solver=body.solver,
-        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response, owner)
+    record = ClusteringRecord.new(body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters,
+                                  solver=body.solver, params=params, checkpoint_keep=settings.checkpoint_keep,
+                                  placement=Placement(exact_limit=settings.exact_limit))
+    return ClusteringPublic.of(jobs.start(backend, clusterings, record, response, owner))
 
 
 @router.get("", responses=LIST_RESPONSES)
@@ -73,7 +76,7 @@ def list_clusterings(
 ) -> ClusteringsPublic:
     """A page of clusterings' records (without labels), sorted by name (`service.pagination`)."""
     records, next_cursor = page(clusterings.list, cursor, limit)
-    return ClusteringsPublic(clusterings=records, next_cursor=next_cursor)
+    return ClusteringsPublic(clusterings=[ClusteringPublic.of(r) for r in records], next_cursor=next_cursor)
 
 
 @router.get("/{name}", responses=ERRORS)
@@ -103,19 +106,19 @@ def delete_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> Resp
 
 
 @router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=ERRORS)
-def cancel_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> ClusteringRecord:
+def cancel_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> ClusteringPublic:
     """Ask a queued or running clustering to stop after its current block; the last checkpoint is kept."""
-    return jobs.cancel(clusterings, name)
+    return ClusteringPublic.of(jobs.cancel(clusterings, name))
 
 
 @router.post("/{name}/resume", status_code=status.HTTP_202_ACCEPTED,
              responses={**ERRORS, 503: {"model": ErrorBody}})
 def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend: BackendDep, response: Response,
-                      body: Annotated[ClusteringResume | None, Body()] = None) -> ClusteringRecord:
+                      body: Annotated[ClusteringResume | None, Body()] = None) -> ClusteringPublic:
     """Continue a cancelled, failed or completed clustering from its last checkpoint; ``passes`` is the
     new TOTAL number of passes. With the same seed it ends where an uninterrupted run ends."""
     body = body or ClusteringResume()
-    return jobs.resume(backend, clusterings, name, response, body.passes)
+    return ClusteringPublic.of(jobs.resume(backend, clusterings, name, response, body.passes))
 
 
 @router.post("/{name}/predict", responses=ERRORS)

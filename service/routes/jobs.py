@@ -35,11 +35,11 @@ def submit(backend, registry, name: str, response: Response | None = None) -> No
         response.headers["Location"] = f"/v1/{registry.kind_folder}/{name}"
 
 
-def check_workers(backend, params: dict) -> None:
-    """``params.workers`` (sharded KHA-family fits), if an integer, against the workers that offer the
+def check_workers(backend, placement) -> None:
+    """``placement.workers`` (sharded KHA-family fits), if an integer, against the workers that offer the
     fit resource now (`workers.Backend.fit_workers`): more than there are is a 422 naming it; a 503 if
-    the cluster cannot be asked. Its type and bounds were checked with the solver's parameters."""
-    requested = params.get("workers")
+    the cluster cannot be asked. Its type and bounds were checked with the request."""
+    requested = placement.workers
     if not isinstance(requested, int) or isinstance(requested, bool):
         return  # left out, or "all": the fit takes what there is
     try:
@@ -50,16 +50,16 @@ def check_workers(backend, params: dict) -> None:
                        "retry later", None) from None
     if requested > available:
         there = f"{available} worker{'s' if available != 1 else ''}"
-        raise ApiError(422, "invalid", f"params.workers: {requested} workers asked, but the cluster has {there} "
-                       f"that offer{'s' if available == 1 else ''} fits; give at most {available}, or \"all\" to "
-                       "use every one", "params.workers")
+        raise ApiError(422, "invalid", f"placement.workers: {requested} workers asked, but the cluster has "
+                       f"{there} that offer{'s' if available == 1 else ''} fits; give at most {available}, or "
+                       "\"all\" to use every one", "placement.workers")
 
 
 def start(backend, registry, record: JobRecord, response: Response, owner: str | None = None) -> JobRecord:
-    """Check ``params.workers`` against the cluster (`check_workers`), store a new job's ``queued``
+    """Check ``placement.workers`` against the cluster (`check_workers`), store a new job's ``queued``
     record (409 on a name clash; ``owner``: the principal that asked, `service.limits.fit_owner`) and
     submit it: the stored record."""
-    check_workers(backend, record.params)
+    check_workers(backend, record.placement)
     record.owner = owner
     stored = registry.create(record)
     submit(backend, registry, record.name, response)

@@ -115,4 +115,4 @@ async def import_model(
             path.unlink()
     usage.add(size)
     response.headers["Location"] = f"{router.prefix}/{record.name}"
-    return record
+    return ModelPublic.of(record)

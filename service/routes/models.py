@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
-from service.kernel_checks import check_kernel_on_data
+from service.job_checks import checked_fit_params
 from service.limits import FitOwner
 from service.routes import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
@@ -22,7 +22,7 @@ from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLi
 from service.schemas.models import (
     CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic, ModelSummary,
 )
-from store.records import ModelRecord
+from store.records import ModelRecord, Placement
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -45,10 +45,12 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     so that a fit the data cannot take is a 422 now, not a failed fit later.
     """
     dataset = datasets.ready(body.dataset, field="dataset")
-    check_kernel_on_data(datasets, dataset, body.kernel, body.params)
-    return jobs.start(backend, models, ModelRecord.new(
-        body.name, dataset, kernel=body.kernel, n_components=body.n_components, solver=body.solver,
-        params=body.params, exact_limit=settings.exact_limit, checkpoint_keep=settings.checkpoint_keep), response, owner)
+    params = checked_fit_params(datasets, dataset, body.kernel, body.solver, body.n_components, body.params,
+                                settings.exact_limit)
+    record = ModelRecord.new(body.name, dataset, kernel=body.kernel, n_components=body.n_components,
+                             solver=body.solver, params=params, checkpoint_keep=settings.checkpoint_keep,
+                             placement=Placement(workers=body.placement.workers, exact_limit=settings.exact_limit))
+    return ModelPublic.of(jobs.start(backend, models, record, response, owner))
 
 
 @router.get("", responses=LIST_RESPONSES)
@@ -65,7 +67,7 @@ def list_models(
 @router.get("/{name}", responses=ERRORS)
 def get_model(name: ModelName, models: ModelsDep) -> ModelPublic:
     """Status, progress, history and the parameters actually used (from the registry only)."""
-    return models.get(name)
+    return ModelPublic.of(models.get(name))
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
@@ -77,7 +79,7 @@ def delete_model(name: ModelName, models: ModelsDep) -> Response:
 @router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=ERRORS)
 def cancel_model(name: ModelName, models: ModelsDep) -> ModelPublic:
     """Ask a queued or running fit to stop after its current block; the last checkpoint is kept."""
-    return jobs.cancel(models, name)
+    return ModelPublic.of(jobs.cancel(models, name))
 
 
 @router.post("/{name}/resume", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
@@ -93,7 +95,7 @@ def resume_model(name: ModelName, models: ModelsDep, datasets: DatasetsDep, back
     record = models.get(name)
     versions = [v["version"] for v in datasets.get(record.dataset).get("versions") or []] \
         if body.dataset_version is not None else []
-    return jobs.resume(backend, models, name, response, body.passes, body.dataset_version, versions)
+    return ModelPublic.of(jobs.resume(backend, models, name, response, body.passes, body.dataset_version, versions))
 
 
 @router.get("/{name}/checkpoints", responses=ERRORS)

@@ -48,7 +48,7 @@ def _title(record) -> str:
     asked = record.params_used or record.params or {}
     passes = record.progress.passes if record.progress is not None else asked.get("passes")
     done = record.history[-1].pass_ if record.history else 0
-    kernel = record.kernel.get("type", "?") if isinstance(record.kernel, dict) else str(record.kernel)
+    kernel = record.kernel.type
     of = f" of {passes}" if passes else ""
     return (f"model {record.name!r}: {record.solver}, {kernel} kernel, {record.n_components} components; "
             f"{record.status}, pass {done}{of}")

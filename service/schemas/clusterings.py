@@ -1,35 +1,36 @@
 """Schemas of ``/v1/clusterings``: create, read (with a page of labels), resume, predict.
 
-A clustering as the API shows it is its stored record
-(`store.clusterings.ClusteringRecord`) plus, once completed, a page of its
-labels (`ClusteringPublic`).
+A clustering as the API shows it (`ClusteringPublic`) is its stored record
+(`store.clusterings.ClusteringRecord`) without what only the service needs
+(`service.schemas.jobs`) plus, once completed, a page of its labels.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from kpca.clustering import CLUSTERING_SOLVERS
+from kpca.clustering import clustering_solvers
 from kpca.params import ParamError
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverParams, check_solver_params
-from store.clusterings import ClusteringRecord
+from service.schemas.jobs import JobPublic
+from store.clusterings import ClusteringPassRecord
 
 LABELS_PAGE = 10_000  # labels in a GET unless labels_limit says otherwise
 MAX_LABELS_PAGE = 100_000
 
 
 def _clustering_solver(name: str) -> str:
-    if name not in CLUSTERING_SOLVERS:
+    if name not in clustering_solvers():
         raise ParamError("solver", f"spectral clustering takes the eigenvectors of L from one of "
-                                   f"{', '.join(CLUSTERING_SOLVERS)}; got {name!r}")
+                                   f"{', '.join(clustering_solvers())}; got {name!r}")
     return name
 
 
 def _solver_enum(schema: dict) -> None:
-    schema["enum"] = list(CLUSTERING_SOLVERS)
+    schema["enum"] = list(clustering_solvers())
 
 
 ClusteringSolver = Annotated[str, AfterValidator(_clustering_solver), Field(
@@ -69,8 +70,17 @@ class ClusteringResume(BaseModel):
                                description="the new TOTAL number of passes (not a number of further passes)")
 
 
-class ClusteringPublic(ClusteringRecord):
-    """A clustering's record and, once completed, a page of its labels."""
+class ClusteringPublic(JobPublic):
+    """A clustering: its configuration, its fit's state, its figures and, once completed, a page of its
+    labels."""
+
+    n_clusters: int = Field(description="number of clusters k (and of eigenvectors of L fitted)")
+    n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
+    labels_dataset: str | None = Field(default=None, description="data set of reference labels (one column)")
+    labels_dataset_version: int | None = Field(default=None, description="its version, pinned at creation")
+    history: list[ClusteringPassRecord] = Field(default_factory=list, description="one record per completed pass")
+    variation_of_information: float | None = Field(
+        default=None, description="VI (nats) of the final labels against the reference labels")
 
     labels: list[int] | None = Field(default=None, description="cluster of each row, 0 .. n_clusters-1, rows "
                                      "labels_offset .. labels_offset + len(labels) - 1; None until completed")
@@ -78,15 +88,10 @@ class ClusteringPublic(ClusteringRecord):
     labels_total: int | None = Field(default=None, description="labels in all: the data set's rows")
     next: str | None = Field(default=None, description="URL of the next page of labels; None on the last")
 
-    @classmethod
-    def of(cls, record: ClusteringRecord, **page: Any) -> "ClusteringPublic":
-        return cls.model_validate({**record.document(), **page})
-
-
 class ClusteringsPublic(BaseModel):
     """A page of clusterings (records without labels), sorted by name."""
 
-    clusterings: list[ClusteringRecord] = Field(description="the clusterings of this page (records without labels), in name order")
+    clusterings: list[ClusteringPublic] = Field(description="the clusterings of this page (without labels), in name order")
     next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")
 
 

@@ -13,35 +13,26 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, create_model
+from pydantic import AfterValidator, Field, PlainSerializer, PlainValidator, WithJsonSchema, create_model
 
 from kpca.kernels import KERNELS, KernelSpec
 from kpca.params import Param, ParamError, check_params
 from kpca.solvers import SOLVERS, get_solver
+from store.records import kernel_json_schema
 
 
-def _kernel_schema() -> dict:
-    variants = []
-    for kernel in KERNELS.values():
-        properties = {"type": {"const": kernel.name}}
-        properties.update({p.name: p.json_schema() for p in kernel.params})
-        required = ["type", *(p.name for p in kernel.params if p.required)]
-        variants.append({"type": "object", "title": f"{kernel.name} kernel", "description": f"k(x, y) = {kernel.formula}",
-                         "properties": properties, "required": required, "additionalProperties": False})
-    return {"oneOf": variants, "description": "the kernel: its type and parameters",
-            "examples": [{"type": "gaussian", "sigma": 3.0}]}
-
-
-def _kernel(value: Any) -> dict:
+def _kernel(value: Any) -> KernelSpec:
     if not isinstance(value, dict):
         raise ParamError("kernel", 'must be an object such as {"type": "gaussian", "sigma": 3.0}')
     if "type" not in value:
         raise ParamError("kernel", f"type: field required (one of {', '.join(KERNELS)})")
-    return KernelSpec.from_dict(value).to_dict()
+    return KernelSpec.from_dict(value)
 
 
-Kernel = Annotated[dict[str, Any], BeforeValidator(_kernel), WithJsonSchema(_kernel_schema())]
-"""A kernel as ``{"type": ..., parameters}``, checked against `kpca.kernels.KERNELS`, defaults filled in."""
+Kernel = Annotated[KernelSpec, PlainValidator(_kernel), PlainSerializer(KernelSpec.to_dict, return_type=dict),
+                   WithJsonSchema(kernel_json_schema())]
+"""A kernel as ``{"type": ..., parameters}``, parsed once, here, into a `kpca.kernels.KernelSpec` (checked
+against `kpca.kernels.KERNELS`, defaults filled in)."""
 
 
 def _solver(name: str) -> str:
@@ -78,7 +69,12 @@ SolverParams = Annotated[dict[str, Any], Field(default_factory=dict, json_schema
 
 def check_solver_params(solver: str, params: dict) -> None:
     """`kpca.params.ParamError` naming ``params.<name>`` unless every parameter belongs to the solver
-    and has a valid type and range (data-dependent checks come later, with the data set)."""
+    and has a valid type and range (data-dependent checks come later, with the data set). ``workers``,
+    a solver parameter until schema version 3 of the records, is refused with where it went."""
+    if "workers" in params:
+        raise ParamError("params.workers", 'where a fit runs is no longer a parameter of its solver: send it as '
+                                           'placement.workers, e.g. {"placement": {"workers": 2}} (a model\'s; '
+                                           'clusterings run on one worker)')
     check_params(get_solver(solver).params, params, "params", f"solver {solver}")
 
 

@@ -1,7 +1,7 @@
 """Schemas of the ``/v1/models`` lifecycle: create, read, resume, checkpoints.
 
-A model as the API shows it is the stored record itself
-(`store.records.ModelRecord`): one type from the registry to the response.
+A model as the API shows it (`ModelPublic`) is its stored record (`store.records.ModelRecord`) without
+what only the service needs (`service.schemas.jobs`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverName, SolverParams, check_solver_params
-from store.records import FitError, ModelRecord, Progress
+from service.schemas.jobs import JobPublic, PlacementPublic
+from store.records import FitError, Progress
 
-ModelPublic = ModelRecord
+
+class ModelPublic(JobPublic):
+    """A model: its configuration and its fit's state."""
+
+    n_components: int = Field(description="number of components r")
 
 
 class ModelCreate(BaseModel):
@@ -28,6 +33,8 @@ class ModelCreate(BaseModel):
     n_components: int = Field(ge=1, description="number of components; must be below the data set's n_rows")
     solver: SolverName = "kha-smd"
     params: SolverParams
+    placement: PlacementPublic = Field(default_factory=PlacementPublic,
+                                       description="where the fit runs (not a parameter of its solver)")
 
     @model_validator(mode="after")
     def _params_of_the_solver(self) -> "ModelCreate":
@@ -78,9 +85,10 @@ class ModelSummary(BaseModel):
     updated_at: str | None = Field(default=None, description="when its record last changed (ISO 8601, UTC)")
 
     @classmethod
-    def of(cls, record: ModelRecord, full: bool) -> "ModelSummary":
-        """The summary of ``record``, or all its fields if ``full``."""
-        document = record.document()
+    def of(cls, record, full: bool) -> "ModelSummary":
+        """The summary of ``record`` (`store.records.ModelRecord`), or all its public fields
+        (`ModelPublic`) if ``full``."""
+        document = ModelPublic.of(record).model_dump(by_alias=True)
         if not full:
             document = {key: document.get(key) for key in cls.model_fields}
         return cls.model_validate(document)

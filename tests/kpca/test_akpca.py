@@ -8,7 +8,7 @@ import pytest
 
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
-from kpca.model import served_model
+from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.preimage import reconstruct
 from kpca.rows import KernelRows
@@ -236,7 +236,7 @@ def test_other_kernels_are_refused(digits, solver, kernel):
     assert caught.value.field == "kernel"
 
 
-def test_ds_akpca_is_limited_to_the_dense_limit_and_akpca_to_its_size(digits):
+def test_ds_akpca_is_limited_to_the_exact_limit_and_akpca_to_its_size(digits):
     with pytest.raises(ParamError, match="limited to 3000 rows") as caught:
         SOLVERS["ds-akpca"].check({}, FitContext(n_rows=3001, n_components=4))
     assert caught.value.field == "solver"

@@ -8,11 +8,11 @@ import zarr
 from sklearn.datasets import load_digits
 
 from kpca.affinity import AffinityCentering, AffinityRows
-from kpca.clustering import CLUSTER_KEYS, clustering_from_state, solver_state, spectral_clustering, start_clustering
+from kpca.clustering import CLUSTER_KEYS, clustering_from_state, prepare_clustering, solver_state, spectral_clustering
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec, kernel_diagonal
 from kpca.metrics import variation_of_information
-from kpca.model import served_model
+from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.solvers import get_solver
 from tests.naive import affinity_matrix, kernel_matrix, njw_embedding
@@ -136,23 +136,22 @@ def test_separated_blobs_are_found_exactly(rng, solver, params, sigma):
 
 
 def test_pass_by_pass_and_resumed_bit_for_bit(rng):
-    """start_clustering + run_passes, stopped after pass 2 and resumed from a copy of the state on fresh rows
-    (the degrees from the state), ends where an uninterrupted run ends; a clustering after every pass."""
+    """prepare_clustering + run, stopped after pass 2 and resumed (prepare_clustering with the saved state)
+    on fresh rows (the degrees from the state), ends where an uninterrupted run ends; a clustering after
+    every pass."""
     X, truth, _ = blobs(rng, per_cluster=(40, 40, 40))
     params = {"init": "random", "passes": 4, "block_size": 32, "seed": 3}
     rows = AffinityRows(X, SPEC)
-    state, used = start_clustering(rows, 3, "kha-smd", params)
+    prepared = prepare_clustering(rows, 3, "kha-smd", params)
     seen = []
-    whole, _ = run_passes(rows, state, 4, used["block_size"],
-                          PassHooks(on_pass=lambda s: seen.append(clustering_from_state(s, rows))))
+    whole, _ = prepared.run(rows, PassHooks(on_pass=lambda s: seen.append(clustering_from_state(s, rows))))
     assert [c.state["pass"] for c in seen] == [1, 2, 3, 4]
     assert variation_of_information(seen[-1].labels, truth) == 0.0
 
-    half, _ = run_passes(rows, start_clustering(AffinityRows(X, SPEC), 3, "kha-smd", params)[0], 2, 32)
+    half, _ = run_passes(rows, prepare_clustering(AffinityRows(X, SPEC), 3, "kha-smd", params).state, 2, 32)
     saved = {key: np.copy(value) if isinstance(value, np.ndarray) else value for key, value in half.items()}
     fresh = AffinityRows(X, SPEC)
-    fresh.restore_centering(saved)
-    resumed, _ = run_passes(fresh, saved, 4, 32)
+    resumed, _ = prepare_clustering(fresh, 3, "kha-smd", params, resume=saved).run(fresh)
     for key in ("A", "AK", "B", "BK", "rho"):
         assert np.array_equal(resumed[key], whole[key]), key
     final = clustering_from_state(resumed, fresh)
@@ -169,10 +168,9 @@ def test_a_saved_clustering_resumes_and_serves_over_its_degrees(rng):
     X, truth, _ = blobs(rng, per_cluster=(30, 30, 30))
     params = {"init": "random", "passes": 3, "block_size": 16, "seed": 5}
     rows = AffinityRows(X, SPEC)
-    state, used = start_clustering(rows, 3, "kha-smd", params)
-    whole, _ = run_passes(rows, state, 3, 16)
+    whole, _ = prepare_clustering(rows, 3, "kha-smd", params).run(rows)
     rows = AffinityRows(X, SPEC)
-    half, _ = run_passes(rows, start_clustering(rows, 3, "kha-smd", params)[0], 1, 16)
+    half, _ = run_passes(rows, prepare_clustering(rows, 3, "kha-smd", params).state, 1, 16)
     saved = clustering_from_state(half, rows).to_state()
     assert set(CLUSTER_KEYS) <= set(saved) and not set(CLUSTER_KEYS) & set(solver_state(saved))
     fresh = AffinityRows(X, SPEC)

@@ -1,14 +1,14 @@
-"""Parameters that accept words besides numbers (`Param.words`), the ``workers`` parameter of the KHA
-family, and the shard count it resolves to (`kpca.defaults.shard_count`)."""
+"""Parameters that accept words besides numbers (`Param.words`), and what solvers declare about
+themselves besides their parameters (`Solver.shardable`, ``clusterable``, ``gain_scale``): where a fit
+runs is not one of its parameters."""
 
 import numpy as np
 import pytest
 
-from kpca import defaults
-from kpca.defaults import SHARD_MIN_ROWS, shard_count
+from kpca.clustering import clustering_solvers
 from kpca.estimator import KernelHebbianPCA
 from kpca.params import Param, ParamError
-from kpca.solvers import SOLVERS, WORKERS
+from kpca.solvers import SOLVERS
 
 KHA_FAMILY = ("kha", "kha-t", "kha-et", "kha-smd")
 
@@ -33,46 +33,22 @@ def test_the_schema_of_a_parameter_with_words_offers_the_number_or_the_words():
     assert "anyOf" not in Param("passes", int, 1, low=1).json_schema()
 
 
-def test_workers_is_a_parameter_of_the_kha_family_only():
+def test_solvers_declare_what_they_are():
+    """The KHA family shards and clusters and has a gain scale (the rule of kpca.defaults); exact and
+    lanczos cluster; no solver has a ``workers`` parameter (placement is the job's)."""
     for name, solver in SOLVERS.items():
-        assert (WORKERS in solver.params) == (name in KHA_FAMILY), name
-    schema = WORKERS.json_schema()
-    assert {"enum": ["all"]} in schema["anyOf"][0]["anyOf"] and {"type": "null"} in schema["anyOf"]
-    assert f"{SHARD_MIN_ROWS:,}" in WORKERS.description
+        assert solver.shardable == (name in KHA_FAMILY), name
+        assert (solver.gain_scale is not None) == (name in KHA_FAMILY), name
+        assert solver.param("workers") is None, name
+    assert set(clustering_solvers()) == {*KHA_FAMILY, "exact", "lanczos"}
+    assert [SOLVERS[name].gain_scale for name in KHA_FAMILY] == [0.05, 0.5, 0.1, 0.05]
 
 
-@pytest.mark.parametrize("requested,n_rows,available,expected", [
-    (None, SHARD_MIN_ROWS, 4, 4),
-    (None, SHARD_MIN_ROWS - 1, 4, 1),
-    ("all", 100, 4, 4),
-    (2, 100, 4, 2),
-    (8, 100, 4, 4),
-    ("all", 3, 4, 3),  # never more shards than rows
-    (None, SHARD_MIN_ROWS, 0, 1),  # at least one
-    (1, 0, 4, 1),
-])
-def test_shard_count(requested, n_rows, available, expected):
-    assert shard_count(requested, n_rows, available, SHARD_MIN_ROWS) == expected
-
-
-def test_shard_count_follows_min_rows():
-    assert shard_count(None, 1000, 3, min_rows=1000) == 3
-    assert shard_count(None, 999, 3, min_rows=1000) == 1
-    assert defaults.SHARD_MIN_ROWS == 50_000
-    with pytest.raises(ValueError, match="workers"):
-        shard_count("many", 1000, 3)
-
-
-def test_the_estimator_runs_in_one_process(rng):
+def test_the_estimator_has_no_workers_parameter(rng):
     X = rng.normal(size=(60, 4))
-    fitted = KernelHebbianPCA(4, solver="kha", passes=1, solver_params={"workers": 1}).fit(X)
-    assert fitted.params_used_["workers"] == 1
-    assert KernelHebbianPCA(4, solver="kha", passes=1).fit(X).params_used_.get("workers") is None
-    for workers in (2, "all"):
-        with pytest.raises(ParamError, match="one process") as info:
-            KernelHebbianPCA(4, solver="kha-smd", passes=1, solver_params={"workers": workers}).fit(X)
+    fitted = KernelHebbianPCA(4, solver="kha", passes=1).fit(X)
+    assert "workers" not in fitted.params_used_ and np.isfinite(fitted.transform(X)).all()
+    for solver in ("kha-smd", "exact"):
+        with pytest.raises(ParamError, match="not a parameter") as info:
+            KernelHebbianPCA(4, solver=solver, passes=1, solver_params={"workers": 1}).fit(X)
         assert info.value.field == "workers"
-    with pytest.raises(ParamError) as info:  # a solver outside the KHA family does not declare it
-        KernelHebbianPCA(4, solver="exact", solver_params={"workers": 1}).fit(X)
-    assert info.value.field == "workers"
-    assert np.isfinite(fitted.transform(X)).all()

@@ -15,7 +15,7 @@ import kpca.solvers._nystrom as nystrom_module
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec, kernel_block
 from kpca.metrics import subspace_angles
-from kpca.model import served_model
+from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext
@@ -30,7 +30,7 @@ CENTRES_SOLVERS = ("subsampled", "nystrom", "nystrom-weighted", "rskpca")
 def fit(name, X, spec=SPEC, r=R, chunk_rows=None, **given):
     """``(state, served model, resolved params)`` of a solver of the registry on X, as the worker runs it."""
     rows = KernelRows(X, spec, chunk_rows=chunk_rows)
-    context = FitContext(n_rows=X.shape[0], n_components=r, dense_limit=X.shape[0], kernel=spec)
+    context = FitContext(n_rows=X.shape[0], n_components=r, exact_limit=X.shape[0], kernel=spec)
     solver = SOLVERS[name]
     params = solver.resolved(given, context)
     state = solver.fit(rows, r, params, context)
@@ -158,7 +158,7 @@ def test_nystrom_streams_one_pass_in_blocks(train, monkeypatch):
 
     monkeypatch.setattr(nystrom_module, "kernel_block", recording)
     rows = KernelRows(train, SPEC, chunk_rows=25, cache_bytes=0, prefetch=False)
-    context = FitContext(n_rows=400, n_components=R, dense_limit=400, kernel=SPEC)
+    context = FitContext(n_rows=400, n_components=R, exact_limit=400, kernel=SPEC)
     params = SOLVERS["nystrom"].resolved({"landmarks": 60}, context)
     before = rows.reads
     SOLVERS["nystrom"].fit(rows, R, params, context)
@@ -192,7 +192,7 @@ def test_rskpca_alternatives_default_to_the_shadow_m(train, held_out, exact):
 
 def test_kernels_without_a_width_have_no_shadow(train):
     poly = KernelSpec("polynomial", degree=2)
-    context = FitContext(n_rows=400, n_components=R, dense_limit=400, kernel=poly)
+    context = FitContext(n_rows=400, n_components=R, exact_limit=400, kernel=poly)
     with pytest.raises(ParamError) as info:
         SOLVERS["rskpca"].resolved({}, context)
     assert info.value.field == "params.density" and "radial" in str(info.value)
@@ -212,7 +212,7 @@ def test_kernels_without_a_width_have_no_shadow(train):
     ("rskpca", {"max_centres": 5}, "params.max_centres"), ("rskpca", {"kmeans_passes": 0}, "params.kmeans_passes"),
 ])
 def test_parameters_are_checked_against_the_data(name, given, field):
-    context = FitContext(n_rows=400, n_components=R, dense_limit=3000, kernel=SPEC)
+    context = FitContext(n_rows=400, n_components=R, exact_limit=3000, kernel=SPEC)
     with pytest.raises(ParamError) as info:
         SOLVERS[name].resolved(given, context)
     assert info.value.field == field
@@ -221,7 +221,7 @@ def test_parameters_are_checked_against_the_data(name, given, field):
 def test_defaults_and_limits():
     assert default_centres(5, 400, 3000) == 400 and default_centres(5, 10**6, 3000) == 1000
     assert default_centres(200, 10**6, 3000) == 2000 and default_centres(200, 10**6, 1500) == 1500
-    context = FitContext(n_rows=5000, n_components=R, dense_limit=3000, kernel=SPEC)
+    context = FitContext(n_rows=5000, n_components=R, exact_limit=3000, kernel=SPEC)
     assert SOLVERS["rskpca"].resolved({}, context)["max_centres"] == 3000
     with pytest.raises(ParamError, match="herding"):
         SOLVERS["rskpca"].resolved({"density": "herding"}, context)

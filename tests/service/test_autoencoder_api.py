@@ -95,7 +95,7 @@ def test_another_kernel_fails_the_fit_with_a_clear_message(api, sets, kernel, so
     assert record["error"]["message"].startswith("kernel: autoencoder KPCA is defined for the degree-2 polynomial")
 
 
-def test_ds_akpca_refuses_more_rows_than_the_dense_limit(api, sets):
+def test_ds_akpca_refuses_more_rows_than_the_exact_limit(api, sets):
     body = {"name": "too-many", "dataset": "large", "kernel": POLY2, "n_components": 4, "solver": "ds-akpca"}
     message = assert_error(api.post("/v1/models", json=body), 422, "invalid", "solver")["message"]
     assert "limited to 250 rows" in message and "use akpca" in message

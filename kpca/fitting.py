@@ -1,0 +1,176 @@
+"""One way to prepare and run a fit, whoever asks for it: the estimator, spectral clustering, and the
+workers' one-process and sharded jobs all call `prepare_fit`.
+
+A fit is asked for as a `FitRequest` (solver, r, the parameters a user gave, and the exact limit
+of the job that runs it). Preparing it over a row source (`kpca.rows.KernelRows`,
+`kpca.affinity.AffinityRows`) is, in this order:
+
+1. check the given parameters against the solver's declaration and the data's size
+   (`kpca.solvers.Solver.check`), before any row is read;
+2. resolve the kernel's ``"auto"`` widths from the data (`kpca.rows.KernelRows.resolve_kernel`);
+3. for an iterative solver: centre the rows (the centring pass, or the caller's, e.g. a sharded
+   one), or take the centring of the checkpoint it resumes from, extending the checkpoint to rows
+   appended since (seed 002 appendix A, `kpca.streaming.extend_state`);
+4. resolve the parameters that depend on the data (`kpca.solvers.Solver.resolved`: the gains from
+   ``trace(K')/l``);
+5. start (`kpca.solvers.Solver.start`: Algorithm 1, step 1 for KHA), or give a grown checkpoint the
+   gains of a start that knows nothing of the new rows (`kpca.solvers.Solver.regain`).
+
+`PreparedFit.run` then runs the passes (`kpca.driver.run_passes`) or the one-shot fit; a sharded job
+runs the same prepared state through `kpca.shards.run_sharded_passes` instead. `PreparedFit.used`
+is what a fit reports as ``params_used``: the resolved parameters, what the solver settled on
+(`kpca.solvers.Solver.used`) and the rows it fits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kpca import defaults
+from kpca.driver import PassHooks, run_passes
+from kpca.rows import Centering
+from kpca.solvers import FitContext, Solver, get_solver
+from kpca.streaming import extend_state
+
+__all__ = ["FitRequest", "PreparedFit", "prepare_fit"]
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What a fit is asked for, before any data is read.
+
+    Attributes
+    ----------
+    solver : str
+        A solver of `kpca.solvers.SOLVERS`.
+    n_components : int
+        r.
+    params : mapping
+        The parameters the user gave (checked or not); defaults are filled in by `prepare_fit`.
+    exact_limit : int
+        Largest l whose l x l kernel matrix the job may form (a dense solver's limit, and the
+        exact convergence figure's); a setting of the job, not of the solver.
+    """
+
+    solver: str
+    n_components: int
+    params: Mapping[str, Any] = field(default_factory=dict)
+    exact_limit: int = defaults.EXACT_LIMIT
+
+    def context(self, n_rows: int, kernel=None, mean_diagonal: float | None = None) -> FitContext:
+        """What the solver may know of data with ``n_rows`` rows (`kpca.solvers.FitContext`). O(1)."""
+        return FitContext(n_rows=int(n_rows), n_components=int(self.n_components), mean_diagonal=mean_diagonal,
+                          exact_limit=int(self.exact_limit), kernel=kernel)
+
+    def check(self, n_rows: int, kernel=None, where: str = "params") -> dict:
+        """The given parameters checked against the solver and data of ``n_rows`` rows (unknown names,
+        types, bounds, r below the rows, a dense solver's limit), converted, defaults NOT filled in:
+        what a record keeps as asked. `kpca.params.ParamError` naming ``where.<name>``,
+        ``n_components`` or ``solver``. Cost O(parameters)."""
+        return get_solver(self.solver).check(self.params, self.context(n_rows, kernel), where)
+
+
+@dataclass(frozen=True)
+class PreparedFit:
+    """A fit ready to run over the rows it was prepared on (`prepare_fit`).
+
+    Attributes
+    ----------
+    solver : kpca.solvers.Solver
+    request : FitRequest
+    params : dict
+        Every parameter's value, defaults and data-dependent values resolved.
+    context : kpca.solvers.FitContext
+        The data as the solver saw it (rows, r, ``trace(K')/l``, the resolved kernel).
+    state : dict or None
+        Iterative solvers: the state the passes start from (a new start or the resumed checkpoint);
+        None for one-shot solvers.
+    started : bool
+        Whether ``state`` is a new start (not a resumed checkpoint).
+    """
+
+    solver: Solver
+    request: FitRequest
+    params: dict
+    context: FitContext
+    state: dict | None = None
+    started: bool = False
+
+    def run(self, rows, hooks: PassHooks | None = None, passes: int | None = None,
+            report: Callable | None = None) -> tuple[dict, bool]:
+        """Run the fit over ``rows``: ``(state, stopped)``.
+
+        Iterative solvers run passes ``state["pass"] .. passes - 1`` (default ``params["passes"]``;
+        `kpca.driver.run_passes` with ``hooks``); ``stopped`` is True when a hook asked to stop.
+        One-shot solvers fit in one call, with ``report`` after each iteration (a True answer raises
+        `kpca.errors.Stopped`); an expansion over the rows leaves its centring on ``rows``. Cost: the
+        solver's.
+        """
+        if self.solver.iterative:
+            return run_passes(rows, self.state, self.params["passes"] if passes is None else passes,
+                              self.params["block_size"], hooks)
+        state = self.solver.fit(rows, self.context.n_components, self.params, self.context, report=report)
+        if self.solver.serves == "expansion" and "centering_column_means" in state:
+            rows.restore_centering(state)
+        return state, False
+
+    def used(self, state: Mapping[str, Any]) -> dict:
+        """``params_used`` of the fit at ``state``: the resolved parameters, what the solver settled on
+        (`kpca.solvers.Solver.used`) and ``n_rows``, the rows it fits; None values left out.
+        O(parameters)."""
+        used = {**self.params, **self.solver.used(state), "n_rows": self.context.n_rows}
+        return {key: value for key, value in used.items() if value is not None}
+
+
+def _fit_centering(rows) -> Centering:
+    return rows.fit_centering()
+
+
+def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
+                centre: Callable[[Any], Centering] = _fit_centering, where: str = "params") -> PreparedFit:
+    """A fit of ``request`` over ``rows`` ready to run (module docstring, steps 1-5).
+
+    Parameters
+    ----------
+    rows : row source
+        `kpca.rows.KernelRows` (or `kpca.affinity.AffinityRows`) over the training data; its kernel
+        is resolved and its centring set here.
+    request : FitRequest
+    resume : dict, optional
+        A checkpointed state of the same fit (iterative solvers) to continue from; on rows appended
+        since (``state["n_rows"]`` below the rows') it is extended to them.
+    centre : callable
+        ``centre(rows) -> Centering``, the centring pass of a new iterative fit (default
+        ``rows.fit_centering()``; a sharded job passes its sharded pass).
+    where : str
+        Prefix of the parameters' names in errors (``"params"``: ``params.eta0``; ``""``: bare).
+
+    Raises `kpca.params.ParamError` naming the field at fault before any row is read;
+    `kpca.errors.Degenerate` if the rows have no variance in feature space. Cost: the kernel's
+    resolution (a sample), the centring pass (``2 l^2 n`` flops) or the new rows' kernel rows of a
+    grown checkpoint, and the solver's start (a warm start: m kernel rows).
+    """
+    solver = get_solver(request.solver)
+    request.check(rows.n_rows, rows.kernel, where)
+    rows.resolve_kernel()
+    context = request.context(rows.n_rows, rows.kernel)
+    if not solver.iterative:
+        return PreparedFit(solver, request, solver.resolved(request.params, context, where), context)
+    given, state, grown = dict(request.params), resume, False
+    if state is None:
+        rows.centering = centre(rows).require_variance()
+    elif int(state["n_rows"]) != rows.n_rows:
+        state, _ = extend_state(state, Centering.from_state(state), rows)
+        given["init"], grown = "random", True  # the gains of a start that knows nothing of the new rows
+    else:
+        rows.restore_centering(state)
+    context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
+    params = solver.resolved(given, context, where)
+    if state is None:
+        return PreparedFit(solver, request, params, context, solver.start(rows, context.n_components, params), True)
+    if grown:
+        state = solver.regain(state, params)
+    return PreparedFit(solver, request, params, context, state)

@@ -1,0 +1,43 @@
+"""Checks of a job request against its data set, made when the job is asked for, so that a fit the data
+cannot take is a 422 naming the field now rather than a failed fit later. The rules live in `kpca`
+(`kpca.fitting.FitRequest.check`, `kpca.clustering.check_clustering`, `kpca.kernel_scale`); this
+module fetches what they need from the store."""
+
+from __future__ import annotations
+
+from kpca.clustering import check_clustering
+from kpca.fitting import FitRequest
+from kpca.kernel_scale import check_kernel_scale, sample_max_sq_norm
+from kpca.kernels import KernelSpec
+
+
+def check_kernel_on_data(datasets, dataset: dict, kernel: KernelSpec, params: dict | None = None) -> None:
+    """A dot-product kernel whose values overflow or underflow on the data set's scale (its largest
+    squared row norm over a sample, `kpca.kernel_scale`) in the fit's kernel precision
+    (``params.kernel_precision``, float64 by default) is a 422 naming the parameter, now rather than a
+    failed fit. Cost: reading up to 3 windows of rows when the kernel is polynomial or tanh."""
+    if kernel.type not in ("polynomial", "tanh"):
+        return
+    n_rows = int(dataset["n_rows"])
+    rows = datasets.open_array(dataset["name"], dataset.get("version"))
+    precision = (params or {}).get("kernel_precision")
+    precision = precision if precision in ("float32", "float64") else "float64"
+    check_kernel_scale(kernel, sample_max_sq_norm(rows, n_rows), precision, n_rows)
+
+
+def checked_fit_params(datasets, dataset: dict, kernel: KernelSpec, solver: str, n_components: int, params: dict,
+                       exact_limit: int) -> dict:
+    """The solver's parameters of a model request checked against its data set (`check_kernel_on_data`,
+    then `kpca.fitting.FitRequest.check`: ``n_components`` below the rows, ``init_size`` in range, a
+    dense solver's limit), converted, as the record keeps them; `kpca.params.ParamError` naming the
+    field. Cost: `check_kernel_on_data` plus O(parameters)."""
+    check_kernel_on_data(datasets, dataset, kernel, params)
+    return FitRequest(solver, n_components, params, exact_limit).check(int(dataset["n_rows"]), kernel)
+
+
+def checked_clustering_params(datasets, dataset: dict, kernel: KernelSpec, solver: str, n_clusters: int,
+                              params: dict, exact_limit: int) -> dict:
+    """`checked_fit_params` of a clustering request, after `kpca.clustering.check_clustering` (the number
+    of clusters, a clusterable solver, an affinity kernel). Cost O(parameters)."""
+    check_clustering(n_clusters, int(dataset["n_rows"]), kernel, solver, params)
+    return checked_fit_params(datasets, dataset, kernel, solver, n_clusters, params, exact_limit)

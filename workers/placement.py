@@ -1,0 +1,40 @@
+"""Where a fit runs: how many dask workers share one KHA-family fit (docs/scaling.md).
+
+Placement is the job's, not the solver's: a model asks for it in ``placement.workers``
+(`store.records.Placement`), and the service's ``KPCA_SHARD_MIN_ROWS`` sets where a fit that does
+not ask starts to be sharded. A solver says only whether its passes can be sharded
+(`kpca.solvers.Solver.shardable`).
+"""
+
+from __future__ import annotations
+
+import os
+
+# A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
+# rows on; below it the messages per block cost more than the shards save.
+SHARD_MIN_ROWS = 50_000
+
+
+def shard_min_rows() -> int:
+    """``KPCA_SHARD_MIN_ROWS`` (default `SHARD_MIN_ROWS`): the rows from which a fit without
+    ``placement.workers`` is sharded over every fit worker. O(1)."""
+    value = os.environ.get("KPCA_SHARD_MIN_ROWS", "").strip()
+    return int(value) if value else SHARD_MIN_ROWS
+
+
+def shard_count(requested: int | str | None, n_rows: int, available: int, min_rows: int = SHARD_MIN_ROWS) -> int:
+    """Shards of a fit over ``n_rows`` rows with ``available`` workers offering the fit resource.
+
+    ``requested`` is ``placement.workers``: None (the default) gives ``available`` when
+    ``n_rows >= min_rows``, else 1; ``"all"`` gives ``available``; an integer k gives
+    ``min(k, available)``. Never more shards than rows, and at least 1. O(1).
+    """
+    if requested is None:
+        count = available if n_rows >= min_rows else 1
+    elif requested == "all":
+        count = available
+    elif isinstance(requested, str):
+        raise ValueError(f"workers: must be an integer or \"all\", got {requested!r}")
+    else:
+        count = min(int(requested), available)
+    return int(max(1, min(count, n_rows)))
