@@ -77,13 +77,14 @@ def write_dataset(root: Path, name: str, X: np.ndarray, chunk_rows: int = 8192) 
 def end_to_end(backend, root: Path, dataset: dict, timeout: float = 1800.0) -> dict:
     """KHA-SMD fits with ``workers`` 1 then 2 on ``dataset``: per-pass and wall seconds, agreement."""
     from store import CheckpointStore, ModelRegistry
-    from store.records import ModelRecord
+    from store.records import ModelRecord, Placement
 
     registry, fits = ModelRegistry(root), {}
     for k in (1, 2):
         name = f"smd-w{k}"
         registry.create(ModelRecord.new(name, dataset, kernel=KERNEL, n_components=R, solver="kha-smd",
-                                        params={"passes": PASSES, "seed": 0, "block_size": BLOCK, "workers": k}))
+                                        params={"passes": PASSES, "seed": 0, "block_size": BLOCK},
+                                        placement=Placement(workers=k)))
         t0 = time.perf_counter()
         backend.submit_fit(name)
         deadline = time.monotonic() + timeout
@@ -96,7 +97,7 @@ def end_to_end(backend, root: Path, dataset: dict, timeout: float = 1800.0) -> d
             raise RuntimeError(f"{name}: {record.status} {record.error}")
         history = [h.elapsed_s for h in record.history]
         fits[k] = {"pass_s": history[1] - history[0], "pass_elapsed_s": history, "wall_s": wall,
-                   "workers_used": record.params_used.get("workers"), "init": record.params_used.get("init")}
+                   "workers_used": record.progress.workers, "init": record.params_used.get("init")}
         print(f"workers {k}: second pass {fits[k]['pass_s']:.2f} s, wall {wall:.2f} s", file=sys.stderr)
     A1, A2 = (CheckpointStore(root).load(f"smd-w{k}")["A"] for k in (1, 2))
     return {"fits": {str(k): v for k, v in fits.items()}, "ratio_pass": fits[2]["pass_s"] / fits[1]["pass_s"],

@@ -31,6 +31,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
+from kpca import defaults
 from store.atomic import write_via_temp
 from store.errors import Invalid, NotFound
 from store.jobs import JobRegistry
@@ -76,7 +77,8 @@ class ClusteringRecord(JobRecord):
 
     @classmethod
     def new(cls, name: str, dataset: dict, labels: dict | None = None, *, kernel, n_clusters: int, solver: str,
-            params: dict, placement: Placement, checkpoint_keep: int) -> "ClusteringRecord":
+            params: dict, placement: Placement | None = None,
+            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ClusteringRecord":
         """A ``queued`` record for a clustering of ``dataset`` (its public metadata, `store.DatasetStore.get`)
         with reference ``labels`` (the labels data set's metadata, or None), the request's fields
         already checked (`service`). `Invalid` naming ``labels_dataset`` when the labels are not one column
@@ -92,7 +94,7 @@ class ClusteringRecord(JobRecord):
                                                 f"rows; the labels of {dataset['name']!r} are one per row, "
                                                 f"{n_rows}")
         return cls(name=name, **dataset_fields(dataset), n_rows=n_rows, kernel=kernel, n_clusters=n_clusters,
-                   solver=solver, params=params, placement=placement, checkpoint_keep=checkpoint_keep,
+                   solver=solver, params=params, placement=placement or Placement(), checkpoint_keep=checkpoint_keep,
                    labels_dataset=None if labels is None else labels["name"],
                    labels_dataset_version=None if labels is None else labels.get("version"))
 

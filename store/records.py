@@ -273,11 +273,12 @@ class ModelRecord(JobRecord):
 
     @classmethod
     def new(cls, name: str, dataset: dict, *, kernel: KernelSpec, n_components: int, solver: str, params: dict,
-            placement: Placement, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
+            placement: Placement | None = None, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
         """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`), the
-        request's fields already checked (`service`). Cost O(1)."""
+        request's fields already checked (`service`); ``placement`` default: `Placement` (any workers, the
+        default exact limit). Cost O(1)."""
         return cls(name=name, **dataset_fields(dataset), kernel=kernel, n_components=n_components, solver=solver,
-                   params=params, placement=placement, checkpoint_keep=checkpoint_keep)
+                   params=params, placement=placement or Placement(), checkpoint_keep=checkpoint_keep)
 
     @property
     def serves_without_dataset(self) -> bool:

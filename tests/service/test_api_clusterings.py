@@ -129,9 +129,10 @@ def test_list_read_and_delete(api, found):
     ({"params": {"eta0": -1.0}}, 422, "invalid", "params.eta0"),
     ({"params": {"init": "nystrom"}}, 422, "invalid", "params.init"),
     ({"params": {"landmarks": 10}}, 422, "invalid", "params.landmarks"),
-    ({"params": {"workers": 0}}, 422, "invalid", "params.workers"),
-    ({"params": {"workers": "many"}}, 422, "invalid", "params.workers"),
-    ({"params": {"workers": 2}}, 422, "invalid", "params.workers"),  # the module's cluster has one worker
+    ({"params": {"init": "rskpca"}}, 422, "invalid", "params.init"),
+    ({"params": {"init": "subset", "init_size": 2}}, 422, "invalid", "params.init_size"),
+    ({"params": {"workers": 1}}, 422, "invalid", "params.workers"),  # placement, not a solver's parameter
+    ({"placement": {"workers": 1}}, 422, "invalid", "placement"),  # clusterings run on one worker
     ({"labels_dataset": "short"}, 422, "invalid", "labels_dataset"),
     ({"labels_dataset": "wide"}, 422, "invalid", "labels_dataset"),
     ({"labels_dataset": "absent"}, 404, "not_found", "labels_dataset"),

@@ -107,7 +107,7 @@ def test_a_fit_sharded_over_the_external_workers_equals_the_one_process_fit(sche
     """``params.workers`` 2 on two `dask worker` processes: the shards live on both, and the fit ends
     where the same fit run in this process (no dask) ends, to 1e-10 relative."""
     from store import CheckpointStore, DatasetStore, ModelRegistry
-    from store.records import ModelRecord
+    from store.records import ModelRecord, Placement
     from workers import Backend
     from workers.fit import FitJob
 
@@ -118,8 +118,8 @@ def test_a_fit_sharded_over_the_external_workers_equals_the_one_process_fit(sche
     registry, checkpoints = ModelRegistry(tmp_path), CheckpointStore(tmp_path)
     for name, workers in (("sharded", 2), ("reference", 1)):
         registry.create(ModelRecord.new(name, datasets.get("d"), kernel={"type": "gaussian", "sigma": 3.0},
-                                        n_components=4, solver="kha-smd",
-                                        params={"passes": 3, "seed": 2, "block_size": 100, "workers": workers}))
+                                        n_components=4, solver="kha-smd", placement=Placement(workers=workers),
+                                        params={"passes": 3, "seed": 2, "block_size": 100}))
     with Backend(tmp_path, scheduler=scheduler_address) as backend:
         assert backend.fit_workers() == WORKERS
         backend.submit_fit("sharded")

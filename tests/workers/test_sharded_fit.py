@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from store.records import ModelRecord
+from store.records import ModelRecord, Placement
 from tests.store_checks import ended, wait_for_record
 from workers import Backend
 from workers.fit import FitJob
@@ -40,9 +40,9 @@ def backend(data_dir):
         yield b
 
 
-def record(data_dir, name, solver="kha-smd", passes=PASSES, **params):
+def record(data_dir, name, solver="kha-smd", passes=PASSES, workers=None, **params):
     return ModelRecord.new(name, DatasetStore(data_dir).get("digits"), kernel={"type": "gaussian", "sigma": 3.0},
-                           n_components=5, solver=solver,
+                           n_components=5, solver=solver, placement=Placement(workers=workers),
                            params={"passes": passes, "seed": 7, "block_size": 100, **params})
 
 
@@ -75,7 +75,7 @@ def test_sharded_fits_equal_the_one_worker_fit(data_dir, backend, reference, sol
     for k, name in names.items():
         final = wait_for_record(registry, name, ended)
         assert final.status == "completed", final.error
-        assert final.params_used["workers"] == k
+        assert "workers" not in final.params_used  # placement, not a parameter: each pass says how many ran it
         assert final.progress.workers == k and {h.workers for h in final.history} == {k}
         got = checkpoints.load(name)
         assert checkpoints.parts_of(name, PASSES) is not None  # a sharded checkpoint: parts and a manifest
