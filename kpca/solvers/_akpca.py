@@ -43,6 +43,8 @@ import numpy as np
 from kpca.params import ParamError
 from kpca.solvers._autoencoder import (
     NORM_LIMIT,
+    gains,
+    used,
     OWN_PARAMS,
     AutoencoderModel,
     begin_pass,
@@ -186,4 +188,4 @@ register(Solver(
           "subgradient descent; reconstructs x itself, not phi(x). Kernel {type: polynomial, degree: 2, offset: 0, "
           "gamma: 1} only; keeps 2 k d^2 numbers",
     params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
-    diverged=diverged, damped=damped, model=model))
+    diverged=diverged, damped=damped, model=model, used=used, gains=gains))

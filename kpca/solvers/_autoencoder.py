@@ -157,6 +157,17 @@ def damped(pass_start: dict) -> dict:
                 gain=pass_start["gain"] * GAIN_REDUCTION)
 
 
+def used(state: dict) -> dict:
+    """What the fit settled on besides its parameters: eta0 after any reduction by `damped`, and how
+    many reductions. O(1)."""
+    return {key: state[key] for key in ("eta0", "gain_reductions") if key in state}
+
+
+def gains(state: dict) -> np.ndarray:
+    """The gain of the current pass, (1,) (`STEP_RULE`)."""
+    return state["gain"]
+
+
 def common_state(name: str, rows, params: dict, scale: float, mean: np.ndarray) -> dict:
     """The keys both variants keep besides their parameters (see their module docstrings)."""
     state = {"solver": name, "n_rows": int(rows.n_rows), "t": 0, "pass": 0, "position": 0,

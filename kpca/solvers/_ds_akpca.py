@@ -37,6 +37,8 @@ import numpy as np
 
 from kpca.solvers._autoencoder import (
     NORM_LIMIT,
+    gains,
+    used,
     OWN_PARAMS,
     AutoencoderModel,
     begin_pass,
@@ -180,4 +182,4 @@ register(Solver(
           "points, O(k l) memory and Lanczos products O(l d) per step: for many features and few rows "
           "(limited to exact_limit rows). Kernel {type: polynomial, degree: 2, offset: 0, gamma: 1} only",
     params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
-    diverged=diverged, damped=damped, resolve=resolve, model=model))
+    diverged=diverged, damped=damped, resolve=resolve, model=model, used=used, gains=gains))

@@ -34,6 +34,7 @@ from service.schemas.clusterings import (
     LABELS_PAGE,
     MAX_LABELS_PAGE,
     ClusteringCreate,
+    ClusteringLabelled,
     ClusteringPublic,
     ClusteringResume,
     ClusteringsPublic,
@@ -86,17 +87,17 @@ def get_clustering(
     labels_offset: Annotated[int, Query(ge=0, description="row of the first label returned")] = 0,
     labels_limit: Annotated[int, Query(ge=0, le=MAX_LABELS_PAGE, description="labels returned at most; "
                                        "0: none")] = LABELS_PAGE,
-) -> ClusteringPublic:
+) -> ClusteringLabelled:
     """Status, progress, history (with the variation of information per pass) and, once completed, a
     page of labels with ``labels_total`` and the ``next`` page's URL (module docstring)."""
     record = clusterings.get(name)
     if record.status != "completed" or labels_limit == 0:
-        return ClusteringPublic.of(record)
+        return ClusteringLabelled.of(record)
     labels, total = clusterings.labels(name, labels_offset, labels_limit)
     after = labels_offset + len(labels)
     following = f"{router.prefix}/{name}?labels_offset={after}&labels_limit={labels_limit}" if after < total else None
-    return ClusteringPublic.of(record, labels=labels, labels_offset=labels_offset, labels_total=total,
-                               next=following)
+    return ClusteringLabelled.of(record, labels=labels, labels_offset=labels_offset, labels_total=total,
+                                 next=following)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)

@@ -71,8 +71,7 @@ class ClusteringResume(BaseModel):
 
 
 class ClusteringPublic(JobPublic):
-    """A clustering: its configuration, its fit's state, its figures and, once completed, a page of its
-    labels."""
+    """A clustering: its configuration, its fit's state and its figures."""
 
     n_clusters: int = Field(description="number of clusters k (and of eigenvectors of L fitted)")
     n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
@@ -81,6 +80,10 @@ class ClusteringPublic(JobPublic):
     history: list[ClusteringPassRecord] = Field(default_factory=list, description="one record per completed pass")
     variation_of_information: float | None = Field(
         default=None, description="VI (nats) of the final labels against the reference labels")
+
+
+class ClusteringLabelled(ClusteringPublic):
+    """A clustering and, once completed, a page of its labels (``GET /v1/clusterings/{name}``)."""
 
     labels: list[int] | None = Field(default=None, description="cluster of each row, 0 .. n_clusters-1, rows "
                                      "labels_offset .. labels_offset + len(labels) - 1; None until completed")

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 
+from kpca.params import Param
 from store.records import BestCheckpoint, FitError, JobRecord, PassRecord, Progress
 
-WORKERS_MAX = 4096
+WORKERS = Param(
+    "workers", int, None, low=1, high=4096, words=("all",),
+    description="dask workers one KHA-family fit is sharded over: an integer, or \"all\" (every worker that offers "
+                "fits); left out: all when the data set has at least KPCA_SHARD_MIN_ROWS rows, else 1. Each pass's "
+                "record says how many ran it")
 
 
 class PlacementPublic(BaseModel):
@@ -23,11 +28,8 @@ class PlacementPublic(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    workers: Annotated[StrictInt, Field(ge=1, le=WORKERS_MAX)] | Literal["all"] | None = Field(
-        default=None,
-        description="dask workers one KHA-family fit is sharded over: an integer, or \"all\" (every worker that "
-                    "offers fits); left out: all when the data set has at least KPCA_SHARD_MIN_ROWS rows, else 1. "
-                    "params_used and each pass's workers say how many ran it")
+    workers: Annotated[int | str | None, PlainValidator(lambda value: WORKERS.check(value, "placement")),
+                       WithJsonSchema(WORKERS.json_schema())] = None
 
 
 class JobPublic(BaseModel):

@@ -63,7 +63,7 @@ def test_events_declare_an_event_stream(document):
 
 
 def test_progress_and_history_are_typed(document):
-    for name in ("ModelRecord", "ClusteringPublic"):
+    for name in ("ModelPublic", "ClusteringPublic"):
         properties = document["components"]["schemas"][name]["properties"]
         assert {"$ref": "#/components/schemas/Progress"} in properties["progress"]["anyOf"], name
         assert properties["history"]["items"]["$ref"].endswith("PassRecord"), name

@@ -131,17 +131,19 @@ def test_unknown_solver_is_422(api):
         ({"init": "subset", "init_size": 2}, "params.init_size"),  # below n_components = 3
         ({"init": "subset", "init_size": N_ROWS + 1}, "params.init_size"),
         ({"kernel_precision": "float16"}, "params.kernel_precision"),
-        ({"workers": 0}, "params.workers"),
-        ({"workers": -1}, "params.workers"),
-        ({"workers": 1.5}, "params.workers"),
-        ({"workers": "many"}, "params.workers"),
-        ({"workers": True}, "params.workers"),
-        ({"workers": 4097}, "params.workers"),
+        ({"workers": 2}, "params.workers"),  # placement, not a parameter: the message says where it went
     ],
 )
 def test_bad_params_are_422_naming_the_key(api, params, field):
     error = assert_error(api.post("/v1/models", json=model_body(params=params)), 422, "invalid", field)
     assert field.split(".")[1] in error["message"]
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, "many", True, 4097])
+def test_bad_placement_is_422_naming_the_key(api, workers):
+    error = assert_error(api.post("/v1/models", json=model_body(placement={"workers": workers})), 422, "invalid",
+                         "placement.workers")
+    assert "workers" in error["message"]
 
 
 @pytest.mark.parametrize("n_components", [N_ROWS, N_ROWS + 1, 10**6])
@@ -204,7 +206,8 @@ def test_get_reports_what_the_worker_wrote(api, registry):
     assert model["progress"] == {**progress, "workers": None}
     assert model["history"] == [{**h, "workers": None} for h in history]
     assert model["params_used"]["eta0"] == 0.05
-    assert model["schema_version"] == 2 and model["params"] == {"passes": 1, "seed": 0}
+    assert model["params"] == {"passes": 1, "seed": 0} and model["placement"] == {"workers": None}
+    assert not {"schema_version", "owner", "exact_limit", "fit_kernel"} & set(model)  # the service's, not the API's
     assert "written" in [m["name"] for m in api.get("/v1/models").json()["models"]]
 
 
@@ -256,21 +259,22 @@ def test_project_refuses_too_many_rows(api, completed):
 
 def test_more_workers_than_the_cluster_offers_is_422(api):
     # the module's server has an embedded cluster of one worker offering the fit resource
-    error = assert_error(api.post("/v1/models", json=model_body(name="wide", params={"workers": 2})),
-                         422, "invalid", "params.workers")
+    error = assert_error(api.post("/v1/models", json=model_body(name="wide", placement={"workers": 2})),
+                         422, "invalid", "placement.workers")
     assert "1 worker" in error["message"] and '"all"' in error["message"], error
     assert_error(api.get("/v1/models/wide"), 404, "not_found", "name")  # nothing stored
-    assert_error(api.post("/v1/models", json=model_body(name="m", solver="exact", params={"workers": 1})),
-                 422, "invalid", "params.workers")  # not a parameter of solvers outside the KHA family
+    error = assert_error(api.post("/v1/models", json=model_body(name="m", solver="exact", params={"workers": 1})),
+                         422, "invalid", "params.workers")  # where a fit runs is not a parameter of any solver
+    assert "placement.workers" in error["message"], error
 
 
 @pytest.mark.parametrize("workers", [1, "all"])
 def test_workers_the_cluster_has_are_accepted(api, workers):
     name = f"sharded-{workers}"
-    response = api.post("/v1/models", json=model_body(name=name, solver="kha", params={"passes": 1,
-                                                                                       "workers": workers}))
+    response = api.post("/v1/models", json=model_body(name=name, solver="kha", params={"passes": 1},
+                                                      placement={"workers": workers}))
     assert response.status_code == 202, response.text
-    assert response.json()["params"]["workers"] == workers
+    assert response.json()["placement"]["workers"] == workers and "workers" not in response.json()["params"]
     assert api.delete(f"/v1/models/{name}").status_code == 204
 
 

@@ -42,7 +42,7 @@ def test_data_set_and_models_load(api):
     assert {name: m["status"] for name, m in models.items()} == {
         "digits-cancelled": "cancelled", "digits-exact": "completed", "digits-smd": "completed"}
     smd = models["digits-smd"]
-    assert smd["schema_version"] == 2 and smd["params"] == {"passes": 5, "seed": 0, "xi": 0.99,
+    assert "schema_version" not in smd and smd["params"] == {"passes": 5, "seed": 0, "xi": 0.99,
                                                             "init": "random", "kernel_precision": "float64"}
     assert models["digits-exact"]["params"] == {"kernel_precision": "float64"}  # the KHA-only keys are gone
     assert [h["pass"] for h in smd["history"]] == [1, 2, 3, 4, 5]
@@ -73,4 +73,4 @@ def test_the_cancelled_model_resumes_to_where_an_uninterrupted_fit_ends(api, dat
     np.testing.assert_allclose(Z["components"], expected["reference"], rtol=0,
                                atol=1e-10 * np.abs(expected["reference"]).max())
     doc = json.loads((data_dir / "models" / "digits-cancelled" / "model.json").read_text())
-    assert doc["schema_version"] == 2 and doc["params"]["passes"] == passes  # rewritten in version 2
+    assert doc["schema_version"] == 3 and doc["params"]["passes"] == passes  # rewritten in version 3
