@@ -2,7 +2,7 @@
 
 1. End to end: an embedded cluster of two worker processes (`workers.Backend`), the jittered digits
    (`bench._common.jittered_digits`, n = 64) to ``--l`` rows in a temporary data folder, and a KHA-SMD
-   fit (r = 16, b = 1024, 2 passes, Gaussian kernel sigma 3, seed 0) with ``params.workers`` 1, then
+   fit (r = 16, b = 1024, 2 passes, Gaussian kernel sigma 3, seed 0) with ``placement.workers`` 1, then
    2, one after the other. Per pass: the second pass alone (``history[1].elapsed_s -
    history[0].elapsed_s``); also the wall time from submission to completion. Reported: the ratio
    t(2) / t(1) (issue 17's goal: <= 0.6) and the fits' agreement (``max|A_2 - A_1| / max|A_1|``).

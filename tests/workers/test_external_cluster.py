@@ -104,7 +104,7 @@ def test_service_fits_on_the_external_cluster(scheduler_address, tmp_path, digit
 
 
 def test_a_fit_sharded_over_the_external_workers_equals_the_one_process_fit(scheduler_address, tmp_path, digits):
-    """``params.workers`` 2 on two `dask worker` processes: the shards live on both, and the fit ends
+    """``placement.workers`` 2 on two `dask worker` processes: the shards live on both, and the fit ends
     where the same fit run in this process (no dask) ends, to 1e-10 relative."""
     from store import CheckpointStore, DatasetStore, ModelRegistry
     from store.records import ModelRecord, Placement
