@@ -117,8 +117,8 @@ def test_the_graph_is_read():
 
 def test_paper_uses_no_service_or_workers():
     """paper/ (scripts like bench/, not a package) reruns the papers' experiments on the numerics: it may
-    import kpca, bench's helpers and tests' generators, never workers, service or the HTTP client
-    (bench/ may: it measures the service too)."""
+    import kpca and bench's helpers, never workers, service or the HTTP client (bench/ may: it measures
+    the service too)."""
     found = {}
     for path in sorted((ROOT / "paper").glob("*.py")):
         bad = sorted(o for o in imported(path) if o.split(".")[0] in ("workers", "service", "client"))
@@ -126,3 +126,14 @@ def test_paper_uses_no_service_or_workers():
             found[str(path.relative_to(ROOT))] = bad
     assert found == {}
     assert (ROOT / "paper" / "run.py").is_file()
+
+
+def test_bench_and_paper_import_nothing_from_tests():
+    """bench/ and paper/ run without tests/: what they share with the tests lives in the packages or in
+    bench/ (the tests import it from there), never the other way round."""
+    found = {}
+    for path in sorted([*(ROOT / "bench").glob("*.py"), *(ROOT / "paper").glob("*.py")]):
+        bad = sorted(o for o in imported(path) if o.split(".")[0] == "tests")
+        if bad:
+            found[str(path.relative_to(ROOT))] = bad
+    assert found == {}
