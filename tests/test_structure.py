@@ -70,6 +70,15 @@ def test_routes_do_no_maths():
     assert {name: found for name, found in routes.items() if found} == {}
 
 
+def test_store_runs_no_numerics():
+    """store/ reads kpca's vocabulary (kernel specs, the solver registry, defaults) but never builds or runs a
+    model: what needs one (an imported archive's serving check) is done in workers/."""
+    numerics = ("kpca.model", "kpca.rows", "kpca.driver", "kpca.preimage", "kpca.estimator")
+    found = {name: sorted(o for o in imported(path) if o.startswith(numerics))
+             for name, path in MODULES.items() if name.startswith("store")}
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
 def test_numerics_import_no_io_service_or_dask_library():
     bad = {name: sorted(o for o in imported(path) if o.split(".")[0] in NOT_IN_NUMERICS)
            for name, path in MODULES.items() if name.startswith("kpca")}
