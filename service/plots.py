@@ -5,8 +5,8 @@ uses matplotlib's object API (`matplotlib.figure.Figure` on the Agg canvas,
 never pyplot, which keeps global state and is not thread-safe), imported
 inside each function so that the service's start-up does not pay for it.
 Every figure is drawn at `DPI` dots per inch, so a size in pixels is
-``inches * DPI``. Cost: a figure is a few tens of milliseconds plus, for the
-images, O(pixels).
+``inches * DPI``. Cost: one matplotlib figure drawn and saved as PNG plus, for
+the images, O(pixels).
 """
 
 from __future__ import annotations
