@@ -8,8 +8,8 @@ CPU, cores, library versions, BLAS) and writes atomically. The figures themselve
 files and in the README's tables, not in docstrings.
 
 The bench scripts put the repository root on ``sys.path`` so that ``python bench/x.py`` can
-import ``bench._common`` and ``tests.naive`` (the step-by-step references); ``python -m
-bench.x`` works too.
+import ``bench._common`` and ``bench._stepwise`` (the step-by-step references, which the tests
+compare against too); ``python -m bench.x`` works too. Nothing here imports from tests/.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A real service (uvicorn on loopback, embedded one-worker dask cluster, temporary
 committed data set "d", a completed model "m" and a clustering "c"; then, for every operation,
 ``--examples`` generated requests of each kind (valid data, invalid data, valid data aimed at the
 existing resource) with Hypothesis seeded by ``--seed``, DELETE last. Each response is checked as
-in CI (`tests.fuzzing`): no 5xx, documented status code, content type, headers and body schema.
+in CI (`bench._fuzzing`): no 5xx, documented status code, content type, headers and body schema.
 Stateful runs (schemathesis's state machine) need OpenAPI links, which the document does not declare,
 so this run is per operation.
 
@@ -56,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.examples, args.minutes = 10, 1.0
-    from tests.fuzzing import fuzz_operations
+    from bench._fuzzing import fuzz_operations
 
     with running_service(register_prefixes=[]) as url:
         known = prepare(url)

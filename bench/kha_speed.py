@@ -3,7 +3,7 @@
 1. l = 20,000 random points (n = 64, a Gaussian mixture), r = 16, Gaussian
    kernel: the time to compute one pass's centred kernel rows alone, and
    the time of a full kha-smd / kha-et pass with the step-by-step reference
-   updates (``tests.naive.step_block_reference``) and with the blocked ones
+   updates (``bench._stepwise.step_block_reference``) and with the blocked ones
    (`kpca.solvers._kha.step_block`) on the formed rows — ratios to the
    kernel rows, measured in one run over ``--blocks`` blocks of a pass
    (extrapolated to the pass). The kernel rows are timed dropping each
@@ -15,7 +15,7 @@
    reported), two ways: ``fused`` (`kpca.driver.run_passes`, the only path:
    the update multiplies each kernel tile while it is in cache and the rows
    are never formed) and ``sequential`` (rows formed, then the blocked
-   update: ``tests.naive.run_passes_reference`` with `step_block`). Then the
+   update: ``bench._stepwise.run_passes_reference`` with `step_block`). Then the
    same with one kernel thread and one BLAS thread, a service worker's
    setting (``full_pass_one_thread_each``). Beside the rows formed, each
    round also times the pass's kernel tiles computed and summed in cache
@@ -40,13 +40,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench._common, tests.naive
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench._common, bench._stepwise
 
 import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 from bench._common import save, start_iterative  # noqa: E402
+from bench._stepwise import run_passes_reference, step_block_reference  # noqa: E402
 from kpca._threads import blas_limit, tile_threads  # noqa: E402
 from kpca.defaults import default_block_size  # noqa: E402
 from kpca.driver import permutation, run_passes  # noqa: E402
@@ -54,7 +55,6 @@ from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.metrics import excess_error, minimal_error  # noqa: E402
 from kpca.rows import Centering, KernelRows  # noqa: E402
 from kpca.solvers._kha import begin_pass, step_block  # noqa: E402
-from tests.naive import run_passes_reference, step_block_reference  # noqa: E402
 
 
 def pass_costs(l, n, blocks, rounds):

@@ -20,7 +20,7 @@
    sigma the median distance of 1000 rows, `kpca.rows.KernelRows` over the
    numpy array: one lanczos fit with its defaults (centring pass, subset
    start, iterations) against one kha-smd pass (`kpca.driver.run_passes`
-   from ``tests.naive.start_state``, the rows already centred), wall and CPU
+   from ``bench._common.start_iterative``, the rows already centred), wall and CPU
    seconds, in ``--rounds`` alternating rounds; the ratio "lanczos fit / one
    kha pass" of the medians, and the fit's residual per iteration.
 
@@ -37,21 +37,20 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench._common, tests.naive
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench._common
 
 import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
 import scipy.sparse.linalg as sla  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
-from bench._common import save  # noqa: E402
+from bench._common import save, start_iterative  # noqa: E402
 from kpca._threads import blas_limit  # noqa: E402
 from kpca.driver import run_passes  # noqa: E402
 from kpca.kernels import KernelSpec, median_distance  # noqa: E402
 from kpca.rows import KernelRows  # noqa: E402
 from kpca.solvers import SOLVERS, FitContext  # noqa: E402
 from kpca.solvers._lanczos import block_product  # noqa: E402
-from tests.naive import start_state  # noqa: E402
 
 
 class Counted:
@@ -141,7 +140,7 @@ def timing(l: int, rounds: int, n: int = 64, r: int = 16) -> dict:
         for _ in range(rounds):
             rows = KernelRows(X, spec)
             rows.fit_centering()
-            state = start_state("kha-smd", r, rows)
+            _, state = start_iterative("kha-smd", rows, r, rows.centering.mean_diagonal, seed=0)
             _, kha_wall, kha_cpu = timed(lambda: run_passes(rows, state, 1, 1024))
             log, clock = [], time.perf_counter()
 

@@ -1,13 +1,15 @@
 """``kpca``: the command line of kpca-stream, over its HTTP API (`client.api.Client`).
 
-Every command but ``serve`` talks HTTP only; ``serve`` runs the service itself (``python -m
-service``) and is the one place that loads it, when it is run.
+Every command but ``serve`` talks HTTP only; ``serve`` starts the service as a process of its own
+(``python -m service``, `run_service`), so the client never imports the service's packages.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -96,12 +98,62 @@ def cli(ctx: click.Context, url: str, api_key: str | None, json_output: bool) ->
 
 @cli.command(context_settings={"ignore_unknown_options": True, "help_option_names": []})
 @click.argument("options", nargs=-1, type=click.UNPROCESSED)
-def serve(options) -> None:
+@click.pass_context
+def serve(ctx: click.Context, options) -> None:
     """Run the service here with OPTIONS (the same as ``python -m service``: ``kpca serve --help``
-    lists them, e.g. --host, --port, --data-dir, --scheduler); needs the server's packages."""
-    argv = list(options)
-    # loaded only when run, so that importing the client never pulls in the service
-    importlib.import_module("service.__main__").main(argv)
+    lists them, e.g. --host, --port, --data-dir, --scheduler); needs the server's packages. Exits with
+    the service's status; Ctrl-C stops the service."""
+    ctx.exit(run_service(list(options)))
+
+
+#: what the CLI passes on to the service it runs (SIGINT: see `run_service`)
+FORWARDED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def run_service(argv: list[str]) -> int:
+    """Run ``python -m service ARGV`` (this interpreter) as a child process until it ends; its exit status
+    (128 + N for a child ended by signal N, as a shell reports it).
+
+    Signals reach the service as if it had been started by itself. Ctrl-C in a terminal interrupts
+    the whole foreground process group, the service included, so the first SIGINT the CLI gets is not
+    passed on (a second one would make uvicorn skip its graceful shutdown); a later SIGINT, or any
+    SIGINT when the child runs in another process group, is. SIGTERM and SIGHUP are passed on at once.
+    The CLI waits for the service to finish its shutdown either way. Cost: one process start.
+    """
+    child: subprocess.Popen | None = None
+    interrupts = 0
+
+    def forward(signum, _frame) -> None:
+        nonlocal interrupts
+        if child is None:
+            return
+        if signum == signal.SIGINT:
+            interrupts += 1
+            if interrupts == 1 and _same_process_group(child.pid):
+                return  # the terminal sent it to the service too
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:  # it has just ended
+            pass
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "service", *argv])
+        status = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 128 - status if status < 0 else status
+
+
+def _same_process_group(pid: int) -> bool:
+    """Whether process ``pid`` is in this process's group (True where process groups do not exist)."""
+    try:
+        return os.getpgid(pid) == os.getpgrp()
+    except AttributeError:  # not on POSIX: a console's Ctrl-C reaches every process attached to it
+        return True
+    except ProcessLookupError:
+        return False
 
 
 @cli.command()

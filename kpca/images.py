@@ -16,6 +16,11 @@ Images are arrays of shape (H, W) (grey) or (H, W, C) (channels last). A
 patch of an (H, W, C) image is flattened in C order, i.e. row by row, the C
 channels of a pixel adjacent: ``patch.reshape(p, p, C).ravel()``.
 
+Patch geometry without cutting: `channels_of` an image shape, `patch_side` of rows of a patch
+model, `patch_plan` (the patch side and the size of an upscaled image, for denoising an image
+through such a model) and `patch_count` (the patches `extract_patches` cuts), each O(1), so that
+a request's work is known before any is done.
+
 A note on the seed's counts: 3844 = 62^2 windows per sub-image. On our grid
 (positions ``0, 2, 4, ...`` plus the last one, ``H - 11``) a 128 x 128
 quadrant of a 256 x 256 Lena gives 60 x 60 = 3600 windows; 62 positions need
@@ -25,6 +30,7 @@ overlap, or from a larger image), so that count is not reproduced exactly.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -60,8 +66,63 @@ class PatchGrid(NamedTuple):
     @property
     def n_features(self) -> int:
         """Length of a flattened patch, ``patch * patch * C`` (C = 1 for grey)."""
-        channels = self.shape[2] if len(self.shape) == 3 else 1
-        return self.patch * self.patch * channels
+        return self.patch * self.patch * channels_of(self.shape)
+
+
+class PatchPlan(NamedTuple):
+    """How an image is cut for a patch model (`patch_plan`).
+
+    Attributes
+    ----------
+    patch : int
+        Side of the model's square patches, in pixels.
+    height, width : int
+        Size of the image that is cut: the input's, times the upscale factor.
+    """
+
+    patch: int
+    height: int
+    width: int
+
+
+def channels_of(shape) -> int:
+    """Channels C of an image of shape (H, W) (1) or (H, W, C). O(1)."""
+    return int(shape[2]) if len(shape) == 3 else 1
+
+
+def patch_side(n_features: int, channels: int = 1) -> int:
+    """Side p of the square patches of ``channels`` channels whose flattened rows hold ``n_features``
+    values, ``p * p * channels == n_features`` (the rows of `extract_patches`).
+
+    Raises ValueError naming ``n_features`` when no such p exists. Cost O(1).
+    """
+    n_features, channels = int(n_features), int(channels)
+    side = math.isqrt(n_features // channels)
+    if side * side * channels != n_features:
+        raise ValueError(f"n_features: {n_features} values are not a square patch of {channels} channel(s)")
+    return side
+
+
+def patch_plan(image_shape, n_features: int, upscale: int = 1) -> PatchPlan:
+    """The patches an image of ``image_shape`` (H, W) or (H, W, C) is cut into by a model over rows of
+    ``n_features`` values, after `upscale_replicate` by ``upscale``: the patch side (`patch_side` with
+    the image's C) and the upscaled height and width.
+
+    Raises ValueError (`patch_side`) when the rows are not square patches of C channels. Whether the
+    patches fit the image, and a stride, are for the caller to check (`patch_count` counts them).
+    Cost O(1).
+    """
+    upscale = _positive_int(upscale, "upscale")
+    patch = patch_side(n_features, channels_of(image_shape))
+    return PatchPlan(patch, int(image_shape[0]) * upscale, int(image_shape[1]) * upscale)
+
+
+def patch_count(height: int, width: int, patch: int, stride: int) -> int:
+    """Patches `extract_patches` cuts from a ``height`` x ``width`` image (the grid of step ``stride``
+    plus the last position on each axis), computed without cutting them; ``1 <= patch <= min(height,
+    width)``. Cost O(1)."""
+    per_axis = [-(-(side - patch) // stride) + 1 for side in (height, width)]
+    return per_axis[0] * per_axis[1]
 
 
 def _check_image(image) -> np.ndarray:
@@ -175,7 +236,7 @@ def assemble_patches(patches: np.ndarray, grid: PatchGrid) -> np.ndarray:
     """
     patches = np.asarray(patches)
     shape, p = tuple(grid.shape), grid.patch
-    channels = shape[2] if len(shape) == 3 else 1
+    channels = channels_of(shape)
     if patches.shape != (grid.n_patches, grid.n_features):
         raise ValueError(
             f"patches: expected shape ({grid.n_patches}, {grid.n_features}) for this grid, got {patches.shape}"

@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the repository root: kpca, bench, tests.motion
+sys.path.insert(0, str(ROOT))  # the repository root: kpca, bench
 
 from bench._common import environment  # noqa: E402
 

@@ -2,7 +2,8 @@
 
 A PNG's size is read from its header (`png_header`) and checked against the
 pixel limit before Pillow decodes anything, so a small file that declares a
-huge image costs nothing.
+huge image costs nothing. `image_patch_plan` turns the patch geometry of an
+image request (`kpca.images.patch_plan`) into the route's 422.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import zlib
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from kpca.images import PatchPlan, channels_of, patch_plan
 from service.errors import ApiError
 
 PNG_MEDIA_TYPE = "image/png"
@@ -60,6 +62,20 @@ def check_pixels(height: int, width: int, limit: int, field: str = "body", what:
     if width * height > limit:
         raise ApiError(413, "too_large", f"{what} of {width}x{height} = {width * height} pixels is over the limit "
                        f"of {limit} pixels (KPCA_MAX_IMAGE_PIXELS)", field)
+
+
+def image_patch_plan(image: np.ndarray, n_features: int, upscale: int, model: str) -> PatchPlan:
+    """How a decoded ``image`` is cut for model ``model`` over rows of ``n_features`` values, upscaled
+    ``upscale`` times (`kpca.images.patch_plan`: patch side, upscaled height and width), or a 422 on
+    ``image`` when those rows are not square patches of the image's channels. Cost O(1)."""
+    try:
+        return patch_plan(image.shape, n_features, upscale)
+    except ValueError:
+        channels = channels_of(image.shape)
+        kind = "grey" if channels == 1 else "colour"
+        raise ApiError(422, "invalid", f"model {model!r} was trained on rows of {n_features} values, which are not "
+                       f"square {kind} patches ({channels} channel(s)); send an image whose patches match "
+                       "its training patches", "image") from None
 
 
 def decode_png(body: bytes, max_pixels: int = MAX_PIXELS) -> np.ndarray:

@@ -30,6 +30,7 @@ from fastapi import Depends, Request
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kpca.images import patch_count
 from service.errors import ApiError, error_response
 from store.records import ACTIVE
 
@@ -104,17 +105,11 @@ def check_rows(n_rows: int, limit: int, field: str = "rows") -> None:
                        "(KPCA_MAX_ROWS_PER_REQUEST); send them in several requests", field)
 
 
-def patch_count(height: int, width: int, patch: int, stride: int) -> int:
-    """Patches `kpca.images.extract_patches` cuts from a ``height`` x ``width`` image (the grid of step
-    ``stride`` plus the last position on each axis), computed without cutting them. O(1)."""
-    per_axis = [-(-(side - patch) // stride) + 1 for side in (height, width)]
-    return per_axis[0] * per_axis[1]
-
-
 def check_patches(height: int, width: int, patch: int, stride: int, limit: int, setting: str,
                   field: str = "stride") -> int:
-    """The patch count of an image request, or a 422 on ``field`` (``stride``, ``patch``) naming the
-    count and the limit (``setting``: the environment variable) when it is over ``limit``."""
+    """The patch count of an image request (`kpca.images.patch_count`), or a 422 on ``field``
+    (``stride``, ``patch``) naming the count and the limit (``setting``: the environment variable) when
+    it is over ``limit``. Cost O(1)."""
     count = patch_count(height, width, patch, stride)
     if count > limit:
         raise ApiError(422, "invalid", f"a {height}x{width} image cut into {patch}x{patch} patches with stride "

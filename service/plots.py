@@ -5,16 +5,19 @@ uses matplotlib's object API (`matplotlib.figure.Figure` on the Agg canvas,
 never pyplot, which keeps global state and is not thread-safe), imported
 inside each function so that the service's start-up does not pay for it.
 Every figure is drawn at `DPI` dots per inch, so a size in pixels is
-``inches * DPI``. Cost: a figure is a few tens of milliseconds plus, for the
-images, O(pixels).
+``inches * DPI``. Cost: one matplotlib figure drawn and saved as PNG plus, for
+the images, O(pixels).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 
 import numpy as np
+
+from kpca.images import patch_side
 
 DPI = 100
 #: words for the convergence metrics of `store.records.Convergence` (others: the name, underscores as spaces)
@@ -139,9 +142,10 @@ def image_shape(n_features: int, shape: tuple[int, int] | None = None) -> tuple[
                 return height, width, channels
         return None
     for channels in (1, 3):
-        side = math.isqrt(n_features // channels)
-        if side * side * channels == n_features and side > 1:
-            return side, side, channels
+        with contextlib.suppress(ValueError):  # not square patches of these channels
+            side = patch_side(n_features, channels)
+            if side > 1:
+                return side, side, channels
     return None
 
 

@@ -78,7 +78,7 @@ class Settings(BaseSettings):
         Default 100,000.
     max_serving_body_bytes : body limit of the serving routes (project,
         reconstruct, denoise, denoise-image, predict), below
-        ``max_body_bytes``: JSON rows parsed cost ~20x their size in memory.
+        ``max_body_bytes``: JSON rows cost far more memory parsed than sent.
         Default 16 MiB.
     max_import_bytes : body limit of ``POST /v1/models/import``, which streams
         the archive (training rows included) to a file in the data folder

@@ -26,8 +26,9 @@ characters), so the archive's total size is known before the first byte.
 (`store.archive_format.verify_archive`): member names
 (only the four above: no paths, links or duplicates), sizes and sha256 against
 the manifest, the format version, the record, the checkpoint (it must serve
-the record's components over the rows: one projection is computed), and the
-rows' version checksum. Then it creates (or reuses, by checksum) the data set
+the record's components over the rows: the caller's ``check_served`` computes
+one projection, `workers.archive.import_model` passes it), and the rows'
+version checksum. Then it creates (or reuses, by checksum) the data set
 and claims the model's name with the checkpoint already in place, so that the
 model appears completed and servable at once; a failure on the way removes
 what it created.
@@ -54,8 +55,8 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from store.archive_format import (
-    CHECKPOINT, COPY_BYTES, FORMAT, FORMAT_VERSION, MANIFEST, MEDIA_TYPE, MEMBERS, RECORD, ROWS, open_rows,
-    verify_archive,
+    CHECKPOINT, COPY_BYTES, FORMAT, FORMAT_VERSION, MANIFEST, MEDIA_TYPE, MEMBERS, RECORD, ROWS, ServedCheck,
+    open_rows, verify_archive,
 )
 from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
 from store.checkpoint_format import _VERSION_KEY, _encode, _write_npz
@@ -250,13 +251,16 @@ def _create_dataset(datasets: DatasetStore, name: str, rows: np.ndarray, dataset
 
 
 def import_archive(root: Path | str, path: Path | str, name: str | None = None, dataset: str | None = None,
-                   owner: str | None = None) -> ModelRecord:
+                   owner: str | None = None, *, check_served: ServedCheck) -> ModelRecord:
     """Import the model archive at ``path`` into data folder ``root``: the stored, completed record.
 
     ``name`` (default the archive's model name) names the model; ``dataset``
     (default the archive's data set name) the data set of its training rows:
     an existing set holding the same rows (same version checksum) is reused,
     else a new one is created. ``owner`` is recorded as the model's owner.
+    ``check_served(state, record, rows)`` raises ValueError unless the archive's
+    checkpoint serves its record's components over its rows (the store runs no
+    numerics: `workers.archive.import_model` passes `workers.archive.check_served`).
 
     Raises
     ------
@@ -271,8 +275,8 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
     -----
     Everything is verified in a hidden folder ``root/.imports/{hex}`` before anything is created; that
     folder is always removed. A new data set is deleted again if the model cannot be claimed. Cost: the
-    archive's bytes read about three times (extract and hash, verify, upload as chunks) plus one
-    commit of the rows.
+    archive's bytes read about three times (extract and hash, verify, upload as chunks), ``check_served``,
+    plus one commit of the rows.
     """
     root = Path(root)
     registry, datasets = ModelRegistry(root), DatasetStore(root)
@@ -280,7 +284,7 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
     work.mkdir(parents=True)
     created_dataset = None
     try:
-        verified = verify_archive(path, work)
+        verified = verify_archive(path, work, check_served)
         manifest, source = verified.manifest, verified.manifest["dataset"]
         model_name = validate_name(name if name is not None else verified.record.name, field="name")
         dataset_name = validate_name(dataset if dataset is not None else source["name"], field="dataset")

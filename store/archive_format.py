@@ -1,7 +1,9 @@
 """The model archive's format and its verification on import (`store.archive`): member names, sizes and
 sha256 against the manifest, the format version, the record, the rows against their data set checksum,
-and the checkpoint against both (it must serve the record's components over the rows). Every refusal is
-`store.errors.Invalid` on field ``body`` saying what is wrong."""
+and the checkpoint against both: a plain checkpoint of the record's solver over the rows' width, which
+must serve the record's components over the rows. That last check runs the numerics, so the caller
+passes it in (``check_served``, `workers.archive.check_served`); the store only reads the checkpoint.
+Every refusal is `store.errors.Invalid` on field ``body`` saying what is wrong."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import hashlib
 import json
 import math
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +33,9 @@ MEMBERS = (RECORD, CHECKPOINT, ROWS, MANIFEST)
 MAX_JSON_BYTES = 16 * 2**20
 COPY_BYTES = 2**20
 FIELD = "body"
+#: ``check_served(state, record, rows)``: raises ValueError, saying why, unless the checkpoint's state
+#: serves ``record``'s components over ``rows`` (`workers.archive.check_served`)
+ServedCheck = Callable[[dict, ModelRecord, np.ndarray], None]
 
 @dataclass
 class Verified:
@@ -176,12 +182,11 @@ def _check_rows(rows: np.ndarray, dataset: dict) -> None:
         raise _refuse(f"{ROWS} does not match the data set checksum in the manifest")
 
 
-def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_features: int) -> None:
-    """The checkpoint must be a plain one that serves ``record``'s components over ``rows``: the served model
-    is built and one row projected. Cost: loading the checkpoint, the solver's components and one kernel row."""
-    from kpca.solvers import served_model
-    from kpca.rows import KernelRows
-
+def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_features: int,
+                      check_served: ServedCheck) -> None:
+    """The checkpoint must be a plain one, of ``record``'s solver, that serves ``record``'s components over
+    ``rows`` (``check_served``; its ValueError is the refusal). Cost: loading the checkpoint, plus
+    ``check_served``."""
     if record.n_features is not None and record.n_features != n_features:
         raise _refuse(f"{RECORD} has n_features {record.n_features}, {ROWS} {n_features} columns")
     try:
@@ -195,19 +200,15 @@ def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_featu
     if state.get("solver") not in (None, record.solver):
         raise _refuse(f"{CHECKPOINT} was written by solver {state.get('solver')!r}, {RECORD} says {record.solver!r}")
     try:
-        kernel = record.fit_kernel
-        model = served_model(state, KernelRows(rows, kernel), kernel)
-        projected = np.asarray(model.project(np.asarray(rows[:1], dtype=np.float64)))
-    except Exception as exc:  # any mismatch of shapes or keys between the record, the checkpoint and the rows
-        raise _refuse(f"{CHECKPOINT} does not serve {RECORD} over {ROWS}: {exc}") from None
-    if projected.shape != (1, record.n_components) or not np.isfinite(projected).all():
-        raise _refuse(f"{CHECKPOINT} serves {projected.shape[-1]} components, {RECORD} says {record.n_components}")
+        check_served(state, record, rows)
+    except ValueError as exc:
+        raise _refuse(str(exc)) from None
 
 
-def verify_archive(path: Path | str, folder: Path) -> Verified:
-    """Extract the archive at ``path`` into the empty ``folder`` and verify it (module docstring);
-    `Invalid` on field ``body`` naming what is wrong. Cost O(archive bytes) read, written and hashed,
-    plus `_check_checkpoint`."""
+def verify_archive(path: Path | str, folder: Path, check_served: ServedCheck) -> Verified:
+    """Extract the archive at ``path`` into the empty ``folder`` and verify it (module docstring), the
+    checkpoint's serving by ``check_served``; `Invalid` on field ``body`` naming what is wrong. Cost
+    O(archive bytes) read, written and hashed, plus `_check_checkpoint`."""
     found = _extract(Path(path), folder)
     manifest = _read_json(folder, MANIFEST)
     _check_manifest(manifest, found)
@@ -215,5 +216,5 @@ def verify_archive(path: Path | str, folder: Path) -> Verified:
     dataset = manifest["dataset"]
     rows = open_rows(folder / ROWS, dataset)
     _check_rows(rows, dataset)
-    _check_checkpoint(folder / CHECKPOINT, record, rows, dataset["n_features"])
+    _check_checkpoint(folder / CHECKPOINT, record, rows, dataset["n_features"], check_served)
     return Verified(manifest, record, folder)

@@ -11,7 +11,7 @@ chunk zarr cannot decode, calls ``on_corrupt`` (which marks the data set and
 raises `store.errors.Corrupt`).
 
 Cost: one sha256 per zarr chunk per process while its file is unchanged
-(about 1 ms per MiB), plus one ``stat`` per zarr chunk per read.
+(O(chunk bytes)), plus one ``stat`` per zarr chunk per read.
 
 `verify_rows` re-hashes a version's rows by upload chunk (the unit a user
 re-uploads); `rewrite_chunk` replaces one damaged zarr chunk file atomically

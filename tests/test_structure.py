@@ -70,6 +70,15 @@ def test_routes_do_no_maths():
     assert {name: found for name, found in routes.items() if found} == {}
 
 
+def test_store_runs_no_numerics():
+    """store/ reads kpca's vocabulary (kernel specs, the solver registry, defaults) but never builds or runs a
+    model: what needs one (an imported archive's serving check) is done in workers/."""
+    numerics = ("kpca.model", "kpca.rows", "kpca.driver", "kpca.preimage", "kpca.estimator")
+    found = {name: sorted(o for o in imported(path) if o.startswith(numerics))
+             for name, path in MODULES.items() if name.startswith("store")}
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
 def test_numerics_import_no_io_service_or_dask_library():
     bad = {name: sorted(o for o in imported(path) if o.split(".")[0] in NOT_IN_NUMERICS)
            for name, path in MODULES.items() if name.startswith("kpca")}
@@ -117,8 +126,8 @@ def test_the_graph_is_read():
 
 def test_paper_uses_no_service_or_workers():
     """paper/ (scripts like bench/, not a package) reruns the papers' experiments on the numerics: it may
-    import kpca, bench's helpers and tests' generators, never workers, service or the HTTP client
-    (bench/ may: it measures the service too)."""
+    import kpca and bench's helpers, never workers, service or the HTTP client (bench/ may: it measures
+    the service too)."""
     found = {}
     for path in sorted((ROOT / "paper").glob("*.py")):
         bad = sorted(o for o in imported(path) if o.split(".")[0] in ("workers", "service", "client"))
@@ -126,3 +135,14 @@ def test_paper_uses_no_service_or_workers():
             found[str(path.relative_to(ROOT))] = bad
     assert found == {}
     assert (ROOT / "paper" / "run.py").is_file()
+
+
+def test_bench_and_paper_import_nothing_from_tests():
+    """bench/ and paper/ run without tests/: what they share with the tests lives in the packages or in
+    bench/ (the tests import it from there), never the other way round."""
+    found = {}
+    for path in sorted([*(ROOT / "bench").glob("*.py"), *(ROOT / "paper").glob("*.py")]):
+        bad = sorted(o for o in imported(path) if o.split(".")[0] == "tests")
+        if bad:
+            found[str(path.relative_to(ROOT))] = bad
+    assert found == {}

@@ -19,6 +19,8 @@ import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
 from store import DatasetStore, ModelRegistry, NotFound
+from store.records import ModelRecord
+from workers import archive as archive_task
 from workers import cluster as cluster_task
 from workers import fit as fit_task
 from workers import images as image_task
@@ -278,6 +280,13 @@ class Backend:
         scaled to [0, 1] (`workers.images.patch_dataset`). Blocking: call it from a thread pool."""
         future = self.client.submit(image_task.patch_dataset, self.data_dir, name, image, patch, stride, pure=False)
         return future.result()
+
+    def import_model(self, path: str | Path, name: str | None = None, dataset: str | None = None,
+                     owner: str | None = None) -> ModelRecord:
+        """Create a completed model from the archive at ``path`` (a file in the data folder): verified,
+        its checkpoint's serving checked by one projection, then stored (`workers.archive.import_model`).
+        Runs in the calling thread, not on the cluster. Blocking: call it from a thread pool."""
+        return archive_task.import_model(self.data_dir, path, name, dataset, owner)
 
     def transform_dataset(self, model_name: str, dataset: str, output: str, operation: str = "project",
                           method: str = "auto", options: dict | None = None, chunk_rows: int = 4096) -> dict:

@@ -99,10 +99,9 @@ def init_norm(d: int, k: int, factor: float) -> float:
     DS-AKPCA, whose steps in the coefficients H, G are worse conditioned)
     were chosen with ``eta0`` on a grid (factors 0.1 to 1.2, eta0 0.25 to
     4) on digits (d = 16 and 64, k = 2, 8, 32, 20 passes, 500 rows for
-    AKPCA and 300 for DS-AKPCA): the defaults' relative reconstruction
-    error is within 8% of the grid's best in each of the 5 AKPCA cases and
-    within 40% in each DS-AKPCA case (DS-AKPCA is the more sensitive: a
-    factor 0.6 at eta0 1 has twice the error at k = 8).
+    AKPCA and 300 for DS-AKPCA), as the factors whose relative
+    reconstruction error stays near the grid's best in every case;
+    DS-AKPCA is the more sensitive to its factor.
     """
     return factor * float(np.sqrt(d / np.sqrt(k)))
 

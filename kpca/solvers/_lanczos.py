@@ -29,27 +29,23 @@ themselves. Stopping test, on the r wanted pairs only:
     ||K' v_i - lambda_i v_i|| <= tol * max(lambda_i, noise * lambda_1 / tol),
 
 where ``noise`` (`NOISE`, by the kernel's precision) is the rounding floor
-of a product relative to ``lambda_1`` (measured on digits: about 1e-14 in
-float64, 1e-8 with float32 kernel tiles; NOISE leaves a margin of 10): a
-component whose eigenvalue is below ``noise lambda_1 / tol`` counts as
-converged once its residual reaches the floor, which it cannot go below. The reported figure (`kpca.solvers.Iteration`, metric
-``residual``) is the largest left side over the right side's bracket, so the
+of a product relative to ``lambda_1``, with a margin over the floor seen on
+digits (float64 and float32 kernel tiles): a component whose eigenvalue is
+below ``noise lambda_1 / tol`` counts as converged once its residual reaches
+the floor, which it cannot go below. The reported figure
+(`kpca.solvers.Iteration`, metric ``residual``) is the largest left side over the right side's bracket, so the
 fit stops when it is <= tol; it equals ``max_i ||K' v_i - lambda_i v_i|| /
 lambda_i`` whenever every lambda_i is above the floor.
 
-Why this loop and not a library's (bench/lanczos.py; README, *The lanczos
-solver*): on digits (1797 rows; Gaussian, polynomial and Laplacian kernels;
-r = 8 and 16; random start) ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``,
-one single-vector product per pass) takes 27-43 passes to a relative
-residual of 1e-6 and 36-52 to 1e-10; ``scipy.sparse.linalg.lobpcg``, given
-the most favourable absolute tolerance ``tol lambda_r``, 14-33 and 22-58
-whatever its guard vectors, because it stops only when all k columns,
-guards included, meet it; this loop, the same method stopping on the r
-wanted pairs, 5-7 and 7-10 with 32 guards (12-17 and 19-26 with none), and
-with its default subset start 3.6-5.6 and 5.6-8.6 passes. scipy's lobpcg
-also has no per-iteration hook, which progress (eigenvalue estimates,
-residuals) and a cancel between iterations need. The dense algebra (Gram
-matrices, the small eigenproblems) is scipy's.
+Why this loop and not a library's (bench/lanczos.py counts the passes; its
+figures are in bench/results/lanczos.json and the README, *The lanczos
+solver*): ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``) makes one
+single-vector product per pass; ``scipy.sparse.linalg.lobpcg`` stops only
+when all k columns, guards included, meet its tolerance; this loop, the same
+method, stops on the r wanted pairs, and so needs fewer passes to the same
+residual. scipy's lobpcg also has no per-iteration hook, which progress
+(eigenvalue estimates, residuals) and a cancel between iterations need. The
+dense algebra (Gram matrices, the small eigenproblems) is scipy's.
 
 Robustness. New directions are normalised, orthogonalised twice against
 the basis and dropped if that left less than ``DROP`` of their squared norm
@@ -63,10 +59,11 @@ the leading eigenvectors of ``K'_SS`` on a random subset S of m rows:
 ``K'_SS`` from the m points alone (`KernelRows.square`, no pass) and
 ``K'[:, S] U`` by one left product over the m rows (m / l of a pass),
 O(m^2 + k l) memory; at m = l it is exact already. ``random``: Gaussian
-vectors. On digits, with the default 32 guard vectors, the subset start
-saves 0.4 to 1.5 of 5 to 10 passes, its own m / l of a pass counted
-(without guards it is sometimes worse); on structureless data (Gaussian
-noise) it saves nothing and costs m / l of a pass.
+vectors. With the default guard vectors the subset start saves passes where
+the data have structure its subset sees (without guards it is sometimes
+worse; bench/lanczos.py compares the two starts, its own m / l of a pass
+counted); on structureless data (Gaussian noise) it saves nothing and costs
+m / l of a pass.
 
 Non-positive-definite kernels (tanh) and data with fewer than r directions
 in feature space: the iteration converges to the largest eigenvalues
@@ -80,8 +77,8 @@ included; plus m / l of one for the subset start), each ``2 l^2 (n + k)``
 flops plus the kernel's map; O(l k^2) per iteration for the Rayleigh-Ritz
 step. Memory O(k l): about 14 l x k float64 arrays at the peak (0.5 GiB at
 l = 100,000 and k = 48; a smaller ``block`` takes less), plus the row
-source's cache and tiles. At l = 20,000 (n = 64, r = 16, defaults) a fit
-takes 4 to 6 iterations and about 5 times one kha-smd pass (README).
+source's cache and tiles. bench/lanczos.py times a fit against one kha-smd
+pass (README).
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ Which reduced set (defaults chosen to work untuned):
 Default m (``size``, ``landmarks``, and ``centres`` of a kernel without a
 shadow): ``min(l, max(10 r, 1000), exact_limit)``, the warm start's rule
 (`kpca.solvers.default_init_size`): ten landmarks per component, and at
-least 1000 where the data have them, so the m x m eigenproblem takes about a
-second and its matrices 8 MB; never more than the m x m matrices a fit may
+least 1000 where the data have them, so the m x m eigenproblem stays small
+(its matrices 8 MB at m = 1000); never more than the m x m matrices a fit may
 form (``exact_limit``, the exact limit of the service).
 """
 

@@ -3,8 +3,9 @@
 The archive (`store.archive`) is a tar of the model's record, the checkpoint
 it serves from, its training rows and a manifest of sha256 digests. Export
 streams it; import streams the request body to a temporary file in the data
-folder, then lets the store verify it and create the model. The blocking work
-runs in the threadpool.
+folder, then hands it to the backend (`workers.Backend.import_model`), which
+checks that its checkpoint serves and lets the store verify it and create the
+model. The blocking work runs in the threadpool.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from service.deps import ModelsDep
+from service.deps import BackendDep, ModelsDep
 from service.errors import ApiError
 from service.limits import DataUsageDep, principal
 from service.payloads import media_type
@@ -28,7 +29,7 @@ from service.routes.models import ERRORS, ModelName, router as models_router
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import ModelPublic
-from store.archive import MEDIA_TYPE, ModelExport, import_archive
+from store.archive import MEDIA_TYPE, ModelExport
 
 router = APIRouter(prefix=models_router.prefix, tags=["models"])
 
@@ -82,7 +83,7 @@ async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
                                         "or the data folder is full"},
                         415: {"model": ErrorBody, "description": "the body is not application/x-tar"}})
 async def import_model(
-    request: Request, response: Response, models: ModelsDep, usage: DataUsageDep,
+    request: Request, response: Response, models: ModelsDep, backend: BackendDep, usage: DataUsageDep,
     name: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH,
                                       description="import the model under this name; default the archive's")] = None,
     dataset: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH,
@@ -109,7 +110,7 @@ async def import_model(
     size = path.stat().st_size
     try:
         usage.check(size)
-        record = await run_in_threadpool(import_archive, models.root, path, name, dataset, principal(request))
+        record = await run_in_threadpool(backend.import_model, path, name, dataset, principal(request))
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -7,7 +7,6 @@ answer into JSON or PNG; the numerics run on the workers.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 import numpy as np
@@ -17,7 +16,14 @@ from starlette.concurrency import run_in_threadpool
 from service.deps import BackendDep, DatasetsDep, ModelsDep, SettingsDep
 from service import plots
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, check_pixels, decode_png, encode_png
+from service.images import (
+    PNG_MEDIA_TYPE,
+    PNG_REQUEST_BODY,
+    check_pixels,
+    decode_png,
+    encode_png,
+    image_patch_plan,
+)
 from service.limits import check_patches, check_rows
 from service.payloads import media_type, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
@@ -189,15 +195,7 @@ async def denoise_image(
         raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
     image = decode_png(await read_body(request), settings.max_image_pixels)
     model, dataset = await served_job(name, models, datasets)
-    channels = 1 if image.ndim == 2 else image.shape[2]
-    n_features = int(dataset["n_features"])
-    patch = math.isqrt(n_features // channels)
-    if patch * patch * channels != n_features:
-        kind = "grey" if channels == 1 else "colour"
-        raise ApiError(422, "invalid", f"model {name!r} was trained on rows of {n_features} values, which are not "
-                       f"square {kind} patches ({channels} channel(s)); send an image whose patches match "
-                       "its training patches", "image")
-    height, width = image.shape[0] * upscale, image.shape[1] * upscale
+    patch, height, width = image_patch_plan(image, int(dataset["n_features"]), upscale, name)  # 422 on image
     check_pixels(height, width, settings.max_image_pixels, "upscale", f"the image upscaled {upscale} times")
     if patch > min(height, width):
         raise ApiError(422, "invalid", f"the model's {patch}x{patch} patches do not fit in a {height}x{width} "

@@ -3,10 +3,14 @@ import pytest
 
 from kpca.images import (
     assemble_patches,
+    channels_of,
     downscale_mean,
     extract_patches,
     from_unit,
     join_quadrants,
+    patch_count,
+    patch_plan,
+    patch_side,
     snr_db,
     split_quadrants,
     to_unit,
@@ -244,3 +248,35 @@ def test_stride_one_matches_scikit_learn(shape, rng):
     noisy = patches + rng.normal(size=patches.shape)  # overlaps now disagree
     expected = reconstruct_from_patches_2d(noisy.reshape(theirs.shape), shape)
     np.testing.assert_allclose(assemble_patches(noisy, grid), expected, rtol=0, atol=1e-12)
+
+
+# ---------------------------------------------------------------- geometry without cutting
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("patch,stride", [(1, 1), (5, 2), (11, 2), (4, 4), (6, 5), (3, 1), (11, 11)])
+def test_patch_count_is_what_extract_patches_cuts(shape, patch, stride):
+    if patch > min(shape[:2]) or stride > patch:
+        pytest.skip("extract_patches refuses these")
+    patches, grid = extract_patches(np.zeros(shape), patch, stride)
+    assert patch_count(shape[0], shape[1], patch, stride) == grid.n_patches == patches.shape[0]
+    assert grid.n_features == patch * patch * channels_of(shape)
+
+
+def test_patch_side_of_square_patches_only():
+    assert [patch_side(n) for n in (1, 4, 64, 121)] == [1, 2, 8, 11]
+    assert [patch_side(n, 3) for n in (3, 12, 363)] == [1, 2, 11]
+    for n, channels in ((2, 1), (63, 1), (64, 3), (121, 3), (1, 3)):
+        with pytest.raises(ValueError, match="n_features"):
+            patch_side(n, channels)
+
+
+def test_patch_plan_gives_the_side_and_the_upscaled_size():
+    """What /denoise-image checks before any work: an 8 x 8 grey model on a 30 x 20 image upscaled 3 times;
+    a colour model's rows on a colour image; grey rows that are not square patches of a colour image."""
+    assert patch_plan((30, 20), 64, 3) == (8, 90, 60)
+    assert patch_plan((30, 20, 3), 192) == (8, 30, 20)
+    assert patch_plan((30, 20, 3), 192).patch == patch_side(192, 3)
+    with pytest.raises(ValueError, match="n_features"):
+        patch_plan((30, 20, 3), 64)
+    with pytest.raises(ValueError, match="upscale"):
+        patch_plan((30, 20), 64, 0)
+

@@ -3,7 +3,7 @@
 import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
-from tests.motion import bone_length_error, walking_motion
+from kpca.motion import bone_length_error, walking_motion
 from kpca.noise import gaussian_noise
 from kpca.model import KernelModel
 from kpca.preimage import reconstruct

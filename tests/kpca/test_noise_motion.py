@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tests.motion import BONES, JOINT_NAMES, PARENTS, bone_length_error, bone_lengths, walking_motion
+from kpca.motion import BONES, JOINT_NAMES, PARENTS, bone_length_error, bone_lengths, walking_motion
 from kpca.noise import gaussian_noise, speckle_noise
 
 # ---------------------------------------------------------------- noise

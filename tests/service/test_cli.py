@@ -3,11 +3,15 @@ of each kind of failure (`client.cli.EPILOG`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
+import httpx
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -15,6 +19,7 @@ from click.testing import CliRunner
 from client.api import ApiError, Client, ConnectionFailed
 from client.cli import cli
 from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
+from tests.e2e.service_process import free_port
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +191,56 @@ def test_serve_passes_its_options_to_the_service(tmp_path):
     result = subprocess.run([sys.executable, "-m", "client", "serve", "--host", "0.0.0.0", "--data-dir",
                              str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 2 and "refusing to listen on 0.0.0.0" in result.stderr
+
+
+def test_serve_runs_the_service_as_its_own_process():
+    """``kpca serve --help`` is ``python -m service --help``, printed by a child process: the client's own
+    process loads none of the server's packages."""
+    code = ("import sys\nfrom client.cli import cli\ntry:\n    cli(['serve', '--help'], prog_name='kpca')\n"
+            "except SystemExit as exc:\n    status = exc.code\n"
+            "print('STATUS', status, 'LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('service', 'workers', 'store', 'kpca')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "python -m service" in result.stdout and "--data-dir" in result.stdout, result.stderr
+    assert result.stdout.rstrip().endswith("STATUS 0 LOADED []"), result.stdout[-500:]
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_serve_stops_with_the_service_and_passes_its_status(tmp_path, stop):
+    """``kpca serve`` running a real service: Ctrl-C (SIGINT to the terminal's whole process group) or a
+    SIGTERM to the CLI alone shuts the service down gracefully (once: its lifespan completes), the CLI
+    waits for it and exits with its status, and the service is gone. After SIGTERM uvicorn ends by
+    raising the signal again, which a shell reports as 128 + 15 (older uvicorn exits 0)."""
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KPCA_")}, "KPCA_N_WORKERS": "1"}
+    # its own session stands for the terminal's foreground process group
+    cli_process = subprocess.Popen([sys.executable, "-m", "client", "serve", "--port", str(port), "--data-dir",
+                                    str(tmp_path)], env=env, start_new_session=True,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert cli_process.poll() is None, cli_process.stderr.read().decode()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.2)
+        if stop == "ctrl-c":
+            os.killpg(cli_process.pid, signal.SIGINT)
+        else:
+            cli_process.send_signal(signal.SIGTERM)
+        status, log = cli_process.wait(timeout=90), cli_process.stderr.read().decode()
+        assert status in ((0,) if stop == "ctrl-c" else (0, 128 + signal.SIGTERM)), log[-2000:]
+        assert log.count("Application shutdown complete") == 1, log[-2000:]
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # anything left in its group: the service, dask workers
+            os.killpg(cli_process.pid, signal.SIGKILL)
+        cli_process.wait()
 
 
 def test_upload_fit_project_export_import_project(kpca, server, digits, tmp_path):

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from kpca.images import patch_count
 from service.images import png_header
-from service.limits import patch_count
 from tests.api_checks import assert_error, upload_rows, wait_for_fit
 from tests.e2e.service_process import free_port
 

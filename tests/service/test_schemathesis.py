@@ -4,7 +4,7 @@ Every operation gets generated requests (schemathesis 4, Hypothesis, derandomize
 requests on every run): valid and invalid ones with random names, and valid ones aimed at an
 existing data set, model and clustering. Each response must be no 5xx, have a documented status
 code and content type, and a body and headers that match the documented schema
-(`tests.fuzzing`). DELETE runs last (the data folder is the module's temporary one). The long
+(`bench._fuzzing`). DELETE runs last (the data folder is the module's temporary one). The long
 run is ``bench/fuzz.py``.
 
 Defends against: a client input that reaches a 500; a status code the document does not list
@@ -19,8 +19,8 @@ import time
 import numpy as np
 import pytest
 
+from bench._fuzzing import fuzz_operations
 from tests.api_checks import wait_for_fit
-from tests.fuzzing import fuzz_operations
 
 pytest.importorskip("schemathesis")
 

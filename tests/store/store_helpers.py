@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
+import tarfile
 from pathlib import Path
 
 
@@ -19,3 +23,41 @@ def temp_leftovers(root: Path) -> list[str]:
 def all_files(path: Path) -> set[str]:
     """Every file and folder below ``path``, relative to it."""
     return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+# ---------------------------------------------------------------- model archives (tar members)
+def members(path: Path) -> dict[str, bytes]:
+    """Every member of the tar at ``path``, by name."""
+    with tarfile.open(path) as tar:
+        return {info.name: tar.extractfile(info).read() for info in tar}
+
+
+def build(path: Path, entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
+    """A tar at ``path`` holding ``entries`` in order; returns ``path``."""
+    with tarfile.open(path, "w") as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def regular(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
+    """A regular-file member ``name`` holding ``data``."""
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+def link(name: str, kind=tarfile.SYMTYPE, to: str = "/etc/passwd") -> tuple[tarfile.TarInfo, None]:
+    """A link member ``name`` (symbolic by default) pointing at ``to``."""
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, to
+    return info, None
+
+
+def with_manifest_digests(content: dict[str, bytes], manifest_name: str = "manifest.json") -> dict[str, bytes]:
+    """``content`` (members by name) with the manifest's sizes and sha256 rewritten to match the others."""
+    manifest = json.loads(content[manifest_name])
+    for entry in manifest["members"]:
+        entry["sha256"] = hashlib.sha256(content[entry["name"]]).hexdigest()
+        entry["size"] = len(content[entry["name"]])
+    return dict(content, **{manifest_name: json.dumps(manifest).encode()})

@@ -1,11 +1,11 @@
 """`store.archive`: a completed model exported as one tar and imported into another data folder, and every
-kind of damaged or hostile archive refused before anything is created."""
+kind of damaged or hostile archive refused before anything is created. Imports pass the real serving
+check (`workers.archive.check_served`), whose own tests are in tests/workers/test_import_check.py."""
 
 from __future__ import annotations
 
-import io
-import os
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -16,7 +16,8 @@ from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.archive import CHECKPOINT, MANIFEST, MEMBERS, RECORD, ROWS, ModelExport, import_archive
 from store.errors import Conflict, Invalid
 from store.records import ModelRecord
-from tests.store.store_helpers import all_files
+from tests.store.store_helpers import all_files, build, link, members, regular, with_manifest_digests
+from workers.archive import check_served
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_round_trip_into_another_data_folder_serves_identically(fitted, archive,
     source, rows = fitted
     target = tmp_path / "target"
     target.mkdir()
-    record = import_archive(target, archive, name="copy", dataset="rows")
+    record = import_archive(target, archive, name="copy", dataset="rows", check_served=check_served)
     assert (record.name, record.dataset, record.dataset_version, record.status) == ("copy", "rows", 1, "completed")
     original = ModelRegistry(source).get("m")
     assert record.history == original.history and record.params_used == original.params_used
@@ -68,10 +69,10 @@ def test_round_trip_into_another_data_folder_serves_identically(fitted, archive,
     np.testing.assert_allclose(project(target, "copy", X), project(source, "m", X), rtol=0, atol=1e-12)
     assert not (target / ".imports").exists() or not any((target / ".imports").iterdir())
 
-    again = import_archive(target, archive, name="copy2", dataset="rows")  # same rows: the data set is reused
+    again = import_archive(target, archive, name="copy2", dataset="rows", check_served=check_served)  # reused
     assert again.dataset == "rows" and DatasetStore(target).get("rows")["version"] == 1
     with pytest.raises(Conflict) as taken:
-        import_archive(target, archive, name="copy", dataset="rows")
+        import_archive(target, archive, name="copy", dataset="rows", check_served=check_served)
     assert taken.value.field == "name"
 
 
@@ -81,7 +82,7 @@ def test_a_data_set_of_that_name_with_other_rows_is_a_conflict(archive, tmp_path
     datasets.put_chunk("d", 0, np.ones((4, 6)))
     datasets.commit("d")
     with pytest.raises(Conflict) as clash:
-        import_archive(tmp_path, archive)
+        import_archive(tmp_path, archive, check_served=check_served)
     assert clash.value.field == "dataset" and "dataset=" in clash.value.message
     assert not (tmp_path / "models").exists() or not ModelRegistry(tmp_path).list()
 
@@ -105,7 +106,7 @@ def test_a_sharded_checkpoint_is_joined(fitted, tmp_path):
     ModelExport(copy, "m").write_to(path)
     target = tmp_path / "target"
     target.mkdir()
-    import_archive(target, path)
+    import_archive(target, path, check_served=check_served)
     imported = CheckpointStore(target).load("m")
     assert CheckpointStore(target).parts_of("m", 3) is None and imported.keys() == state.keys()
     for key, value in state.items():
@@ -123,35 +124,12 @@ def test_only_a_completed_model_is_exported(fitted):
 
 
 # ---------------------------------------------------------------- refusals
-def members(path: Path) -> dict[str, bytes]:
-    with tarfile.open(path) as tar:
-        return {info.name: tar.extractfile(info).read() for info in tar}
-
-
-def build(path: Path, entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
-    with tarfile.open(path, "w") as tar:
-        for info, data in entries:
-            tar.addfile(info, io.BytesIO(data) if data is not None else None)
-    return path
-
-
-def regular(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    return info, data
-
-
-def link(name: str, kind=tarfile.SYMTYPE, to: str = "/etc/passwd") -> tuple[tarfile.TarInfo, None]:
-    info = tarfile.TarInfo(name)
-    info.type, info.linkname = kind, to
-    return info, None
-
-
-def refused(root: Path, path: Path, *words: str) -> None:
-    """``import_archive`` refuses the archive on ``body`` with ``words`` in its message, and leaves no file."""
+def refused(root: Path, path: Path, *words: str, check=check_served) -> None:
+    """``import_archive`` (serving checked by ``check``) refuses the archive on ``body`` with ``words`` in
+    its message, and leaves no file."""
     before = all_files(root)
     with pytest.raises(Invalid) as caught:
-        import_archive(root, path)
+        import_archive(root, path, check_served=check)
     assert caught.value.field == "body"
     for word in words:
         assert word in caught.value.message, caught.value.message
@@ -169,16 +147,10 @@ def test_a_tampered_member_is_refused(archive, tmp_path):
 
 def test_a_tampered_member_with_a_matching_manifest_is_still_refused(archive, tmp_path):
     """Rewriting the manifest's digests does not help: the rows must still match the data set checksum."""
-    import hashlib
-
     content = members(archive)
     rows = bytearray(content[ROWS])
     rows[-1] ^= 0x01
-    content[ROWS] = bytes(rows)
-    manifest = json.loads(content[MANIFEST])
-    for entry in manifest["members"]:
-        entry["sha256"] = hashlib.sha256(content[entry["name"]]).hexdigest()
-    content[MANIFEST] = json.dumps(manifest).encode()
+    content = with_manifest_digests(dict(content, **{ROWS: bytes(rows)}), MANIFEST)
     refused(tmp_path / "root", build(tmp_path / "t.tar", [regular(n, content[n]) for n in MEMBERS]),
             ROWS, "checksum")
 
@@ -209,9 +181,7 @@ def test_a_truncated_archive_is_refused(archive, tmp_path):
         refused(tmp_path / "root", path)
 
 
-def test_a_newer_format_or_another_models_checkpoint_is_refused(archive, fitted, tmp_path):
-    import hashlib
-
+def test_a_newer_format_is_refused(archive, tmp_path):
     content = members(archive)
     manifest = json.loads(content[MANIFEST])
     manifest["format_version"] = 2
@@ -219,15 +189,18 @@ def test_a_newer_format_or_another_models_checkpoint_is_refused(archive, fitted,
     refused(tmp_path / "root", build(tmp_path / "n.tar", [regular(n, newer[n]) for n in MEMBERS]),
             "format_version 2")
 
-    record = json.loads(content[RECORD])
-    record["n_components"] = 2  # the checkpoint serves 3
-    content[RECORD] = json.dumps(record).encode()
-    manifest = json.loads(content[MANIFEST])
-    for entry in manifest["members"]:
-        entry["sha256"] = hashlib.sha256(content[entry["name"]]).hexdigest()
-        entry["size"] = len(content[entry["name"]])
-    content[MANIFEST] = json.dumps(manifest).encode()
-    refused(tmp_path / "root", build(tmp_path / "r.tar", [regular(n, content[n]) for n in MEMBERS]), CHECKPOINT)
+
+def test_the_serving_check_decides_after_every_other_check(archive, tmp_path):
+    """The caller's ``check_served`` sees the checkpoint's state, the record and the rows once everything
+    else passed; its ValueError is the refusal on ``body``, and nothing is created."""
+    seen = []
+
+    def refuse(state, record, rows):
+        seen.append((state["solver"], record.name, rows.shape))
+        raise ValueError(f"{CHECKPOINT}: refused by the caller")
+
+    refused(tmp_path / "root", archive, CHECKPOINT, "refused by the caller", check=refuse)
+    assert seen == [("kha-smd", "m", (160, 6))]
 
 
 def test_not_a_tar_is_refused(tmp_path):

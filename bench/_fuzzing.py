@@ -1,5 +1,6 @@
-"""Schemathesis over the service's own OpenAPI document: shared by tests/service/test_schemathesis.py
-(bounded, derandomized, in CI) and bench/fuzz.py (the long run).
+"""Schemathesis over the service's own OpenAPI document: shared by bench/fuzz.py (the long run) and
+tests/service/test_schemathesis.py (bounded, derandomized, in CI). It lives in bench/ so that the
+bench script imports nothing from tests/; it needs the test extra (schemathesis, Hypothesis).
 
 `fuzz_operations` loads ``/openapi.json`` from a running server, generates requests for every
 operation (positive and negative data, Hypothesis strategies from schemathesis 4) and checks each
