@@ -15,8 +15,8 @@ from kpca.clustering import clustering_solvers
 from kpca.params import ParamError
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverParams, check_solver_params
-from service.schemas.jobs import JobPublic
-from store.clusterings import ClusteringPassRecord
+from service.schemas.jobs import public_model
+from store.clusterings import ClusteringRecord
 
 LABELS_PAGE = 10_000  # labels in a GET unless labels_limit says otherwise
 MAX_LABELS_PAGE = 100_000
@@ -70,16 +70,8 @@ class ClusteringResume(BaseModel):
                                description="the new TOTAL number of passes (not a number of further passes)")
 
 
-class ClusteringPublic(JobPublic):
-    """A clustering: its configuration, its fit's state and its figures."""
-
-    n_clusters: int = Field(description="number of clusters k (and of eigenvectors of L fitted)")
-    n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
-    labels_dataset: str | None = Field(default=None, description="data set of reference labels (one column)")
-    labels_dataset_version: int | None = Field(default=None, description="its version, pinned at creation")
-    history: list[ClusteringPassRecord] = Field(default_factory=list, description="one record per completed pass")
-    variation_of_information: float | None = Field(
-        default=None, description="VI (nats) of the final labels against the reference labels")
+ClusteringPublic = public_model("ClusteringPublic", ClusteringRecord,
+                                "A clustering: its configuration, its fit's state and its figures.")
 
 
 class ClusteringLabelled(ClusteringPublic):
@@ -90,6 +82,7 @@ class ClusteringLabelled(ClusteringPublic):
     labels_offset: int | None = Field(default=None, description="row of the first label in labels")
     labels_total: int | None = Field(default=None, description="labels in all: the data set's rows")
     next: str | None = Field(default=None, description="URL of the next page of labels; None on the last")
+
 
 class ClusteringsPublic(BaseModel):
     """A page of clusterings (records without labels), sorted by name."""

@@ -2,19 +2,22 @@
 the service needs (``schema_version``, ``owner``, the exact limit of its placement), with the kernel the
 fit used in ``params_used.kernel``.
 
-The stored records (`store.records.JobRecord`) are the service's own; these are the API's, one per kind
-(`service.schemas.models.ModelPublic`, `service.schemas.clusterings.ClusteringPublic`), built by
-`JobPublic.of`. Their parts that carry nothing of storage (progress, history, errors) are the records'.
+The stored records (`store.records.JobRecord` and its kinds) are the service's own; the API's view of
+each kind is made from the record type's own fields (`public_model`: their types and descriptions,
+less `PRIVATE_FIELDS`), so the two cannot drift apart, and built from a record by `JobPublic.of`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, create_model
 
 from kpca.params import Param
-from store.records import BestCheckpoint, FitError, JobRecord, PassRecord, Progress
+from store.records import JobRecord
+
+#: fields of a stored record that the API does not show
+PRIVATE_FIELDS = ("schema_version", "owner", "fit_kernel")
 
 WORKERS = Param(
     "workers", int, None, low=1, high=4096, words=("all",),
@@ -33,35 +36,9 @@ class PlacementPublic(BaseModel):
 
 
 class JobPublic(BaseModel):
-    """A job as the API shows it (module docstring)."""
+    """The base of a job's public view (`public_model`)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-    name: str = Field(description="the job's name, unique among its kind")
-    dataset: str = Field(description="the data set the job is fit on")
-    dataset_version: int | None = Field(default=None, description="data set version the job is fit on")
-    dataset_checksum: str | None = Field(default=None, description="checksum of the data set when the fit was asked")
-    n_features: int | None = Field(default=None, description="columns of the data set the job is fit on")
-    kernel: dict[str, Any] = Field(description="kernel type and parameters, as asked")
-    solver: str = Field(description="a solver of GET /v1/solvers")
-    params: dict[str, Any] = Field(default_factory=dict, description="solver parameters as requested")
-    placement: PlacementPublic = Field(default_factory=PlacementPublic, description="where the job runs, as asked")
-    checkpoint_keep: int = Field(description="checkpoints kept (plus the best)")
-    status: Literal["queued", "running", "completed", "failed", "cancelled"] = Field(
-        description="queued | running | completed | failed | cancelled")
-    progress: Progress | None = Field(default=None, description="where the fit stands after its latest "
-                                      "pass; None before the first pass")
-    history: list[PassRecord] = Field(default_factory=list, description="one record per completed pass")
-    error: FitError | None = Field(default=None, description="why the fit failed; None unless status is failed")
-    params_used: dict[str, Any] | None = Field(
-        default=None, description="every parameter's value in the fit, defaults resolved; kernel: the kernel "
-                                  "the fit used (\"auto\" resolved); n_rows: the rows it fits")
-    stopped_early: bool | None = Field(default=None, description="the fit met params.tol before all passes")
-    warnings: list[str] = Field(default_factory=list, description="what a user should know of a completed fit")
-    best_checkpoint: BestCheckpoint | None = Field(default=None, description="the checkpoint with the lowest "
-                                                   "convergence figure; None before the first")
-    created_at: str | None = Field(default=None, description="when the job was created (ISO 8601, UTC)")
-    updated_at: str | None = Field(default=None, description="when the record last changed (ISO 8601, UTC)")
 
     @classmethod
     def of(cls, record: JobRecord, **extra: Any):
@@ -73,3 +50,19 @@ class JobPublic(BaseModel):
             document["params_used"] = {**used, "kernel": document["fit_kernel"]}
         document["placement"] = {"workers": (document.get("placement") or {}).get("workers")}
         return cls.model_validate({**document, **extra})
+
+
+def public_model(name: str, record_type: type[JobRecord], doc: str, base: type[JobPublic] = JobPublic):
+    """The public view of a kind of job: a `JobPublic` named ``name`` with every field of ``record_type``
+    but `PRIVATE_FIELDS`, ``placement`` as asked (`PlacementPublic`) and ``params_used`` with the fitted
+    kernel. Cost O(fields), once, at import."""
+    fields: dict[str, Any] = {field: (info.annotation, info) for field, info in record_type.model_fields.items()
+                              if field not in PRIVATE_FIELDS}
+    fields["placement"] = (PlacementPublic, Field(default_factory=PlacementPublic,
+                                                  description="where the job runs, as asked"))
+    fields["params_used"] = (dict[str, Any] | None, Field(
+        default=None, description="every parameter's value in the fit, defaults resolved; kernel: the kernel the "
+                                  "fit used (\"auto\" resolved); n_rows: the rows it fits"))
+    model = create_model(name, __base__=base, __module__=__name__, **fields)
+    model.__doc__ = doc
+    return model

@@ -12,14 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverName, SolverParams, check_solver_params
-from service.schemas.jobs import JobPublic, PlacementPublic
-from store.records import FitError, Progress
+from service.schemas.jobs import PlacementPublic, public_model
+from store.records import FitError, ModelRecord, Progress
 
 
-class ModelPublic(JobPublic):
-    """A model: its configuration and its fit's state."""
-
-    n_components: int = Field(description="number of components r")
+ModelPublic = public_model("ModelPublic", ModelRecord, "A model: its configuration and its fit's state.")
 
 
 class ModelCreate(BaseModel):
