@@ -5,7 +5,7 @@ page of labels), delete, cancel, resume, and predict the clusters of new
 rows. The record (`store.clusterings.ClusteringRecord`) is the only source
 of a clustering's state: the service writes it once (``queued``), the worker
 (`workers.cluster`) writes the rest; routes share the models' job helpers
-(`service.routes.jobs`) and serving checks (`service.routes.serving`).
+(`service.jobs`) and serving checks (`service.routes.serving`).
 
 Labels come with the record, a page at a time: ``GET
 /v1/clusterings/{name}?labels_offset=0&labels_limit=10000`` gives ``labels``
@@ -26,7 +26,7 @@ from fastapi import APIRouter, Body, Path, Query, Response, status
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
 from service.limits import FitOwner, check_rows
-from service.routes import jobs
+from service import jobs
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job

@@ -12,7 +12,7 @@ from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png
 from service.limits import DataUsageDep, check_patches, check_rows, data_usage
 from service.errors import ApiError
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
-from service.routes import jobs
+from service import jobs
 from service.payloads import (
     CSV_MEDIA_TYPE,
     JSON_MEDIA_TYPE,

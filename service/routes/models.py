@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Path, Query, Response, status
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.kernel_checks import check_kernel_on_data
 from service.limits import FitOwner
-from service.routes import jobs
+from service import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
