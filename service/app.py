@@ -22,10 +22,7 @@ from service import security
 from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware, DataUsage
 from service.metrics import Metrics, MetricsMiddleware
-from service.routes import (
-    catalogue, clusterings, dashboard, dataset_rows, datasets, docs, events, health, model_archive, models, pictures,
-    serving,
-)
+from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
@@ -119,17 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _install_security(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
-    app.include_router(health.router)
-    app.include_router(datasets.router)
-    app.include_router(dataset_rows.router)
-    app.include_router(models.router)
-    app.include_router(model_archive.router)
-    app.include_router(serving.router)
-    app.include_router(pictures.router)
-    app.include_router(clusterings.router)
-    app.include_router(events.router)
-    app.include_router(catalogue.router)
-    app.include_router(docs.router)
-    app.include_router(dashboard.router)
+    for router in ROUTERS:
+        app.include_router(router)
     install_openapi(app)  # 400/415 documented on every operation that reads a body
     return app
