@@ -1,5 +1,8 @@
 """One router per resource; `ROUTERS` holds them all, in the order `service.app.create_app` includes
-them (where two routes could answer a request, the earlier one does)."""
+them (where two routes could answer a request, the earlier one does).
+
+Every route declares its scope and accepted media types in its decorator
+(``openapi_extra=service.security.access(...)``)."""
 
 from service.routes import (
     catalogue, clusterings, dashboard, dataset_rows, datasets, docs, events, health, model_archive, models, pictures,

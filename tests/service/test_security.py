@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 
 from service import Settings, create_app
-from service.security import ROUTE_RULES, WRITE, iter_app_routes, key_id
+from service.security import WRITE, access, key_id, route_rules
 from tests.api_checks import assert_error
 
 READ_KEY = "r-0123456789abcdef-read"
@@ -144,6 +144,7 @@ def test_the_docs_page_needs_no_key_but_the_document_does(anonymous):
     assert anonymous.get("/docs").status_code == 200
     assert anonymous.get("/docs/assets/docs.js").status_code == 200
     assert anonymous.get("/openapi.json").status_code == 401
+    assert anonymous.head("/openapi.json").status_code == 401
 
 
 def test_every_configured_key_is_accepted_and_bearer_is_case_insensitive(anonymous):
@@ -190,6 +191,7 @@ def test_write_key_implies_read_and_deletes(writer):
 
 
 def test_openapi_documents_the_bearer_scheme_and_the_errors(reader):
+    assert reader.head("/openapi.json").status_code == 200
     document = reader.get("/openapi.json").json()
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     cancel = document["paths"]["/v1/models/{name}/cancel"]["post"]
@@ -197,33 +199,47 @@ def test_openapi_documents_the_bearer_scheme_and_the_errors(reader):
     assert cancel["requestBody"]["required"] is False  # a bodiless POST still declares JSON
     assert "403" not in document["paths"]["/v1/datasets"]["get"]["responses"]
     assert "security" not in document["paths"]["/healthz"]["get"]
+    # the declarations became the entries above; they are not left in the document
+    assert not [(path, method) for path, operations in document["paths"].items()
+                for method, operation in operations.items() if {"x-scope", "x-media-types"} & set(operation)]
 
 
 # ------------------------------------------------------------------ every route has a scope
 
 
 def test_every_route_declares_a_scope():
-    # a route added without a rule would be served under the fallback; make the omission fail here
+    # create_app reads every route's access declaration and refuses to build an app with a route that has
+    # none (see the next test), so this fails when a declaration is removed; the scopes follow the policy
     app = create_app(Settings(data_dir="/nonexistent-not-created"))
-    routes = set(iter_app_routes(app))
-    assert len(routes) > 30
-    missing = sorted(routes - set(ROUTE_RULES))
-    assert not missing, f"routes without a scope in service.security.ROUTE_RULES: {missing}"
-    for (method, path), rule in ROUTE_RULES.items():
-        assert rule.scope in ("public", "read", "write"), (method, path)
-        if method in ("POST", "PUT", "PATCH"):
-            assert rule.media_types, f"{method} {path} declares no content type"
+    rules = route_rules(app)
+    assert len(rules) > 30 and ("GET", "/openapi.json") in rules and ("GET", "/docs/assets/{asset}") in rules
+    for (method, path), rule in rules.items():
         if method in ("DELETE", "PUT") or path.endswith(("/cancel", "/resume", "/commit", "/transform")):
             assert rule.scope == WRITE, (method, path)
 
 
-def test_the_route_enumeration_sees_a_new_route():
-    # the check above can fail: a new router's route shows up in the enumeration
+@pytest.mark.parametrize("method, extra, fault", [
+    ("POST", None, "no access declaration"),
+    ("GET", {"summary": "an openapi_extra without a scope"}, "no access declaration"),
+    ("POST", access(WRITE), "names no request media type"),
+    ("GET", access(WRITE, "application/json"), "names request media types, but a GET reads no body"),
+    ("DELETE", {"x-scope": "admin"}, "scope 'admin' is not one of"),
+])
+def test_a_route_without_a_valid_declaration_stops_the_app(method, extra, fault):
+    # closed by default: a router added without declarations, or with one that does not fit, is no silent fallback
     app = create_app(Settings(data_dir="/nonexistent-not-created"))
-    extra = FastAPI().router
-    extra.add_api_route("/v1/danger", lambda: None, methods=["POST"])
-    app.include_router(extra)
-    assert ("POST", "/v1/danger") in set(iter_app_routes(app)) - set(ROUTE_RULES)
+    extra_router = APIRouter(prefix="/v1")
+    extra_router.add_api_route("/danger", lambda: None, methods=[method], openapi_extra=extra)
+    app.include_router(extra_router)
+    with pytest.raises(RuntimeError) as refused:
+        route_rules(app)
+    message = str(refused.value)
+    assert f"{method} /v1/danger: {fault}" in message and "; " not in message, message  # that route only
+
+
+def test_a_scope_outside_the_three_is_refused_where_it_is_declared():
+    with pytest.raises(ValueError, match="'admin'"):
+        access("admin")
 
 
 def test_an_undeclared_route_needs_write(reader, writer):
