@@ -35,6 +35,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from starlette._utils import get_route_path  # the path the router matches (as FastAPI's routing does)
 from starlette.datastructures import Headers
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -192,7 +193,8 @@ class SecurityMiddleware:
         self.rules = _compile(rules)
 
     def rule_for(self, method: str, path: str) -> Rule | None:
-        """The rule of the route ``method path`` matches (HEAD as GET); None if no route matches."""
+        """The rule of the route ``method path`` matches (HEAD as GET; ``path`` as the router sees it,
+        without the root path); None if no route matches."""
         method = "GET" if method == "HEAD" else method
         for compiled in self.rules:
             if compiled.method == method and compiled.pattern.match(path):
@@ -203,8 +205,8 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        method, path = scope["method"], scope["path"]
-        rule = self.rule_for(method, path)
+        method = scope["method"]
+        rule = self.rule_for(method, get_route_path(scope))  # without a proxy's root path
         if rule is None:  # no such route: the router answers 404/405, after the key check
             rule = Rule(READ if method in ("GET", "HEAD", "OPTIONS") else WRITE)
         headers = Headers(scope=scope)

@@ -64,15 +64,16 @@ def _whoami(request: Request) -> dict:
 
 
 @contextlib.contextmanager
-def _serve_without_lifespan(settings: Settings):
+def _serve_without_lifespan(settings: Settings, root_path: str = ""):
     """A real uvicorn server on a free loopback port, without lifespan: the security middleware answers
     before any route, so no dask cluster is needed (routes that need one say 503). It has one more
-    route, ``GET /v1/whoami`` (no rule: read), which returns ``request.state.principal``."""
+    route, ``GET /v1/whoami`` (no rule: read), which returns ``request.state.principal``. ``root_path``:
+    uvicorn's ``--root-path``, as behind a proxy that serves the service under that prefix."""
     app = create_app(settings)
     app.add_api_route("/v1/whoami", _whoami, methods=["GET"])
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", root_path=root_path))
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -290,6 +291,27 @@ def test_chunk_and_image_routes_keep_their_declared_types(writer, reader):
 def test_the_key_is_checked_before_the_content_type(anonymous):
     response = anonymous.post("/v1/models/absent/cancel", headers={"Content-Type": "text/plain"})
     assert_error(response, 401, "unauthorized", "authorization")
+
+
+def test_behind_a_root_path_every_route_keeps_its_rule(tmp_path):
+    # uvicorn --root-path puts the proxy's prefix in front of scope["path"]; matched on that, no rule applied:
+    # public pages asked for a key, reads needed write, and no content type was checked
+    settings = Settings(data_dir=tmp_path, api_keys=SERVER_SETTINGS["api_keys"])
+    with _serve_without_lifespan(settings, root_path="/kpca") as base_url:
+        with _client(base_url) as anonymous:
+            assert anonymous.get("/healthz").status_code == 200
+            assert anonymous.get("/docs").status_code == 200
+            assert_error(anonymous.get("/openapi.json"), 401, "unauthorized", "authorization")
+        with _client(base_url, READ_KEY) as reader:
+            assert reader.get("/openapi.json").json()["servers"][0] == {"url": "/kpca"}
+            assert reader.post("/v1/models/m/project", json={"rows": [[1.0]]}).status_code == 503  # past the key
+            assert_error(reader.post("/v1/models/m/cancel", json={}), 403, "forbidden", "authorization")
+        with _client(base_url, WRITE_KEY) as writer:
+            for method, path in (("PUT", "/v1/datasets/d/chunks/0"), ("POST", "/v1/datasets/d/from-image"),
+                                 ("POST", "/v1/models/m/denoise-image"), ("POST", "/v1/models/import"),
+                                 ("POST", "/v1/models/m/cancel")):
+                response = writer.request(method, path, content=b"1\n", headers={"Content-Type": "text/plain"})
+                assert_error(response, 415, "unsupported_media_type", "content-type")
 
 
 # ------------------------------------------------------------------ Host
