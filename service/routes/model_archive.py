@@ -23,7 +23,6 @@ from starlette.requests import ClientDisconnect
 from service.deps import ModelsDep
 from service.errors import ApiError
 from service.limits import DataUsageDep, principal
-from service.payloads import media_type
 from service.routes.models import ERRORS, ModelName, router as models_router
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
@@ -102,10 +101,6 @@ async def import_model(
     data set ``dataset``, or reuse it when it already holds the same rows (same checksum); a data set
     of that name with other rows is a 409 on ``dataset``. A failed import leaves nothing behind.
     """
-    kind = media_type(request)
-    if kind != MEDIA_TYPE:
-        raise ApiError(415, "unsupported_media_type", f"Content-Type must be {MEDIA_TYPE} (an archive of GET "
-                       f"/v1/models/{{name}}/export), not {kind or 'absent'}", "content-type")
     folder = FilePath(models.root) / ".imports"
     path = await _body_to_file(request, folder, usage)
     size = path.stat().st_size

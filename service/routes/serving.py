@@ -19,7 +19,7 @@ from service import plots
 from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, check_pixels, decode_png, encode_png
 from service.limits import check_patches, check_rows
-from service.payloads import JSON_MEDIA_TYPE, media_type, read_body, rows_to_array
+from service.payloads import JSON_MEDIA_TYPE, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
 from service.schemas.serving import (
@@ -186,8 +186,6 @@ async def denoise_image(
     the denoised image side by side, each labelled and both enlarged by the same integer factor when
     small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
     option lives on this route rather than on another."""
-    if media_type(request) != PNG_MEDIA_TYPE:
-        raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
     image = decode_png(await read_body(request), settings.max_image_pixels)
     model, dataset = await served_job(name, models, datasets)
     channels = 1 if image.ndim == 2 else image.shape[2]
