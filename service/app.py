@@ -22,10 +22,7 @@ from service import security
 from service.errors import install_error_handlers
 from service.limits import BodyLimitMiddleware, DataUsage
 from service.metrics import Metrics, MetricsMiddleware
-from service.routes import (
-    catalogue, clusterings, dashboard, dataset_rows, datasets, docs, events, health, model_archive, models, pictures,
-    serving,
-)
+from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
@@ -82,10 +79,12 @@ async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], int
 
 
 def _install_security(app: FastAPI, settings: Settings) -> None:
-    """Host check, API keys and content types (`service.security`), inside CORS when it is configured
-    (a preflight carries no key), and their responses in the OpenAPI document."""
+    """Host check, API keys and content types (`service.security`) by the access each route of ``app``
+    declares (a RuntimeError if one declares none), inside CORS when it is configured (a preflight
+    carries no key), and their responses in the OpenAPI document."""
     keys = security.parse_key_entries(settings.api_keys)
-    app.add_middleware(security.SecurityMiddleware, keys=keys, hosts=security.allowed_hosts(settings))
+    app.add_middleware(security.SecurityMiddleware, keys=keys, hosts=security.allowed_hosts(settings),
+                       rules=security.route_rules(app))
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
@@ -95,7 +94,8 @@ def _install_security(app: FastAPI, settings: Settings) -> None:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """A new kpca-stream app; ``settings`` default to the environment (`get_settings`)."""
+    """A new kpca-stream app; ``settings`` default to the environment (`get_settings`). A RuntimeError
+    if a route does not declare its access (`service.security.route_rules`)."""
     settings = settings or get_settings()
     app = FastAPI(
         title="kpca-stream",
@@ -104,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # Swagger UI loads from a CDN: /docs is our own page (service.routes.docs)
         redoc_url=None,
+        openapi_url=None,  # served by service.routes.docs, which declares its scope like every route
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
@@ -112,24 +113,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     import_modules(settings.solver_plugins)  # plugin solvers are in the schemas from the start
 
     install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    # the security table is read from the routes: the middleware comes after the routers
     # added last = outermost: metrics see every response, including 413s
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
                        max_serving_body_bytes=settings.max_serving_body_bytes,
                        max_import_bytes=settings.max_import_bytes)
     _install_security(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
-
-    app.include_router(health.router)
-    app.include_router(datasets.router)
-    app.include_router(dataset_rows.router)
-    app.include_router(models.router)
-    app.include_router(model_archive.router)
-    app.include_router(serving.router)
-    app.include_router(pictures.router)
-    app.include_router(clusterings.router)
-    app.include_router(events.router)
-    app.include_router(catalogue.router)
-    app.include_router(docs.router)
-    app.include_router(dashboard.router)
     install_openapi(app)  # 400/415 documented on every operation that reads a body
     return app

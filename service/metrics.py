@@ -95,7 +95,7 @@ class MetricsMiddleware:
 def route_template(app, request: Scope) -> str:
     """The path template of the app's own top-level route that matches ``request`` (its path before
     routing), or `UNMATCHED`: FastAPI puts only its API routes in ``scope["route"]``, so plain
-    routes (``/openapi.json``) and mounts (``/static/{path}``) are found here. Unknown paths stay
+    routes (``app.add_route``) and mounts (``/static/{path}``) are found here. Unknown paths stay
     `UNMATCHED`, so the label takes one value per route, whatever the clients send.
     Cost: one regex match per top-level route."""
     for route in getattr(app, "routes", ()):

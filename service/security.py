@@ -1,10 +1,15 @@
 """Access control in front of every route: ``Host`` check, API keys and scopes, declared content types.
 
-One table, `ROUTE_RULES`, keyed by method and route path template, says for
-every route which scope it needs (``public``, ``read`` or ``write``; write
-implies read) and which request media types a state-changing route accepts.
-A route missing from the table fails ``tests/service/test_security.py``; at
-run time an undeclared non-GET route needs ``write`` (closed by default).
+Every route declares what it needs where it is declared, in its decorator:
+``openapi_extra=access(scope, *media_types)`` names its scope (``public``,
+``read`` or ``write``; write implies read) and, for a POST/PUT/PATCH, the
+request media types it accepts. `service.app.create_app` reads the
+declarations with `route_rules` once the routers are included and hands the
+table to `SecurityMiddleware`; a route without a declaration (or with one that
+does not fit its method) stops ``create_app``: closed by default. At run time
+a path no route matches, or a route added after ``create_app``, needs
+``read`` for GET and ``write`` otherwise. `document_security` turns the same
+declarations into the OpenAPI document's security and error responses.
 
 `SecurityMiddleware` (pure ASGI, before any route reads the body):
 
@@ -18,7 +23,8 @@ run time an undeclared non-GET route needs ``write`` (closed by default).
    key's id (`key_id`), ``None`` when no keys are configured.
 3. POST/PUT/PATCH with a media type the route does not declare: 415 on
    ``content-type``, bodiless POSTs included (a cross-site form or
-   ``text/plain`` request cannot change state). DELETE needs none.
+   ``text/plain`` request cannot change state). DELETE needs none. Routes
+   that accept several media types dispatch on them; none checks again.
 """
 
 from __future__ import annotations
@@ -26,23 +32,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from starlette._utils import get_route_path  # the path the router matches (as FastAPI's routing does)
 from starlette.datastructures import Headers
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import error_response
+from service.payloads import JSON_MEDIA_TYPE
 
 PUBLIC, READ, WRITE = "public", "read", "write"
+SCOPES = (PUBLIC, READ, WRITE)
 KEY_SCOPES = (READ, WRITE)
-JSON = ("application/json",)
-PNG = ("image/png",)
-#: the chunk upload's declared types (`service.payloads`): .npy bytes, JSON rows, CSV
-CHUNK = ("application/octet-stream", "application/json", "text/csv")
-#: a model archive (`store.archive`), the body of POST /v1/models/import
-TAR = ("application/x-tar",)
+#: the keys of an `access` declaration in a route's ``openapi_extra``
+SCOPE_KEY, MEDIA_TYPES_KEY = "x-scope", "x-media-types"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -56,62 +61,21 @@ class Rule:
     media_types: tuple[str, ...] = ()
 
 
-_READ = Rule(READ)
-_WRITE_JSON = Rule(WRITE, JSON)
+def access(scope: str, *media_types: str) -> dict:
+    """A route's declaration of what it needs, given as its decorator's ``openapi_extra``: ``scope``
+    (public, read or write) and, for a POST/PUT/PATCH, the request media types it accepts, in the order
+    a 415 names them. Merge it with other ``openapi_extra`` entries by ``{**access(...), **other}``."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+    return {SCOPE_KEY: scope, MEDIA_TYPES_KEY: [media_type.lower() for media_type in media_types]}
 
-#: (method, route path template) -> Rule, for every route of the app.
-ROUTE_RULES: dict[tuple[str, str], Rule] = {
-    ("GET", "/healthz"): Rule(PUBLIC),
-    ("GET", "/metrics"): _READ,
-    ("GET", "/openapi.json"): _READ,
-    # the API reference page and its assets hold no data: public (the page asks for a key where
-    # /openapi.json, which stays read, needs one)
-    ("GET", "/docs"): Rule(PUBLIC),
-    ("GET", "/docs/assets/{asset}"): Rule(PUBLIC),
-    # the dashboard page and its assets likewise (its API calls carry the key the user types)
-    ("GET", "/"): Rule(PUBLIC),
-    ("GET", "/dashboard/assets/{asset}"): Rule(PUBLIC),
-    ("GET", "/v1/solvers"): _READ,
-    ("GET", "/v1/kernels"): _READ,
-    # data sets
-    ("GET", "/v1/datasets"): _READ,
-    ("POST", "/v1/datasets"): _WRITE_JSON,
-    ("GET", "/v1/datasets/{name}"): _READ,
-    ("DELETE", "/v1/datasets/{name}"): Rule(WRITE),
-    ("PUT", "/v1/datasets/{name}/chunks/{index}"): Rule(WRITE, CHUNK),
-    ("POST", "/v1/datasets/{name}/commit"): _WRITE_JSON,
-    ("POST", "/v1/datasets/{name}/from-image"): Rule(WRITE, PNG),
-    ("GET", "/v1/datasets/{name}/verify"): _READ,
-    ("GET", "/v1/datasets/{name}/chunks/{index}"): _READ,
-    ("GET", "/v1/datasets/{name}/data.npy"): _READ,
-    ("GET", "/v1/datasets/{name}/download"): _READ,
-    # models
-    ("GET", "/v1/models"): _READ,
-    ("POST", "/v1/models"): _WRITE_JSON,
-    ("GET", "/v1/models/{name}"): _READ,
-    ("DELETE", "/v1/models/{name}"): Rule(WRITE),
-    ("POST", "/v1/models/{name}/cancel"): _WRITE_JSON,
-    ("POST", "/v1/models/{name}/resume"): _WRITE_JSON,
-    ("GET", "/v1/models/{name}/checkpoints"): _READ,
-    ("GET", "/v1/models/{name}/export"): _READ,
-    ("POST", "/v1/models/import"): Rule(WRITE, TAR),
-    ("GET", "/v1/models/{name}/events"): _READ,
-    ("POST", "/v1/models/{name}/project"): Rule(READ, JSON),
-    ("POST", "/v1/models/{name}/reconstruct"): Rule(READ, JSON),
-    ("POST", "/v1/models/{name}/denoise"): Rule(READ, JSON),
-    ("POST", "/v1/models/{name}/denoise-image"): Rule(READ, PNG),
-    ("POST", "/v1/models/{name}/transform"): _WRITE_JSON,
-    ("GET", "/v1/models/{name}/convergence.png"): _READ,
-    ("GET", "/v1/models/{name}/components.png"): _READ,
-    # clusterings
-    ("GET", "/v1/clusterings"): _READ,
-    ("POST", "/v1/clusterings"): _WRITE_JSON,
-    ("GET", "/v1/clusterings/{name}"): _READ,
-    ("DELETE", "/v1/clusterings/{name}"): Rule(WRITE),
-    ("POST", "/v1/clusterings/{name}/cancel"): _WRITE_JSON,
-    ("POST", "/v1/clusterings/{name}/resume"): _WRITE_JSON,
-    ("POST", "/v1/clusterings/{name}/predict"): Rule(READ, JSON),
-}
+
+def declared_rule(extra: dict | None) -> Rule | None:
+    """The rule an `access` declaration gives; ``extra`` is a route's ``openapi_extra`` or an operation
+    of the OpenAPI document (where FastAPI merges it). None without a declaration."""
+    if not extra or SCOPE_KEY not in extra:
+        return None
+    return Rule(extra[SCOPE_KEY], tuple(extra.get(MEDIA_TYPES_KEY) or ()))
 
 
 def key_id(key: str) -> str:
@@ -180,29 +144,57 @@ def _compile(rules: dict[tuple[str, str], Rule]) -> list[_CompiledRule]:
             for (method, template), rule in rules.items()]
 
 
-def iter_app_routes(app) -> Iterator[tuple[str, str]]:
-    """``(method, path template)`` of every HTTP route the app serves (HEAD left out: it follows GET)."""
+def _declaration_fault(method: str, rule: Rule | None) -> str | None:
+    if rule is None:
+        return "no access declaration (openapi_extra=service.security.access(...))"
+    if rule.scope not in SCOPES:
+        return f"scope {rule.scope!r} is not one of {', '.join(SCOPES)}"
+    if method in BODY_METHODS and not rule.media_types:
+        return "names no request media type (a state change with a body must name the ones it accepts)"
+    if method not in BODY_METHODS and rule.media_types:
+        return f"names request media types, but a {method} reads no body"
+    return None
+
+
+def route_rules(app) -> dict[tuple[str, str], Rule]:
+    """``(method, path template) -> Rule`` for every HTTP route of ``app`` (HEAD left out: it follows
+    GET), read from the routes' `access` declarations. A RuntimeError naming every route without a
+    declaration, with a scope that is not public, read or write, with media types that do not fit its
+    method, or that is not an HTTP route with methods (a mount, a websocket)."""
     from fastapi.routing import _iter_routes_with_context  # FastAPI >= 0.16x: routers stay nested
 
+    rules: dict[tuple[str, str], Rule] = {}
+    faults: list[str] = []
     for route, context in _iter_routes_with_context(app.routes):
-        path = context.path if context is not None else getattr(route, "path", None)
-        for method in sorted(getattr(route, "methods", None) or ()):
-            if path is not None and method != "HEAD":
-                yield method, path
+        path = context.path if context is not None else getattr(route, "path", repr(route))
+        methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD"})
+        if not methods:
+            faults.append(f"{path}: not an HTTP route with methods, so it cannot declare its access")
+        rule = declared_rule(getattr(context or route, "openapi_extra", None))
+        for method in methods:
+            fault = _declaration_fault(method, rule)
+            if fault is not None:
+                faults.append(f"{method} {path}: {fault}")
+            else:
+                rules.setdefault((method, path), rule)  # the router answers with the first one too
+    if faults:
+        raise RuntimeError("routes without a valid access declaration: " + "; ".join(faults))
+    return rules
 
 
 class SecurityMiddleware:
     """Host check, API key and scope, and declared content types, in that order (see the module)."""
 
     def __init__(self, app: ASGIApp, keys: list[tuple[str, str]], hosts: list[str],
-                 rules: dict[tuple[str, str], Rule] | None = None):
+                 rules: dict[tuple[str, str], Rule]):
         self.app = app
         self.keys = [(key.encode("utf-8"), scope, key_id(key)) for key, scope in keys]
         self.hosts = hosts
-        self.rules = _compile(rules if rules is not None else ROUTE_RULES)
+        self.rules = _compile(rules)
 
     def rule_for(self, method: str, path: str) -> Rule | None:
-        """The rule of the route ``method path`` matches (HEAD as GET); None if no route matches."""
+        """The rule of the route ``method path`` matches (HEAD as GET; ``path`` as the router sees it,
+        without the root path); None if no route matches."""
         method = "GET" if method == "HEAD" else method
         for compiled in self.rules:
             if compiled.method == method and compiled.pattern.match(path):
@@ -213,8 +205,8 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        method, path = scope["method"], scope["path"]
-        rule = self.rule_for(method, path)
+        method = scope["method"]
+        rule = self.rule_for(method, get_route_path(scope))  # without a proxy's root path
         if rule is None:  # no such route: the router answers 404/405, after the key check
             rule = Rule(READ if method in ("GET", "HEAD", "OPTIONS") else WRITE)
         headers = Headers(scope=scope)
@@ -274,14 +266,16 @@ class SecurityMiddleware:
             415, "unsupported_media_type",
             f"Content-Type must be {' or '.join(rule.media_types)}, not {media_type[:100] or 'absent'}"
             + (" (a request without a body sends Content-Type: application/json too)"
-               if rule.media_types == JSON else ""),
+               if rule.media_types == (JSON_MEDIA_TYPE,) else ""),
             "content-type")
 
 
 def document_security(openapi: dict, keys_configured: bool) -> dict:
-    """Add to an OpenAPI document what `SecurityMiddleware` answers: 400 (Host), 401/403 and the bearer
+    """Turn the routes' `access` declarations in an OpenAPI document (FastAPI merges ``openapi_extra``
+    into each operation) into what `SecurityMiddleware` answers: 400 (Host), 401/403 and the bearer
     scheme (with keys), 415 on routes that declare media types, and an optional JSON body on bodiless
-    JSON state changes (cancel, resume, commit) so clients know to send ``Content-Type``."""
+    JSON state changes (cancel, resume, commit) so clients know to send ``Content-Type``. The
+    declarations themselves are taken out of the document."""
     error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     has_error_body = "ErrorBody" in openapi.get("components", {}).get("schemas", {})
 
@@ -291,10 +285,14 @@ def document_security(openapi: dict, keys_configured: bool) -> dict:
     if keys_configured:
         openapi.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
             "type": "http", "scheme": "bearer", "description": "an API key (KPCA_API_KEYS)"}
-    for path, operations in openapi.get("paths", {}).items():
+    for operations in openapi.get("paths", {}).values():
         for method, operation in operations.items():
-            rule = ROUTE_RULES.get((method.upper(), path))
-            if rule is None or not isinstance(operation, dict):
+            if not isinstance(operation, dict):
+                continue
+            rule = declared_rule(operation)
+            operation.pop(SCOPE_KEY, None)
+            operation.pop(MEDIA_TYPES_KEY, None)
+            if rule is None:
                 continue
             responses = operation.setdefault("responses", {})
             if rule.scope != PUBLIC:
@@ -306,7 +304,7 @@ def document_security(openapi: dict, keys_configured: bool) -> dict:
                         responses.setdefault("403", response("the API key lacks write scope"))
             if rule.media_types and method.upper() in BODY_METHODS:
                 responses.setdefault("415", response(f"Content-Type is not {' or '.join(rule.media_types)}"))
-                if "requestBody" not in operation and rule.media_types == JSON:
+                if "requestBody" not in operation and rule.media_types == (JSON_MEDIA_TYPE,):
                     operation["requestBody"] = {"required": False, "content": {
-                        "application/json": {"schema": {"type": "object"}}}}
+                        JSON_MEDIA_TYPE: {"schema": {"type": "object"}}}}
     return openapi

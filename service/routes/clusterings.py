@@ -5,7 +5,7 @@ page of labels), delete, cancel, resume, and predict the clusters of new
 rows. The record (`store.clusterings.ClusteringRecord`) is the only source
 of a clustering's state: the service writes it once (``queued``), the worker
 (`workers.cluster`) writes the rest; routes share the models' job helpers
-(`service.routes.jobs`) and serving checks (`service.routes.serving`).
+(`service.jobs`) and serving checks (`service.routes.serving`).
 
 Labels come with the record, a page at a time: ``GET
 /v1/clusterings/{name}?labels_offset=0&labels_limit=10000`` gives ``labels``
@@ -26,8 +26,9 @@ from fastapi import APIRouter, Body, Path, Query, Response, status
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.job_checks import checked_clustering_params
 from service.limits import FitOwner, check_rows
-from service.routes import jobs
+from service import jobs
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
+from service.payloads import JSON_MEDIA_TYPE
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
 from service.schemas.clusterings import (
@@ -43,6 +44,7 @@ from service.schemas.clusterings import (
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.serving import ProjectRequest
+from service.security import READ, WRITE, access
 from store.clusterings import ClusteringRecord
 from store.records import Placement
 
@@ -51,7 +53,8 @@ router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"])
 ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="clustering name")]
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
+@router.post("", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
+             responses={**ERRORS, 503: {"model": ErrorBody}})
 def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings: ClusteringsDep,
                       backend: BackendDep, settings: SettingsDep, response: Response,
                       owner: FitOwner) -> ClusteringPublic:
@@ -71,7 +74,7 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     return ClusteringPublic.of(jobs.start(backend, clusterings, record, response, owner))
 
 
-@router.get("", responses=LIST_RESPONSES)
+@router.get("", openapi_extra=access(READ), responses=LIST_RESPONSES)
 def list_clusterings(
     clusterings: ClusteringsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT,
 ) -> ClusteringsPublic:
@@ -80,7 +83,7 @@ def list_clusterings(
     return ClusteringsPublic(clusterings=[ClusteringPublic.of(r) for r in records], next_cursor=next_cursor)
 
 
-@router.get("/{name}", responses=ERRORS)
+@router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
 def get_clustering(
     name: ClusteringName,
     clusterings: ClusteringsDep,
@@ -100,19 +103,20 @@ def get_clustering(
                                  next=following)
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
+@router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
 def delete_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> Response:
     """Ask a running clustering to stop, then delete it, its checkpoints and labels."""
     return jobs.delete(clusterings, name)
 
 
-@router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=ERRORS)
+@router.post("/{name}/cancel", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
+             responses=ERRORS)
 def cancel_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> ClusteringPublic:
     """Ask a queued or running clustering to stop after its current block; the last checkpoint is kept."""
     return ClusteringPublic.of(jobs.cancel(clusterings, name))
 
 
-@router.post("/{name}/resume", status_code=status.HTTP_202_ACCEPTED,
+@router.post("/{name}/resume", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
              responses={**ERRORS, 503: {"model": ErrorBody}})
 def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend: BackendDep, response: Response,
                       body: Annotated[ClusteringResume | None, Body()] = None) -> ClusteringPublic:
@@ -122,7 +126,7 @@ def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend
     return ClusteringPublic.of(jobs.resume(backend, clusterings, name, response, body.passes))
 
 
-@router.post("/{name}/predict", responses=ERRORS)
+@router.post("/{name}/predict", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
 async def predict(name: ClusteringName, body: ProjectRequest, clusterings: ClusteringsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> PredictResponse:
     """The cluster of each of ``rows`` (the data set's columns): the Nystrom extension of the eigenvectors,

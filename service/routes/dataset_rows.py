@@ -23,6 +23,7 @@ from service.errors import ApiError
 from service.payloads import JSON_MEDIA_TYPE, NPY_MEDIA_TYPE
 from service.routes.datasets import ChunkIndex, DatasetName, router as datasets_router
 from service.schemas.errors import ErrorBody
+from service.security import READ, access
 
 router = APIRouter(prefix=datasets_router.prefix, tags=["datasets"])
 
@@ -67,8 +68,8 @@ def _read_chunk(datasets, name: str, index: int, version: int | None) -> tuple[i
     return found, np.asarray(datasets.open_array(name, found)[start:stop])
 
 
-@router.get("/{name}/chunks/{index}", responses={**_ERRORS, 200: {**_NPY, "model": ChunkRowsPublic}},
-            response_model=ChunkRowsPublic)
+@router.get("/{name}/chunks/{index}", openapi_extra=access(READ),
+            responses={**_ERRORS, 200: {**_NPY, "model": ChunkRowsPublic}}, response_model=ChunkRowsPublic)
 async def get_chunk(name: DatasetName, index: ChunkIndex, request: Request, datasets: DatasetsDep,
                     version: Version = None, format: Format = None) -> Response:
     """The rows of committed chunk ``index`` of ``version`` (default the latest), bit for bit as stored:
@@ -94,8 +95,10 @@ def _npy_stream(array, ranges: list[tuple[int, int]], header: bytes) -> Iterator
         yield np.ascontiguousarray(array[start:stop]).tobytes()
 
 
-@router.get("/{name}/data.npy", responses={**_ERRORS, 200: _NPY}, response_class=StreamingResponse)
-@router.get("/{name}/download", responses={**_ERRORS, 200: _NPY}, response_class=StreamingResponse)
+@router.get("/{name}/data.npy", openapi_extra=access(READ), responses={**_ERRORS, 200: _NPY},
+            response_class=StreamingResponse)
+@router.get("/{name}/download", openapi_extra=access(READ), responses={**_ERRORS, 200: _NPY},
+            response_class=StreamingResponse)
 def download(name: DatasetName, datasets: DatasetsDep, version: Version = None) -> StreamingResponse:
     """The whole committed ``version`` (default the latest) as one ``.npy`` file of shape (n_rows,
     n_features), streamed chunk by chunk (memory: one chunk) with its ``Content-Length``.

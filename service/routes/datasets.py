@@ -12,7 +12,7 @@ from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png
 from service.limits import DataUsageDep, check_patches, check_rows, data_usage
 from service.errors import ApiError
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
-from service.routes import jobs
+from service import jobs
 from service.payloads import (
     CSV_MEDIA_TYPE,
     JSON_MEDIA_TYPE,
@@ -26,6 +26,7 @@ from service.payloads import (
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic, DatasetVerified
 from service.schemas.errors import ErrorBody
+from service.security import READ, WRITE, access
 from service.sources import allowed_source
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -42,6 +43,7 @@ _ERRORS = {
 
 @router.post(
     "",
+    openapi_extra=access(WRITE, JSON_MEDIA_TYPE),
     status_code=status.HTTP_201_CREATED,
     responses={**_ERRORS, 403: {"model": ErrorBody, "description": "source outside register_prefixes"}},
 )
@@ -81,19 +83,19 @@ def create_dataset(
     return DatasetPublic.model_validate(record)
 
 
-@router.get("", responses=LIST_RESPONSES)
+@router.get("", openapi_extra=access(READ), responses=LIST_RESPONSES)
 def list_datasets(datasets: DatasetsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT) -> DatasetsPublic:
     """A page of data sets' metadata, sorted by name (`service.pagination`)."""
     records, next_cursor = page(datasets.list, cursor, limit)
     return DatasetsPublic(datasets=[DatasetPublic.model_validate(r) for r in records], next_cursor=next_cursor)
 
 
-@router.get("/{name}", responses=_ERRORS)
+@router.get("/{name}", openapi_extra=access(READ), responses=_ERRORS)
 def get_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     return DatasetPublic.model_validate(datasets.get(name))
 
 
-@router.get("/{name}/verify", responses=_ERRORS)
+@router.get("/{name}/verify", openapi_extra=access(READ), responses=_ERRORS)
 def verify_dataset(
     name: DatasetName,
     datasets: DatasetsDep,
@@ -108,7 +110,7 @@ def verify_dataset(
     return DatasetVerified.model_validate(datasets.verify(name, version))
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=_ERRORS)
+@router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=_ERRORS)
 def delete_dataset(
     name: DatasetName, datasets: DatasetsDep, models: ModelsDep, clusterings: ClusteringsDep,
     cascade: Annotated[bool, Query(description="also delete the models and clusterings that use it")] = False,
@@ -127,6 +129,7 @@ def delete_dataset(
         415: {"model": ErrorBody, "description": "neither .npy bytes, JSON nor CSV"},
     },
     openapi_extra={
+        **access(WRITE, NPY_MEDIA_TYPE, JSON_MEDIA_TYPE, CSV_MEDIA_TYPE),
         "requestBody": {
             "required": True,
             "content": {
@@ -160,15 +163,7 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     lengths a 422 on ``rows`` naming the line.
     """
     dataset = await run_in_threadpool(datasets.get, name)  # 404 before reading the body
-    kind = media_type(request)
-    if kind not in (NPY_MEDIA_TYPE, JSON_MEDIA_TYPE, CSV_MEDIA_TYPE):
-        raise ApiError(
-            415,
-            "unsupported_media_type",
-            f"Content-Type must be {NPY_MEDIA_TYPE} (.npy bytes), {JSON_MEDIA_TYPE} "
-            f'({{"rows": [[...]]}}) or {CSV_MEDIA_TYPE}, not {kind or "absent"}',
-            "content-type",
-        )
+    kind = media_type(request)  # one of the declared three: SecurityMiddleware refused any other
     body = await read_body(request)
     data_usage(request).check(len(body))
     if kind == NPY_MEDIA_TYPE:
@@ -183,7 +178,7 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     return DatasetPublic.model_validate(record)
 
 
-@router.post("/{name}/commit", responses=_ERRORS)
+@router.post("/{name}/commit", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), responses=_ERRORS)
 def commit_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     """Commit the staged chunks as the next version (``status: ready``, ``version`` + 1).
 
@@ -200,7 +195,7 @@ def commit_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     "/{name}/from-image",
     status_code=status.HTTP_201_CREATED,
     responses={**_ERRORS, 415: {"model": ErrorBody}},
-    openapi_extra=PNG_REQUEST_BODY,
+    openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
 )
 async def dataset_from_image(
     name: DatasetName,
@@ -220,8 +215,6 @@ async def dataset_from_image(
     Bounded before any work: the PNG's pixels (from its header) at most ``max_image_pixels`` (413 on
     ``body``), its patches (the rows) at most ``max_image_dataset_rows`` (422 on ``stride``), their bytes
     within ``max_data_bytes`` (413 ``storage_full``)."""
-    if media_type(request) != PNG_MEDIA_TYPE:
-        raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
     image = decode_png(await read_body(request), settings.max_image_pixels)
     if patch > min(image.shape[0], image.shape[1]):
         raise ApiError(422, "invalid", f"patch {patch} is larger than the {image.shape[0]}x{image.shape[1]} "

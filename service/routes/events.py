@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import ModelsDep
 from service.routes.models import ERRORS, ModelName
+from service.security import READ, access
 from store.errors import NotFound
 from store.records import TERMINAL, ModelRecord, PassRecord
 
@@ -74,7 +75,8 @@ async def _existing(name: ModelName, models: ModelsDep) -> str:
     return name
 
 
-@router.get("/{name}/events", responses={**EVENT_ERRORS, **EVENTS_RESPONSE}, response_class=EventSourceResponse)
+@router.get("/{name}/events", openapi_extra=access(READ), responses={**EVENT_ERRORS, **EVENTS_RESPONSE},
+            response_class=EventSourceResponse)
 async def model_events(name: Annotated[str, Depends(_existing)], models: ModelsDep,
                        request: Request) -> AsyncIterator[ServerSentEvent]:
     """Server-sent events: one ``progress`` event per finished pass (the history

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from service.security import PUBLIC, READ, access
+
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", openapi_extra=access(PUBLIC))
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", openapi_extra=access(READ), response_class=Response)
 def metrics(request: Request) -> Response:
     """Request counts and latencies of this app, in the Prometheus text format."""
     app_metrics = request.app.state.metrics

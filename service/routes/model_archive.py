@@ -24,11 +24,11 @@ from starlette.requests import ClientDisconnect
 from service.deps import BackendDep, ModelsDep
 from service.errors import ApiError
 from service.limits import DataUsageDep, principal
-from service.payloads import media_type
 from service.routes.models import ERRORS, ModelName, router as models_router
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import ModelPublic
+from service.security import READ, WRITE, access
 from store.archive import MEDIA_TYPE, ModelExport
 
 router = APIRouter(prefix=models_router.prefix, tags=["models"])
@@ -38,7 +38,7 @@ _IMPORT_BODY = {"requestBody": {"required": True, "description": "a model archiv
                                 "/v1/models/{name}/export (an uncompressed tar)", **_TAR}}
 
 
-@router.get("/{name}/export", response_class=StreamingResponse,
+@router.get("/{name}/export", openapi_extra=access(READ), response_class=StreamingResponse,
             responses={**ERRORS, 200: {**_TAR, "description": "the model archive"}})
 async def export_model(name: ModelName, models: ModelsDep) -> StreamingResponse:
     """The completed model ``name`` as one archive (``application/x-tar``, with its ``Content-Length``):
@@ -78,7 +78,8 @@ async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
     return path
 
 
-@router.post("/import", status_code=status.HTTP_201_CREATED, openapi_extra=_IMPORT_BODY,
+@router.post("/import", status_code=status.HTTP_201_CREATED,
+             openapi_extra={**access(WRITE, MEDIA_TYPE), **_IMPORT_BODY},
              responses={**ERRORS, 413: {"model": ErrorBody, "description": "the archive is over max_import_bytes, "
                                         "or the data folder is full"},
                         415: {"model": ErrorBody, "description": "the body is not application/x-tar"}})
@@ -101,10 +102,6 @@ async def import_model(
     data set ``dataset``, or reuse it when it already holds the same rows (same checksum); a data set
     of that name with other rows is a 409 on ``dataset``. A failed import leaves nothing behind.
     """
-    kind = media_type(request)
-    if kind != MEDIA_TYPE:
-        raise ApiError(415, "unsupported_media_type", f"Content-Type must be {MEDIA_TYPE} (an archive of GET "
-                       f"/v1/models/{{name}}/export), not {kind or 'absent'}", "content-type")
     folder = FilePath(models.root) / ".imports"
     path = await _body_to_file(request, folder, usage)
     size = path.stat().st_size

@@ -15,13 +15,15 @@ from fastapi import APIRouter, Body, Path, Query, Response, status
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.job_checks import checked_fit_params
 from service.limits import FitOwner
-from service.routes import jobs
+from service import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.payloads import JSON_MEDIA_TYPE
 from service.schemas.errors import ErrorBody
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.schemas.models import (
     CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic, ModelSummary,
 )
+from service.security import READ, WRITE, access
 from store.records import ModelRecord, Placement
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -35,7 +37,7 @@ ERRORS = {
 }
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED,
+@router.post("", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
              responses={**ERRORS, 429: {"model": ErrorBody, "description": "too many fits"}, 503: {"model": ErrorBody}})
 def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, backend: BackendDep,
                  settings: SettingsDep, response: Response, owner: FitOwner) -> ModelPublic:
@@ -53,7 +55,7 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
     return ModelPublic.of(jobs.start(backend, models, record, response, owner))
 
 
-@router.get("", responses=LIST_RESPONSES)
+@router.get("", openapi_extra=access(READ), responses=LIST_RESPONSES)
 def list_models(
     models: ModelsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT,
     full: Annotated[bool, Query(description="every field of each model (history included), not a summary")] = False,
@@ -64,25 +66,27 @@ def list_models(
     return ModelsPublic(models=[ModelSummary.of(r, full) for r in records], next_cursor=next_cursor)
 
 
-@router.get("/{name}", responses=ERRORS)
+@router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
 def get_model(name: ModelName, models: ModelsDep) -> ModelPublic:
     """Status, progress, history and the parameters actually used (from the registry only)."""
     return ModelPublic.of(models.get(name))
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
+@router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
 def delete_model(name: ModelName, models: ModelsDep) -> Response:
     """Ask a running fit to stop, then delete the model and its checkpoints."""
     return jobs.delete(models, name)
 
 
-@router.post("/{name}/cancel", status_code=status.HTTP_202_ACCEPTED, responses=ERRORS)
+@router.post("/{name}/cancel", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
+             responses=ERRORS)
 def cancel_model(name: ModelName, models: ModelsDep) -> ModelPublic:
     """Ask a queued or running fit to stop after its current block; the last checkpoint is kept."""
     return ModelPublic.of(jobs.cancel(models, name))
 
 
-@router.post("/{name}/resume", status_code=status.HTTP_202_ACCEPTED, responses={**ERRORS, 503: {"model": ErrorBody}})
+@router.post("/{name}/resume", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
+             responses={**ERRORS, 503: {"model": ErrorBody}})
 def resume_model(name: ModelName, models: ModelsDep, datasets: DatasetsDep, backend: BackendDep, response: Response,
                  body: Annotated[ModelResume | None, Body()] = None) -> ModelPublic:
     """Continue a cancelled, failed or completed fit from its last checkpoint.
@@ -98,7 +102,7 @@ def resume_model(name: ModelName, models: ModelsDep, datasets: DatasetsDep, back
     return ModelPublic.of(jobs.resume(backend, models, name, response, body.passes, body.dataset_version, versions))
 
 
-@router.get("/{name}/checkpoints", responses=ERRORS)
+@router.get("/{name}/checkpoints", openapi_extra=access(READ), responses=ERRORS)
 def list_checkpoints(name: ModelName, models: ModelsDep, checkpoints: CheckpointsDep) -> CheckpointsPublic:
     """The retained checkpoints of a model (pass, size, time), the best one marked."""
     best = models.get(name).best_checkpoint

@@ -21,6 +21,7 @@ from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE
 from service.routes.models import ERRORS, ModelName
 from service.routes.serving import serve, served_job
+from service.security import READ, access
 
 router = APIRouter(prefix="/v1/models", tags=["pictures"])
 
@@ -54,7 +55,7 @@ def _title(record) -> str:
             f"{record.status}, pass {done}{of}")
 
 
-@router.get("/{name}/convergence.png", response_class=Response,
+@router.get("/{name}/convergence.png", openapi_extra=access(READ), response_class=Response,
             responses=_png_response("convergence figures and eigenvalue estimates per pass, as a PNG"))
 async def convergence_png(
     name: ModelName,
@@ -76,7 +77,7 @@ async def convergence_png(
     return Response(content=body, media_type=PNG_MEDIA_TYPE, headers={"Cache-Control": "no-cache"})
 
 
-@router.get("/{name}/components.png", response_class=Response,
+@router.get("/{name}/components.png", openapi_extra=access(READ), response_class=Response,
             responses=_png_response("the leading components drawn in input space, one tile each, as a PNG"))
 async def components_png(
     name: ModelName,

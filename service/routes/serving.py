@@ -25,7 +25,7 @@ from service.images import (
     image_patch_plan,
 )
 from service.limits import check_patches, check_rows
-from service.payloads import media_type, read_body, rows_to_array
+from service.payloads import JSON_MEDIA_TYPE, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
 from service.schemas.serving import (
@@ -36,6 +36,7 @@ from service.schemas.serving import (
     ReconstructResponse,
     TransformRequest,
 )
+from service.security import READ, WRITE, access
 from store.errors import Corrupt, NotFound
 from store.records import JobRecord
 
@@ -118,7 +119,7 @@ async def serve(registry, name: str, job: JobRecord, call, *args):
         raise
 
 
-@router.post("/{name}/project", responses=ERRORS)
+@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
 async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
@@ -144,14 +145,14 @@ async def _reconstruct(name, body, models, datasets, backend, settings) -> Recon
     return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
 
 
-@router.post("/{name}/reconstruct", responses=ERRORS)
+@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
 async def reconstruct(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
                       backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
     """Rows -> their projection onto the components -> back to input space (a pre-image per row)."""
     return await _reconstruct(name, body, models, datasets, backend, settings)
 
 
-@router.post("/{name}/denoise", responses=ERRORS)
+@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
 async def denoise(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
@@ -163,7 +164,7 @@ async def denoise(name: ModelName, body: ReconstructRequest, models: ModelsDep, 
     "/{name}/denoise-image",
     responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
     response_class=Response,
-    openapi_extra=PNG_REQUEST_BODY,
+    openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
 )
 async def denoise_image(
     name: ModelName,
@@ -191,8 +192,6 @@ async def denoise_image(
     the denoised image side by side, each labelled and both enlarged by the same integer factor when
     small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
     option lives on this route rather than on another."""
-    if media_type(request) != PNG_MEDIA_TYPE:
-        raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
     image = decode_png(await read_body(request), settings.max_image_pixels)
     model, dataset = await served_job(name, models, datasets)
     patch, height, width = image_patch_plan(image, int(dataset["n_features"]), upscale, name)  # 422 on image
@@ -223,7 +222,8 @@ def _dataset_exists(datasets, name: str) -> bool:
     return True
 
 
-@router.post("/{name}/transform", status_code=status.HTTP_201_CREATED, responses=ERRORS)
+@router.post("/{name}/transform", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_201_CREATED,
+             responses=ERRORS)
 async def transform_dataset(name: ModelName, body: TransformRequest, models: ModelsDep, datasets: DatasetsDep,
                             backend: BackendDep, response: Response) -> DatasetPublic:
     """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new

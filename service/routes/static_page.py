@@ -1,7 +1,8 @@
 """A page of our own with its assets, served from ``service/static/<folder>`` (``/docs``, ``/``).
 
-The page and its assets hold no data and need no API key (`service.security.ROUTE_RULES`); only
-the asset names listed are served, so nothing else in the package can be reached through them.
+The page and its assets hold no data and need no API key (each route declares the public scope,
+`service.security.access`); only the asset names listed are served, so nothing else in the package
+can be reached through them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse
 
 from service.errors import ApiError
+from service.security import PUBLIC, access
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 JS, CSS = "text/javascript; charset=utf-8", "text/css; charset=utf-8"
@@ -24,11 +26,11 @@ def page_router(page: str, assets_route: str, folder: str, assets: dict[str, str
     root = STATIC / folder
     router = APIRouter(include_in_schema=False)
 
-    @router.get(page, response_class=HTMLResponse, name=f"{folder}_page")
+    @router.get(page, response_class=HTMLResponse, name=f"{folder}_page", openapi_extra=access(PUBLIC))
     async def serve_page() -> HTMLResponse:
         return HTMLResponse((root / "index.html").read_text(encoding="utf-8"))
 
-    @router.get(f"{assets_route}/{{asset}}", name=f"{folder}_asset")
+    @router.get(f"{assets_route}/{{asset}}", name=f"{folder}_asset", openapi_extra=access(PUBLIC))
     async def serve_asset(asset: str) -> FileResponse:
         if asset not in assets:
             raise ApiError(404, "not_found", f"no {what} asset {asset[:100]!r}", "asset")

@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 
 from service import Settings, create_app
-from service.security import ROUTE_RULES, WRITE, iter_app_routes, key_id
+from service.security import WRITE, access, key_id, route_rules
 from tests.api_checks import assert_error
 
 READ_KEY = "r-0123456789abcdef-read"
@@ -64,15 +64,16 @@ def _whoami(request: Request) -> dict:
 
 
 @contextlib.contextmanager
-def _serve_without_lifespan(settings: Settings):
+def _serve_without_lifespan(settings: Settings, root_path: str = ""):
     """A real uvicorn server on a free loopback port, without lifespan: the security middleware answers
     before any route, so no dask cluster is needed (routes that need one say 503). It has one more
-    route, ``GET /v1/whoami`` (no rule: read), which returns ``request.state.principal``."""
+    route, ``GET /v1/whoami`` (no rule: read), which returns ``request.state.principal``. ``root_path``:
+    uvicorn's ``--root-path``, as behind a proxy that serves the service under that prefix."""
     app = create_app(settings)
     app.add_api_route("/v1/whoami", _whoami, methods=["GET"])
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", root_path=root_path))
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -144,6 +145,7 @@ def test_the_docs_page_needs_no_key_but_the_document_does(anonymous):
     assert anonymous.get("/docs").status_code == 200
     assert anonymous.get("/docs/assets/docs.js").status_code == 200
     assert anonymous.get("/openapi.json").status_code == 401
+    assert anonymous.head("/openapi.json").status_code == 401
 
 
 def test_every_configured_key_is_accepted_and_bearer_is_case_insensitive(anonymous):
@@ -190,6 +192,7 @@ def test_write_key_implies_read_and_deletes(writer):
 
 
 def test_openapi_documents_the_bearer_scheme_and_the_errors(reader):
+    assert reader.head("/openapi.json").status_code == 200
     document = reader.get("/openapi.json").json()
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     cancel = document["paths"]["/v1/models/{name}/cancel"]["post"]
@@ -197,33 +200,47 @@ def test_openapi_documents_the_bearer_scheme_and_the_errors(reader):
     assert cancel["requestBody"]["required"] is False  # a bodiless POST still declares JSON
     assert "403" not in document["paths"]["/v1/datasets"]["get"]["responses"]
     assert "security" not in document["paths"]["/healthz"]["get"]
+    # the declarations became the entries above; they are not left in the document
+    assert not [(path, method) for path, operations in document["paths"].items()
+                for method, operation in operations.items() if {"x-scope", "x-media-types"} & set(operation)]
 
 
 # ------------------------------------------------------------------ every route has a scope
 
 
 def test_every_route_declares_a_scope():
-    # a route added without a rule would be served under the fallback; make the omission fail here
+    # create_app reads every route's access declaration and refuses to build an app with a route that has
+    # none (see the next test), so this fails when a declaration is removed; the scopes follow the policy
     app = create_app(Settings(data_dir="/nonexistent-not-created"))
-    routes = set(iter_app_routes(app))
-    assert len(routes) > 30
-    missing = sorted(routes - set(ROUTE_RULES))
-    assert not missing, f"routes without a scope in service.security.ROUTE_RULES: {missing}"
-    for (method, path), rule in ROUTE_RULES.items():
-        assert rule.scope in ("public", "read", "write"), (method, path)
-        if method in ("POST", "PUT", "PATCH"):
-            assert rule.media_types, f"{method} {path} declares no content type"
+    rules = route_rules(app)
+    assert len(rules) > 30 and ("GET", "/openapi.json") in rules and ("GET", "/docs/assets/{asset}") in rules
+    for (method, path), rule in rules.items():
         if method in ("DELETE", "PUT") or path.endswith(("/cancel", "/resume", "/commit", "/transform")):
             assert rule.scope == WRITE, (method, path)
 
 
-def test_the_route_enumeration_sees_a_new_route():
-    # the check above can fail: a new router's route shows up in the enumeration
+@pytest.mark.parametrize("method, extra, fault", [
+    ("POST", None, "no access declaration"),
+    ("GET", {"summary": "an openapi_extra without a scope"}, "no access declaration"),
+    ("POST", access(WRITE), "names no request media type"),
+    ("GET", access(WRITE, "application/json"), "names request media types, but a GET reads no body"),
+    ("DELETE", {"x-scope": "admin"}, "scope 'admin' is not one of"),
+])
+def test_a_route_without_a_valid_declaration_stops_the_app(method, extra, fault):
+    # closed by default: a router added without declarations, or with one that does not fit, is no silent fallback
     app = create_app(Settings(data_dir="/nonexistent-not-created"))
-    extra = FastAPI().router
-    extra.add_api_route("/v1/danger", lambda: None, methods=["POST"])
-    app.include_router(extra)
-    assert ("POST", "/v1/danger") in set(iter_app_routes(app)) - set(ROUTE_RULES)
+    extra_router = APIRouter(prefix="/v1")
+    extra_router.add_api_route("/danger", lambda: None, methods=[method], openapi_extra=extra)
+    app.include_router(extra_router)
+    with pytest.raises(RuntimeError) as refused:
+        route_rules(app)
+    message = str(refused.value)
+    assert f"{method} /v1/danger: {fault}" in message and "; " not in message, message  # that route only
+
+
+def test_a_scope_outside_the_three_is_refused_where_it_is_declared():
+    with pytest.raises(ValueError, match="'admin'"):
+        access("admin")
 
 
 def test_an_undeclared_route_needs_write(reader, writer):
@@ -268,12 +285,42 @@ def test_chunk_and_image_routes_keep_their_declared_types(writer, reader):
     assert_error(image, 415, "unsupported_media_type", "content-type")
     project = reader.post("/v1/models/absent/project", content=b'{"rows": [[1]]}', headers={"Content-Type": "text/plain"})
     assert_error(project, 415, "unsupported_media_type", "content-type")
+    # the routes that read their body themselves leave the refusal to the middleware, which names the types
+    for client, method, path, content_type, accepted in (
+            (writer, "POST", "/v1/models/import", "application/gzip", "application/x-tar"),
+            (reader, "POST", "/v1/models/absent/denoise-image", "application/octet-stream", "image/png"),
+            (writer, "PUT", "/v1/datasets/typed/chunks/1", "application/x-npy",
+             "application/octet-stream or application/json or text/csv")):
+        response = client.request(method, path, content=b"x", headers={"Content-Type": content_type})
+        message = assert_error(response, 415, "unsupported_media_type", "content-type")["message"]
+        assert f"must be {accepted}, not {content_type}" in message, message
     assert writer.delete("/v1/datasets/typed").status_code == 204  # DELETE needs no content type
 
 
 def test_the_key_is_checked_before_the_content_type(anonymous):
     response = anonymous.post("/v1/models/absent/cancel", headers={"Content-Type": "text/plain"})
     assert_error(response, 401, "unauthorized", "authorization")
+
+
+def test_behind_a_root_path_every_route_keeps_its_rule(tmp_path):
+    # uvicorn --root-path puts the proxy's prefix in front of scope["path"]; matched on that, no rule applied:
+    # public pages asked for a key, reads needed write, and no content type was checked
+    settings = Settings(data_dir=tmp_path, api_keys=SERVER_SETTINGS["api_keys"])
+    with _serve_without_lifespan(settings, root_path="/kpca") as base_url:
+        with _client(base_url) as anonymous:
+            assert anonymous.get("/healthz").status_code == 200
+            assert anonymous.get("/docs").status_code == 200
+            assert_error(anonymous.get("/openapi.json"), 401, "unauthorized", "authorization")
+        with _client(base_url, READ_KEY) as reader:
+            assert reader.get("/openapi.json").json()["servers"][0] == {"url": "/kpca"}
+            assert reader.post("/v1/models/m/project", json={"rows": [[1.0]]}).status_code == 503  # past the key
+            assert_error(reader.post("/v1/models/m/cancel", json={}), 403, "forbidden", "authorization")
+        with _client(base_url, WRITE_KEY) as writer:
+            for method, path in (("PUT", "/v1/datasets/d/chunks/0"), ("POST", "/v1/datasets/d/from-image"),
+                                 ("POST", "/v1/models/m/denoise-image"), ("POST", "/v1/models/import"),
+                                 ("POST", "/v1/models/m/cancel")):
+                response = writer.request(method, path, content=b"1\n", headers={"Content-Type": "text/plain"})
+                assert_error(response, 415, "unsupported_media_type", "content-type")
 
 
 # ------------------------------------------------------------------ Host
