@@ -36,11 +36,11 @@ from store.records import JobRecord
 router = APIRouter(prefix="/v1/models", tags=["serving"])
 
 
-async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
-    """The record of a completed job (a model, a clustering) and its data set's metadata, or the 404/409
-    that explains why not (the 409 names the job's state). A model over centres
-    (`ModelRecord.serves_without_dataset`) serves after its data set is deleted: the metadata is then
-    only its width, ``{"name", "n_features"}``."""
+async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
+    """The record of a completed job (a model, a clustering) and the width (``n_features``) of its data
+    set, or the 404/409 that explains why not (the 409 names the job's state). A model over centres
+    (`ModelRecord.serves_without_dataset`) serves after its data set is deleted, with the width it
+    recorded."""
     job = await run_in_threadpool(registry.get, name)
     if job.status != "completed":
         raise ApiError(409, "conflict", not_served_message(job, name), "name")
@@ -48,11 +48,11 @@ async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
         dataset = await run_in_threadpool(datasets.get, job.dataset)
     except NotFound:
         if getattr(job, "serves_without_dataset", False):
-            return job, {"name": job.dataset, "n_features": job.n_features}
+            return job, job.n_features
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
     refuse_corrupt_rows(job, dataset)
-    return job, dataset
+    return job, int(dataset["n_features"])
 
 
 def not_served_message(job: JobRecord, name: str) -> str:
@@ -118,16 +118,16 @@ async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, data
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
     (at most ``max_rows_per_request`` rows: 413 on ``rows``)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
-    model, dataset = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, int(dataset["n_features"]))
+    model, n_features = await served_job(name, models, datasets)
+    rows = checked_rows(body.rows, n_features)
     components = await serve(models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
 
 
 async def _reconstruct(name, body, models, datasets, backend, settings) -> ReconstructResponse:
     check_rows(len(body.rows), settings.max_rows_per_request)
-    model, dataset = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, int(dataset["n_features"]))
+    model, n_features = await served_job(name, models, datasets)
+    rows = checked_rows(body.rows, n_features)
     options = body.options.model_dump(exclude_none=True)
     try:
         out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
@@ -188,9 +188,8 @@ async def denoise_image(
     if media_type(request) != PNG_MEDIA_TYPE:
         raise ApiError(415, "unsupported_media_type", f"send the image as {PNG_MEDIA_TYPE}", "body")
     image = decode_png(await read_body(request), settings.max_image_pixels)
-    model, dataset = await served_job(name, models, datasets)
+    model, n_features = await served_job(name, models, datasets)
     channels = 1 if image.ndim == 2 else image.shape[2]
-    n_features = int(dataset["n_features"])
     patch = math.isqrt(n_features // channels)
     if patch * patch * channels != n_features:
         kind = "grey" if channels == 1 else "colour"
@@ -230,16 +229,16 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
                             backend: BackendDep, response: Response) -> DatasetPublic:
     """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
-    model, trained_on = await served_job(name, models, datasets)
+    model, width = await served_job(name, models, datasets)
     source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
     if source.get("corrupt_chunks"):
         raise Corrupt(body.dataset, source["version"], source["corrupt_chunks"], "found damaged, not yet repaired")
     if await run_in_threadpool(_dataset_exists, datasets, body.output):
         raise ApiError(409, "conflict", f"data set {body.output!r} already exists; choose another output name "
                        "or delete it first", "output")
-    if int(source["n_features"]) != int(trained_on["n_features"]):
+    if int(source["n_features"]) != width:
         raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
-                       f"{name!r} expects {trained_on['n_features']}", "dataset")
+                       f"{name!r} expects {width}", "dataset")
     options = body.options.model_dump(exclude_none=True)
     meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
                         body.operation, body.method, options)
