@@ -34,6 +34,7 @@ from kpca import defaults
 from kpca.clustering import check_clustering
 from kpca.kernels import KernelSpec
 from store.atomic import write_via_temp
+from store.dataset_meta import DatasetInfo
 from store.errors import Invalid, NotFound
 from store.jobs import JobRegistry
 from store.npy import write_npy
@@ -77,7 +78,7 @@ class ClusteringRecord(JobRecord):
         return self.n_clusters
 
     @classmethod
-    def new(cls, name: str, dataset: dict, labels: dict | None = None, *, kernel: dict, n_clusters: int,
+    def new(cls, name: str, dataset: DatasetInfo, labels: DatasetInfo | None = None, *, kernel: dict, n_clusters: int,
             solver: str, params: dict, exact_limit: int = defaults.EXACT_LIMIT,
             checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ClusteringRecord":
         """A ``queued`` record for a clustering of ``dataset`` (its public metadata, `store.DatasetStore.get`)
@@ -88,22 +89,22 @@ class ClusteringRecord(JobRecord):
         (`kpca.solvers.Solver.check` against the rows); `Invalid` naming ``labels_dataset`` when the labels
         are not one column with a row per row of the data set. Cost O(parameters).
         """
-        n_rows = int(dataset["n_rows"])
+        n_rows = dataset.n_rows
         check_clustering(n_clusters, n_rows, KernelSpec.from_dict(kernel), solver, params)
         checked = check_solver(solver, params, dataset, n_clusters, kernel, exact_limit)
         if labels is not None:
-            if int(labels["n_features"]) != 1:
-                raise Invalid("labels_dataset", f"labels_dataset: data set {labels['name']!r} has "
-                                                f"{labels['n_features']} columns; reference labels are one "
+            if labels.n_features != 1:
+                raise Invalid("labels_dataset", f"labels_dataset: data set {labels.name!r} has "
+                                                f"{labels.n_features} columns; reference labels are one "
                                                 "column, a label per row")
-            if int(labels["n_rows"]) != n_rows:
-                raise Invalid("labels_dataset", f"labels_dataset: data set {labels['name']!r} has {labels['n_rows']} "
-                                                f"rows; the labels of {dataset['name']!r} are one per row, "
+            if labels.n_rows != n_rows:
+                raise Invalid("labels_dataset", f"labels_dataset: data set {labels.name!r} has {labels.n_rows} "
+                                                f"rows; the labels of {dataset.name!r} are one per row, "
                                                 f"{n_rows}")
         return cls(name=name, **dataset_fields(dataset), n_rows=n_rows, kernel=kernel, n_clusters=n_clusters,
                    solver=solver, params=checked, exact_limit=exact_limit, checkpoint_keep=checkpoint_keep,
-                   labels_dataset=None if labels is None else labels["name"],
-                   labels_dataset_version=None if labels is None else labels.get("version"))
+                   labels_dataset=None if labels is None else labels.name,
+                   labels_dataset_version=None if labels is None else labels.version)
 
 
 class ClusteringRegistry(JobRegistry):

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kpca import defaults
 from kpca.kernels import KernelSpec
 from kpca.solvers import SOLVERS, FitContext, get_solver
+from store.dataset_meta import DatasetInfo
 from store.errors import Conflict, Invalid, NotFound
 
 MODEL_SCHEMA_VERSION = 2
@@ -231,7 +232,7 @@ class ModelRecord(JobRecord):
     n_components: int = Field(ge=1, description="number of components r")
 
     @classmethod
-    def new(cls, name: str, dataset: dict, *, kernel: dict, n_components: int, solver: str, params: dict,
+    def new(cls, name: str, dataset: DatasetInfo, *, kernel: dict, n_components: int, solver: str, params: dict,
             exact_limit: int = defaults.EXACT_LIMIT, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
         """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`).
 
@@ -259,18 +260,19 @@ class ModelRecord(JobRecord):
         return solver is not None and solver.model is not None
 
 
-def check_solver(solver: str, params: dict, dataset: dict, n_components: int, kernel: dict, exact_limit: int) -> dict:
+def check_solver(solver: str, params: dict, dataset: DatasetInfo, n_components: int, kernel: dict,
+                 exact_limit: int) -> dict:
     """The solver's parameters checked against the data set's rows (`kpca.solvers.Solver.check`),
     raising `kpca.params.ParamError` naming the field. Cost O(parameters)."""
-    context = FitContext(n_rows=int(dataset["n_rows"]), n_components=int(n_components), dense_limit=exact_limit,
+    context = FitContext(n_rows=dataset.n_rows, n_components=int(n_components), dense_limit=exact_limit,
                          kernel=KernelSpec.from_dict(kernel))
     return get_solver(solver).check(params, context)
 
 
-def dataset_fields(dataset: dict) -> dict:
+def dataset_fields(dataset: DatasetInfo) -> dict:
     """The fields a job record takes from its data set's public metadata (`store.DatasetStore.get`)."""
-    return {"dataset": dataset["name"], "dataset_version": dataset.get("version"),
-            "dataset_checksum": dataset.get("checksum"), "n_features": dataset.get("n_features")}
+    return {"dataset": dataset.name, "dataset_version": dataset.version, "dataset_checksum": dataset.checksum,
+            "n_features": dataset.n_features}
 
 
 def migrate(doc: dict) -> dict:

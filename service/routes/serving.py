@@ -30,6 +30,7 @@ from service.schemas.serving import (
     ReconstructResponse,
     TransformRequest,
 )
+from store.dataset_meta import DatasetInfo
 from store.errors import Corrupt, NotFound
 from store.records import JobRecord
 
@@ -52,7 +53,7 @@ async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
     refuse_corrupt_rows(job, dataset)
-    return job, int(dataset["n_features"])
+    return job, dataset.n_features
 
 
 def not_served_message(job: JobRecord, name: str) -> str:
@@ -75,14 +76,13 @@ def not_served_message(job: JobRecord, name: str) -> str:
     return f"{head}: its fit was {job.status}, so it will not finish by itself; {again}"
 
 
-def refuse_corrupt_rows(job: JobRecord, dataset: dict) -> None:
+def refuse_corrupt_rows(job: JobRecord, dataset: DatasetInfo) -> None:
     """`Corrupt` (409) if the job serves from its training rows and chunks of its version are marked
     corrupt (answers would come from damaged rows, or from rows cached before the damage)."""
-    if getattr(job, "serves_without_dataset", False) or not dataset.get("corrupt_chunks"):
+    if getattr(job, "serves_without_dataset", False) or not dataset.corrupt_chunks:
         return
-    version = getattr(job, "dataset_version", None) or dataset.get("version")
-    sizes = {v["version"]: v["n_chunks"] for v in dataset.get("versions") or ()}
-    marked = [i for i in dataset["corrupt_chunks"] if i < sizes.get(version, float("inf"))]
+    version = getattr(job, "dataset_version", None) or dataset.version
+    marked = dataset.corrupt_in(version)
     if marked:
         raise Corrupt(job.dataset, version, marked, "found damaged and not yet repaired")
 
@@ -231,13 +231,13 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
     model, width = await served_job(name, models, datasets)
     source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
-    if source.get("corrupt_chunks"):
-        raise Corrupt(body.dataset, source["version"], source["corrupt_chunks"], "found damaged, not yet repaired")
+    if source.corrupt_chunks:
+        raise Corrupt(body.dataset, source.version, source.corrupt_chunks, "found damaged, not yet repaired")
     if await run_in_threadpool(_dataset_exists, datasets, body.output):
         raise ApiError(409, "conflict", f"data set {body.output!r} already exists; choose another output name "
                        "or delete it first", "output")
-    if int(source["n_features"]) != width:
-        raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
+    if source.n_features != width:
+        raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source.n_features} features; model "
                        f"{name!r} expects {width}", "dataset")
     options = body.options.model_dump(exclude_none=True)
     meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
