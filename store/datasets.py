@@ -267,14 +267,20 @@ class DatasetStore:
 
         Waits for running uploads and commits. The folder is renamed to a
         hidden tombstone before removal, so a half-deleted set is never
-        visible. Raises `NotFound` if there is no such set. Cost O(files in
-        the data set folder).
+        visible. Raises `NotFound` if there is no such set; a set whose
+        ``meta.json`` is damaged is deleted all the same. Cost O(files in the
+        data set folder).
         """
         folder = self._folders.path(name)
-        self._read_meta(name)
+        self._require(name)
         with self._folders.locked(name, shared=False):
-            self._read_meta(name)
+            self._require(name)
             remove_tree(folder)
+
+    def exists(self, name: str) -> bool:
+        """Whether data set ``name`` exists: its ``meta.json`` does, readable or damaged. `Invalid` for a
+        bad name. Cost one ``stat``."""
+        return (self._folders.path(name) / META).exists()
 
     # ----------------------------------------------------------------- upload
     def put_chunk(self, name: str, index: int, rows: np.ndarray) -> DatasetInfo:
@@ -456,3 +462,7 @@ class DatasetStore:
     # ---------------------------------------------------------------- helpers
     def _read_meta(self, name: str) -> DatasetRecord:
         return DatasetRecord.read(self._folders, name)
+
+    def _require(self, name: str) -> None:
+        if not self.exists(name):
+            raise NotFound(self._folders.kind, name)

@@ -216,14 +216,6 @@ async def denoise_image(
     return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)
 
 
-def _dataset_exists(datasets, name: str) -> bool:
-    try:
-        datasets.get(name)
-    except NotFound:
-        return False
-    return True
-
-
 @router.post("/{name}/transform", status_code=status.HTTP_201_CREATED, responses=ERRORS)
 async def transform_dataset(name: ModelName, body: TransformRequest, models: ModelsDep, datasets: DatasetsDep,
                             backend: BackendDep, response: Response) -> DatasetPublic:
@@ -233,7 +225,7 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
     if source.corrupt_chunks:
         raise Corrupt(body.dataset, source.version, source.corrupt_chunks, "found damaged, not yet repaired")
-    if await run_in_threadpool(_dataset_exists, datasets, body.output):
+    if await run_in_threadpool(datasets.exists, body.output):
         raise ApiError(409, "conflict", f"data set {body.output!r} already exists; choose another output name "
                        "or delete it first", "output")
     if source.n_features != width:

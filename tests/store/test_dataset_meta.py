@@ -1,6 +1,6 @@
 """The typed ``meta.json`` (`DatasetRecord`) keeps the on-disk layout of the dicts it replaced: documents
-written by older code load and are written back key for key; a damaged document lists the set as
-corrupt."""
+written by older code load and are written back key for key; a damaged document lists the set as corrupt
+and the set can still be deleted."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import zarr
 
-from store import DatasetInfo, DatasetRecord, DatasetStore
+from store import DatasetInfo, DatasetRecord, DatasetStore, NotFound
 from store.atomic import read_json
 from store.dataset_meta import SegmentDigests
 from store.folders import ResourceFolders
@@ -98,7 +98,7 @@ def test_the_public_view_is_typed(root, rng):
 
 
 @pytest.mark.parametrize("damage", ["unparseable", "missing key", "wrong type", "newer schema"])
-def test_a_damaged_meta_json_is_listed_as_corrupt(root, damage):
+def test_a_damaged_meta_json_is_listed_as_corrupt_and_can_be_deleted(root, damage):
     store = DatasetStore(root)
     store.create("bad", 3, "float32")
     store.create("fine", 3, "float32")
@@ -119,6 +119,11 @@ def test_a_damaged_meta_json_is_listed_as_corrupt(root, damage):
     assert listed["bad"].error.endswith("; delete the data set")
     with pytest.raises(ValueError, match=None if damage == "unparseable" else "meta.json"):
         store.get("bad")
+    assert store.exists("bad")
+    store.delete("bad")
+    assert not store.exists("bad") and [m.name for m in store.list()] == ["fine"]
+    with pytest.raises(NotFound):
+        store.delete("bad")
 
 
 def test_a_damaged_digest_document_is_refused_naming_its_file(root, rng):
