@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # the in-process measurements stand for one worker: single-threaded, as the embedded cluster's workers
 os.environ.update({k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -55,6 +56,9 @@ from kpca.shards import (Shard, SegmentUpdate, make_group, reduction_unit, send_
 from kpca.solvers._blocked import SEGMENT_ROWS  # noqa: E402
 from kpca.solvers._sharded import sharded_begin_pass, sharded_step_block  # noqa: E402
 
+if TYPE_CHECKING:
+    from store import DatasetInfo
+
 N_FEATURES, R, BLOCK, PASSES = 64, 16, 1024, 2
 D = 2 * R  # KHA-SMD keeps Z = [A; B]
 KERNEL = {"type": "gaussian", "sigma": 3.0}
@@ -63,7 +67,7 @@ PREDICT = {"l": 10**7, "w": 64}
 
 
 # ---------------------------------------------------------------------------------------------- 1.
-def write_dataset(root: Path, name: str, X: np.ndarray, chunk_rows: int = 8192) -> dict:
+def write_dataset(root: Path, name: str, X: np.ndarray, chunk_rows: int = 8192) -> DatasetInfo:
     """Store ``X`` (l, n) as data set ``name`` in chunks of ``chunk_rows`` rows; its public metadata."""
     from store import DatasetStore
 
@@ -74,7 +78,7 @@ def write_dataset(root: Path, name: str, X: np.ndarray, chunk_rows: int = 8192) 
     return ds.commit(name)
 
 
-def end_to_end(backend, root: Path, dataset: dict, timeout: float = 1800.0) -> dict:
+def end_to_end(backend, root: Path, dataset: DatasetInfo, timeout: float = 1800.0) -> dict:
     """KHA-SMD fits with ``workers`` 1 then 2 on ``dataset``: per-pass and wall seconds, agreement."""
     from store import CheckpointStore, ModelRegistry
     from store.records import ModelRecord, Placement
@@ -241,7 +245,7 @@ def _measure_comm(client, root, X, kernel, coord, F, quick) -> dict:
     w, l = len(addresses), X.shape[0]
     unit = reduction_unit(l)
     group = ActorGroup.start(client, addresses, unit_bounds(l, w, unit), data_dir=str(root), dataset="comm",
-                             version=meta["version"], kernel=kernel, precision="float64", unit_rows=unit,
+                             version=meta.version, kernel=kernel, precision="float64", unit_rows=unit,
                              n_components=R, d=D)
     try:
         repeat = 50 if quick else 200

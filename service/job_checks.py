@@ -9,35 +9,36 @@ from kpca.clustering import check_clustering
 from kpca.fitting import FitRequest
 from kpca.kernel_scale import check_kernel_scale, sample_max_sq_norm
 from kpca.kernels import KernelSpec
+from store.dataset_meta import DatasetInfo
 
 
-def check_kernel_on_data(datasets, dataset: dict, kernel: KernelSpec, params: dict | None = None) -> None:
+def check_kernel_on_data(datasets, dataset: DatasetInfo, kernel: KernelSpec, params: dict | None = None) -> None:
     """A dot-product kernel whose values overflow or underflow on the data set's scale (its largest
     squared row norm over a sample, `kpca.kernel_scale`) in the fit's kernel precision
     (``params.kernel_precision``, float64 by default) is a 422 naming the parameter, now rather than a
     failed fit. Cost: reading up to 3 windows of rows when the kernel is polynomial or tanh."""
     if kernel.type not in ("polynomial", "tanh"):
         return
-    n_rows = int(dataset["n_rows"])
-    rows = datasets.open_array(dataset["name"], dataset.get("version"))
+    n_rows = dataset.n_rows
+    rows = datasets.open_array(dataset.name, dataset.version)
     precision = (params or {}).get("kernel_precision")
     precision = precision if precision in ("float32", "float64") else "float64"
     check_kernel_scale(kernel, sample_max_sq_norm(rows, n_rows), precision, n_rows)
 
 
-def checked_fit_params(datasets, dataset: dict, kernel: KernelSpec, solver: str, n_components: int, params: dict,
+def checked_fit_params(datasets, dataset: DatasetInfo, kernel: KernelSpec, solver: str, n_components: int, params: dict,
                        exact_limit: int) -> dict:
     """The solver's parameters of a model request checked against its data set (`check_kernel_on_data`,
     then `kpca.fitting.FitRequest.check`: ``n_components`` below the rows, ``init_size`` in range, a
     dense solver's limit), converted, as the record keeps them; `kpca.params.ParamError` naming the
     field. Cost: `check_kernel_on_data` plus O(parameters)."""
     check_kernel_on_data(datasets, dataset, kernel, params)
-    return FitRequest(solver, n_components, params, exact_limit).check(int(dataset["n_rows"]), kernel)
+    return FitRequest(solver, n_components, params, exact_limit).check(dataset.n_rows, kernel)
 
 
-def checked_clustering_params(datasets, dataset: dict, kernel: KernelSpec, solver: str, n_clusters: int,
+def checked_clustering_params(datasets, dataset: DatasetInfo, kernel: KernelSpec, solver: str, n_clusters: int,
                               params: dict, exact_limit: int) -> dict:
     """`checked_fit_params` of a clustering request, after `kpca.clustering.check_clustering` (the number
     of clusters, a clusterable solver, an affinity kernel). Cost O(parameters)."""
-    check_clustering(n_clusters, int(dataset["n_rows"]), kernel, solver, params)
+    check_clustering(n_clusters, dataset.n_rows, kernel, solver, params)
     return checked_fit_params(datasets, dataset, kernel, solver, n_clusters, params, exact_limit)

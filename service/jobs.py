@@ -13,6 +13,7 @@ import logging
 from fastapi import Response, status
 
 from service.errors import ApiError
+from store.errors import NotFound
 from store.records import ACTIVE, JobRecord
 
 log = logging.getLogger(__name__)
@@ -120,8 +121,9 @@ def dependents(dataset: str, registries) -> list[tuple[object, JobRecord]]:
 def delete_dataset(datasets, name: str, registries, cascade: bool) -> Response:
     """Delete data set ``name``: a 409 on ``name`` naming (up to `DEPENDENTS_SHOWN` of) the models and
     clusterings that use it, unless ``cascade``, which first deletes them (asking running fits to stop);
-    204."""
-    datasets.get(name)  # 404 first
+    204. A set whose ``meta.json`` is damaged (listed as corrupt) is deleted too."""
+    if not datasets.exists(name):  # 404 first
+        raise NotFound("dataset", name)
     using = dependents(name, registries)
     if using and not cascade:
         names = [f"{record.kind} {record.name!r}" for _registry, record in using]

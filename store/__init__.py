@@ -1,8 +1,8 @@
 """Persistence: zarr data sets in immutable versions, atomic versioned checkpoints, the model and
 clustering records (`store.jobs`: one registry per kind of job).
 
-No HTTP and no dask here; numpy, zarr, pydantic (the typed model record,
-`store.records`) and the standard library. Every write is atomic (temporary
+No HTTP and no dask here; numpy, zarr, pydantic (the typed records: a model's,
+`store.records`; a data set's, `store.dataset_meta`) and the standard library. Every write is atomic (temporary
 name, fsync, rename) and every stored document carries a ``schema_version``
 (model records 2, the others 1). Names are validated by `validate_name`, so
 no input can address a path outside the data folder.
@@ -10,6 +10,7 @@ no input can address a path outside the data folder.
 
 from store.checkpoints import CheckpointStore
 from store.clusterings import ClusteringRecord, ClusteringRegistry
+from store.dataset_meta import DatasetInfo, DatasetRecord
 from store.datasets import DatasetStore
 from store.errors import Conflict, Invalid, NotFound, StoreError
 from store.models import ModelRegistry
@@ -22,6 +23,8 @@ __all__ = [
     "ClusteringRecord",
     "ClusteringRegistry",
     "Conflict",
+    "DatasetInfo",
+    "DatasetRecord",
     "DatasetStore",
     "Invalid",
     "ModelRecord",

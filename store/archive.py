@@ -61,6 +61,7 @@ from store.archive_format import (
 from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
 from store.checkpoint_format import _VERSION_KEY, _encode, _write_npz
 from store.checkpoints import CheckpointStore
+from store.dataset_meta import DatasetInfo
 from store.datasets import DatasetStore
 from store.errors import Conflict, NotFound
 from store.models import ModelRegistry
@@ -123,8 +124,8 @@ class ModelExport:
         except NotFound:
             raise Conflict(f"data set {record.dataset!r} of model {name!r} has been deleted, and the archive "
                            "must carry the training rows; it cannot be exported", field="name") from None
-        version, ranges = datasets.chunk_ranges(record.dataset, record.dataset_version or meta["version"])
-        described = next(v for v in meta["versions"] if v["version"] == version)
+        version, ranges = datasets.chunk_ranges(record.dataset, record.dataset_version or meta.version)
+        described = next(v for v in meta.versions if v.version == version)
         self.rows = datasets.open_array(record.dataset, version)
         self.name, self.pass_index, self.ranges = name, latest, ranges
         self._checkpoint = self._open_checkpoint(root, checkpoints, name, latest)
@@ -134,7 +135,7 @@ class ModelExport:
         npy_format.write_array_header_1_0(header, {"descr": npy_format.dtype_to_descr(dtype),
                                                    "fortran_order": False, "shape": (n_rows, n_features)})
         self._rows_header = header.getvalue()
-        self.dataset = {"name": record.dataset, "version": version, "checksum": described["checksum"],
+        self.dataset = {"name": record.dataset, "version": version, "checksum": described.checksum,
                         "n_rows": n_rows, "n_features": n_features, "dtype": dtype.name,
                         "chunk_rows": [stop - start for start, stop in ranges]}
         record_bytes = json.dumps(record.document(), indent=1).encode("utf-8")
@@ -218,17 +219,14 @@ class ModelExport:
 
 
 # ------------------------------------------------------------------ import
-def _matching_version(meta: dict, dataset: dict) -> int | None:
+def _matching_version(meta: DatasetInfo, dataset: dict) -> int | None:
     """The version of an existing data set (its metadata) holding exactly the archive's rows, or None."""
-    if meta.get("dtype") != dataset["dtype"] or meta.get("n_features") != dataset["n_features"]:
+    if meta.dtype != dataset["dtype"] or meta.n_features != dataset["n_features"]:
         return None
-    for version in meta.get("versions") or ():
-        if version.get("checksum") == dataset["checksum"]:
-            return int(version["version"])
-    return None
+    return next((v.version for v in meta.versions if v.checksum == dataset["checksum"]), None)
 
 
-def _create_dataset(datasets: DatasetStore, name: str, rows: np.ndarray, dataset: dict) -> dict:
+def _create_dataset(datasets: DatasetStore, name: str, rows: np.ndarray, dataset: dict) -> DatasetInfo:
     """A new data set ``name`` holding ``rows`` as version 1, cut into the archive's chunks. Cost O(rows)."""
     try:
         datasets.create(name, dataset["n_features"], dataset["dtype"])
@@ -240,8 +238,8 @@ def _create_dataset(datasets: DatasetStore, name: str, rows: np.ndarray, dataset
             datasets.put_chunk(name, index, np.asarray(rows[start:start + count]))
             start += count
         meta = datasets.commit(name)
-        if meta["checksum"] != dataset["checksum"]:
-            raise RuntimeError(f"data set {name!r} was committed with checksum {meta['checksum']}, the archive's "
+        if meta.checksum != dataset["checksum"]:
+            raise RuntimeError(f"data set {name!r} was committed with checksum {meta.checksum}, the archive's "
                                f"is {dataset['checksum']}")
         return meta
     except BaseException:

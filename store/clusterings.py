@@ -33,6 +33,7 @@ from pydantic import Field
 
 from kpca import defaults
 from store.atomic import write_via_temp
+from store.dataset_meta import DatasetInfo
 from store.errors import Invalid, NotFound
 from store.jobs import JobRegistry
 from store.npy import write_npy
@@ -76,27 +77,27 @@ class ClusteringRecord(JobRecord):
         return self.n_clusters
 
     @classmethod
-    def new(cls, name: str, dataset: dict, labels: dict | None = None, *, kernel, n_clusters: int, solver: str,
-            params: dict, placement: Placement | None = None,
+    def new(cls, name: str, dataset: DatasetInfo, labels: DatasetInfo | None = None, *, kernel, n_clusters: int,
+            solver: str, params: dict, placement: Placement | None = None,
             checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ClusteringRecord":
         """A ``queued`` record for a clustering of ``dataset`` (its public metadata, `store.DatasetStore.get`)
         with reference ``labels`` (the labels data set's metadata, or None), the request's fields
         already checked (`service`). `Invalid` naming ``labels_dataset`` when the labels are not one column
         with a row per row of the data set. Cost O(1)."""
-        n_rows = int(dataset["n_rows"])
+        n_rows = dataset.n_rows
         if labels is not None:
-            if int(labels["n_features"]) != 1:
-                raise Invalid("labels_dataset", f"labels_dataset: data set {labels['name']!r} has "
-                                                f"{labels['n_features']} columns; reference labels are one "
+            if labels.n_features != 1:
+                raise Invalid("labels_dataset", f"labels_dataset: data set {labels.name!r} has "
+                                                f"{labels.n_features} columns; reference labels are one "
                                                 "column, a label per row")
-            if int(labels["n_rows"]) != n_rows:
-                raise Invalid("labels_dataset", f"labels_dataset: data set {labels['name']!r} has {labels['n_rows']} "
-                                                f"rows; the labels of {dataset['name']!r} are one per row, "
+            if labels.n_rows != n_rows:
+                raise Invalid("labels_dataset", f"labels_dataset: data set {labels.name!r} has {labels.n_rows} "
+                                                f"rows; the labels of {dataset.name!r} are one per row, "
                                                 f"{n_rows}")
         return cls(name=name, **dataset_fields(dataset), n_rows=n_rows, kernel=kernel, n_clusters=n_clusters,
                    solver=solver, params=params, placement=placement or Placement(), checkpoint_keep=checkpoint_keep,
-                   labels_dataset=None if labels is None else labels["name"],
-                   labels_dataset_version=None if labels is None else labels.get("version"))
+                   labels_dataset=None if labels is None else labels.name,
+                   labels_dataset_version=None if labels is None else labels.version)
 
 
 class ClusteringRegistry(JobRegistry):

@@ -17,14 +17,7 @@ import numpy as np
 
 from store.atomic import atomic_write_json, fsync_dir, fsync_tree, remove_tree, temp_path
 from store.checksums import chunk_digest, version_checksum
-from store.dataset_meta import (
-    committed_chunks,
-    digest_doc,
-    public_meta,
-    recorded_digests,
-    segment_record,
-    version_record,
-)
+from store.dataset_meta import DatasetInfo, DatasetRecord, SegmentDigests, SegmentRecord
 from store.errors import Invalid
 from store.npy import DAMAGED, npy_damage
 from store.repair import repair_staged
@@ -35,20 +28,20 @@ from store.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
 _MISSING_SHOWN = 20
 
 
-def commit_staged(folder: Path, meta: dict) -> dict:
+def commit_staged(folder: Path, meta: DatasetRecord) -> DatasetInfo:
     """Commit the staged chunks of the set in ``folder`` as its next version; see `DatasetStore.commit`.
 
     Parameters
     ----------
     folder : Path
         The data set folder; the caller holds its exclusive lock.
-    meta : dict
+    meta : DatasetRecord
         Its ``meta.json``, read under that lock; updated in place when a
         version is recorded.
 
     Returns
     -------
-    dict
+    DatasetInfo
         Public metadata (see `DatasetStore.get`), no chunk staged.
 
     Raises
@@ -63,13 +56,13 @@ def commit_staged(folder: Path, meta: dict) -> dict:
     the recorded digests; memory one staged chunk plus one zarr chunk.
     """
     staging = folder / "staging"
-    committed = committed_chunks(meta)
+    committed = meta.committed_chunks
     _repair(folder, meta, {i: path for i, path in staged_paths(folder).items() if i < committed})
     staged = {i: path for i, path in staged_paths(folder).items() if i >= committed}
     if not staged:
-        if meta["status"] == "ready":
+        if meta.status == "ready":
             shutil.rmtree(staging, ignore_errors=True)  # only leftovers of a crashed commit
-            return public_meta(meta, {})
+            return meta.info({})
         raise Invalid("chunks", "no chunks uploaded")
     _refuse_gaps(meta, committed, staged)
     indices = sorted(staged)
@@ -78,65 +71,56 @@ def commit_staged(folder: Path, meta: dict) -> dict:
     if damaged:
         raise Invalid("chunks", damaged_message(damaged[0], npy_damage(staged[damaged[0]]) or "unreadable"))
     new_rows = int(sum(rows_per_chunk[i] for i in indices))
-    n_features, dtype = meta["n_features"], meta["dtype"]
-    chunk_rows = meta.get("zarr_chunk_rows") or zarr_chunk_rows(
-        new_rows, n_features, np.dtype(dtype).itemsize
-    )
-    segment = len(meta["segments"]) + 1
+    chunk_rows = meta.zarr_chunk_rows or zarr_chunk_rows(new_rows, meta.n_features, np.dtype(meta.dtype).itemsize)
+    segment = len(meta.segments) + 1
     segments_dir = folder / "segments"
     segments_dir.mkdir(exist_ok=True)
     final = segments_dir / f"{segment:04d}.zarr"
     digests, counts, stored = _write_segment(final, staged, new_rows, meta, chunk_rows)
     fsync_dir(segments_dir)
     doc_name = f"segments/{segment:04d}.json"
-    atomic_write_json(folder / doc_name, digest_doc(segment, committed, digests, counts, stored))
-    checksum = version_checksum(recorded_digests(folder, meta) + digests)
-    version = int(meta.get("version", 0)) + 1
-    first_row = int(meta["n_rows"]) if meta["status"] == "ready" else 0
-    now = utc_now()
-    meta["segments"].append(segment_record(
-        segment, f"segments/{segment:04d}.zarr", False, committed, len(indices), first_row, new_rows,
-        chunk_rows, doc_name,
-    ))
-    meta["versions"].append(version_record(
-        version, [s["segment"] for s in meta["segments"]], first_row + new_rows,
-        committed + len(indices), checksum, now,
-    ))
-    meta.update(status="ready", version=version, n_rows=first_row + new_rows, checksum=checksum,
-                zarr_chunk_rows=chunk_rows, committed_at=now)
-    atomic_write_json(folder / "meta.json", meta)
+    atomic_write_json(folder / doc_name, SegmentDigests(
+        segment=segment, first_chunk=committed, chunk_sha256=digests, chunk_rows=counts, zarr_chunk_sha256=stored,
+    ).document())
+    checksum = version_checksum(meta.recorded_digests(folder) + digests)
+    first_row = meta.n_rows if meta.status == "ready" else 0
+    meta.add_version(SegmentRecord(
+        segment=segment, location=f"segments/{segment:04d}.zarr", external=False, first_chunk=committed,
+        n_chunks=len(indices), first_row=first_row, n_rows=new_rows, chunk_rows=chunk_rows, digests=doc_name,
+    ), checksum, utc_now())
+    meta.write(folder)
     remove_tree(staging)
-    return public_meta(meta, {})
+    return meta.info({})
 
 
-def _repair(folder: Path, meta: dict, uploads: dict[int, Path]) -> None:
+def _repair(folder: Path, meta: DatasetRecord, uploads: dict[int, Path]) -> None:
     """Repair damaged committed chunks uploaded again (`store.repair.repair_staged`); record it."""
-    marked = set(meta.get("corrupt") or ())
+    marked = set(meta.corrupt)
     wanted = {i: read_staged(path, i) for i, path in uploads.items() if i in marked}
     if wanted and repair_staged(folder, meta, wanted):
-        atomic_write_json(folder / "meta.json", meta)
+        meta.write(folder)
         for index in wanted:
             uploads[index].unlink(missing_ok=True)
 
 
-def _refuse_gaps(meta: dict, committed: int, staged: dict[int, Path]) -> None:
+def _refuse_gaps(meta: DatasetRecord, committed: int, staged: dict[int, Path]) -> None:
     """Refuse staged chunks that are not exactly ``committed..max(staged)``."""
     missing = sorted(set(range(committed, max(staged) + 1)) - set(staged))
     if missing:
         after = ""
         if committed:
-            after = (f"; version {meta['version']} holds chunks 0..{committed - 1}, so appended "
+            after = (f"; version {meta.version} holds chunks 0..{committed - 1}, so appended "
                      f"chunks are numbered from {committed} without gaps")
         raise Invalid(
             "chunks", f"missing chunk indices {_show(missing)}{after}; upload them and commit again"
         )
 
 
-def _write_segment(final: Path, staged: dict[int, Path], n_rows: int, meta: dict,
+def _write_segment(final: Path, staged: dict[int, Path], n_rows: int, meta: DatasetRecord,
                    chunk_rows: int) -> tuple[list[str], list[int], list[str]]:
     """Write the ``staged`` chunks in index order as the zarr array ``final``; their digests and rows,
     and the digests of the zarr chunks written."""
-    n_features, dtype = meta["n_features"], meta["dtype"]
+    n_features, dtype = meta.n_features, meta.dtype
     _remove_leftover_arrays(final.parent, final)
     tmp = temp_path(final)
     digests, counts = [], []

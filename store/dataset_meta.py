@@ -1,22 +1,31 @@
-"""A data set's ``meta.json`` document and its segments' digest documents: built, read, made public.
+"""A data set's typed documents: ``meta.json`` (`DatasetRecord`), its segments' digest documents
+(`SegmentDigests`), and the public view `DatasetStore.get` returns (`DatasetInfo`).
 
-``meta.json`` (``schema_version`` 1)
-------------------------------------
+``meta.json`` (``schema_version`` 1), `DatasetRecord`
+-----------------------------------------------------
 ``name, n_features, dtype, created_at``; ``status`` (``"open"`` until the
 first commit, then ``"ready"``); ``version`` (latest committed version, 0 if
 none); ``n_rows, checksum, committed_at`` of the latest version;
 ``zarr_chunk_rows`` (row chunk length of the segments); ``source``
-(``None`` or ``{"zarr": url}``) and ``source_dtype`` for registered arrays;
-``segments``: ``[{"segment", "location", "external", "first_chunk",
-"n_chunks", "first_row", "n_rows", "chunk_rows", "digests"}]`` where
-``location`` is relative to the data set folder (or the URL of an external
-array) and ``digests`` names the segment's document ``{schema_version,
-segment, first_chunk, chunk_sha256: [...], chunk_rows: [...]}``;
-``versions``: ``[{"version", "segments", "n_rows", "n_chunks", "checksum",
-"committed_at"}]``; ``corrupt`` (optional): committed chunk indices found
-damaged on read or by a verification, until repaired (`store.repair`). The
-public ``status`` is ``"corrupt"`` while that list, or the list of damaged
-staged files (``damaged_staged``), is not empty; ``meta.json`` keeps its own.
+(``None`` or ``{"zarr": url}``, `SourceRecord`) and ``source_dtype`` for
+registered arrays; ``segments`` (`SegmentRecord`): ``[{"segment",
+"location", "external", "first_chunk", "n_chunks", "first_row", "n_rows",
+"chunk_rows", "digests"}]`` where ``location`` is relative to the data set
+folder (or the URL of an external array) and ``digests`` names the segment's
+document (`SegmentDigests`: ``{schema_version, segment, first_chunk,
+chunk_sha256: [...], chunk_rows: [...]}``, plus ``zarr_chunk_sha256`` for a
+segment the store wrote); ``versions`` (`VersionRecord`): ``[{"version",
+"segments", "n_rows", "n_chunks", "checksum", "committed_at"}]``;
+``corrupt`` (absent when empty): committed chunk indices found damaged on
+read or by a verification, until repaired (`store.repair`). The public
+``status`` is ``"corrupt"`` while that list, or the list of damaged staged
+files (``damaged_staged``), is not empty; ``meta.json`` keeps its own.
+
+The keys on disk are exactly those written before these types existed, so
+data folders written by older code load, and older code reads what this
+code writes. Reading a document is checked (`DatasetRecord.read`): one that
+does not parse or does not fit the types is a `ValueError` naming its file
+(`DatasetStore.list` shows such a set as corrupt, `DatasetInfo.damaged`).
 
 The layout of a data set folder and the meaning of versions: see `store.datasets`.
 """
@@ -24,167 +33,286 @@ The layout of a data set folder and the meaning of versions: see `store.datasets
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from store.atomic import SCHEMA_VERSION, read_json
+from store.atomic import SCHEMA_VERSION, atomic_write_json, read_json
 from store.errors import Invalid, NotFound
 from store.timestamps import utc_now
 
 DTYPES = ("float32", "float64")
 MAX_FEATURES = 100_000
-_PUBLIC_KEYS = (
-    "name", "status", "n_features", "dtype", "n_rows", "chunks", "checksum", "zarr_chunk_rows",
-    "created_at", "committed_at", "schema_version", "version", "versions", "staged", "source",
-    "source_dtype",
-)
-_VERSION_KEYS = ("version", "n_rows", "n_chunks", "checksum", "committed_at")
+META = "meta.json"
+
+Dtype = Literal["float32", "float64"]
 
 
-def new_meta(name: str, n_features: int, dtype: str) -> dict:
-    """The ``meta.json`` of a new, open data set with no version, created now. Cost O(1)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "name": name,
-        "n_features": n_features,
-        "dtype": dtype,
-        "status": "open",
-        "version": 0,
-        "n_rows": 0,
-        "checksum": None,
-        "zarr_chunk_rows": None,
-        "created_at": utc_now(),
-        "committed_at": None,
-        "source": None,
-        "source_dtype": None,
-        "segments": [],
-        "versions": [],
-    }
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="ignore")
 
 
-def segment_record(segment: int, location: str, external: bool, first_chunk: int, n_chunks: int,
-                   first_row: int, n_rows: int, chunk_rows: int, digests: str) -> dict:
-    """One entry of ``meta["segments"]`` (fields as named above). Cost O(1)."""
-    return {"segment": segment, "location": location, "external": external, "first_chunk": first_chunk,
-            "n_chunks": n_chunks, "first_row": first_row, "n_rows": n_rows, "chunk_rows": chunk_rows,
-            "digests": digests}
+class SourceRecord(_Document):
+    """Where a registered data set's rows live: a zarr array the store only ever opens read-only."""
+
+    zarr: str = Field(description="absolute local path or fsspec URL of the array")
 
 
-def version_record(version: int, segments: list[int], n_rows: int, n_chunks: int, checksum: str,
-                   committed_at: str) -> dict:
-    """One entry of ``meta["versions"]`` (fields as named above). Cost O(1)."""
-    return {"version": version, "segments": segments, "n_rows": n_rows, "n_chunks": n_chunks,
-            "checksum": checksum, "committed_at": committed_at}
+class SegmentRecord(_Document):
+    """One segment of a data set: the rows one commit (or the registration) added, as one zarr array."""
+
+    segment: int = Field(description="segment number, from 1")
+    location: str = Field(description="the array's folder, relative to the data set folder; an external "
+                                      "segment's path or URL")
+    external: bool = Field(description="a registered array, never written or deleted by the store")
+    first_chunk: int = Field(description="global index of its first (upload) chunk")
+    n_chunks: int = Field(description="its (upload) chunks")
+    first_row: int = Field(description="global index of its first row")
+    n_rows: int = Field(description="its rows")
+    chunk_rows: int = Field(description="rows per zarr chunk of the array")
+    digests: str = Field(description="its digest document (`SegmentDigests`), relative to the data set folder")
+
+    def holds(self, index: int) -> bool:
+        """Whether global chunk ``index`` is one of this segment's. Cost O(1)."""
+        return self.first_chunk <= index < self.first_chunk + self.n_chunks
+
+    def read_digests(self, folder: Path) -> SegmentDigests:
+        """Its digest document, read from the data set folder ``folder`` and checked (`ValueError` if
+        it does not fit `SegmentDigests`). Cost O(chunks of the segment)."""
+        path = folder / self.digests
+        return _checked(SegmentDigests, read_json(path), path)
 
 
-def digest_doc(segment: int, first_chunk: int, digests: list[str], counts: list[int],
-               stored: list[str] | None = None) -> dict:
-    """A segment's digest document: sha256 and row count of each of its (upload) chunks, and, for a
-    segment the store wrote, the sha256 of each stored zarr chunk (``zarr_chunk_sha256``, verified
-    on read by `store.integrity`). Cost O(chunks)."""
-    doc = {"schema_version": SCHEMA_VERSION, "segment": segment, "first_chunk": first_chunk,
-           "chunk_sha256": digests, "chunk_rows": counts}
-    if stored is not None:
-        doc["zarr_chunk_sha256"] = stored
-    return doc
+class SegmentDigests(_Document):
+    """A segment's digest document: sha256 and rows of each of its (upload) chunks, and, for a segment
+    the store wrote, the sha256 of each stored zarr chunk (verified on read by `store.integrity`)."""
+
+    schema_version: int = Field(default=SCHEMA_VERSION, description="version of this document's layout")
+    segment: int = Field(description="the segment's number")
+    first_chunk: int = Field(description="global index of its first (upload) chunk")
+    chunk_sha256: list[str] = Field(description="sha256 of each upload chunk's rows (`store.checksums`)")
+    chunk_rows: list[int] = Field(description="rows of each upload chunk")
+    zarr_chunk_sha256: list[str] | None = Field(default=None, description="sha256 of each stored zarr chunk's "
+                                                "rows; None for a registered array and segments committed "
+                                                "before they were kept")
+
+    def document(self) -> dict:
+        """The document stored on disk (``zarr_chunk_sha256`` absent when None). Cost O(chunks)."""
+        return self.model_dump(exclude_none=True)
 
 
-def committed_chunks(meta: dict) -> int:
-    """Chunks of the latest committed version (0 if none). Cost O(1)."""
-    versions = meta.get("versions") or []
-    return int(versions[-1]["n_chunks"]) if versions else 0
+class VersionInfo(_Document):
+    """One committed version of a data set, as the public view (`DatasetInfo`) shows it."""
+
+    version: int = Field(description="version number, from 1")
+    n_rows: int = Field(description="rows of this version")
+    n_chunks: int = Field(description="chunks of this version: global indices 0..n_chunks-1")
+    checksum: str = Field(description="checksum of this version's rows (`store.checksums`)")
+    committed_at: str | None = Field(default=None, description="when it was committed (ISO 8601, UTC)")
 
 
-def first_version_with(meta: dict, index: int) -> int:
-    """The first committed version that holds chunk ``index`` (< `committed_chunks`). Cost O(versions)."""
-    return next(v["version"] for v in meta["versions"] if index < v["n_chunks"])
+class VersionRecord(VersionInfo):
+    """One committed version in ``meta.json``: the public fields and the segments it is made of."""
+
+    segments: list[int] = Field(description="numbers of its segments, in row order")
 
 
-def find_version(meta: dict, name: str, version: int | None) -> dict:
-    """The record of committed ``version`` of data set ``name`` (the latest if None).
+class DatasetInfo(_Document):
+    """The public view of a data set (`DatasetStore.get`): ``meta.json`` and its staged chunks.
 
-    Raises `Invalid` (field ``"version"``) if ``version`` is not an integer
-    and `NotFound` (field ``"version"``) if there is no such version; the set
-    must have a committed version. Cost O(versions).
+    A ready set's ``n_rows, chunks (0..k-1), checksum, committed_at`` describe
+    its latest version; an open set's ``chunks`` and ``n_rows`` count the
+    received chunks. ``status`` is ``"corrupt"`` while ``corrupt_chunks`` or
+    ``damaged_staged`` is not empty (and for a set whose documents cannot be
+    read, with the reason in ``error``).
     """
-    latest = int(meta.get("version", 0))
-    if version is None:
-        return meta["versions"][-1]
-    if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
-        raise Invalid("version", "version must be an integer")
-    for record in meta["versions"]:
-        if record["version"] == int(version):
-            return record
-    known = "its only version is 1" if latest == 1 else f"its versions are 1..{latest}"
-    raise NotFound("version", str(version), field="version",
-                   message=f"data set {name!r} has no version {version}; {known}")
+
+    name: str = Field(description="the data set's name")
+    status: Literal["open", "ready", "corrupt"] = Field(description="open | ready | corrupt")
+    n_features: int = Field(description="columns of every row (0 if unreadable)")
+    dtype: str = Field(description="float32 or float64 (\"unknown\" if unreadable)")
+    n_rows: int = Field(default=0, description="rows of the latest version (open: of the received chunks)")
+    chunks: list[int] = Field(default_factory=list, description="chunk indices of the latest version (open: the "
+                                                                "received ones)")
+    checksum: str | None = Field(default=None, description="checksum of the latest version")
+    zarr_chunk_rows: int | None = Field(default=None, description="rows per stored zarr chunk")
+    created_at: str | None = Field(default=None, description="when the set was created")
+    committed_at: str | None = Field(default=None, description="when the latest version was committed")
+    schema_version: int | None = Field(default=None, description="version of its meta.json (None if unreadable)")
+    version: int = Field(default=0, description="latest committed version, 0 if none")
+    versions: list[VersionInfo] = Field(default_factory=list, description="every committed version, oldest first")
+    staged: list[int] = Field(default_factory=list, description="indices uploaded but not yet committed, sorted")
+    source: SourceRecord | None = Field(default=None, description="the registered zarr array, if any")
+    source_dtype: str | None = Field(default=None, description="the registered array's own dtype")
+    corrupt_chunks: list[int] = Field(default_factory=list, description="committed chunks found damaged, until "
+                                                                        "repaired")
+    damaged_staged: list[int] = Field(default_factory=list, description="staged chunks whose file is damaged")
+    error: str | None = Field(default=None, description="why the set's documents cannot be read")
+
+    @classmethod
+    def damaged(cls, name: str, error: Exception) -> DatasetInfo:
+        """What the list of data sets shows for a set whose documents cannot be read: status
+        ``"corrupt"`` and the reason in ``error``. Cost O(1)."""
+        return cls(name=name, status="corrupt", n_features=0, dtype="unknown",
+                   error=f"its metadata cannot be read ({type(error).__name__}); delete the data set")
+
+    def corrupt_in(self, version: int | None) -> list[int]:
+        """The chunks marked corrupt that committed ``version`` holds (every marked chunk if it is not
+        one of `versions`). Cost O(versions + marks)."""
+        sizes = {v.version: v.n_chunks for v in self.versions}
+        return [i for i in self.corrupt_chunks if i < sizes.get(version, float("inf"))]
 
 
-def public_meta(meta: dict, staged_rows: dict[int, int]) -> dict:
-    """The public metadata `DatasetStore.get` returns, from ``meta.json`` and the staged chunks' rows.
+class DatasetRecord(_Document):
+    """A data set's ``meta.json`` (module docstring): what it is, its segments and committed versions."""
 
-    ``staged_rows`` maps staged chunk indices to row counts; indices below
-    the committed chunk count (leftovers of a crashed commit) are ignored.
-    Cost O(chunks).
-    """
-    committed = committed_chunks(meta)
-    staged = {index: rows for index, rows in staged_rows.items() if index >= committed}
-    ready = meta["status"] == "ready"
-    public = {key: meta.get(key) for key in _PUBLIC_KEYS}
-    public["version"] = int(meta.get("version", 0))
-    public["versions"] = [{key: v[key] for key in _VERSION_KEYS} for v in meta.get("versions", [])]
-    public["staged"] = sorted(staged)
-    if ready:
-        public["chunks"] = list(range(committed))
-    else:
-        public["chunks"] = sorted(staged)
-        public["n_rows"] = int(sum(rows for rows in staged.values() if rows > 0))
-    public["corrupt_chunks"] = sorted(int(i) for i in meta.get("corrupt") or ())
-    public["damaged_staged"] = sorted(index for index, rows in staged.items() if rows < 0)
-    if public["corrupt_chunks"] or public["damaged_staged"]:
-        public["status"] = "corrupt"
-    return public
+    schema_version: int = Field(default=SCHEMA_VERSION, description="version of this document's layout")
+    name: str = Field(description="the data set's name")
+    n_features: int = Field(description="columns of every row")
+    dtype: Dtype = Field(description="stored number type")
+    status: Literal["open", "ready"] = Field(description="open until the first commit, then ready")
+    version: int = Field(default=0, description="latest committed version, 0 if none")
+    n_rows: int = Field(default=0, description="rows of the latest version")
+    checksum: str | None = Field(default=None, description="checksum of the latest version")
+    zarr_chunk_rows: int | None = Field(default=None, description="row chunk length of the segments")
+    created_at: str | None = Field(default=None, description="when the set was created (ISO 8601, UTC)")
+    committed_at: str | None = Field(default=None, description="when the latest version was committed")
+    source: SourceRecord | None = Field(default=None, description="the registered array; None for uploads")
+    source_dtype: str | None = Field(default=None, description="the registered array's own dtype")
+    segments: list[SegmentRecord] = Field(default_factory=list, description="every segment, in row order")
+    versions: list[VersionRecord] = Field(default_factory=list, description="every committed version, oldest first")
+    corrupt: list[int] = Field(default_factory=list, description="committed chunks marked damaged (absent "
+                                                                 "on disk when empty)")
+
+    @classmethod
+    def new(cls, name: str, n_features: int, dtype: str) -> DatasetRecord:
+        """The record of a new, open data set with no version, created now. Cost O(1)."""
+        return cls(name=name, n_features=n_features, dtype=dtype, status="open", created_at=utc_now())
+
+    @classmethod
+    def read(cls, folders, name: str) -> DatasetRecord:
+        """The ``meta.json`` of set ``name`` in ``folders`` (`store.folders.ResourceFolders`), checked.
+
+        `NotFound` if it is missing; `ValueError` if it does not parse or has
+        a newer ``schema_version`` (`store.atomic.read_json`), and naming the
+        file if it does not fit the record. Cost O(document size).
+        """
+        return _checked(cls, folders.read(name, META), folders.path(name) / META)
+
+    def document(self) -> dict:
+        """The document stored on disk (``corrupt`` absent when empty). Cost O(document size)."""
+        return self.model_dump(exclude=None if self.corrupt else {"corrupt"})
+
+    def write(self, folder: Path) -> None:
+        """Write it as ``folder/meta.json``, atomically (`store.atomic`). Cost O(document size) plus two fsyncs."""
+        atomic_write_json(folder / META, self.document())
+
+    # ------------------------------------------------------------ versions
+    @property
+    def committed_chunks(self) -> int:
+        """Chunks of the latest committed version (0 if none). Cost O(1)."""
+        return self.versions[-1].n_chunks if self.versions else 0
+
+    def first_version_with(self, index: int) -> int:
+        """The first committed version that holds chunk ``index`` (< `committed_chunks`). Cost O(versions)."""
+        return next(v.version for v in self.versions if index < v.n_chunks)
+
+    def find_version(self, version: int | None) -> VersionRecord:
+        """Committed ``version`` (the latest if None); the set must have a committed version.
+
+        Raises `Invalid` (field ``"version"``) if ``version`` is not an
+        integer and `NotFound` (field ``"version"``) if there is no such
+        version. Cost O(versions).
+        """
+        if version is None:
+            return self.versions[-1]
+        if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
+            raise Invalid("version", "version must be an integer")
+        for record in self.versions:
+            if record.version == int(version):
+                return record
+        known = "its only version is 1" if self.version == 1 else f"its versions are 1..{self.version}"
+        raise NotFound("version", str(version), field="version",
+                       message=f"data set {self.name!r} has no version {version}; {known}")
+
+    def segments_of(self, record: VersionRecord) -> list[SegmentRecord]:
+        """The segments committed version ``record`` is made of, in row order. Cost O(segments)."""
+        wanted = set(record.segments)
+        return [s for s in self.segments if s.segment in wanted]
+
+    def marked_in(self, record: VersionRecord) -> list[int]:
+        """The chunks of committed version ``record`` marked corrupt. Cost O(marks)."""
+        return [i for i in self.corrupt if i < record.n_chunks]
+
+    def add_version(self, segment: SegmentRecord, checksum: str, committed_at: str) -> None:
+        """Record ``segment`` (the rows after every earlier segment's) as the next version, made of every
+        segment, and make it the latest: status ready, its rows, checksum and time. Cost O(segments)."""
+        self.segments.append(segment)
+        n_rows = segment.first_row + segment.n_rows
+        self.versions.append(VersionRecord(
+            version=self.version + 1, segments=[s.segment for s in self.segments], n_rows=n_rows,
+            n_chunks=segment.first_chunk + segment.n_chunks, checksum=checksum, committed_at=committed_at))
+        self.status, self.version, self.n_rows, self.checksum = "ready", self.version + 1, n_rows, checksum
+        self.zarr_chunk_rows, self.committed_at = segment.chunk_rows, committed_at
+
+    # ------------------------------------------------------------ digests
+    def committed_digest(self, folder: Path, index: int) -> str:
+        """The recorded sha256 of committed chunk ``index`` of the set in ``folder``.
+
+        Cost: reading the digest document of its segment, O(chunks of that segment).
+        """
+        segment = next(s for s in self.segments if s.holds(index))
+        return segment.read_digests(folder).chunk_sha256[index - segment.first_chunk]
+
+    def recorded_digests(self, folder: Path) -> list[str]:
+        """The recorded sha256 of every committed chunk of the set in ``folder``, in index order.
+
+        Cost: reading every segment's digest document, O(committed chunks).
+        """
+        return [digest for segment in self.segments for digest in segment.read_digests(folder).chunk_sha256]
+
+    def chunk_row_counts(self, folder: Path, record: VersionRecord) -> list[int]:
+        """Rows of each (upload) chunk of committed version ``record``, in index order, from the digest
+        documents of its segments. Cost: reading those documents, O(chunks of the version)."""
+        counts = [c for segment in self.segments_of(record) for c in segment.read_digests(folder).chunk_rows]
+        return counts[: record.n_chunks]
+
+    # ------------------------------------------------------------ public view
+    def info(self, staged_rows: dict[int, int]) -> DatasetInfo:
+        """The public view (`DatasetInfo`), from this record and the staged chunks' rows.
+
+        ``staged_rows`` maps staged chunk indices to row counts
+        (`store.npy.DAMAGED`, -1, for a damaged file); indices below the
+        committed chunk count (leftovers of a crashed commit) are ignored.
+        Cost O(chunks).
+        """
+        committed = self.committed_chunks
+        staged = {index: rows for index, rows in staged_rows.items() if index >= committed}
+        ready = self.status == "ready"
+        corrupt_chunks = sorted(self.corrupt)
+        damaged_staged = sorted(index for index, rows in staged.items() if rows < 0)
+        return DatasetInfo(
+            name=self.name, n_features=self.n_features, dtype=self.dtype, checksum=self.checksum,
+            zarr_chunk_rows=self.zarr_chunk_rows, created_at=self.created_at, committed_at=self.committed_at,
+            schema_version=self.schema_version, version=self.version, source=self.source,
+            source_dtype=self.source_dtype, staged=sorted(staged),
+            versions=[VersionInfo.model_validate(v.model_dump()) for v in self.versions],
+            status="corrupt" if corrupt_chunks or damaged_staged else self.status,
+            chunks=list(range(committed)) if ready else sorted(staged),
+            n_rows=self.n_rows if ready else int(sum(rows for rows in staged.values() if rows > 0)),
+            corrupt_chunks=corrupt_chunks, damaged_staged=damaged_staged)
 
 
-def damaged_entry(name: str, error: Exception) -> dict:
-    """What the list of data sets shows for a set whose documents cannot be read: status
-    ``"corrupt"`` and the reason in ``error``. Cost O(1)."""
-    public = {key: None for key in _PUBLIC_KEYS}
-    public.update(name=name, status="corrupt", n_features=0, dtype="unknown", n_rows=0, chunks=[], version=0,
-                  versions=[], staged=[], corrupt_chunks=[], damaged_staged=[],
-                  error=f"its metadata cannot be read ({type(error).__name__}); delete the data set")
-    return public
+def _checked(kind: type[_Document], doc: dict, path: Path):
+    """``doc`` (read from ``path``) as a ``kind``; a `ValueError` naming the file if it does not fit."""
+    try:
+        return kind.model_validate(doc)
+    except ValidationError as exc:
+        raise ValueError(f"{path}: not a valid {kind.__name__}: {exc.error_count()} error(s), first "
+                         f"{_first_error(exc)}") from None
 
 
-def committed_digest(folder: Path, meta: dict, index: int) -> str:
-    """The recorded sha256 of committed chunk ``index`` of the set in ``folder``.
-
-    Cost: reading the digest document of its segment, O(chunks of that segment).
-    """
-    for segment in meta["segments"]:
-        if segment["first_chunk"] <= index < segment["first_chunk"] + segment["n_chunks"]:
-            doc = read_json(folder / segment["digests"])
-            return doc["chunk_sha256"][index - segment["first_chunk"]]
-    raise AssertionError(f"chunk {index} is in no segment")  # pragma: no cover - index < committed
-
-
-def recorded_digests(folder: Path, meta: dict) -> list[str]:
-    """The recorded sha256 of every committed chunk of the set in ``folder``, in index order.
-
-    Cost: reading every segment's digest document, O(committed chunks).
-    """
-    digests: list[str] = []
-    for segment in meta["segments"]:
-        digests.extend(read_json(folder / segment["digests"])["chunk_sha256"])
-    return digests
-
-
-def chunk_row_counts(folder: Path, meta: dict, record: dict) -> list[int]:
-    """Rows of each (upload) chunk of the committed version ``record``, in index order, from the digest
-    documents of its segments. Cost: reading those documents, O(chunks of the version)."""
-    wanted = set(record["segments"])
-    counts: list[int] = []
-    for segment in meta["segments"]:
-        if segment["segment"] in wanted:
-            counts.extend(int(c) for c in read_json(folder / segment["digests"])["chunk_rows"])
-    return counts[: int(record["n_chunks"])]
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"

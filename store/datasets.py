@@ -51,9 +51,7 @@ import numpy as np
 
 from store.atomic import remove_tree
 from store.commit import commit_staged
-from store.dataset_meta import (
-    DTYPES, MAX_FEATURES, chunk_row_counts, damaged_entry, find_version, new_meta, public_meta,
-)
+from store.dataset_meta import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord
 from store.errors import Conflict, Corrupt, Invalid, NotFound
 from store.folders import ResourceFolders
 from store.names import validate_name
@@ -94,7 +92,7 @@ class DatasetStore:
         return self._folders.path(name) / "segments" / f"{int(segment):04d}.zarr"
 
     # --------------------------------------------------------------- metadata
-    def create(self, name: str, n_features: int, dtype: str) -> dict:
+    def create(self, name: str, n_features: int, dtype: str) -> DatasetInfo:
         """Create an empty, open data set.
 
         Parameters
@@ -108,7 +106,7 @@ class DatasetStore:
 
         Returns
         -------
-        dict
+        DatasetInfo
             Public metadata (see `get`).
 
         Raises
@@ -132,10 +130,10 @@ class DatasetStore:
             raise Invalid("n_features", f"n_features must be between 1 and {MAX_FEATURES}, got {n_features}")
         if dtype not in DTYPES:
             raise Invalid("dtype", f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        self._folders.claim(name, "meta.json", new_meta(name, int(n_features), dtype))
+        self._folders.claim(name, META, DatasetRecord.new(name, int(n_features), dtype).document())
         return self.get(name)
 
-    def register(self, name: str, url: str, dtype: str | None = None) -> dict:
+    def register(self, name: str, url: str, dtype: str | None = None) -> DatasetInfo:
         """Record an existing zarr array as a ready data set, without copying it.
 
         Parameters
@@ -155,7 +153,7 @@ class DatasetStore:
 
         Returns
         -------
-        dict
+        DatasetInfo
             Public metadata (see `get`): ``status "ready"``, ``version 1``,
             ``source {"zarr": url}``.
 
@@ -180,37 +178,43 @@ class DatasetStore:
         the same shape are not detected).
         """
         folder = self._folders.path(name)
-        if (folder / "meta.json").exists():
+        if (folder / META).exists():
             raise Conflict(f"data set {name!r} already exists", field="name")
         if not isinstance(url, str) or not url or len(url) > MAX_SOURCE_LENGTH:
             raise Invalid("source", f"source must be a path or URL of 1 to {MAX_SOURCE_LENGTH} characters")
         register_array(self._folders, name, url, dtype)
         return self.get(name)
 
-    def get(self, name: str) -> dict:
+    def get(self, name: str) -> DatasetInfo:
         """Public metadata of a data set.
 
         Returns
         -------
-        dict
+        DatasetInfo
             ``name, status, n_features, dtype, n_rows, chunks, checksum,
             zarr_chunk_rows, created_at, committed_at, schema_version,
-            version, versions, staged, source, source_dtype``.
+            version, versions, staged, source, source_dtype, corrupt_chunks,
+            damaged_staged``.
 
-            * ``status``: ``"open"`` until a version is committed, then ``"ready"``.
+            * ``status``: ``"open"`` until a version is committed, then
+              ``"ready"``; ``"corrupt"`` while ``corrupt_chunks`` (committed
+              chunks found damaged) or ``damaged_staged`` is not empty.
             * ``version``: latest committed version (0 if none); ``versions``:
-              ``[{"version", "n_rows", "n_chunks", "checksum", "committed_at"}]``.
+              a `store.dataset_meta.VersionInfo` per version (``version,
+              n_rows, n_chunks, checksum, committed_at``).
             * ready: ``n_rows, chunks (0..k-1), checksum, committed_at`` describe
               the latest version; open: ``chunks`` and ``n_rows`` count the
               received chunks.
             * ``staged``: sorted indices uploaded but not yet committed.
-            * ``source``: ``{"zarr": url}`` for a registered array, else None;
-              ``source_dtype`` its own dtype.
+            * ``source``: ``SourceRecord(zarr=url)`` for a registered array,
+              else None; ``source_dtype`` its own dtype.
 
         Raises
         ------
         NotFound
             No such data set.
+        ValueError
+            Its ``meta.json`` is damaged (`store.dataset_meta.DatasetRecord.read`).
 
         Notes
         -----
@@ -225,35 +229,36 @@ class DatasetStore:
                 staged = staged_rows(self._folders.path(name)) or {}
             except FileNotFoundError:
                 continue  # a chunk vanished mid-listing: a commit just finished; read again
-            if self._read_meta(name).get("version", 0) != meta.get("version", 0):
+            if self._read_meta(name).version != meta.version:
                 continue  # a commit happened while listing: the listing may mix two states
-            return public_meta(meta, staged)
+            return meta.info(staged)
         raise Conflict(f"data set {name!r} is changing; try again", field="name")
 
-    def ready(self, name: str, field: str = "dataset") -> dict:
+    def ready(self, name: str, field: str = "dataset") -> DatasetInfo:
         """Public metadata (`get`) of a data set that has a committed version, for a caller that needs
         its rows: `NotFound` or `Conflict` naming ``field`` otherwise (the latter says to commit). Cost: `get`."""
         try:
             meta = self.get(validate_name(name, field=field))
         except NotFound:
             raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
-        if meta["corrupt_chunks"]:
-            raise Corrupt(name, meta["version"], meta["corrupt_chunks"], "found damaged and not yet repaired")
-        if meta["status"] != "ready" and not (meta["status"] == "corrupt" and meta["version"]):
-            raise Conflict(f"data set {name!r} is {meta['status']!r}, not 'ready': upload all its chunks and commit "
+        if meta.corrupt_chunks:
+            raise Corrupt(name, meta.version, meta.corrupt_chunks, "found damaged and not yet repaired")
+        if meta.status != "ready" and not (meta.status == "corrupt" and meta.version):
+            raise Conflict(f"data set {name!r} is {meta.status!r}, not 'ready': upload all its chunks and commit "
                            f"it first (POST /v1/datasets/{name}/commit)", field=field)
         return meta
 
-    def list(self, after: str | None = None, limit: int | None = None) -> list[dict]:
+    def list(self, after: str | None = None, limit: int | None = None) -> list[DatasetInfo]:
         """Metadata of every data set, sorted by name; only names after ``after`` and at most ``limit``
-        of them if given (a page). Cost: a folder listing plus `get` for each set returned."""
-        def read(name: str) -> dict | None:
+        of them if given (a page). A set whose documents cannot be read is listed as corrupt
+        (`DatasetInfo.damaged`). Cost: a folder listing plus `get` for each set returned."""
+        def read(name: str) -> DatasetInfo | None:
             try:
                 return self.get(name)
             except (NotFound, Invalid):
                 return None
             except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged document: flag, don't fail
-                return damaged_entry(name, exc)
+                return DatasetInfo.damaged(name, exc)
 
         return self._folders.page(read, after, limit)
 
@@ -262,17 +267,23 @@ class DatasetStore:
 
         Waits for running uploads and commits. The folder is renamed to a
         hidden tombstone before removal, so a half-deleted set is never
-        visible. Raises `NotFound` if there is no such set. Cost O(files in
-        the data set folder).
+        visible. Raises `NotFound` if there is no such set; a set whose
+        ``meta.json`` is damaged is deleted all the same. Cost O(files in the
+        data set folder).
         """
         folder = self._folders.path(name)
-        self._read_meta(name)
+        self._require(name)
         with self._folders.locked(name, shared=False):
-            self._read_meta(name)
+            self._require(name)
             remove_tree(folder)
 
+    def exists(self, name: str) -> bool:
+        """Whether data set ``name`` exists: its ``meta.json`` does, readable or damaged. `Invalid` for a
+        bad name. Cost one ``stat``."""
+        return (self._folders.path(name) / META).exists()
+
     # ----------------------------------------------------------------- upload
-    def put_chunk(self, name: str, index: int, rows: np.ndarray) -> dict:
+    def put_chunk(self, name: str, index: int, rows: np.ndarray) -> DatasetInfo:
         """Store chunk ``index`` of a data set for its next version; idempotent by index.
 
         Parameters
@@ -289,7 +300,7 @@ class DatasetStore:
 
         Returns
         -------
-        dict
+        DatasetInfo
             Public metadata after the upload (see `get`).
 
         Raises
@@ -326,7 +337,7 @@ class DatasetStore:
         return self.get(name)
 
     # ----------------------------------------------------------------- commit
-    def commit(self, name: str) -> dict:
+    def commit(self, name: str) -> DatasetInfo:
         """Commit the staged chunks as the next version; idempotent.
 
         With k the latest version's chunk count (0 for an open set), the
@@ -341,7 +352,7 @@ class DatasetStore:
 
         Returns
         -------
-        dict
+        DatasetInfo
             Public metadata (see `get`), ``status`` ``"ready"``.
 
         Raises
@@ -409,18 +420,18 @@ class DatasetStore:
         cost O(rows read).
         """
         meta = self._read_meta(validate_name(name))
-        if meta["status"] != "ready":
+        if meta.status != "ready":
             raise Conflict(
-                f"data set {name!r} is not ready (status {meta['status']}); commit it first",
+                f"data set {name!r} is not ready (status {meta.status}); commit it first",
                 field="dataset",
             )
-        record = find_version(meta, name, version)
+        record = meta.find_version(version)
         refuse_marked(meta, record)
-        segments = [s for s in meta["segments"] if s["segment"] in set(record["segments"])]
-        arrays = [open_segment(self._folders, meta, s, record["version"]) for s in segments]
-        if len(arrays) == 1 and not segments[0]["external"]:
+        segments = meta.segments_of(record)
+        arrays = [open_segment(self._folders, meta, s, record.version) for s in segments]
+        if len(arrays) == 1 and not segments[0].external:
             return arrays[0]
-        return SegmentedRows(arrays, meta["dtype"], meta["zarr_chunk_rows"], [s["n_rows"] for s in segments])
+        return SegmentedRows(arrays, meta.dtype, meta.zarr_chunk_rows, [s.n_rows for s in segments])
 
     def chunk_ranges(self, name: str, version: int | None = None) -> tuple[int, list[tuple[int, int]]]:
         """The committed ``version`` (default the latest) and the row range ``(start, stop)`` of each of
@@ -431,12 +442,12 @@ class DatasetStore:
         Cost: reading the version's digest documents, O(chunks).
         """
         meta = self._read_meta(validate_name(name))
-        if meta["status"] != "ready":
-            raise Conflict(f"data set {name!r} has no committed version (status {meta['status']}): upload its "
+        if meta.status != "ready":
+            raise Conflict(f"data set {name!r} has no committed version (status {meta.status}): upload its "
                            f"chunks and commit it first (POST /v1/datasets/{name}/commit)", field="name")
-        record = find_version(meta, name, version)
-        bounds = np.concatenate([[0], np.cumsum(chunk_row_counts(self._folders.path(name), meta, record))])
-        return int(record["version"]), [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        record = meta.find_version(version)
+        bounds = np.concatenate([[0], np.cumsum(meta.chunk_row_counts(self._folders.path(name), record))])
+        return record.version, [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
     def verify(self, name: str, version: int | None = None) -> dict:
         """Re-hash every chunk of a committed version and mark (or unmark) the damaged ones as corrupt.
@@ -449,5 +460,9 @@ class DatasetStore:
         return verify_version(self._folders, validate_name(name), version)
 
     # ---------------------------------------------------------------- helpers
-    def _read_meta(self, name: str) -> dict:
-        return self._folders.read(name, "meta.json")
+    def _read_meta(self, name: str) -> DatasetRecord:
+        return DatasetRecord.read(self._folders, name)
+
+    def _require(self, name: str) -> None:
+        if not self.exists(name):
+            raise NotFound(self._folders.kind, name)

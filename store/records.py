@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidat
 from kpca import defaults
 from kpca.kernels import KERNELS, KernelSpec
 from kpca.solvers import SOLVERS
+from store.dataset_meta import DatasetInfo
 from store.errors import Conflict, Invalid, NotFound
 
 MODEL_SCHEMA_VERSION = 3
@@ -272,8 +273,9 @@ class ModelRecord(JobRecord):
     n_components: int = Field(ge=1, description="number of components r")
 
     @classmethod
-    def new(cls, name: str, dataset: dict, *, kernel: KernelSpec, n_components: int, solver: str, params: dict,
-            placement: Placement | None = None, checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
+    def new(cls, name: str, dataset: DatasetInfo, *, kernel: KernelSpec, n_components: int, solver: str,
+            params: dict, placement: Placement | None = None,
+            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
         """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`), the
         request's fields already checked (`service`); ``placement`` default: `Placement` (any workers, the
         default exact limit). Cost O(1)."""
@@ -295,10 +297,10 @@ class ModelRecord(JobRecord):
         return solver is not None and solver.model is not None
 
 
-def dataset_fields(dataset: dict) -> dict:
+def dataset_fields(dataset: DatasetInfo) -> dict:
     """The fields a job record takes from its data set's public metadata (`store.DatasetStore.get`)."""
-    return {"dataset": dataset["name"], "dataset_version": dataset.get("version"),
-            "dataset_checksum": dataset.get("checksum"), "n_features": dataset.get("n_features")}
+    return {"dataset": dataset.name, "dataset_version": dataset.version, "dataset_checksum": dataset.checksum,
+            "n_features": dataset.n_features}
 
 
 def migrate(doc: dict) -> dict:

@@ -15,7 +15,7 @@ import zarr
 
 from store.atomic import atomic_write_json
 from store.checksums import version_checksum
-from store.dataset_meta import MAX_FEATURES, digest_doc, new_meta, segment_record, version_record
+from store.dataset_meta import MAX_FEATURES, META, DatasetRecord, SegmentDigests, SegmentRecord, SourceRecord
 from store.errors import Conflict, Invalid
 from store.folders import ResourceFolders
 from store.sources import check_source, is_url, open_source, row_chunk_length, scan_source
@@ -57,18 +57,14 @@ def register_array(datasets: ResourceFolders, name: str, url: str, dtype: str | 
     digests, counts = scan_source(array, dtype, n_rows)
     chunk_rows = row_chunk_length(array)
     doc_name = f"segments/0001.{uuid.uuid4().hex[:12]}.json"
-    now = utc_now()
-    checksum = version_checksum(digests)
-    meta = new_meta(name, n_features, dtype)
-    meta.update(
-        status="ready", version=1, n_rows=n_rows, checksum=checksum, zarr_chunk_rows=chunk_rows,
-        committed_at=now, source={"zarr": url}, source_dtype=source_dtype,
-        segments=[segment_record(1, url, True, 0, len(digests), 0, n_rows, chunk_rows, doc_name)],
-        versions=[version_record(1, [1], n_rows, len(digests), checksum, now)],
-    )
-    doc = digest_doc(1, 0, digests, counts)
+    meta = DatasetRecord.new(name, n_features, dtype)
+    meta.source, meta.source_dtype = SourceRecord(zarr=url), source_dtype
+    meta.add_version(SegmentRecord(segment=1, location=url, external=True, first_chunk=0, n_chunks=len(digests),
+                                   first_row=0, n_rows=n_rows, chunk_rows=chunk_rows, digests=doc_name),
+                     version_checksum(digests), utc_now())
+    doc = SegmentDigests(segment=1, first_chunk=0, chunk_sha256=digests, chunk_rows=counts).document()
     folder = datasets.path(name)
-    datasets.claim(name, "meta.json", meta, before=lambda: _write_new_doc(folder, doc_name, doc))
+    datasets.claim(name, META, meta.document(), before=lambda: _write_new_doc(folder, doc_name, doc))
 
 
 def refuse_own_folder(root: Path, url: str) -> None:
@@ -85,14 +81,14 @@ def refuse_own_folder(root: Path, url: str) -> None:
         raise Invalid("source", "source must not be inside the service's own data folder")
 
 
-def open_external(meta: dict, segment: dict):
+def open_external(meta: DatasetRecord, segment: SegmentRecord):
     """Open a registered set's external ``segment`` read-only, as it was registered.
 
     Returns the ``zarr.Array``. Raises `Conflict` (field ``"source"``) if it
     can no longer be opened or its shape or dtype changed since
     registration. Cost: reading the array's metadata.
     """
-    location = segment["location"]
+    location = segment.location
     try:
         array = zarr.open_array(location, mode="r")
     except Exception as exc:  # gone, unreadable, no longer an array: all one answer for the user
@@ -101,12 +97,12 @@ def open_external(meta: dict, segment: dict):
             "delete the data set or restore the array",
             field="source",
         ) from None
-    expected = (segment["n_rows"], meta["n_features"])
+    expected = (segment.n_rows, meta.n_features)
     found_dtype = str(getattr(array.dtype, "name", array.dtype))
-    if tuple(int(s) for s in array.shape) != expected or found_dtype != meta["source_dtype"]:
+    if tuple(int(s) for s in array.shape) != expected or found_dtype != meta.source_dtype:
         raise Conflict(
             f"the registered zarr array at {location!r} changed since it was registered (shape "
-            f"{expected} {meta['source_dtype']}, now {tuple(array.shape)} {found_dtype}); "
+            f"{expected} {meta.source_dtype}, now {tuple(array.shape)} {found_dtype}); "
             "register it again under a new name",
             field="source",
         )

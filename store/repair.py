@@ -2,7 +2,7 @@
 
 * `open_segment`: a committed segment as a row source; an uploaded segment
   with recorded zarr-chunk digests is wrapped in `store.integrity.VerifiedRows`,
-  whose failure marks the set (``meta["corrupt"]``) and raises
+  whose failure marks the set (``DatasetRecord.corrupt``) and raises
   `store.errors.Corrupt` naming the data set, the version and the upload
   chunks whose rows meet the damaged zarr chunk.
 * `verify_version`: re-hash every upload chunk of a version (``GET
@@ -21,57 +21,54 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from store.atomic import atomic_write_json, read_json
 from store.checksums import chunk_digest
-from store.dataset_meta import find_version
+from store.dataset_meta import DatasetRecord, SegmentRecord, VersionRecord
 from store.errors import Conflict, Corrupt, Invalid, StoreError
 from store.integrity import VerifiedRows, rewrite_chunk, upload_chunks_of, verify_rows
 from store.register import open_external
 
 
-def mark(folders, name: str, add=(), clear=()) -> dict | None:
-    """Set ``meta["corrupt"]`` of set ``name`` to (its chunks - ``clear``) | ``add``; the new meta.
+def mark(folders, name: str, add=(), clear=()) -> DatasetRecord | None:
+    """Set the ``corrupt`` marks of set ``name`` to (its marks - ``clear``) | ``add``; the new record.
 
     Takes the set's exclusive lock; returns None (writing nothing) if the set
     is gone. Cost: one small read, and a write if the list changes.
     """
     try:
         with folders.locked(name, shared=False):
-            meta = folders.read(name, "meta.json")
-            old = {int(i) for i in meta.get("corrupt") or ()}
+            meta = DatasetRecord.read(folders, name)
+            old = set(meta.corrupt)
             new = (old - {int(i) for i in clear}) | {int(i) for i in add}
             if new != old:
-                meta["corrupt"] = sorted(new)
-                if not new:
-                    meta.pop("corrupt")
-                atomic_write_json(folders.path(name) / "meta.json", meta)
+                meta.corrupt = sorted(new)
+                meta.write(folders.path(name))
             return meta
     except (StoreError, FileNotFoundError):
         return None
 
 
-def open_segment(folders, meta: dict, segment: dict, version: int):
+def open_segment(folders, meta: DatasetRecord, segment: SegmentRecord, version: int):
     """Segment ``segment`` of the set described by ``meta`` as a read-only row source (see module doc).
 
     Raises `Corrupt` (after marking the set) if an uploaded segment cannot be
     opened. Cost: reading the segment's metadata and digest document.
     """
-    if segment["external"]:
+    if segment.external:
         return open_external(meta, segment)
-    name = meta["name"]
+    name = meta.name
     folder = folders.path(name)
-    path = folder / segment["location"]
+    path = folder / segment.location
     try:
-        doc = read_json(folder / segment["digests"])
+        doc = segment.read_digests(folder)
         array = zarr.open_array(str(path), mode="r")
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:
-        chunks = range(segment["first_chunk"], segment["first_chunk"] + segment["n_chunks"])
+        chunks = range(segment.first_chunk, segment.first_chunk + segment.n_chunks)
         mark(folders, name, add=chunks)
-        raise Corrupt(name, version, chunks, f"segment {segment['segment']} cannot be opened: "
+        raise Corrupt(name, version, chunks, f"segment {segment.segment} cannot be opened: "
                                              f"{type(exc).__name__}") from None
-    stored = doc.get("zarr_chunk_sha256")
+    stored = doc.zarr_chunk_sha256
     if stored is None:  # committed before digests of stored chunks were kept: read unverified
         return array
     step, n_rows = int(array.chunks[0]), int(array.shape[0])
@@ -79,7 +76,7 @@ def open_segment(folders, meta: dict, segment: dict, version: int):
     def on_corrupt(numbers: list[int], reason: str) -> None:
         chunks = set()
         for number in numbers:
-            chunks.update(upload_chunks_of(doc["chunk_rows"], segment["first_chunk"], number * step,
+            chunks.update(upload_chunks_of(doc.chunk_rows, segment.first_chunk, number * step,
                                            min((number + 1) * step, n_rows)))
         mark(folders, name, add=chunks)
         raise Corrupt(name, version, chunks, reason)
@@ -87,11 +84,11 @@ def open_segment(folders, meta: dict, segment: dict, version: int):
     return VerifiedRows(array, path, stored, on_corrupt)
 
 
-def refuse_marked(meta: dict, record: dict) -> None:
+def refuse_marked(meta: DatasetRecord, record: VersionRecord) -> None:
     """Raise `Corrupt` if chunks of version ``record`` are marked corrupt in ``meta``. Cost O(marks)."""
-    marked = [i for i in meta.get("corrupt") or () if i < record["n_chunks"]]
+    marked = meta.marked_in(record)
     if marked:
-        raise Corrupt(meta["name"], record["version"], marked, "found damaged earlier and not yet repaired")
+        raise Corrupt(meta.name, record.version, marked, "found damaged earlier and not yet repaired")
 
 
 def verify_version(folders, name: str, version: int | None = None) -> dict:
@@ -101,35 +98,33 @@ def verify_version(folders, name: str, version: int | None = None) -> dict:
     Cost O(version bytes) read and hashed, memory one upload chunk; no lock
     is held while reading.
     """
-    meta = folders.read(name, "meta.json")
-    if meta["status"] != "ready":
+    meta = DatasetRecord.read(folders, name)
+    if meta.status != "ready":
         raise Conflict(f"data set {name!r} has no committed version to verify; commit it first", field="name")
-    record = find_version(meta, name, version)
+    record = meta.find_version(version)
     bad: list[int] = []
     checked = 0
-    for segment in meta["segments"]:
-        if segment["segment"] not in set(record["segments"]):
-            continue
-        first = segment["first_chunk"]
+    for segment in meta.segments_of(record):
+        first = segment.first_chunk
         try:
-            doc = read_json(folders.path(name) / segment["digests"])
-            array = (open_external(meta, segment) if segment["external"]
-                     else zarr.open_array(str(folders.path(name) / segment["location"]), mode="r"))
+            doc = segment.read_digests(folders.path(name))
+            array = (open_external(meta, segment) if segment.external
+                     else zarr.open_array(str(folders.path(name) / segment.location), mode="r"))
         except StoreError:
             raise
         except Exception:
-            bad.extend(range(first, first + segment["n_chunks"]))
-            checked += segment["n_chunks"]
+            bad.extend(range(first, first + segment.n_chunks))
+            checked += segment.n_chunks
             continue
-        failures = verify_rows(array, meta["dtype"], doc["chunk_sha256"], doc["chunk_rows"])
+        failures = verify_rows(array, meta.dtype, doc.chunk_sha256, doc.chunk_rows)
         bad.extend(first + offset for offset, _why in failures)
-        checked += len(doc["chunk_sha256"])
-    mark(folders, name, add=bad, clear=range(record["n_chunks"]))
-    return {"ok": not bad, "version": record["version"], "chunks_checked": checked,
+        checked += len(doc.chunk_sha256)
+    mark(folders, name, add=bad, clear=range(record.n_chunks))
+    return {"ok": not bad, "version": record.version, "chunks_checked": checked,
             "corrupt_chunks": sorted(bad)}
 
 
-def repair_staged(folder: Path, meta: dict, uploads: dict[int, np.ndarray]) -> list[int]:
+def repair_staged(folder: Path, meta: DatasetRecord, uploads: dict[int, np.ndarray]) -> list[int]:
     """Rewrite the damaged zarr chunks of the set in ``folder`` from ``uploads`` (committed index ->
     the original rows, uploaded again); the indices repaired. The caller holds the exclusive lock
     and writes ``meta`` (updated in place: repaired indices unmarked).
@@ -139,45 +134,42 @@ def repair_staged(folder: Path, meta: dict, uploads: dict[int, np.ndarray]) -> l
     matching their digest. `Invalid` (field ``"chunks"``) names the chunks
     still needed otherwise. Cost O(rows of the damaged zarr chunks).
     """
-    marked = {int(i) for i in meta.get("corrupt") or ()}
+    marked = set(meta.corrupt)
     repaired: set[int] = set()
-    for segment in meta["segments"]:
-        first, count = segment["first_chunk"], segment["n_chunks"]
-        wanted = sorted(i for i in marked if first <= i < first + count and i in uploads)
-        if not wanted or segment["external"]:
+    for segment in meta.segments:
+        first = segment.first_chunk
+        wanted = sorted(i for i in marked if segment.holds(i) and i in uploads)
+        if not wanted or segment.external:
             continue
-        path = folder / segment["location"]
-        doc = read_json(folder / segment["digests"])
+        path = folder / segment.location
+        doc = segment.read_digests(folder)
         array = zarr.open_array(str(path), mode="r+")
-        starts = np.concatenate([[0], np.cumsum(doc["chunk_rows"])]).astype(int)
+        starts = np.concatenate([[0], np.cumsum(doc.chunk_rows)]).astype(int)
         step, n_rows = int(array.chunks[0]), int(array.shape[0])
         numbers = sorted({z for i in wanted for z in range(starts[i - first] // step,
                                                            (starts[i - first + 1] - 1) // step + 1)})
         for number in numbers:
             low, high = number * step, min((number + 1) * step, n_rows)
             pieces = []
-            for index in upload_chunks_of(doc["chunk_rows"], first, low, high):
+            for index in upload_chunks_of(doc.chunk_rows, first, low, high):
                 a, b = starts[index - first], starts[index - first + 1]
                 rows = uploads.get(index)
                 if rows is None:
-                    rows = _read_known(array, a, b, doc["chunk_sha256"][index - first])
+                    rows = _read_known(array, a, b, doc.chunk_sha256[index - first])
                 if rows is None:
-                    raise Invalid("chunks", f"chunk {index} of data set {meta['name']!r} is damaged too "
+                    raise Invalid("chunks", f"chunk {index} of data set {meta.name!r} is damaged too "
                                             f"(it shares stored rows with chunk(s) {wanted}); upload chunk "
                                             f"{index} again with its original rows and commit")
                 pieces.append(rows[max(low, a) - a: min(high, b) - a])
             rewrite_chunk(path, array, number, np.concatenate(pieces))
-        stored = doc.get("zarr_chunk_sha256")
+        stored = doc.zarr_chunk_sha256
         for number in numbers:
             low, high = number * step, min((number + 1) * step, n_rows)
             if stored is not None and chunk_digest(np.asarray(array[low:high])) != stored[number]:
                 raise Invalid("chunks", f"stored chunk rows {low}..{high - 1} still differ after the repair")
         repaired.update(wanted)
     if repaired:
-        left = marked - repaired
-        meta["corrupt"] = sorted(left)
-        if not left:
-            meta.pop("corrupt")
+        meta.corrupt = sorted(marked - repaired)
     return sorted(repaired)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from store.atomic import write_via_temp
 from store.checksums import chunk_digest
-from store.dataset_meta import committed_chunks, committed_digest, first_version_with
+from store.dataset_meta import DatasetRecord
 from store.errors import Conflict, Invalid
 from store.npy import npy_damage, npy_rows, read_npy, write_npy
 from store.rows import prepare_rows
@@ -23,7 +23,7 @@ from store.rows import prepare_rows
 _STAGED = re.compile(r"(\d{6,7})\.npy")
 
 
-def stage_chunk(folder: Path, name: str, meta: dict, index: int, rows: np.ndarray) -> bool:
+def stage_chunk(folder: Path, name: str, meta: DatasetRecord, index: int, rows: np.ndarray) -> bool:
     """Check chunk ``index`` of data set ``name`` (in ``folder``) and stage it unless it is there.
 
     Parameters
@@ -32,7 +32,7 @@ def stage_chunk(folder: Path, name: str, meta: dict, index: int, rows: np.ndarra
         The data set folder; the caller holds its shared lock.
     name : str
         Data set name, for messages.
-    meta : dict
+    meta : DatasetRecord
         Its ``meta.json``, read under that lock.
     index : int
         Validated chunk index.
@@ -58,23 +58,23 @@ def stage_chunk(folder: Path, name: str, meta: dict, index: int, rows: np.ndarra
     Cost O(chunk bytes); for a committed index, plus reading the digest
     document of its segment (O(chunks of that segment)).
     """
-    if meta.get("source"):
+    if meta.source is not None:
         raise Conflict(
             f"data set {name!r} is a registered zarr array and is read-only; to add rows, "
             "register the grown array under a new name",
             field="name",
         )
-    converted = prepare_rows(rows, meta["n_features"], meta["dtype"])
-    committed = committed_chunks(meta)
+    converted = prepare_rows(rows, meta.n_features, meta.dtype)
+    committed = meta.committed_chunks
     staging = folder / "staging"
     target = staging / f"{index:06d}.npy"
     if index < committed:
-        if chunk_digest(converted) == committed_digest(folder, meta, index):
-            if index in set(meta.get("corrupt") or ()):  # the original rows of a damaged chunk: kept for repair
+        if chunk_digest(converted) == meta.committed_digest(folder, index):
+            if index in meta.corrupt:  # the original rows of a damaged chunk: kept for repair
                 staging.mkdir(exist_ok=True)
                 write_via_temp(target, lambda handle: write_npy(handle, converted))
             return True
-        first = first_version_with(meta, index)
+        first = meta.first_version_with(index)
         raise Conflict(
             f"chunk {index} of data set {name!r} is part of committed version {first} and cannot "
             f"change; append new rows with chunk index >= {committed}",

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
-from store import DatasetStore, ModelRegistry, NotFound
+from store import DatasetInfo, DatasetStore, ModelRegistry, NotFound
 from store.records import ModelRecord
 from workers import archive as archive_task
 from workers import cluster as cluster_task
@@ -275,7 +275,7 @@ class Backend:
         return self.client.submit(serve_task.component_images, self.data_dir, model_name, count,
                                   pure=False).result()
 
-    def patch_dataset(self, name: str, image: np.ndarray, patch: int, stride: int) -> dict:
+    def patch_dataset(self, name: str, image: np.ndarray, patch: int, stride: int) -> DatasetInfo:
         """Create and commit data set ``name`` whose rows are the patches of a decoded PNG's pixels,
         scaled to [0, 1] (`workers.images.patch_dataset`). Blocking: call it from a thread pool."""
         future = self.client.submit(image_task.patch_dataset, self.data_dir, name, image, patch, stride, pure=False)
@@ -289,7 +289,7 @@ class Backend:
         return archive_task.import_model(self.data_dir, path, name, dataset, owner)
 
     def transform_dataset(self, model_name: str, dataset: str, output: str, operation: str = "project",
-                          method: str = "auto", options: dict | None = None, chunk_rows: int = 4096) -> dict:
+                          method: str = "auto", options: dict | None = None, chunk_rows: int = 4096) -> DatasetInfo:
         """Project or denoise a whole data set into a new one, one dask task per chunk of rows.
 
         The output data set (float32) is created, each chunk written when its
@@ -299,10 +299,10 @@ class Backend:
         """
         store = DatasetStore(self.data_dir)
         meta = store.get(dataset)
-        n_rows, version = int(meta["n_rows"]), meta.get("version")
+        n_rows, version = meta.n_rows, meta.version
         width = ModelRegistry(self.data_dir).get(model_name).n_components if operation == "project" \
-            else meta["n_features"]
-        store.create(output, int(width), "float32")
+            else meta.n_features
+        store.create(output, width, "float32")
         bounds = [(a, min(a + chunk_rows, n_rows)) for a in range(0, n_rows, chunk_rows)]
         futures = [self.client.submit(serve_task.transform_chunk, self.data_dir, model_name, dataset, version, a, b,
                                       operation, method, options, pure=False) for a, b in bounds]

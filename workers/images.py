@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 
 from kpca.images import assemble_patches, extract_patches, from_unit, to_unit, upscale_replicate
-from store import DatasetStore
+from store import DatasetInfo, DatasetStore
 from workers.serve import reconstruct_rows
 
 CHUNK_ROWS = 4096
 
 
-def patch_dataset(data_dir: str, name: str, image: np.ndarray, patch: int, stride: int) -> dict:
+def patch_dataset(data_dir: str, name: str, image: np.ndarray, patch: int, stride: int) -> DatasetInfo:
     """Create data set ``name`` of the ``patch`` x ``patch`` patches of ``image`` on a grid of step ``stride``.
 
     Rows are flattened patches (C order, channels last) of the image scaled

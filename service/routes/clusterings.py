@@ -133,7 +133,7 @@ async def predict(name: ClusteringName, body: ProjectRequest, clusterings: Clust
     normalised, then the nearest k-means centre. A 409 naming the clustering's state until it completes;
     at most ``max_rows_per_request`` rows (413 on ``rows``)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
-    record, dataset = await served_job(name, clusterings, datasets)
-    rows = checked_rows(body.rows, int(dataset["n_features"]))
+    record, n_features = await served_job(name, clusterings, datasets)
+    rows = checked_rows(body.rows, n_features)
     labels = await serve(clusterings, name, record, backend.predict_clusters, name, rows)
     return PredictResponse(labels=np.asarray(labels, dtype=np.int64).tolist())

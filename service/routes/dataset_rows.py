@@ -59,7 +59,7 @@ def _wants_npy(request: Request, format: str | None) -> bool:
 def _read_chunk(datasets, name: str, index: int, version: int | None) -> tuple[int, np.ndarray]:
     found, ranges = datasets.chunk_ranges(name, version)
     if index >= len(ranges):
-        if version is None and index in datasets.get(name)["staged"]:
+        if version is None and index in datasets.get(name).staged:
             raise ApiError(409, "conflict", f"chunk {index} of data set {name!r} is staged, not committed: commit "
                            f"it first (POST /v1/datasets/{name}/commit)", "index")
         raise ApiError(404, "not_found", f"data set {name!r} version {found} has chunks 0..{len(ranges) - 1}, "

@@ -169,9 +169,9 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     if kind == NPY_MEDIA_TYPE:
         rows = await run_in_threadpool(rows_from_npy, body)
     elif kind == CSV_MEDIA_TYPE:
-        rows = await run_in_threadpool(rows_from_csv, body, dataset["n_features"])
+        rows = await run_in_threadpool(rows_from_csv, body, dataset.n_features)
     else:
-        rows = await run_in_threadpool(rows_from_json, body, dataset["n_features"])
+        rows = await run_in_threadpool(rows_from_json, body, dataset.n_features)
     check_rows(rows.shape[0], request.app.state.settings.max_rows_per_request)
     record = await run_in_threadpool(datasets.put_chunk, name, index, rows)
     data_usage(request).add(rows.nbytes)

@@ -97,8 +97,7 @@ def resume_model(name: ModelName, models: ModelsDep, datasets: DatasetsDep, back
     """
     body = body or ModelResume()
     record = models.get(name)
-    versions = [v["version"] for v in datasets.get(record.dataset).get("versions") or []] \
-        if body.dataset_version is not None else []
+    versions = [v.version for v in datasets.get(record.dataset).versions] if body.dataset_version is not None else []
     return ModelPublic.of(jobs.resume(backend, models, name, response, body.passes, body.dataset_version, versions))
 
 

@@ -102,8 +102,7 @@ async def components_png(
     a component's sign is arbitrary. Rows that are not image-shaped are a 422 on ``shape``; a model
     with its own decoder (autoencoder KPCA) a 422 on ``name``. Cost: one pass over the model's rows on
     a worker, O(count l n)."""
-    model, dataset = await served_job(name, models, datasets)
-    n_features = int(dataset["n_features"])
+    model, n_features = await served_job(name, models, datasets)
     size = None
     if shape is not None:
         height, width = (int(v) for v in shape.split("x"))

@@ -37,17 +37,18 @@ from service.schemas.serving import (
     TransformRequest,
 )
 from service.security import READ, WRITE, access
+from store.dataset_meta import DatasetInfo
 from store.errors import Corrupt, NotFound
 from store.records import JobRecord
 
 router = APIRouter(prefix="/v1/models", tags=["serving"])
 
 
-async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
-    """The record of a completed job (a model, a clustering) and its data set's metadata, or the 404/409
-    that explains why not (the 409 names the job's state). A model over centres
-    (`ModelRecord.serves_without_dataset`) serves after its data set is deleted: the metadata is then
-    only its width, ``{"name", "n_features"}``."""
+async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
+    """The record of a completed job (a model, a clustering) and the width (``n_features``) of its data
+    set, or the 404/409 that explains why not (the 409 names the job's state). A model over centres
+    (`ModelRecord.serves_without_dataset`) serves after its data set is deleted, with the width it
+    recorded."""
     job = await run_in_threadpool(registry.get, name)
     if job.status != "completed":
         raise ApiError(409, "conflict", not_served_message(job, name), "name")
@@ -55,11 +56,11 @@ async def served_job(name: str, registry, datasets) -> tuple[JobRecord, dict]:
         dataset = await run_in_threadpool(datasets.get, job.dataset)
     except NotFound:
         if getattr(job, "serves_without_dataset", False):
-            return job, {"name": job.dataset, "n_features": job.n_features}
+            return job, job.n_features
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
     refuse_corrupt_rows(job, dataset)
-    return job, dataset
+    return job, dataset.n_features
 
 
 def not_served_message(job: JobRecord, name: str) -> str:
@@ -82,14 +83,13 @@ def not_served_message(job: JobRecord, name: str) -> str:
     return f"{head}: its fit was {job.status}, so it will not finish by itself; {again}"
 
 
-def refuse_corrupt_rows(job: JobRecord, dataset: dict) -> None:
+def refuse_corrupt_rows(job: JobRecord, dataset: DatasetInfo) -> None:
     """`Corrupt` (409) if the job serves from its training rows and chunks of its version are marked
     corrupt (answers would come from damaged rows, or from rows cached before the damage)."""
-    if getattr(job, "serves_without_dataset", False) or not dataset.get("corrupt_chunks"):
+    if getattr(job, "serves_without_dataset", False) or not dataset.corrupt_chunks:
         return
-    version = getattr(job, "dataset_version", None) or dataset.get("version")
-    sizes = {v["version"]: v["n_chunks"] for v in dataset.get("versions") or ()}
-    marked = [i for i in dataset["corrupt_chunks"] if i < sizes.get(version, float("inf"))]
+    version = getattr(job, "dataset_version", None) or dataset.version
+    marked = dataset.corrupt_in(version)
     if marked:
         raise Corrupt(job.dataset, version, marked, "found damaged and not yet repaired")
 
@@ -125,16 +125,16 @@ async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, data
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
     (at most ``max_rows_per_request`` rows: 413 on ``rows``)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
-    model, dataset = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, int(dataset["n_features"]))
+    model, n_features = await served_job(name, models, datasets)
+    rows = checked_rows(body.rows, n_features)
     components = await serve(models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
 
 
 async def _reconstruct(name, body, models, datasets, backend, settings) -> ReconstructResponse:
     check_rows(len(body.rows), settings.max_rows_per_request)
-    model, dataset = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, int(dataset["n_features"]))
+    model, n_features = await served_job(name, models, datasets)
+    rows = checked_rows(body.rows, n_features)
     options = body.options.model_dump(exclude_none=True)
     try:
         out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
@@ -193,8 +193,8 @@ async def denoise_image(
     small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
     option lives on this route rather than on another."""
     image = decode_png(await read_body(request), settings.max_image_pixels)
-    model, dataset = await served_job(name, models, datasets)
-    patch, height, width = image_patch_plan(image, int(dataset["n_features"]), upscale, name)  # 422 on image
+    model, n_features = await served_job(name, models, datasets)
+    patch, height, width = image_patch_plan(image, n_features, upscale, name)  # 422 on image
     check_pixels(height, width, settings.max_image_pixels, "upscale", f"the image upscaled {upscale} times")
     if patch > min(height, width):
         raise ApiError(422, "invalid", f"the model's {patch}x{patch} patches do not fit in a {height}x{width} "
@@ -214,30 +214,22 @@ async def denoise_image(
     return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)
 
 
-def _dataset_exists(datasets, name: str) -> bool:
-    try:
-        datasets.get(name)
-    except NotFound:
-        return False
-    return True
-
-
 @router.post("/{name}/transform", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_201_CREATED,
              responses=ERRORS)
 async def transform_dataset(name: ModelName, body: TransformRequest, models: ModelsDep, datasets: DatasetsDep,
                             backend: BackendDep, response: Response) -> DatasetPublic:
     """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
-    model, trained_on = await served_job(name, models, datasets)
+    model, width = await served_job(name, models, datasets)
     source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
-    if source.get("corrupt_chunks"):
-        raise Corrupt(body.dataset, source["version"], source["corrupt_chunks"], "found damaged, not yet repaired")
-    if await run_in_threadpool(_dataset_exists, datasets, body.output):
+    if source.corrupt_chunks:
+        raise Corrupt(body.dataset, source.version, source.corrupt_chunks, "found damaged, not yet repaired")
+    if await run_in_threadpool(datasets.exists, body.output):
         raise ApiError(409, "conflict", f"data set {body.output!r} already exists; choose another output name "
                        "or delete it first", "output")
-    if int(source["n_features"]) != int(trained_on["n_features"]):
-        raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source['n_features']} features; model "
-                       f"{name!r} expects {trained_on['n_features']}", "dataset")
+    if source.n_features != width:
+        raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source.n_features} features; model "
+                       f"{name!r} expects {width}", "dataset")
     options = body.options.model_dump(exclude_none=True)
     meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
                         body.operation, body.method, options)

@@ -12,7 +12,7 @@ from service.schemas.common import Name, Number
 class ZarrSource(BaseModel):
     """An existing zarr array to register without copying."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", from_attributes=True)
 
     zarr: str = Field(
         min_length=1,
@@ -44,6 +44,8 @@ class DatasetCreate(BaseModel):
 class DatasetVersion(BaseModel):
     """One committed version of a data set."""
 
+    model_config = ConfigDict(from_attributes=True)
+
     version: int = Field(description="version number, from 1")
     n_rows: int = Field(description="rows of this version")
     n_chunks: int = Field(description="chunks of this version")
@@ -52,9 +54,9 @@ class DatasetVersion(BaseModel):
 
 
 class DatasetPublic(BaseModel):
-    """A data set's metadata as the store reports it."""
+    """A data set's metadata as the store reports it (read from `store.DatasetInfo`'s attributes)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", from_attributes=True)
 
     name: str = Field(description="the data set's name")
     n_features: int = Field(description="columns of every row")

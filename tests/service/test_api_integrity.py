@@ -134,3 +134,17 @@ def test_a_transform_whose_tasks_meet_a_damaged_chunk_leaves_no_output(api, mode
     assert api.get("/v1/datasets/other-t").status_code == 404
     assert "other-t" not in {m["name"] for m in api.get("/v1/datasets").json()["datasets"]}
     assert api.get("/v1/datasets/other").json()["status"] == "corrupt"
+
+
+def test_a_data_set_whose_meta_json_is_damaged_is_listed_as_corrupt_and_can_be_deleted(api, data_dir):
+    upload_rows(api, "unreadable", np.ones((6, 3)))
+    path = data_dir / "datasets" / "unreadable" / "meta.json"
+    path.write_text(path.read_text()[:-30])
+    listed = {m["name"]: m for m in api.get("/v1/datasets").json()["datasets"]}
+    entry = listed["unreadable"]
+    assert (entry["status"], entry["n_features"], entry["dtype"], entry["n_rows"]) == ("corrupt", 0, "unknown", 0)
+    assert entry["error"] == "its metadata cannot be read (JSONDecodeError); delete the data set"
+    assert set(entry) == set(listed["other"]) and listed["other"]["error"] is None
+    assert api.delete("/v1/datasets/unreadable").status_code == 204
+    assert "unreadable" not in {m["name"] for m in api.get("/v1/datasets").json()["datasets"]}
+    assert_error(api.delete("/v1/datasets/unreadable"), 404, "not_found", "name")

@@ -63,14 +63,14 @@ def test_round_trip_into_another_data_folder_serves_identically(fitted, archive,
     original = ModelRegistry(source).get("m")
     assert record.history == original.history and record.params_used == original.params_used
     meta = DatasetStore(target).get("rows")
-    assert meta["checksum"] == DatasetStore(source).get("d")["checksum"] and meta["n_rows"] == 160
+    assert meta.checksum == DatasetStore(source).get("d").checksum and meta.n_rows == 160
     assert [c["pass"] for c in CheckpointStore(target).list("copy")] == [3]
     X = rng.normal(size=(7, 6))
     np.testing.assert_allclose(project(target, "copy", X), project(source, "m", X), rtol=0, atol=1e-12)
     assert not (target / ".imports").exists() or not any((target / ".imports").iterdir())
 
     again = import_archive(target, archive, name="copy2", dataset="rows", check_served=check_served)  # reused
-    assert again.dataset == "rows" and DatasetStore(target).get("rows")["version"] == 1
+    assert again.dataset == "rows" and DatasetStore(target).get("rows").version == 1
     with pytest.raises(Conflict) as taken:
         import_archive(target, archive, name="copy", dataset="rows", check_served=check_served)
     assert taken.value.field == "name"

@@ -107,7 +107,7 @@ def test_disk_full_during_a_commit_leaves_the_store_as_before(root, stores, rng)
     outcome = run_limited(root, lambda r: DatasetStore(r).commit("a"))
     assert_disk_full(outcome)
     assert (state_of(root), datasets.get("a")) == before
-    assert datasets.commit("a")["version"] == 3  # the commit succeeds once there is room
+    assert datasets.commit("a").version == 3  # the commit succeeds once there is room
 
 
 def test_disk_full_during_the_first_commit_leaves_the_store_as_before(root, stores, rng):
@@ -199,23 +199,23 @@ def test_sigkill_during_data_set_writes_leaves_every_set_readable(root, rng, ope
         folder.mkdir()
     for folder, last in zip(folders, kill_at_random([(LOOPS[operation], f, "m") for f in folders], rng)):
         store = DatasetStore(folder)
-        listed = {meta["name"]: meta for meta in store.list()}
+        listed = {meta.name: meta for meta in store.list()}
         for n in range(last + 1):  # every acknowledged operation is there, whole
             meta = listed.pop(f"s{n}")
             if operation == "commits":
-                assert meta["status"] == "ready" and meta["n_rows"] == 3000, meta
+                assert meta.status == "ready" and meta.n_rows == 3000, meta
                 assert np.all(np.asarray(store.open_array(f"s{n}")[:]) == float(n))
             else:
-                assert meta["status"] == "open" and meta["staged"], meta
+                assert meta.status == "open" and meta.staged, meta
         # at most the operation in flight: its set exists (or not) and is consistent
         assert set(listed) <= {f"s{last + 1}"}, sorted(listed)
         for name, meta in listed.items():
             in_flight = float(last + 1)  # the same content again: idempotent if it was stored
             store.put_chunk(name, 0, np.full((2000 if operation == "chunk writes" else 1000, 4), in_flight))
-            if meta["status"] == "ready":
+            if meta.status == "ready":
                 assert np.asarray(store.open_array(name)[:]).shape == (3000, 4)
             else:
-                assert store.commit(name)["status"] == "ready"
+                assert store.commit(name).status == "ready"
 
 
 def test_sigkill_during_checkpoint_saves_leaves_the_latest_loadable(root, rng):

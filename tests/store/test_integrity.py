@@ -62,7 +62,7 @@ def test_a_value_changed_on_disk_is_refused_on_read_naming_set_version_and_chunk
     assert error.chunks == [0, 1]  # both upload chunks share the one stored zarr chunk
     assert "version 1" in error.message and "[0, 1]" in error.message
     meta = store.get("d")
-    assert (meta["status"], meta["corrupt_chunks"]) == ("corrupt", [0, 1])
+    assert (meta.status, meta.corrupt_chunks) == ("corrupt", [0, 1])
     with pytest.raises(Corrupt):  # marked: refused at open, before any read
         store.open_array("d")
     with pytest.raises(Corrupt):
@@ -95,12 +95,12 @@ def test_verify_reports_the_damaged_chunks_and_repair_by_upload_and_commit(store
     silently_change(store, "d")
     report = store.verify("d")
     assert (report["ok"], report["corrupt_chunks"]) == (False, [0])  # only chunk 0's rows changed
-    assert store.get("d")["status"] == "corrupt"
+    assert store.get("d").status == "corrupt"
     with pytest.raises(Corrupt):
         store.open_array("d")
     store.put_chunk("d", 0, data[:40])  # the original rows, uploaded again
     after = store.commit("d")
-    assert (after["status"], after["corrupt_chunks"], after["version"]) == ("ready", [], 1)
+    assert (after.status, after.corrupt_chunks, after.version) == ("ready", [], 1)
     assert store.verify("d")["ok"]
     assert np.array_equal(store.open_array("d")[:], data)
 
@@ -115,7 +115,7 @@ def test_repair_needs_every_chunk_sharing_an_undecodable_stored_chunk(store, rng
         store.commit("d")
     assert caught.value.field == "chunks" and "chunk 1" in caught.value.message
     store.put_chunk("d", 1, data[40:])
-    assert store.commit("d")["status"] == "ready"
+    assert store.commit("d").status == "ready"
     assert np.array_equal(store.open_array("d")[:], data)
 
 
@@ -135,14 +135,14 @@ def test_a_damaged_staged_header_flags_only_its_set_and_commit_names_the_chunk(s
     store.put_chunk("d", 1, np.ones((5, 4)))
     staged = store.folder / "d" / "staging" / "000001.npy"
     staged.write_bytes(b"\x93NUMPY garbage" + staged.read_bytes()[14:])
-    listed = {m["name"]: m for m in store.list()}
-    assert listed["fine"]["status"] == "ready"
-    assert (listed["d"]["status"], listed["d"]["damaged_staged"]) == ("corrupt", [1])
+    listed = {m.name: m for m in store.list()}
+    assert listed["fine"].status == "ready"
+    assert (listed["d"].status, listed["d"].damaged_staged) == ("corrupt", [1])
     with pytest.raises(Invalid) as caught:
         store.commit("d")
     assert caught.value.field == "chunks" and "staged chunk 1" in caught.value.message
     store.put_chunk("d", 1, np.ones((5, 4)))  # uploading it again replaces the damaged file
-    assert store.commit("d")["n_rows"] == 10
+    assert store.commit("d").n_rows == 10
 
 
 def test_a_truncated_staged_file_is_named_at_commit(store, rng):
@@ -150,7 +150,7 @@ def test_a_truncated_staged_file_is_named_at_commit(store, rng):
     store.put_chunk("d", 0, np.ones((50, 4)))
     staged = store.folder / "d" / "staging" / "000000.npy"
     staged.write_bytes(staged.read_bytes()[:-37])
-    assert store.get("d")["damaged_staged"] == [0]
+    assert store.get("d").damaged_staged == [0]
     with pytest.raises(Invalid) as caught:
         store.commit("d")
     assert caught.value.field == "chunks" and "staged chunk 0" in caught.value.message

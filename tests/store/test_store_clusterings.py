@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from store_helpers import temp_leftovers
 
-from store import CheckpointStore, ClusteringRecord, ClusteringRegistry, Conflict, Invalid, ModelRegistry, NotFound
+from store import (CheckpointStore, ClusteringRecord, ClusteringRegistry, Conflict, DatasetInfo, Invalid,
+                   ModelRegistry, NotFound)
 from store.clusterings import ClusteringPassRecord
 from store.records import Convergence, ModelRecord, Progress
 
-DATASET = {"name": "blobs", "n_rows": 90, "n_features": 4, "version": 1, "checksum": "abc"}
-LABELS = {"name": "truth", "n_rows": 90, "n_features": 1, "version": 2}
+DATASET = DatasetInfo(name="blobs", status="ready", n_rows=90, n_features=4, dtype="float64", version=1, checksum="abc")
+LABELS = DatasetInfo(name="truth", status="ready", n_rows=90, n_features=1, dtype="float64", version=2)
 
 
 def new(name="c", labels=LABELS, **changes):
@@ -71,7 +72,8 @@ def test_labels_are_written_atomically_and_paged(root, rng):
         registry.labels("c")
 
 
-@pytest.mark.parametrize("labels", [{**LABELS, "n_rows": 89}, {**LABELS, "n_features": 2}])
+@pytest.mark.parametrize("labels", [LABELS.model_copy(update={"n_rows": 89}),
+                                    LABELS.model_copy(update={"n_features": 2})])
 def test_reference_labels_are_one_column_a_row_per_row(labels):
     with pytest.raises(Invalid) as info:
         new(labels=labels)

@@ -30,24 +30,24 @@ class DatasetStoreConformance:
     # ------------------------------------------------------------ create/get
     def test_create_get_list_delete(self, store):
         meta = store.create("digits", 64, "float32")
-        assert meta["name"] == "digits"
-        assert meta["status"] == "open"
-        assert meta["n_features"] == 64 and meta["dtype"] == "float32"
-        assert meta["n_rows"] == 0 and meta["chunks"] == [] and meta["checksum"] is None
-        assert meta["schema_version"] == 1
-        assert meta["created_at"].endswith("Z") and meta["committed_at"] is None
+        assert meta.name == "digits"
+        assert meta.status == "open"
+        assert meta.n_features == 64 and meta.dtype == "float32"
+        assert meta.n_rows == 0 and meta.chunks == [] and meta.checksum is None
+        assert meta.schema_version == 1
+        assert meta.created_at.endswith("Z") and meta.committed_at is None
         assert store.get("digits") == meta
         store.create("alpha", 3, "float64")
-        assert [m["name"] for m in store.list()] == ["alpha", "digits"]
-        json.dumps(store.list())  # plain JSON-able values
+        assert [m.name for m in store.list()] == ["alpha", "digits"]
+        json.dumps([m.model_dump() for m in store.list()])  # plain JSON-able values
         store.delete("digits")
         with pytest.raises(NotFound) as info:
             store.get("digits")
         assert info.value.message == "dataset 'digits' not found"
-        assert [m["name"] for m in store.list()] == ["alpha"]
+        assert [m.name for m in store.list()] == ["alpha"]
         with pytest.raises(NotFound):
             store.delete("digits")
-        assert store.create("digits", 2, "float64")["n_features"] == 2  # name free again
+        assert store.create("digits", 2, "float64").n_features == 2  # name free again
 
     def test_list_of_empty_store(self, store):
         assert store.list() == []
@@ -57,7 +57,7 @@ class DatasetStoreConformance:
         with pytest.raises(Conflict) as info:
             store.create("d", 4, "float32")
         assert info.value.field == "name"
-        assert store.get("d")["n_features"] == 4
+        assert store.get("d").n_features == 4
 
     @pytest.mark.parametrize("n_features", [0, -1, 100_001, True, 3.0, "3", None])
     def test_create_rejects_bad_n_features(self, store, n_features):
@@ -73,8 +73,8 @@ class DatasetStoreConformance:
         assert info.value.field == "dtype"
 
     def test_feature_limits_inclusive(self, store):
-        assert store.create("one", 1, "float64")["n_features"] == 1
-        assert store.create("wide", 100_000, "float32")["n_features"] == 100_000
+        assert store.create("one", 1, "float64").n_features == 1
+        assert store.create("wide", 100_000, "float32").n_features == 100_000
 
     @pytest.mark.parametrize("bad", ["../x", "a/b", "", "..", ".x", "a" * 65, "x\n"])
     def test_bad_names_rejected_everywhere(self, store, bad):
@@ -101,7 +101,7 @@ class DatasetStoreConformance:
         uint8 = np.array([[255, 0, 1]], dtype=np.uint8)
         for index, rows in enumerate((floats, ints, bools, uint8)):
             meta = store.put_chunk("d", index, rows)
-        assert meta["chunks"] == [0, 1, 2, 3] and meta["n_rows"] == 5
+        assert meta.chunks == [0, 1, 2, 3] and meta.n_rows == 5
         committed = store.commit("d")
         expected = np.concatenate([r.astype(np.float32) for r in (floats, ints, bools, uint8)])
         data = store.open_array("d")[:]
@@ -109,7 +109,7 @@ class DatasetStoreConformance:
         assert data.tobytes() == expected.tobytes()
         assert data[1, 2] == np.float32(2**24)  # documented: ints exact up to 2**24 in float32
         assert data[0, 0] == np.float32(0.1)
-        assert committed["checksum"] == sha256_of(*(r.astype(np.float32) for r in (floats, ints, bools, uint8)))
+        assert committed.checksum == sha256_of(*(r.astype(np.float32) for r in (floats, ints, bools, uint8)))
 
     def test_cast_rule_for_integers_beyond_float_precision(self, store):
         # documented: astype rounds to nearest; 64-bit integers of any size are accepted
@@ -132,7 +132,7 @@ class DatasetStoreConformance:
     def test_single_row_may_be_one_dimensional(self, store):
         store.create("d", 4, "float64")
         meta = store.put_chunk("d", 0, np.arange(4.0))
-        assert meta["n_rows"] == 1
+        assert meta.n_rows == 1
         store.commit("d")
         np.testing.assert_array_equal(store.open_array("d")[:], [[0.0, 1.0, 2.0, 3.0]])
 
@@ -162,7 +162,7 @@ class DatasetStoreConformance:
             store.put_chunk("d", 0, rows)
         assert info.value.field == "rows"
         assert message in info.value.message
-        assert store.get("d")["chunks"] == []
+        assert store.get("d").chunks == []
 
     @pytest.mark.parametrize("bad_value", [np.nan, np.inf, -np.inf])
     def test_non_finite_row_is_named(self, store, rng, bad_value):
@@ -174,7 +174,7 @@ class DatasetStoreConformance:
             store.put_chunk("d", 0, rows)
         assert info.value.field == "rows"
         assert info.value.message == "row 17 contains NaN or inf"
-        assert store.get("d")["chunks"] == []
+        assert store.get("d").chunks == []
 
     def test_value_overflowing_float32_is_refused(self, store):
         store.create("d", 2, "float32")
@@ -192,8 +192,8 @@ class DatasetStoreConformance:
 
     def test_extreme_indices_accepted(self, store):
         store.create("d", 1, "float32")
-        assert store.put_chunk("d", 1_000_000, np.ones((1, 1)))["chunks"] == [1_000_000]
-        assert store.put_chunk("d", np.int64(0), np.ones((2, 1)))["chunks"] == [0, 1_000_000]
+        assert store.put_chunk("d", 1_000_000, np.ones((1, 1))).chunks == [1_000_000]
+        assert store.put_chunk("d", np.int64(0), np.ones((2, 1))).chunks == [0, 1_000_000]
         with pytest.raises(Invalid) as info:
             store.commit("d")
         assert "999999 missing" in info.value.message  # long lists are abbreviated
@@ -206,8 +206,8 @@ class DatasetStoreConformance:
         store.create("d", 3, "float64")
         store.put_chunk("d", 2, rng.normal(size=(7, 3)))
         meta = store.put_chunk("d", 0, rng.normal(size=(5, 3)))
-        assert meta["chunks"] == [0, 2] and meta["n_rows"] == 12
-        assert store.get("d")["status"] == "open"
+        assert meta.chunks == [0, 2] and meta.n_rows == 12
+        assert store.get("d").status == "open"
 
     def test_reput_same_content_is_noop(self, store, rng):
         store.create("d", 3, "float32")
@@ -220,7 +220,7 @@ class DatasetStoreConformance:
         meta = store.put_chunk("d", 0, rows.astype(np.float32))
         after = os.stat(staged)
         assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-        assert meta["chunks"] == [0] and meta["n_rows"] == 6
+        assert meta.chunks == [0] and meta.n_rows == 6
 
     def test_reput_different_content_conflicts(self, store, rng):
         store.create("d", 3, "float32")
@@ -250,11 +250,11 @@ class DatasetStoreConformance:
             store.commit("d")
         assert info.value.field == "chunks"
         assert info.value.message == "missing chunk indices [1, 3, 5]; upload them and commit again"
-        assert store.get("d")["status"] == "open"
+        assert store.get("d").status == "open"
         for index in (1, 3, 5):
             store.put_chunk("d", index, np.full((1, 2), index))
         meta = store.commit("d")
-        assert meta["status"] == "ready" and meta["n_rows"] == 7
+        assert meta.status == "ready" and meta.n_rows == 7
         np.testing.assert_array_equal(store.open_array("d")[:, 0], np.arange(7))
 
     def test_commit_writes_exact_concatenation(self, store, rng):
@@ -264,13 +264,13 @@ class DatasetStoreConformance:
             store.put_chunk("d", index, block)
         meta = store.commit("d")
         expected = np.concatenate(blocks)
-        assert meta["status"] == "ready"
-        assert meta["n_rows"] == 23 and meta["chunks"] == [0, 1, 2, 3]
-        assert meta["checksum"] == sha256_of(*blocks)
-        assert meta["committed_at"].endswith("Z")
+        assert meta.status == "ready"
+        assert meta.n_rows == 23 and meta.chunks == [0, 1, 2, 3]
+        assert meta.checksum == sha256_of(*blocks)
+        assert meta.committed_at.endswith("Z")
         array = store.open_array("d")
         assert array.shape == (23, 6) and array.dtype == np.float64
-        assert array.chunks == (meta["zarr_chunk_rows"], 6)
+        assert array.chunks == (meta.zarr_chunk_rows, 6)
         assert array[:].tobytes() == expected.tobytes()
         assert array[4:9].tobytes() == expected[4:9].tobytes()
         assert isinstance(array[4:9], np.ndarray)
@@ -285,14 +285,14 @@ class DatasetStoreConformance:
         store.put_chunk("a", 0, rows)
         first = store.commit("a")
         assert store.commit("a") == first  # idempotent
-        assert first["checksum"] == sha256_of(rows)
+        assert first.checksum == sha256_of(rows)
         store.create("b", 4, "float32")  # same rows and chunks in another set: same checksum
         store.put_chunk("b", 0, rows)
-        assert store.commit("b")["checksum"] == first["checksum"]
+        assert store.commit("b").checksum == first.checksum
         store.create("c", 4, "float32")  # same rows cut into other chunks: documented to differ
         store.put_chunk("c", 0, rows[:10])
         store.put_chunk("c", 1, rows[10:])
-        assert store.commit("c")["checksum"] == sha256_of(rows[:10], rows[10:]) != first["checksum"]
+        assert store.commit("c").checksum == sha256_of(rows[:10], rows[10:]) != first.checksum
 
     def test_put_after_commit_changes_no_committed_chunk(self, store):
         store.create("d", 2, "float32")
@@ -307,8 +307,8 @@ class DatasetStoreConformance:
             "append new rows with chunk index >= 1"
         )
         meta = store.put_chunk("d", 1, np.full((3, 2), 2.0))  # a new index: staged for version 2
-        assert (meta["status"], meta["version"], meta["n_rows"]) == ("ready", 1, 2)
-        assert meta["chunks"] == [0] and meta["staged"] == [1]
+        assert (meta.status, meta.version, meta.n_rows) == ("ready", 1, 2)
+        assert meta.chunks == [0] and meta.staged == [1]
         np.testing.assert_array_equal(store.open_array("d")[:], np.ones((2, 2)))
 
     def test_open_array_requires_ready(self, store):
@@ -336,13 +336,13 @@ class DatasetStoreConformance:
         for index, block in enumerate(blocks):
             store.put_chunk("wide", index, block)
         meta = store.commit("wide")
-        assert meta["zarr_chunk_rows"] == 32
+        assert meta.zarr_chunk_rows == 32
         array = store.open_array("wide")
         assert array.chunks == (32, n_features)
         expected = np.concatenate(blocks)
         assert array[:].tobytes() == expected.tobytes()
         assert array[31:33].tobytes() == expected[31:33].tobytes()
-        assert meta["checksum"] == sha256_of(*blocks)
+        assert meta.checksum == sha256_of(*blocks)
 
     def test_negative_zero_survives_commit(self, store):
         store.create("d", 3, "float64")
@@ -350,7 +350,7 @@ class DatasetStoreConformance:
         meta = store.commit("d")
         data = store.open_array("d")[:]
         assert np.signbit(data).all()
-        assert meta["checksum"] == sha256_of(np.full((4, 3), -0.0))
+        assert meta.checksum == sha256_of(np.full((4, 3), -0.0))
 
     def test_concurrent_puts_then_commit(self, store, rng):
         store.create("d", 16, "float32")
@@ -374,7 +374,7 @@ class DatasetStoreConformance:
         assert errors == []
         meta = store.commit("d")
         expected = np.concatenate(blocks).astype(np.float32)
-        assert meta["chunks"] == list(range(8)) and meta["n_rows"] == expected.shape[0]
+        assert meta.chunks == list(range(8)) and meta.n_rows == expected.shape[0]
         assert store.open_array("d")[:].tobytes() == expected.tobytes()
 
     def test_concurrent_same_index_different_content_one_wins(self, store, rng):
@@ -413,7 +413,7 @@ class DatasetStoreConformance:
         finally:
             tracemalloc.stop()
         assert peak < 6 * 2**20
-        assert store.get("big")["n_rows"] == 16 * 512
+        assert store.get("big").n_rows == 16 * 512
 
     # ------------------------------------------------------------- atomicity
     def test_no_temporary_files_left(self, store, root, rng):
@@ -438,15 +438,15 @@ class DatasetStoreConformance:
         (folder / "segments" / "0001.zarr").mkdir()  # renamed into place, then the commit died
         (root / "datasets" / "halfmade").mkdir()
         (root / "datasets" / ".old.deleted-123").mkdir()
-        assert store.get("d")["chunks"] == [0]
-        assert [m["name"] for m in store.list()] == ["d"]
+        assert store.get("d").chunks == [0]
+        assert [m.name for m in store.list()] == ["d"]
         meta = store.commit("d")
-        assert meta["chunks"] == [0] and meta["n_rows"] == 5
+        assert meta.chunks == [0] and meta.n_rows == 5
         assert store.open_array("d")[:].tobytes() == rows.tobytes()
         assert not (folder / "segments" / ".0001.zarr.tmp-0badc0ffee00").exists()
         with pytest.raises(NotFound):
             store.get("halfmade")
-        assert store.create("halfmade", 2, "float32")["status"] == "open"
+        assert store.create("halfmade", 2, "float32").status == "open"
 
     def test_meta_document_on_disk(self, store, root):
         store.create("d", 3, "float32")

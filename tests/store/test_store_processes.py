@@ -44,5 +44,5 @@ def test_uploads_and_updates_from_two_processes(root):
     assert record.status == "running"
     meta = datasets.commit("shared")
     expected = np.concatenate([_chunk(i) for i in range(8)])
-    assert meta["n_rows"] == expected.shape[0]
+    assert meta.n_rows == expected.shape[0]
     assert datasets.open_array("shared")[:].tobytes() == expected.tobytes()

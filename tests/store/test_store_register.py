@@ -37,14 +37,14 @@ def test_register_reads_rows_without_writing_there(store, external, rng):
     url = make_zarr(external / "x.zarr", values, chunks=(7, 5))
     before = snapshot(external)
     meta = store.register("ext", url)
-    assert meta["status"] == "ready" and meta["version"] == 1
-    assert (meta["n_rows"], meta["n_features"], meta["dtype"]) == (20, 5, "float32")
-    assert meta["source"] == {"zarr": url} and meta["source_dtype"] == "float32"
-    assert meta["zarr_chunk_rows"] == 7 and meta["chunks"] == [0, 1, 2] and meta["staged"] == []
-    assert meta["checksum"] == version_checksum(values[:7], values[7:14], values[14:])
-    assert meta["versions"] == [{"version": 1, "n_rows": 20, "n_chunks": 3, "checksum": meta["checksum"],
-                                 "committed_at": meta["committed_at"]}]
-    assert store.get("ext") == meta and [m["name"] for m in store.list()] == ["ext"]
+    assert meta.status == "ready" and meta.version == 1
+    assert (meta.n_rows, meta.n_features, meta.dtype) == (20, 5, "float32")
+    assert meta.source.zarr == url and meta.source_dtype == "float32"
+    assert meta.zarr_chunk_rows == 7 and meta.chunks == [0, 1, 2] and meta.staged == []
+    assert meta.checksum == version_checksum(values[:7], values[7:14], values[14:])
+    assert [v.model_dump() for v in meta.versions] == [
+        {"version": 1, "n_rows": 20, "n_chunks": 3, "checksum": meta.checksum, "committed_at": meta.committed_at}]
+    assert store.get("ext") == meta and [m.name for m in store.list()] == ["ext"]
     rows = store.open_array("ext")
     assert rows.shape == (20, 5) and rows.dtype == np.float32 and rows.chunks == (7, 5)
     assert rows[:].tobytes() == values.tobytes()
@@ -66,22 +66,22 @@ def test_delete_keeps_the_external_array(store, external, rng):
         store.get("ext")
     assert snapshot(external) == before
     np.testing.assert_array_equal(zarr.open_array(url, mode="r")[:], values)
-    assert store.register("ext", url)["n_rows"] == 9  # the name is free again
+    assert store.register("ext", url).n_rows == 9  # the name is free again
 
 
 def test_integer_source_is_read_as_float64(store, external):
     values = np.arange(-12, 12, dtype=np.int16).reshape(8, 3)
     url = make_zarr(external / "ints.zarr", values, chunks=(3, 3))
     meta = store.register("ints", url)
-    assert (meta["dtype"], meta["source_dtype"]) == ("float64", "int16")
+    assert (meta.dtype, meta.source_dtype) == ("float64", "int16")
     rows = store.open_array("ints")
     assert rows.dtype == np.float64
     assert rows[2:7].dtype == np.float64
     np.testing.assert_array_equal(rows[:], values.astype(np.float64))
     as_f64 = values.astype(np.float64)
-    assert meta["checksum"] == version_checksum(as_f64[:3], as_f64[3:6], as_f64[6:])
+    assert meta.checksum == version_checksum(as_f64[:3], as_f64[3:6], as_f64[6:])
     meta32 = store.register("ints32", url, dtype="float32")
-    assert (meta32["dtype"], meta32["source_dtype"]) == ("float32", "int16")
+    assert (meta32.dtype, meta32.source_dtype) == ("float32", "int16")
     assert store.open_array("ints32")[:].dtype == np.float32
 
 
@@ -89,18 +89,18 @@ def test_column_chunked_and_sharded_sources(store, external, rng):
     values = rng.normal(size=(17, 6))
     url = make_zarr(external / "cols.zarr", values, chunks=(5, 2))
     meta = store.register("cols", url)
-    assert meta["zarr_chunk_rows"] == 5 and store.open_array("cols").chunks == (5, 6)
-    assert meta["checksum"] == version_checksum(values[:5], values[5:10], values[10:15], values[15:])
+    assert meta.zarr_chunk_rows == 5 and store.open_array("cols").chunks == (5, 6)
+    assert meta.checksum == version_checksum(values[:5], values[5:10], values[10:15], values[15:])
     url = make_zarr(external / "sharded.zarr", values, chunks=(4, 6), shards=(8, 6))
     meta = store.register("sharded", url)
-    assert meta["zarr_chunk_rows"] == 8 and meta["chunks"] == [0, 1, 2]
+    assert meta.zarr_chunk_rows == 8 and meta.chunks == [0, 1, 2]
     assert store.open_array("sharded")[:].tobytes() == values.tobytes()
 
 
 def test_zarr_v2_source(store, external, rng):
     values = rng.normal(size=(6, 2))
     url = make_zarr(external / "v2.zarr", values, chunks=(4, 2), zarr_format=2)
-    assert store.register("v2", url)["n_rows"] == 6
+    assert store.register("v2", url).n_rows == 6
     np.testing.assert_array_equal(store.open_array("v2")[:], values)
 
 
@@ -127,7 +127,7 @@ def test_source_too_large_for_float32_is_rejected(store, external):
     with pytest.raises(Invalid) as info:
         store.register("big", url, dtype="float32")
     assert info.value.field == "source" and info.value.message.startswith("row 3 contains values too large")
-    assert store.register("big", url)["dtype"] == "float64"
+    assert store.register("big", url).dtype == "float64"
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,7 @@ def test_unopenable_sources(store, external, root, rng):
     assert info.value.field == "source" and "data folder" in info.value.message
     with pytest.raises(Invalid):
         store.register("src", "file://" + str(store.array_path("own")))
-    assert [m["name"] for m in store.list()] == ["own"]
+    assert [m.name for m in store.list()] == ["own"]
 
 
 def test_bad_dtype_and_name_clash(store, external, rng):
@@ -193,7 +193,7 @@ def test_bad_dtype_and_name_clash(store, external, rng):
     with pytest.raises(Conflict) as info:
         store.register("taken", url)
     assert info.value.field == "name"
-    assert store.get("taken")["status"] == "open"
+    assert store.get("taken").status == "open"
     assert sorted(os.listdir(store.array_path("taken").parent.parent)) == ["meta.json"]
 
 

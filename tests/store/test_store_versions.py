@@ -28,7 +28,7 @@ class VersionsConformance:
         v1_blocks = [rng.normal(size=(m, 5)) for m in (4, 6)]
         self.upload(store, "d", 0, v1_blocks)
         v1 = store.commit("d")
-        assert (v1["version"], v1["n_rows"], v1["chunks"], v1["staged"]) == (1, 10, [0, 1], [])
+        assert (v1.version, v1.n_rows, v1.chunks, v1.staged) == (1, 10, [0, 1], [])
         v1_rows = store.open_array("d")[:]
 
         new_blocks = [rng.normal(size=(m, 5)) for m in (3, 1, 7)]
@@ -36,22 +36,22 @@ class VersionsConformance:
         for offset, block in enumerate(new_blocks):
             staged = store.put_chunk("d", 2 + offset, block)
         # staged appends are reported, the committed version is unchanged
-        assert (staged["status"], staged["version"], staged["n_rows"]) == ("ready", 1, 10)
-        assert staged["chunks"] == [0, 1] and staged["staged"] == [2, 3, 4]
-        assert staged["checksum"] == v1["checksum"]
+        assert (staged.status, staged.version, staged.n_rows) == ("ready", 1, 10)
+        assert staged.chunks == [0, 1] and staged.staged == [2, 3, 4]
+        assert staged.checksum == v1.checksum
 
         v2 = store.commit("d")
-        assert (v2["status"], v2["version"], v2["n_rows"]) == ("ready", 2, 21)
-        assert v2["chunks"] == [0, 1, 2, 3, 4] and v2["staged"] == []
-        assert v2["checksum"] == version_checksum(*v1_blocks, *new_blocks) != v1["checksum"]
-        assert v1["checksum"] == version_checksum(*v1_blocks)
-        assert v2["versions"] == [
-            {"version": 1, "n_rows": 10, "n_chunks": 2, "checksum": v1["checksum"],
-             "committed_at": v1["committed_at"]},
-            {"version": 2, "n_rows": 21, "n_chunks": 5, "checksum": v2["checksum"],
-             "committed_at": v2["committed_at"]},
+        assert (v2.status, v2.version, v2.n_rows) == ("ready", 2, 21)
+        assert v2.chunks == [0, 1, 2, 3, 4] and v2.staged == []
+        assert v2.checksum == version_checksum(*v1_blocks, *new_blocks) != v1.checksum
+        assert v1.checksum == version_checksum(*v1_blocks)
+        assert [v.model_dump() for v in v2.versions] == [
+            {"version": 1, "n_rows": 10, "n_chunks": 2, "checksum": v1.checksum,
+             "committed_at": v1.committed_at},
+            {"version": 2, "n_rows": 21, "n_chunks": 5, "checksum": v2.checksum,
+             "committed_at": v2.committed_at},
         ]
-        assert v2["committed_at"] >= v1["committed_at"]
+        assert v2.committed_at >= v1.committed_at
         assert store.get("d") == v2
 
         latest = store.open_array("d")
@@ -101,11 +101,11 @@ class VersionsConformance:
             "numbered from 2 without gaps; upload them and commit again"
         )
         meta = store.get("d")
-        assert (meta["version"], meta["staged"], meta["checksum"]) == (1, [4, 6], v1["checksum"])
+        assert (meta.version, meta.staged, meta.checksum) == (1, [4, 6], v1.checksum)
         for index in (2, 3, 5):
             store.put_chunk("d", index, np.full((1, 2), index))
         v2 = store.commit("d")
-        assert (v2["version"], v2["n_rows"]) == (2, 2 + 3 + 2 * 2)
+        assert (v2.version, v2.n_rows) == (2, 2 + 3 + 2 * 2)
         np.testing.assert_array_equal(store.open_array("d")[:, 0], [0, 1, 2, 3, 4, 4, 5, 6, 6])
 
     def test_commit_with_nothing_staged_is_a_noop(self, store, root):
@@ -123,11 +123,11 @@ class VersionsConformance:
         parts = [rng.normal(size=(m, n_features)) for m in (40, 25, 30)]
         for version, part in enumerate(parts, start=1):
             store.put_chunk("wide", version - 1, part)
-            assert store.commit("wide")["version"] == version
+            assert store.commit("wide").version == version
         expected = np.concatenate(parts)
         rows = store.open_array("wide")
         assert rows.shape == (95, n_features) and rows.dtype == np.float64
-        assert rows.chunks == (32, n_features) and store.get("wide")["zarr_chunk_rows"] == 32
+        assert rows.chunks == (32, n_features) and store.get("wide").zarr_chunk_rows == 32
         for key in (slice(None), slice(35, 45), slice(39, 41), slice(40, 41), slice(0, 95), slice(30, 70),
                     slice(60, 66), slice(90, 200), slice(-10, None), slice(50, 50), slice(3, 90, 7),
                     slice(None, None, -9)):
@@ -180,7 +180,7 @@ class VersionsConformance:
         added = rng.normal(size=(4, 3)).astype(np.float32)
         store.put_chunk("d", 1, added)
         v2 = store.commit("d")
-        assert v2["checksum"] == version_checksum(first, added)
+        assert v2.checksum == version_checksum(first, added)
         assert store.open_array("d")[10:14].tobytes() == added.tobytes()
 
     def test_append_leaves_segment_1_untouched(self, store, root, rng):
@@ -219,9 +219,9 @@ class VersionsConformance:
         for thread in threads:
             thread.join(30)
         assert errors == []
-        assert store.get("d")["staged"] == list(range(1, 9))
+        assert store.get("d").staged == list(range(1, 9))
         v2 = store.commit("d")
-        assert v2["n_rows"] == 5 + sum(b.shape[0] for b in blocks.values())
+        assert v2.n_rows == 5 + sum(b.shape[0] for b in blocks.values())
         tail = np.concatenate([blocks[i] for i in range(1, 9)]).astype(np.float32)
         assert store.open_array("d")[5:].tobytes() == tail.tobytes()
 
@@ -242,7 +242,7 @@ class VersionsConformance:
         added = rng.normal(size=(3, 2))
         store.put_chunk("d", 1, added)
         v2 = store.commit("d")
-        assert (v2["version"], v2["staged"], v2["chunks"]) == (2, [], [0, 1])
+        assert (v2.version, v2.staged, v2.chunks) == (2, [], [0, 1])
         assert store.open_array("d")[:].tobytes() == np.concatenate([rows, added]).tobytes()
         assert not (folder / "staging").exists()
         assert temp_leftovers(root) == []
@@ -257,12 +257,12 @@ class TestLocalVersions(VersionsConformance):
 def test_open_set_reports_every_new_key(root):
     store = DatasetStore(root)
     meta = store.create("d", 3, "float32")
-    assert set(meta) == {
+    assert set(meta.model_dump()) == {
         "name", "status", "n_features", "dtype", "n_rows", "chunks", "checksum", "zarr_chunk_rows",
         "created_at", "committed_at", "schema_version", "version", "versions", "staged", "source",
-        "source_dtype", "corrupt_chunks", "damaged_staged",
+        "source_dtype", "corrupt_chunks", "damaged_staged", "error",
     }
-    assert (meta["version"], meta["versions"], meta["staged"], meta["source"]) == (0, [], [], None)
+    assert (meta.version, meta.versions, meta.staged, meta.source, meta.error) == (0, [], [], None, None)
     meta = store.put_chunk("d", 1, np.ones((2, 3)))
-    assert (meta["chunks"], meta["staged"], meta["n_rows"]) == ([1], [1], 2)
+    assert (meta.chunks, meta.staged, meta.n_rows) == ([1], [1], 2)
     assert os.path.exists(root / "datasets" / "d" / "staging" / "000001.npy")
