@@ -39,11 +39,12 @@ from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal
 from kpca.rows import Centering, KernelRows
 from kpca.solvers import get_solver
 from kpca.solvers._blocked import _scatter_add, require_complete
-from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
+from kpca.solvers._sharded import (SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
 
 __all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "unit_bounds", "reduction_unit", "split_state",
-           "send_start", "join_state", "sharded_centering", "run_sharded_passes", "SegmentUpdate", "state_rows"]
+           "send_start", "join_state", "sharded_centering", "run_sharded_passes", "SegmentUpdate", "state_rows",
+           "SHARDED_KEYS", "STATE_COLUMNS"]
 
 REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
 SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is sent as one update

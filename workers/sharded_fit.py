@@ -27,7 +27,7 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
-from kpca.shards import (SHARDED_KEYS, ShardGroup, join_state, reduction_unit, run_sharded_passes, send_start,
+from kpca.shards import (SHARDED_KEYS, STATE_COLUMNS, ShardGroup, join_state, reduction_unit, run_sharded_passes, send_start,
                          sharded_centering, state_rows, unit_bounds)
 from kpca.solvers import get_solver
 from kpca.solvers._ritz import ritz_values
@@ -109,7 +109,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     try:
         latest = checkpoints.latest_pass(name)
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
-        resume = None if latest is None else job.restored(checkpoints.load(name, latest, without=SHARDED_KEYS))
+        resume = None if latest is None else job.restored(checkpoints.load(name, latest, without=STATE_COLUMNS))
         prepared = job.prepare(record, rows, resume, centre=lambda rows: _sharded_centering(group))
         if prepared.started:
             state, history = send_start(prepared.state, group), []

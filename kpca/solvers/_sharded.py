@@ -33,7 +33,8 @@ from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform
 __all__ = ["SegmentUpdate", "sharded_step_block", "sharded_begin_pass", "sharded_diverged"]
 
 # the state entries held by the shards (their columns), not by the coordinator
-SHARDED_KEYS = ("A", "AK", "B", "BK", "centering_column_means")
+STATE_COLUMNS = ("A", "AK", "B", "BK")  # the solver state's l columns, each shard keeps its own
+SHARDED_KEYS = (*STATE_COLUMNS, "centering_column_means")
 
 
 class SegmentUpdate:

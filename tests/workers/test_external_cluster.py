@@ -128,7 +128,7 @@ def test_a_fit_sharded_over_the_external_workers_equals_the_one_process_fit(sche
             assert time.monotonic() < deadline
             time.sleep(0.1)
     assert record.status == "completed", record.error
-    assert record.params_used["workers"] == 2 and record.progress.workers == 2
+    assert "workers" not in record.params_used and record.progress.workers == 2
     assert FitJob(tmp_path).run("reference") == "completed"
     got, want = checkpoints.load("sharded"), checkpoints.load("reference")
     for key in ("A", "AK", "B", "BK", "rho", "centering_column_means"):
