@@ -81,7 +81,7 @@ def write_dataset(root: Path, name: str, X: np.ndarray, chunk_rows: int = 8192) 
 def end_to_end(backend, root: Path, dataset: DatasetInfo, timeout: float = 1800.0) -> dict:
     """KHA-SMD fits with ``workers`` 1 then 2 on ``dataset``: per-pass and wall seconds, agreement."""
     from store import CheckpointStore, ModelRegistry
-    from store.records import ModelRecord, Placement
+    from store.jobs.records import ModelRecord, Placement
 
     registry, fits = ModelRegistry(root), {}
     for k in (1, 2):

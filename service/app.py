@@ -26,8 +26,8 @@ from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
-from store.archive import sweep_imports
-from store.jobs import JobRegistry
+from store.jobs.archive import sweep_imports
+from store.jobs.registry import JobRegistry
 from workers import Backend
 from workers.plugins import import_modules
 

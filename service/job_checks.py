@@ -9,7 +9,7 @@ from kpca.clustering import check_clustering
 from kpca.fitting import FitRequest
 from kpca.kernel_scale import check_kernel_scale, sample_max_sq_norm
 from kpca.kernels import KernelSpec
-from store.dataset_meta import DatasetInfo
+from store.datasets.records import DatasetInfo
 
 
 def check_kernel_on_data(datasets, dataset: DatasetInfo, kernel: KernelSpec, params: dict | None = None) -> None:

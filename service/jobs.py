@@ -1,8 +1,8 @@
 """What the routes of every kind of job share (``/v1/models``, ``/v1/clusterings``): starting and
 submitting to the cluster, cancel, resume, delete.
 
-Each takes the kind's registry (`store.jobs.JobRegistry`); the record
-(`store.records.JobRecord`) names the kind and its route in messages and
+Each takes the kind's registry (`store.jobs.registry.JobRegistry`); the record
+(`store.jobs.records.JobRecord`) names the kind and its route in messages and
 ``Location`` headers. No route ever waits on a fit.
 """
 
@@ -14,7 +14,7 @@ from fastapi import Response, status
 
 from service.errors import ApiError
 from store.errors import NotFound
-from store.records import ACTIVE, JobRecord
+from store.jobs.records import ACTIVE, JobRecord
 
 log = logging.getLogger(__name__)
 

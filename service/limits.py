@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kpca.images import patch_count
 from service.errors import ApiError, error_response
-from store.records import ACTIVE
+from store.jobs.records import ACTIVE
 
 
 class BodyTooLarge(ApiError):

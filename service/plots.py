@@ -20,7 +20,7 @@ import numpy as np
 from kpca.images import patch_side
 
 DPI = 100
-#: words for the convergence metrics of `store.records.Convergence` (others: the name, underscores as spaces)
+#: words for the convergence metrics of `store.jobs.records.Convergence` (others: the name, underscores as spaces)
 METRIC_WORDS = {
     "excess_error": "excess reconstruction error, E / E_min - 1",
     "relative_error": "relative reconstruction error, E / ||K'||",
@@ -60,7 +60,7 @@ def convergence_png(history: list[dict], title: str, width: int = 900, height: i
     Parameters
     ----------
     history : list of dict
-        Pass records as `store.records.PassRecord` dumps them: ``pass``,
+        Pass records as `store.jobs.records.PassRecord` dumps them: ``pass``,
         ``convergence`` ({metric, value, iterate}), ``eigenvalues``.
     title : str
         The figure's title (the model and its status).

@@ -1,22 +1,24 @@
-"""Persistence: zarr data sets in immutable versions, atomic versioned checkpoints, the model and
-clustering records (`store.jobs`: one registry per kind of job).
+"""Persistence, one sub-package per resource: data sets (`store.datasets`: zarr rows in immutable
+versions) and jobs (`store.jobs`: the model and clustering records, one registry per kind, their
+atomic versioned checkpoints and model archives); what both use stays here (atomic writes, folders
+and locks, names, errors, checksums, .npy files, timestamps).
 
 No HTTP and no dask here; numpy, zarr, pydantic (the typed records: a model's,
-`store.records`; a data set's, `store.dataset_meta`) and the standard library. Every write is atomic (temporary
-name, fsync, rename) and every stored document carries a ``schema_version``
-(model records 2, the others 1). Names are validated by `validate_name`, so
+`store.jobs.records`; a data set's, `store.datasets.records`) and the standard library. Every write
+is atomic (temporary name, fsync, rename) and every stored document carries a ``schema_version``
+(model records 3, clustering records 2, the others 1). Names are validated by `validate_name`, so
 no input can address a path outside the data folder.
 """
 
-from store.checkpoints import CheckpointStore
-from store.clusterings import ClusteringRecord, ClusteringRegistry
-from store.dataset_meta import DatasetInfo, DatasetRecord
-from store.datasets import DatasetStore
+from store.jobs.checkpoints import CheckpointStore
+from store.jobs.clusterings import ClusteringRecord, ClusteringRegistry
+from store.datasets.records import DatasetInfo, DatasetRecord
+from store.datasets.dataset_store import DatasetStore
 from store.errors import Conflict, Invalid, NotFound, StoreError
-from store.models import ModelRegistry
+from store.jobs.models import ModelRegistry
 from store.names import validate_name
-from store.records import ModelRecord
-from store.segments import RowWindow, SegmentedRows
+from store.jobs.records import ModelRecord
+from store.datasets.segments import RowWindow, SegmentedRows
 
 __all__ = [
     "CheckpointStore",

@@ -4,7 +4,7 @@
 that is cast to the data set's dtype, C-contiguous, in native (little-endian)
 byte order. For an uploaded set a chunk is one ``PUT .../chunks/{index}``;
 for a registered zarr array it is one row chunk of that array (see
-`store.sources`).
+`store.datasets.sources`).
 
 *Version checksum*: ``"sha256:"`` followed by the sha256 hex digest of the
 ASCII concatenation of the chunk digests (64 hex characters each) in chunk

@@ -119,7 +119,7 @@ def test_no_import_cycles():
 
 def test_the_graph_is_read():
     """The checks above see real edges (guards against a parser that finds nothing)."""
-    assert "kpca.solvers" in GRAPH["kpca.driver"] and "store.records" in GRAPH["store.models"]
+    assert "kpca.solvers" in GRAPH["kpca.driver"] and "store.jobs.records" in GRAPH["store.jobs.models"]
     assert len(MODULES) > 60
 
 

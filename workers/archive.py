@@ -1,6 +1,6 @@
 """Importing a model archive: the check that needs the numerics, then the store's import.
 
-`store.archive.import_archive` verifies an archive's members, record, rows and
+`store.jobs.archive.import_archive` verifies an archive's members, record, rows and
 checkpoint format, and creates the model; whether the checkpoint actually serves
 the record's components over the rows takes a served model and a projection, so
 it is done here (`check_served`) and handed to the store (`import_model`).
@@ -14,8 +14,8 @@ import numpy as np
 
 from kpca.rows import KernelRows
 from kpca.solvers import served_model
-from store.archive import CHECKPOINT, RECORD, ROWS, import_archive
-from store.records import ModelRecord
+from store.jobs.archive import CHECKPOINT, RECORD, ROWS, import_archive
+from store.jobs.records import ModelRecord
 
 
 def check_served(state: dict, record: ModelRecord, rows: np.ndarray) -> None:
@@ -37,7 +37,7 @@ def check_served(state: dict, record: ModelRecord, rows: np.ndarray) -> None:
 
 def import_model(data_dir: str | Path, path: str | Path, name: str | None = None, dataset: str | None = None,
                  owner: str | None = None) -> ModelRecord:
-    """Import the model archive at ``path`` into data folder ``data_dir``: `store.archive.import_archive`
+    """Import the model archive at ``path`` into data folder ``data_dir``: `store.jobs.archive.import_archive`
     with `check_served`; the stored, completed record. Errors as there (`store.errors.Invalid` on
     ``body`` for a refused archive, `store.errors.Conflict` on ``name`` or ``dataset``).
 

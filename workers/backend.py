@@ -19,7 +19,7 @@ import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
 from store import DatasetInfo, DatasetStore, ModelRegistry, NotFound
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from workers import archive as archive_task
 from workers import cluster as cluster_task
 from workers import fit as fit_task

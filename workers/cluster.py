@@ -25,7 +25,7 @@ on) over other rows and with more to say after each pass
   for the eigenvectors of L: the excess error of eq. 22 on L where l is
   below the exact limit, else the change of the eigenvalue estimates;
 * on completion the final labels are written to the clustering's
-  ``labels.npy`` (`store.clusterings.ClusteringRegistry.save_labels`) before
+  ``labels.npy`` (`store.jobs.clusterings.ClusteringRegistry.save_labels`) before
   the record says ``completed``, with the final ``variation_of_information``.
 
 Costs per pass besides the solver's: O(k^2 l) for the embedding and k-means
@@ -43,7 +43,7 @@ from kpca.affinity import AffinityRows
 from kpca.clustering import Clustering, check_clustering, clustering_from_state, solver_state
 from kpca.metrics import variation_of_information
 from store import ClusteringRegistry, DatasetStore
-from store.clusterings import ClusteringPassRecord, ClusteringRecord
+from store.jobs.clusterings import ClusteringPassRecord, ClusteringRecord
 from workers.fit import FitJob
 from workers.progress import still_ours
 from workers.serve import load_latest

@@ -4,7 +4,7 @@
 driver every kind of job shares (`workers.cluster` runs clusterings with it).
 It takes the model's *fit lease* (an flock the kernel releases if the process
 dies, so at most one live runner per model), reads the model record
-(`store.records.ModelRecord`) and the data set version from `store/`,
+(`store.jobs.records.ModelRecord`) and the data set version from `store/`,
 streams kernel rows from the zarr chunks
 (`kpca.rows.KernelRows`) and runs the record's solver (`kpca.solvers.SOLVERS`):
 
@@ -40,8 +40,8 @@ from kpca.rows import KernelRows
 from kpca.solvers import Diverged, Iteration, Stopped, get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.errors import Corrupt
-from store.jobs import JobRegistry
-from store.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
+from store.jobs.registry import JobRegistry
+from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
 from workers.progress import ConvergenceFigure, ModelGone, PassReporter, completion_warnings, still_ours
 from workers.sharded_fit import fit_sharded, shard_request
 

@@ -1,7 +1,7 @@
 """Where a fit runs: how many dask workers share one KHA-family fit (docs/scaling.md).
 
 Placement is the job's, not the solver's: a model asks for it in ``placement.workers``
-(`store.records.Placement`), and the service's ``KPCA_SHARD_MIN_ROWS`` sets where a fit that does
+(`store.jobs.records.Placement`), and the service's ``KPCA_SHARD_MIN_ROWS`` sets where a fit that does
 not ask starts to be sharded. A solver says only whether its passes can be sharded
 (`kpca.solvers.Solver.shardable`).
 """

@@ -32,8 +32,8 @@ from kpca.model import KernelModel
 from kpca.solvers import served_model
 from kpca.rows import KernelRows
 from store import CheckpointStore, NotFound
-from store.jobs import JobRegistry
-from store.records import Convergence, JobRecord, PassRecord, Progress
+from store.jobs.registry import JobRegistry
+from store.jobs.records import Convergence, JobRecord, PassRecord, Progress
 
 
 class ModelGone(Exception):

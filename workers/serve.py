@@ -24,7 +24,7 @@ from kpca.solvers import served_model
 from kpca.preimage import LearnedInverse, reconstruct
 from kpca.solvers import get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from workers.fit import open_rows
 
 _MAX_MODELS = 4

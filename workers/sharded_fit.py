@@ -31,7 +31,7 @@ from kpca.shards import (SHARDED_KEYS, STATE_COLUMNS, ShardGroup, join_state, re
                          sharded_centering, state_rows, unit_bounds)
 from kpca.solvers import get_solver
 from kpca.solvers._ritz import ritz_values
-from store.records import JobRecord
+from store.jobs.records import JobRecord
 from workers.placement import shard_count, shard_min_rows
 from workers.progress import ConvergenceFigure, PassReporter, completion_warnings, still_ours
 from workers.shards import ActorGroup, ShardLost, fit_workers

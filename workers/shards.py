@@ -5,7 +5,7 @@ over them.
 An actor (``client.submit(ShardActor, ..., actor=True, workers=[address])``) is a Python object kept
 in one worker's memory; its method calls go from the coordinator to that worker directly, without
 the scheduler, and run one at a time on the worker's actor thread, so the worker's task threads stay
-free for projections. A `ShardActor` opens its own rows from the store (`store.segments.RowWindow`
+free for projections. A `ShardActor` opens its own rows from the store (`store.datasets.segments.RowWindow`
 over the data set version: only its chunks are read) and reads and writes its own part of each
 checkpoint (`store.CheckpointStore.save_part`, `load_columns`), so nothing l-sized crosses the
 network, during a pass or at a checkpoint.
@@ -27,7 +27,7 @@ from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
 from kpca.shards import Shard, ShardGroup
 from store import CheckpointStore, DatasetStore
-from store.segments import RowWindow
+from store.datasets.segments import RowWindow
 
 __all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "COLUMN_KEYS"]
 
@@ -69,7 +69,7 @@ class ShardActor(Shard):
     unit_rows : int
         The reduction unit (`kpca.shards.reduction_unit`).
     kind_folder, kind : str
-        The job registry's folder and kind (`store.jobs.JobRegistry`): where the checkpoints are.
+        The job registry's folder and kind (`store.jobs.registry.JobRegistry`): where the checkpoints are.
     """
 
     def __init__(self, data_dir: str, dataset: str, version: int, kernel: dict, precision: str, first: int,

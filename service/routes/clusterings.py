@@ -2,7 +2,7 @@
 
 Create (start), list, read (status, progress, history and, once completed, a
 page of labels), delete, cancel, resume, and predict the clusters of new
-rows. The record (`store.clusterings.ClusteringRecord`) is the only source
+rows. The record (`store.jobs.clusterings.ClusteringRecord`) is the only source
 of a clustering's state: the service writes it once (``queued``), the worker
 (`workers.cluster`) writes the rest; routes share the models' job helpers
 (`service.jobs`) and serving checks (`service.routes.serving`).
@@ -45,8 +45,8 @@ from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.serving import ProjectRequest
 from service.security import READ, WRITE, access
-from store.clusterings import ClusteringRecord
-from store.records import Placement
+from store.jobs.clusterings import ClusteringRecord
+from store.jobs.records import Placement
 
 router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"])
 

@@ -1,7 +1,7 @@
 """Reading a data set's rows back: one chunk (``.npy`` or JSON) or a whole version streamed as ``.npy``.
 
 Only committed versions are readable (their rows pass the integrity check of
-`store.integrity` on the way out); a staged chunk is a 409 on ``index`` until
+`store.datasets.integrity` on the way out); a staged chunk is a 409 on ``index`` until
 the data set is committed.
 """
 

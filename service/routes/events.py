@@ -17,7 +17,7 @@ from service.deps import ModelsDep
 from service.routes.models import ERRORS, ModelName
 from service.security import READ, access
 from store.errors import NotFound
-from store.records import TERMINAL, ModelRecord, PassRecord
+from store.jobs.records import TERMINAL, ModelRecord, PassRecord
 
 EVENT_POLL_S = 0.25
 

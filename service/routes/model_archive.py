@@ -1,6 +1,6 @@
 """A model moved between services: ``GET /v1/models/{name}/export`` and ``POST /v1/models/import``.
 
-The archive (`store.archive`) is a tar of the model's record, the checkpoint
+The archive (`store.jobs.archive`) is a tar of the model's record, the checkpoint
 it serves from, its training rows and a manifest of sha256 digests. Export
 streams it; import streams the request body to a temporary file in the data
 folder, then hands it to the backend (`workers.Backend.import_model`), which
@@ -29,7 +29,7 @@ from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import ModelPublic
 from service.security import READ, WRITE, access
-from store.archive import MEDIA_TYPE, ModelExport
+from store.jobs.archive import MEDIA_TYPE, ModelExport
 
 router = APIRouter(prefix=models_router.prefix, tags=["models"])
 

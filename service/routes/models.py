@@ -1,6 +1,6 @@
 """``/v1/models`` lifecycle: create (start a fit), list, read, delete, cancel, resume, checkpoints.
 
-The registry record (`store.records.ModelRecord`) is the only source of a
+The registry record (`store.jobs.records.ModelRecord`) is the only source of a
 model's state: the service writes it once (``queued``) and then only reads
 it; the worker that runs the fit writes status, progress, history and
 errors. No route ever waits on a fit.
@@ -24,7 +24,7 @@ from service.schemas.models import (
     CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic, ModelSummary,
 )
 from service.security import READ, WRITE, access
-from store.records import ModelRecord, Placement
+from store.jobs.records import ModelRecord, Placement
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

@@ -37,9 +37,9 @@ from service.schemas.serving import (
     TransformRequest,
 )
 from service.security import READ, WRITE, access
-from store.dataset_meta import DatasetInfo
+from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound
-from store.records import JobRecord
+from store.jobs.records import JobRecord
 
 router = APIRouter(prefix="/v1/models", tags=["serving"])
 

@@ -1,7 +1,7 @@
 """Schemas of ``/v1/clusterings``: create, read (with a page of labels), resume, predict.
 
 A clustering as the API shows it (`ClusteringPublic`) is its stored record
-(`store.clusterings.ClusteringRecord`) without what only the service needs
+(`store.jobs.clusterings.ClusteringRecord`) without what only the service needs
 (`service.schemas.jobs`) plus, once completed, a page of its labels.
 """
 
@@ -16,7 +16,7 @@ from kpca.params import ParamError
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverParams, check_solver_params
 from service.schemas.jobs import public_model
-from store.clusterings import ClusteringRecord
+from store.jobs.clusterings import ClusteringRecord
 
 LABELS_PAGE = 10_000  # labels in a GET unless labels_limit says otherwise
 MAX_LABELS_PAGE = 100_000

@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, PlainSerializer, PlainValidator, Wit
 from kpca.kernels import KERNELS, KernelSpec
 from kpca.params import Param, ParamError, check_params
 from kpca.solvers import SOLVERS, get_solver
-from store.records import kernel_json_schema
+from store.jobs.records import kernel_json_schema
 
 
 def _kernel(value: Any) -> KernelSpec:

@@ -2,7 +2,7 @@
 the service needs (``schema_version``, ``owner``, the exact limit of its placement), with the kernel the
 fit used in ``params_used.kernel``.
 
-The stored records (`store.records.JobRecord` and its kinds) are the service's own; the API's view of
+The stored records (`store.jobs.records.JobRecord` and its kinds) are the service's own; the API's view of
 each kind is made from the record type's own fields (`public_model`: their types and descriptions,
 less `PRIVATE_FIELDS`), so the two cannot drift apart, and built from a record by `JobPublic.of`.
 """
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, create_model
 
 from kpca.params import Param
-from store.records import JobRecord
+from store.jobs.records import JobRecord
 
 #: fields of a stored record that the API does not show
 PRIVATE_FIELDS = ("schema_version", "owner", "fit_kernel")

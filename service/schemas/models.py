@@ -1,6 +1,6 @@
 """Schemas of the ``/v1/models`` lifecycle: create, read, resume, checkpoints.
 
-A model as the API shows it (`ModelPublic`) is its stored record (`store.records.ModelRecord`) without
+A model as the API shows it (`ModelPublic`) is its stored record (`store.jobs.records.ModelRecord`) without
 what only the service needs (`service.schemas.jobs`).
 """
 
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverName, SolverParams, check_solver_params
 from service.schemas.jobs import PlacementPublic, public_model
-from store.records import FitError, ModelRecord, Progress
+from store.jobs.records import FitError, ModelRecord, Progress
 
 
 ModelPublic = public_model("ModelPublic", ModelRecord, "A model: its configuration and its fit's state.")
@@ -83,7 +83,7 @@ class ModelSummary(BaseModel):
 
     @classmethod
     def of(cls, record, full: bool) -> "ModelSummary":
-        """The summary of ``record`` (`store.records.ModelRecord`), or all its public fields
+        """The summary of ``record`` (`store.jobs.records.ModelRecord`), or all its public fields
         (`ModelPublic`) if ``full``."""
         document = ModelPublic.of(record).model_dump(by_alias=True)
         if not full:

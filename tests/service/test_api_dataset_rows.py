@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from store import ClusteringRegistry, ModelRegistry
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from tests.api_checks import assert_error
 
 OCTET = {"Accept": "application/octet-stream"}

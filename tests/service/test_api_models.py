@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from store import ModelRegistry
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from tests.api_checks import assert_error
 
 N_ROWS, N_FEATURES = 40, 4

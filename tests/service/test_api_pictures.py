@@ -20,7 +20,7 @@ from PIL import Image
 
 from service import plots
 from store import ModelRegistry
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from tests.api_checks import assert_error, upload_rows, wait_for_fit
 from workers.serve import component_images
 

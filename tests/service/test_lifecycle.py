@@ -13,7 +13,7 @@ import pytest
 from client import UploadError, upload_array
 from store import ModelRegistry
 from store.names import validate_name
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from tests.api_checks import assert_error, error_message, upload_rows, wait_for_fit
 from tests.store_checks import version_checksum
 

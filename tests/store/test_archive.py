@@ -1,4 +1,4 @@
-"""`store.archive`: a completed model exported as one tar and imported into another data folder, and every
+"""`store.jobs.archive`: a completed model exported as one tar and imported into another data folder, and every
 kind of damaged or hostile archive refused before anything is created. Imports pass the real serving
 check (`workers.archive.check_served`), whose own tests are in tests/workers/test_import_check.py."""
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from store.archive import CHECKPOINT, MANIFEST, MEMBERS, RECORD, ROWS, ModelExport, import_archive
+from store.jobs.archive import CHECKPOINT, MANIFEST, MEMBERS, RECORD, ROWS, ModelExport, import_archive
 from store.errors import Conflict, Invalid
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from tests.store.store_helpers import all_files, build, link, members, regular, with_manifest_digests
 from workers.archive import check_served
 
@@ -210,7 +210,7 @@ def test_not_a_tar_is_refused(tmp_path):
 
 
 def test_start_up_sweeps_what_interrupted_imports_left(tmp_path):
-    from store.archive import STALE_IMPORT_S, sweep_imports
+    from store.jobs.archive import STALE_IMPORT_S, sweep_imports
 
     imports = tmp_path / ".imports"
     (imports / "0123abcd").mkdir(parents=True)

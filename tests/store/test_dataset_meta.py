@@ -13,9 +13,9 @@ import zarr
 
 from store import DatasetInfo, DatasetRecord, DatasetStore, NotFound
 from store.atomic import read_json
-from store.dataset_meta import SegmentDigests
+from store.datasets.records import SegmentDigests
 from store.folders import ResourceFolders
-from store.repair import mark
+from store.datasets.repair import mark
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LEGACY_SETS = [FIXTURES / "legacy_v1" / "data" / "datasets" / "digits",

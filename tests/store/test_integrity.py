@@ -11,7 +11,7 @@ import zarr
 
 from store import DatasetStore
 from store.errors import Corrupt, Invalid
-from store.integrity import rewrite_chunk
+from store.datasets.integrity import rewrite_chunk
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`store.segments.RowWindow`: rows first..stop-1 of a row source, indexed from 0."""
+"""`store.datasets.segments.RowWindow`: rows first..stop-1 of a row source, indexed from 0."""
 
 from __future__ import annotations
 

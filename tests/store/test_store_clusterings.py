@@ -1,4 +1,4 @@
-"""The clustering registry: records beside the models' (one job registry, `store.jobs`), the reference
+"""The clustering registry: records beside the models' (one job registry, `store.jobs.registry`), the reference
 labels checked at creation naming the field, labels written atomically and read a page at a time."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from store_helpers import temp_leftovers
 
 from store import (CheckpointStore, ClusteringRecord, ClusteringRegistry, Conflict, DatasetInfo, Invalid,
                    ModelRegistry, NotFound)
-from store.clusterings import ClusteringPassRecord
-from store.records import Convergence, ModelRecord, Progress
+from store.jobs.clusterings import ClusteringPassRecord
+from store.jobs.records import Convergence, ModelRecord, Progress
 
 DATASET = DatasetInfo(name="blobs", status="ready", n_rows=90, n_features=4, dtype="float64", version=1, checksum="abc")
 LABELS = DatasetInfo(name="truth", status="ready", n_rows=90, n_features=1, dtype="float64", version=2)

@@ -15,7 +15,7 @@ from store_helpers import all_files, temp_leftovers
 
 from store import Conflict, DatasetStore, Invalid, NotFound
 from store.npy import npy_shape
-from store.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
+from store.datasets.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
 
 
 def sha256_of(*chunks: np.ndarray) -> str:

@@ -10,7 +10,7 @@ import pytest
 from store_helpers import temp_leftovers
 
 from store import CheckpointStore, Conflict, Invalid, ModelRegistry, NotFound
-from store.records import BestCheckpoint, Convergence, FitError, ModelRecord, PassRecord, Progress
+from store.jobs.records import BestCheckpoint, Convergence, FitError, ModelRecord, PassRecord, Progress
 
 MANAGED = {"name", "schema_version", "created_at", "updated_at"}
 

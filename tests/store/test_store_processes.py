@@ -8,7 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from store import DatasetStore, ModelRegistry
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 
 # each process records its stored chunks in a record field of its own; a read-modify-write
 # without the cross-process lock would drop the other process's field

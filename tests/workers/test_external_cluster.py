@@ -107,7 +107,7 @@ def test_a_fit_sharded_over_the_external_workers_equals_the_one_process_fit(sche
     """``placement.workers`` 2 on two `dask worker` processes: the shards live on both, and the fit ends
     where the same fit run in this process (no dask) ends, to 1e-10 relative."""
     from store import CheckpointStore, DatasetStore, ModelRegistry
-    from store.records import ModelRecord, Placement
+    from store.jobs.records import ModelRecord, Placement
     from workers import Backend
     from workers.fit import FitJob
 

@@ -9,7 +9,7 @@ from kpca.estimator import KernelHebbianPCA
 from kpca.metrics import subspace_angles
 from kpca.solvers import ritz_components
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from workers import Backend
 from workers.fit import run_fit
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from store.archive import CHECKPOINT, MEMBERS, RECORD, ModelExport
+from store.jobs.archive import CHECKPOINT, MEMBERS, RECORD, ModelExport
 from store.errors import Invalid
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from tests.store.store_helpers import all_files, build, members, regular, with_manifest_digests
 from workers.archive import check_served, import_model
 from workers.fit import FitJob

@@ -10,7 +10,7 @@ import pytest
 from kpca.rows import Centering
 from kpca.solvers import SOLVERS
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from tests.store_checks import ended, wait_for_record
 from workers import Backend
 from workers.fit import open_rows

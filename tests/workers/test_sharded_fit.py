@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from store import CheckpointStore, DatasetStore, ModelRegistry
-from store.records import ModelRecord, Placement
+from store.jobs.records import ModelRecord, Placement
 from tests.store_checks import ended, wait_for_record
 from workers import Backend
 from workers.fit import FitJob

@@ -1,4 +1,4 @@
-"""The model archive's format and its verification on import (`store.archive`): member names, sizes and
+"""The model archive's format and its verification on import (`store.jobs.archive`): member names, sizes and
 sha256 against the manifest, the format version, the record, the rows against their data set checksum,
 and the checkpoint against both: a plain checkpoint of the record's solver over the rows' width, which
 must serve the record's components over the rows. That last check runs the numerics, so the caller
@@ -19,10 +19,10 @@ import numpy as np
 from numpy.lib import format as npy_format
 from pydantic import ValidationError
 
-from store.checkpoint_format import _PARTS_KEY, _VERSION_KEY
+from store.jobs.checkpoint_format import _PARTS_KEY, _VERSION_KEY
 from store.checksums import chunk_digest, version_checksum
 from store.errors import Invalid
-from store.records import ModelRecord, migrate
+from store.jobs.records import ModelRecord, migrate
 
 FORMAT = "kpca-stream-model"
 FORMAT_VERSION = 1

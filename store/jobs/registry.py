@@ -3,17 +3,17 @@
 Layout under the data folder ``root``, for a kind stored in ``{kind_folder}``
 (``models``, ``clusterings``)::
 
-    {kind_folder}/{name}/{document}     the record (``model.json``: `store.records.ModelRecord`)
+    {kind_folder}/{name}/{document}     the record (``model.json``: `store.jobs.records.ModelRecord`)
     {kind_folder}/{name}/cancel         flag: a cancel was requested (a small JSON document)
     {kind_folder}/{name}/.lock          flock taken by create, write, update, delete
     {kind_folder}/{name}/.fit           flock held by the one process running the job (`JobRegistry.fit_lease`)
-    {kind_folder}/{name}/checkpoints/   see `store.checkpoints`
+    {kind_folder}/{name}/checkpoints/   see `store.jobs.checkpoints`
 
 The service creates records and reads them; the worker running the job
 writes status, progress and history with `JobRegistry.update`. The registry
 manages ``name``, ``schema_version``, ``created_at`` and ``updated_at``. A kind
 is a subclass naming its record type, folder, document and migration
-(`store.models.ModelRegistry`, `store.clusterings.ClusteringRegistry`).
+(`store.jobs.models.ModelRegistry`, `store.jobs.clusterings.ClusteringRegistry`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
 from store.errors import Invalid, NotFound
 from store.folders import ResourceFolders
-from store.records import JobRecord
+from store.jobs.records import JobRecord
 from store.timestamps import utc_now
 
 MANAGED_FIELDS = ("name", "schema_version", "created_at", "updated_at")

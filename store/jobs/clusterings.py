@@ -1,14 +1,14 @@
 """The clustering registry: one `ClusteringRecord` per spectral clustering, and its labels.
 
 A clustering (seed 000 §5.3; `kpca.clustering`) is a job like a model's fit
-(`store.jobs`): the same data set, kernel, solver and parameters, status,
+(`store.jobs.registry`): the same data set, kernel, solver and parameters, status,
 progress and history, checkpoints, cancel flag and lease. Layout under the
 data folder ``root``::
 
     clusterings/{name}/clustering.json   the record (`ClusteringRecord`, schema_version 2; version 1 is
-                                         migrated on read, `store.records.migrate_placement`)
+                                         migrated on read, `store.jobs.records.migrate_placement`)
     clusterings/{name}/labels.npy        the labels of a completed clustering: int64, one per row
-    clusterings/{name}/cancel, .lock, .fit, checkpoints/   as a model's (`store.jobs`, `store.checkpoints`)
+    clusterings/{name}/cancel, .lock, .fit, checkpoints/   as a model's (`store.jobs.registry`, `store.jobs.checkpoints`)
 
 What a clustering adds to a model's record: ``n_clusters`` (k, the
 eigenvectors its solver fits: ``n_components``), the reference labels
@@ -33,11 +33,11 @@ from pydantic import Field
 
 from kpca import defaults
 from store.atomic import write_via_temp
-from store.dataset_meta import DatasetInfo
+from store.datasets.records import DatasetInfo
 from store.errors import Invalid, NotFound
-from store.jobs import JobRegistry
+from store.jobs.registry import JobRegistry
 from store.npy import write_npy
-from store.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_placement
+from store.jobs.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_placement
 
 CLUSTERING_SCHEMA_VERSION = 2
 _LABELS = "labels.npy"
@@ -101,7 +101,7 @@ class ClusteringRecord(JobRecord):
 
 
 class ClusteringRegistry(JobRegistry):
-    """Clustering records and labels under ``root/clusterings`` (`store.jobs.JobRegistry`)."""
+    """Clustering records and labels under ``root/clusterings`` (`store.jobs.registry.JobRegistry`)."""
 
     record_type = ClusteringRecord
     kind_folder = "clusterings"
@@ -111,7 +111,7 @@ class ClusteringRegistry(JobRegistry):
 
     def migrate(self, doc: dict) -> dict:
         """Version 1 records (``exact_limit`` and ``params.workers`` beside the solver's parameters) to
-        version 2 (`store.records.migrate_placement`)."""
+        version 2 (`store.jobs.records.migrate_placement`)."""
         return migrate_placement(doc, CLUSTERING_SCHEMA_VERSION) if doc.get("schema_version", 1) < 2 else doc
 
     def save_labels(self, name: str, labels: np.ndarray) -> None:

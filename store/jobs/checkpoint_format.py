@@ -1,4 +1,4 @@
-"""The checkpoint files' format (`store.checkpoints`): the ``np.savez`` layout without pickles, the
+"""The checkpoint files' format (`store.jobs.checkpoints`): the ``np.savez`` layout without pickles, the
 encoding of a state's values, and the checks of a sharded checkpoint's parts against its manifest.
 Every reader here verifies what it reads back (schema version, pass, bounds, keys, shapes, dtypes)
 and names the file it refuses."""

@@ -3,7 +3,7 @@
 The archive is an uncompressed POSIX tar (PAX headers) of four regular files,
 in this order::
 
-    model.json       the model's record (`store.records.ModelRecord` document: configuration, history)
+    model.json       the model's record (`store.jobs.records.ModelRecord` document: configuration, history)
     checkpoint.npz   the checkpoint it serves from (its latest pass; a sharded one joined from its parts)
     rows.npy         the training rows: its data set version, (n_rows, n_features) in the set's dtype
     manifest.json    format and version, names, the data set version's chunk row counts and checksum,
@@ -23,7 +23,7 @@ members streamed before it; its size is fixed in advance (digests are 64 hex
 characters), so the archive's total size is known before the first byte.
 
 `import_archive` verifies everything before it creates anything
-(`store.archive_format.verify_archive`): member names
+(`store.jobs.archive_format.verify_archive`): member names
 (only the four above: no paths, links or duplicates), sizes and sha256 against
 the manifest, the format version, the record, the checkpoint (it must serve
 the record's components over the rows: the caller's ``check_served`` computes
@@ -54,19 +54,19 @@ from typing import IO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from store.archive_format import (
+from store.jobs.archive_format import (
     CHECKPOINT, COPY_BYTES, FORMAT, FORMAT_VERSION, MANIFEST, MEDIA_TYPE, MEMBERS, RECORD, ROWS, ServedCheck,
     open_rows, verify_archive,
 )
 from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
-from store.checkpoint_format import _VERSION_KEY, _encode, _write_npz
-from store.checkpoints import CheckpointStore
-from store.dataset_meta import DatasetInfo
-from store.datasets import DatasetStore
+from store.jobs.checkpoint_format import _VERSION_KEY, _encode, _write_npz
+from store.jobs.checkpoints import CheckpointStore
+from store.datasets.records import DatasetInfo
+from store.datasets.dataset_store import DatasetStore
 from store.errors import Conflict, NotFound
-from store.models import ModelRegistry
+from store.jobs.models import ModelRegistry
 from store.names import validate_name
-from store.records import ModelRecord
+from store.jobs.records import ModelRecord
 from store.timestamps import utc_now
 
 __all__ = ["MEDIA_TYPE", "MEMBERS", "ModelExport", "import_archive", "verify_archive"]

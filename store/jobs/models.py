@@ -1,12 +1,12 @@
-"""The model registry: one `store.records.ModelRecord` per model, the authoritative job state.
+"""The model registry: one `store.jobs.records.ModelRecord` per model, the authoritative job state.
 
-Layout under the data folder ``root`` (`store.jobs`, the registry of every kind of job)::
+Layout under the data folder ``root`` (`store.jobs.registry`, the registry of every kind of job)::
 
     models/{name}/model.json    the record (`ModelRecord`, schema_version 2; version 1 is migrated on read)
     models/{name}/cancel        flag: a cancel was requested (a small JSON document)
     models/{name}/.lock         flock taken by create, write, update, delete
     models/{name}/.fit          flock held by the one process running the model's fit (`fit_lease`)
-    models/{name}/checkpoints/  see `store.checkpoints`
+    models/{name}/checkpoints/  see `store.jobs.checkpoints`
 
 The service creates records and reads them; the worker running the fit
 writes status, progress and history with `update`. The registry manages
@@ -15,14 +15,14 @@ writes status, progress and history with `update`. The registry manages
 
 from __future__ import annotations
 
-from store.jobs import MANAGED_FIELDS, JobRegistry
-from store.records import ModelRecord, migrate
+from store.jobs.registry import MANAGED_FIELDS, JobRegistry
+from store.jobs.records import ModelRecord, migrate
 
 __all__ = ["MANAGED_FIELDS", "ModelRegistry"]
 
 
 class ModelRegistry(JobRegistry):
-    """Model records under ``root/models``; safe across threads and processes (`store.jobs.JobRegistry`).
+    """Model records under ``root/models``; safe across threads and processes (`store.jobs.registry.JobRegistry`).
 
     Parameters
     ----------
@@ -36,5 +36,5 @@ class ModelRegistry(JobRegistry):
     document = "model.json"
 
     def migrate(self, doc: dict) -> dict:
-        """Version 1 records (written before the solver registry) to version 2 (`store.records.migrate`)."""
+        """Version 1 records (written before the solver registry) to version 2 (`store.jobs.records.migrate`)."""
         return migrate(doc)

@@ -4,7 +4,7 @@ A commit writes ``segments/{seg:04d}.zarr`` (into a temporary folder, then
 renamed), then ``segments/{seg:04d}.json``, then ``meta.json`` (the commit
 point), then removes the staging folder. A crash before the commit point
 leaves the set as it was; the next commit removes what it left. See
-`store.datasets` for the layout and versions.
+`store.datasets.dataset_store` for the layout and versions.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import numpy as np
 
 from store.atomic import atomic_write_json, fsync_dir, fsync_tree, remove_tree, temp_path
 from store.checksums import chunk_digest, version_checksum
-from store.dataset_meta import DatasetInfo, DatasetRecord, SegmentDigests, SegmentRecord
+from store.datasets.records import DatasetInfo, DatasetRecord, SegmentDigests, SegmentRecord
 from store.errors import Invalid
 from store.npy import DAMAGED, npy_damage
-from store.repair import repair_staged
-from store.staging import check_staged, damaged_message, read_staged, staged_paths, staged_rows
+from store.datasets.repair import repair_staged
+from store.datasets.staging import check_staged, damaged_message, read_staged, staged_paths, staged_rows
 from store.timestamps import utc_now
-from store.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
+from store.datasets.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
 
 _MISSING_SHOWN = 20
 
@@ -94,7 +94,7 @@ def commit_staged(folder: Path, meta: DatasetRecord) -> DatasetInfo:
 
 
 def _repair(folder: Path, meta: DatasetRecord, uploads: dict[int, Path]) -> None:
-    """Repair damaged committed chunks uploaded again (`store.repair.repair_staged`); record it."""
+    """Repair damaged committed chunks uploaded again (`store.datasets.repair.repair_staged`); record it."""
     marked = set(meta.corrupt)
     wanted = {i: read_staged(path, i) for i, path in uploads.items() if i in marked}
     if wanted and repair_staged(folder, meta, wanted):

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from store.atomic import SCHEMA_VERSION, remove_tree, write_via_temp
-from store.checkpoint_format import (
+from store.jobs.checkpoint_format import (
     _check_bounds,
     _check_parts,
     _part_name,
@@ -78,7 +78,7 @@ class CheckpointStore:
     root : Path
         The data folder.
     kind_folder : str
-        The jobs' folder under ``root`` (`store.jobs.JobRegistry.kind_folder`): ``"models"``,
+        The jobs' folder under ``root`` (`store.jobs.registry.JobRegistry.kind_folder`): ``"models"``,
         ``"clusterings"``.
     kind : str
         The field a bad name is reported on.
@@ -91,7 +91,7 @@ class CheckpointStore:
 
     @classmethod
     def of(cls, registry) -> "CheckpointStore":
-        """The checkpoints of the jobs of a registry (`store.jobs.JobRegistry`)."""
+        """The checkpoints of the jobs of a registry (`store.jobs.registry.JobRegistry`)."""
         return cls(registry.root, registry.kind_folder, registry.kind)
 
     def _dir(self, model: str) -> Path:

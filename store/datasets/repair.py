@@ -1,7 +1,7 @@
 """A data set's damaged chunks: opened verified, marked corrupt, re-verified, repaired.
 
 * `open_segment`: a committed segment as a row source; an uploaded segment
-  with recorded zarr-chunk digests is wrapped in `store.integrity.VerifiedRows`,
+  with recorded zarr-chunk digests is wrapped in `store.datasets.integrity.VerifiedRows`,
   whose failure marks the set (``DatasetRecord.corrupt``) and raises
   `store.errors.Corrupt` naming the data set, the version and the upload
   chunks whose rows meet the damaged zarr chunk.
@@ -22,10 +22,10 @@ import numpy as np
 import zarr
 
 from store.checksums import chunk_digest
-from store.dataset_meta import DatasetRecord, SegmentRecord, VersionRecord
+from store.datasets.records import DatasetRecord, SegmentRecord, VersionRecord
 from store.errors import Conflict, Corrupt, Invalid, StoreError
-from store.integrity import VerifiedRows, rewrite_chunk, upload_chunks_of, verify_rows
-from store.register import open_external
+from store.datasets.integrity import VerifiedRows, rewrite_chunk, upload_chunks_of, verify_rows
+from store.datasets.register import open_external
 
 
 def mark(folders, name: str, add=(), clear=()) -> DatasetRecord | None:

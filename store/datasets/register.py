@@ -2,7 +2,7 @@
 
 The array's single *external* segment is the array itself, opened read-only
 and never deleted; its digest document is ``segments/0001.{hex}.json`` (a
-unique name, written before the name is claimed). See `store.datasets`.
+unique name, written before the name is claimed). See `store.datasets.dataset_store`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import zarr
 
 from store.atomic import atomic_write_json
 from store.checksums import version_checksum
-from store.dataset_meta import MAX_FEATURES, META, DatasetRecord, SegmentDigests, SegmentRecord, SourceRecord
+from store.datasets.records import MAX_FEATURES, META, DatasetRecord, SegmentDigests, SegmentRecord, SourceRecord
 from store.errors import Conflict, Invalid
 from store.folders import ResourceFolders
-from store.sources import check_source, is_url, open_source, row_chunk_length, scan_source
+from store.datasets.sources import check_source, is_url, open_source, row_chunk_length, scan_source
 from store.timestamps import utc_now
 
 
@@ -43,7 +43,7 @@ def register_array(datasets: ResourceFolders, name: str, url: str, dtype: str | 
 
     Notes
     -----
-    Cost: one full read of the array (see `store.sources.scan_source`) and
+    Cost: one full read of the array (see `store.datasets.sources.scan_source`) and
     two small writes.
     """
     refuse_own_folder(datasets.root, url)

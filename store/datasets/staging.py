@@ -1,6 +1,6 @@
 """Staged chunks of a data set: an upload written once as ``staging/{index:06d}.npy``, and their listing.
 
-Paths are relative to the data set folder (see `store.datasets` for the
+Paths are relative to the data set folder (see `store.datasets.dataset_store` for the
 layout). The callers hold the data set's lock: shared for `stage_chunk`,
 exclusive for a commit.
 """
@@ -15,10 +15,10 @@ import numpy as np
 
 from store.atomic import write_via_temp
 from store.checksums import chunk_digest
-from store.dataset_meta import DatasetRecord
+from store.datasets.records import DatasetRecord
 from store.errors import Conflict, Invalid
 from store.npy import npy_damage, npy_rows, read_npy, write_npy
-from store.rows import prepare_rows
+from store.datasets.rows import prepare_rows
 
 _STAGED = re.compile(r"(\d{6,7})\.npy")
 

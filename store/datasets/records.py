@@ -17,7 +17,7 @@ chunk_sha256: [...], chunk_rows: [...]}``, plus ``zarr_chunk_sha256`` for a
 segment the store wrote); ``versions`` (`VersionRecord`): ``[{"version",
 "segments", "n_rows", "n_chunks", "checksum", "committed_at"}]``;
 ``corrupt`` (absent when empty): committed chunk indices found damaged on
-read or by a verification, until repaired (`store.repair`). The public
+read or by a verification, until repaired (`store.datasets.repair`). The public
 ``status`` is ``"corrupt"`` while that list, or the list of damaged staged
 files (``damaged_staged``), is not empty; ``meta.json`` keeps its own.
 
@@ -27,7 +27,7 @@ code writes. Reading a document is checked (`DatasetRecord.read`): one that
 does not parse or does not fit the types is a `ValueError` naming its file
 (`DatasetStore.list` shows such a set as corrupt, `DatasetInfo.damaged`).
 
-The layout of a data set folder and the meaning of versions: see `store.datasets`.
+The layout of a data set folder and the meaning of versions: see `store.datasets.dataset_store`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class SegmentRecord(_Document):
 
 class SegmentDigests(_Document):
     """A segment's digest document: sha256 and rows of each of its (upload) chunks, and, for a segment
-    the store wrote, the sha256 of each stored zarr chunk (verified on read by `store.integrity`)."""
+    the store wrote, the sha256 of each stored zarr chunk (verified on read by `store.datasets.integrity`)."""
 
     schema_version: int = Field(default=SCHEMA_VERSION, description="version of this document's layout")
     segment: int = Field(description="the segment's number")

@@ -2,7 +2,7 @@
 
 `JobRecord` holds what every job records (the data set, kernel, solver and
 parameters, and status, progress and history of its fit); `ModelRecord`
-adds a model's ``n_components``, `store.clusterings.ClusteringRecord` a
+adds a model's ``n_components``, `store.jobs.clusterings.ClusteringRecord` a
 clustering's ``n_clusters`` and labels. `ModelRecord` is what ``models/{name}/model.json`` holds and what every layer
 reads and writes: the service creates it (``queued``) from a request, the
 worker running the fit writes status, progress and history into it, the
@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidat
 from kpca import defaults
 from kpca.kernels import KERNELS, KernelSpec
 from kpca.solvers import SOLVERS
-from store.dataset_meta import DatasetInfo
+from store.datasets.records import DatasetInfo
 from store.errors import Conflict, Invalid, NotFound
 
 MODEL_SCHEMA_VERSION = 3

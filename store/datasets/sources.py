@@ -15,7 +15,7 @@ import numpy as np
 import zarr
 
 from store.errors import Invalid
-from store.rows import convert_finite
+from store.datasets.rows import convert_finite
 
 SOURCE_KINDS = "iuf"
 """numpy dtype kinds a registered array may have: signed and unsigned integers, floats."""

@@ -15,7 +15,7 @@ Cost: one sha256 per zarr chunk per process while its file is unchanged
 
 `verify_rows` re-hashes a version's rows by upload chunk (the unit a user
 re-uploads); `rewrite_chunk` replaces one damaged zarr chunk file atomically
-(repair, see `store.repair`).
+(repair, see `store.datasets.repair`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 
 from store.atomic import fsync_dir, temp_path
 from store.checksums import chunk_digest
-from store.segments import RowIndexing
+from store.datasets.segments import RowIndexing
 
 _VERIFIED: dict[tuple, None] = {}
 _VERIFIED_MAX = 1 << 18
@@ -66,7 +66,7 @@ class VerifiedRows(RowIndexing):
 
     Notes
     -----
-    Indexing as `store.segments.RowIndexing`; ``shape``, ``dtype``,
+    Indexing as `store.datasets.segments.RowIndexing`; ``shape``, ``dtype``,
     ``chunks``, ``ndim`` as the zarr array's. Cost O(rows read); the first
     read of a zarr chunk reads and hashes the whole chunk.
     """
@@ -181,7 +181,7 @@ def rewrite_chunk(path: Path, array, chunk: int, rows: np.ndarray) -> None:
     shape, chunking and codecs beside the segment, whose chunk file is then
     renamed over the segment's. Cost O(chunk bytes).
     """
-    from store.zarr_rows import create_row_array  # local: zarr_rows is a leaf module, keep imports one-way
+    from store.datasets.zarr_rows import create_row_array  # local: zarr_rows is a leaf module, keep imports one-way
 
     step = int(array.chunks[0])
     low = chunk * step

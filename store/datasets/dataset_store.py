@@ -33,7 +33,7 @@ before the name is claimed). Registered sets take no uploads.
 The set's document (``schema_version`` 1): name, n_features, dtype, status,
 the latest version's n_rows and checksum, and the ``segments`` and
 ``versions`` lists; each field is documented next to the code that writes
-it, in `store.dataset_meta`.
+it, in `store.datasets.records`.
 
 Staged chunks are never listed in ``meta.json``: they are read from the
 staging folder, so concurrent uploads never rewrite shared metadata. A staged
@@ -50,15 +50,15 @@ from pathlib import Path
 import numpy as np
 
 from store.atomic import remove_tree
-from store.commit import commit_staged
-from store.dataset_meta import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord
+from store.datasets.commit import commit_staged
+from store.datasets.records import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord
 from store.errors import Conflict, Corrupt, Invalid, NotFound
 from store.folders import ResourceFolders
 from store.names import validate_name
-from store.register import register_array
-from store.repair import open_segment, refuse_marked, verify_version
-from store.segments import SegmentedRows
-from store.staging import stage_chunk, staged_rows
+from store.datasets.register import register_array
+from store.datasets.repair import open_segment, refuse_marked, verify_version
+from store.datasets.segments import SegmentedRows
+from store.datasets.staging import stage_chunk, staged_rows
 
 MAX_CHUNK_INDEX = 1_000_000
 MAX_SOURCE_LENGTH = 4096
@@ -200,7 +200,7 @@ class DatasetStore:
               ``"ready"``; ``"corrupt"`` while ``corrupt_chunks`` (committed
               chunks found damaged) or ``damaged_staged`` is not empty.
             * ``version``: latest committed version (0 if none); ``versions``:
-              a `store.dataset_meta.VersionInfo` per version (``version,
+              a `store.datasets.records.VersionInfo` per version (``version,
               n_rows, n_chunks, checksum, committed_at``).
             * ready: ``n_rows, chunks (0..k-1), checksum, committed_at`` describe
               the latest version; open: ``chunks`` and ``n_rows`` count the
@@ -214,7 +214,7 @@ class DatasetStore:
         NotFound
             No such data set.
         ValueError
-            Its ``meta.json`` is damaged (`store.dataset_meta.DatasetRecord.read`).
+            Its ``meta.json`` is damaged (`store.datasets.records.DatasetRecord.read`).
 
         Notes
         -----
@@ -393,10 +393,10 @@ class DatasetStore:
             ``.chunks`` ``(zarr_chunk_rows, n_features)``; ``rows[a:b]``,
             ``rows[a:b, :]`` and ``rows[i]`` return numpy arrays, also across
             segment boundaries. A version made of one uploaded segment is
-            that zarr array wrapped in `store.integrity.VerifiedRows`, which
+            that zarr array wrapped in `store.datasets.integrity.VerifiedRows`, which
             checks each stored zarr chunk's sha256 the first time it is read
             (an unwrapped zarr array for segments committed before those
-            digests were kept); otherwise a `store.segments.SegmentedRows`
+            digests were kept); otherwise a `store.datasets.segments.SegmentedRows`
             over the segments. Assignment raises `ValueError` (read-only).
 
         Raises
@@ -408,7 +408,7 @@ class DatasetStore:
         Corrupt
             Chunks of the version are marked corrupt, or a read meets a
             stored chunk that fails its digest or cannot be decoded (the set
-            is then marked; see `store.repair`).
+            is then marked; see `store.datasets.repair`).
         Conflict
             Field ``"dataset"``: the set has no committed version. Field
             ``"source"``: a registered array can no longer be opened or
@@ -453,7 +453,7 @@ class DatasetStore:
         """Re-hash every chunk of a committed version and mark (or unmark) the damaged ones as corrupt.
 
         Returns ``{"ok", "version", "chunks_checked", "corrupt_chunks"}``
-        (see `store.repair.verify_version`). Raises `NotFound` (no such set
+        (see `store.datasets.repair.verify_version`). Raises `NotFound` (no such set
         or version) or `Conflict` (no committed version). Cost O(version
         bytes) read and hashed; memory one upload chunk.
         """
