@@ -65,7 +65,7 @@ class FitRequest:
         return FitContext(n_rows=int(n_rows), n_components=int(self.n_components), mean_diagonal=mean_diagonal,
                           exact_limit=int(self.exact_limit), kernel=kernel)
 
-    def check(self, n_rows: int, kernel=None, where: str = "params") -> dict:
+    def checked_params(self, n_rows: int, kernel=None, where: str = "params") -> dict:
         """The given parameters checked against the solver and data of ``n_rows`` rows (unknown names,
         types, bounds, r below the rows, a dense solver's limit), converted, defaults NOT filled in:
         what a record keeps as asked. `kpca.params.ParamError` naming ``where.<name>``,
@@ -154,7 +154,7 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     grown checkpoint, and the solver's start (a warm start: m kernel rows).
     """
     solver = get_solver(request.solver)
-    request.check(rows.n_rows, rows.kernel, where)
+    request.checked_params(rows.n_rows, rows.kernel, where)
     rows.resolve_kernel()
     context = request.context(rows.n_rows, rows.kernel)
     if not solver.iterative:

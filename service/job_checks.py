@@ -1,6 +1,6 @@
 """Checks of a job request against its data set, made when the job is asked for, so that a fit the data
 cannot take is a 422 naming the field now rather than a failed fit later. The rules live in `kpca`
-(`kpca.fitting.FitRequest.check`, `kpca.clustering.check_clustering`, `kpca.kernel_scale`); this
+(`kpca.fitting.FitRequest.checked_params`, `kpca.clustering.check_clustering`, `kpca.kernel_scale`); this
 module fetches what they need from the store."""
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ def check_kernel_on_data(datasets, dataset: DatasetInfo, kernel: KernelSpec, par
 def checked_fit_params(datasets, dataset: DatasetInfo, kernel: KernelSpec, solver: str, n_components: int, params: dict,
                        exact_limit: int) -> dict:
     """The solver's parameters of a model request checked against its data set (`check_kernel_on_data`,
-    then `kpca.fitting.FitRequest.check`: ``n_components`` below the rows, ``init_size`` in range, a
+    then `kpca.fitting.FitRequest.checked_params`: ``n_components`` below the rows, ``init_size`` in range, a
     dense solver's limit), converted, as the record keeps them; `kpca.params.ParamError` naming the
     field. Cost: `check_kernel_on_data` plus O(parameters)."""
     check_kernel_on_data(datasets, dataset, kernel, params)
-    return FitRequest(solver, n_components, params, exact_limit).check(dataset.n_rows, kernel)
+    return FitRequest(solver, n_components, params, exact_limit).checked_params(dataset.n_rows, kernel)
 
 
 def checked_clustering_params(datasets, dataset: DatasetInfo, kernel: KernelSpec, solver: str, n_clusters: int,

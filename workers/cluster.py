@@ -77,7 +77,7 @@ class ClusteringJob(FitJob):
         source = self.datasets.open_array(record.dataset, record.dataset_version)
         return AffinityRows(source, record.fit_kernel or record.kernel)
 
-    def check(self, record: ClusteringRecord, rows: AffinityRows) -> None:
+    def check_data(self, record: ClusteringRecord, rows: AffinityRows) -> None:
         """`kpca.clustering.check_clustering`: the number of clusters, the solver and the affinity."""
         check_clustering(record.n_clusters, rows.n_rows, rows.kernel, record.solver, record.params)
 

@@ -89,20 +89,19 @@ class FitJob:
         """The rows the solver runs on: the centred kernel rows of the record's data set version."""
         return open_rows(self.datasets, record, for_fit=True)
 
-    def check(self, record: JobRecord, rows: KernelRows) -> None:
-        """What the kind of job checks besides its solver's parameters (`kpca.fitting.prepare_fit`
-        checks those), before any pass: `kpca.params.ParamError` naming the field. None by default."""
+    def check_data(self, record: JobRecord, rows: KernelRows) -> None:
+        """What the kind of job checks of its data besides its solver's parameters
+        (`kpca.fitting.prepare_fit` checks those), before any pass: `kpca.params.ParamError` naming the
+        field. Nothing by default."""
 
     def prepare(self, record: JobRecord, rows: KernelRows, resume: dict | None = None, **options) -> PreparedFit:
         """The record's fit prepared over ``rows`` (`kpca.fitting.prepare_fit`, ``options`` passed on),
-        after this kind's own `check`; the first time, the kernel it resolved is written to the record
-        (``fit_kernel``), so that every later run and every server uses that one."""
-        self.check(record, rows)
+        after this kind's own `check_data`. ``rows.kernel`` is then the kernel the fit uses, ``"auto"``
+        resolved: the caller's first write to the record sets it as ``fit_kernel``, so that every later
+        run and every server uses that one."""
+        self.check_data(record, rows)
         request = FitRequest(record.solver, record.n_components, record.params, record.placement.exact_limit)
-        prepared = prepare_fit(rows, request, resume=resume, **options)
-        if record.fit_kernel is None:
-            self.registry.update(record.name, fit_kernel=rows.kernel)
-        return prepared
+        return prepare_fit(rows, request, resume=resume, **options)
 
     def figure(self, record: JobRecord, rows: KernelRows) -> ConvergenceFigure:
         """The convergence figure of the record's fit over ``rows`` (`workers.progress.ConvergenceFigure`)."""
@@ -189,7 +188,7 @@ def _fit(job: FitJob, record: JobRecord) -> str:
     def should_stop() -> bool:
         return report.stop_early or registry.cancel_requested(name)
 
-    registry.update(name, params_used=prepared.used(prepared.state))
+    registry.update(name, params_used=prepared.used(prepared.state), fit_kernel=rows.kernel)
     state, stopped = prepared.run(rows, PassHooks(on_pass=report, should_stop=should_stop), passes=record.passes)
     if stopped and not report.stop_early:
         registry.update(name, status="cancelled")
@@ -216,7 +215,7 @@ def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: Prepar
                                        eigenvalues=lam))
         remaining = elapsed / it.iteration * max(it.iterations - it.iteration, 0)
         still_ours(registry, record)
-        registry.update(record.name, params_used=used, history=history, progress=Progress(
+        registry.update(record.name, params_used=used, fit_kernel=rows.kernel, history=history, progress=Progress(
             pass_=it.iteration, passes=it.iterations, t=0, fraction=min(it.iteration / it.iterations, 1.0),
             elapsed_s=elapsed, remaining_s=remaining, eigenvalues=lam, convergence=convergence))
         return registry.cancel_requested(record.name)
@@ -242,5 +241,5 @@ def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: Prepar
                                    eigenvalues=eigenvalues.tolist(), **fields))
     warnings = completion_warnings(rows, state)
     registry.update(record.name, status="completed", progress=progress, history=history, params_used=used,
-                    warnings=warnings, **job.finish(record, rows, state))
+                    fit_kernel=rows.kernel, warnings=warnings, **job.finish(record, rows, state))
     return "completed"

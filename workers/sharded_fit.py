@@ -122,7 +122,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
             group.save(job_name, pass_index)
             checkpoints.save(job_name, pass_index, coordinator_state, parts=group.bounds)
 
-        registry.update(name, params_used=prepared.used(state))
+        registry.update(name, params_used=prepared.used(state), fit_kernel=rows.kernel)
         figure = ShardedFigure(group, job.figure(record, rows))
         report = PassReporter(job, record, rows, figure, prepared, history, save=save, workers=len(group))
 
