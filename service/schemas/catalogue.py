@@ -27,6 +27,8 @@ class SolverPublic(BaseModel):
     summary: str = Field(description="what the solver does and when to choose it")
     iterative: bool = Field(description="fits pass by pass (progress per pass, cancel and resume) or in one call")
     serves: str = Field(description="expansion: coefficients over all training rows; centres: m centres of its own")
+    shardable: bool = Field(description="a fit can be sharded over several dask workers (placement.workers)")
+    clusterable: bool = Field(description="spectral clustering (POST /v1/clusterings) can use it")
     params: list[ParamPublic] = Field(description="parameters the solver accepts in params")
 
 
@@ -53,6 +55,7 @@ def _params(declared: tuple[Param, ...]) -> list[ParamPublic]:
 def solvers_public() -> SolversPublic:
     """Every registered solver with its parameters (plugins included). Cost O(solvers x parameters)."""
     return SolversPublic(solvers=[SolverPublic(name=s.name, summary=s.summary, iterative=s.iterative, serves=s.serves,
+                                               shardable=s.shardable, clusterable=s.clusterable,
                                                params=_params(s.params)) for s in SOLVERS.values()])
 
 

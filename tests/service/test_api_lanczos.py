@@ -11,6 +11,8 @@ from tests.api_checks import upload_rows, wait_for_fit
 def test_listed_as_a_one_shot_solver(api):
     solvers = {s["name"]: s for s in api.get("/v1/solvers").json()["solvers"]}
     assert solvers["lanczos"]["iterative"] is False
+    assert (solvers["lanczos"]["shardable"], solvers["lanczos"]["clusterable"]) == (False, True)
+    assert (solvers["kha-smd"]["shardable"], solvers["nystrom"]["clusterable"]) == (True, False)
     names = {p["name"] for p in solvers["lanczos"]["params"]}
     assert {"tol", "max_iter", "seed", "block", "kernel_precision"} <= names
 
