@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kpca._dense import cholesky, solve, svd
+
 
 def reconstruction_error(Kc: np.ndarray, AK: np.ndarray) -> float:
     """Eq. 22: ``E(A) = ||K' - (A K')^T A K'||_F``. Cost O(r l^2)."""
@@ -41,10 +43,10 @@ def subspace_angles(A1: np.ndarray, A2: np.ndarray, Kc: np.ndarray) -> np.ndarra
     G11 = A1 @ Kc @ A1.T
     G22 = A2 @ Kc @ A2.T
     G12 = A1 @ Kc @ A2.T
-    L1 = np.linalg.cholesky(G11)
-    L2 = np.linalg.cholesky(G22)
-    M = np.linalg.solve(L1, np.linalg.solve(L2, G12.T).T)
-    s = np.clip(np.linalg.svd(M, compute_uv=False), 0.0, 1.0)
+    L1 = cholesky(G11)
+    L2 = cholesky(G22)
+    M = solve(L1, solve(L2, G12.T).T)
+    s = np.clip(svd(M, compute_uv=False), 0.0, 1.0)
     return np.sort(np.arccos(s))
 
 

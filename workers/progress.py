@@ -23,8 +23,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import scipy.linalg
 
+from kpca._dense import eigvalsh
 from kpca.errors import Degenerate
 from kpca.solvers import Diverged
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
@@ -60,7 +60,7 @@ class ConvergenceFigure:
             if rows.centering is None:  # a one-shot solver over centres does not centre the training data
                 rows.fit_centering()
             self.Kc = rows.dense().astype(np.float64, copy=False)
-            eigenvalues = scipy.linalg.eigvalsh(self.Kc)
+            eigenvalues = eigvalsh(self.Kc)
             rank = int(np.sum(eigenvalues > RANK_RTOL * max(eigenvalues[-1], 0.0)))
             if rank < n_components:
                 raise Degenerate(f"the data spans only {rank} directions in feature space, fewer than the "

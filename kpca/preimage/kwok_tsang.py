@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kpca._dense import svd
 from kpca.kernels import KERNELS, KernelSpec
 from kpca.model import KernelModel, Target
 
@@ -59,7 +60,7 @@ def _kwok_tsang_position(P: np.ndarray, d2: np.ndarray) -> np.ndarray:
     """
     mean = P.mean(axis=1)
     C = P - mean[:, None, :]  # (X H)^T = V Lambda U^T
-    V, s, Ut = np.linalg.svd(C, full_matrices=False)
+    V, s, Ut = svd(C, full_matrices=False)
     coords = V * s[:, None, :]  # Z^T, (b, k, q)
     d0 = np.einsum("bkq,bkq->bk", coords, coords)
     keep = s > np.sqrt(_EPS) * s[:, :1]

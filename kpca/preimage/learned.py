@@ -4,8 +4,8 @@ kernel ridge regression from components to inputs, fitted once per model."""
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
+from kpca._dense import solve
 from kpca.kernels import squared_norms
 from kpca.model import KernelModel
 
@@ -91,7 +91,7 @@ class LearnedInverse:
             raise ValueError(f"alpha: must be > 0, got {alpha}")
         offset = Xs.mean(axis=0)
         Kappa[np.diag_indices(s)] += alpha
-        W = scipy.linalg.solve(Kappa, Xs - offset, assume_a="pos")
+        W = solve(Kappa, Xs - offset, assume_a="pos")
         return cls(Bs, W, offset, gamma, alpha, model)
 
     def map_components(self, B) -> np.ndarray:

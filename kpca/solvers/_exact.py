@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
+from kpca._dense import eigh
 from kpca.solvers._registry import KERNEL_PRECISION, FitContext, Solver, register
 
 
@@ -27,7 +27,7 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
     """
     l = Kc.shape[0]
     r = int(n_components)
-    w, V = scipy.linalg.eigh(Kc, subset_by_index=[l - r, l - 1])
+    w, V = eigh(Kc, subset_by_index=[l - r, l - 1])
     w, V = w[::-1], V[:, ::-1]
     # deterministic sign: largest-magnitude entry of each eigenvector positive
     signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(r)])

@@ -84,9 +84,9 @@ pass (README).
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from kpca import defaults
+from kpca._dense import eigh
 from kpca._threads import blas_limit
 from kpca.errors import Stopped
 from kpca.params import Param, ParamError
@@ -153,7 +153,7 @@ def _directions(V: np.ndarray, bases: list, images: list | None = None, AV: np.n
             if AV is not None:
                 AV = AV - images[i] @ c
     G = V.T @ V
-    w, U = scipy.linalg.eigh(0.5 * (G + G.T))
+    w, U = eigh(0.5 * (G + G.T))
     keep = w > DROP
     T = U[:, keep] / np.sqrt(w[keep])
     return V @ T, None if AV is None else AV @ T
@@ -168,7 +168,7 @@ def _rayleigh_ritz(blocks: list, images: list, k: int):
     T = whitening(G)
     M = T.T @ (0.5 * (H + H.T)) @ T
     q = min(k, M.shape[0])
-    lam, beta = scipy.linalg.eigh(M, subset_by_index=[M.shape[0] - q, M.shape[0] - 1])
+    lam, beta = eigh(M, subset_by_index=[M.shape[0] - q, M.shape[0] - 1])
     C = T @ beta[:, ::-1]
     return lam[::-1].copy(), _combine(blocks, C), _combine(images, C), C
 
@@ -268,7 +268,7 @@ def _start(rows, k: int, params: dict) -> np.ndarray:
     m = int(params["init_size"])
     S = np.sort(rng.choice(l, size=m, replace=False))
     K_SS = np.asarray(rows.square(S), dtype=np.float64)
-    d, U = scipy.linalg.eigh(0.5 * (K_SS + K_SS.T), subset_by_index=[m - min(k, m), m - 1])
+    d, U = eigh(0.5 * (K_SS + K_SS.T), subset_by_index=[m - min(k, m), m - 1])
     keep = d > RELATIVE_RANK_TOL * max(float(d[-1]), 0.0)
     U = U[:, keep][:, ::-1]
     if U.shape[1]:

@@ -41,6 +41,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from kpca._dense import eigh
+
 TOL = 1e-6  # default residual tolerance, relative to the estimate of ||M||_2
 MAX_ITER = 64  # default cap on Lanczos vectors (capped again by the dimension d)
 CHECK_EVERY = 4  # Ritz pairs are computed every CHECK_EVERY iterations (and at the last)
@@ -116,7 +118,7 @@ def _ritz(alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if beta.size:
         i = np.arange(beta.size)
         T[i, i + 1] = T[i + 1, i] = beta
-    return np.linalg.eigh(T)
+    return eigh(T)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -160,7 +162,7 @@ def _lanczos(D, U, c, x, start, largest_magnitude, tol, max_iter):
             for i in range(j):
                 T[i, i + 1] = beta[i]
                 T[i + 1, i] = beta[i]
-            theta, S = np.linalg.eigh(T)
+            theta, S = np.linalg.eigh(T)  # jitted: numba's own LAPACK binding
             i = int(np.argmax(np.abs(theta))) if largest_magnitude else int(np.argmax(theta))
             residual = b * abs(S[j, i])
             if exhausted or residual <= tol * max(np.max(np.abs(theta)), 1e-300):

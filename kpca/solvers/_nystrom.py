@@ -63,8 +63,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import scipy.linalg
 
+from kpca._dense import eigh
 from kpca.kernels import kernel_block, kernel_diagonal, squared_norms
 from kpca.reduced_sets import BLOCK_ENTRIES, uniform_subset
 from kpca.rows import Centering
@@ -129,7 +129,7 @@ def ritz_landmark_components(W: np.ndarray, mean_row: np.ndarray, M: np.ndarray,
     nu, A = np.zeros(r), np.zeros((r, m))
     if q:
         H = Zc.T @ M_c @ Zc
-        values, beta = scipy.linalg.eigh(0.5 * (H + H.T), subset_by_index=[k - q, k - 1])
+        values, beta = eigh(0.5 * (H + H.T), subset_by_index=[k - q, k - 1])
         nu[:q] = np.maximum(values[::-1], 0.0)
         A[:q] = (Zc @ beta[:, ::-1]).T
     AK = A @ W_c

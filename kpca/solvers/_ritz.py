@@ -32,7 +32,8 @@ Cost ``O(r^2 l + r^3)``, no kernel rows.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
+
+from kpca._dense import eigh
 
 RELATIVE_RANK_TOL = 1e-10  # directions of a Gram matrix kept: eigenvalue d > RELATIVE_RANK_TOL * max(d)
 
@@ -56,7 +57,7 @@ def whitening(G: np.ndarray, rtol: float = RELATIVE_RANK_TOL) -> np.ndarray:
     G = 0.5 * (G + G.T)
     if not np.all(np.isfinite(G)):
         return np.zeros((G.shape[0], 0))
-    d, U = scipy.linalg.eigh(G)
+    d, U = eigh(G)
     top = float(d[-1]) if d.size else 0.0
     if not top > 0:
         return np.zeros((G.shape[0], 0))
@@ -78,7 +79,7 @@ def ritz_components(A: np.ndarray, AK: np.ndarray, rtol: float = RELATIVE_RANK_T
     W = whitening(AK64 @ A64.T, rtol)
     if W.shape[1] < r:
         return A, AK, eigenvalue_estimates(A, AK)
-    mu, beta = np.linalg.eigh(W.T @ ((H + H.T) / 2) @ W)
+    mu, beta = eigh(W.T @ ((H + H.T) / 2) @ W)
     V = W @ beta[:, ::-1]
     A_r, AK_r = V.T @ A64, V.T @ AK64
     flip = np.sign(AK_r[np.arange(r), np.abs(AK_r).argmax(axis=1)])
@@ -99,4 +100,4 @@ def ritz_values(H: np.ndarray, G: np.ndarray, a2: np.ndarray, ak2: np.ndarray,
         num, den = np.sqrt(ak2), np.sqrt(a2)
         return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
     H = np.asarray(H, dtype=np.float64)
-    return np.linalg.eigh(W.T @ ((H + H.T) / 2) @ W)[0][::-1].copy()
+    return eigh(W.T @ ((H + H.T) / 2) @ W, eigvals_only=True)[::-1].copy()

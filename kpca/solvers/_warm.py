@@ -59,8 +59,8 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-import scipy.linalg
 
+from kpca._dense import eigh
 from kpca.defaults import formed_block_size
 from kpca.solvers._ritz import whitening
 
@@ -134,7 +134,7 @@ def subset_components(R: np.ndarray, S: np.ndarray, n_components: int) -> np.nda
     C = R @ R.T  # (m, m) = K'[S, :] K'[:, S]
     M = W.T @ C @ W
     M = 0.5 * (M + M.T)
-    _, beta = scipy.linalg.eigh(M, subset_by_index=[k - q, k - 1])
+    _, beta = eigh(M, subset_by_index=[k - q, k - 1])
     alpha = W @ beta[:, ::-1]
     signs = np.sign(alpha[np.abs(alpha).argmax(axis=0), np.arange(q)])
     return alpha * np.where(signs == 0, 1.0, signs)
