@@ -51,8 +51,9 @@ from kpca._threads import blas_limit  # noqa: E402
 from kpca.driver import permutation  # noqa: E402
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.rows import KernelRows  # noqa: E402
-from kpca.shards import (Shard, SegmentUpdate, make_group, reduction_unit, send_start, shard_bounds,  # noqa: E402
-                         sharded_centering, split_state, unit_bounds)
+from kpca.shard_passes import (reduction_unit, send_start, sharded_centering, split_state,  # noqa: E402
+                               unit_bounds)
+from kpca.shards import Shard, SegmentUpdate, make_group, shard_bounds  # noqa: E402
 from kpca.solvers._blocked import SEGMENT_ROWS  # noqa: E402
 from kpca.solvers._sharded import sharded_begin_pass, sharded_step_block  # noqa: E402
 

@@ -46,12 +46,20 @@ def permutation(seed: int, pass_index: int, n_rows: int) -> np.ndarray:
     return np.random.default_rng([seed, pass_index]).permutation(n_rows)
 
 
-def run_passes(rows, state: dict, passes: int, block_size: int, hooks: PassHooks | None = None) -> tuple[dict, bool]:
+def run_passes(rows, state: dict, passes: int, block_size: int, hooks: PassHooks | None = None,
+               tol: float | None = None) -> tuple[dict, bool]:
     """Run passes ``state["pass"] .. passes-1`` of the state's solver, resuming mid-pass if needed.
 
     Each pass visits the rows in the order `permutation(seed, pass)`, in
     blocks of ``block_size``: one call of the solver's ``step`` per block,
-    with the row source and the block's indices.
+    with the row source and the block's indices. A state whose ``update`` is
+    ``"rayleigh-ritz"`` runs the solver's ``refine`` instead, one whole
+    deterministic pass at a time (`kpca.solvers._rayleigh_ritz`).
+
+    ``tol``: the run stops before any pass once the state's ``residual`` (the
+    relative residual of its served components, which a start or a
+    Rayleigh-Ritz pass measures) is below it, and marks the state
+    ``converged``; ``passes`` is then a ceiling. None: every pass runs.
 
     The divergence guard: after every block, if the solver's ``diverged``
     says so, the state at the start of the pass is restored with smaller
@@ -74,14 +82,44 @@ def run_passes(rows, state: dict, passes: int, block_size: int, hooks: PassHooks
     # the large products run in the tile threads, each on one BLAS thread; the caller's small ones
     # gain nothing from more, and idle BLAS threads would spin next to the tiles
     with blas_limit(1):
+        if state.get("update") == "rayleigh-ritz" and solver.refine is not None:
+            return refine_passes(state, passes, hooks, tol, lambda state: solver.refine(state, rows, block_size))
+        if converged(state, tol):
+            return dict(state, converged=True), False
         return drive_passes(state, l, passes, block_size, hooks, begin_pass=solver.begin_pass,
                             step=lambda state, indices: solver.step(state, rows, indices),
                             diverged=solver.diverged, damped=solver.damped)
 
 
+def converged(state: dict, tol: float | None) -> bool:
+    """Whether ``state``'s ``residual`` (if it has one) is below ``tol`` (never when ``tol`` is None). O(1)."""
+    residual = state.get("residual")
+    return tol is not None and residual is not None and float(residual) <= tol
+
+
+def refine_passes(state: dict, passes: int, hooks: PassHooks, tol: float | None, refine) -> tuple[dict, bool]:
+    """Whole deterministic passes (``refine(state) -> state``) up to ``passes``, stopping once the
+    state has `converged` (marked ``converged``), with the hooks after each pass and stop requests
+    between passes. Returns ``(state, stopped)``."""
+    if converged(state, tol):
+        return dict(state, converged=True), False
+    while state["pass"] < passes:
+        state = refine(state)
+        state["pass"] += 1
+        if converged(state, tol):
+            state["converged"] = True
+        if hooks.on_pass is not None:
+            hooks.on_pass(state)
+        if state.get("converged"):
+            break
+        if hooks.should_stop is not None and state["pass"] < passes and hooks.should_stop():
+            return state, True
+    return state, False
+
+
 def drive_passes(state: dict, n_rows: int, passes: int, block_size: int, hooks: PassHooks, *, begin_pass, step,
                  diverged, damped, keep=None, rollback=None) -> tuple[dict, bool]:
-    """The pass loop `run_passes` and the sharded passes (`kpca.shards.run_sharded_passes`) share:
+    """The pass loop `run_passes` and the sharded passes (`kpca.shard_passes.run_sharded_passes`) share:
     ``begin_pass(state)`` where a pass starts, ``step(state, indices)`` per block of the pass's
     permutation, the divergence guard (``diverged(state)`` -> ``damped(pass_start)``, and ``rollback()``
     of what ``keep()`` kept at the pass's start, for state held elsewhere), the hooks and stop requests.

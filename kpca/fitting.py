@@ -17,7 +17,7 @@ of the job that runs it). Preparing it over a row source (`kpca.rows.KernelRows`
    gains of a start that knows nothing of the new rows (`kpca.solvers.Solver.regain`).
 
 `PreparedFit.run` then runs the passes (`kpca.driver.run_passes`) or the one-shot fit; a sharded job
-runs the same prepared state through `kpca.shards.run_sharded_passes` instead. `PreparedFit.used`
+runs the same prepared state through `kpca.shard_passes.run_sharded_passes` instead. `PreparedFit.used`
 is what a fit reports as ``params_used``: the resolved parameters, what the solver settled on
 (`kpca.solvers.Solver.used`) and the rows it fits.
 """
@@ -104,14 +104,15 @@ class PreparedFit:
         """Run the fit over ``rows``: ``(state, stopped)``.
 
         Iterative solvers run passes ``state["pass"] .. passes - 1`` (default ``params["passes"]``;
-        `kpca.driver.run_passes` with ``hooks``); ``stopped`` is True when a hook asked to stop.
+        `kpca.driver.run_passes` with ``hooks`` and the fit's ``tol``: the state comes back marked
+        ``converged`` where it stopped on it); ``stopped`` is True when a hook asked to stop.
         One-shot solvers fit in one call, with ``report`` after each iteration (a True answer raises
         `kpca.errors.Stopped`); an expansion over the rows leaves its centring on ``rows``. Cost: the
         solver's.
         """
         if self.solver.iterative:
             return run_passes(rows, self.state, self.params["passes"] if passes is None else passes,
-                              self.params["block_size"], hooks)
+                              self.params["block_size"], hooks, tol=self.params.get("tol"))
         state = self.solver.fit(rows, self.context.n_components, self.params, self.context, report=report)
         if self.solver.serves == "expansion" and "centering_column_means" in state:
             rows.restore_centering(state)
@@ -160,10 +161,15 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     if not solver.iterative:
         return PreparedFit(solver, request, solver.resolved(request.params, context, where), context)
     given, state, grown = dict(request.params), resume, False
+    if state is not None:
+        state = {key: value for key, value in state.items() if key != "converged"}  # judged anew, on this tol
+        if "update" in state:  # a resumed fit goes on as it went, unless asked otherwise
+            given.setdefault("update", state["update"])
     if state is None:
         rows.centering = centre(rows).require_variance()
     elif int(state["n_rows"]) != rows.n_rows:
         state, _ = extend_state(state, Centering.from_state(state), rows)
+        state.pop("residual", None)  # measured on the old rows
         given["init"], grown = "random", True  # the gains of a start that knows nothing of the new rows
     else:
         rows.restore_centering(state)

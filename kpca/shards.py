@@ -8,7 +8,8 @@ order: it gathers columns and points from the shards that own them, broadcasts s
 sums the shards' partial products in shard order (deterministic; with a reduction unit, `Shard`, in
 global order of units, so that the result does not depend on the split). This module runs every shard in
 this process; the dask layer (`workers/`) puts each `Shard` on its own worker behind a group with the
-same methods. The coordinator's numerics are `kpca.solvers._sharded`.
+same methods. The coordinator's numerics are `kpca.solvers._sharded`; the passes, the centring and the
+start over a group are `kpca.shard_passes`.
 
 Per segment of s rows (normally a block of b), with n features, the messages are:
 
@@ -33,21 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kpca._threads import blas_limit
-from kpca.driver import PassHooks, drive_passes
-from kpca.kernels import KernelSpec, kernel_block_into, kernel_diagonal
+from kpca.kernels import KernelSpec, kernel_block_into
 from kpca.rows import Centering, KernelRows
-from kpca.solvers import get_solver
-from kpca.solvers._blocked import _scatter_add, require_complete
-from kpca.solvers._sharded import (SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
-                                   sharded_step_block)
+from kpca.solvers._blocked import _scatter_add
+from kpca.solvers._sharded import SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate
 
-__all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "unit_bounds", "reduction_unit", "split_state",
-           "send_start", "join_state", "sharded_centering", "run_sharded_passes", "SegmentUpdate", "state_rows",
+__all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "make_group", "state_rows", "SegmentUpdate",
            "SHARDED_KEYS", "STATE_COLUMNS"]
-
-REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
-SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is sent as one update
 
 
 def shard_bounds(n_rows: int, sizes) -> list[tuple[int, int]]:
@@ -136,6 +129,44 @@ class Shard:
         local = update.indices[pos] - self.first
         _scatter_add(Z, local, update.C[:, pos], np.unique(local).size == local.size)
         self.Z = Z
+
+    def to_projections(self, V: np.ndarray) -> None:
+        """A Rayleigh-Ritz pass's first step on the own columns (`kpca.solvers._rayleigh_ritz`): the
+        coefficients become the served components' projections ``V^T AK`` (V (r, r)) and their images
+        are cleared, to be added by `add_images`. SMD's B and BK are left as they are. O(r^2 size)."""
+        r = V.shape[0]
+        self.Z = self.Z.copy()
+        self.ZK = self.ZK.copy()
+        self.Z[:r] = V.T @ self.ZK[:r]
+        self.ZK[:r] = 0.0
+
+    def coefficients(self, indices: np.ndarray, r: int):
+        """``(positions, A columns (r, k), x, |x|^2, m)`` for the owned rows of ``indices`` (as `gather`,
+        with the coefficients instead of their images)."""
+        pos, X, xn = self.points(indices)
+        local = indices[pos] - self.first
+        return pos, self.Z[:r, local], X, xn, self.rows.centering.column_means[local]
+
+    def add_images(self, points: np.ndarray, sqnorms: np.ndarray | None, column_means: np.ndarray,
+                   C: np.ndarray) -> None:
+        """``AK[:, own] += C K'[p, own]`` for a segment's points p (C (r, s)): a Rayleigh-Ritz pass's
+        second step, segment by segment. Cost ``2 s size (n + r)``."""
+        c = self.rows.centering
+        row_shift = (c.grand_mean - column_means).astype(self.rows.dtype)
+        r = C.shape[0]
+        images = np.ascontiguousarray(self.ZK[:r])
+        self.rows.points_left_product(points, sqnorms, row_shift, np.ascontiguousarray(C, dtype=self.rows.dtype),
+                                      images)
+        self.ZK[:r] = images
+
+    def rotate(self, V: np.ndarray) -> None:
+        """``A := V^T A`` and ``AK := V^T AK`` on the own columns (V (r, r)): the Rayleigh-Ritz components
+        of the span, as `kpca.solvers._ritz.ritz_components` makes them. O(r^2 size)."""
+        r = V.shape[0]
+        self.Z = self.Z.copy()
+        self.ZK = self.ZK.copy()
+        self.Z[:r] = V.T @ self.Z[:r]
+        self.ZK[:r] = V.T @ self.ZK[:r]
 
     def products(self, r: int) -> list[np.ndarray]:
         """This shard's parts of ``Z AK^T`` (d, r), one per reduction unit."""
@@ -304,6 +335,36 @@ class ShardGroup:
         total = self._sum(self._call("grams", self.n_components))
         return total[0], total[1]
 
+    def to_projections(self, V: np.ndarray) -> None:
+        """Every shard's coefficients to the projections ``V^T AK``, images cleared (`Shard.to_projections`)."""
+        self._call("to_projections", V)
+        self.bytes_out += V.nbytes * len(self)
+
+    def coefficients(self, indices: np.ndarray):
+        """``(A[:, indices] (r, s), x, |x|^2, m)`` gathered from the shards that own the rows."""
+        r = self.n_components
+        C = points = sqnorms = means = None
+        for pos, Cs, X, xn, m in self._call("coefficients", indices, r):
+            if C is None:
+                C, points = np.empty((r, indices.size)), np.empty((indices.size, X.shape[1]), X.dtype)
+                sqnorms, means = (None if xn is None else np.empty(indices.size, xn.dtype)), np.empty(indices.size)
+            C[:, pos], points[pos], means[pos] = Cs, X, m
+            if xn is not None:
+                sqnorms[pos] = xn
+            self.bytes_in += Cs.nbytes + X.nbytes + m.nbytes + (0 if xn is None else xn.nbytes)
+        return C, points, sqnorms, means
+
+    def add_images(self, points: np.ndarray, sqnorms, column_means: np.ndarray, C: np.ndarray) -> None:
+        """Every shard adds ``C K'[p, own]`` to its images (`Shard.add_images`)."""
+        self._call("add_images", points, sqnorms, column_means, C)
+        self.bytes_out += (points.nbytes + column_means.nbytes + C.nbytes
+                           + (0 if sqnorms is None else sqnorms.nbytes)) * len(self)
+
+    def rotate(self, V: np.ndarray) -> None:
+        """Every shard's columns rotated by ``V`` (`Shard.rotate`)."""
+        self._call("rotate", V)
+        self.bytes_out += V.nbytes * len(self)
+
     def keep(self) -> None:
         self._call("keep")
 
@@ -330,44 +391,6 @@ class ShardGroup:
         return Centering(np.concatenate([p[2] for p in self._call("columns")]), self.grand_mean, self.mean_diagonal)
 
 
-def sharded_centering(group: ShardGroup, block_size: int = 1024) -> dict:
-    """`kpca.rows.KernelRows.fit_centering` over the shards: the same blocks of points pass every
-    shard, each adds its columns' sums; the grand mean is the shards' sums added in order.
-
-    Sets every shard's centring and ``group.grand_mean``, ``group.mean_diagonal``; returns the
-    coordinator's entries ``centering_grand_mean`` and ``centering_mean_diagonal`` (the column means
-    stay on the shards). Messages: each block's points (b x n) to every shard, one number per
-    reduction unit back at the end.
-    """
-    l = group.n_rows
-    diag_sum = 0.0
-    for a in range(0, l, block_size):
-        X, xn = group.points(np.arange(a, min(a + block_size, l)))
-        group._call("add_column_sums", X, xn)
-        diag_sum += float(kernel_diagonal(X, group.kernel).sum(dtype=np.float64))
-    grand_mean = float(group._sum(group._call("column_means", l))) / l
-    mean_diagonal = diag_sum / l - grand_mean
-    group._call("centre", grand_mean, mean_diagonal)
-    group.grand_mean, group.mean_diagonal = grand_mean, mean_diagonal
-    return {"centering_grand_mean": grand_mean, "centering_mean_diagonal": mean_diagonal}
-
-
-def reduction_unit(n_rows: int, units: int = REDUCTION_UNITS) -> int:
-    """Rows per reduction unit of a data set of ``n_rows`` rows: ``ceil(l / units)``, a function of l
-    alone, so that any split into at most ``units`` shards sums in the same order (`Shard`)."""
-    return max(1, -(-int(n_rows) // int(units)))
-
-
-def unit_bounds(n_rows: int, n_shards: int, unit_rows: int) -> list[tuple[int, int]]:
-    """Contiguous shards of whole reduction units (the last unit may be short), their sizes differing
-    by at most one unit: ``min(n_shards, units)`` ``(first, stop)`` ranges covering the rows."""
-    n_units = -(-int(n_rows) // int(unit_rows))
-    k = max(1, min(int(n_shards), n_units))
-    per = [n_units // k + (1 if i < n_units % k else 0) for i in range(k)]
-    edges = np.minimum(np.concatenate([[0], np.cumsum(per)]) * int(unit_rows), int(n_rows))
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
-
-
 def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str, unit_rows: int | None = None,
                **rows_options) -> ShardGroup:
     """A group of shards over ``data[first:stop]`` for each of ``bounds`` (`shard_bounds`), with no
@@ -380,63 +403,3 @@ def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str,
 def state_rows(n_components: int, solver: str) -> int:
     """d, the rows of ``Z = [A; B]``: 2r for KHA-SMD, r for the rest of the KHA family."""
     return 2 * n_components if solver == "kha-smd" else n_components
-
-
-def split_state(state: dict, group: ShardGroup) -> dict:
-    """Hand each shard its columns of a full solver ``state`` (A, AK, B, BK, the centring's column
-    means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the start)."""
-    require_complete(state)
-    smd = state["solver"] == "kha-smd"
-    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
-    ZK = np.concatenate([state["AK"], state["BK"]]) if smd else state["AK"]
-    group.split(Z, ZK, Centering.from_state(state))
-    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
-
-
-def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> dict:
-    """Hand the shards a starting ``state`` whose centring they already hold (`sharded_centering`):
-    the coordinator's state, the rest.
-
-    A start nonzero on few columns S (the random and subset starts of `kpca.solvers._kha.start`) is
-    sent as one `SegmentUpdate` with ``T = 0`` and ``C = Z[:, S]``: each shard forms its columns of
-    ``ZK = Z[:, S] K'[S, :]`` from the |S| points (O(d |S|) sent); a dense start goes column by column
-    (`split_state`, O(d l))."""
-    require_complete(state)
-    smd = state["solver"] == "kha-smd"
-    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
-    S = np.flatnonzero(np.any(Z != 0, axis=0))
-    if S.size > max_columns:
-        return split_state(state, group)
-    group.zero()
-    got = group.gather(S)
-    group.apply(SegmentUpdate(np.zeros((group.d, group.d), dtype=group.dtype), Z[:, S].astype(group.dtype), S,
-                              got.points, got.sqnorms, got.column_means))
-    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
-
-
-def join_state(state: dict, group: ShardGroup) -> dict:
-    """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
-    r = group.n_components
-    Z, ZK, means = group.columns()
-    out = dict(state, A=Z[:r], AK=ZK[:r], centering_column_means=means)
-    if group.d > r:
-        out.update(B=Z[r:], BK=ZK[r:])
-    return out
-
-
-def run_sharded_passes(state: dict, group: ShardGroup, passes: int, block_size: int,
-                       hooks: PassHooks | None = None) -> tuple[dict, bool]:
-    """`kpca.driver.run_passes` over a shard group: the coordinator's ``state`` (`split_state`) through
-    passes ``state["pass"] .. passes-1``, the shards' columns updated in place.
-
-    The same permutations, blocks, hooks (called with the coordinator's state), stop requests and
-    divergence guard (each shard keeps its columns at the start of the pass and rolls back to them).
-    Returns ``(state, stopped)``.
-    """
-    solver = get_solver(state["solver"])
-    with blas_limit(1):
-        return drive_passes(state, group.n_rows, passes, block_size, hooks or PassHooks(),
-                            begin_pass=lambda state: sharded_begin_pass(state, group),
-                            step=lambda state, indices: sharded_step_block(state, group, indices),
-                            diverged=lambda state: sharded_diverged(state, group), damped=solver.damped,
-                            keep=group.keep, rollback=group.rollback)

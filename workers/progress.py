@@ -8,10 +8,14 @@ components the model serves (what a projection gets) and ``iterate`` for the
 solver's raw iterate, which is what the paper's figures plot. Where the data
 spans exactly r directions in feature space ``E_min`` is 0 and the figure is
 the ``relative_error`` ``E / ||K'||_F`` instead; where it spans fewer than r
-the fit stops with `kpca.errors.Degenerate`. Above the limit, the documented
-proxy ``eigenvalue_change`` is reported: ``max_i |lambda_i(p) -
-lambda_i(p-1)| / lambda_i(p)`` of the served eigenvalue estimates between
-consecutive passes. With ``params.tol`` set, the fit completes early once
+the fit stops with `kpca.errors.Degenerate`. Above the limit, the figure is
+the ``residual`` of the served components where the fit measured it (its
+start and its Rayleigh-Ritz passes do, `kpca.solvers._rayleigh_ritz`: about the
+square root of eq. 22's excess error), else the proxy ``eigenvalue_change``:
+``max_i |lambda_i(p) - lambda_i(p-1)| / lambda_i(p)`` of the served
+eigenvalue estimates between consecutive passes. A fit with Rayleigh-Ritz
+passes stops once its residual is below ``params.tol`` (`kpca.driver.run_passes`);
+one with stochastic passes and ``params.tol`` set completes early once
 ``value`` falls below it.
 
 Checkpoint retention: the last ``checkpoint_keep`` and the best one (lowest
@@ -99,7 +103,10 @@ class ConvergenceFigure:
                 Z = model.project(np.asarray(rows.source)).T
                 Z -= Z.mean(axis=1, keepdims=True)
             iterate = self._figure(state["AK"]) if "AK" in state and model.rows is rows else None
-            return Convergence(metric=self.metric, value=self._figure(Z), iterate=iterate), eigenvalues
+            return Convergence(metric=self.metric, value=self._figure(Z), iterate=iterate,
+                               residual=state.get("residual")), eigenvalues
+        if state.get("residual") is not None:
+            return Convergence(metric="residual", value=float(state["residual"]), residual=state["residual"]), eigenvalues
         return self.proxy(eigenvalues, previous), eigenvalues
 
     def proxy(self, eigenvalues: np.ndarray, previous: np.ndarray | None) -> Convergence:
@@ -171,14 +178,16 @@ class PassReporter:
         value = convergence.value
         if value is not None and (not self.best or value <= self.best["value"]):
             self.best = {"pass": done, "value": value}
-        if self.tol is not None and value is not None and value < self.tol:
+        # Rayleigh-Ritz passes stop on their residual (`kpca.driver.run_passes`), stochastic ones on this figure
+        by_figure = state.get("update") != "rayleigh-ritz" and self.tol is not None and value is not None
+        if state.get("converged") or (by_figure and value < self.tol):
             self.stop_early = True
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
         gains = self.prepared.solver.gains(state)
         self.history.append(self.job.pass_record(pass_=done, elapsed_s=elapsed, convergence=convergence,
                                                  eigenvalues=lam.tolist(), workers=self.workers, **fields))
         progress = Progress(pass_=done, passes=self.passes, t=int(state.get("t", 0)),
-                            fraction=min(done / self.passes, 1.0), elapsed_s=elapsed,
+                            fraction=1.0 if self.stop_early else min(done / self.passes, 1.0), elapsed_s=elapsed,
                             remaining_s=0.0 if self.stop_early else per_pass * max(self.passes - done, 0),
                             eigenvalues=lam.tolist(), gains=None if gains is None else np.asarray(gains).tolist(),
                             convergence=convergence, workers=self.workers)

@@ -2,12 +2,12 @@
 coordinator; each worker holds a `workers.shards.ShardActor` with its rows' columns of the state.
 
 The coordinator runs the same fit as `workers.fit` -- the lease, the record, progress pass by pass,
-cancel, resume, the errors a user can act on -- with the passes of `kpca.shards.run_sharded_passes`.
+cancel, resume, the errors a user can act on -- with the passes of `kpca.shard_passes.run_sharded_passes`.
 What differs:
 
-* the centring is one sharded pass (`kpca.shards.sharded_centering`); the start is computed by the
+* the centring is one sharded pass (`kpca.shard_passes.sharded_centering`); the start is computed by the
   coordinator as in one process and sent to the shards as the few columns it is nonzero on
-  (`kpca.shards.send_start`), or read by each shard from the checkpoint it resumes from;
+  (`kpca.shard_passes.send_start`), or read by each shard from the checkpoint it resumes from;
 * a checkpoint is a consistent cut: after a pass every shard writes its part (its columns, on its
   worker), then the coordinator writes the manifest with its own state
   (`store.CheckpointStore.save`, ``parts``); a cut without its manifest is never read;
@@ -17,7 +17,7 @@ What differs:
 * a worker lost mid-fit (`workers.shards.ShardLost`): the shards are placed again on the workers that
   remain and the fit continues from the last consistent checkpoint (up to `MAX_LOSSES` times); with
   the same seed it ends where an uninterrupted fit ends (the reductions' order does not depend on the
-  split, `kpca.shards.reduction_unit`).
+  split, `kpca.shard_passes.reduction_unit`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
-from kpca.shards import (SHARDED_KEYS, STATE_COLUMNS, ShardGroup, join_state, reduction_unit, run_sharded_passes, send_start,
-                         sharded_centering, state_rows, unit_bounds)
+from kpca.shard_passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
+                               unit_bounds)
+from kpca.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
 from kpca.solvers._ritz import ritz_values
 from store.jobs.records import JobRecord
@@ -132,7 +133,8 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
         log.info("%s %s: %d passes sharded over %d workers (%s rows each)", registry.kind, name, record.passes,
                  len(group), [b - a for a, b in group.bounds])
         state, stopped = run_sharded_passes(state, group, record.passes, prepared.params["block_size"],
-                                            PassHooks(on_pass=report, should_stop=should_stop))
+                                            PassHooks(on_pass=report, should_stop=should_stop),
+                                            tol=prepared.params.get("tol"))
     finally:
         group.close()
     if stopped and not report.stop_early:
@@ -141,13 +143,13 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     final = checkpoints.load(name)  # the last pass's cut, joined from its parts (once, at the end)
     rows.restore_centering(final)
     warnings = completion_warnings(rows, final)
-    registry.update(name, status="completed", stopped_early=report.stop_early, warnings=warnings,
-                    **job.finish(record, rows, final))
+    registry.update(name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
+                    warnings=warnings, **job.finish(record, rows, final))
     return "completed"
 
 
 def _sharded_centering(group: ActorGroup):
-    """The centring pass over the shards (`kpca.shards.sharded_centering`): each keeps its columns'
+    """The centring pass over the shards (`kpca.shard_passes.sharded_centering`): each keeps its columns'
     means; the coordinator gets the whole centring (`kpca.rows.Centering`)."""
     sharded_centering(group)
     return group.centering()

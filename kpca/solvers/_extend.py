@@ -18,7 +18,9 @@ which centres them by the data's (as `workers.progress` does for eq. 22).
 The start is then the Rayleigh-Ritz components of the span of ``A = Y^T``
 (`kpca.solvers._ritz`: orthonormal in feature space and ordered by
 variance, like the subset start of `kpca.solvers._warm`), with ``A K'`` from
-one pass of kernel rows (`kpca.rows.KernelRows.left_product`).
+one pass of kernel rows: a Rayleigh-Ritz pass from the reduced model
+(`kpca.solvers._rayleigh_ritz`), which also gives the residual of the
+reduced model's components (nystrom's are orthonormal in feature space).
 
 Cost: the reduced fit, a projection of the l rows onto its m centres
 (``O(l m n)``), one pass of kernel rows (``2 l^2 (n + r)`` flops, like a
@@ -31,6 +33,7 @@ import numpy as np
 
 from kpca.errors import Degenerate
 from kpca.solvers._registry import FitContext, get_solver, served_model
+from kpca.solvers._rayleigh_ritz import power_step
 from kpca.solvers._ritz import ritz_components
 
 REDUCED_INITS = ("nystrom", "rskpca")
@@ -38,9 +41,12 @@ REDUCED_INITS = ("nystrom", "rskpca")
 
 def extended_start(solver_name: str, rows, n_components: int, seed: int, block_size: int = 1024,
                    landmarks: int | None = None):
-    """``(A, AK)`` (r, l): the components of solver ``solver_name`` (fitted with its defaults,
+    """``(A, AK, residual)``: the components of solver ``solver_name`` (fitted with its defaults,
     ``seed`` and, for nystrom, ``landmarks``) extended to all rows of ``rows`` (a
-    `kpca.rows.KernelRows` with its centring set)."""
+    `kpca.rows.KernelRows` with its centring set), A and AK (r, l); ``residual``, the relative
+    residual of the reduced model's components measured by the extension's pass
+    (`kpca.solvers._rayleigh_ritz.power_step`; its components are orthonormal in feature space),
+    None for ``rskpca`` (whose are not)."""
     r, l = int(n_components), int(rows.n_rows)
     reduced = get_solver(solver_name)
     context = FitContext(n_rows=l, n_components=r)
@@ -55,12 +61,9 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     Y = np.concatenate([model.project(np.asarray(chunk, dtype=np.float64)) for _, chunk in rows.chunks()])
     Y -= Y.mean(axis=0)
     A = np.ascontiguousarray(Y.T)
-    AK = np.zeros_like(A)
-    for a in range(0, l, block_size):
-        idx = np.arange(a, min(a + block_size, l))
-        rows.left_product(idx, A[:, idx], AK)
+    AK, residual = power_step(rows, A, block_size)
     if not np.all(np.einsum("ij,ij->i", AK, A) > 0):
         raise Degenerate(f"the {solver_name} start has components without variance on these rows; "
                          "use init 'subset' or 'random'")
     A_r, AK_r, _ = ritz_components(A, AK)  # orthonormal, by variance: the same span, the best start in it
-    return np.ascontiguousarray(A_r), np.ascontiguousarray(AK_r)
+    return np.ascontiguousarray(A_r), np.ascontiguousarray(AK_r), residual if solver_name == "nystrom" else None

@@ -42,7 +42,8 @@ from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._extend import REDUCED_INITS, extended_start
 from kpca.solvers._reduced import check_centres
-from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start, warm_affordable
+from kpca.solvers._rayleigh_ritz import rayleigh_ritz_pass
+from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start
 
 _INIT_COLUMNS = 64
 # The divergence guard: a state is diverged when a component's squared feature-space norm
@@ -62,8 +63,14 @@ INIT = Param("init", str, "auto", choices=(*INITS, *REDUCED_INITS),
              description="start: subset (warm: the leading components within the span of init_size random rows, "
                          "Rayleigh-Ritz on the whole data), random (the paper's sparse random start), nystrom or "
                          "rskpca (that solver's components extended to every row: a reduced fit plus one pass), or "
-                         "auto (the default): subset where its block of kernel rows fits the memory budget, else "
-                         "random")
+                         "auto (the default): subset where it is exact kernel PCA (all rows in the subset), else "
+                         "nystrom (streamed, O(m^2) memory at any size)")
+UPDATE = Param("update", str, "auto", choices=("auto", "stochastic", "rayleigh-ritz"),
+               description="what a pass does: stochastic, the paper's KHA steps row by row with the gains; "
+                           "rayleigh-ritz, the deterministic limit of a KHA pass (its update summed over the pass: a "
+                           "block power step, made orthonormal), which also measures the residual of the components "
+                           "served before it; auto (the default): rayleigh-ritz after a warm start (its gains' noise "
+                           "would undo it), stochastic after the random one")
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory), or the "
@@ -87,10 +94,16 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
         raise ParamError("init_size", "sets the rows of init 'subset' or the landmarks of init 'nystrom'; "
                                       "init 'rskpca' takes its centres from the shadow estimate")
     r, l = context.n_components, context.n_rows
-    if out["init"] == "auto":
-        out["init"] = "subset" if warm_affordable(r, l) else "random"
+    if out["init"] == "auto":  # exact where the subset holds every row, else the streamed Nystrom start
+        out["init"] = "subset" if default_init_size(r, l) >= l else "nystrom"
+        if out["init"] == "nystrom":
+            out["init_size"] = check_centres("init_size", out["init_size"], context)
     if out["init"] == "subset" and out["init_size"] is None:
         out["init_size"] = default_init_size(r, l)
+    if out["update"] == "auto":
+        out["update"] = "stochastic" if out["init"] == "random" else "rayleigh-ritz"
+    if out["tol"] is None and out["update"] == "rayleigh-ritz":
+        out["tol"] = defaults.RESIDUAL_TOL
     if context.mean_diagonal is not None:
         s, init, m = context.mean_diagonal, out["init"], out["init_size"]
         if out["eta0"] is None:
@@ -125,10 +138,14 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     if init == "subset":
         A, AK, m = subset_start(rows.block, r, l, seed, params["init_size"], dtype)
         extra["init_size"] = m
+        if m == l:  # exact kernel PCA: its residual is rounding
+            extra["residual"] = 0.0
     elif init in REDUCED_INITS:
-        A, AK = extended_start(init, rows, r, seed, landmarks=params.get("init_size"))
+        A, AK, residual = extended_start(init, rows, r, seed, landmarks=params.get("init_size"))
         if init == "nystrom":
             extra["init_size"] = int(params["init_size"])
+        if residual is not None:
+            extra["residual"] = residual
     else:
         rng = np.random.default_rng([seed, 2**31])
         s = min(l, max(_INIT_COLUMNS, 4 * r))
@@ -147,7 +164,7 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     norm_limit = NORM_LIMIT * max(1.0, float(np.max(np.einsum("ij,ij->i", AK, A))))
     state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, gains["eta0"]),
              "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": seed,
-             "n_rows": l, "norm_limit": norm_limit, **gains, **extra}
+             "n_rows": l, "norm_limit": norm_limit, "update": params["update"], **gains, **extra}
     if getattr(rows, "centering", None) is not None:  # a DenseRows source over K' itself has none
         state.update(rows.centering.to_state())
     if solver == "kha-smd":
@@ -243,7 +260,7 @@ def served_components(state: dict):
     return ritz_components(state["A"], state["AK"])
 
 
-USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions")
+USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions", "update")
 
 
 def used(state: dict) -> dict:
@@ -262,7 +279,8 @@ def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: flo
     """Register a solver of the family: its name, summary, own parameters and gain scale
     (`kpca.defaults`, *the gain rule*: chosen on digits by bench/convergence.py)."""
     return register(Solver(
-        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE), shardable=True, clusterable=True,
+        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, UPDATE), shardable=True,
+        clusterable=True, refine=rayleigh_ritz_pass,
         gain_scale=gain_scale, start=partial(start, name=name),
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
         resolve=partial(resolve, gain_scale=gain_scale), components=served_components, used=used, gains=gains))

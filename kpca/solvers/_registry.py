@@ -139,7 +139,7 @@ class Solver:
         ``context.exact_limit`` rows.
     shardable : bool
         Whether its passes can run over row shards on several workers
-        (`kpca.shards.run_sharded_passes`: the KHA family).
+        (`kpca.shard_passes.run_sharded_passes`: the KHA family).
     clusterable : bool
         Whether spectral clustering may take its eigenvectors of L
         (`kpca.clustering`): it fits the leading eigenvectors of any
@@ -165,6 +165,10 @@ class Solver:
         per row of the block, pure.
     begin_pass : callable
         ``begin_pass(state) -> state`` once at the start of every pass.
+    refine : callable, optional
+        ``refine(state, rows, block_size) -> state``: a whole deterministic pass, run instead of the
+        steps when ``state["update"] == "rayleigh-ritz"`` (the KHA family's Rayleigh-Ritz pass,
+        `kpca.solvers._rayleigh_ritz`); it sets ``state["residual"]``, the figure a ``tol`` stops on.
     restore : callable
         ``restore(state, rows, block_size) -> state``: a saved state made
         ready to step (arrays an older checkpoint lacks).
@@ -217,6 +221,7 @@ class Solver:
     start: Callable | None = None
     step: Callable | None = None
     begin_pass: Callable = _identity
+    refine: Callable | None = None
     restore: Callable = _identity
     regain: Callable = _identity
     diverged: Callable = _never

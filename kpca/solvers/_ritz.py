@@ -65,6 +65,18 @@ def whitening(G: np.ndarray, rtol: float = RELATIVE_RANK_TOL) -> np.ndarray:
     return U[:, keep] / np.sqrt(d[keep])
 
 
+def ritz_transform(H: np.ndarray, G: np.ndarray, rtol: float = RELATIVE_RANK_TOL):
+    """``(V, mu)`` with ``V^T G V = I`` and ``V^T H V = diag(mu)``, mu (r,) descending, from the r x r
+    products ``H = AK AK^T`` and ``G = AK A^T`` (symmetrised): the Rayleigh-Ritz components of span(A)
+    are ``V^T A`` (`ritz_components`); None if G is numerically singular. Cost O(r^3)."""
+    W = whitening(np.asarray(G, dtype=np.float64), rtol)
+    if W.shape[1] < H.shape[0]:
+        return None
+    H = np.asarray(H, dtype=np.float64)
+    mu, beta = eigh(W.T @ ((H + H.T) / 2) @ W)
+    return W @ beta[:, ::-1], mu[::-1].copy()
+
+
 def ritz_components(A: np.ndarray, AK: np.ndarray, rtol: float = RELATIVE_RANK_TOL):
     """``(A_r, AK_r, mu)``: the Rayleigh-Ritz components of span(A Phi') and their variances.
 
@@ -74,19 +86,17 @@ def ritz_components(A: np.ndarray, AK: np.ndarray, rtol: float = RELATIVE_RANK_T
     Arrays come back in A's dtype. Cost ``O(r^2 l + r^3)``.
     """
     A64, AK64 = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64)
-    H = AK64 @ AK64.T
-    r = H.shape[0]
-    W = whitening(AK64 @ A64.T, rtol)
-    if W.shape[1] < r:
+    r = A64.shape[0]
+    found = ritz_transform(AK64 @ AK64.T, AK64 @ A64.T, rtol)
+    if found is None:
         return A, AK, eigenvalue_estimates(A, AK)
-    mu, beta = eigh(W.T @ ((H + H.T) / 2) @ W)
-    V = W @ beta[:, ::-1]
+    V, mu = found
     A_r, AK_r = V.T @ A64, V.T @ AK64
     flip = np.sign(AK_r[np.arange(r), np.abs(AK_r).argmax(axis=1)])
     flip[flip == 0] = 1.0
     A_r *= flip[:, None]
     AK_r *= flip[:, None]
-    return A_r.astype(A.dtype, copy=False), AK_r.astype(A.dtype, copy=False), mu[::-1].copy()
+    return A_r.astype(A.dtype, copy=False), AK_r.astype(A.dtype, copy=False), mu
 
 
 def ritz_values(H: np.ndarray, G: np.ndarray, a2: np.ndarray, ak2: np.ndarray,
@@ -95,9 +105,8 @@ def ritz_values(H: np.ndarray, G: np.ndarray, a2: np.ndarray, ak2: np.ndarray,
     ``G = AK A^T`` and the squared row norms ``a2`` of A, ``ak2`` of AK (for the eq. 13 estimates
     returned where G is singular, as `ritz_components` does). What a sharded fit reports, whose A and
     AK stay on the shards (`kpca.shards.ShardGroup.grams`). Cost O(r^3)."""
-    W = whitening(np.asarray(G, dtype=np.float64), rtol)
-    if W.shape[1] < H.shape[0]:
+    found = ritz_transform(H, G, rtol)
+    if found is None:
         num, den = np.sqrt(ak2), np.sqrt(a2)
         return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
-    H = np.asarray(H, dtype=np.float64)
-    return eigh(W.T @ ((H + H.T) / 2) @ W, eigvals_only=True)[::-1].copy()
+    return found[1]

@@ -110,12 +110,16 @@ class Convergence(_Document):
 
     metric: str = Field(description="excess_error: how much larger the reconstruction error is than the "
                                     "best possible one (E/E_min - 1, 0 at the optimum); relative_error (E/||K'||, "
-                                    "where E_min = 0); or eigenvalue_change, the change of the eigenvalue "
-                                    "estimates since the previous pass (a proxy, above exact_limit rows)")
+                                    "where E_min = 0); above exact_limit rows, residual (see residual) where the "
+                                    "fit measured it, else eigenvalue_change, the change of the eigenvalue "
+                                    "estimates since the previous pass (a proxy)")
     value: float | None = Field(default=None, description="the figure for the served components (what a "
                                 "projection gets); None where it is not yet defined")
     iterate: float | None = Field(default=None, description="the figure for the solver's raw iterate (before "
                                   "the served components are made orthonormal); None where not computed")
+    residual: float | None = Field(default=None, description="max_i ||C w_i - lambda_i w_i|| / lambda_i of the "
+                                   "served components w_i, where the fit measured it (its start and its "
+                                   "Rayleigh-Ritz passes do): what params.tol stops on; None where not measured")
 
 
 class PassRecord(_Document):

@@ -46,7 +46,7 @@ def test_a_fit_survives_a_crash_of_the_whole_service(tmp_path, digits):
     try:
         api = httpx.Client(base_url=first.url, timeout=60)
         upload(api, "digits", digits[:700])
-        fit(api, "victim", "digits", 25, block_size=50)
+        fit(api, "victim", "digits", 25, block_size=50, init="random")  # the paper's passes: all 25 run
         wait(api, "victim", lambda r: (r.get("progress") or {}).get("pass", 0) >= 3)
     finally:
         first.crash()  # SIGKILL: API, scheduler and workers, mid-pass
@@ -57,7 +57,7 @@ def test_a_fit_survives_a_crash_of_the_whole_service(tmp_path, digits):
         victim = wait(api, "victim", finished)  # the new service's watchdog resubmits it
         assert victim["status"] == "completed", victim["error"]
         assert [h["pass"] for h in victim["history"]] == list(range(1, 26))
-        fit(api, "reference", "digits", 25, block_size=50)
+        fit(api, "reference", "digits", 25, block_size=50, init="random")
         assert wait(api, "reference", finished)["status"] == "completed"
         rows = {"rows": digits[1000:1020].tolist()}
         Z_victim = api.post("/v1/models/victim/project", json=rows).json()["components"]

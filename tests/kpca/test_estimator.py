@@ -62,7 +62,8 @@ def test_kpca_imports_no_io_or_service_libraries():
 
 
 def test_partial_fit_appends_rows_and_continues(digits):
-    est = KernelHebbianPCA(4, sigma=3.0, passes=5, random_state=2)
+    """The paper's algorithm (a random start, stochastic passes): passes continue over all rows."""
+    est = KernelHebbianPCA(4, sigma=3.0, passes=5, random_state=2, init="random")
     est.partial_fit(digits[:200])
     first_t = est.state_["t"]
     est.partial_fit(digits[200:300])
@@ -70,6 +71,19 @@ def test_partial_fit_appends_rows_and_continues(digits):
     assert est.state_["t"] == first_t + 5 * 300
     exact = KernelHebbianPCA(4, sigma=3.0, solver="exact").fit(digits[:300])
     assert subspace_angles(est.coefficients_, exact.coefficients_[:3], exact.rows_.dense()).max() < 0.1
+
+
+def test_partial_fit_by_default_refines_the_fitted_components_to_the_tol(digits):
+    """The default: the fit of 200 rows is exact at its start (no pass), and the appended rows' fit continues
+    from its components with Rayleigh-Ritz passes until their residual meets the default tol."""
+    est = KernelHebbianPCA(4, sigma=3.0, passes=20, random_state=2)
+    est.partial_fit(digits[:200])
+    assert (est.state_["pass"], est.state_["residual"], est.state_["converged"]) == (0, 0.0, True)
+    est.partial_fit(digits[200:300])
+    assert est.coefficients_.shape == (4, 300) and 1 <= est.state_["pass"] < 20 and est.state_["converged"]
+    assert est.state_["residual"] <= est.params_used_["tol"] == 1e-3
+    exact = KernelHebbianPCA(4, sigma=3.0, solver="exact").fit(digits[:300])
+    assert subspace_angles(est.coefficients_, exact.coefficients_, exact.rows_.dense()).max() < 1e-2
 
 
 def test_solver_params_merge_over_the_arguments(digits):

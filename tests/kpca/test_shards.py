@@ -14,8 +14,10 @@ import pytest
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.shards import (join_state, make_group, reduction_unit, run_sharded_passes, send_start, shard_bounds,
-                         sharded_centering, split_state, unit_bounds)
+from kpca.solvers._ritz import ritz_components
+from kpca.shard_passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
+                               split_state, unit_bounds)
+from kpca.shards import make_group, shard_bounds
 from tests.naive import start_state
 
 KHA_FAMILY = ["kha", "kha-t", "kha-et", "kha-smd"]
@@ -248,3 +250,38 @@ def test_grams_are_the_whole_products(data):
     H, G = group.grams()
     np.testing.assert_allclose(H, first["AK"] @ first["AK"].T, rtol=1e-12)
     np.testing.assert_allclose(G, first["AK"] @ first["A"].T, rtol=1e-12, atol=1e-14 * np.abs(G).max())
+
+
+@pytest.mark.parametrize("split", SPLITS, ids=["2-even", "2-uneven", "3-uneven"])
+@pytest.mark.parametrize("solver", ["kha-et", "kha-smd"])
+def test_sharded_rayleigh_ritz_passes_equal_the_one_process_passes(data, solver, split):
+    """Two Rayleigh-Ritz passes (`kpca.solvers._rayleigh_ritz`) over shards: the served components, their
+    eigenvalues and the residuals the passes measure equal those of the one-process passes."""
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    rows.fit_centering()
+    first = dict(start_state(solver, R, rows, seed=3, **params_for(solver)), update="rayleigh-ritz")
+    residuals = {"whole": [], "sharded": []}
+
+    def on_pass(kind):
+        return PassHooks(on_pass=lambda state: residuals[kind].append(state["residual"]))
+
+    want, _ = run_passes(rows, first, 2, BLOCK, on_pass("whole"))
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], split), R, solver, chunk_rows=64)
+    got, stopped = run_sharded_passes(split_state(first, group), group, 2, BLOCK, on_pass("sharded"))
+    got = join_state(got, group)
+    assert not stopped and got["pass"] == want["pass"] == 2
+    np.testing.assert_allclose(residuals["sharded"], residuals["whole"], rtol=1e-8)
+    assert residuals["whole"][1] < residuals["whole"][0]  # a power step: the components got closer
+    _, served_got, mu_got = ritz_components(got["A"], got["AK"])
+    _, served_want, mu_want = ritz_components(want["A"], want["AK"])
+    np.testing.assert_allclose(mu_got, mu_want, rtol=1e-10)
+    np.testing.assert_allclose(served_got, served_want, atol=1e-8 * np.abs(served_want).max())
+
+
+def test_a_sharded_rayleigh_ritz_fit_stops_at_its_tol(data):
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    rows.fit_centering()
+    first = dict(start_state("kha-smd", R, rows, seed=3, **params_for("kha-smd")), update="rayleigh-ritz")
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-smd", chunk_rows=64)
+    state, stopped = run_sharded_passes(split_state(first, group), group, 50, BLOCK, tol=1e-3)
+    assert not stopped and state["converged"] and state["residual"] <= 1e-3 and state["pass"] < 50

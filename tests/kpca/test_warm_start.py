@@ -125,7 +125,7 @@ def test_the_first_pass_on_a_larger_set_keeps_the_start(digits):
     after = {}
     rule = resolve(c.mean_diagonal, 3000, r=16, init="subset", init_size=1000, seed=0)
     for factor in (1, 10):
-        params = {**rule, "eta0": factor * rule["eta0"], "mu": factor * rule["mu"]}
+        params = {**rule, "eta0": factor * rule["eta0"], "mu": factor * rule["mu"], "update": "stochastic"}
         state = SOLVERS["kha-smd"].start(DenseRows(Kc), 16, params)
         start = served_error(state)
         state, _ = run_passes(DenseRows(Kc), state, 1, 512)

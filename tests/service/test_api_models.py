@@ -202,9 +202,11 @@ def test_get_reports_what_the_worker_wrote(api, registry):
     model = api.get("/v1/models/written").json()
     assert model["status"] == "failed"
     assert model["error"]["code"] == "diverged" and "lower eta0" in model["error"]["message"]
-    # a record written without workers (before sharded fits, or an unsharded one) reports None: one worker
-    assert model["progress"] == {**progress, "workers": None}
-    assert model["history"] == [{**h, "workers": None} for h in history]
+    # a record written without workers (before sharded fits, or an unsharded one) reports None: one worker;
+    # without a residual (a fit that did not measure one), None
+    figure = {**convergence, "residual": None}
+    assert model["progress"] == {**progress, "convergence": figure, "workers": None}
+    assert model["history"] == [{**h, "convergence": figure, "workers": None} for h in history]
     assert model["params_used"]["eta0"] == 0.05
     assert model["params"] == {"passes": 1, "seed": 0} and model["placement"] == {"workers": None}
     assert not {"schema_version", "owner", "exact_limit", "fit_kernel"} & set(model)  # the service's, not the API's

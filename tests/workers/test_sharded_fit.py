@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from store import CheckpointStore, DatasetStore, ModelRegistry
+from kpca.solvers._ritz import ritz_components
 from store.jobs.records import ModelRecord, Placement
 from tests.store_checks import ended, wait_for_record
 from workers import Backend
@@ -43,7 +44,7 @@ def backend(data_dir):
 def record(data_dir, name, solver="kha-smd", passes=PASSES, workers=None, **params):
     return ModelRecord.new(name, DatasetStore(data_dir).get("digits"), kernel={"type": "gaussian", "sigma": 3.0},
                            n_components=5, solver=solver, placement=Placement(workers=workers),
-                           params={"passes": passes, "seed": 7, "block_size": 100, **params})
+                           params={"passes": passes, "seed": 7, "block_size": 100, "init": "random", **params})
 
 
 def in_process(data_dir, name, **kw):
@@ -117,3 +118,26 @@ def test_a_sharded_fit_cancels_and_resumes(data_dir, backend, reference):
     assert final.status == "completed", final.error
     assert [h.pass_ for h in final.history] == list(range(1, PASSES + 1))
     assert_close(checkpoints.load("paused"), reference["kha-smd"])
+
+
+def test_the_default_start_and_its_rayleigh_ritz_passes_sharded_equal_the_one_worker_fit(data_dir, backend):
+    """A Nystrom start (20 landmarks, so that passes are needed) and Rayleigh-Ritz passes to a tol: over 2
+    workers the fit stops at the pass the one-worker fit stops at, with the same residuals and served model."""
+    registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
+    asked = {"init": "nystrom", "init_size": 20, "tol": 5e-3, "passes": 12}
+    reference = in_process(data_dir, "rr-one", **asked)
+    registry.create(record(data_dir, "rr-two", workers=2, **asked))
+    backend.submit_fit("rr-two")
+    final = wait_for_record(registry, "rr-two", ended)
+    assert final.status == "completed", final.error
+    one = registry.get("rr-one")
+    assert final.stopped_early and one.stopped_early and final.progress.workers == 2
+    assert [h.pass_ for h in final.history] == [h.pass_ for h in one.history] and len(one.history) > 1
+    np.testing.assert_allclose([h.convergence.residual for h in final.history],
+                               [h.convergence.residual for h in one.history], rtol=1e-8)
+    assert final.history[-1].convergence.residual <= 5e-3 < final.history[0].convergence.residual
+    got, want = checkpoints.load("rr-two"), reference
+    _, served_got, mu_got = ritz_components(got["A"], got["AK"])
+    _, served_want, mu_want = ritz_components(want["A"], want["AK"])
+    np.testing.assert_allclose(mu_got, mu_want, rtol=1e-10)
+    np.testing.assert_allclose(served_got, served_want, atol=1e-8 * np.abs(served_want).max())

@@ -1,0 +1,155 @@
+"""The passes of a sharded fit over a `kpca.shards.ShardGroup`: the centring pass, the start handed to
+the shards and joined back, the reduction units that make the sums independent of the split, and the
+pass loop (`run_sharded_passes`: stochastic KHA steps, `kpca.solvers._sharded`, or Rayleigh-Ritz passes,
+`sharded_rayleigh_ritz_pass`). See `kpca.shards` for the messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kpca._threads import blas_limit
+from kpca.driver import PassHooks, converged, drive_passes, refine_passes
+from kpca.kernels import kernel_diagonal
+from kpca.rows import Centering
+from kpca.shards import ShardGroup
+from kpca.solvers import get_solver
+from kpca.solvers._blocked import require_complete
+from kpca.solvers._ritz import ritz_transform, ritz_values
+from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
+                                   sharded_step_block)
+
+__all__ = ["sharded_centering", "reduction_unit", "unit_bounds", "split_state", "send_start",
+           "join_state", "sharded_rayleigh_ritz_pass", "run_sharded_passes"]
+
+REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
+SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is sent as one update
+
+
+def sharded_centering(group: ShardGroup, block_size: int = 1024) -> dict:
+    """`kpca.rows.KernelRows.fit_centering` over the shards: the same blocks of points pass every
+    shard, each adds its columns' sums; the grand mean is the shards' sums added in order.
+
+    Sets every shard's centring and ``group.grand_mean``, ``group.mean_diagonal``; returns the
+    coordinator's entries ``centering_grand_mean`` and ``centering_mean_diagonal`` (the column means
+    stay on the shards). Messages: each block's points (b x n) to every shard, one number per
+    reduction unit back at the end.
+    """
+    l = group.n_rows
+    diag_sum = 0.0
+    for a in range(0, l, block_size):
+        X, xn = group.points(np.arange(a, min(a + block_size, l)))
+        group._call("add_column_sums", X, xn)
+        diag_sum += float(kernel_diagonal(X, group.kernel).sum(dtype=np.float64))
+    grand_mean = float(group._sum(group._call("column_means", l))) / l
+    mean_diagonal = diag_sum / l - grand_mean
+    group._call("centre", grand_mean, mean_diagonal)
+    group.grand_mean, group.mean_diagonal = grand_mean, mean_diagonal
+    return {"centering_grand_mean": grand_mean, "centering_mean_diagonal": mean_diagonal}
+
+
+def reduction_unit(n_rows: int, units: int = REDUCTION_UNITS) -> int:
+    """Rows per reduction unit of a data set of ``n_rows`` rows: ``ceil(l / units)``, a function of l
+    alone, so that any split into at most ``units`` shards sums in the same order (`Shard`)."""
+    return max(1, -(-int(n_rows) // int(units)))
+
+
+def unit_bounds(n_rows: int, n_shards: int, unit_rows: int) -> list[tuple[int, int]]:
+    """Contiguous shards of whole reduction units (the last unit may be short), their sizes differing
+    by at most one unit: ``min(n_shards, units)`` ``(first, stop)`` ranges covering the rows."""
+    n_units = -(-int(n_rows) // int(unit_rows))
+    k = max(1, min(int(n_shards), n_units))
+    per = [n_units // k + (1 if i < n_units % k else 0) for i in range(k)]
+    edges = np.minimum(np.concatenate([[0], np.cumsum(per)]) * int(unit_rows), int(n_rows))
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def split_state(state: dict, group: ShardGroup) -> dict:
+    """Hand each shard its columns of a full solver ``state`` (A, AK, B, BK, the centring's column
+    means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the start)."""
+    require_complete(state)
+    smd = state["solver"] == "kha-smd"
+    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
+    ZK = np.concatenate([state["AK"], state["BK"]]) if smd else state["AK"]
+    group.split(Z, ZK, Centering.from_state(state))
+    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
+
+
+def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> dict:
+    """Hand the shards a starting ``state`` whose centring they already hold (`sharded_centering`):
+    the coordinator's state, the rest.
+
+    A start nonzero on few columns S (the random and subset starts of `kpca.solvers._kha.start`) is
+    sent as one `SegmentUpdate` with ``T = 0`` and ``C = Z[:, S]``: each shard forms its columns of
+    ``ZK = Z[:, S] K'[S, :]`` from the |S| points (O(d |S|) sent); a dense start goes column by column
+    (`split_state`, O(d l))."""
+    require_complete(state)
+    smd = state["solver"] == "kha-smd"
+    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
+    S = np.flatnonzero(np.any(Z != 0, axis=0))
+    if S.size > max_columns:
+        return split_state(state, group)
+    group.zero()
+    got = group.gather(S)
+    group.apply(SegmentUpdate(np.zeros((group.d, group.d), dtype=group.dtype), Z[:, S].astype(group.dtype), S,
+                              got.points, got.sqnorms, got.column_means))
+    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
+
+
+def join_state(state: dict, group: ShardGroup) -> dict:
+    """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
+    r = group.n_components
+    Z, ZK, means = group.columns()
+    out = dict(state, A=Z[:r], AK=ZK[:r], centering_column_means=means)
+    if group.d > r:
+        out.update(B=Z[r:], BK=ZK[r:])
+    return out
+
+
+def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) -> dict:
+    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group: each shard's coefficients
+    become the served components' projections, their images ``Z K'`` are added segment by segment (the
+    segment's coefficients and points gathered from their owners, sent to every shard: O(r s + s n)
+    per segment and shard, as a stochastic pass's), then the residual and the Rayleigh-Ritz rotation
+    from r x r reductions. Returns the coordinator's new state. Cost: one pass of kernel rows, spread
+    over the shards."""
+    r, l = group.n_components, group.n_rows
+    found = ritz_transform(*group.grams())
+    group.to_projections(np.eye(r) if found is None else found[0])
+    for a in range(0, l, block_size):
+        indices = np.arange(a, min(a + block_size, l))
+        C, points, sqnorms, column_means = group.coefficients(indices)
+        group.add_images(points, sqnorms, column_means, C)
+    mu = group.squared_norms()[0]  # ||z_i||^2: the variances of the components served before the pass
+    squared = np.maximum(group.norms() - mu**2, 0.0)  # z_i K' z_i^T - mu_i^2
+    residual = float(np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0).max(initial=0.0))
+    found = ritz_transform(*group.grams())
+    if found is not None:
+        group.rotate(found[0])
+    eigenvalues = found[1] if found is not None else ritz_values(*group.grams(), *group.squared_norms())
+    return dict(state, residual=residual, eigenvalues=eigenvalues, t=int(state["t"]) + l, position=0)
+
+
+def run_sharded_passes(state: dict, group: ShardGroup, passes: int, block_size: int,
+                       hooks: PassHooks | None = None, tol: float | None = None) -> tuple[dict, bool]:
+    """`kpca.driver.run_passes` over a shard group: the coordinator's ``state`` (`split_state`) through
+    passes ``state["pass"] .. passes-1``, the shards' columns updated in place.
+
+    The same permutations, blocks, hooks (called with the coordinator's state), stop requests and
+    divergence guard (each shard keeps its columns at the start of the pass and rolls back to them);
+    Rayleigh-Ritz passes (``state["update"]``) and the ``tol`` on the residual as there
+    (`sharded_rayleigh_ritz_pass`). Returns ``(state, stopped)``.
+    """
+    solver = get_solver(state["solver"])
+    hooks = hooks or PassHooks()
+    with blas_limit(1):
+        if state.get("update") == "rayleigh-ritz":
+            return refine_passes(state, passes, hooks, tol,
+                                 lambda state: sharded_rayleigh_ritz_pass(state, group, block_size))
+        if converged(state, tol):
+            return dict(state, converged=True), False
+        return drive_passes(state, group.n_rows, passes, block_size, hooks,
+                            begin_pass=lambda state: sharded_begin_pass(state, group),
+                            step=lambda state, indices: sharded_step_block(state, group, indices),
+                            diverged=lambda state: sharded_diverged(state, group), damped=solver.damped,
+                            keep=group.keep, rollback=group.rollback)

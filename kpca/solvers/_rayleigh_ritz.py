@@ -1,0 +1,68 @@
+"""The deterministic KHA pass: one block power step with Rayleigh-Ritz, which also measures the residual
+of the components it starts from.
+
+Why. A KHA pass (seed 000 eq. 8-10) moves ``A`` row by row; summed over a pass with ``A`` held fixed,
+its update is ``eta (A K' - LT(A K'^2 A^T) A)`` (``sum_p y_p e_p^T = A K'``, ``sum_p y_p y_p^T =
+A K'^2 A^T``), whose new directions are those of ``A K'``: the expected pass is a step of block power
+iteration towards the leading eigenvectors, and orthonormalising it (Rayleigh-Ritz) is what KHA's
+decay term does. The stochastic pass adds noise of the size of its gains, so from a start that is
+already close (a Nystrom start, `kpca.solvers._extend`) it cannot get closer than that noise; this
+pass has none, never makes the served components worse, and costs the same pass of kernel rows.
+
+What. Let the served components (`kpca.solvers._ritz.ritz_components`) be ``w_i = sum_j a_ij
+Phi'(x_j)``, orthonormal (``A K' A^T = I``) with variances ``mu_i``, and ``Z = A K'`` (r x l): row i
+holds the projections ``z_i = [<w_i, Phi'(x_j)>]_j`` of the training rows. With the feature-space
+covariance ``Q = sum_j Phi'(x_j) Phi'(x_j)^T`` (l times seed 000's C), ``Q w_i`` has coefficients
+``z_i`` over the centred rows, so one pass of kernel rows gives ``Z K'`` and with it
+
+* the next iterate: the Rayleigh-Ritz components of span(``A' = Z``) with ``A' K' = Z K'`` (a power
+  step, ``A' = A K'``), kept orthonormal as a warm start is;
+* the residual of the components it started from, ``||Q w_i - mu_i w_i||^2 = z_i K' z_i^T -
+  mu_i^2`` (``mu_i = ||z_i||^2`` and ``||w_i|| = 1``), reported relative, ``max_i ||Q w_i - mu_i
+  w_i|| / mu_i``: the convergence figure (``residual``) of the model served before the pass; the
+  one served after it, from the power step's span, is closer still. Seed 000's excess error (eq. 22)
+  is second order in the components' angles as the squared residual is, and measures about
+  ``residual^2`` on the benches (bench/time_to_accuracy.py).
+
+Cost: one pass, ``2 l^2 (n + r)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus
+``O(r^2 l + r^3)``; memory O(r l).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kpca.solvers._ritz import ritz_components
+
+BLOCK_ROWS = 1024  # rows of K' multiplied per call (memory O(r l) whatever it is)
+
+
+def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """``(Z K', residual)`` for the projections ``Z`` (r, l) of the training rows onto orthonormal
+    components (module docstring): ``Z K'`` (r, l) from one pass of kernel rows and the relative
+    residual ``max_i sqrt(z_i K' z_i^T - ||z_i||^4) / ||z_i||^2`` of those components (0 for a
+    component without variance). ``rows`` is a row source with its centring set. Cost: one pass,
+    ``2 l^2 (n + r)`` flops."""
+    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    l = Z.shape[1]
+    ZK = np.zeros_like(Z)
+    for a in range(0, l, block_size):
+        idx = np.arange(a, min(a + block_size, l))
+        rows.left_product(idx, Z[:, idx], ZK)
+    mu = np.einsum("ij,ij->i", Z, Z)
+    squared = np.maximum(np.einsum("ij,ij->i", ZK, Z) - mu**2, 0.0)
+    relative = np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0)
+    return ZK, float(relative.max(initial=0.0))
+
+
+def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:
+    """One deterministic pass of a KHA-family state (module docstring): the served components'
+    projections ``Z`` become the coefficients, ``A K'`` is ``Z K'`` from one pass of kernel rows, and
+    ``residual`` the figure of the components served before the pass. Gains and SMD's B, BK, rho are
+    left as they are. Returns a new state; the driver counts the pass. Cost as `power_step`."""
+    _, Z, _ = ritz_components(np.asarray(state["A"], dtype=np.float64), np.asarray(state["AK"], dtype=np.float64))
+    ZK, residual = power_step(rows, Z, block_size)
+    A, AK, mu = ritz_components(Z, ZK)  # kept orthonormal, as after a warm start: a stochastic pass may follow
+    dtype = np.asarray(state["A"]).dtype
+    return dict(state, A=A.astype(dtype, copy=False), AK=AK.astype(dtype, copy=False), residual=residual,
+                eigenvalues=mu, t=int(state["t"]) + int(rows.n_rows), position=0)
