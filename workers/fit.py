@@ -198,10 +198,8 @@ def _fit(job: FitJob, record: JobRecord) -> str:
 
 def complete(job: FitJob, record: JobRecord, rows: KernelRows, state: dict, report: PassReporter) -> str:
     """The record of a fit whose passes are over: ``completed``, with its warnings and what the job adds
-    (`FitJob.finish`). A state no pass of this run recorded (a fit that met its tol at its start) is
-    reported first, as its pass, with its checkpoint."""
-    if not report.history or report.history[-1].pass_ != int(state["pass"]):
-        report(state)
+    (`FitJob.finish`); a state no pass of this run recorded is reported first (`PassReporter.settle`)."""
+    report.settle(state)
     warnings = completion_warnings(rows, state)
     job.registry.update(record.name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
                         warnings=warnings, **job.finish(record, rows, state))

@@ -200,6 +200,13 @@ class PassReporter:
         retain(self.checkpoints, self.record.name, self.record.checkpoint_keep, self.best.get("pass"))
 
 
+    def settle(self, state: dict) -> None:
+        """Report ``state`` unless a pass of this run already did: a fit that met its tol at its start (or
+        at the pass a resume starts from) still gets its progress, history record and checkpoint."""
+        if not self.history or self.history[-1].pass_ != int(state["pass"]):
+            self(state)
+
+
 def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | None) -> None:
     """Delete checkpoints except the last ``keep`` and the best. Cost: a listing."""
     passes = [c["pass"] for c in checkpoints.list(name)]

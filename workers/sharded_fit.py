@@ -135,6 +135,8 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
         state, stopped = run_sharded_passes(state, group, record.passes, prepared.params["block_size"],
                                             PassHooks(on_pass=report, should_stop=should_stop),
                                             tol=prepared.params.get("tol"))
+        if not stopped or report.stop_early:
+            report.settle(state)  # while the shards are there to write their parts
     finally:
         group.close()
     if stopped and not report.stop_early:
