@@ -52,9 +52,8 @@ from kpca.driver import PassHooks
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
-from kpca.solvers import SOLVERS, get_solver
+from kpca.solvers import SOLVERS, served_components
 from kpca.solvers._extend import REDUCED_INITS
-from kpca.solvers._ritz import RELATIVE_RANK_TOL
 N_INIT = 10  # k-means restarts
 
 
@@ -181,10 +180,9 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
     state's degrees. Cost O(k^2 l + k^3) for the components, plus k-means, O(n_init iterations l k^2).
     """
     rows.restore_centering(state)
-    A, AK, mu = get_solver(state["solver"]).components(state)
-    A, AK, mu = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64), np.asarray(mu, dtype=np.float64)
-    kept = mu > RELATIVE_RANK_TOL * max(float(mu.max()), 0.0)
-    scale = np.where(kept, 1.0 / np.sqrt(np.where(kept, mu, 1.0)), 0.0)  # a component without variance: 0
+    A, AK, mu = served_components(state)  # past the numerical rank: zero rows with mu = 0
+    A, AK = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64)
+    scale = np.where(mu > 0, 1.0 / np.sqrt(np.where(mu > 0, mu, 1.0)), 0.0)  # a component without variance: 0
     embedding = _unit_rows(AK.T * scale[None, :])
     if "cluster_centres" in state:
         centres = np.asarray(state["cluster_centres"], dtype=np.float64)

@@ -127,7 +127,8 @@ def weighted_components(K: np.ndarray, counts: np.ndarray | None, n_components: 
     counts : ndarray of shape (m,) or None
         Rows each centre stands for (None: equal).
     n_components : int
-        r < m.
+        r; components past the m - 1 directions m centred centres can span
+        (or past the rank of ``K'_C``) are zero rows of variance 0.
 
     Returns
     -------
@@ -148,8 +149,10 @@ def weighted_components(K: np.ndarray, counts: np.ndarray | None, n_components: 
     m = K.shape[0]
     p = np.full(m, 1.0 / m) if centering.weights is None else centering.weights
     root = np.sqrt(p)
-    eigenvalues, A_tilde = exact_components(root[:, None] * Kc * root[None, :], n_components)
-    A = A_tilde * root[None, :]
+    q = min(int(n_components), m)
+    eigenvalues, A = np.zeros(n_components), np.zeros((n_components, m))
+    eigenvalues[:q], A_tilde = exact_components(root[:, None] * Kc * root[None, :], q)
+    A[:q] = A_tilde * root[None, :]
     return eigenvalues, A, A @ Kc, centering
 
 
@@ -162,13 +165,6 @@ def reduced_set_state(name: str, reduced: ReducedSet, rows, n_components: int, e
     eigenvalues, A, AK, centering = weighted_components(K, None if equal else reduced.counts, n_components)
     return {"solver": name, "centres": centres, "A": A, "AK": AK, "eigenvalues": rows.n_rows * eigenvalues,
             "n_rows": rows.n_rows, **centering.to_state(), "used_centres": reduced.size}
-
-
-def _enough(reduced: ReducedSet, n_components: int, field: str, advice: str) -> ReducedSet:
-    if reduced.size <= n_components:
-        raise ParamError(field, f"the reduced set has {reduced.size} centres, too few for {n_components} components "
-                                f"(at most m - 1 after centring): {advice}")
-    return reduced
 
 
 # -- subsampled ------------------------------------------------------------------------------------
@@ -200,7 +196,6 @@ def _fit_weighted(rows, n_components: int, params: dict, context: FitContext, re
     """Density-weighted Nystrom (Zhang & Kwok): k-means centroids and cluster fractions, then
     `weighted_components`. O((kmeans_passes + 1) l m n + m^3)."""
     reduced = kmeans_estimate(rows, params["landmarks"], params["seed"], params["kmeans_passes"])
-    _enough(reduced, n_components, "landmarks", "k-means left clusters empty; ask for more landmarks")
     state = reduced_set_state("nystrom-weighted", reduced, rows, n_components)
     return {**state, "used_landmarks": state.pop("used_centres")}
 
@@ -249,8 +244,6 @@ def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, repo
     density, used = params["density"], {}
     if density == "shadow":
         reduced, used = _shadow(rows, params)
-        _enough(reduced, n_components, "ell", "raise ell (a smaller radius keeps more centres), or fit fewer "
-                                              "components")
     else:
         m = params["centres"]
         if m is None:  # as in seed 004 §6: the m the shadow estimate keeps (kernels without a width: the rule)
@@ -265,7 +258,6 @@ def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, repo
             reduced = paring_estimate(rows, m, params["seed"])
         else:
             reduced = herding_estimate(rows, m)
-        _enough(reduced, n_components, "centres", "ask for more centres")
     state = reduced_set_state("rskpca", reduced, rows, n_components, equal=density == "paring")
     return {**state, **used}
 
