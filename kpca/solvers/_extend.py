@@ -47,6 +47,8 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     given = {"seed": int(seed)} if reduced.param("seed") is not None else {}
     if landmarks is not None and reduced.param("landmarks") is not None:
         given["landmarks"] = int(landmarks)
+    if reduced.param("max_centres") is not None:  # a start wants the shadow's accuracy, not a small model
+        given["max_centres"] = min(l, context.exact_limit)
     centering = rows.centering
     state = reduced.fit(rows, r, reduced.resolved(given, context, where=""), context)
     rows.centering = centering  # a reduced fit may have centred the rows its own way
