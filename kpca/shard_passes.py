@@ -114,8 +114,7 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) 
     from r x r reductions. Returns the coordinator's new state. Cost: one pass of kernel rows, spread
     over the shards."""
     r, l = group.n_components, group.n_rows
-    found = ritz_transform(*group.grams())
-    group.to_projections(np.eye(r) if found is None else found[0])
+    group.to_projections(_ritz_rotation(group, r))
     for a in range(0, l, block_size):
         indices = np.arange(a, min(a + block_size, l))
         C, points, sqnorms, column_means = group.coefficients(indices)
@@ -123,11 +122,22 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) 
     mu = group.squared_norms()[0]  # ||z_i||^2: the variances of the components served before the pass
     squared = np.maximum(group.norms() - mu**2, 0.0)  # z_i K' z_i^T - mu_i^2
     residual = float(np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0).max(initial=0.0))
-    found = ritz_transform(*group.grams())
-    if found is not None:
-        group.rotate(found[0])
-    eigenvalues = found[1] if found is not None else ritz_values(*group.grams(), *group.squared_norms())
+    group.rotate(_ritz_rotation(group, r))
+    eigenvalues = ritz_values(*group.grams(), *group.squared_norms())
     return dict(state, residual=residual, eigenvalues=eigenvalues, t=int(state["t"]) + l, position=0)
+
+
+def _ritz_rotation(group: ShardGroup, r: int) -> np.ndarray:
+    """The r x r rotation to the Rayleigh-Ritz components of the shards' span
+    (`kpca.solvers._ritz.ritz_transform`), its columns past the span's rank zero (those components
+    become zero rows, as `kpca.solvers._ritz.ritz_components` serves them); the identity for a span
+    whose Gram matrix is not finite. O(r^3) after two r x r reductions."""
+    found = ritz_transform(*group.grams())
+    if found is None:
+        return np.eye(r)
+    V = np.zeros((r, r))
+    V[:, : found[0].shape[1]] = found[0]
+    return V
 
 
 def run_sharded_passes(state: dict, group: ShardGroup, passes: int, block_size: int,
