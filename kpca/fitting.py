@@ -166,6 +166,14 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
         if "update" in state:  # a resumed fit goes on as it went, unless asked otherwise
             given.setdefault("update", state["update"])
     if state is None:
+        early = solver.resolved(given, context, where)  # without the centring: what the start needs
+        if centre is _fit_centering and solver.centres_at_start(early):  # one pass for both
+            rows.centering = None
+            state = solver.start(rows, context.n_components, early)
+            rows.centering.require_variance()
+            context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
+            params = solver.resolved(given, context, where)
+            return PreparedFit(solver, request, params, context, solver.regain(state, params), True)
         rows.centering = centre(rows).require_variance()
     elif int(state["n_rows"]) != rows.n_rows:
         state, _ = extend_state(state, Centering.from_state(state), rows)

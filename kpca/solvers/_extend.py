@@ -33,7 +33,7 @@ import numpy as np
 
 from kpca.errors import Degenerate
 from kpca.solvers._registry import FitContext, get_solver, served_model
-from kpca.solvers._rayleigh_ritz import power_step
+from kpca.solvers._rayleigh_ritz import power_step, residual as projections_residual
 from kpca.solvers._ritz import ritz_components
 
 REDUCED_INITS = ("nystrom", "rskpca")
@@ -43,7 +43,9 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
                    landmarks: int | None = None):
     """``(A, AK, residual)``: the components of solver ``solver_name`` (fitted with its defaults,
     ``seed`` and, for nystrom, ``landmarks``) extended to all rows of ``rows`` (a
-    `kpca.rows.KernelRows` with its centring set), A and AK (r, l); ``residual``, the relative
+    `kpca.rows.KernelRows`), A and AK (r, l); rows without a centring are centred in the extension's
+    pass, which then is the only full pass (a nystrom fit reads kernel values against its landmarks
+    only); ``residual``, the relative
     residual of the reduced model's components measured by the extension's pass
     (`kpca.solvers._rayleigh_ritz.power_step`; its components are orthonormal in feature space),
     None for ``rskpca`` (whose are not)."""
@@ -63,7 +65,11 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     Y = np.concatenate([model.project(np.asarray(chunk, dtype=np.float64)) for _, chunk in rows.chunks()])
     Y -= Y.mean(axis=0)
     A = np.ascontiguousarray(Y.T)
-    AK, residual = power_step(rows, A, block_size)
+    if centering is None:  # the rows are centred in the same pass (`kpca.rows.KernelRows.fit_centering_times`)
+        AK = rows.fit_centering_times(A, block_size)
+        residual = projections_residual(A, AK)
+    else:
+        AK, residual = power_step(rows, A, block_size)
     if not np.all(np.einsum("ij,ij->i", AK, A) > 0):
         raise Degenerate(f"the {solver_name} start has components without variance on these rows; "
                          "use init 'subset' or 'random'")

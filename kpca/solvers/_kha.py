@@ -160,7 +160,8 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
         scale = 1.0 / np.sqrt(r * norm2)
         A *= scale
         AK *= scale
-    gains = {k: float(params[k]) for k in ("eta0", "mu", "xi") if k in params}
+    gains = {k: float(params[k]) for k in ("eta0", "mu", "xi") if params.get(k) is not None}
+    gains.setdefault("eta0", 0.0)  # unresolved before the centring (`centres_at_start`): set by regain
     norm_limit = NORM_LIMIT * max(1.0, float(np.max(np.einsum("ij,ij->i", AK, A))))
     state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, gains["eta0"]),
              "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": seed,
@@ -194,11 +195,18 @@ def restore(state: dict, rows, block_size: int) -> dict:
     return dict(state, BK=BK)
 
 
+def centres_at_start(params: dict) -> bool:
+    """Whether the start centres the rows itself: the Nystrom start, whose extension to every row is the
+    only full pass and computes the centring from the same kernel tiles (`kpca.solvers._extend`). O(1)."""
+    return params["init"] == "nystrom"
+
+
 def regain(state: dict, params: dict) -> dict:
     """The state with eta0 (and mu) of ``params`` and the base gains they give (`begin_pass` recomputes
-    KHA/et's and KHA-SMD's at the next pass); for a fit continued on appended rows. O(r)."""
+    KHA/et's and KHA-SMD's at the next pass): for a fit continued on appended rows, and for a start
+    that centred the rows itself (`centres_at_start`), whose gains needed that centring. O(r)."""
     state = dict(state, eta0=float(params["eta0"]), gain=np.full(state["A"].shape[0], float(params["eta0"])))
-    if "mu" in state:
+    if params.get("mu") is not None:
         state["mu"] = float(params["mu"])
     return state
 
@@ -281,7 +289,7 @@ def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: flo
     return register(Solver(
         name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, UPDATE), shardable=True,
         clusterable=True, refine=rayleigh_ritz_pass,
-        gain_scale=gain_scale, start=partial(start, name=name),
+        gain_scale=gain_scale, start=partial(start, name=name), centres_at_start=centres_at_start,
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
         resolve=partial(resolve, gain_scale=gain_scale), components=served_components, used=used, gains=gains))
 

@@ -118,11 +118,9 @@ def ritz_landmark_components(W: np.ndarray, mean_row: np.ndarray, M: np.ndarray,
     Z = whitening(W)
     b = Z @ (Z.T @ mean_row)
     g = W @ b
-    P = np.eye(m) - np.outer(np.ones(m), b)
     centred_moment = M - np.outer(mean_row, g) - np.outer(g, mean_row) + np.outer(g, g)
-    M_c = P @ centred_moment @ P.T
-    W_c = P @ W @ P.T
-    W_c = 0.5 * (W_c + W_c.T)
+    M_c = _projected(centred_moment, b)
+    W_c = _projected(W, b)
     Zc = whitening(W_c)
     k = Zc.shape[1]
     q = min(r, k)
@@ -136,6 +134,14 @@ def ritz_landmark_components(W: np.ndarray, mean_row: np.ndarray, M: np.ndarray,
     flip = np.sign(AK[np.arange(r), np.abs(AK).argmax(axis=1)])
     flip[flip == 0] = 1.0
     return nu, A * flip[:, None], AK * flip[:, None], b
+
+
+def _projected(X: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``P X P^T`` for ``P = I - 1 b^T`` and a symmetric X (m, m), as rank-one updates:
+    ``X - 1 (X b)^T - (X b) 1^T + (b^T X b) 1 1^T``, symmetrised. O(m^2)."""
+    Xb = X @ b
+    out = X - Xb[None, :] - Xb[:, None] + float(b @ Xb)
+    return 0.5 * (out + out.T)
 
 
 def _resolve(params: dict, context: FitContext) -> dict:

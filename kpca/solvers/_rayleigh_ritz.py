@@ -49,10 +49,16 @@ def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.nd
     for a in range(0, l, block_size):
         idx = np.arange(a, min(a + block_size, l))
         rows.left_product(idx, Z[:, idx], ZK)
+    return ZK, residual(Z, ZK)
+
+
+def residual(Z: np.ndarray, ZK: np.ndarray) -> float:
+    """The relative residual ``max_i sqrt(z_i K' z_i^T - ||z_i||^4) / ||z_i||^2`` of orthonormal
+    components from their training projections ``Z`` and ``Z K'`` (r, l) (module docstring); 0 for a
+    component without variance. O(r l)."""
     mu = np.einsum("ij,ij->i", Z, Z)
     squared = np.maximum(np.einsum("ij,ij->i", ZK, Z) - mu**2, 0.0)
-    relative = np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0)
-    return ZK, float(relative.max(initial=0.0))
+    return float(np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0).max(initial=0.0))
 
 
 def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:

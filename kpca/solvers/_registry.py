@@ -160,7 +160,11 @@ class Solver:
         ``params_used`` reports as ``<name>`` (`used`).
     start : callable, optional
         Iterative solvers: ``start(rows, n_components, params) -> state``
-        with ``rows.centering`` set (Algorithm 1, step 1 for KHA).
+        with ``rows.centering`` set (Algorithm 1, step 1 for KHA), or unset
+        where ``centres_at_start(params)`` says the start centres the rows in
+        its own pass (then the state's gains are set afterwards, by ``regain``).
+    centres_at_start : callable
+        ``centres_at_start(params) -> bool`` (default False): see ``start``.
     step : callable, optional
         Iterative solvers: ``step(state, rows, indices) -> state``, one step
         per row of the block, pure.
@@ -220,6 +224,7 @@ class Solver:
     gain_scale: float | None = None
     fit: Callable | None = None
     start: Callable | None = None
+    centres_at_start: Callable = _never
     step: Callable | None = None
     begin_pass: Callable = _identity
     refine: Callable | None = None
