@@ -154,6 +154,8 @@ def measure(name: str, l: int, args) -> dict:
     runs, notes = {}, {}
 
     def timed(method: str, fn, *fn_args, **options):
+        if args.methods and not any(method.startswith(m) for m in args.methods.split(",")):
+            return None
         run = Run()
         try:
             result = fn(*fn_args, run, **options)
@@ -165,8 +167,9 @@ def measure(name: str, l: int, args) -> dict:
         return result
 
     default = timed("default", fit_estimator, X, sigma)
-    notes["default"] = {k: v for k, v in default.params_used_.items() if np.isscalar(v)}
-    notes["default"]["residual"] = default.state_.get("residual")
+    if default is not None:
+        notes["default"] = {k: v for k, v in default.params_used_.items() if np.isscalar(v)}
+        notes["default"]["residual"] = default.state_.get("residual")
     for tol in LANCZOS_TOLS:
         timed(f"lanczos tol {tol:g}", fit_estimator, X, sigma, solver="lanczos", solver_params={"tol": tol})
     for solver in ("kha-smd", "kha-et"):
@@ -243,6 +246,8 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=10, help="passes of the paper's KHA runs")
     ap.add_argument("--exact-max", type=int, default=8000, help="largest l the exact solver is run on")
     ap.add_argument("--sklearn-max", type=int, default=20000, help="largest l scikit-learn is run on")
+    ap.add_argument("--methods", default="", help="only the methods whose names start with one of these "
+                                                  "(comma-separated; default: all)")
     ap.add_argument("--quick", action="store_true", help="l 2000 and 4000, digits, 3 passes")
     ap.add_argument("--markdown", metavar="JSON", help="print the table of a saved result, and stop")
     args = ap.parse_args()

@@ -24,6 +24,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from kpca.array_rows import ArrayRows, namespace
 from kpca.driver import PassHooks
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KERNELS, KernelSpec
@@ -88,6 +89,9 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         point for the Gaussian kernel, else gradient).
     inverse_params : dict or None
         Options of that method (``{"n_iter": 50}``).
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        Where the fit's full passes run (`kpca.array_rows`): a CUDA GPU through CuPy (``gpu``, or
+        ``auto`` where one is visible), else this machine's cores (numba tiles).
 
     Arguments above that the chosen solver does not declare are ignored.
 
@@ -120,7 +124,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
                  solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
                  init="auto", init_size=None, solver_params=None, coef0=None, inverse_method="auto",
-                 inverse_params=None):
+                 inverse_params=None, device="auto"):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
@@ -140,6 +144,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.coef0 = coef0
         self.inverse_method = inverse_method
         self.inverse_params = inverse_params
+        self.device = device
 
     def _kernel_spec(self, n_features: int) -> KernelSpec:
         """The `KernelSpec` the arguments name, scikit-learn's names mapped (module table)."""
@@ -164,6 +169,12 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         given = {p.name: values[p.name] for p in declared if values[p.name] is not None}
         return KernelSpec(kernel, **given)  # an unknown kernel raises a ParamError naming it
 
+    def _rows(self, X, kernel: KernelSpec) -> KernelRows:
+        """The kernel rows of X: on ``device``'s array namespace where it has one (a GPU,
+        `kpca.array_rows`), else the numba tiles."""
+        xp = namespace(self.device)
+        return KernelRows(X, kernel, dtype=np.float64) if xp is None else ArrayRows(X, kernel, xp, dtype=np.float64)
+
     def _request(self, solver, n_rows: int) -> FitRequest:
         """The fit the arguments ask for: the chosen solver's parameters from the arguments that carry
         them, ``solver_params`` merged over them; every l may form its l x l matrix (one process)."""
@@ -184,7 +195,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         if X.shape[0] < 2:
             raise ValueError(f"X: n_samples = {X.shape[0]}; kernel PCA needs at least 2 samples")
-        rows = KernelRows(X, self._kernel_spec(X.shape[1]), dtype=np.float64)
+        rows = self._rows(X, self._kernel_spec(X.shape[1]))
         prepared = prepare_fit(rows, self._request(get_solver(self.solver), X.shape[0]), where="")
         state, _ = prepared.run(rows, PassHooks(on_pass=callback))
         self._adopt(rows, state, prepared)
@@ -206,7 +217,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         solver = get_solver(self.state_["solver"])
         if not solver.iterative or solver.model is not None:
             return self.fit(X_all, callback=callback)  # one-shot, or a state that does not grow with the rows
-        rows = KernelRows(X_all, self.rows_.kernel, dtype=np.float64)  # the fitted width
+        rows = self._rows(X_all, self.rows_.kernel)  # the fitted width
         prepared = prepare_fit(rows, self._request(solver, rows.n_rows), resume=self.state_, where="")
         state, _ = prepared.run(rows, PassHooks(on_pass=callback), passes=self.state_["pass"] + prepared.params["passes"])
         self._adopt(rows, state, prepared)

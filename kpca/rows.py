@@ -418,6 +418,17 @@ class KernelRows:
                                      T=T, start=start)
         return out
 
+    def times(self, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
+        """``C K'`` (d, l) for C (d, l), float64: one pass of `left_product` over blocks of rows (a
+        device's row source, `kpca.array_rows.ArrayRows`, runs it there). Cost ``2 l^2 (n + d)`` flops,
+        memory O(d l)."""
+        C = np.ascontiguousarray(C, dtype=np.float64)
+        out = np.zeros_like(C)
+        for a in range(0, self.n_rows, block_size):
+            idx = np.arange(a, min(a + block_size, self.n_rows))
+            self.left_product(idx, C[:, idx], out)
+        return out
+
     def square(self, indices: np.ndarray) -> np.ndarray:
         """``K'[indices][:, indices]`` of shape (b, b), computed from the b points alone.
         Eq. 5. Cost ``2 b^2 n`` flops, no pass over the data."""
@@ -460,6 +471,10 @@ class DenseRows:
     def square(self, indices: np.ndarray) -> np.ndarray:
         """``K'[indices][:, indices]``."""
         return self.Kc[np.ix_(indices, indices)]
+
+    def times(self, C: np.ndarray, block_size: int = 0) -> np.ndarray:
+        """``C K'`` (d, l)."""
+        return np.asarray(C, dtype=np.float64) @ self.Kc
 
     def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
                      start: np.ndarray | None = None) -> np.ndarray:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kpca.array_rows import ArrayRows, namespace
 from kpca.driver import PassHooks
 from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
@@ -52,13 +53,17 @@ def open_rows(datasets: DatasetStore, record: ModelRecord, for_fit: bool = False
     """Kernel rows over the model's committed data set version, with the kernel the fit uses
     (`ModelRecord.fit_kernel`, ``"auto"`` resolved once, at the fit's first start; before it, the
     kernel as asked, which `kpca.fitting.prepare_fit` resolves), computed by kernel tiles in the
-    fit's ``kernel_precision`` (float64 unless the fit asked for float32). Rows for serving are
+    fit's ``kernel_precision`` (float64 unless the fit asked for float32), a fit's on the GPU its
+    placement names (`kpca.array_rows`; ``placement.device``). Rows for serving are
     float64; a fit's rows are in the kernel precision itself, so that with float32 the solver's GEMMs
     against them run in float32 too (`kpca.solvers._blocked`, *Precision*)."""
     source = datasets.open_array(record.dataset, record.dataset_version)
     precision = np.dtype(record.params.get("kernel_precision") or "float64")
-    return KernelRows(source, record.fit_kernel or record.kernel, dtype=precision if for_fit else np.float64,
-                      compute_dtype=precision)
+    kernel, dtype = record.fit_kernel or record.kernel, precision if for_fit else np.float64
+    xp = namespace(record.placement.device) if for_fit else None
+    if xp is not None:
+        return ArrayRows(source, kernel, xp, dtype=dtype, compute_dtype=precision)
+    return KernelRows(source, kernel, dtype=dtype, compute_dtype=precision)
 
 
 class FitJob:

@@ -44,11 +44,7 @@ def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.nd
     component without variance). ``rows`` is a row source with its centring set. Cost: one pass,
     ``2 l^2 (n + r)`` flops."""
     Z = np.ascontiguousarray(Z, dtype=np.float64)
-    l = Z.shape[1]
-    ZK = np.zeros_like(Z)
-    for a in range(0, l, block_size):
-        idx = np.arange(a, min(a + block_size, l))
-        rows.left_product(idx, Z[:, idx], ZK)
+    ZK = rows.times(Z, block_size)
     return ZK, residual(Z, ZK)
 
 

@@ -51,7 +51,8 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
                                 settings.exact_limit)
     record = ModelRecord.new(body.name, dataset, kernel=body.kernel, n_components=body.n_components,
                              solver=body.solver, params=params, checkpoint_keep=settings.checkpoint_keep,
-                             placement=Placement(workers=body.placement.workers, exact_limit=settings.exact_limit))
+                             placement=Placement(workers=body.placement.workers, device=body.placement.device,
+                                                 exact_limit=settings.exact_limit))
     return ModelPublic.of(jobs.start(backend, models, record, response, owner))
 
 

@@ -26,6 +26,12 @@ WORKERS = Param(
                 "record says how many ran it")
 
 
+DEVICE = Param("device", str, "auto", choices=("auto", "cpu", "gpu"),
+               description="where the fit's full passes run: gpu, a CUDA GPU of the worker (through CuPy: the [gpu] "
+                           "extra); cpu, the worker's cores; auto, a GPU where the worker sees one. A sharded fit runs "
+                           "on cores")
+
+
 class PlacementPublic(BaseModel):
     """Where a job runs, as asked (``placement`` of a model request)."""
 
@@ -33,6 +39,8 @@ class PlacementPublic(BaseModel):
 
     workers: Annotated[int | str | None, PlainValidator(lambda value: WORKERS.check(value, "placement")),
                        WithJsonSchema(WORKERS.json_schema())] = None
+    device: Annotated[str, PlainValidator(lambda value: DEVICE.check(value, "placement")),
+                      WithJsonSchema(DEVICE.json_schema())] = "auto"
 
 
 class JobPublic(BaseModel):
@@ -48,7 +56,8 @@ class JobPublic(BaseModel):
         used = document.get("params_used")
         if used is not None and document.get("fit_kernel") is not None:
             document["params_used"] = {**used, "kernel": document["fit_kernel"]}
-        document["placement"] = {"workers": (document.get("placement") or {}).get("workers")}
+        placement = document.get("placement") or {}
+        document["placement"] = {"workers": placement.get("workers"), "device": placement.get("device", "auto")}
         return cls.model_validate({**document, **extra})
 
 

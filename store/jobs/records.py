@@ -99,6 +99,9 @@ class Placement(_Document):
                                   "or None (all when the data set has at least KPCA_SHARD_MIN_ROWS rows, else 1)")
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, description="largest l whose l x l kernel matrix the job "
                                                                        "may form (dense solvers, the exact figure)")
+    device: Literal["auto", "cpu", "gpu"] = Field(default="auto", description="where the fit's full passes run: a "
+                                                  "CUDA GPU (gpu; auto where one is visible to the worker) or the "
+                                                  "worker's cores (cpu)")
 
 
 class Convergence(_Document):

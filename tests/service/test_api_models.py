@@ -12,7 +12,7 @@ import pytest
 
 from store import ModelRegistry
 from store.jobs.records import ModelRecord
-from tests.api_checks import assert_error
+from tests.api_checks import assert_error, wait_for_fit
 
 N_ROWS, N_FEATURES = 40, 4
 
@@ -208,7 +208,7 @@ def test_get_reports_what_the_worker_wrote(api, registry):
     assert model["progress"] == {**progress, "convergence": figure, "workers": None}
     assert model["history"] == [{**h, "convergence": figure, "workers": None} for h in history]
     assert model["params_used"]["eta0"] == 0.05
-    assert model["params"] == {"passes": 1, "seed": 0} and model["placement"] == {"workers": None}
+    assert model["params"] == {"passes": 1, "seed": 0} and model["placement"] == {"workers": None, "device": "auto"}
     assert not {"schema_version", "owner", "exact_limit", "fit_kernel"} & set(model)  # the service's, not the API's
     assert "written" in [m["name"] for m in api.get("/v1/models").json()["models"]]
 
@@ -301,3 +301,18 @@ def test_create_model_is_202_with_location_and_record(api):
 
     assert api.delete("/v1/models/submitted").status_code == 204
     assert_error(api.get("/v1/models/submitted"), 404, "not_found", "name")
+
+
+def test_a_gpu_placement_where_none_is_visible_fails_saying_so(api):
+    """placement.device gpu on a worker without a CUDA device: the fit fails with a message naming what is
+    missing (no silent fall-back to cores); auto takes the cores."""
+    from kpca.array_rows import namespace
+
+    if namespace("auto") is not None:
+        pytest.skip("a CUDA device is visible here")
+    assert_error(api.post("/v1/models", json=model_body(name="on-gpu", placement={"device": "tpu"})), 422,
+                 "invalid", "placement.device")
+    response = api.post("/v1/models", json=model_body(name="on-gpu", placement={"device": "gpu"}))
+    assert response.status_code == 202, response.text
+    record = wait_for_fit(api, "on-gpu")
+    assert record["status"] == "failed" and "no CUDA device" in record["error"]["message"], record

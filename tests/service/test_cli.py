@@ -50,7 +50,7 @@ def test_upload_fit_watch_project(kpca, rows, tmp_path):
     assert (meta["n_rows"], meta["n_features"], meta["status"]) == (120, 5, "ready")
 
     started = kpca("fit", "m", "--dataset", "points", "--sigma", "3", "--components", "3", "--passes", "3",
-                   "--param", "seed=0")
+                   "--param", "seed=0", "--param", "init=random")  # the paper's passes: all 3 run
     assert started.exit_code == 0, started.output
     watched = kpca("watch", "m")
     assert watched.exit_code == 0, watched.output
@@ -155,7 +155,8 @@ def test_watch_of_a_cancelled_fit_is_4(kpca, api, rng):
     upload_rows(api, "slow-set", rng.normal(size=(400, 8)))
     api.post("/v1/models", json={"name": "stopped", "dataset": "slow-set", "n_components": 4,
                                  "kernel": {"type": "gaussian", "sigma": 3.0},
-                                 "params": {"passes": 400, "block_size": 25, "seed": 0}}).raise_for_status()
+                                 "params": {"passes": 400, "block_size": 25, "seed": 0, "init": "random"}}
+             ).raise_for_status()
     wait_for_pass(api, "stopped", 1)
     api.post("/v1/models/stopped/cancel", json={}).raise_for_status()
     assert wait_for_fit(api, "stopped")["status"] == "cancelled"
@@ -285,7 +286,8 @@ def test_export_and_import_failures_have_their_exit_status(kpca, api, rng, tmp_p
     upload_rows(api, "unfinished-set", rng.normal(size=(300, 4)))
     api.post("/v1/models", json={"name": "unfinished", "dataset": "unfinished-set", "n_components": 2,
                                  "kernel": {"type": "gaussian", "sigma": 2.0},
-                                 "params": {"passes": 400, "block_size": 25, "seed": 0}}).raise_for_status()
+                                 "params": {"passes": 400, "block_size": 25, "seed": 0, "init": "random"}}
+             ).raise_for_status()
     running = kpca("--json", "export", "unfinished", "-o", str(archive))
     assert running.exit_code == 1 and json.loads(running.stdout)["error"]["status"] == 409
     assert "completed" in running.stderr and "[field: name]" in running.stderr and not archive.exists()

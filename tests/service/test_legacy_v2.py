@@ -41,11 +41,11 @@ def test_the_records_on_disk_are_version_2(data_dir):
 
 def test_placement_and_the_fitted_kernel_are_read_from_version_2(api):
     auto = api.get("/v1/models/digits-auto").json()
-    assert auto["status"] == "completed" and auto["placement"] == {"workers": 1}
+    assert auto["status"] == "completed" and auto["placement"] == {"workers": 1, "device": "auto"}
     assert "workers" not in auto["params"] and "workers" not in auto["params_used"]
     assert auto["kernel"] == {"type": "gaussian", "sigma": "auto"}  # as asked
     assert auto["params_used"]["kernel"]["sigma"] > 0  # as fitted
-    assert api.get("/v1/models/digits-sharded").json()["placement"] == {"workers": 2}
+    assert api.get("/v1/models/digits-sharded").json()["placement"] == {"workers": 2, "device": "auto"}
     clusters = api.get("/v1/clusterings/digits-clusters", params={"labels_limit": 0}).json()
     assert clusters["status"] == "completed" and clusters["params_used"]["kernel"]["sigma"] > 0
 

@@ -157,7 +157,7 @@ def test_serving_routes_have_the_smaller_body_limit(api, patch_model):
 def test_concurrent_fits_per_key_are_limited(api, digits):
     upload_rows(api, "slow", digits[:300], chunks=6)  # 50 rows a request (max_rows_per_request)
     slow = {"dataset": "slow", "n_components": 4, "kernel": {"type": "gaussian", "sigma": 3.0},
-            "solver": "kha", "params": {"passes": 10_000}}
+            "solver": "kha", "params": {"passes": 10_000, "init": "random"}}
     for name in ("slow-1", "slow-2"):
         assert api.post("/v1/models", json={"name": name, **slow}).status_code == 202
     r = api.post("/v1/models", json={"name": "slow-3", **slow})

@@ -34,7 +34,8 @@ def fitted(tmp_path_factory) -> tuple[Path, np.ndarray]:
         datasets.put_chunk("d", index, rows[start:stop])
     datasets.commit("d")
     ModelRegistry(root).create(ModelRecord.new("m", datasets.get("d"), kernel={"type": "gaussian", "sigma": 3.0},
-                                               n_components=3, solver="kha-smd", params={"passes": 3, "seed": 0}))
+                                               n_components=3, solver="kha-smd",
+                                               params={"passes": 3, "seed": 0, "init": "random"}))
     assert FitJob(root).run("m") == "completed"
     return root, rows
 
