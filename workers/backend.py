@@ -40,6 +40,18 @@ _SINGLE_THREAD_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 
+#: dask settings of the embedded cluster that keep an idle service idle: no statistical profiler sampling
+#: every worker's threads 100 times a second, and the event-loop tick, system monitor and work stealing
+#: looked at every second or so instead of 50, 2 and 10 times a second (what the dask dashboard, which
+#: needs bokeh, would draw). The scheduler runs in the service's process, the workers get the same
+#: settings from their nannies.
+QUIET_WHEN_IDLE = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.scheduler.work-stealing-interval": "1s",
+}
+
 
 def machine_cores() -> int:
     """Cores this process may run on: its CPU affinity where the platform has it, else the CPU count."""
@@ -113,7 +125,7 @@ class Backend:
                      "on %d thread(s) per worker, BLAS on 1", n_workers,
                      "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
             environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WHEN_IDLE}):
                 # two threads per worker, at most one fit each (resource "fit"):
                 # the other thread serves projections while fits run
                 self.cluster = LocalCluster(
