@@ -135,6 +135,8 @@ def convergence_figure(history: list[dict], title: str, width: int = 900, height
     from matplotlib.ticker import MaxNLocator
 
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(set(passes)) == 1:  # one pass: one tick, not a range of fractions around it
+        bottom.set_xticks(passes)
     figure.tight_layout()
     return figure
 
