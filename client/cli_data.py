@@ -83,7 +83,8 @@ def rm(state: State, kind: str, name: str, cascade: bool) -> None:
     if cascade and kind != "datasets":
         raise click.BadParameter("only a data set has models and clusterings to delete with it", param_hint="--cascade")
     state.client.rm(kind, name, cascade=cascade)
-    state.emit({"deleted": name, "kind": kind}, f"deleted {kind[:-1]} {name}" + (" and what used it" if cascade else ""))
+    what = {"datasets": "data set", "models": "model", "clusterings": "clustering"}[kind]
+    state.emit({"deleted": name, "kind": kind}, f"deleted {what} {name}" + (" and what used it" if cascade else ""))
 
 
 @click.command("export")

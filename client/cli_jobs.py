@@ -142,13 +142,20 @@ def cluster(ctx, state: State, name, dataset, n_clusters, kernel, sigma, kernel_
 
 @click.command()
 @click.argument("name")
+@click.option("--no-wait", is_flag=True, help="return once the cancel is asked, before the fit has stopped")
 @pass_state
-def cancel(state: State, name: str) -> None:
-    """Stop model (or clustering) NAME's fit after its current block; its last checkpoint is kept, and
-    `kpca resume` continues from it."""
+def cancel(state: State, name: str, no_wait: bool) -> None:
+    """Stop model (or clustering) NAME's fit after its current block, and wait until it has stopped; its
+    last checkpoint is kept, and `kpca resume` continues from it."""
     kind = state.client.job_kind(name)
     record = state.client.cancel(name, kind)
-    state.emit(record, f"{name}: cancel asked; it stops after the current block (status now {record['status']})")
+    if no_wait:
+        state.emit(record, f"{name}: cancel asked; it stops after the current block")
+        return
+    record = state.client.wait(name, kind=kind)
+    progress = record.get("progress") or {}
+    state.emit(record, f"{name}: {record['status']} after pass {progress.get('pass', 0)} of "
+               f"{progress.get('passes') or (record.get('params') or {}).get('passes', '?')}")
 
 
 @click.command()
