@@ -12,7 +12,7 @@ import numpy as np
 from client.api import load_npy, save_npy
 from client.cli_base import State, pass_state
 
-METHOD_HELP = "pre-image method: auto, fixed-point, kwok-tsang, gradient or learned (README, denoising)"
+METHOD_HELP = "pre-image method: auto, fixed-point, kwok-tsang, gradient or learned (docs/denoising.md)"
 
 
 def _write_or_print(state: State, array: np.ndarray, out: str | None, key: str) -> None:

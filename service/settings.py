@@ -51,8 +51,8 @@ class Settings(BaseSettings):
         Default ``[]``: registration is disabled (403 ``forbidden``) until an
         operator names the allowed locations.
     api_keys, api_keys_file, allow_unauthenticated, allowed_hosts,
-    cors_origins : access control, see `service.security` and the README's
-        "Security". ``KPCA_API_KEYS`` is a comma-separated list of
+    cors_origins : access control, see `service.security` and
+        docs/security.md. ``KPCA_API_KEYS`` is a comma-separated list of
         ``key:scope`` (scope ``read`` or ``write``; write implies read);
         ``KPCA_API_KEYS_FILE`` names a file of one ``key:scope`` per line (``#``
         comments); both are merged into ``api_keys``. With no keys every route

@@ -99,7 +99,7 @@ class Backend:
     projections), the resource ``fit=1`` (at most one fit each), numba kernels on
     ``max(1, c // workers)`` threads (NUMBA_NUM_THREADS) and BLAS / OpenMP on one.
     `start` logs the sizing. An external cluster is sized by whoever starts its
-    workers (README, *Sizing an external cluster*).
+    workers (docs/scaling.md, *Sizing an external cluster*).
     """
 
     def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int | None = None,
