@@ -53,7 +53,7 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
     try:
         page.goto(server + "/#/datasets")
         page.wait_for_function("document.getElementById('key-status').textContent.includes('needs an API key')")
-        assert "401" in page.text_content("#refreshed")
+        page.wait_for_function("document.getElementById('refreshed').textContent.includes('401')")
         page.screenshot(path=str(artefacts / "11-key-asked.png"), full_page=True)
 
         # a read key lists, but cannot upload: the 403 is shown as the service words it

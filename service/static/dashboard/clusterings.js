@@ -4,7 +4,7 @@
 
 import { call, getJson, sendJson } from "./api.js";
 import { onLists, refresh } from "./lists.js";
-import { jobBody, solvers } from "./models.js";
+import { solvers, startJob } from "./models.js";
 import { $, ACTIVE, deleteButton, describe, el, emptyRow, fail, fillSelect, number, seconds, showMessage, statusBadge,
          table } from "./ui.js";
 
@@ -112,23 +112,6 @@ async function act(action) {
   }
 }
 
-async function start(event) {
-  event.preventDefault();
-  const form = event.target;
-  const name = form.elements["name"].value.trim();
-  try {
-    const body = { name, dataset: form.dataset.value, n_clusters: Number(form.n_clusters.value), ...jobBody(form) };
-    if (form.labels_dataset.value) body.labels_dataset = form.labels_dataset.value;
-    const created = await sendJson("/v1/clusterings", body);
-    $("cluster-status").textContent = name + ": " + created.status;
-    showMessage("");
-    location.hash = "#/clusterings/" + encodeURIComponent(name);
-    refresh();
-  } catch (error) {
-    $("cluster-status").textContent = fail("cluster " + name, error);
-  }
-}
-
 export function closeClustering() {
   shown = null;
   record = null;
@@ -144,7 +127,9 @@ export function clusteringCatalogue() {
 
 export function installClusterings() {
   onLists(render);
-  $("cluster-form").addEventListener("submit", start);
+  $("cluster-form").addEventListener("submit", (event) => startJob(event, "clusterings", (form) => ({
+    n_clusters: Number(form.n_clusters.value), ...(form.labels_dataset.value ? { labels_dataset: form.labels_dataset.value } : {}),
+  }), "cluster-status"));
   $("clustering-cancel").addEventListener("click", () => act("cancel"));
   $("clustering-resume").addEventListener("click", () => act("resume"));
   $("clustering-close").addEventListener("click", () => { location.hash = "#/clusterings"; });

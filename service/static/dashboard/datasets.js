@@ -84,12 +84,15 @@ export async function openDataset(name) {
 
 // ---- upload a CSV or .npy file --------------------------------------------------------------------------
 
-async function upload(event) {
+// What a submitted form of this view holds: the form, its status line, the name and the file chosen.
+function submitted(event, statusId) {
   event.preventDefault();
   const form = event.target;
-  const status = $("upload-status");
-  const name = form.elements["name"].value.trim();
-  const file = form.file.files[0];
+  return { form, status: $(statusId), name: form.elements["name"].value.trim(), file: form.file.files[0] };
+}
+
+async function upload(event) {
+  const { status, name, file } = submitted(event, "upload-status");
   if (!file) return;
   try {
     status.textContent = "reading " + file.name;
@@ -114,11 +117,7 @@ async function upload(event) {
 // ---- a PNG's patches ----------------------------------------------------------------------------------
 
 async function fromImage(event) {
-  event.preventDefault();
-  const form = event.target;
-  const status = $("image-status");
-  const name = form.elements["name"].value.trim();
-  const file = form.file.files[0];
+  const { form, status, name, file } = submitted(event, "image-status");
   if (!file) return;
   const query = "?patch=" + encodeURIComponent(form.patch.value) + "&stride=" + encodeURIComponent(form.stride.value);
   try {

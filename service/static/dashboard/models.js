@@ -103,19 +103,21 @@ export function jobBody(form) {
   return { kernel, solver: form.solver.value || "kha-smd", params };
 }
 
-async function startFit(event) {
+// Submit a job form (a fit, a clustering): POST /v1/{kind} with the form's name, data set, kernel, solver
+// and parameters, and `extra(form)`'s fields; then open the job's page. The answer goes to <#statusId>.
+export async function startJob(event, kind, extra, statusId) {
   event.preventDefault();
   const form = event.target;
   const name = form.elements["name"].value.trim();
   try {
-    const body = { name, dataset: form.dataset.value, n_components: Number(form.n_components.value), ...jobBody(form) };
-    const record = await sendJson("/v1/models", body);
-    $("fit-status").textContent = name + ": " + record.status + " (its page follows the fit)";
+    const body = { name, dataset: form.dataset.value, ...jobBody(form), ...extra(form) };
+    const record = await sendJson("/v1/" + kind, body);
+    $(statusId).textContent = name + ": " + record.status + " (its page follows it)";
     showMessage("");
-    location.hash = "#/models/" + encodeURIComponent(name);
+    location.hash = "#/" + kind + "/" + encodeURIComponent(name);
     refresh();
   } catch (error) {
-    $("fit-status").textContent = fail("fit " + name, error);
+    $(statusId).textContent = fail("start " + name, error);
   }
 }
 
@@ -123,6 +125,7 @@ export function installModels() {
   onLists(render);
   $("fit-form").solver.addEventListener("change", solverChanged);
   $("fit-form").kernel.addEventListener("change", kernelChanged);
-  $("fit-form").addEventListener("submit", startFit);
+  $("fit-form").addEventListener("submit", (event) =>
+    startJob(event, "models", (form) => ({ n_components: Number(form.n_components.value) }), "fit-status"));
 }
 
