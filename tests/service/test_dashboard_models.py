@@ -132,6 +132,7 @@ def test_cancel_and_resume_messages_follow_the_state(api, server, browser, artef
         page.click("#fit-form button[type=submit]")
         board.until("document.getElementById('watch-status').textContent === 'running'")
         assert page.is_disabled("#resume-button") and page.is_enabled("#cancel-button")
+        board.until("/^[1-9][0-9]*\\//.test(document.getElementById('watch-pass').textContent)")  # a pass to draw
         page.click("#cancel-button")
         # the notice says what was asked, then what happened: never "running" once it has stopped
         board.until_text("model-notice", "cancelled after pass")

@@ -13,7 +13,7 @@ from tests.api_checks import upload_rows, wait_for_fit
 from tests.service.dashboard_pages import Dashboard
 
 
-def test_a_clustering_from_the_form_its_page_and_delete(api, server, browser, artefacts, rng):
+def test_a_clustering_from_the_form_its_page_labels_and_delete(api, server, browser, artefacts, rng, tmp_path):
     centres = np.array([[0.0, 0.0], [6.0, 6.0], [0.0, 6.0]])
     truth = np.repeat(np.arange(3), 40)
     upload_rows(api, "blobs", centres[truth] + rng.normal(scale=0.3, size=(120, 2)))
@@ -41,6 +41,16 @@ def test_a_clustering_from_the_form_its_page_and_delete(api, server, browser, ar
         board.until_text("clustering-body", "cluster sizes: 0: 40, 1: 40, 2: 40")
         page.wait_for_selector("#clusterings tbody tr[data-name=three] .status.completed")
         board.shot("20-clustering", docs="clustering")
+
+        # export: the labels as CSV, one a line in row order
+        with page.expect_download() as download:
+            page.click("#clusterings tbody tr[data-name=three] .labels-button")
+        saved = tmp_path / "labels.csv"
+        download.value.save_as(saved)
+        lines = saved.read_text().split()
+        assert download.value.suggested_filename == "three-labels.csv" and lines[0] == "label"
+        exported = np.array(lines[1:], dtype=int)
+        assert len(exported) == 120 and [len(set(exported[truth == k])) for k in range(3)] == [1, 1, 1], exported
 
         page.click("#clusterings tbody tr[data-name=three] button.danger")
         page.click("#clusterings tbody tr[data-name=three] button.danger")

@@ -5,8 +5,8 @@
 import { call, getJson, sendJson } from "./api.js";
 import { onLists, refresh } from "./lists.js";
 import { solvers, startJob } from "./models.js";
-import { $, ACTIVE, deleteButton, describe, el, emptyRow, fail, fillSelect, number, seconds, showMessage, statusBadge,
-         table } from "./ui.js";
+import { $, ACTIVE, deleteButton, describe, el, emptyRow, fail, fillSelect, number, save, seconds, showMessage,
+         statusBadge, table } from "./ui.js";
 
 const path = (name) => "/v1/clusterings/" + encodeURIComponent(name);
 const AFFINITIES = ["gaussian", "laplacian"];
@@ -25,13 +25,33 @@ async function remove(name) {
   await refresh();
 }
 
+// A completed clustering's labels, every page followed, as a CSV of one label a line (row order).
+async function exportLabels(name) {
+  try {
+    const labels = [];
+    let next = path(name) + "?labels_limit=100000";
+    while (next) {
+      const page = await getJson(next);
+      labels.push(...page.labels);
+      next = page.next;
+    }
+    const bytes = save(new Blob(["label\n" + labels.join("\n") + "\n"], { type: "text/csv" }), name + "-labels.csv");
+    showMessage("saved " + name + "-labels.csv: " + labels.length + " labels (" + bytes + " bytes), one a line in row order", "info");
+  } catch (error) {
+    fail("labels of " + name, error);
+  }
+}
+
 function render({ datasets, clusterings }) {
   const rows = clusterings.map((c) => {
     const progress = c.progress ? c.progress.pass + "/" + c.progress.passes : "-";
     const row = el("tr", { className: "clustering-row clickable" + (c.name === shown ? " selected" : "") },
       el("td", { textContent: c.name }), el("td", {}, statusBadge(c.status)), el("td", { textContent: c.dataset }),
       el("td", { textContent: c.n_clusters }), el("td", { textContent: c.solver }), el("td", { textContent: progress }),
-      el("td", { className: "actions" }, deleteButton("delete", () => remove(c.name))));
+      el("td", { className: "actions" },
+        el("button", { type: "button", textContent: "labels", className: "labels-button", disabled: c.status !== "completed",
+                       title: "save the labels as CSV", onclick: (e) => { e.stopPropagation(); exportLabels(c.name); } }),
+        deleteButton("delete", () => remove(c.name))));
     row.dataset.name = c.name;
     row.addEventListener("click", () => { location.hash = "#/clusterings/" + encodeURIComponent(c.name); });
     return row;

@@ -88,7 +88,14 @@ function renderRecord(record) {
                                             "iterate", "eigenvalue 1", "workers"],
     history.map((h) => [h.pass, seconds(h.elapsed_s), h.convergence.value, h.convergence.iterate, h.eigenvalues[0], h.workers || 1]), "compact"));
   $("denoise-form").hidden = record.status !== "completed";
-  if (ENDED.includes(record.status) && history.length && !watch.pictures) loadPictures(record);
+  if (ENDED.includes(record.status) && !watch.pictures) {
+    if (history.length) loadPictures(record);
+    else { // nothing to draw: say so rather than show empty frames
+      $("pictures").hidden = false;
+      $("components-note").textContent = "no pass finished before the fit " + (record.status === "failed" ? "failed" : "stopped") +
+        ": there is nothing to draw" + (iterative(record) && record.status !== "completed" ? "; resume it to fit" : "");
+    }
+  }
 }
 
 function onProgress(data) {

@@ -112,7 +112,7 @@ export async function startJob(event, kind, extra, statusId) {
   try {
     const body = { name, dataset: form.dataset.value, ...jobBody(form), ...extra(form) };
     const record = await sendJson("/v1/" + kind, body);
-    $(statusId).textContent = name + ": " + record.status + " (its page follows it)";
+    $(statusId).textContent = "started " + name + " (" + record.solver + "): its page follows it";
     showMessage("");
     location.hash = "#/" + kind + "/" + encodeURIComponent(name);
     refresh();

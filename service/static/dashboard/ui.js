@@ -115,7 +115,11 @@ export async function loadPicture(id, path) {
 
 // Save a response body as a file named `filename` (a download the key could not make with a link).
 export async function download(path, filename) {
-  const blob = await (await call(path)).blob();
+  return save(await (await call(path)).blob(), filename);
+}
+
+// Offer `blob` as a file named `filename`; its size.
+export function save(blob, filename) {
   const url = URL.createObjectURL(blob);
   const link = el("a", { href: url, download: filename });
   document.body.append(link);
