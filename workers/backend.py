@@ -25,7 +25,7 @@ from workers import cluster as cluster_task
 from workers import fit as fit_task
 from workers import images as image_task
 from workers import serve as serve_task
-from workers.plugins import ImportModules, import_modules
+from workers.plugins import IgnoreInterrupts, ImportModules, import_modules
 from workers.shards import FIT_RESOURCE, fit_workers
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ class Backend:
                     memory_limit=0,
                 )
             self.client = Client(self.cluster, set_as_default=False)
+            self.client.register_plugin(IgnoreInterrupts())  # Ctrl-C stops them through the service
         if self.plugins:
             import_modules(self.plugins)
             self.client.register_plugin(ImportModules(self.plugins))

@@ -235,6 +235,9 @@ def test_serve_stops_with_the_service_and_passes_its_status(tmp_path, stop):
         status, log = cli_process.wait(timeout=90), cli_process.stderr.read().decode()
         assert status in ((0,) if stop == "ctrl-c" else (0, 128 + signal.SIGTERM)), log[-2000:]
         assert log.count("Application shutdown complete") == 1, log[-2000:]
+        # issue 29's walkthrough: Ctrl-C reached the dask worker processes too, which died printing
+        # KeyboardInterrupt tracebacks; they now stop when the service closes its cluster
+        assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
         with pytest.raises(httpx.TransportError):
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
     finally:
