@@ -23,17 +23,6 @@ from tests.e2e.service_process import free_port
 
 
 @pytest.fixture(scope="module")
-def kpca(server):
-    """Run ``kpca --url SERVER ARGS...`` in-process; the click result."""
-    runner = CliRunner()
-
-    def run(*args: str):
-        return runner.invoke(cli, ["--url", server, *args], catch_exceptions=False)
-
-    return run
-
-
-@pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     """A .npy file of 120 rows x 5 features and its array."""
     array = np.random.default_rng(20240531).normal(size=(120, 5))

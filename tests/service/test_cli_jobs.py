@@ -17,21 +17,8 @@ import sys
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from client.cli import cli
 from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
-
-
-@pytest.fixture(scope="module")
-def kpca(server):
-    """Run ``kpca --url SERVER ARGS...`` in-process; the click result."""
-    runner = CliRunner()
-
-    def run(*args: str):
-        return runner.invoke(cli, ["--url", server, *args], catch_exceptions=False)
-
-    return run
 
 
 def _npy_chunks(api, name: str, X: np.ndarray, chunks: int) -> None:
