@@ -95,10 +95,13 @@ bench-all: $(STAMP)
 	$(BIN)/python bench/warm_start.py
 	$(BIN)/python bench/scale_out.py
 
-# make paper - every paper/exp_*.py (paper/run.py): the seeds' experiments, offline, on stand-in data,
-#              written to paper/REPORT.md and paper/figures/; under 30 minutes on a 2-core machine.
+# make paper - every paper/exp_*.py (paper/run.py): the seeds' experiments, rerun from the code at HEAD,
+#              offline, on stand-in data, written to paper/REPORT.md and paper/figures/; under 30 minutes on
+#              a 2-core machine. It refuses a tree with uncommitted changes: commit first, or
+#              `make paper PAPER_FLAGS=--allow-dirty` for a report that says so.
+PAPER_FLAGS ?=
 paper: $(STAMP)
-	$(BIN)/python paper/run.py
+	$(BIN)/python paper/run.py $(PAPER_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

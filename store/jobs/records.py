@@ -168,12 +168,10 @@ class JobRecord(_Document):
     solver and parameters asked for, and the state of the fit the worker writes. A kind of job
     subclasses it with what it asks for besides (`ModelRecord.n_components`) and names itself
     (``kind``, ``route``) in the messages of `resumed`. Every kind has ``n_components``, the components
-    its solver fits (a field of a model, a property of a clustering), and ``components_field``, the
-    request field that sets it (what an error names)."""
+    its solver fits (a field of a model, a property of a clustering)."""
 
     kind: ClassVar[str] = "job"
     route: ClassVar[str] = "/v1/jobs"
-    components_field: ClassVar[str] = "n_components"
 
     schema_version: int = Field(default=MODEL_SCHEMA_VERSION, description="version of this record's layout")
     name: str = Field(description="the job's name, unique among its kind")
