@@ -19,7 +19,7 @@ nothing but the order and signs.
 
 The solver state and its checkpoints keep the raw iterate (resuming stays
 bit-exact); only what is served -- projections, reported eigenvalues, the
-convergence figure -- uses these components (the README gives the
+convergence figure -- uses these components (docs/papers.md gives the
 excess error of both, measured).
 
 Solved without inverting G (`whitening`): ``G = U diag(d) U^T``, whiten
