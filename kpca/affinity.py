@@ -171,6 +171,13 @@ class AffinityRows(KernelRows):
         self.centering = AffinityCentering.of_degrees(column_sums - diagonal, diagonal)  # A_ii = 0
         return self.centering
 
+    def fit_centering_times(self, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
+        """The degree pass (`fit_centering`), then ``C M`` (d, l) for C (d, l), float64, in a second pass:
+        M's scaling needs every degree before its first row, so the two cannot share a pass as
+        `KernelRows.fit_centering_times` does. Cost ``2 l^2 (2 n + d)`` flops, O(d l) memory."""
+        self.fit_centering(block_size)
+        return self.times(C, block_size)
+
     def _diagonal_fix(self, indices: np.ndarray, X: np.ndarray) -> np.ndarray | None:
         """What to add to the scaled kernel's diagonal entries ``s_i^2 k(x_i, x_i)`` of the points
         ``indices`` (rows X) to make them M's: ``c - s_i^2 k(x_i, x_i)`` (b,); None for a state with the
