@@ -118,6 +118,17 @@ class PreparedFit:
             rows.restore_centering(state)
         return state, False
 
+    def unmet_tol(self, state: Mapping[str, Any]) -> list[str]:
+        """The warning of an iterative fit that ended its passes with its convergence figure (the relative
+        residual, `kpca.solvers._rayleigh_ritz`) still above its ``tol``: a request that names an accuracy
+        gets it or is told why not. Empty when it converged, has no such figure or runs every pass
+        (``tol`` 0 or None). O(1)."""
+        tol, residual = self.params.get("tol"), state.get("residual")
+        if not self.solver.iterative or not tol or residual is None or state.get("converged"):
+            return []
+        return [f"params.tol {tol:g} not met in {int(state.get('pass', 0))} passes (relative residual "
+                f"{float(residual):.3g}): resume the fit with more passes, or ask for a larger tol"]
+
     def used(self, state: Mapping[str, Any]) -> dict:
         """``params_used`` of the fit at ``state``: the resolved parameters, what the solver settled on
         (`kpca.solvers.Solver.used`) and ``n_rows``, the rows it fits; None values left out.

@@ -95,7 +95,8 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
                                       "init 'rskpca' takes its centres from the shadow estimate")
     r, l = context.n_components, context.n_rows
     if out["init"] == "auto":  # exact where the subset holds every row, else the streamed Nystrom start
-        out["init"] = "subset" if default_init_size(r, l) >= l else "nystrom"
+        size = default_init_size(r, l) if out["init_size"] is None else out["init_size"]
+        out["init"] = "subset" if size >= l else "nystrom"
         if out["init"] == "nystrom":
             out["init_size"] = check_centres("init_size", out["init_size"], context)
     if out["init"] == "subset" and out["init_size"] is None:

@@ -44,8 +44,9 @@ PASSES = Param("passes", int, defaults.PASSES, low=1, high=10_000,
 SEED = Param("seed", int, 0, low=0, high=2**63 - 1, description="seed of every random choice of the fit")
 BLOCK_SIZE = Param("block_size", int, None, low=1, high=4096,
                    description="rows per block of a pass (default: 1024, or all rows if fewer)")
-TOL = Param("tol", float, None, low=0.0, low_open=True,
-            description="stop early once the per-pass convergence figure falls below this")
+TOL = Param("tol", float, None, low=0.0,
+            description="stop early once the per-pass convergence figure falls below this (0: run every pass; "
+                        "default: the solver's)")
 KERNEL_PRECISION = Param(
     "kernel_precision", str, "float64", choices=("float64", "float32"),
     description="precision of the kernel tiles (GEMM and exp) and of the solver's product with them; centring "

@@ -66,7 +66,8 @@ def test_several_fits_on_one_chart(api, server, browser, artefacts, digits):
     for name, solver, init in (("smd", "kha-smd", "random"), ("et", "kha-et", "random"), ("warm", "kha-smd", "subset")):
         api.post("/v1/models", json={"name": name, "dataset": "digits", "n_components": 4, "solver": solver,
                                      "kernel": {"type": "gaussian", "sigma": 3.0},
-                                     "params": {"passes": 5, "init": init, "seed": 0}}).raise_for_status()
+                                     "params": {"passes": 5, "init": init, "seed": 0, "update": "stochastic"}}
+                 ).raise_for_status()
     histories = {name: wait_for_fit(api, name)["history"] for name in ("smd", "et", "warm")}
     board = Dashboard(browser, server, artefacts)
     page = board.page

@@ -58,7 +58,8 @@ def test_the_command_line_session(server, tmp_path):
     out = done.stdout
     assert "digits: 1797 rows x 64 features, version 1, ready" in out, out
     assert re.search(r"^history \(one line per pass\):$", out, re.M) and "wrote components.npy (1797, 16)" in out
-    assert re.search(r"^slow: cancelled after pass \d+ of 50$", out, re.M) and "slow: completed" in out, out
+    assert "stopped early    yes (params.tol met)" in out, out  # the default fit stops once it has converged
+    assert re.search(r"^slow: cancelled after pass \d+ of 500$", out, re.M) and "slow: completed" in out, out
     assert "digits-10: 1797 labels in 10 clusters" in out and "digits-copy: completed" in out, out
     assert out.rstrip().endswith("deleted data set digits and what used it"), out[-500:]
 

@@ -1,0 +1,59 @@
+"""The default fit (issue 26): a Nystrom start, then Rayleigh-Ritz passes until the relative residual of the
+served components meets ``tol``. The residual tracks the served excess error (eq. 22) pass by pass, against
+the exact eigendecomposition; ``tol`` 0 runs every pass; a tol the passes do not meet is said."""
+
+import numpy as np
+import pytest
+
+from kpca.estimator import KernelHebbianPCA
+from kpca.metrics import excess_error, minimal_error
+
+R, SIGMA, ROWS, LANDMARKS = 12, 2.0, 700, 250
+
+
+@pytest.fixture(scope="module")
+def data(digits):
+    """700 digits, their centred kernel matrix and the minimal error of eq. 22 at r = 12."""
+    X = digits[:ROWS]
+    exact = KernelHebbianPCA(R, sigma=SIGMA, solver="exact").fit(X)
+    Kc = exact.rows_.dense()
+    return X, Kc, minimal_error(np.linalg.eigvalsh(Kc)[::-1], R)
+
+
+def fit(X, **params):
+    return KernelHebbianPCA(R, sigma=SIGMA, passes=params.pop("passes", 20),
+                            solver_params={"init_size": LANDMARKS, **params}).fit(X)
+
+
+def test_the_residual_tracks_the_served_excess_error_pass_by_pass(data):
+    """From the same Nystrom start, one to five passes with no early stop: both figures fall at every pass,
+    and the served excess error stays below the squared residual (the Rayleigh quotient's error is second
+    order in the residual)."""
+    X, Kc, e_min = data
+    residuals, excess = [], []
+    for passes in range(1, 6):
+        est = fit(X, passes=passes, tol=0)
+        assert est.state_["pass"] == passes and not est.state_.get("converged")
+        assert est.params_used_["init"] == "nystrom" and est.params_used_["update"] == "rayleigh-ritz"
+        residuals.append(est.state_["residual"])
+        excess.append(excess_error(Kc, est.coefficients_ @ Kc, e_min))
+    assert np.all(np.diff(residuals) < 0) and np.all(np.diff(excess) < 0), (residuals, excess)
+    assert np.all(np.array(excess) <= np.array(residuals) ** 2), (residuals, excess)
+
+
+def test_the_default_fit_stops_at_its_tol_with_the_accuracy_it_promises(data):
+    X, Kc, e_min = data
+    est = fit(X)
+    assert est.params_used_["tol"] == 1e-3 and est.state_["converged"] and est.state_["pass"] < 20
+    assert est.state_["residual"] <= 1e-3 and excess_error(Kc, est.coefficients_ @ Kc, e_min) <= 1e-6
+    assert est.warnings_ == []
+    tighter = fit(X, tol=1e-4, passes=200)
+    assert tighter.state_.get("converged") and tighter.state_["pass"] > est.state_["pass"]
+    assert excess_error(Kc, tighter.coefficients_ @ Kc, e_min) < excess_error(Kc, est.coefficients_ @ Kc, e_min)
+
+
+def test_a_tol_the_passes_do_not_meet_is_said(data):
+    X, _, _ = data
+    with pytest.warns(UserWarning, match=r"params.tol 1e-09 not met in 2 passes \(relative residual"):
+        est = fit(X, passes=2, tol=1e-9)
+    assert not est.state_.get("converged") and len(est.warnings_) == 1
