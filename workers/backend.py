@@ -25,6 +25,7 @@ from workers import cluster as cluster_task
 from workers import fit as fit_task
 from workers import images as image_task
 from workers import serve as serve_task
+from workers.placement import machine_cores
 from workers.plugins import IgnoreInterrupts, ImportModules, import_modules
 from workers.shards import FIT_RESOURCE, fit_workers
 
@@ -51,14 +52,6 @@ QUIET_WHEN_IDLE = {
     "distributed.admin.system-monitor.interval": "5s",
     "distributed.scheduler.work-stealing-interval": "1s",
 }
-
-
-def machine_cores() -> int:
-    """Cores this process may run on: its CPU affinity where the platform has it, else the CPU count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def embedded_sizing(cores: int, n_workers: int | None = None) -> tuple[int, int]:

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from kpca.array_rows import ArrayRows, namespace
+from kpca._threads import tile_threads
 from kpca.driver import PassHooks
 from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
@@ -43,6 +44,7 @@ from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.errors import Corrupt
 from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
+from workers.placement import fit_threads, machine_cores, running_fits
 from workers.progress import ConvergenceFigure, ModelGone, PassReporter, completion_warnings, still_ours
 from workers.sharded_fit import fit_sharded, shard_request
 
@@ -85,7 +87,7 @@ class FitJob:
     pass_record: type[PassRecord] = PassRecord
 
     def __init__(self, data_dir: str | Path):
-        root = Path(data_dir)
+        root = self.root = Path(data_dir)
         self.registry = self.registry_type(root)
         self.datasets = DatasetStore(root)
         self.checkpoints = CheckpointStore.of(self.registry)
@@ -176,14 +178,24 @@ def run_fit(data_dir: str, model_name: str) -> str:
 
 
 def _fit(job: FitJob, record: JobRecord) -> str:
-    registry, checkpoints, name = job.registry, job.checkpoints, record.name
-    registry.update(name, status="running", error=None)
+    """Run the fit: sharded over several workers (`workers.sharded_fit`), or on this one with its kernel
+    tiles on every core when no other fit runs, its share of them when others do (`fit_threads`)."""
+    job.registry.update(record.name, status="running", error=None)
     rows = job.open_rows(record)
-    if not get_solver(record.solver).iterative:
-        return _fit_once(job, record, rows, job.prepare(record, rows))
-    shards = shard_request(job, record, rows)
+    iterative = get_solver(record.solver).iterative
+    shards = shard_request(job, record, rows) if iterative else None
     if shards is not None:
         return fit_sharded(job, record, rows, *shards)
+    threads = fit_threads(machine_cores(), running_fits(job.root))
+    log.info("%s %s: kernel tiles on %d thread(s)", job.registry.kind, record.name, threads)
+    with tile_threads(threads):
+        if not iterative:
+            return _fit_once(job, record, rows, job.prepare(record, rows))
+        return _fit_passes(job, record, rows)
+
+
+def _fit_passes(job: FitJob, record: JobRecord, rows: KernelRows) -> str:
+    registry, checkpoints, name = job.registry, job.checkpoints, record.name
     latest = checkpoints.latest_pass(name)
     resume = None if latest is None else job.restored(checkpoints.load(name, latest))
     prepared = job.prepare(record, rows, resume)
@@ -205,7 +217,7 @@ def complete(job: FitJob, record: JobRecord, rows: KernelRows, state: dict, repo
     """The record of a fit whose passes are over: ``completed``, with its warnings and what the job adds
     (`FitJob.finish`); a state no pass of this run recorded is reported first (`PassReporter.settle`)."""
     report.settle(state)
-    warnings = completion_warnings(rows, state)
+    warnings = completion_warnings(rows, state) + report.prepared.unmet_tol(state)
     job.registry.update(record.name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
                         warnings=warnings, **job.finish(record, rows, state))
     return "completed"

@@ -1,4 +1,5 @@
-"""Where a fit runs: how many dask workers share one KHA-family fit (docs/scaling.md).
+"""Where a fit runs: how many dask workers share one KHA-family fit, and how many threads its kernel
+tiles take on its worker (docs/scaling.md).
 
 Placement is the job's, not the solver's: a model asks for it in ``placement.workers``
 (`store.jobs.records.Placement`), and the service's ``KPCA_SHARD_MIN_ROWS`` sets where a fit that does
@@ -9,6 +10,10 @@ not ask starts to be sharded. A solver says only whether its passes can be shard
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+from store.jobs.clusterings import ClusteringRegistry
+from store.jobs.models import ModelRegistry
 
 # A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
 # rows on; below it the messages per block cost more than the shards save.
@@ -38,3 +43,27 @@ def shard_count(requested: int | str | None, n_rows: int, available: int, min_ro
     else:
         count = min(int(requested), available)
     return int(max(1, min(count, n_rows)))
+
+
+def machine_cores() -> int:
+    """Cores this process may run on: its CPU affinity where the platform has it, else the CPU count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def fit_threads(cores: int, running: int) -> int:
+    """Kernel-tile threads (`kpca._threads.tile_threads`) of a one-worker fit on a machine of ``cores``
+    cores where ``running`` fits run (itself included): every core when it runs alone, else its share
+    ``cores // running``, at least 1. The tiles release the GIL, so a projection on the worker's other
+    dask thread still gets its turn. O(1)."""
+    return max(1, int(cores) // max(1, int(running)))
+
+
+def running_fits(data_dir: str | Path) -> int:
+    """Fits and clusterings whose record says ``running`` in the data folder: what shares the cores.
+    Cost one read of every job record."""
+    root = Path(data_dir)
+    return sum(record.status == "running" for registry in (ModelRegistry(root), ClusteringRegistry(root))
+               for record in registry.list())

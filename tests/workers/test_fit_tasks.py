@@ -154,3 +154,26 @@ def test_the_embedded_workers_are_sized_to_the_machine(backend):
     assert list(environ.values()) == [{"NUMBA_NUM_THREADS": str(kernel_threads), "OMP_NUM_THREADS": "1",
                                        "OPENBLAS_NUM_THREADS": "1"}]
     assert backend.fit_workers() == 1
+
+
+def test_a_fit_alone_takes_every_core_for_its_tiles_and_shares_them_with_another(data_dir, caplog):
+    """Run in this process (as a worker runs it): alone, its kernel tiles get every core of the machine; with
+    another fit whose record says running, its share."""
+    import logging
+
+    from workers.placement import fit_threads, machine_cores
+
+    registry = ModelRegistry(data_dir)
+    registry.create(model_record(data_dir, "alone", passes=1))
+    with caplog.at_level(logging.INFO, logger="workers.fit"):
+        assert run_fit(str(data_dir), "alone") == "completed"
+    assert f"model alone: kernel tiles on {machine_cores()} thread(s)" in caplog.text
+    registry.create(model_record(data_dir, "other", passes=1))
+    registry.update("other", status="running")  # as a fit running on another worker leaves it
+    registry.create(model_record(data_dir, "beside", passes=1))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="workers.fit"):
+        assert run_fit(str(data_dir), "beside") == "completed"
+    assert f"model beside: kernel tiles on {fit_threads(machine_cores(), 2)} thread(s)" in caplog.text
+    assert fit_threads(16, 1) == 16 and fit_threads(16, 3) == 5 and fit_threads(2, 5) == 1
+    registry.delete("other")

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from workers.backend import EMBEDDED_MAX_WORKERS, embedded_sizing, machine_cores
+from workers.backend import EMBEDDED_MAX_WORKERS, embedded_sizing
+from workers.placement import machine_cores
 
 
 @pytest.mark.parametrize("cores,n_workers,expected", [
