@@ -15,6 +15,7 @@ from kpca.rows import Centering
 from kpca.shards import ShardGroup
 from kpca.solvers import get_solver
 from kpca.solvers._blocked import require_complete
+from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 from kpca.solvers._ritz import ritz_transform, ritz_values
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
@@ -72,7 +73,7 @@ def split_state(state: dict, group: ShardGroup) -> dict:
     Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
     ZK = np.concatenate([state["AK"], state["BK"]]) if smd else state["AK"]
     group.split(Z, ZK, Centering.from_state(state))
-    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
+    return {k: v for k, v in state.items() if k not in SHARDED_KEYS and k not in GUARD_KEYS}  # no guards sharded
 
 
 def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> dict:
@@ -93,7 +94,7 @@ def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_C
     got = group.gather(S)
     group.apply(SegmentUpdate(np.zeros((group.d, group.d), dtype=group.dtype), Z[:, S].astype(group.dtype), S,
                               got.points, got.sqnorms, got.column_means))
-    return {k: v for k, v in state.items() if k not in SHARDED_KEYS}
+    return {k: v for k, v in state.items() if k not in SHARDED_KEYS and k not in GUARD_KEYS}  # no guards sharded
 
 
 def join_state(state: dict, group: ShardGroup) -> dict:

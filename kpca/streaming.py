@@ -23,6 +23,7 @@ import numpy as np
 
 from kpca.kernels import kernel_diagonal
 from kpca.rows import Centering, KernelRows
+from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 
 
 def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[dict, Centering]:
@@ -62,6 +63,8 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
     new_centering = Centering(m1, mbar1, diag_sum / l1 - mbar1)
 
     out = dict(state, n_rows=l1, position=0, **new_centering.to_state())
+    for key in GUARD_KEYS:  # guard vectors of the old rows: the passes on the grown rows run without
+        out.pop(key, None)
     for M, MK in (("A", "AK"), ("B", "BK")):  # B K' as A K' (KHA-SMD)
         if MK in state:
             out[MK] = _recentred_image(state[M], state[MK], m0, m1, mbar0, mbar1, R)

@@ -40,7 +40,7 @@ REDUCED_INITS = ("nystrom", "rskpca")
 
 
 def extended_start(solver_name: str, rows, n_components: int, seed: int, block_size: int = 1024,
-                   landmarks: int | None = None):
+                   landmarks: int | None = None, served: int | None = None):
     """``(A, AK, residual)``: the components of solver ``solver_name`` (fitted with its defaults,
     ``seed`` and, for nystrom, ``landmarks``) extended to all rows of ``rows`` (a
     `kpca.rows.KernelRows`), A and AK (r, l); rows without a centring are centred in the extension's
@@ -48,7 +48,8 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     only); ``residual``, the relative
     residual of the reduced model's components measured by the extension's pass
     (`kpca.solvers._rayleigh_ritz.power_step`; its components are orthonormal in feature space),
-    None for ``rskpca`` (whose are not)."""
+    None for ``rskpca`` (whose are not); with ``served`` (<= r), the residual of the first ``served``
+    components only, the others being guard vectors (`kpca.solvers._rayleigh_ritz`)."""
     r, l = int(n_components), int(rows.n_rows)
     reduced = get_solver(solver_name)
     context = FitContext(n_rows=l, n_components=r)
@@ -67,9 +68,10 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     A = np.ascontiguousarray(Y.T)
     if centering is None:  # the rows are centred in the same pass (`kpca.rows.KernelRows.fit_centering_times`)
         AK = rows.fit_centering_times(A, block_size)
-        residual = projections_residual(A, AK)
     else:
-        AK, residual = power_step(rows, A, block_size)
+        AK, _ = power_step(rows, A, block_size)
+    q = r if served is None else int(served)
+    residual = projections_residual(A[:q], AK[:q])  # the reduced model's components come by variance
     if not np.all(np.einsum("ij,ij->i", AK, A) > 0):
         raise Degenerate(f"the {solver_name} start has components without variance on these rows; "
                          "use init 'subset' or 'random'")

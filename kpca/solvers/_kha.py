@@ -42,7 +42,7 @@ from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._extend import REDUCED_INITS, extended_start
 from kpca.solvers._reduced import check_centres
-from kpca.solvers._rayleigh_ritz import rayleigh_ritz_pass
+from kpca.solvers._rayleigh_ritz import guard_count, rayleigh_ritz_pass
 from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start
 
 _INIT_COLUMNS = 64
@@ -136,13 +136,16 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     solver, init = name, params["init"]
     dtype = np.float64
     extra = {"init": init}
+    guards = 0
+    if params.get("update") == "rayleigh-ritz" and init in ("subset", "nystrom"):
+        guards = guard_count(r, l if params["init_size"] is None else min(l, int(params["init_size"])))
     if init == "subset":
-        A, AK, m = subset_start(rows.block, r, l, seed, params["init_size"], dtype)
+        A, AK, m = subset_start(rows.block, r + guards, l, seed, params["init_size"], dtype)
         extra["init_size"] = m
         if m == l:  # exact kernel PCA: its residual is rounding
             extra["residual"] = 0.0
     elif init in REDUCED_INITS:
-        A, AK, residual = extended_start(init, rows, r, seed, landmarks=params.get("init_size"))
+        A, AK, residual = extended_start(init, rows, r + guards, seed, landmarks=params.get("init_size"), served=r)
         if init == "nystrom":
             extra["init_size"] = int(params["init_size"])
         if residual is not None:
@@ -164,6 +167,9 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     gains = {k: float(params[k]) for k in ("eta0", "mu", "xi") if params.get(k) is not None}
     gains.setdefault("eta0", 0.0)  # unresolved before the centring (`centres_at_start`): set by regain
     norm_limit = NORM_LIMIT * max(1.0, float(np.max(np.einsum("ij,ij->i", AK, A))))
+    if guards and A.shape[0] == r + guards:  # iterated beside the served r (`kpca.solvers._rayleigh_ritz`)
+        extra.update(guard_A=A[r:], guard_AK=AK[r:])
+    A, AK = A[:r], AK[:r]
     state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, gains["eta0"]),
              "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": seed,
              "n_rows": l, "norm_limit": norm_limit, "update": params["update"], **gains, **extra}

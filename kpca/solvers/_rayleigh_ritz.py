@@ -24,8 +24,15 @@ covariance ``Q = sum_j Phi'(x_j) Phi'(x_j)^T`` (l times seed 000's C), ``Q w_i``
   is second order in the components' angles as the squared residual is, and measures about
   ``residual^2`` on the benches (bench/time_to_accuracy.py).
 
-Cost: one pass, ``2 l^2 (n + r)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus
-``O(r^2 l + r^3)``; memory O(r l).
+Guard vectors. Block power iteration on r vectors converges as ``lambda_{r+1} / lambda_r`` per pass,
+slowly where the spectrum has no gap after the r-th eigenvalue (image patches). The pass therefore
+iterates ``g`` more vectors than it serves (``guard_A``, ``guard_AK`` in the state, `guard_count`), as
+block Lanczos keeps guard vectors: the served r converge as ``lambda_{r+g+1} / lambda_r``, and the
+residual is still that of the served r. Starts that know the leading directions (subset, Nystrom)
+make r + g of them; a state without guards (a random start, a sharded fit, rows appended) runs without.
+
+Cost: one pass, ``2 l^2 (n + r + g)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus
+``O((r + g)^2 l + (r + g)^3)``; memory O((r + g) l).
 """
 
 from __future__ import annotations
@@ -35,6 +42,14 @@ import numpy as np
 from kpca.solvers._ritz import ritz_components
 
 BLOCK_ROWS = 1024  # rows of K' multiplied per call (memory O(r l) whatever it is)
+GUARD_KEYS = ("guard_A", "guard_AK")  # the g vectors iterated beside the served r (module docstring)
+
+
+def guard_count(n_components: int, span: int) -> int:
+    """Guard vectors for r served components in a start whose span holds ``span`` directions (its
+    rows or landmarks): ``min(max(r, 8), 32)``, at most ``span - r``. O(1)."""
+    r = int(n_components)
+    return int(max(0, min(max(r, 8), 32, int(span) - r)))
 
 
 def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.ndarray, np.ndarray]:
@@ -58,13 +73,20 @@ def residual(Z: np.ndarray, ZK: np.ndarray) -> float:
 
 
 def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:
-    """One deterministic pass of a KHA-family state (module docstring): the served components'
-    projections ``Z`` become the coefficients, ``A K'`` is ``Z K'`` from one pass of kernel rows, and
-    ``residual`` the figure of the components served before the pass. Gains and SMD's B, BK, rho are
+    """One deterministic pass of a KHA-family state (module docstring): the projections ``Z`` of the
+    served components and of the state's guard vectors become the coefficients, ``A K'`` is ``Z K'``
+    from one pass of kernel rows, the leading r are served (``A``, ``AK``) and the rest kept as guards,
+    and ``residual`` is the figure of the r components served before the pass. Gains and SMD's B, BK, rho are
     left as they are. Returns a new state; the driver counts the pass. Cost as `power_step`."""
-    _, Z, _ = ritz_components(np.asarray(state["A"], dtype=np.float64), np.asarray(state["AK"], dtype=np.float64))
-    ZK, residual = power_step(rows, Z, block_size)
+    r = np.asarray(state["A"]).shape[0]
+    pairs = (("A", "guard_A"), ("AK", "guard_AK")) if "guard_A" in state else (("A",), ("AK",))
+    A, AK = (np.concatenate([np.asarray(state[key], dtype=np.float64) for key in keys]) for keys in pairs)
+    _, Z, _ = ritz_components(A, AK)
+    ZK = rows.times(np.ascontiguousarray(Z), block_size)
     A, AK, mu = ritz_components(Z, ZK)  # kept orthonormal, as after a warm start: a stochastic pass may follow
     dtype = np.asarray(state["A"]).dtype
-    return dict(state, A=A.astype(dtype, copy=False), AK=AK.astype(dtype, copy=False), residual=residual,
-                eigenvalues=mu, t=int(state["t"]) + int(rows.n_rows), position=0)
+    out = dict(state, A=A[:r].astype(dtype), AK=AK[:r].astype(dtype), residual=residual(Z[:r], ZK[:r]),
+               eigenvalues=mu[:r], t=int(state["t"]) + int(rows.n_rows), position=0)
+    if "guard_A" in state:
+        out.update(guard_A=A[r:].astype(dtype), guard_AK=AK[r:].astype(dtype))
+    return out

@@ -49,11 +49,11 @@ def test_the_default_fit_over_array_rows_equals_the_one_over_tiles(X, xp):
     spec = KernelSpec("gaussian", sigma=2.0)
     results = []
     for rows in (KernelRows(X, spec), ArrayRows(X, spec, NAMESPACES[xp], block_rows=64)):
-        prepared = prepare_fit(rows, FitRequest("kha-smd", 4, {"init": "nystrom", "init_size": 60, "tol": 1e-6}))
+        prepared = prepare_fit(rows, FitRequest("kha-smd", 4, {"init": "nystrom", "init_size": 60, "tol": 1e-4}))
         state, _ = prepared.run(rows)
         results.append((state, rows))
     (want, tiles), (got, _) = results
-    assert got["pass"] == want["pass"] >= 1 and got["residual"] == pytest.approx(want["residual"], rel=1e-8)
+    assert got["pass"] == want["pass"] >= 1 and got["residual"] == pytest.approx(want["residual"], rel=1e-6)
     assert subspace_angles(got["A"], want["A"], tiles.dense()).max() < 1e-7
 
 
