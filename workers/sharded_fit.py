@@ -111,7 +111,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
         latest = checkpoints.latest_pass(name)
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
         resume = None if latest is None else job.restored(checkpoints.load(name, latest, without=STATE_COLUMNS))
-        prepared = job.prepare(record, rows, resume, centre=lambda rows: _sharded_centering(group))
+        prepared = job.prepare(record, rows, resume, sharded=True, centre=lambda rows: _sharded_centering(group))
         if prepared.started:
             state, history = send_start(prepared.state, group), []
         else:

@@ -71,6 +71,11 @@ UPDATE = Param("update", str, "auto", choices=("auto", "stochastic", "rayleigh-r
                            "block power step, made orthonormal), which also measures the residual of the components "
                            "served before it; auto (the default): rayleigh-ritz after a warm start (its gains' noise "
                            "would undo it), stochastic after the random one")
+GUARDS = Param("guards", int, None, low=0, high=1024,
+               description="vectors the rayleigh-ritz passes iterate beside the served ones, so that the served "
+                           "converge where the spectrum has no gap after them (default: min(max(n_components, 8), "
+                           "32) after a subset or nystrom start, within the start's span; 0: none; a fit sharded "
+                           "over several workers runs without)")
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory), or the "
@@ -105,6 +110,11 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
         out["update"] = "stochastic" if out["init"] == "random" else "rayleigh-ritz"
     if out["tol"] is None and out["update"] == "rayleigh-ritz":
         out["tol"] = defaults.RESIDUAL_TOL
+    if out["update"] != "rayleigh-ritz" or out["init"] not in ("subset", "nystrom"):
+        out["guards"] = 0  # only a start that knows the leading directions makes them
+    else:
+        span = min(l, int(out["init_size"]))
+        out["guards"] = guard_count(r, span) if out["guards"] is None else max(0, min(int(out["guards"]), span - r))
     if context.mean_diagonal is not None:
         s, init, m = context.mean_diagonal, out["init"], out["init_size"]
         if out["eta0"] is None:
@@ -136,9 +146,7 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     solver, init = name, params["init"]
     dtype = np.float64
     extra = {"init": init}
-    guards = 0
-    if params.get("update") == "rayleigh-ritz" and init in ("subset", "nystrom"):
-        guards = guard_count(r, l if params["init_size"] is None else min(l, int(params["init_size"])))
+    guards = int(params.get("guards") or 0)
     if init == "subset":
         A, AK, m = subset_start(rows.block, r + guards, l, seed, params["init_size"], dtype)
         extra["init_size"] = m
@@ -294,7 +302,7 @@ def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: flo
     """Register a solver of the family: its name, summary, own parameters and gain scale
     (`kpca.defaults`, *the gain rule*: chosen on digits by bench/convergence.py)."""
     return register(Solver(
-        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, UPDATE), shardable=True,
+        name, summary, params=(*ITERATIVE_PARAMS, ETA0, *own, INIT, INIT_SIZE, UPDATE, GUARDS), shardable=True,
         clusterable=True, refine=rayleigh_ritz_pass,
         gain_scale=gain_scale, start=partial(start, name=name), centres_at_start=centres_at_start,
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
