@@ -24,12 +24,17 @@ covariance ``Q = sum_j Phi'(x_j) Phi'(x_j)^T`` (l times seed 000's C), ``Q w_i``
   is second order in the components' angles as the squared residual is, and measures about
   ``residual^2`` on the benches (bench/time_to_accuracy.py).
 
-Guard vectors. Block power iteration on r vectors converges as ``lambda_{r+1} / lambda_r`` per pass,
-slowly where the spectrum has no gap after the r-th eigenvalue (image patches). The pass therefore
-iterates ``g`` more vectors than it serves (``guard_A``, ``guard_AK`` in the state, `guard_count`), as
-block Lanczos keeps guard vectors: the served r converge as ``lambda_{r+g+1} / lambda_r``, and the
-residual is still that of the served r. Starts that know the leading directions (subset, Nystrom)
-make r + g of them; a state without guards (a random start, a sharded fit, rows appended) runs without.
+Guard vectors and the previous step (LOBPCG). Block power iteration on r vectors converges as
+``lambda_{r+1} / lambda_r`` per pass, slowly where the spectrum has no gap after the r-th eigenvalue
+(image patches). The pass therefore iterates ``g`` more vectors than it serves (``guard_A``,
+``guard_AK`` in the state, `guard_count`), as block Lanczos keeps guard vectors, and takes the
+Rayleigh-Ritz step over span(X, W, P) instead of span(Z) (`accelerated_step`): X the k = r + g current
+components, W their residual directions and P the previous step, as LOBPCG does (Knyazev 2001). The
+product ``Z K'`` that the power step needs is the only one: ``X K' = Z`` is known, ``W K'`` is ``Z K'``
+less known terms, and P's image is kept with it (``previous_A``, ``previous_AK``). The residual is
+still that of the served r. Starts that know the leading directions (subset, Nystrom) make r + g of
+them; a state without guards (``guards`` 0, a random start, a sharded fit, rows appended) takes the
+plain power step.
 
 Cost: one pass, ``2 l^2 (n + r + g)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus
 ``O((r + g)^2 l + (r + g)^3)``; memory O((r + g) l).
@@ -42,7 +47,8 @@ import numpy as np
 from kpca.solvers._ritz import ritz_components
 
 BLOCK_ROWS = 1024  # rows of K' multiplied per call (memory O(r l) whatever it is)
-GUARD_KEYS = ("guard_A", "guard_AK")  # the g vectors iterated beside the served r (module docstring)
+# what a pass iterates beside the served r (module docstring): the g guard vectors, the previous step
+GUARD_KEYS = ("guard_A", "guard_AK", "previous_A", "previous_AK")
 
 
 def guard_count(n_components: int, span: int) -> int:
@@ -63,12 +69,17 @@ def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.nd
     return ZK, residual(Z, ZK)
 
 
-def residual(Z: np.ndarray, ZK: np.ndarray) -> float:
+def residual(Z: np.ndarray, ZK: np.ndarray, X: np.ndarray | None = None) -> float:
     """The relative residual ``max_i sqrt(z_i K' z_i^T - ||z_i||^4) / ||z_i||^2`` of orthonormal
     components from their training projections ``Z`` and ``Z K'`` (r, l) (module docstring); 0 for a
-    component without variance. O(r l)."""
+    component without variance. Given the components' coefficients X (``Z = X K'``), the same figure as
+    ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)``, differences of vectors whose rounding is relative to the
+    residual, not to its square. O(r l)."""
     mu = np.einsum("ij,ij->i", Z, Z)
-    squared = np.maximum(np.einsum("ij,ij->i", ZK, Z) - mu**2, 0.0)
+    if X is None:
+        squared = np.maximum(np.einsum("ij,ij->i", ZK, Z) - mu**2, 0.0)
+    else:
+        squared = np.maximum(np.einsum("ij,ij->i", ZK - mu[:, None] * Z, Z - mu[:, None] * X), 0.0)
     return float(np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0).max(initial=0.0))
 
 
@@ -81,12 +92,48 @@ def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:
     r = np.asarray(state["A"]).shape[0]
     pairs = (("A", "guard_A"), ("AK", "guard_AK")) if "guard_A" in state else (("A",), ("AK",))
     A, AK = (np.concatenate([np.asarray(state[key], dtype=np.float64) for key in keys]) for keys in pairs)
-    _, Z, _ = ritz_components(A, AK)
+    X, Z, _ = ritz_components(A, AK)
     ZK = rows.times(np.ascontiguousarray(Z), block_size)
-    A, AK, mu = ritz_components(Z, ZK)  # kept orthonormal, as after a warm start: a stochastic pass may follow
     dtype = np.asarray(state["A"]).dtype
-    out = dict(state, A=A[:r].astype(dtype), AK=AK[:r].astype(dtype), residual=residual(Z[:r], ZK[:r]),
-               eigenvalues=mu[:r], t=int(state["t"]) + int(rows.n_rows), position=0)
-    if "guard_A" in state:
-        out.update(guard_A=A[r:].astype(dtype), guard_AK=AK[r:].astype(dtype))
-    return out
+    out = dict(state, residual=residual(Z[:r], ZK[:r], X[:r]), t=int(state["t"]) + int(rows.n_rows), position=0)
+    if "guard_A" not in state:  # a power step: the Ritz components of span(Z)
+        A, AK, mu = ritz_components(Z, ZK)  # kept orthonormal, as after a warm start: a stochastic pass may follow
+        return dict(out, A=A.astype(dtype), AK=AK.astype(dtype), eigenvalues=mu)
+    previous = None if "previous_A" not in state else (np.asarray(state["previous_A"], dtype=np.float64),
+                                                      np.asarray(state["previous_AK"], dtype=np.float64))
+    A, AK, mu, P, PK = accelerated_step(X, Z, ZK, previous)
+    return dict(out, A=A[:r].astype(dtype), AK=AK[:r].astype(dtype), eigenvalues=mu[:r],
+                guard_A=A[r:].astype(dtype), guard_AK=AK[r:].astype(dtype), previous_A=P.astype(dtype),
+                previous_AK=PK.astype(dtype))
+
+
+def accelerated_step(X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, previous=None):
+    """LOBPCG's step from one product (module docstring): ``(A, AK, mu, P, PK)``, the k Ritz components
+    of span(X, W, P) and the part of their step outside span(X).
+
+    X (k, l) are orthonormal Ritz components (``X K' X^T = I``) with ``Z = X K'``; ``ZK = Z K'`` is the
+    pass's product. The residual directions ``W = Z - diag(mu) X`` (coefficients of ``Q w_i - mu_i
+    w_i``) have ``W K' = ZK - diag(mu) Z``, and the previous step's P its images PK (``previous``), so
+    the Rayleigh-Ritz problem over all three needs no other product; W and P are formed as differences
+    of vectors (not of their inner products) and scaled to unit feature-space norm, which keeps them
+    accurate as the residual shrinks. Cost ``O(k^2 l + k^3)``, no kernel row.
+    """
+    k = X.shape[0]
+    mu = np.einsum("ij,ij->i", Z, Z)
+    blocks = [(X, Z), _unit(Z - mu[:, None] * X, ZK - mu[:, None] * Z)]
+    if previous is not None:
+        blocks.append(_unit(*previous))
+    B, BK = (np.concatenate([block[i] for block in blocks]) for i in (0, 1))
+    A, AK, values = ritz_components(B, BK)
+    A, AK = A[:k], AK[:k]
+    overlap = AK @ X.T  # (A K' X^T): the new components' coordinates along the old ones
+    P, PK = _unit(A - overlap @ X, AK - overlap @ Z)
+    return A, AK, values[:k], P, PK
+
+
+def _unit(C: np.ndarray, CK: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(C, C K')`` with each row scaled to unit feature-space norm (``diag(C K' C^T) = 1``); rows
+    without one (norm not above 1e-300) become zero. O(k l)."""
+    norms = np.sqrt(np.maximum(np.einsum("ij,ij->i", CK, C), 0.0))
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 1e-300)
+    return C * scale[:, None], CK * scale[:, None]

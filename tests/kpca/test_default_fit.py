@@ -28,8 +28,8 @@ def fit(X, **params):
 
 
 def test_the_residual_tracks_the_served_excess_error_pass_by_pass(data):
-    """From the same Nystrom start, one to five passes with no early stop: both figures fall at every pass,
-    and the served excess error stays below the squared residual (the Rayleigh quotient's error is second
+    """From the same Nystrom start, one to five passes with no early stop: both figures fall at every pass
+    (until the excess error reaches its rounding), and the served excess error stays below the squared residual (the Rayleigh quotient's error is second
     order in the residual)."""
     X, Kc, e_min = data
     residuals, excess = [], []
@@ -39,7 +39,9 @@ def test_the_residual_tracks_the_served_excess_error_pass_by_pass(data):
         assert est.params_used_["init"] == "nystrom" and est.params_used_["update"] == "rayleigh-ritz"
         residuals.append(est.state_["residual"])
         excess.append(excess_error(Kc, est.coefficients_ @ Kc, e_min))
-    assert np.all(np.diff(residuals) < 0) and np.all(np.diff(excess) < 0), (residuals, excess)
+    rounding = 1e-12  # the excess error's own floor (it is a difference of squared norms)
+    assert np.all(np.diff(residuals) < 0), residuals
+    assert all(b < a or b < rounding for a, b in zip(excess, excess[1:])), excess
     assert np.all(np.array(excess) <= np.array(residuals) ** 2), (residuals, excess)
 
 
