@@ -107,3 +107,9 @@ class Damaged(Conflict):
 
     def __reduce__(self):
         return (type(self), (self.message, self.field, self.cause))
+
+
+class DamagedCheckpoint(Damaged, ValueError):
+    """A checkpoint that is missing where a record names it, unreadable, or failing its digests: a 409
+    ``corrupt`` on ``name`` (the job's). Also a `ValueError`, what a damaged checkpoint raised before it
+    had a class of its own."""
