@@ -42,7 +42,8 @@ from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.errors import Corrupt
 from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
-from workers.progress import ConvergenceFigure, ModelGone, PassReporter, completion_warnings, still_ours
+from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completed_checkpoint, completion_warnings,
+                              still_ours)
 from workers.sharded_fit import fit_sharded, shard_request
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def _fit(job: FitJob, record: JobRecord) -> str:
     shards = shard_request(job, record, rows)
     if shards is not None:
         return fit_sharded(job, record, rows, *shards)
-    latest = checkpoints.latest_pass(name)
+    latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped: resume from the last good one
     resume = None if latest is None else job.restored(checkpoints.load(name, latest))
     prepared = job.prepare(record, rows, resume)
     history = [] if prepared.started else record.history[: int(prepared.state["pass"])]
@@ -195,7 +196,7 @@ def _fit(job: FitJob, record: JobRecord) -> str:
         return "cancelled"
     warnings = completion_warnings(rows, state)
     registry.update(name, status="completed", stopped_early=report.stop_early, warnings=warnings,
-                    **job.finish(record, rows, state))
+                    **job.finish(record, rows, state), **completed_checkpoint(checkpoints, name))
     return "completed"
 
 
@@ -241,5 +242,6 @@ def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: Prepar
                                    eigenvalues=eigenvalues.tolist(), **fields))
     warnings = completion_warnings(rows, state)
     registry.update(record.name, status="completed", progress=progress, history=history, params_used=used,
-                    fit_kernel=rows.kernel, warnings=warnings, **job.finish(record, rows, state))
+                    fit_kernel=rows.kernel, warnings=warnings, **job.finish(record, rows, state),
+                    **completed_checkpoint(job.checkpoints, record.name))
     return "completed"

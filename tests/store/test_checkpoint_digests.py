@@ -1,6 +1,7 @@
 """Checkpoints carry digests (issue 30, item 5): every member is checked on read, a file is checked against
 the digest a record names, a sharded manifest's digest covers its parts, damage is `DamagedCheckpoint`
-(a 409 ``corrupt``, still a ValueError), and `latest_intact` skips damaged passes."""
+(a 409 ``corrupt``, still a ValueError), `latest_intact` skips damaged passes, and records of version 3
+name the pass they completed with when migrated."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from store import CheckpointStore
 from store.errors import DamagedCheckpoint, NotFound
+from store.jobs.records import ModelRecord, migrate
 
 
 @pytest.fixture
@@ -107,3 +109,15 @@ def test_a_checkpoint_without_digests_is_still_read(checkpoints, root):
             target.writestr(name, body)
     assert checkpoints.verify("m", 1) is None
     np.testing.assert_array_equal(checkpoints.load("m", 1)["A"], state(1)["A"])
+
+
+def test_a_version_3_record_names_the_pass_it_completed_with():
+    doc = {"schema_version": 3, "name": "m", "dataset": "d", "kernel": {"type": "linear"}, "solver": "kha",
+           "n_components": 2, "status": "completed", "progress": {
+               "pass": 5, "passes": 5, "t": 10, "fraction": 1.0, "elapsed_s": 1.0, "remaining_s": 0.0,
+               "eigenvalues": [1.0, 0.5], "convergence": {"metric": "eigenvalue_change", "value": 0.1}}}
+    record = ModelRecord.model_validate(migrate(doc))
+    assert record.schema_version == 4 and record.checkpoint.pass_ == 5 and record.checkpoint.sha256 is None
+    running = ModelRecord.model_validate(migrate({**doc, "status": "cancelled"}))
+    assert running.checkpoint is None
+    assert record.resumed(6)["checkpoint"] is None
