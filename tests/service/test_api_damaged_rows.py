@@ -89,11 +89,16 @@ def test_a_segment_read_as_another_dtype_is_refused_on_reads_and_serving(api, da
 
 def test_a_deleted_segment_digest_document_is_corrupt_and_the_set_can_be_deleted(api, data_dir, train):
     upload_rows(api, "undigested", train, chunks=2)
+    r = api.post("/v1/models", json={"name": "on-undigested", "dataset": "undigested", "n_components": 3,
+                                     "solver": "exact", "kernel": {"type": "gaussian", "sigma": 3.0}})
+    assert r.status_code == 202, r.text
+    assert wait_for_fit(api, "on-undigested")["status"] == "completed"
     (data_dir / "datasets" / "undigested" / "segments" / "0001.json").unlink()
     refused_everywhere(api, "undigested")
+    assert_error(api.get("/v1/models/on-undigested/export"), 409, "corrupt", "dataset")
     listed = {m["name"]: m for m in api.get("/v1/datasets").json()["datasets"]}
     assert listed["undigested"]["status"] == "corrupt"
-    assert api.delete("/v1/datasets/undigested").status_code == 204
+    assert api.delete("/v1/datasets/undigested?cascade=true").status_code == 204
     assert_error(api.get("/v1/datasets/undigested"), 404, "not_found", "name")
 
 
