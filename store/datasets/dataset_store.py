@@ -242,6 +242,8 @@ class DatasetStore:
             meta = self.get(validate_name(name, field=field))
         except NotFound:
             raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
+        except Damaged as exc:  # its meta.json is damaged: a 409 corrupt on the caller's field
+            raise Damaged(exc.message, field=field, cause=exc.cause) from None
         if meta.corrupt_chunks:
             raise Corrupt(name, meta.version, meta.corrupt_chunks, "found damaged and not yet repaired")
         if meta.status != "ready" and not (meta.status == "corrupt" and meta.version):

@@ -112,6 +112,9 @@ def test_an_emptied_meta_json_is_corrupt_on_every_route_and_the_set_can_be_delet
     message = assert_error(api.get("/v1/datasets/emptied"), 409, "corrupt", "name")["message"]
     assert "emptied" in message and "delete" in message
     refused_everywhere(api, "emptied", field="name")
+    assert_error(api.post("/v1/models", json={"name": "on-emptied-2", "dataset": "emptied", "n_components": 3,
+                                              "solver": "exact", "kernel": {"type": "gaussian", "sigma": 3.0}}),
+                 409, "corrupt", "dataset")
     response = api.post("/v1/models/on-emptied/project", json={"rows": train[:2].tolist()})
     assert response.status_code == 409 and response.json()["error"]["code"] == "corrupt", response.text
     listed = {m["name"]: m for m in api.get("/v1/datasets").json()["datasets"]}
