@@ -96,7 +96,7 @@ def open_segment(folders, meta: DatasetRecord, segment: SegmentRecord, version: 
     except Exception as exc:
         mark(folders, name, add=chunks)
         reason = str(exc) if isinstance(exc, _Mismatch) else f"cannot be opened: {type(exc).__name__}"
-        raise Corrupt(name, version, chunks, f"segment {segment.segment} {reason}") from None
+        raise Corrupt(name, version, chunks, f"segment {segment.segment}: {reason}") from None
     if segment.external:
         step = row_chunk_length(array)
 
