@@ -68,7 +68,7 @@ def test_a_damaged_final_checkpoint_is_corrupt_and_a_resume_goes_back_to_the_las
         api, data_dir, dataset, train, damage):
     name = f"kha-{damage}"
     record = fit(api, name, dataset, passes=3, seed=1)
-    assert record["progress"]["pass"] == 3 and record["checkpoint"]["pass"] == 3
+    assert record["progress"]["pass"] == 3
     before = project(api, name, train[:4])
     assert before.status_code == 200  # built and cached by the worker
     final = checkpoint(data_dir, name, 3)
@@ -82,6 +82,7 @@ def test_a_damaged_final_checkpoint_is_corrupt_and_a_resume_goes_back_to_the_las
 
     # not pass 2 served as if it were pass 3, and not a 500
     message = assert_error(project(api, name, train[:4]), 409, "corrupt", "name")["message"]
+    assert api.get(f"/v1/models/{name}").json()["checkpoint"]["pass"] == 3  # what the record names
     assert name in message and "pass 3" in message
     for route in ("reconstruct", "denoise"):
         assert_error(api.post(f"/v1/models/{name}/{route}", json={"rows": train[:2].tolist()}), 409, "corrupt",
