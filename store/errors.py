@@ -89,3 +89,27 @@ class Corrupt(Conflict):
 
     def __reduce__(self):
         return (type(self), (self.dataset, self.version, self.chunks, self.reason))
+
+
+class Damaged(Conflict):
+    """A stored document or file is damaged (unreadable, missing, or failing its digest): code ``corrupt``,
+    a 409. ``Damaged("data set 'x': its meta.json cannot be read ...; delete it", field="name")``.
+
+    ``cause`` names the kind of the underlying failure (``"JSONDecodeError"``, ``"FileNotFoundError"``,
+    ``"digest mismatch"``). Pickles with its fields (it crosses dask task boundaries).
+    """
+
+    code = "corrupt"
+
+    def __init__(self, message: str, field: str | None = "name", cause: str = ""):
+        super().__init__(message, field=field)
+        self.cause = cause
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.field, self.cause))
+
+
+class DamagedCheckpoint(Damaged, ValueError):
+    """A checkpoint that is missing where a record names it, unreadable, or failing its digests: a 409
+    ``corrupt`` on ``name`` (the job's). Also a `ValueError`, what a damaged checkpoint raised before it
+    had a class of its own."""

@@ -45,7 +45,8 @@ from store.errors import Corrupt
 from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
 from workers.placement import fit_threads, machine_cores, running_fits
-from workers.progress import ConvergenceFigure, ModelGone, PassReporter, completion_warnings, still_ours
+from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completed_checkpoint, completion_warnings,
+                              still_ours)
 from workers.sharded_fit import fit_sharded, shard_request
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ def _fit(job: FitJob, record: JobRecord) -> str:
 
 def _fit_passes(job: FitJob, record: JobRecord, rows: KernelRows) -> str:
     registry, checkpoints, name = job.registry, job.checkpoints, record.name
-    latest = checkpoints.latest_pass(name)
+    latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped: resume from the last good one
     resume = None if latest is None else job.restored(checkpoints.load(name, latest))
     prepared = job.prepare(record, rows, resume)
     history = [] if prepared.started else record.history[: int(prepared.state["pass"])]
@@ -224,7 +225,8 @@ def complete(job: FitJob, record: JobRecord, rows: KernelRows, state: dict, repo
     report.settle(state)
     warnings = completion_warnings(rows, state) + report.prepared.unmet_tol(state)
     job.registry.update(record.name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
-                        warnings=warnings, **job.finish(record, rows, state))
+                        warnings=warnings, **job.finish(record, rows, state),
+                        **completed_checkpoint(job.checkpoints, record.name))
     return "completed"
 
 
@@ -270,5 +272,6 @@ def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: Prepar
                                    eigenvalues=eigenvalues.tolist(), **fields))
     warnings = completion_warnings(rows, state)
     registry.update(record.name, status="completed", progress=progress, history=history, params_used=used,
-                    fit_kernel=rows.kernel, warnings=warnings, **job.finish(record, rows, state))
+                    fit_kernel=rows.kernel, warnings=warnings, **job.finish(record, rows, state),
+                    **completed_checkpoint(job.checkpoints, record.name))
     return "completed"

@@ -222,3 +222,10 @@ def completion_warnings(rows: KernelRows, state: dict) -> list[str]:
         raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
     return rank_warnings(model.eigenvalues)
 
+
+def completed_checkpoint(checkpoints, name: str) -> dict:
+    """The ``checkpoint`` field of a record that completes now: its latest checkpoint's pass and digest,
+    the file read back and verified first (`store.CheckpointStore.verify`), so that serving and export
+    can tell it from any other file later. Cost O(checkpoint bytes) read and hashed, once per fit."""
+    latest = checkpoints.latest_pass(name)
+    return {"checkpoint": None if latest is None else {"pass": latest, "sha256": checkpoints.verify(name, latest)}}

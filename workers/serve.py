@@ -24,6 +24,7 @@ from kpca.solvers import served_model
 from kpca.preimage import LearnedInverse, reconstruct
 from kpca.solvers import get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry
+from store.errors import DamagedCheckpoint
 from store.jobs.records import ModelRecord
 from workers.fit import open_rows
 
@@ -43,19 +44,37 @@ _LOADED: OrderedDict[tuple, object] = OrderedDict()
 
 
 def load_latest(registry, name: str, build):
-    """What job ``name`` serves, built by ``build(record, state)`` from its latest checkpoint once and
-    kept by this process (the few most recently used), keyed by the record's creation, checkpoint and
-    data set version: a refit or a resume builds it again. Cost: a record read; plus ``build`` and
-    the checkpoint's read when not kept."""
+    """What job ``name`` serves, built by ``build(record, state)`` from its checkpoint once and kept by
+    this process (the few most recently used), keyed by the record's creation, the checkpoint's pass,
+    digest and file identity (`store.CheckpointStore.identity`: a file changed since is read, and
+    checked, again) and the data set version: a refit or a resume builds it again.
+
+    A completed job serves the checkpoint its record names (``checkpoint``), read back against its
+    digest: a missing or damaged one is `store.errors.DamagedCheckpoint` (a 409 ``corrupt``), never an
+    older pass. Another job (cancelled, failed: no such name) serves its latest checkpoint, its members
+    checked against their digests. Cost: a record read and a ``stat``; plus ``build`` and the
+    checkpoint's read when not kept."""
     record = registry.get(name)
     checkpoints = CheckpointStore.of(registry)
-    latest = checkpoints.latest_pass(name)
-    key = (str(registry.root), registry.kind, name, record.created_at, latest, record.dataset_version)
+    named = getattr(record, "checkpoint", None) if record.status == "completed" else None
+    if named is not None:
+        served, expect = named.pass_, named.sha256
+        identity = checkpoints.identity(name, served)
+        if identity is None:
+            raise DamagedCheckpoint(f"{registry.kind} {name!r} completed with its checkpoint of pass {served}, "
+                                    "which is missing; it cannot be served. Resume the fit (it goes back to its "
+                                    "last intact checkpoint) or fit it again", field="name",
+                                    cause="FileNotFoundError")
+    else:
+        served, expect = checkpoints.latest_pass(name), None
+        identity = None if served is None else checkpoints.identity(name, served)
+    key = (str(registry.root), registry.kind, name, record.created_at, served, expect, identity,
+           record.dataset_version)
     hit = _LOADED.get(key)
     if hit is not None:
         _LOADED.move_to_end(key)
         return hit
-    entry = _LOADED[key] = build(record, checkpoints.load(name, latest))
+    entry = _LOADED[key] = build(record, checkpoints.load(name, served, expect=expect))
     while len(_LOADED) > _MAX_MODELS:
         _LOADED.popitem(last=False)
     return entry

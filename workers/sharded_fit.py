@@ -34,7 +34,7 @@ from kpca.solvers import get_solver
 from kpca.solvers._ritz import ritz_values
 from store.jobs.records import JobRecord
 from workers.placement import shard_count, shard_min_rows
-from workers.progress import ConvergenceFigure, PassReporter, completion_warnings, still_ours
+from workers.progress import ConvergenceFigure, PassReporter, completed_checkpoint, completion_warnings, still_ours
 from workers.shards import ActorGroup, ShardLost, fit_workers
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
                              n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
                              kind=registry.kind)
     try:
-        latest = checkpoints.latest_pass(name)
+        latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
         resume = None if latest is None else job.restored(checkpoints.load(name, latest, without=STATE_COLUMNS))
         prepared = job.prepare(record, rows, resume, sharded=True, centre=lambda rows: _sharded_centering(group))
@@ -146,7 +146,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     rows.restore_centering(final)
     warnings = completion_warnings(rows, final) + prepared.unmet_tol(state)
     registry.update(name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
-                    warnings=warnings, **job.finish(record, rows, final))
+                    warnings=warnings, **job.finish(record, rows, final), **completed_checkpoint(checkpoints, name))
     return "completed"
 
 

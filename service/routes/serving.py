@@ -38,7 +38,7 @@ from service.schemas.serving import (
 )
 from service.security import READ, WRITE, access
 from store.datasets.records import DatasetInfo
-from store.errors import Corrupt, NotFound
+from store.errors import Corrupt, NotFound, StoreError
 from store.jobs.records import JobRecord
 
 router = APIRouter(prefix="/v1/models", tags=["serving"])
@@ -139,6 +139,8 @@ async def _reconstruct(name, body, models, datasets, backend, settings) -> Recon
     try:
         out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
     except ValueError as exc:  # a method the kernel does not support, or an option the method does not take
+        if isinstance(exc, StoreError):  # a damaged checkpoint (also a ValueError): its own 409
+            raise
         message = str(exc)
         field = message.split(":", 1)[0] if message.startswith("options.") else "method"
         raise ApiError(422, "invalid", message, field) from None

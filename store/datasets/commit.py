@@ -20,6 +20,7 @@ from store.checksums import chunk_digest, version_checksum
 from store.datasets.records import DatasetInfo, DatasetRecord, SegmentDigests, SegmentRecord
 from store.errors import Invalid
 from store.npy import DAMAGED, npy_damage
+from store.datasets.integrity import file_digest
 from store.datasets.repair import repair_staged
 from store.datasets.staging import check_staged, damaged_message, read_staged, staged_paths, staged_rows
 from store.timestamps import utc_now
@@ -81,6 +82,7 @@ def commit_staged(folder: Path, meta: DatasetRecord) -> DatasetInfo:
     doc_name = f"segments/{segment:04d}.json"
     atomic_write_json(folder / doc_name, SegmentDigests(
         segment=segment, first_chunk=committed, chunk_sha256=digests, chunk_rows=counts, zarr_chunk_sha256=stored,
+        zarr_json_sha256=file_digest(final / "zarr.json"),
     ).document())
     checksum = version_checksum(meta.recorded_digests(folder) + digests)
     first_row = meta.n_rows if meta.status == "ready" else 0

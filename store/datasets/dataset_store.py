@@ -52,11 +52,11 @@ import numpy as np
 from store.atomic import remove_tree
 from store.datasets.commit import commit_staged
 from store.datasets.records import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord
-from store.errors import Conflict, Corrupt, Invalid, NotFound
+from store.errors import Conflict, Corrupt, Damaged, Invalid, NotFound
 from store.folders import ResourceFolders
 from store.names import validate_name
 from store.datasets.register import register_array
-from store.datasets.repair import open_segment, refuse_marked, verify_version
+from store.datasets.repair import mark, open_segment, refuse_marked, verify_version
 from store.datasets.segments import SegmentedRows
 from store.datasets.staging import stage_chunk, staged_rows
 
@@ -173,9 +173,10 @@ class DatasetStore:
         the transfer for remote arrays, to compute the checksum (one sha256
         per row chunk of the array, see `store.checksums`) and check that
         every value is finite; memory one row chunk (at most 64 MiB per read).
-        Writes two small files. The array is assumed not to change afterwards;
-        `open_array` refuses it if its shape or dtype did (content changes of
-        the same shape are not detected).
+        Writes two small files. The array is assumed not to change afterwards:
+        `open_array` refuses it if its shape or dtype did or a local path now
+        resolves elsewhere (`Conflict` on ``source``), and its reads are
+        checked against the row chunk digests taken here (`Corrupt`).
         """
         folder = self._folders.path(name)
         if (folder / META).exists():
@@ -213,8 +214,8 @@ class DatasetStore:
         ------
         NotFound
             No such data set.
-        ValueError
-            Its ``meta.json`` is damaged (`store.datasets.records.DatasetRecord.read`).
+        Damaged
+            Its ``meta.json`` is damaged (`store.datasets.records.DatasetRecord.read`): a 409 ``corrupt``.
 
         Notes
         -----
@@ -241,6 +242,8 @@ class DatasetStore:
             meta = self.get(validate_name(name, field=field))
         except NotFound:
             raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
+        except Damaged as exc:  # its meta.json is damaged: a 409 corrupt on the caller's field
+            raise Damaged(exc.message, field=field, cause=exc.cause) from None
         if meta.corrupt_chunks:
             raise Corrupt(name, meta.version, meta.corrupt_chunks, "found damaged and not yet repaired")
         if meta.status != "ready" and not (meta.status == "corrupt" and meta.version):
@@ -257,6 +260,8 @@ class DatasetStore:
                 return self.get(name)
             except (NotFound, Invalid):
                 return None
+            except Damaged as exc:
+                return DatasetInfo.damaged(name, exc)
             except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged document: flag, don't fail
                 return DatasetInfo.damaged(name, exc)
 
@@ -438,7 +443,8 @@ class DatasetStore:
         its chunks, in index order: chunk ``i`` of `open_array` is ``rows[start:stop]``.
 
         Raises as `open_array` (`NotFound` or `Invalid` on ``"version"``), but `Conflict` on ``"name"``
-        for a set without a committed version.
+        for a set without a committed version; `Corrupt` (after marking the chunks) if a digest document
+        of the version is missing or damaged.
         Cost: reading the version's digest documents, O(chunks).
         """
         meta = self._read_meta(validate_name(name))
@@ -446,7 +452,12 @@ class DatasetStore:
             raise Conflict(f"data set {name!r} has no committed version (status {meta.status}): upload its "
                            f"chunks and commit it first (POST /v1/datasets/{name}/commit)", field="name")
         record = meta.find_version(version)
-        bounds = np.concatenate([[0], np.cumsum(meta.chunk_row_counts(self._folders.path(name), record))])
+        try:
+            counts = meta.chunk_row_counts(self._folders.path(name), record)
+        except Corrupt as exc:  # a digest document is missing or damaged: mark its chunks, say so
+            mark(self._folders, name, add=exc.chunks)
+            raise Corrupt(name, record.version, exc.chunks, exc.reason) from None
+        bounds = np.concatenate([[0], np.cumsum(counts)])
         return record.version, [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
     def verify(self, name: str, version: int | None = None) -> dict:

@@ -1,17 +1,29 @@
-"""Integrity of committed rows: each stored zarr chunk verified against its digest when first read.
+"""Integrity of committed rows: each stored zarr chunk verified against its digest when read.
 
 At commit every zarr chunk of a new segment gets a sha256 of its rows as
 stored (`store.checksums.chunk_digest` of the decoded chunk, in the set's
 dtype), kept with the upload chunks' digests in the segment's digest document
-(``zarr_chunk_sha256``). `VerifiedRows` is the row source `DatasetStore.open_array`
-hands out for such a segment: the first read of a zarr chunk decodes the
-whole chunk, hashes it and compares; later reads of the same, unchanged file
-(same inode, size and modification time) skip the hash. A mismatch, or a
-chunk zarr cannot decode, calls ``on_corrupt`` (which marks the data set and
-raises `store.errors.Corrupt`).
+(``zarr_chunk_sha256``), and so does the segment's ``zarr.json``
+(``zarr_json_sha256``: the dtype, shape, chunking and codecs that say how the
+bytes are read; checked on every open, `store.datasets.repair.open_segment`).
+`VerifiedRows` is the row source `DatasetStore.open_array` hands out for such a
+segment, and for a registered array (its row chunks' digests, taken at
+registration, of the rows cast to the set's dtype): the first read of a zarr
+chunk decodes the whole chunk, hashes it and compares. Later reads skip the
+hash while the chunk file is provably unchanged: same path, device and
+inode (after symlinks), size, mtime *and ctime* (nanoseconds). ``os.utime`` can put an mtime
+back but not a ctime, which the kernel sets to "now" on any write, rename or
+``utime``; so a flipped byte whose mtime was restored is hashed again and
+caught. (Only a clock set back to the exact nanosecond, or a write within the
+same ctime tick as the verification, could slip through.) Arrays whose row
+chunks are not single local files (remote, sharded, or chunked across
+columns) are hashed on every read. A mismatch, or a chunk zarr cannot decode,
+calls ``on_corrupt`` (which marks the data set and raises
+`store.errors.Corrupt`).
 
 Cost: one sha256 per zarr chunk per process while its file is unchanged
-(O(chunk bytes)), plus one ``stat`` per zarr chunk per read.
+(O(chunk bytes)), plus one ``stat`` per zarr chunk per read, plus one sha256 of ``zarr.json`` (a few hundred bytes) per open; an
+array hashed on every read pays one sha256 of the rows read per read.
 
 `verify_rows` re-hashes a version's rows by upload chunk (the unit a user
 re-uploads); `rewrite_chunk` replaces one damaged zarr chunk file atomically
@@ -20,6 +32,7 @@ re-uploads); `rewrite_chunk` replaces one damaged zarr chunk file atomically
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import threading
@@ -51,35 +64,44 @@ def zarr_chunk_digests(array, n_rows: int) -> list[str]:
 
 
 class VerifiedRows(RowIndexing):
-    """A read-only row source over one local zarr segment that checks each zarr chunk's digest.
+    """A read-only row source over one zarr array that checks each row chunk's digest.
 
     Parameters
     ----------
     array : zarr.Array
-        The segment, shape (n_rows, n_features), chunked along rows only.
-    path : Path
-        Its folder (chunk files are ``path / array.metadata.encode_chunk_key((c, 0))``).
+        The segment (or registered array), shape (n_rows, n_features).
+    path : Path or None
+        Its local folder, whose chunk files (``path / array.metadata.encode_chunk_key((c, 0))``)
+        identify what was verified; None (a remote array, or a layout where one row chunk is not one
+        file) verifies every read.
     digests : list of str
-        sha256 of each zarr chunk's rows, in order.
+        sha256 of each row chunk's rows (cast to ``dtype``), in order.
     on_corrupt : callable(list of int, str)
-        Called with the damaged zarr chunk numbers and a reason; must raise.
+        Called with the damaged row chunk numbers and a reason; must raise.
+    dtype : numpy dtype, optional
+        The rows' dtype when read (and hashed): default the array's; a registered array of another
+        dtype is cast on read.
+    step : int, optional
+        Rows per digest: default the array's row chunk length.
 
     Notes
     -----
     Indexing as `store.datasets.segments.RowIndexing`; ``shape``, ``dtype``,
-    ``chunks``, ``ndim`` as the zarr array's. Cost O(rows read); the first
-    read of a zarr chunk reads and hashes the whole chunk.
+    ``chunks``, ``ndim`` as the zarr array's. Cost O(rows read); the first read of a chunk file
+    reads and hashes its whole row chunk (see the module docstring for what makes a later read skip
+    the hash).
     """
 
-    def __init__(self, array, path: Path, digests: list[str], on_corrupt: Callable[[list[int], str], None]):
+    def __init__(self, array, path: Path | None, digests: list[str], on_corrupt: Callable[[list[int], str], None],
+                 dtype=None, step: int | None = None):
         self._array = array
-        self._path = Path(path)
+        self._path = None if path is None else Path(path)
         self._digests = list(digests)
         self._on_corrupt = on_corrupt
         self.shape = tuple(int(s) for s in array.shape)
         self.n_features = self.shape[1]
-        self.dtype = np.dtype(array.dtype)
-        self.chunks = (int(array.chunks[0]), self.n_features)
+        self.dtype = np.dtype(array.dtype if dtype is None else dtype)
+        self.chunks = (int(step or array.chunks[0]), self.n_features)
         self.ndim = 2
         expected = -(-self.shape[0] // self.chunks[0])
         if len(self._digests) != expected:
@@ -99,16 +121,23 @@ class VerifiedRows(RowIndexing):
         raise ValueError("this row source is read-only: committed data set versions never change")
 
     def _key(self, chunk: int) -> tuple | None:
+        """What identifies the verified contents of row chunk ``chunk``'s file: its path, the device and
+        inode it leads to (after symlinks), size, and modification and change times in ns. The change time (ctime) is set by the
+        kernel on every write, rename and ``utime``, and cannot be set from user space, so a file
+        changed in place and given its old mtime back gets a new key (and a new hash)."""
+        if self._path is None:
+            return None
         path = self._path / self._array.metadata.encode_chunk_key((chunk, 0))
         try:
             info = os.stat(path)
         except OSError:
             return None
-        return (str(path), info.st_ino, info.st_size, info.st_mtime_ns, self._digests[chunk])
+        return (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+                self._digests[chunk], self.dtype.str)
 
     def _raw(self, start: int, stop: int, chunks: list[int]) -> np.ndarray:
         try:
-            return np.asarray(self._array[start:stop])
+            return np.asarray(self._array[start:stop]).astype(self.dtype, copy=False)
         except (MemoryError, KeyboardInterrupt):
             raise
         except Exception as exc:  # any codec or format failure of stored bytes
@@ -116,7 +145,7 @@ class VerifiedRows(RowIndexing):
             raise  # pragma: no cover - on_corrupt raises
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        """Rows start..stop-1, each zarr chunk they touch verified once."""
+        """Rows start..stop-1, each row chunk they touch verified (once per unchanged file)."""
         if stop <= start:
             return np.empty((0, self.n_features), dtype=self.dtype)
         step = self.chunks[0]
@@ -137,6 +166,11 @@ class VerifiedRows(RowIndexing):
                 _remember(key)
             parts.append(rows[max(start, low) - low: min(stop, high) - low])
         return np.ascontiguousarray(parts[0]) if len(parts) == 1 else np.concatenate(parts)
+
+
+def file_digest(path: Path) -> str:
+    """sha256 hex digest of the bytes of the file at ``path`` (a segment's ``zarr.json``). Cost O(file bytes)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def upload_chunks_of(counts: list[int], first_chunk: int, row_low: int, row_high: int) -> list[int]:

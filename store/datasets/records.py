@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from store.atomic import SCHEMA_VERSION, atomic_write_json, read_json
-from store.errors import Invalid, NotFound
+from store.errors import Corrupt, Damaged, Invalid, NotFound
 from store.timestamps import utc_now
 
 DTYPES = ("float32", "float64")
@@ -57,6 +57,9 @@ class SourceRecord(_Document):
     """Where a registered data set's rows live: a zarr array the store only ever opens read-only."""
 
     zarr: str = Field(description="absolute local path or fsspec URL of the array")
+    resolved: str | None = Field(default=None, description="a local array's real path (symlinks resolved) at "
+                                 "registration; reads refuse the array if it resolves elsewhere since. None "
+                                 "for URLs and sets registered before it was kept")
 
 
 class SegmentRecord(_Document):
@@ -77,11 +80,19 @@ class SegmentRecord(_Document):
         """Whether global chunk ``index`` is one of this segment's. Cost O(1)."""
         return self.first_chunk <= index < self.first_chunk + self.n_chunks
 
-    def read_digests(self, folder: Path) -> SegmentDigests:
+    def read_digests(self, folder: Path, name: str | None = None) -> SegmentDigests:
         """Its digest document, read from the data set folder ``folder`` and checked (`ValueError` if
-        it does not fit `SegmentDigests`). Cost O(chunks of the segment)."""
+        it does not fit `SegmentDigests`). With the data set's ``name``, a missing or damaged document
+        is `store.errors.Corrupt` naming the segment's chunks instead. Cost O(chunks of the segment)."""
         path = folder / self.digests
-        return _checked(SegmentDigests, read_json(path), path)
+        if name is None:
+            return _checked(SegmentDigests, read_json(path), path)
+        try:
+            return _checked(SegmentDigests, read_json(path), path)
+        except (OSError, ValueError) as exc:
+            raise Corrupt(name, None, range(self.first_chunk, self.first_chunk + self.n_chunks),
+                          f"the digest document of segment {self.segment} cannot be read "
+                          f"({type(exc).__name__})") from None
 
 
 class SegmentDigests(_Document):
@@ -96,6 +107,9 @@ class SegmentDigests(_Document):
     zarr_chunk_sha256: list[str] | None = Field(default=None, description="sha256 of each stored zarr chunk's "
                                                 "rows; None for a registered array and segments committed "
                                                 "before they were kept")
+    zarr_json_sha256: str | None = Field(default=None, description="sha256 of the segment's zarr.json as "
+                                         "committed (how its bytes are read: dtype, shape, chunks, codecs); "
+                                         "None for a registered array and segments committed before it was kept")
 
     def document(self) -> dict:
         """The document stored on disk (``zarr_chunk_sha256`` absent when None). Cost O(chunks)."""
@@ -153,9 +167,10 @@ class DatasetInfo(_Document):
     @classmethod
     def damaged(cls, name: str, error: Exception) -> DatasetInfo:
         """What the list of data sets shows for a set whose documents cannot be read: status
-        ``"corrupt"`` and the reason in ``error``. Cost O(1)."""
+        ``"corrupt"`` and the reason in ``error`` (a `store.errors.Damaged` names its ``cause``). Cost O(1)."""
+        cause = getattr(error, "cause", "") or type(error).__name__
         return cls(name=name, status="corrupt", n_features=0, dtype="unknown",
-                   error=f"its metadata cannot be read ({type(error).__name__}); delete the data set")
+                   error=f"its metadata cannot be read ({cause}); delete the data set")
 
     def corrupt_in(self, version: int | None) -> list[int]:
         """The chunks marked corrupt that committed ``version`` holds (every marked chunk if it is not
@@ -194,11 +209,17 @@ class DatasetRecord(_Document):
     def read(cls, folders, name: str) -> DatasetRecord:
         """The ``meta.json`` of set ``name`` in ``folders`` (`store.folders.ResourceFolders`), checked.
 
-        `NotFound` if it is missing; `ValueError` if it does not parse or has
-        a newer ``schema_version`` (`store.atomic.read_json`), and naming the
-        file if it does not fit the record. Cost O(document size).
+        `NotFound` if it is missing; `store.errors.Damaged` (a 409 ``corrupt`` on
+        ``name``, its ``cause`` the kind of failure) if it does not parse, has
+        a newer ``schema_version`` (`store.atomic.read_json`) or does not fit
+        the record. Cost O(document size).
         """
-        return _checked(cls, folders.read(name, META), folders.path(name) / META)
+        try:
+            return _checked(cls, folders.read(name, META), folders.path(name) / META)
+        except (ValueError, UnicodeDecodeError, OSError) as exc:
+            raise Damaged(f"data set {name!r}: its {META} cannot be read ({type(exc).__name__}); its rows "
+                          f"cannot be served; delete the data set (DELETE /v1/datasets/{name})",
+                          field="name", cause=type(exc).__name__) from None
 
     def document(self) -> dict:
         """The document stored on disk (``corrupt`` absent when empty). Cost O(document size)."""
@@ -263,19 +284,19 @@ class DatasetRecord(_Document):
         Cost: reading the digest document of its segment, O(chunks of that segment).
         """
         segment = next(s for s in self.segments if s.holds(index))
-        return segment.read_digests(folder).chunk_sha256[index - segment.first_chunk]
+        return segment.read_digests(folder, self.name).chunk_sha256[index - segment.first_chunk]
 
     def recorded_digests(self, folder: Path) -> list[str]:
         """The recorded sha256 of every committed chunk of the set in ``folder``, in index order.
 
         Cost: reading every segment's digest document, O(committed chunks).
         """
-        return [digest for segment in self.segments for digest in segment.read_digests(folder).chunk_sha256]
+        return [digest for segment in self.segments for digest in segment.read_digests(folder, self.name).chunk_sha256]
 
     def chunk_row_counts(self, folder: Path, record: VersionRecord) -> list[int]:
         """Rows of each (upload) chunk of committed version ``record``, in index order, from the digest
         documents of its segments. Cost: reading those documents, O(chunks of the version)."""
-        counts = [c for segment in self.segments_of(record) for c in segment.read_digests(folder).chunk_rows]
+        counts = [c for segment in self.segments_of(record) for c in segment.read_digests(folder, self.name).chunk_rows]
         return counts[: record.n_chunks]
 
     # ------------------------------------------------------------ public view

@@ -58,7 +58,7 @@ def register_array(datasets: ResourceFolders, name: str, url: str, dtype: str | 
     chunk_rows = row_chunk_length(array)
     doc_name = f"segments/0001.{uuid.uuid4().hex[:12]}.json"
     meta = DatasetRecord.new(name, n_features, dtype)
-    meta.source, meta.source_dtype = SourceRecord(zarr=url), source_dtype
+    meta.source, meta.source_dtype = SourceRecord(zarr=url, resolved=_resolved(url)), source_dtype
     meta.add_version(SegmentRecord(segment=1, location=url, external=True, first_chunk=0, n_chunks=len(digests),
                                    first_row=0, n_rows=n_rows, chunk_rows=chunk_rows, digests=doc_name),
                      version_checksum(digests), utc_now())
@@ -81,14 +81,30 @@ def refuse_own_folder(root: Path, url: str) -> None:
         raise Invalid("source", "source must not be inside the service's own data folder")
 
 
+def _resolved(url: str) -> str | None:
+    """The real path (symlinks resolved) of a local ``url``; None for other URLs. Cost: one ``realpath``."""
+    local = url[len("file://"):] if url.startswith("file://") else (None if is_url(url) else url)
+    return None if local is None else os.path.realpath(local)
+
+
 def open_external(meta: DatasetRecord, segment: SegmentRecord):
     """Open a registered set's external ``segment`` read-only, as it was registered.
 
     Returns the ``zarr.Array``. Raises `Conflict` (field ``"source"``) if it
-    can no longer be opened or its shape or dtype changed since
-    registration. Cost: reading the array's metadata.
+    can no longer be opened, its shape or dtype changed since registration,
+    or a local array now resolves (through a symlink swapped in since) to
+    another real path than at registration: its rows could come from
+    outside the allowed folders. Its rows are checked against their digests
+    by the caller (`store.datasets.repair.open_segment`). Cost: reading the
+    array's metadata, one ``realpath``.
     """
     location = segment.location
+    recorded = meta.source.resolved if meta.source is not None else None
+    if recorded is not None and _resolved(location) != recorded:
+        raise Conflict(
+            f"the registered zarr array at {location!r} now resolves to {_resolved(location)!r}, not "
+            f"{recorded!r} as when it was registered (a link changed); it is not read. Restore it, or "
+            "delete the data set and register the array again", field="source")
     try:
         array = zarr.open_array(location, mode="r")
     except Exception as exc:  # gone, unreadable, no longer an array: all one answer for the user

@@ -22,10 +22,11 @@ import numpy as np
 import zarr
 
 from store.checksums import chunk_digest
-from store.datasets.records import DatasetRecord, SegmentRecord, VersionRecord
+from store.datasets.records import DatasetRecord, SegmentDigests, SegmentRecord, VersionRecord
 from store.errors import Conflict, Corrupt, Invalid, StoreError
-from store.datasets.integrity import VerifiedRows, rewrite_chunk, upload_chunks_of, verify_rows
+from store.datasets.integrity import VerifiedRows, file_digest, rewrite_chunk, upload_chunks_of, verify_rows
 from store.datasets.register import open_external
+from store.datasets.sources import is_url, row_chunk_length
 
 
 def mark(folders, name: str, add=(), clear=()) -> DatasetRecord | None:
@@ -47,27 +48,65 @@ def mark(folders, name: str, add=(), clear=()) -> DatasetRecord | None:
         return None
 
 
+class _Mismatch(Exception):
+    """A segment's metadata differs from what was committed (the message says how)."""
+
+
+def _open_stored(path: Path, meta: DatasetRecord, segment: SegmentRecord, doc: SegmentDigests):
+    """The uploaded segment at ``path``, its ``zarr.json`` checked against the digest recorded at commit
+    and its dtype, shape and row chunk against the records (`_Mismatch` saying what differs)."""
+    if doc.zarr_json_sha256 is not None and file_digest(path / "zarr.json") != doc.zarr_json_sha256:
+        raise _Mismatch("its zarr.json (dtype, shape, chunks, codecs) differs from the one committed")
+    array = zarr.open_array(str(path), mode="r")
+    found = (str(np.dtype(array.dtype)), tuple(int(s) for s in array.shape), int(array.chunks[0]))
+    expected = (meta.dtype, (segment.n_rows, meta.n_features), segment.chunk_rows)
+    if found != expected:
+        raise _Mismatch(f"its zarr.json reads {found[0]} {found[1]} in chunks of {found[2]} rows, committed as "
+                        f"{expected[0]} {expected[1]} in chunks of {expected[2]}")
+    return array
+
+
+def _local_folder(location: str, array) -> Path | None:
+    """The folder of a registered array whose row chunks are single local files (not remote, not sharded,
+    one chunk across all columns), else None: reads of the others are hashed every time."""
+    if is_url(location) or getattr(array, "shards", None) or int(array.chunks[1]) < int(array.shape[1]):
+        return None
+    return Path(location)
+
+
 def open_segment(folders, meta: DatasetRecord, segment: SegmentRecord, version: int):
     """Segment ``segment`` of the set described by ``meta`` as a read-only row source (see module doc).
 
-    Raises `Corrupt` (after marking the set) if an uploaded segment cannot be
-    opened. Cost: reading the segment's metadata and digest document.
+    An uploaded segment: its digest document and ``zarr.json`` are checked (digest, dtype, shape,
+    chunks) before its rows are read through `VerifiedRows`. A registered array: opened as it was
+    registered (`store.datasets.register.open_external`) and read through `VerifiedRows` against the
+    row chunk digests taken at registration. Raises `Corrupt` (after marking the set) if a segment
+    cannot be opened or its metadata differ from what was committed. Cost: reading the segment's
+    metadata (one sha256 of its ``zarr.json``) and digest document.
     """
-    if segment.external:
-        return open_external(meta, segment)
     name = meta.name
     folder = folders.path(name)
+    chunks = range(segment.first_chunk, segment.first_chunk + segment.n_chunks)
     path = folder / segment.location
     try:
         doc = segment.read_digests(folder)
-        array = zarr.open_array(str(path), mode="r")
-    except (MemoryError, KeyboardInterrupt):
+        array = open_external(meta, segment) if segment.external else _open_stored(path, meta, segment, doc)
+    except (MemoryError, KeyboardInterrupt, StoreError):
         raise
     except Exception as exc:
-        chunks = range(segment.first_chunk, segment.first_chunk + segment.n_chunks)
         mark(folders, name, add=chunks)
-        raise Corrupt(name, version, chunks, f"segment {segment.segment} cannot be opened: "
-                                             f"{type(exc).__name__}") from None
+        reason = str(exc) if isinstance(exc, _Mismatch) else f"cannot be opened: {type(exc).__name__}"
+        raise Corrupt(name, version, chunks, f"segment {segment.segment}: {reason}") from None
+    if segment.external:
+        step = row_chunk_length(array)
+
+        def on_corrupt_external(numbers: list[int], reason: str) -> None:
+            damaged = [segment.first_chunk + n for n in numbers]
+            mark(folders, name, add=damaged)
+            raise Corrupt(name, version, damaged, f"the registered array changed since registration: {reason}")
+
+        return VerifiedRows(array, _local_folder(segment.location, array), doc.chunk_sha256, on_corrupt_external,
+                            dtype=meta.dtype, step=step)
     stored = doc.zarr_chunk_sha256
     if stored is None:  # committed before digests of stored chunks were kept: read unverified
         return array
@@ -109,7 +148,7 @@ def verify_version(folders, name: str, version: int | None = None) -> dict:
         try:
             doc = segment.read_digests(folders.path(name))
             array = (open_external(meta, segment) if segment.external
-                     else zarr.open_array(str(folders.path(name) / segment.location), mode="r"))
+                     else _open_stored(folders.path(name) / segment.location, meta, segment, doc))
         except StoreError:
             raise
         except Exception:

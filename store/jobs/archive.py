@@ -4,13 +4,13 @@ The archive is an uncompressed POSIX tar (PAX headers) of four regular files,
 in this order::
 
     model.json       the model's record (`store.jobs.records.ModelRecord` document: configuration, history)
-    checkpoint.npz   the checkpoint it serves from (its latest pass; a sharded one joined from its parts)
+    checkpoint.npz   the checkpoint it serves from (the pass its record names; a sharded one joined)
     rows.npy         the training rows: its data set version, (n_rows, n_features) in the set's dtype
     manifest.json    format and version, names, the data set version's chunk row counts and checksum,
                      and the size and sha256 of every other member
 
-Only the served checkpoint travels (`workers.serve` serves the latest pass,
-and a resume continues from it): older and "best" checkpoints are not needed
+Only the served checkpoint travels (`workers.serve` serves the pass the
+record names, and a resume continues from it): older and "best" checkpoints are not needed
 to serve, and the record keeps the whole history. The rows travel because a
 kernel expansion is evaluated against them; their chunk row counts travel
 too, so that the imported data set has the same version checksum
@@ -25,13 +25,16 @@ characters), so the archive's total size is known before the first byte.
 `import_archive` verifies everything before it creates anything
 (`store.jobs.archive_format.verify_archive`): member names
 (only the four above: no paths, links or duplicates), sizes and sha256 against
-the manifest, the format version, the record, the checkpoint (it must serve
-the record's components over the rows: the caller's ``check_served`` computes
-one projection, `workers.archive.import_model` passes it), and the rows'
-version checksum. Then it creates (or reuses, by checksum) the data set
-and claims the model's name with the checkpoint already in place, so that the
-model appears completed and servable at once; a failure on the way removes
-what it created.
+the manifest, the format version, the record, the checkpoint (every member's
+declared shape and dtype against its stored bytes and a size limit before any
+array is read, then its digests; it must serve the record's components over
+the rows: the caller's ``check_served`` computes one projection,
+`workers.archive.import_model` passes it), and the rows' version checksum.
+Then it creates (or reuses, by checksum) the data set and claims the model's
+name with the checkpoint already in place, so that the model appears completed
+and servable at once; the record names that checkpoint (pass and digest) and
+keeps no ``error`` text, whatever the archive's said. A failure on the way
+removes what it created.
 """
 
 from __future__ import annotations
@@ -63,10 +66,10 @@ from store.jobs.checkpoint_format import _VERSION_KEY, _encode, _write_npz
 from store.jobs.checkpoints import CheckpointStore
 from store.datasets.records import DatasetInfo
 from store.datasets.dataset_store import DatasetStore
-from store.errors import Conflict, NotFound
+from store.errors import Conflict, DamagedCheckpoint, NotFound
 from store.jobs.models import ModelRegistry
 from store.names import validate_name
-from store.jobs.records import ModelRecord
+from store.jobs.records import CheckpointRef, ModelRecord
 from store.timestamps import utc_now
 
 __all__ = ["MEDIA_TYPE", "MEMBERS", "ModelExport", "import_archive", "verify_archive"]
@@ -100,10 +103,11 @@ class ModelExport:
     Creating it checks that the model can be exported and opens what it
     streams (the checkpoint file; a sharded checkpoint is joined into an
     anonymous temporary file under ``root``), so that the refusals (`NotFound`,
-    `Conflict`) come before the first byte. ``size`` is the archive's length;
+    `Conflict`, and `DamagedCheckpoint` for a checkpoint missing or failing the
+    digest its record names) come before the first byte. ``size`` is the archive's length;
     iterating yields its bytes (memory: one row chunk or 1 MiB); `close`
-    releases the files. Cost: O(checkpoint bytes + rows bytes) read and hashed
-    once while streaming.
+    releases the files. Cost: O(checkpoint bytes) read and hashed to verify it,
+    then O(checkpoint bytes + rows bytes) read and hashed once while streaming.
     """
 
     def __init__(self, root: Path | str, name: str):
@@ -115,9 +119,16 @@ class ModelExport:
                            f"wait for its fit to end (GET /v1/models/{name}), or resume it "
                            f"(POST /v1/models/{name}/resume) and export it when it completes", field="name")
         checkpoints = CheckpointStore.of(registry)
-        latest = checkpoints.latest_pass(name)
+        latest = record.checkpoint.pass_ if record.checkpoint is not None else checkpoints.latest_pass(name)
         if latest is None:
             raise Conflict(f"model {name!r} has no checkpoint to export", field="name")
+        try:  # the archive must not carry damage: read the checkpoint back against its digests first
+            checkpoints.verify(name, latest, record.checkpoint.sha256 if record.checkpoint is not None else None)
+        except NotFound:
+            raise DamagedCheckpoint(f"model {name!r} completed with its checkpoint of pass {latest}, which is "
+                                    "missing; it cannot be exported. Resume the fit (it goes back to its last "
+                                    "intact checkpoint) or fit it again", field="name",
+                                    cause="FileNotFoundError") from None
         datasets = DatasetStore(root)
         try:
             meta = datasets.get(record.dataset)
@@ -309,7 +320,8 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
         record = verified.record.model_copy(update={
             "name": model_name, "dataset": dataset_name, "dataset_version": version,
             "dataset_checksum": source["checksum"], "n_features": source["n_features"], "owner": owner,
-            "created_at": now, "updated_at": now})
+            "created_at": now, "updated_at": now, "error": None,  # a completed model has none; never keep one
+            "checkpoint": CheckpointRef(pass_=manifest["pass"], sha256=verified.checkpoint_sha256)})
         folder = registry.folders.path(model_name)
         target = folder / "checkpoints" / f"pass-{manifest['pass']:05d}.npz"
 

@@ -1,7 +1,9 @@
 """The model archive's format and its verification on import (`store.jobs.archive`): member names, sizes and
 sha256 against the manifest, the format version, the record, the rows against their data set checksum,
-and the checkpoint against both: a plain checkpoint of the record's solver over the rows' width, which
-must serve the record's components over the rows. That last check runs the numerics, so the caller
+and the checkpoint against both: before any of its arrays is read, every member's declared shape and
+dtype against its stored bytes, uncompressed, and all of them under a size limit set by the record
+(`state_limit`: no zip bomb inflates); then a plain checkpoint of the record's solver over the rows'
+width whose members match their digests, which must serve the record's components over the rows. That last check runs the numerics, so the caller
 passes it in (``check_served``, `workers.archive.check_served`); the store only reads the checkpoint.
 Every refusal is `store.errors.Invalid` on field ``body`` saying what is wrong."""
 
@@ -11,6 +13,7 @@ import hashlib
 import json
 import math
 import tarfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +22,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 from pydantic import ValidationError
 
-from store.jobs.checkpoint_format import _PARTS_KEY, _VERSION_KEY
+from store.jobs.checkpoint_format import _PARTS_KEY, _VERSION_KEY, open_checked
 from store.checksums import chunk_digest, version_checksum
 from store.errors import Invalid
 from store.jobs.records import ModelRecord, migrate
@@ -42,6 +45,7 @@ class Verified:
     manifest: dict
     record: ModelRecord
     folder: Path  # holds the verified members
+    checkpoint_sha256: str | None = None  # the checkpoint's digest (store.jobs.checkpoint_format)
 
 
 def _refuse(message: str) -> Invalid:
@@ -182,19 +186,79 @@ def _check_rows(rows: np.ndarray, dataset: dict) -> None:
         raise _refuse(f"{ROWS} does not match the data set checksum in the manifest")
 
 
-def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_features: int,
-                      check_served: ServedCheck) -> None:
-    """The checkpoint must be a plain one, of ``record``'s solver, that serves ``record``'s components over
-    ``rows`` (``check_served``; its ValueError is the refusal). Cost: loading the checkpoint, plus
-    ``check_served``."""
+#: a checkpoint's members may hold at most this many bytes per (r + 2) x (l + n + n^2 + 2) of its model
+#: (r components, l rows, n features): generous for every solver's state, and still a bound
+STATE_BYTES_PER_CELL = 512
+STATE_BYTES_FLOOR = 16 * 2**20
+
+
+def state_limit(record: ModelRecord, dataset: dict) -> int:
+    """The most bytes a checkpoint's members may hold once read, for ``record``'s model over the manifest's
+    ``dataset`` (module constants). Cost O(1)."""
+    r, l, n = record.n_components, dataset["n_rows"], dataset["n_features"]
+    return STATE_BYTES_FLOOR + STATE_BYTES_PER_CELL * (r + 2) * (l + n + n * n + 2)
+
+
+def _check_members(path: Path, record: ModelRecord, dataset: dict) -> None:
+    """Before any array is read: every member of the checkpoint must be stored uncompressed (so that it
+    inflates to exactly its stored bytes), be a ``.npy`` whose header's shape and dtype account for
+    exactly those bytes (no objects), and all of them together stay under `state_limit`. Cost: the
+    zip's directory and each member's header (a few hundred bytes each)."""
+    limit, total = state_limit(record, dataset), 0
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                name = info.filename
+                where = f"{CHECKPOINT}: member {name!r}"
+                if info.file_size > limit - total:
+                    raise _refuse(f"{where} declares {info.file_size} bytes once inflated; a checkpoint of "
+                                  f"{record.n_components} components over {dataset['n_rows']} rows of "
+                                  f"{dataset['n_features']} features holds at most {limit} bytes in all")
+                if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+                    raise _refuse(f"{where} is compressed (it would inflate from {info.compress_size} to "
+                                  f"{info.file_size} bytes); checkpoints are stored uncompressed, at most "
+                                  f"{limit} bytes in all")
+                with archive.open(info) as member:
+                    version = npy_format.read_magic(member)
+                    read_header = {(1, 0): npy_format.read_array_header_1_0,
+                                   (2, 0): npy_format.read_array_header_2_0}.get(version)
+                    if read_header is None:
+                        raise ValueError(f"{name}: .npy format version {version} is not supported")
+                    shape, _fortran, dtype = read_header(member)
+                    header_bytes = member.tell()
+                if dtype.hasobject:
+                    raise _refuse(f"{where} holds Python objects ({dtype}); a checkpoint holds numbers and text")
+                declared = math.prod(shape) * dtype.itemsize
+                if header_bytes + declared != info.file_size:
+                    raise _refuse(f"{where} declares {dtype} {tuple(shape)} ({declared} bytes) but stores "
+                                  f"{info.file_size - header_bytes} bytes")
+                total += info.file_size
+    except Invalid:
+        raise
+    except Exception as exc:  # zipfile.BadZipFile, ValueError of a .npy header...
+        raise _refuse(f"{CHECKPOINT} is not a readable checkpoint ({exc})") from None
+
+
+def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, dataset: dict,
+                      check_served: ServedCheck) -> str | None:
+    """The checkpoint must be a plain one, of ``record``'s solver, whose members are what they declare
+    (`_check_members`, before any is read) and match their digests, and that serves ``record``'s
+    components over ``rows`` (``check_served``; its ValueError is the refusal). Its checkpoint digest
+    (None for a file without digests). Cost: `_check_members`, loading the checkpoint, ``check_served``."""
+    n_features = dataset["n_features"]
     if record.n_features is not None and record.n_features != n_features:
         raise _refuse(f"{RECORD} has n_features {record.n_features}, {ROWS} {n_features} columns")
+    _check_members(path, record, dataset)
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with open_checked(path) as archive:
             if _VERSION_KEY not in archive.files or _PARTS_KEY in archive.files:
                 raise ValueError("not a plain checkpoint")
-            state = {k: (archive[k].item() if archive[k].ndim == 0 else archive[k])
-                     for k in archive.files if not k.startswith("__")}
+            state = {}
+            for key in archive.files:
+                if not key.startswith("__"):
+                    value = archive[key]
+                    state[key] = value.item() if value.ndim == 0 else value
+            digest = archive.digest
     except Exception as exc:  # zipfile.BadZipFile, ValueError, KeyError...
         raise _refuse(f"{CHECKPOINT} is not a readable checkpoint ({exc})") from None
     if state.get("solver") not in (None, record.solver):
@@ -203,6 +267,7 @@ def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, n_featu
         check_served(state, record, rows)
     except ValueError as exc:
         raise _refuse(str(exc)) from None
+    return digest
 
 
 def verify_archive(path: Path | str, folder: Path, check_served: ServedCheck) -> Verified:
@@ -216,5 +281,5 @@ def verify_archive(path: Path | str, folder: Path, check_served: ServedCheck) ->
     dataset = manifest["dataset"]
     rows = open_rows(folder / ROWS, dataset)
     _check_rows(rows, dataset)
-    _check_checkpoint(folder / CHECKPOINT, record, rows, dataset["n_features"], check_served)
-    return Verified(manifest, record, folder)
+    digest = _check_checkpoint(folder / CHECKPOINT, record, rows, dataset, check_served)
+    return Verified(manifest, record, folder, digest)

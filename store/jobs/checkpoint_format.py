@@ -1,11 +1,20 @@
 """The checkpoint files' format (`store.jobs.checkpoints`): the ``np.savez`` layout without pickles, the
 encoding of a state's values, and the checks of a sharded checkpoint's parts against its manifest.
-Every reader here verifies what it reads back (schema version, pass, bounds, keys, shapes, dtypes)
-and names the file it refuses."""
+Every reader here verifies what it reads back (schema version, pass, bounds, keys, shapes, dtypes,
+digests) and names the file it refuses.
+
+Digests: every file written holds ``__sha256__``, a JSON object mapping each other member to the
+sha256 of its dtype, shape and bytes (`member_digest`); a member read back is checked against it
+(`CheckedArchive`). The *checkpoint digest* of a file is the sha256 of that JSON (sorted keys,
+`checkpoint_digest`): what a job record names (``checkpoint.sha256``). A sharded manifest also holds
+``__part_sha256__``, the checkpoint digest of each part in order, so the manifest's digest covers its
+parts. Files written before digests were kept have no ``__sha256__`` and are read unchecked."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import re
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -22,6 +31,55 @@ _PASS_KEY = "__pass__"
 _FIRST_KEY = "__first__"
 _STOP_KEY = "__stop__"
 _PARTS_KEY = "__parts__"
+_DIGEST_KEY = "__sha256__"
+_PART_DIGESTS_KEY = "__part_sha256__"
+
+
+def member_digest(array: np.ndarray) -> str:
+    """sha256 hex digest of an array's dtype, shape and bytes (C order). Cost O(array bytes)."""
+    digest = hashlib.sha256(f"{array.dtype.str}|{tuple(array.shape)}|".encode("ascii"))
+    digest.update(np.ascontiguousarray(array).data)
+    return digest.hexdigest()
+
+
+def checkpoint_digest(digests: dict[str, str]) -> str:
+    """The checkpoint digest of a file whose members have ``digests`` (module docstring). Cost O(members)."""
+    return hashlib.sha256(json.dumps(digests, sort_keys=True).encode("ascii")).hexdigest()
+
+
+class CheckedArchive:
+    """An open ``.npz`` whose members are checked against its ``__sha256__`` when read.
+
+    ``files`` lists the members but ``__sha256__``; ``archive[key]`` reads one and raises `ValueError`
+    naming the file and the member if it does not match its digest; ``digest`` is the file's
+    checkpoint digest (None for a file written before digests were kept). Cost: as ``np.load``'s
+    members, plus one sha256 of each member read.
+    """
+
+    def __init__(self, archive, path: Path):
+        self._archive, self._path = archive, path
+        self.files = [key for key in archive.files if key != _DIGEST_KEY]
+        self.digests = None
+        if _DIGEST_KEY in archive.files:
+            raw = archive[_DIGEST_KEY]
+            digests = json.loads(str(raw.item())) if raw.ndim == 0 and raw.dtype.kind == "U" else None
+            if not isinstance(digests, dict) or sorted(digests) != sorted(self.files):
+                raise ValueError(f"{path}: its members {sorted(self.files)} do not match its {_DIGEST_KEY}")
+            self.digests = digests
+        self.digest = None if self.digests is None else checkpoint_digest(self.digests)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        array = self._archive[key]
+        if self.digests is not None and member_digest(array) != self.digests.get(key):
+            raise ValueError(f"{self._path}: member {key!r} does not match its sha256 (damaged)")
+        return array
+
+
+@contextlib.contextmanager
+def open_checked(path: Path) -> Iterator[CheckedArchive]:
+    """``np.load(path)`` (no pickles) as a `CheckedArchive`; `FileNotFoundError` if it is missing."""
+    with np.load(path, allow_pickle=False) as archive:
+        yield CheckedArchive(archive, path)
 
 def _check_bounds(first: object, stop: object) -> tuple[int, int]:
     for label, value in (("first", first), ("stop", stop)):
@@ -94,10 +152,11 @@ def _bounds_of(archive, path: Path) -> list[tuple[int, int]] | None:
 def _open_part(path: Path, pass_index: int, first: int, stop: int) -> Iterator[np.lib.npyio.NpzFile]:
     """An open part file, checked to record ``pass_index``, ``first`` and ``stop``."""
     try:
-        archive = np.load(path, allow_pickle=False)
+        loaded = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise _inconsistent(path, "the part is missing") from None
-    with archive:
+    with loaded:
+        archive = CheckedArchive(loaded, path)
         _check_version(archive, path)
         for key, expected in ((_PASS_KEY, pass_index), (_FIRST_KEY, first), (_STOP_KEY, stop)):
             if key not in archive.files:
@@ -168,9 +227,33 @@ def _encode(key: str, value: object) -> np.ndarray:
     )
 
 
-def _write_npz(handle: IO[bytes], arrays: dict[str, np.ndarray]) -> None:
-    """The ``np.savez`` layout (stored zip of ``{key}.npy`` members), without its keyword-name clashes."""
+def _write_npz(handle: IO[bytes], arrays: dict[str, np.ndarray]) -> str:
+    """The ``np.savez`` layout (stored zip of ``{key}.npy`` members), without its keyword-name clashes,
+    plus ``__sha256__`` (module docstring); the file's checkpoint digest. Cost O(bytes) written and hashed."""
+    digests = {key: member_digest(array) for key, array in arrays.items()}
     with zipfile.ZipFile(handle, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for key, array in arrays.items():
+        for key, array in [*arrays.items(), (_DIGEST_KEY, np.asarray(json.dumps(digests, sort_keys=True)))]:
             with archive.open(f"{key}.npy", mode="w", force_zip64=True) as member:
                 np.lib.format.write_array(member, array, allow_pickle=False)
+    return checkpoint_digest(digests)
+
+
+def _check_expected(archive: CheckedArchive, path: Path, expect: str | None) -> None:
+    """ValueError unless the open checkpoint's digest is ``expect`` (when given)."""
+    if expect is not None and archive.digest != expect:
+        raise ValueError(f"{path}: its digest {archive.digest} is not the {expect} its record names")
+
+
+def _part_digests(archive: CheckedArchive, bounds) -> list[str] | None:
+    """The parts' checkpoint digests a manifest records (None for a plain checkpoint or an older manifest)."""
+    if bounds is None or _PART_DIGESTS_KEY not in archive.files:
+        return None
+    recorded = [str(d) for d in archive[_PART_DIGESTS_KEY]]
+    if len(recorded) != len(bounds):
+        raise ValueError(f"{_PART_DIGESTS_KEY} names {len(recorded)} parts, {_PARTS_KEY} {len(bounds)}")
+    return recorded
+
+
+def _check_part_digest(path: Path, part: CheckedArchive, recorded: list[str] | None, number: int) -> None:
+    if recorded is not None and part.digest != recorded[number]:
+        raise _inconsistent(path, "the part is not the one its manifest names (its digest differs)")

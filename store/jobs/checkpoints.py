@@ -30,7 +30,6 @@ reads only the columns a shard of a (possibly different) split needs.
 from __future__ import annotations
 
 import contextlib
-
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -59,17 +58,22 @@ from store.jobs.checkpoint_format import (
     _FIRST_KEY,
     _STOP_KEY,
     _PARTS_KEY,
+    CheckedArchive,
+    _PART_DIGESTS_KEY,
+    _check_expected,
+    _check_part_digest,
+    _part_digests,
 )
 from store.errors import Invalid, NotFound
+from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.folders import ResourceFolders
 from store.names import validate_name
 from store.timestamps import to_iso
 
 _CHECKPOINT = re.compile(r"pass-(\d{5,})\.npz")
-MAX_PASS = 10**9
 
 
-class CheckpointStore:
+class CheckpointStore(CheckpointVerification):
     """Checkpoints of each model under ``root/models/{name}/checkpoints`` (or of each job of another
     kind, under ``root/{kind_folder}/{name}/checkpoints``).
 
@@ -124,8 +128,9 @@ class CheckpointStore:
         Returns
         -------
         dict
-            ``{"pass", "size_bytes", "created_at"}`` (the size is the
-            manifest's, without its parts).
+            ``{"pass", "size_bytes", "created_at", "sha256"}`` (the size is the
+            manifest's, without its parts; ``sha256`` its checkpoint digest,
+            `store.jobs.checkpoint_format`, which covers the parts' digests).
 
         Raises
         ------
@@ -150,15 +155,18 @@ class CheckpointStore:
         arrays[_VERSION_KEY] = np.asarray(SCHEMA_VERSION, dtype=np.int64)
         if parts is not None:
             bounds = _check_parts(parts)
-            keys = self._check_part_files(model, pass_index, bounds)
+            keys, part_digests = self._check_part_files(model, pass_index, bounds)
             clashing = sorted(keys & set(arrays))
             if clashing:
                 raise ValueError(f"state keys {clashing} are also keys of the parts of pass {pass_index}")
             arrays[_PARTS_KEY] = np.asarray(bounds, dtype=np.int64).reshape(len(bounds), 2)
+            if all(digest is not None for digest in part_digests):
+                arrays[_PART_DIGESTS_KEY] = np.asarray(part_digests, dtype=np.str_)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"pass-{pass_index:05d}.npz"
-        write_via_temp(path, lambda handle: _write_npz(handle, arrays))
-        return _describe(path, pass_index)
+        written: dict[str, str] = {}
+        write_via_temp(path, lambda handle: written.update(sha256=_write_npz(handle, arrays)))
+        return {**_describe(path, pass_index), "sha256": written["sha256"]}
 
     def save_part(self, model: str, pass_index: int, first: int, stop: int,
                   columns: dict[str, np.ndarray]) -> None:
@@ -216,7 +224,8 @@ class CheckpointStore:
         parts_folder.mkdir(parents=True, exist_ok=True)
         write_via_temp(parts_folder / _part_name(first, stop), lambda handle: _write_npz(handle, arrays))
 
-    def load(self, model: str, pass_index: int | None = None, without: Iterable[str] = ()) -> dict:
+    def load(self, model: str, pass_index: int | None = None, without: Iterable[str] = (),
+             expect: str | None = None) -> dict:
         """Read a checkpoint back: the latest pass when ``pass_index`` is None.
 
         A sharded checkpoint comes back as one state: the manifest's entries
@@ -226,7 +235,9 @@ class CheckpointStore:
 
         ``without`` names entries left unread (a sharded fit's coordinator,
         whose shards read their own columns, skips them; every part's keys
-        are still checked).
+        are still checked). Every member read is checked against its
+        digest, and with ``expect`` (a checkpoint digest, as a job record
+        names it) so is the file.
 
         Returns
         -------
@@ -238,34 +249,45 @@ class CheckpointStore:
         ------
         NotFound
             No checkpoint (of that pass) for ``model``.
-        ValueError
-            Not a checkpoint, a newer schema, or an inconsistent sharded
-            checkpoint (a part missing, or recording another pass or other
-            bounds, keys, dtypes or shapes than the manifest and the other
-            parts); the message names the file.
+        DamagedCheckpoint
+            (A 409 ``corrupt``, also a ``ValueError``.) Not a checkpoint, an
+            unreadable or truncated file, a member failing its digest, another
+            digest than ``expect``, a newer schema, or an inconsistent sharded
+            checkpoint (a part missing or failing its digest, or recording
+            another pass or other bounds, keys, dtypes or shapes than the
+            manifest and the other parts); the message names the file.
 
         Notes
         -----
         Cost O(checkpoint bytes) time and memory (a sharded one: about twice
-        the parts' bytes while joining); pickles are refused.
+        the parts' bytes while joining), plus one sha256 of every member
+        read; pickles are refused.
         """
         if pass_index is None:
             pass_index = self.latest_pass(model)
             if pass_index is None:
                 raise NotFound("checkpoint", f"{validate_name(model, field=self._field)}/latest")
         pass_index = _check_pass(pass_index)
+        try:
+            return self._load(model, pass_index, frozenset(without), expect)
+        except _UNREADABLE as exc:
+            raise self._damaged(model, pass_index, exc) from None
+
+    def _load(self, model: str, pass_index: int, skip: frozenset, expect: str | None) -> dict:
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
-        skip = frozenset(without)
         with self._open_manifest(model, pass_index) as archive:
+            _check_expected(archive, path, expect)
             state = _read_state(archive, skip)
             bounds = _bounds_of(archive, path)
+            recorded = _part_digests(archive, bounds)
         if bounds is None:
             return state
         pieces: dict[str, list[np.ndarray]] = {}
         keys = None
-        for first, stop in bounds:
+        for number, (first, stop) in enumerate(bounds):
             part_path = self._parts_dir(path.parent, pass_index) / _part_name(first, stop)
             with _open_part(part_path, pass_index, first, stop) as archive:
+                _check_part_digest(part_path, archive, recorded, number)
                 members = {key for key in archive.files if not key.startswith("__")}
                 columns = _read_state(archive, skip)
             _check_part_keys(part_path, members, keys)
@@ -323,22 +345,30 @@ class CheckpointStore:
         """
         pass_index = _check_pass(pass_index)
         first, stop = _check_bounds(first, stop)
-        keys = list(keys)
+        try:
+            return self._load_columns(model, pass_index, first, stop, list(keys))
+        except _UNREADABLE as exc:
+            raise self._damaged(model, pass_index, exc) from None
+
+    def _load_columns(self, model: str, pass_index: int, first: int, stop: int,
+                      keys: list[str]) -> dict[str, np.ndarray]:
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
         with self._open_manifest(model, pass_index) as archive:
             bounds = _bounds_of(archive, path)
+            recorded = _part_digests(archive, bounds)
             if bounds is None:
                 return {key: _slice_columns(path, archive, key, first, stop) for key in keys}
         if stop > bounds[-1][1]:
             raise ValueError(f"columns first={first}, stop={stop} are out of range for l={bounds[-1][1]}")
         pieces: dict[str, list[np.ndarray]] = {key: [] for key in keys}
         part_keys = None
-        for part_first, part_stop in bounds:
+        for number, (part_first, part_stop) in enumerate(bounds):
             if part_stop <= first or part_first >= stop:
                 continue
             part_path = self._parts_dir(path.parent, pass_index) / _part_name(part_first, part_stop)
             low, high = max(first, part_first) - part_first, min(stop, part_stop) - part_first
             with _open_part(part_path, pass_index, part_first, part_stop) as archive:
+                _check_part_digest(part_path, archive, recorded, number)
                 names = {key for key in archive.files if not key.startswith("__")}
                 _check_part_keys(part_path, names, part_keys)
                 part_keys = names
@@ -359,8 +389,11 @@ class CheckpointStore:
         """
         pass_index = _check_pass(pass_index)
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
-        with self._open_manifest(model, pass_index) as archive:
-            return _bounds_of(archive, path)
+        try:
+            with self._open_manifest(model, pass_index) as archive:
+                return _bounds_of(archive, path)
+        except _UNREADABLE as exc:
+            raise self._damaged(model, pass_index, exc) from None
 
     def list(self, model: str) -> list[dict]:
         """``{"pass", "size_bytes", "created_at"}`` of every checkpoint of ``model``, sorted by pass.
@@ -403,28 +436,33 @@ class CheckpointStore:
         return folder / f"pass-{pass_index:05d}.parts"
 
     @contextlib.contextmanager
-    def _open_manifest(self, model: str, pass_index: int) -> Iterator[np.lib.npyio.NpzFile]:
-        """The checkpoint file of a pass (plain or manifest), its schema version checked."""
+    def _open_manifest(self, model: str, pass_index: int) -> Iterator[CheckedArchive]:
+        """The checkpoint file of a pass (plain or manifest), its schema version checked, its members
+        checked against their digests as they are read."""
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
         try:
-            archive = np.load(path, allow_pickle=False)
+            loaded = np.load(path, allow_pickle=False)
         except FileNotFoundError:
             raise NotFound("checkpoint", f"{model}/pass-{pass_index:05d}") from None
-        with archive:
+        with loaded:
+            archive = CheckedArchive(loaded, path)
             _check_version(archive, path)
             yield archive
 
-    def _check_part_files(self, model: str, pass_index: int, bounds: list[tuple[int, int]]) -> set[str]:
-        """The keys shared by the parts ``bounds`` of a pass; ValueError if one is missing or does not match."""
+    def _check_part_files(self, model: str, pass_index: int,
+                          bounds: list[tuple[int, int]]) -> tuple[set[str], list[str | None]]:
+        """The keys shared by the parts ``bounds`` of a pass and each part's checkpoint digest; ValueError if
+        one is missing or does not match."""
         folder = self._parts_dir(self._dir(model), pass_index)
-        keys = None
+        keys, digests = None, []
         for first, stop in bounds:
             part_path = folder / _part_name(first, stop)
             with _open_part(part_path, pass_index, first, stop) as archive:
                 part_keys = {key for key in archive.files if not key.startswith("__")}
+                digests.append(archive.digest)
             _check_part_keys(part_path, part_keys, keys)
             keys = part_keys
-        return keys or set()
+        return keys or set(), digests
 
     def _passes(self, model: str) -> dict[int, Path]:
         folder = self._dir(model)
@@ -437,14 +475,6 @@ class CheckpointStore:
                 }
         except (FileNotFoundError, NotADirectoryError):
             return {}
-
-
-def _check_pass(pass_index: object) -> int:
-    if isinstance(pass_index, bool) or not isinstance(pass_index, (int, np.integer)):
-        raise Invalid("pass", "pass must be an integer")
-    if not 0 <= pass_index < MAX_PASS:
-        raise Invalid("pass", f"pass must be between 0 and {MAX_PASS - 1}, got {pass_index}")
-    return int(pass_index)
 
 
 def _describe(path: Path, pass_index: int) -> dict:

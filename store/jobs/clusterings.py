@@ -37,9 +37,9 @@ from store.datasets.records import DatasetInfo
 from store.errors import Invalid, NotFound
 from store.jobs.registry import JobRegistry
 from store.npy import write_npy
-from store.jobs.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_placement
+from store.jobs.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_checkpoint, migrate_placement
 
-CLUSTERING_SCHEMA_VERSION = 2
+CLUSTERING_SCHEMA_VERSION = 3
 _LABELS = "labels.npy"
 
 
@@ -110,8 +110,13 @@ class ClusteringRegistry(JobRegistry):
 
     def migrate(self, doc: dict) -> dict:
         """Version 1 records (``exact_limit`` and ``params.workers`` beside the solver's parameters) to
-        version 2 (`store.jobs.records.migrate_placement`)."""
-        return migrate_placement(doc, CLUSTERING_SCHEMA_VERSION) if doc.get("schema_version", 1) < 2 else doc
+        version 2 (`store.jobs.records.migrate_placement`), version 2 (no ``checkpoint``) to version 3
+        (`store.jobs.records.migrate_checkpoint`)."""
+        if doc.get("schema_version", 1) < 2:
+            doc = migrate_placement(doc, 2)
+        if doc["schema_version"] < 3:
+            doc = migrate_checkpoint(doc, 3)
+        return doc
 
     def save_labels(self, name: str, labels: np.ndarray) -> None:
         """Write the labels (l,) of clustering ``name`` atomically as int64, replacing earlier ones;

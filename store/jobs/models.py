@@ -2,7 +2,7 @@
 
 Layout under the data folder ``root`` (`store.jobs.registry`, the registry of every kind of job)::
 
-    models/{name}/model.json    the record (`ModelRecord`, schema_version 2; version 1 is migrated on read)
+    models/{name}/model.json    the record (`ModelRecord`, schema_version 4; older versions are migrated on read)
     models/{name}/cancel        flag: a cancel was requested (a small JSON document)
     models/{name}/.lock         flock taken by create, write, update, delete
     models/{name}/.fit          flock held by the one process running the model's fit (`fit_lease`)

@@ -24,17 +24,19 @@ service answers from it. Two parts:
   kernel with ``"auto"`` resolved, written once, when the fit first
   starts), ``progress``, ``history`` (one `PassRecord` per pass),
   ``error``, ``params_used`` (every parameter's value, defaults resolved),
-  ``stopped_early``, ``best_checkpoint``.
+  ``stopped_early``, ``best_checkpoint``, ``checkpoint``.
 
-Versions: 3 (this one). Older records are migrated when read (`migrate`)
-and rewritten in version 3 at their next update. Version 1 (written before
+Versions: 4 (this one). Older records are migrated when read (`migrate`)
+and rewritten in version 4 at their next update. Version 1 (written before
 the solver registry): ``params`` listed every parameter of every solver,
 None where left out; version 2 keeps only the given ones that the solver
 declares, and an ``error`` that was a bare string becomes ``{"code":
 "internal", "message": ...}``. Version 2 kept ``params.workers`` and
 ``exact_limit`` beside the solver's parameters and the resolved kernel in
 ``params_used.kernel``; version 3 keeps them in ``placement`` and
-``fit_kernel``.
+``fit_kernel``. Version 4 adds ``checkpoint`` (`CheckpointRef`: the pass and
+digest of the checkpoint a completed fit serves from); a completed record of
+version 3 names its ``progress.pass``, digest unknown.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from kpca.solvers import SOLVERS
 from store.datasets.records import DatasetInfo
 from store.errors import Conflict, Invalid, NotFound
 
-MODEL_SCHEMA_VERSION = 3
+MODEL_SCHEMA_VERSION = 4
 STATUSES = ("queued", "running", "completed", "failed", "cancelled")
 ACTIVE = ("queued", "running")
 TERMINAL = ("completed", "failed", "cancelled")
@@ -170,6 +172,15 @@ class BestCheckpoint(_Document):
     value: float = Field(description="its convergence figure (the lowest of all passes)")
 
 
+class CheckpointRef(_Document):
+    """The checkpoint a completed fit serves from: its pass and its checkpoint digest
+    (`store.jobs.checkpoint_format`; None for a record migrated from before digests were kept)."""
+
+    pass_: int = Field(alias="pass", description="the pass whose checkpoint the job completed with")
+    sha256: str | None = Field(default=None, description="that checkpoint's digest; None: not known (a record "
+                               "completed before checkpoints had digests)")
+
+
 class JobRecord(_Document):
     """What every job records (a model's fit, a clustering; module docstring): the data set, kernel,
     solver and parameters asked for, and the state of the fit the worker writes. A kind of job
@@ -204,6 +215,9 @@ class JobRecord(_Document):
     warnings: list[str] = Field(default_factory=list, description="what a user should know of a completed fit")
     best_checkpoint: BestCheckpoint | None = Field(default=None, description="the checkpoint with the lowest "
                                                    "convergence figure; None before the first")
+    checkpoint: CheckpointRef | None = Field(default=None, description="the checkpoint a completed fit serves "
+                                             "from; a missing or damaged one is a 409 corrupt. None until the fit "
+                                             "completes")
     created_at: str | None = Field(default=None, description="when the job was created (ISO 8601, UTC)")
     updated_at: str | None = Field(default=None, description="when the record last changed (ISO 8601, UTC)")
     owner: str | None = Field(default=None, description="id of the API key that created the job (None: no keys)")
@@ -272,7 +286,7 @@ class JobRecord(_Document):
             if total <= done:
                 total = done + self.passes
         return {"status": "queued", "params": {**self.params, "passes": total}, "dataset_version": version,
-                "error": None, "stopped_early": None}
+                "error": None, "stopped_early": None, "checkpoint": None}
 
 
 class ModelRecord(JobRecord):
@@ -327,8 +341,21 @@ def migrate(doc: dict) -> dict:
             doc["error"] = {"code": "internal", "message": doc["error"]}
         doc["schema_version"] = 2
     if doc["schema_version"] < 3:
-        return migrate_placement(doc, 3)
+        doc = migrate_placement(doc, 3)
+    if doc["schema_version"] < 4:
+        doc = migrate_checkpoint(doc, 4)
     return doc
+
+
+def migrate_checkpoint(doc: dict, version: int) -> dict:
+    """A record of a version before job records named their checkpoint (models of version 3, clusterings
+    of version 2) brought to ``version``: a completed job names the pass it completed with (its
+    ``progress.pass``, the last checkpoint it wrote), digest unknown. Cost O(1)."""
+    progress = doc.get("progress") or {}
+    checkpoint = None
+    if doc.get("status") == "completed" and isinstance(progress.get("pass"), int):
+        checkpoint = {"pass": progress["pass"], "sha256": None}
+    return {**doc, "checkpoint": checkpoint, "schema_version": version}
 
 
 def migrate_placement(doc: dict, version: int) -> dict:

@@ -73,4 +73,4 @@ def test_the_cancelled_model_resumes_to_where_an_uninterrupted_fit_ends(api, dat
     np.testing.assert_allclose(Z["components"], expected["reference"], rtol=0,
                                atol=1e-10 * np.abs(expected["reference"]).max())
     doc = json.loads((data_dir / "models" / "digits-cancelled" / "model.json").read_text())
-    assert doc["schema_version"] == 3 and doc["params"]["passes"] == passes  # rewritten in version 3
+    assert doc["schema_version"] == 4 and doc["params"]["passes"] == passes  # rewritten in version 4

@@ -70,5 +70,6 @@ def test_a_cancelled_fit_resumes_to_where_an_uninterrupted_fit_ends(api, data_di
     Z = api.post(f"/v1/models/{name}/project", json={"rows": expected["probe"].tolist()}).json()["components"]
     np.testing.assert_allclose(Z, expected["reference"], rtol=0, atol=1e-10 * np.abs(expected["reference"]).max())
     doc = json.loads((data_dir / "models" / name / "model.json").read_text())
-    assert doc["schema_version"] == 3 and doc["placement"]["exact_limit"] == 3000
+    assert doc["schema_version"] == 4 and doc["placement"]["exact_limit"] == 3000
+    assert doc["checkpoint"]["pass"] == doc["progress"]["pass"] and doc["checkpoint"]["sha256"]  # names what it serves
     assert "workers" not in doc["params"] and doc["fit_kernel"] == {"type": "gaussian", "sigma": 3.0}

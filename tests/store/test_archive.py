@@ -102,7 +102,8 @@ def test_a_sharded_checkpoint_is_joined(fitted, tmp_path):
     assert {"A", "AK"} <= split
     for first, stop in ((0, 70), (70, 160)):
         checkpoints.save_part("m", 3, first, stop, {k: state[k][:, first:stop] for k in split})
-    checkpoints.save("m", 3, {k: v for k, v in state.items() if k not in split}, parts=[(0, 70), (70, 160)])
+    saved = checkpoints.save("m", 3, {k: v for k, v in state.items() if k not in split}, parts=[(0, 70), (70, 160)])
+    ModelRegistry(copy).update("m", checkpoint={"pass": 3, "sha256": saved["sha256"]})  # as a sharded fit records it
     path = tmp_path / "sharded.tar"
     ModelExport(copy, "m").write_to(path)
     target = tmp_path / "target"
@@ -224,3 +225,86 @@ def test_start_up_sweeps_what_interrupted_imports_left(tmp_path):
     assert sweep_imports(tmp_path) == [".upload-old.tar", "0123abcd"]
     assert [p.name for p in imports.iterdir()] == [".upload-new.tar"]  # an import may still be writing it
     assert sweep_imports(tmp_path / "never-used") == []
+
+
+# ------------------------------------------------------- issue 30: sizes, digests, damage
+def bombed(checkpoint_npz: bytes, inflated: int) -> bytes:
+    """The checkpoint plus a deflated .npy member of ``inflated`` bytes of zeros (a zip bomb)."""
+    import io
+    import zipfile
+
+    from numpy.lib import format as npy_format
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(checkpoint_npz)) as source, \
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1, allowZip64=True) as target:
+        for info in source.infolist():
+            target.writestr(info, source.read(info))
+        with target.open("bomb.npy", "w", force_zip64=True) as member:
+            npy_format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False,
+                                                       "shape": (inflated // 8,)})
+            block = bytes(8 << 20)
+            for _ in range(inflated // len(block)):
+                member.write(block)
+    return out.getvalue()
+
+
+def test_a_checkpoint_member_that_would_inflate_past_the_limit_is_refused_unread(archive, tmp_path):
+    content = members(archive)
+    content = with_manifest_digests(dict(content, **{CHECKPOINT: bombed(content[CHECKPOINT], 64 << 20)}), MANIFEST)
+
+    def never(*_args):  # the refusal comes before the checkpoint is read, let alone served
+        raise AssertionError("the checkpoint was read")
+
+    refused(tmp_path / "root", build(tmp_path / "t.tar", [regular(n, content[n]) for n in MEMBERS]),
+            CHECKPOINT, "'bomb.npy'", "at most", check=never)
+
+
+def test_a_checkpoint_member_failing_its_digest_is_refused_even_with_a_matching_manifest(archive, tmp_path):
+    import io
+    import zipfile
+
+    content = members(archive)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(content[CHECKPOINT])) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            body = source.read(info)
+            if info.filename == "A.npy":
+                body = body[:-1] + bytes([body[-1] ^ 0x01])  # CRC recomputed by zipfile: only our digest sees it
+            target.writestr(info, body)
+    content = with_manifest_digests(dict(content, **{CHECKPOINT: out.getvalue()}), MANIFEST)
+    refused(tmp_path / "root", build(tmp_path / "t.tar", [regular(n, content[n]) for n in MEMBERS]),
+            CHECKPOINT, "'A'", "sha256")
+
+
+def test_an_import_drops_the_error_text_and_names_its_checkpoint(archive, tmp_path):
+    content = members(archive)
+    doc = json.loads(content[RECORD])
+    doc["error"] = {"code": "internal", "message": "call this number"}
+    content = with_manifest_digests(dict(content, **{RECORD: json.dumps(doc).encode()}), MANIFEST)
+    root = tmp_path / "root"
+    root.mkdir()
+    record = import_archive(root, build(tmp_path / "t.tar", [regular(n, content[n]) for n in MEMBERS]),
+                            check_served=check_served)
+    assert record.error is None and ModelRegistry(root).get("m").error is None
+    assert record.checkpoint.pass_ == 3
+    assert CheckpointStore(root).verify("m", 3, record.checkpoint.sha256) == record.checkpoint.sha256
+
+
+def test_a_damaged_or_missing_checkpoint_is_not_exported(fitted, tmp_path):
+    import shutil
+
+    from store.errors import DamagedCheckpoint
+
+    copy = tmp_path / "copy"
+    shutil.copytree(fitted[0], copy)
+    path = copy / "models" / "m" / "checkpoints" / "pass-00003.npz"
+    body = bytearray(path.read_bytes())
+    body[len(body) // 3] ^= 0x01
+    path.write_bytes(bytes(body))
+    with pytest.raises(DamagedCheckpoint):
+        ModelExport(copy, "m")
+    path.unlink()
+    assert (copy / "models" / "m" / "checkpoints" / "pass-00002.npz").exists()  # not exported instead
+    with pytest.raises(DamagedCheckpoint, match="missing"):
+        ModelExport(copy, "m")

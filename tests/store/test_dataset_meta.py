@@ -5,6 +5,7 @@ and the set can still be deleted."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import zarr
 
 from store import DatasetInfo, DatasetRecord, DatasetStore, NotFound
 from store.atomic import read_json
+from store.errors import Damaged
 from store.datasets.records import SegmentDigests
 from store.folders import ResourceFolders
 from store.datasets.repair import mark
@@ -64,7 +66,7 @@ def test_what_the_store_writes_has_the_old_keys(root, rng):
     assert doc["n_rows"] == 10 and doc["version"] == 2 and doc["versions"][-1]["checksum"] == doc["checksum"]
     digests = read_json(root / "datasets" / "d" / "segments" / "0002.json")
     assert set(digests) == {"schema_version", "segment", "first_chunk", "chunk_sha256", "chunk_rows",
-                            "zarr_chunk_sha256"}
+                            "zarr_chunk_sha256", "zarr_json_sha256"}
 
     folders = ResourceFolders(root, "datasets", "dataset")
     mark(folders, "d", add=[1])
@@ -79,7 +81,8 @@ def test_a_registered_set_records_its_source(root, tmp_path):
     DatasetStore(root).register("ext", url)
     doc = on_disk(root, "ext")
     assert_layout(doc)
-    assert (doc["source"], doc["source_dtype"], doc["dtype"]) == ({"zarr": url}, "int16", "float64")
+    assert (doc["source"], doc["source_dtype"], doc["dtype"]) == (
+        {"zarr": url, "resolved": os.path.realpath(url)}, "int16", "float64")
     assert [(s["external"], s["location"], s["n_chunks"]) for s in doc["segments"]] == [(True, url, 2)]
     assert "zarr_chunk_sha256" not in read_json(root / "datasets" / "ext" / doc["segments"][0]["digests"])
 
@@ -117,8 +120,9 @@ def test_a_damaged_meta_json_is_listed_as_corrupt_and_can_be_deleted(root, damag
     assert (listed["bad"].status, listed["bad"].n_features, listed["bad"].dtype) == ("corrupt", 0, "unknown")
     assert listed["bad"].error.startswith("its metadata cannot be read (")
     assert listed["bad"].error.endswith("; delete the data set")
-    with pytest.raises(ValueError, match=None if damage == "unparseable" else "meta.json"):
+    with pytest.raises(Damaged, match="meta.json") as refused:  # a 409 corrupt, not a 500
         store.get("bad")
+    assert (refused.value.code, refused.value.field) == ("corrupt", "name")
     assert store.exists("bad")
     store.delete("bad")
     assert not store.exists("bad") and [m.name for m in store.list()] == ["fine"]

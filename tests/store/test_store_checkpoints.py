@@ -177,7 +177,7 @@ class CheckpointStoreConformance:
         checkpoints.save("m", 12, {"A": np.eye(2), "t": 4})
         path = root / "models" / "m" / "checkpoints" / "pass-00012.npz"
         with np.load(path, allow_pickle=False) as archive:
-            assert sorted(archive.files) == ["A", "__schema_version__", "t"]
+            assert sorted(archive.files) == ["A", "__schema_version__", "__sha256__", "t"]
             assert int(archive["__schema_version__"]) == 1
 
 

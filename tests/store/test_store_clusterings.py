@@ -25,7 +25,7 @@ def new(name="c", labels=LABELS, **changes):
 def test_records_beside_the_models(root):
     clusterings, models = ClusteringRegistry(root), ModelRegistry(root)
     created = clusterings.create(new())
-    assert created.schema_version == 2 and created.status == "queued" and created.n_components == 3
+    assert created.schema_version == 3 and created.status == "queued" and created.n_components == 3
     assert (created.dataset, created.dataset_version, created.n_rows) == ("blobs", 1, 90)
     assert (created.labels_dataset, created.labels_dataset_version) == ("truth", 2)
     assert (root / "clusterings" / "c" / "clustering.json").is_file()

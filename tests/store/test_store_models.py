@@ -35,7 +35,7 @@ class ModelRegistryConformance:
         asked = record("digits-rbf")
         created = registry.create(asked)
         assert isinstance(created, ModelRecord)
-        assert created.name == "digits-rbf" and created.schema_version == 3
+        assert created.name == "digits-rbf" and created.schema_version == 4
         assert created.created_at == created.updated_at and created.created_at.endswith("Z")
         assert created.model_dump(exclude=MANAGED) == asked.model_dump(exclude=MANAGED)
         assert created.status == "queued" and created.history == [] and created.progress is None
@@ -225,7 +225,7 @@ class ModelRegistryConformance:
         registry.request_cancel("m")
         folder = root / "models" / "m"
         doc = json.loads((folder / "model.json").read_text())
-        assert doc["schema_version"] == 3
+        assert doc["schema_version"] == 4
         assert doc["progress"]["pass"] == 3 and "pass_" not in doc["progress"]  # stored by alias
         assert json.loads((folder / "cancel").read_text())["schema_version"] == 1
         assert temp_leftovers(root) == []
@@ -244,7 +244,7 @@ class ModelRegistryConformance:
         folder.mkdir(parents=True)
         (folder / "model.json").write_text(json.dumps(v1))
         old = registry.get("old")
-        assert old.schema_version == 3 and old.placement.exact_limit == 3000 and old.placement.workers is None
+        assert old.schema_version == 4 and old.placement.exact_limit == 3000 and old.placement.workers is None
         # only given values that the kha solver declares (it has no mu or xi)
         assert old.params == {"block_size": 8, "init": "random", "kernel_precision": "float64", "passes": 4,
                               "seed": 3}
@@ -254,12 +254,12 @@ class ModelRegistryConformance:
         assert json.loads((folder / "model.json").read_text())["schema_version"] == 1  # reading writes nothing
         updated = registry.update("old", status="queued", error=None)
         doc = json.loads((folder / "model.json").read_text())
-        assert doc["schema_version"] == 3 and doc["params"] == old.params and doc["status"] == "queued"
+        assert doc["schema_version"] == 4 and doc["params"] == old.params and doc["status"] == "queued"
         assert doc["created_at"] == v1["created_at"] and registry.get("old") == updated
         (folder / "model.json").write_text(json.dumps(v1))  # migrated fields an update leaves are rewritten
         registry.update("old", status="cancelled")
         doc = json.loads((folder / "model.json").read_text())
-        assert doc["schema_version"] == 3 and doc["error"] == {"code": "internal", "message": v1["error"]}
+        assert doc["schema_version"] == 4 and doc["error"] == {"code": "internal", "message": v1["error"]}
         assert doc["params"] == old.params
 
     def test_progress_and_history_keep_the_workers_of_a_sharded_pass(self, registry, root):

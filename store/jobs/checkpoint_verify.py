@@ -1,0 +1,91 @@
+"""Checks of checkpoints read back (`store.jobs.checkpoints.CheckpointStore` inherits them): verify a whole
+checkpoint against its digests (`store.jobs.checkpoint_format`), find the last intact one for a resume,
+identify a file for caches, and the `store.errors.DamagedCheckpoint` a damaged one raises."""
+
+from __future__ import annotations
+
+import logging
+import os
+import zipfile
+
+import numpy as np
+
+from store.errors import DamagedCheckpoint, Invalid, NotFound
+from store.jobs.checkpoint_format import (
+    _check_expected, _check_part_digest, _open_part, _part_digests, _part_name, _bounds_of,
+)
+
+log = logging.getLogger(__name__)
+
+#: what reading a damaged checkpoint file raises (besides our own ValueErrors): a truncated or altered zip
+_UNREADABLE = (ValueError, zipfile.BadZipFile, EOFError, OSError, KeyError)
+MAX_PASS = 10**9
+
+
+class CheckpointVerification:
+    """What `CheckpointStore` does to check the checkpoints it reads back (it supplies ``_dir``,
+    ``_parts_dir``, ``_passes``, ``_open_manifest`` and ``_field``)."""
+
+    def verify(self, model: str, pass_index: int, expect: str | None = None) -> str | None:
+        """Read every member of checkpoint ``pass_index`` (and of its parts) and check it against its
+        digest, and the file against ``expect`` if given; its checkpoint digest (None for a file
+        written before digests were kept). `NotFound` if it is missing, `DamagedCheckpoint` as `load`.
+        Cost O(checkpoint bytes) read and hashed; memory one member."""
+        pass_index = _check_pass(pass_index)
+        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        try:
+            with self._open_manifest(model, pass_index) as archive:
+                _check_expected(archive, path, expect)
+                for key in archive.files:
+                    archive[key]
+                bounds, digest = _bounds_of(archive, path), archive.digest
+                recorded = _part_digests(archive, bounds)
+            for number, (first, stop) in enumerate(bounds or ()):
+                part_path = self._parts_dir(path.parent, pass_index) / _part_name(first, stop)
+                with _open_part(part_path, pass_index, first, stop) as part:
+                    _check_part_digest(part_path, part, recorded, number)
+                    for key in part.files:
+                        part[key]
+        except _UNREADABLE as exc:
+            raise self._damaged(model, pass_index, exc) from None
+        return digest
+
+    def latest_intact(self, model: str) -> int | None:
+        """The highest pass of ``model`` whose checkpoint passes `verify` (a damaged later one is logged and
+        skipped: a resume goes back to the last intact checkpoint), or None if none does. Cost: `verify`
+        of each checkpoint tried, from the latest down."""
+        for pass_index in sorted(self._passes(model), reverse=True):
+            try:
+                self.verify(model, pass_index)
+            except NotFound:
+                continue
+            except DamagedCheckpoint as exc:
+                log.warning("skipping a damaged checkpoint: %s", exc.message)
+                continue
+            return pass_index
+        return None
+
+    def identity(self, model: str, pass_index: int) -> tuple | None:
+        """What changes whenever checkpoint ``pass_index``'s file does (device, inode, size, mtime and
+        ctime in ns: see `store.datasets.integrity`), for caches of what was built from it; None if it
+        is missing. Cost one ``stat``."""
+        try:
+            info = os.stat(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz")
+        except FileNotFoundError:
+            return None
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+    def _damaged(self, model: str, pass_index: int, exc: Exception) -> DamagedCheckpoint:
+        detail = str(exc) or type(exc).__name__
+        return DamagedCheckpoint(f"{self._field} {model!r}: its checkpoint of pass {pass_index} is damaged "
+                                 f"({detail}); resume the fit to go back to its last intact checkpoint, or "
+                                 "delete it", field="name", cause=type(exc).__name__)
+
+
+
+def _check_pass(pass_index: object) -> int:
+    if isinstance(pass_index, bool) or not isinstance(pass_index, (int, np.integer)):
+        raise Invalid("pass", "pass must be an integer")
+    if not 0 <= pass_index < MAX_PASS:
+        raise Invalid("pass", f"pass must be between 0 and {MAX_PASS - 1}, got {pass_index}")
+    return int(pass_index)
