@@ -59,12 +59,13 @@ ETA0 = Param("eta0", float, None, low=0.0,
                          "a warm start that is already exact kernel PCA)")
 MU = Param("mu", float, None, low=0.0, description="SMD meta-gain (default: scale-free, like eta0)")
 XI = Param("xi", float, defaults.XI, low=0.0, high=1.0, description="SMD decay factor")
+START_LANDMARKS = 256  # landmarks of the default start (at least 8 n_components): bench/time_to_accuracy.py
 INIT = Param("init", str, "auto", choices=(*INITS, *REDUCED_INITS),
              description="start: subset (warm: the leading components within the span of init_size random rows, "
                          "Rayleigh-Ritz on the whole data), random (the paper's sparse random start), nystrom or "
                          "rskpca (that solver's components extended to every row: a reduced fit plus one pass), or "
                          "auto (the default): subset where it is exact kernel PCA (all rows in the subset), else "
-                         "nystrom (streamed, O(m^2) memory at any size)")
+                         "nystrom on max(256, 8 n_components) landmarks (streamed, O(m^2) memory at any size)")
 UPDATE = Param("update", str, "auto", choices=("auto", "stochastic", "rayleigh-ritz"),
                description="what a pass does: stochastic, the paper's KHA steps row by row with the gains; "
                            "rayleigh-ritz, the deterministic limit of a KHA pass (its update summed over the pass: a "
@@ -79,7 +80,8 @@ GUARDS = Param("guards", int, None, low=0, high=1024,
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory), or the "
-                              "landmarks of init=nystrom (its default landmarks); unused by the other starts")
+                              "landmarks of init=nystrom (default: the nystrom solver's, or max(256, 8 n_components) where "
+                              "init auto chose it); unused by the other starts")
 
 
 def resolve(params: dict, context, *, gain_scale: float) -> dict:
@@ -102,8 +104,9 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
     if out["init"] == "auto":  # exact where the subset holds every row, else the streamed Nystrom start
         size = default_init_size(r, l) if out["init_size"] is None else out["init_size"]
         out["init"] = "subset" if size >= l else "nystrom"
-        if out["init"] == "nystrom":
-            out["init_size"] = check_centres("init_size", out["init_size"], context)
+        if out["init"] == "nystrom":  # the passes finish what a few landmarks start: they cost l m^2
+            size = min(l, context.exact_limit, max(START_LANDMARKS, 8 * r)) if out["init_size"] is None else None
+            out["init_size"] = check_centres("init_size", out["init_size"] or size, context)
     if out["init"] == "subset" and out["init_size"] is None:
         out["init_size"] = default_init_size(r, l)
     if out["update"] == "auto":
