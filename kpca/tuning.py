@@ -1,0 +1,280 @@
+"""Choosing a denoiser's parameters from the noisy input alone: an unbiased estimate of its error.
+
+Let y = x + e be the noisy input (N values), e white Gaussian of standard deviation s, and f a
+denoiser. Draw z, white Gaussian of the same s, and a factor alpha, and form the two recorrupted
+images ``y1 = y + alpha z`` and ``y2 = y - z / alpha``. Their noises ``e + alpha z`` and
+``e - z / alpha`` are jointly Gaussian with covariance ``s^2 - s^2 = 0``, hence independent, so
+
+    R(f) = ||f(y1) - y2||^2 / N - s^2 (1 + 1 / alpha^2)                              (T1)
+
+has expectation ``E ||f(y1) - x||^2 / N``: the mean squared error of f on an image whose noise has
+standard deviation ``s1 = s sqrt(1 + alpha^2)`` (Pang et al., "Recorrupted-to-Recorrupted", CVPR
+2021). It needs no clean image and, unlike Stein's unbiased risk estimate, no derivative of f: it
+holds for the discontinuous maps that the Kwok-Tsang pre-image (a choice of nearest neighbours) and
+a monotone descent (accepted and refused steps) are. The denoiser is the whole path, the fit of
+each tile's model to the noisy patches included, so the estimate does not favour models that fit
+the noise. Kernel widths are relative to the noise (D1 of `kpca.patch_denoising`), so a width tuned
+at s1 is used at s. All candidates share one draw z (common random numbers): their estimates
+differ by ``2 <f_a(y1) - f_b(y1), e - z / alpha> / N`` of noise, small where they differ little.
+
+s is the estimate of `kpca.noise_level` (nothing else about the input is known). On a large image
+the risk is estimated on windows of it (`tuning_windows`), each a multiple of the tile size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kpca.noise_level import noise_level
+from kpca.patch_denoising import Candidate, PatchSettings, denoise_candidates
+
+ALPHA = 0.5  # (T1)'s alpha
+TUNING_PIXELS = 2 * 64 * 64  # pixels the risk is estimated on, at most
+#: method -> (kernel widths (D1), ranks, options) tried: where each method has done well on natural images
+GRID = {
+    "fixed-point": ((0.35, 0.5, 0.75), (2, 4, 8), {"n_iter": 1}),
+    "kwok-tsang": ((0.75, 1.6), (8, 16), {"n_neighbors": 10}),
+    "gradient": ((1.6,), (8, 16), {"n_iter": 5, "n_neighbors": 10}),
+    "learned": ((1.6, 2.4), (4, 8), {}),
+}
+
+
+def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: np.ndarray, noise: float,
+                      seed: int = 0, alpha: float = ALPHA) -> tuple[dict, int]:
+    """(T1) for every output of ``evaluate``: ``({key: risk}, N)``.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate(y1, s1) -> {key: f_key(y1)}``, each output of y1's shape; ``s1`` is the noise
+        level of y1, ``s sqrt(1 + alpha^2)``. Called once.
+    noisy : ndarray
+    noise : float
+        s of (T1).
+    seed : int
+        Of the draw z.
+    alpha : float
+
+    Returns the risk estimates (mean squared error per value, on the scale of y) and N.
+    """
+    y = np.asarray(noisy, dtype=np.float64)
+    z = np.random.default_rng(seed).normal(0.0, float(noise), y.shape)
+    target = y - z / alpha
+    outputs = evaluate(y + alpha * z, float(noise) * float(np.sqrt(1.0 + alpha * alpha)))
+    offset = float(noise) ** 2 * (1.0 + 1.0 / alpha**2)
+    return {key: float(np.mean((out - target) ** 2)) - offset for key, out in outputs.items()}, y.size
+
+
+def tuning_windows(shape: tuple, tile: int | None, pixels: int = TUNING_PIXELS) -> list[tuple[slice, slice]]:
+    """Windows of an image of ``shape`` on which the risk is estimated: the whole image when it has at
+    most ``pixels`` pixels, else squares of side ``2 tile`` (128 without tiles) spread evenly over it,
+    as many as fit in ``pixels``. Deterministic. O(windows)."""
+    H, W = shape[:2]
+    if H * W <= pixels:
+        return [(slice(0, H), slice(0, W))]
+    side = min(2 * tile if tile else 128, H, W)
+    count = max(1, pixels // (side * side))
+    per_axis = max(1, int(np.ceil(np.sqrt(count))))
+    tops = np.linspace(0, H - side, per_axis).round().astype(int)
+    lefts = np.linspace(0, W - side, per_axis).round().astype(int)
+    spots = [(t, left) for t in tops for left in lefts]
+    picks = np.linspace(0, len(spots) - 1, min(count, len(spots))).round().astype(int)
+    return [(slice(spots[i][0], spots[i][0] + side), slice(spots[i][1], spots[i][1] + side)) for i in picks]
+
+
+@dataclass
+class Tuned:
+    """What `tune_patches` chose and why.
+
+    Attributes
+    ----------
+    settings : PatchSettings
+        The candidate of least estimated risk (T1) (explicit values kept).
+    noise : float
+        The noise level used (estimated or given).
+    noise_estimated : bool
+    risks : list of dict
+        Every candidate tried: width, n_components, method, options, ``risk`` (estimated mean squared
+        error, (T1)) and ``psnr_db``, the PSNR it implies for pixels in [0, 1].
+    pixels : int
+        Pixels the risks were estimated on.
+    """
+
+    settings: PatchSettings
+    noise: float
+    noise_estimated: bool
+    risks: list = field(default_factory=list)
+    pixels: int = 0
+
+    def summary(self) -> dict:
+        best = min(self.risks, key=lambda r: r["risk"]) if self.risks else None
+        return {"noise": self.noise, "noise_estimated": self.noise_estimated, **self.settings.to_dict(),
+                "estimated_psnr_db": None if best is None else best["psnr_db"], "candidates": len(self.risks),
+                "tuning_pixels": self.pixels}
+
+
+def _psnr(risk: float) -> float:
+    return float(10.0 * np.log10(1.0 / risk)) if risk > 0 else float("inf")
+
+
+def candidate_grid(fixed: Mapping) -> dict[float, list[Candidate]]:
+    """The candidates of `GRID` by kernel width, keeping only those that agree with the explicit values
+    in ``fixed`` (``width``, ``n_components``, ``method``, ``options``): an explicit value always wins.
+    ValueError naming the field if nothing is left (a method the grid does not know)."""
+    methods = [fixed["method"]] if fixed.get("method") else list(GRID)
+    by_width: dict[float, list[Candidate]] = {}
+    for method in methods:
+        if method not in GRID:
+            raise ValueError(f"method: {method!r} cannot be tuned; choose one of {tuple(GRID)}")
+        widths, ranks, options = GRID[method]
+        ranks = [int(fixed["n_components"])] if fixed.get("n_components") else list(ranks)
+        if fixed.get("width") is not None:
+            widths = (float(fixed["width"]),)
+        options = {**options, **dict(fixed.get("options") or {})}
+        for width in widths:
+            by_width.setdefault(float(width), []).extend(Candidate(r, method, options) for r in ranks)
+    return by_width
+
+
+def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None = None, noise: float | None = None,
+                 report: Callable[[int, int], None] | None = None, seed: int = 0) -> Tuned:
+    """Kernel width, rank and pre-image method for `kpca.patch_denoising.denoise_image` by the least
+    estimated risk (T1) over `candidate_grid`, reading nothing but the noisy image.
+
+    Parameters
+    ----------
+    noisy : ndarray of shape (H, W) (grey; a colour image is tuned on its mean over channels)
+    base : PatchSettings
+        Patch, stride and tile to tune for.
+    fixed : mapping, optional
+        Explicit ``width``, ``n_components``, ``method``, ``options``: kept as given.
+    noise : float, optional
+        The noise level; estimated from ``noisy`` when None (`kpca.noise_level.noise_level`).
+    report : callable, optional
+        ``report(done, total)`` after each tile of each fit.
+    seed : int
+        Of the draw z of (T1) and the tiles' samples.
+
+    Returns
+    -------
+    Tuned. Cost: per kernel width of the grid one run of `denoise_candidates` on the tuning windows.
+    """
+    image = np.asarray(noisy, dtype=np.float64)
+    if image.ndim == 3:
+        image = image.mean(axis=2)
+    fixed = dict(fixed or {})
+    estimated = noise is None
+    noise = noise_level(image) if estimated else float(noise)
+    grid = candidate_grid(fixed)
+    windows = tuning_windows(image.shape, base.tile)
+    total = len(grid) * len(windows)
+    done = [0]
+
+    def step(_done, _total):
+        if report is not None and _done == _total:
+            done[0] += 1
+            report(done[0], total)
+
+    sums: dict[tuple, float] = {}
+    pixels = 0
+    for width, candidates in grid.items():
+        settings = replace(base, width=width)
+        for w, (rows, cols) in enumerate(windows):
+            risks, size = recorrupted_risks(
+                lambda y1, s1: denoise_candidates(y1, settings, s1, candidates, report=step, seed=seed),
+                image[rows, cols], noise, seed=seed + w)
+            for key, risk in risks.items():
+                sums[(width, *key)] = sums.get((width, *key), 0.0) + risk * size
+        pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
+    table = []
+    for (width, r, method, options), total_risk in sums.items():
+        risk = total_risk / pixels
+        table.append({"width": width, "n_components": r, "method": method, "options": dict(options),
+                      "risk": risk, "psnr_db": _psnr(risk)})
+    best = min(table, key=lambda row: row["risk"])
+    chosen = replace(base, width=best["width"], n_components=best["n_components"], method=best["method"],
+                     options=best["options"])
+    return Tuned(chosen, noise, estimated, sorted(table, key=lambda row: row["risk"]), pixels)
+
+
+def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
+    """Candidates for a stored model, whose kernel width is its own: ranks ``r / 4``, ``r / 2`` and
+    r (its r components), every pre-image of `kpca.patch_denoising.PATCH_METHODS` its kernel allows
+    (fixed point after 1 and 10 steps), less what ``fixed`` (``n_components``, ``method``, ``options``)
+    settles. ValueError naming the field for a value the model cannot take."""
+    from kpca.preimage.fixed_point import FIXED_POINT_KERNELS
+    from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS
+
+    fixed = dict(fixed or {})
+    r = model.n_components
+    if fixed.get("n_components"):
+        if int(fixed["n_components"]) > r:
+            raise ValueError(f"n_components: the model has {r} components; ask for at most {r}")
+        ranks = [int(fixed["n_components"])]
+    else:
+        ranks = sorted({max(1, r // 4), max(1, r // 2), r})
+    kernel = model.kernel.type
+    options = {"fixed-point": [{"n_iter": 1}, {"n_iter": 10}], "kwok-tsang": [{}], "gradient": [{"n_iter": 5}],
+               "learned": [{}]}
+    allowed = [m for m in options if not (m == "fixed-point" and kernel not in FIXED_POINT_KERNELS)
+               and not (m in ("kwok-tsang", "gradient") and kernel not in KWOK_TSANG_KERNELS)]
+    if fixed.get("method"):
+        if fixed["method"] not in allowed:
+            raise ValueError(f"method: {fixed['method']!r} cannot be tuned for a {kernel} model; choose one of "
+                             f"{tuple(allowed)}")
+        allowed = [fixed["method"]]
+    given = dict(fixed.get("options") or {})
+    return [Candidate(rank, method, {**option, **given}) for method in allowed for option in options[method]
+            for rank in ranks]
+
+
+def tune_model(model, noisy: np.ndarray, to_rows: Callable[[np.ndarray], np.ndarray],
+               from_rows: Callable[[np.ndarray], np.ndarray], fixed: Mapping | None = None,
+               noise: float | None = None, seed: int = 0) -> Tuned:
+    """Rank and pre-image of a stored model (its kernel width fixed) by the least estimated risk (T1)
+    over `model_candidates`, reading nothing but the noisy input.
+
+    Parameters
+    ----------
+    model : kpca.model.KernelModel
+    noisy : ndarray
+        The noisy input: an image (H, W[, C]) or rows (m, n).
+    to_rows, from_rows : callable
+        The input as the model's rows (an image's patches) and back (patches averaged into an image);
+        the identity for rows.
+    fixed : mapping, optional
+        Explicit ``n_components``, ``method``, ``options``: kept as given.
+    noise : float, optional
+        Estimated from the rows when None (`kpca.noise_level.noise_level_rows`, which for an image's
+        patches is the image estimate).
+    seed : int
+        Of the draw z of (T1).
+
+    Returns
+    -------
+    Tuned whose ``settings`` is the chosen `Candidate`. Cost: every candidate's pre-images of the rows
+    of y1, once.
+    """
+    from kpca.noise_level import noise_level_rows
+    from kpca.patch_denoising import leading, preimages
+
+    y = np.asarray(noisy, dtype=np.float64)
+    estimated = noise is None
+    noise = noise_level_rows(to_rows(y)) if estimated else float(noise)
+    candidates = model_candidates(model, fixed)
+
+    def evaluate(y1, _s1):
+        rows = to_rows(y1)
+        return {c.key(): from_rows(preimages(leading(model, c.n_components), rows, c.method, c.options))
+                for c in candidates}
+
+    risks, size = recorrupted_risks(evaluate, y, noise, seed=seed)
+    by_key = {c.key(): c for c in candidates}
+    table = [{"n_components": key[0], "method": key[1], "options": dict(key[2]), "risk": risk,
+              "psnr_db": _psnr(risk)} for key, risk in risks.items()]
+    best = min(table, key=lambda row: row["risk"])
+    chosen = by_key[(best["n_components"], best["method"], tuple(sorted(best["options"].items())))]
+    return Tuned(chosen, noise, estimated, sorted(table, key=lambda row: row["risk"]), size)
