@@ -14,7 +14,8 @@ with s the noise level and n the values of a patch: ``s sqrt(2 n)`` is the typic
 two noisy copies of the same clean patch, so ``width`` is free of the noise level and patch size.
 
 Pre-images (`PATCH_METHODS`): ``fixed-point`` (Mika et al.'s iteration, started at the noisy patch
-and stopped after ``n_iter`` steps, which regularises as early stopping does), ``kwok-tsang`` (closed
+and stopped after ``n_iter`` steps, which regularises as early stopping does; one step is Mika et
+al.'s weighted mean of the training patches, ``sum_i gamma_i k(x, x_i) x_i / sum_i gamma_i k(x, x_i)``), ``kwok-tsang`` (closed
 form), ``gradient`` (steepest descent on rho from the Kwok-Tsang start, seed 002 §4.2,
 `kpca.preimage.gradient.batched_descent`) and ``learned`` (`kpca.preimage.LearnedInverse`, fitted
 per tile). `denoise_candidates` serves a grid of ranks and methods from one fit per tile; the tuner
@@ -33,6 +34,7 @@ from kpca.images import PatchGrid, assemble_patches, extract_patches
 from kpca.kernels import KernelSpec
 from kpca.model import KernelModel
 from kpca.preimage import LearnedInverse, fixed_point, kwok_tsang
+from kpca.preimage._objective import kernel_moments
 from kpca.preimage.gradient import batched_descent
 from kpca.rows import KernelRows
 from kpca.solvers import served_model
@@ -73,6 +75,10 @@ class PatchSettings:
         """The kernel width (D1) for noise level ``noise``; at least 1e-6 (a noiseless image)."""
         return max(float(self.width) * float(noise) * float(np.sqrt(2.0 * self.patch * self.patch)), 1e-6)
 
+    def width_for(self, sigma: float, noise: float) -> float:
+        """The width (D1) that gives kernel width ``sigma`` at noise level ``noise`` (> 0)."""
+        return float(sigma) / (max(float(noise), 1e-12) * float(np.sqrt(2.0 * self.patch * self.patch)))
+
     def to_dict(self) -> dict:
         return {"patch": self.patch, "stride": self.stride, "width": self.width, "n_components": self.n_components,
                 "method": self.method, "options": dict(self.options), "tile": self.tile}
@@ -106,8 +112,10 @@ def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | No
     options = dict(options or {})
     neighbours = int(options.get("n_neighbors", 10))
     if method == "fixed-point":
-        return fixed_point(model, P, n_iter=int(options.get("n_iter", 1)), tol=0.0, restarts=1,
-                           n_neighbors=neighbours, init=P)
+        n_iter = int(options.get("n_iter", 1))
+        if n_iter == 1:
+            return model.map_blocks(model.check_points(P), lambda B: _fixed_point_step(model, B), P.shape[1])
+        return fixed_point(model, P, n_iter=n_iter, tol=0.0, restarts=1, n_neighbors=neighbours, init=P)
     if method == "kwok-tsang":
         return kwok_tsang(model, P, n_neighbors=neighbours)
     if method == "gradient":
@@ -115,6 +123,19 @@ def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | No
     if method == "learned":
         return LearnedInverse.fit(model, n_samples=MAX_ROWS, rng=np.random.default_rng(0))(P)
     raise ValueError(f"method: {method!r} is not a patch pre-image method; choose one of {PATCH_METHODS}")
+
+
+def _fixed_point_step(model: KernelModel, B: np.ndarray) -> np.ndarray:
+    """One step of Mika et al.'s iteration from the points themselves, ``z = v / u`` at ``z = x``
+    (`kpca.preimage._objective`: ``u = sum_i gamma_i f'_i``, ``v = sum_i gamma_i f'_i x_i``), for a
+    block B (b, n); a point whose ``|u|`` vanishes (``<= 1e-12 sum_i |gamma_i f'_i|``) keeps x. One pass
+    over the model's rows for the projection and one for the step."""
+    target = model.target(B)
+    _, u, v, scale = kernel_moments(model.rows, B, target.gamma)
+    moving = np.abs(u) > 1e-12 * scale
+    out = B.copy()
+    out[moving] = v[moving] / u[moving, None]
+    return out
 
 
 def tile_blocks(grid: PatchGrid, tile: int | None) -> list[np.ndarray]:

@@ -35,7 +35,7 @@ class ImageStep(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: str = Field(description="noise (the noise estimate), tuning, denoising, fitting, hyperresolution")
-    seconds: float = Field(ge=0)
+    seconds: float = Field(ge=0, description="how long the step took")
 
 
 class ImageJobRecord(BaseModel):
