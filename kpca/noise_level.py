@@ -65,6 +65,7 @@ def noise_level(image, patch: int = PATCH) -> float:
         Values on the scale the noise is wanted on (pixels in [0, 1]: the noise in the same unit).
         The channels of a colour image are treated as separate grey images.
     patch : int, default 7
+        Smaller patches are used on an image too small for as many patches as a patch has values.
 
     Returns
     -------
@@ -77,7 +78,9 @@ def noise_level(image, patch: int = PATCH) -> float:
     if image.ndim != 2:
         raise ValueError(f"image: expected shape (H, W) or (H, W, C), got {image.shape}")
     H, W = image.shape
-    if (H - patch + 1) * (W - patch + 1) <= patch * patch:
+    while patch > 2 and (H - patch + 1) * (W - patch + 1) <= patch * patch:  # a small image: smaller patches
+        patch -= 1
+    if H < patch or W < patch or (H - patch + 1) * (W - patch + 1) <= patch * patch:
         raise ValueError(f"image: {H}x{W} is too small to estimate its noise from {patch}x{patch} patches")
     windows = np.lib.stride_tricks.sliding_window_view(image, (patch, patch)).reshape(-1, patch * patch)
     return noise_level_rows(windows)

@@ -28,6 +28,7 @@ from kpca.images import assemble_patches, extract_patches, from_unit, to_unit
 from kpca.model import KernelModel
 from kpca.noise_level import noise_level, noise_level_rows
 from kpca.patch_denoising import PatchSettings, denoise_image, leading, preimages
+from kpca.preimage import reconstruct
 from kpca.tuning import tune_model, tune_patches, tuning_windows
 from store.errors import Conflict
 from store.image_jobs import ImageJobStore
@@ -129,7 +130,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
         if upscale > 1:
             def rows(patches):
                 return reconstruct_rows(data_dir, model_name, patches, method, options) if n_components is None \
-                    else preimages(served, patches, "fixed-point" if method == "auto" else method, options)
+                    else reconstruct(served, patches, method, **(options or {}))
 
             with progress.step("hyperresolution"):
                 out = hyperresolve(unit, upscale, patch_reconstruction(rows, patch, stride), constrained,
@@ -140,7 +141,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
             with progress.step("denoising"):
                 patches, grid = extract_patches(unit, patch, stride)
                 cleaned = reconstruct_rows(data_dir, model_name, patches, method, options) \
-                    if n_components is None else preimages(served, patches, method, options)
+                    if n_components is None else reconstruct(served, patches, method, **(options or {}))
                 out = assemble_patches(cleaned, grid)
             info["chosen"] = {"method": method, "n_components": served.n_components, "options": options or {}}
             return from_unit(out, unit_info), info

@@ -153,7 +153,7 @@ def _invalid(exc: ValueError) -> ApiError:
     request's fields (``options.x``, ``n_components``, ``rows``), else ``method``."""
     message = str(exc)
     prefix = message.split(":", 1)[0]
-    field = prefix if prefix.startswith("options.") or prefix in ("n_components", "rows", "method") else "method"
+    field = prefix if prefix.startswith("options.") or prefix in ("n_components", "rows", "method", "image") else "method"
     return ApiError(422, "invalid", message, field)
 
 
