@@ -44,18 +44,18 @@ class ImageJobRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = IMAGE_JOB_SCHEMA_VERSION
-    name: str
+    name: str = Field(description="the job name the request gave (its job query parameter)")
     kind: str = Field(description="denoise-image (a stored model), denoise-image-fit (one call), hyperresolution")
     status: str = Field(default="running", description="running, completed, failed or cancelled")
     phase: str = Field(default="starting", description="the step running now")
     done: int = Field(default=0, ge=0, description="units of the phase done (tiles, candidates, rounds)")
     total: int = Field(default=0, ge=0, description="units of the phase in all")
-    elapsed_s: float = Field(default=0.0, ge=0)
+    elapsed_s: float = Field(default=0.0, ge=0, description="seconds since the request started")
     steps: list[ImageStep] = Field(default_factory=list, description="the steps finished, with their times")
     chosen: dict | None = Field(default=None, description="what the tuning chose, once it has")
-    error: str | None = None
-    created_at: str = ""
-    updated_at: str = ""
+    error: str | None = Field(default=None, description="why a failed request failed")
+    created_at: str = Field(default="", description="when the request started (UTC, ISO 8601)")
+    updated_at: str = Field(default="", description="when the record was last written (UTC, ISO 8601)")
 
     @property
     def fraction(self) -> float:

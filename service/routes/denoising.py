@@ -22,7 +22,7 @@ from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, dec
 from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.routes.models import ERRORS
-from service.routes.serving import _invalid
+from service.routes.serving import PNG_ROUTE, JobQuery, _invalid
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import PatchMethod, Tune
@@ -30,22 +30,12 @@ from service.security import READ, WRITE, access
 
 router = APIRouter(tags=["denoising"])
 
-JobName = Annotated[str, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH)]
 DEFAULT_TILE = 32
 
 
-@router.post(
-    "/v1/denoise-image",
-    responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
-    response_class=Response,
-    openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
-)
+@router.post("/v1/denoise-image", openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY}, **PNG_ROUTE)
 async def denoise_image_fit(
-    request: Request,
-    datasets: DatasetsDep,
-    models: ModelsDep,
-    backend: BackendDep,
-    settings: SettingsDep,
+    request: Request, datasets: DatasetsDep, models: ModelsDep, backend: BackendDep, settings: SettingsDep,
     owner: FitOwner,
     patch: Annotated[int, Query(ge=3, le=16, description="patch side in pixels")] = 7,
     stride: Annotated[int, Query(ge=1, le=16, description="grid step between patches, at most the patch")] = 1,
@@ -62,9 +52,7 @@ async def denoise_image_fit(
     keep: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
         "also keep a model (and its data set of patches) of this name, fitted to all the image's patches with "
         "the tuned width and rank"))] = None,
-    job: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
-        "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST "
-        "/v1/image-jobs/{job}/cancel"))] = None,
+    job: JobQuery = None,
     compare: Annotated[bool, Query(description="answer a picture of the input and the result side by side")] = False,
 ) -> Response:
     """Denoise a PNG with nothing but the PNG: kernel PCA models of its own patches, one per tile of

@@ -189,12 +189,16 @@ async def denoise(name: ModelName, body: DenoiseRequest, models: ModelsDep, data
                            noise=info["noise"], steps=info["steps"])
 
 
-@router.post(
-    "/{name}/denoise-image",
-    responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
-    response_class=Response,
-    openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
-)
+#: what an image route answers and accepts (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``)
+PNG_ROUTE = {"responses": {**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
+             "response_class": Response}
+#: the ``job`` query parameter of an image route
+JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
+    "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST /v1/image-jobs/{job}/cancel"))]
+
+
+@router.post("/{name}/denoise-image", openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
+             **PNG_ROUTE)
 async def denoise_image(
     name: ModelName,
     request: Request,
@@ -216,9 +220,7 @@ async def denoise_image(
     constrained: Annotated[bool, Query(description=(
         "hyperresolution: make the answer reproduce the input when downsampled by block means (upscale x "
         "upscale blocks), by back-projection; false: seed 002's unconstrained reconstruction"))] = True,
-    job: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
-        "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST "
-        "/v1/image-jobs/{job}/cancel"))] = None,
+    job: JobQuery = None,
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
     averaged where they overlap; with ``upscale`` > 1 the image is first enlarged by pixel replication

@@ -1,29 +1,22 @@
-"""Schemas of image jobs: the progress of a named image request (``GET /v1/image-jobs/{job}``)."""
+"""Schemas of image jobs: the progress of a named image request (``GET /v1/image-jobs/{job}``), made
+from the stored record's own fields (`store.image_jobs.ImageJobRecord`) less its schema version, plus
+the fraction of the current step done."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
-from store.image_jobs import ImageJobRecord, ImageStep
+from store.image_jobs import ImageJobRecord
 
 
-class ImageJobPublic(BaseModel):
-    """An image request's progress: the step running now, its units done, the steps finished."""
-
-    name: str = Field(description="the job name the request gave (its job query parameter)")
-    kind: str = Field(description="denoise-image (a stored model), denoise-image-fit (one call) or hyperresolution")
-    status: str = Field(description="running, completed, failed or cancelled")
-    phase: str = Field(description="the step running now (noise, tuning, denoising, hyperresolution, done)")
-    done: int = Field(description="units of the current step done (tiles, candidates, rounds)")
-    total: int = Field(description="units of the current step in all (0: not counted)")
-    fraction: float = Field(description="fraction of the current step done")
-    elapsed_s: float = Field(description="seconds since the request started")
-    steps: list[ImageStep] = Field(description="the steps finished, each with its seconds")
-    chosen: dict | None = Field(description="what the tuning chose, once the request has ended")
-    error: str | None = Field(description="why a failed request failed")
-    created_at: str = Field(description="when the request started (UTC, ISO 8601)")
-    updated_at: str = Field(description="when the record was last written (UTC, ISO 8601)")
-
+class _ImageJobBase(BaseModel):
     @classmethod
-    def of(cls, record: ImageJobRecord) -> "ImageJobPublic":
+    def of(cls, record: ImageJobRecord) -> "_ImageJobBase":
         return cls(**record.model_dump(exclude={"schema_version"}), fraction=record.fraction)
+
+
+ImageJobPublic = create_model(
+    "ImageJobPublic", __base__=_ImageJobBase, __module__=__name__,
+    **{name: (info.annotation, info) for name, info in ImageJobRecord.model_fields.items() if name != "schema_version"},
+    fraction=(float, Field(description="fraction of the current step done")))
+ImageJobPublic.__doc__ = "An image request's progress: the step running now, its units done, the steps finished."
