@@ -8,13 +8,14 @@ look like patches of another at the same place. A fixed-seed split: 80 faces (an
 images) train, 20 other images are upscaled. It is fair to every method: each sees the same block-mean
 low-resolution input (``x2``: 12 x 12, ``x4``: 6 x 6); interpolation needs no training; the two
 patch models (linear PCA and kernel PCA of 5 x 5 patches) learn from the same training patches; the
-kernel width, rank and pre-image are chosen on the training faces alone (a validation split of them,
-downsampled the same way), never on the held-out faces.
+kernel width, rank and pre-image, and linear PCA's rank, are chosen on the training faces alone (a
+validation split of them, downsampled the same way), never on the held-out faces.
 
 Rows, each with MSE (pixels in [0, 1]), SSIM and seconds, at x2 and x4: ``replication``, ``bicubic``,
 ``bicubic+constraint`` (bicubic back-projected, `kpca.hyperresolution.back_project`), ``linear_pca`` and
 ``linear_pca+constraint`` (the same (H2) iteration with the linear reconstruction), ``kernel`` (seed
-002: reconstruct the replicated image once) and ``kernel+constraint`` ((H2), the service's default).
+002: reconstruct the replicated image once) and ``kernel+constraint`` ((H2) from the back-projected
+cubic-spline start, the service's default). Both constrained patch paths start from the same spline.
 Goal: the kernel path with the constraint below bicubic's MSE at x2. Writes
 bench/results/hyperresolution.json.
 
@@ -89,7 +90,8 @@ def kernel_path(rows, sigma, r, method, options, constrained):
         reconstruct = patch_reconstruction(inverse, PATCH, STRIDE)
     else:
         reconstruct = patch_reconstruction(lambda P: preimages(model, P, method, options), PATCH, STRIDE)
-    return lambda low, f: hyperresolve(low, f, reconstruct, constrained, ITERATIONS)
+    start = "spline" if constrained else "replicate"  # the service's: seed 002's replication when unconstrained
+    return lambda low, f: hyperresolve(low, f, reconstruct, constrained, ITERATIONS, start=start)
 
 
 def choose_kernel(train: np.ndarray, factor: int, seed: int) -> dict:
@@ -117,6 +119,22 @@ def choose_kernel(train: np.ndarray, factor: int, seed: int) -> dict:
     return best
 
 
+def choose_linear(train: np.ndarray, factor: int, seed: int) -> int:
+    """Linear PCA's rank by the same validation split and constrained MSE as `choose_kernel`."""
+    order = np.random.default_rng(seed + 1).permutation(len(train) // 2)
+    valid_idx = order[:12]
+    fit_idx = np.setdiff1d(np.arange(len(train)), np.concatenate([valid_idx, valid_idx + len(train) // 2]))
+    rows = training_patches(train[fit_idx], seed)
+    valid = train[valid_idx]
+    lows = np.stack([downscale_mean(v, factor) for v in valid])
+    errors = {}
+    for r in (2, 4, 8, 12, 16, 20):
+        linear = patch_reconstruction(linear_reconstruction(rows, r), PATCH, STRIDE)
+        out = upscale_all(lambda low, f: hyperresolve(low, f, linear, True, ITERATIONS, start="spline"), lows, factor)
+        errors[r] = float(np.mean((out - valid) ** 2))
+    return min(errors, key=errors.get)
+
+
 def main():
     start = time.perf_counter()
     train, test = faces()
@@ -125,7 +143,8 @@ def main():
     for factor in FACTORS:
         lows = np.stack([downscale_mean(t, factor) for t in test])
         chosen = choose_kernel(train, factor, factor)
-        linear = patch_reconstruction(linear_reconstruction(rows, chosen["n_components"]), PATCH, STRIDE)
+        linear_rank = choose_linear(train, factor, factor)
+        linear = patch_reconstruction(linear_reconstruction(rows, linear_rank), PATCH, STRIDE)
         methods = {
             "replication": lambda low, f: upscale_replicate(low, f),
             "bicubic": lambda low, f: resize(low, (low.shape[0] * f, low.shape[1] * f), order=3, mode="edge",
@@ -133,7 +152,7 @@ def main():
             "bicubic+constraint": lambda low, f: back_project(
                 resize(low, (low.shape[0] * f, low.shape[1] * f), order=3, mode="edge", anti_aliasing=False), low, f),
             "linear_pca": lambda low, f: hyperresolve(low, f, linear, False),
-            "linear_pca+constraint": lambda low, f: hyperresolve(low, f, linear, True, ITERATIONS),
+            "linear_pca+constraint": lambda low, f: hyperresolve(low, f, linear, True, ITERATIONS, start="spline"),
             "kernel": kernel_path(rows, chosen["sigma"], chosen["n_components"], chosen["method"], chosen["options"],
                                   False),
             "kernel+constraint": kernel_path(rows, chosen["sigma"], chosen["n_components"], chosen["method"],
@@ -149,7 +168,7 @@ def main():
         bicubic = table["bicubic"]["mse"]
         for row in table.values():
             row["mse_over_bicubic"] = row["mse"] / bicubic
-        results[f"x{factor}"] = {"chosen": chosen, "table": table}
+        results[f"x{factor}"] = {"chosen": chosen, "linear_rank": linear_rank, "table": table}
         print(factor, {k: round(v["mse_over_bicubic"], 3) for k, v in table.items()}, flush=True)
     doc = {"data": "skimage lfw_subset faces 0-99, 24 x 24; 80 train (+ mirrors), 20 held out",
            "patch": PATCH, "stride": STRIDE, "training_rows": MAX_ROWS, "iterations": ITERATIONS,

@@ -33,9 +33,11 @@ from kpca.patch_denoising import Candidate, PatchSettings, denoise_candidates
 
 ALPHA = 0.5  # (T1)'s alpha
 TUNING_PIXELS = 2 * 64 * 64  # pixels the risk is estimated on, at most
-#: method -> (kernel widths (D1), ranks, options) tried: where each method has done well on natural images
+#: method -> (kernel widths (D1), ranks, options) tried: where each method has done well on natural images;
+#: the fixed point at wide kernels is close to linear PCA of the tile (one step of a wide Gaussian's
+#: iteration is the projection plus the mean), which smooth images want
 GRID = {
-    "fixed-point": ((0.35, 0.5, 0.75), (2, 4, 8), {"n_iter": 1}),
+    "fixed-point": ((0.35, 0.5, 0.75, 1.6, 4.0), (1, 2, 4, 8), {"n_iter": 1}),
     "kwok-tsang": ((0.75, 1.6), (8, 16), {"n_neighbors": 10}),
     "gradient": ((1.6,), (8, 16), {"n_iter": 5, "n_neighbors": 10}),
     "learned": ((1.6, 2.4), (4, 8), {}),
@@ -202,9 +204,10 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
 
 def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
     """Candidates for a stored model, whose kernel width is its own: ranks ``r / 4``, ``r / 2`` and
-    r (its r components), every pre-image of `kpca.patch_denoising.PATCH_METHODS` its kernel allows
-    (fixed point after 1 and 10 steps), less what ``fixed`` (``n_components``, ``method``, ``options``)
-    settles. ValueError naming the field for a value the model cannot take."""
+    r (its r components) for the fixed point after one step, Kwok-Tsang and the learned map, and at
+    rank r the fixed point after 5 steps and the gradient pre-image (each where the kernel allows it),
+    less what ``fixed`` (``n_components``, ``method``, ``options``) settles. ValueError naming the
+    field for a value the model cannot take."""
     from kpca.preimage.fixed_point import FIXED_POINT_KERNELS
     from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS
 
@@ -217,8 +220,9 @@ def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
     else:
         ranks = sorted({max(1, r // 4), max(1, r // 2), r})
     kernel = model.kernel.type
-    options = {"fixed-point": [{"n_iter": 1}, {"n_iter": 10}], "kwok-tsang": [{}], "gradient": [{"n_iter": 5}],
+    options = {"fixed-point": [{"n_iter": 1}, {"n_iter": 5}], "kwok-tsang": [{}], "gradient": [{"n_iter": 5}],
                "learned": [{}]}
+    full_rank_only = ({"n_iter": 5}, "gradient")  # the costlier pre-images, tried at rank r only
     allowed = [m for m in options if not (m == "fixed-point" and kernel not in FIXED_POINT_KERNELS)
                and not (m in ("kwok-tsang", "gradient") and kernel not in KWOK_TSANG_KERNELS)]
     if fixed.get("method"):
@@ -227,54 +231,67 @@ def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
                              f"{tuple(allowed)}")
         allowed = [fixed["method"]]
     given = dict(fixed.get("options") or {})
+    top = max(ranks)
     return [Candidate(rank, method, {**option, **given}) for method in allowed for option in options[method]
-            for rank in ranks]
+            for rank in ranks
+            if rank == top or len(ranks) == 1 or not (option in full_rank_only or method in full_rank_only)]
 
 
-def tune_model(model, noisy: np.ndarray, to_rows: Callable[[np.ndarray], np.ndarray],
-               from_rows: Callable[[np.ndarray], np.ndarray], fixed: Mapping | None = None,
-               noise: float | None = None, seed: int = 0) -> Tuned:
+def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noise: float | None = None,
+               noise_of: Callable[[np.ndarray], float] | None = None,
+               report: Callable[[int, int], None] | None = None, seed: int = 0) -> Tuned:
     """Rank and pre-image of a stored model (its kernel width fixed) by the least estimated risk (T1)
     over `model_candidates`, reading nothing but the noisy input.
 
     Parameters
     ----------
     model : kpca.model.KernelModel
-    noisy : ndarray
-        The noisy input: an image (H, W[, C]) or rows (m, n).
-    to_rows, from_rows : callable
-        The input as the model's rows (an image's patches) and back (patches averaged into an image);
-        the identity for rows.
+    inputs : list of ndarray
+        The noisy input, or windows of it (`tuning_windows`): images or arrays of rows.
+    apply : callable
+        ``apply(model, method, options, y) -> f(y)``: one input denoised through a model (for an
+        image, its patches' pre-images averaged back; for rows, the pre-images).
     fixed : mapping, optional
         Explicit ``n_components``, ``method``, ``options``: kept as given.
     noise : float, optional
-        Estimated from the rows when None (`kpca.noise_level.noise_level_rows`, which for an image's
-        patches is the image estimate).
+        The noise level; else ``noise_of(inputs[0])``.
+    report : callable, optional
+        ``report(done, total)`` after each candidate.
     seed : int
         Of the draw z of (T1).
 
     Returns
     -------
-    Tuned whose ``settings`` is the chosen `Candidate`. Cost: every candidate's pre-images of the rows
-    of y1, once.
+    Tuned whose ``settings`` is the chosen `Candidate`. Cost: every candidate's pre-images of the
+    inputs, once.
     """
-    from kpca.noise_level import noise_level_rows
-    from kpca.patch_denoising import leading, preimages
+    from kpca.patch_denoising import leading
 
-    y = np.asarray(noisy, dtype=np.float64)
     estimated = noise is None
-    noise = noise_level_rows(to_rows(y)) if estimated else float(noise)
+    noise = float(noise_of(inputs[0])) if estimated else float(noise)
     candidates = model_candidates(model, fixed)
+    total = len(candidates) * len(inputs)
+    done = [0]
 
     def evaluate(y1, _s1):
-        rows = to_rows(y1)
-        return {c.key(): from_rows(preimages(leading(model, c.n_components), rows, c.method, c.options))
-                for c in candidates}
+        outputs = {}
+        for c in candidates:
+            outputs[c.key()] = apply(leading(model, c.n_components), c.method, c.options, y1)
+            done[0] += 1
+            if report is not None:
+                report(done[0], total)
+        return outputs
 
-    risks, size = recorrupted_risks(evaluate, y, noise, seed=seed)
+    sums: dict[tuple, float] = {}
+    pixels = 0
+    for w, y in enumerate(inputs):
+        risks, size = recorrupted_risks(evaluate, y, noise, seed=seed + w)
+        pixels += size
+        for key, risk in risks.items():
+            sums[key] = sums.get(key, 0.0) + risk * size
     by_key = {c.key(): c for c in candidates}
-    table = [{"n_components": key[0], "method": key[1], "options": dict(key[2]), "risk": risk,
-              "psnr_db": _psnr(risk)} for key, risk in risks.items()]
+    table = [{"n_components": key[0], "method": key[1], "options": dict(key[2]), "risk": total_risk / pixels,
+              "psnr_db": _psnr(total_risk / pixels)} for key, total_risk in sums.items()]
     best = min(table, key=lambda row: row["risk"])
     chosen = by_key[(best["n_components"], best["method"], tuple(sorted(best["options"].items())))]
-    return Tuned(chosen, noise, estimated, sorted(table, key=lambda row: row["risk"]), size)
+    return Tuned(chosen, noise, estimated, sorted(table, key=lambda row: row["risk"]), pixels)

@@ -133,9 +133,11 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
                     else reconstruct(served, patches, method, **(options or {}))
 
             with progress.step("hyperresolution"):
+                start = "spline" if constrained else "replicate"
                 out = hyperresolve(unit, upscale, patch_reconstruction(rows, patch, stride), constrained,
-                                   report=progress.report)
-            info["chosen"] = {"method": method, "constrained": constrained, "downsampling": "block-mean"}
+                                   start=start, report=progress.report)
+            info["chosen"] = {"method": method, "constrained": constrained, "downsampling": "block-mean",
+                              "start": start}
             return from_unit(out, unit_info), info
         if tune != "auto" or own_decoder:
             with progress.step("denoising"):
