@@ -46,7 +46,8 @@ def test_noise_estimate_of_rows_and_its_errors(rng):
     with pytest.raises(ValueError, match="^rows:"):
         noise_level_rows(rows[:10])
     with pytest.raises(ValueError, match="^image:"):
-        noise_level(np.zeros((5, 5)))
+        noise_level(np.zeros((2, 2)))
+    assert noise_level(np.zeros((12, 12))) == 0.0  # a small image: smaller patches
 
 
 def test_recorrupted_risk_is_unbiased_for_a_linear_smoother(rng):
@@ -99,15 +100,15 @@ def test_explicit_parameters_win_over_the_tuning():
 def test_tuned_choice_beats_the_untuned_defaults_on_held_out_images():
     """Held-out synthetic scenes: the tuned one-call path against the defaults a user got before
     (kernel width the median distance, 16 components, the fixed point run to convergence)."""
-    base = PatchSettings(patch=5, stride=2, tile=None)
+    base = PatchSettings(patch=5, stride=3, tile=None)
     wins = []
-    for seed in (11, 12, 13):
-        clean = scene(64, seed)
+    for seed in (11, 12):
+        clean = scene(48, seed)
         noisy = clean + np.random.default_rng(seed).normal(0.0, 0.1, clean.shape)
         tuned = tune_patches(noisy, base)
         patches, _ = extract_patches(noisy, base.patch, base.stride)
         width = median_distance(patches[::4]) / (tuned.noise * np.sqrt(2.0 * base.patch**2))
-        untuned = PatchSettings(patch=5, stride=2, tile=None, width=width, n_components=16, method="fixed-point",
+        untuned = PatchSettings(patch=5, stride=3, tile=None, width=width, n_components=16, method="fixed-point",
                                 options={"n_iter": 100})
         wins.append(mse(denoise_image(noisy, tuned.settings, tuned.noise), clean)
                     < mse(denoise_image(noisy, untuned, tuned.noise), clean))
@@ -139,9 +140,9 @@ def test_back_projection_is_the_orthogonal_projection_onto_the_constraint(rng):
 
 @pytest.mark.parametrize("factor", [2, 3])
 def test_constrained_hyperresolution_reproduces_its_input(factor):
-    train = np.concatenate([extract_patches(scene(60, seed), 5, 1)[0] for seed in (20, 21)])
-    model = fit_patch_model(train[::3], 0.6, 16)
-    high = scene(60, 22)
+    train = np.concatenate([extract_patches(scene(48, seed), 5, 1)[0] for seed in (20, 21)])
+    model = fit_patch_model(train[::6], 0.6, 16)
+    high = scene(48, 22)
     low = downscale_mean(high, factor)
     reconstruct = patch_reconstruction(lambda P: preimages(model, P, "fixed-point", {"n_iter": 5}), 5, 1)
     constrained = hyperresolve(low, factor, reconstruct, constrained=True, iterations=2)
