@@ -1,8 +1,10 @@
 # kpca-stream: two commands a new user needs.
-#   make run   - create the virtual environment if missing, install, serve on 127.0.0.1:$(KPCA_PORT)
-#   make test  - create the virtual environment if missing, install, run the whole test suite
-#                (first `make browser`: Chromium for the dashboard's browser test, see below)
-#   make paper - rerun the seed papers' experiments (scaled to 2 cores where needed) into paper/REPORT.md
+#   make run      - create the virtual environment if missing, install, serve on 127.0.0.1:$(KPCA_PORT)
+#   make test     - create the virtual environment if missing, install, run the test suite but the cases
+#                   marked slow, in $(PYTEST_WORKERS) processes (first `make browser`: Chromium for the
+#                   dashboard's browser tests, see below)
+#   make test-all - the same with the slow cases: every test (what CI runs, .ci/run)
+#   make paper    - rerun the seed papers' experiments (scaled to 2 cores where needed) into paper/REPORT.md
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +12,7 @@ STAMP := $(VENV)/.installed
 export KPCA_PORT ?= 8000
 export KPCA_DATA_DIR ?= ./data
 
-.PHONY: run test browser bench bench-all paper install clean
+.PHONY: run test test-all browser bench bench-all paper install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +27,17 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m service --host 127.0.0.1 --port $(KPCA_PORT) --data-dir $(KPCA_DATA_DIR)
 
+# Test processes (pytest-xdist; a module's tests stay in one, with its server and cluster). Each test
+# module's server runs its own small dask cluster, and the tests wait on it most of the time, so two
+# processes keep two cores busy.
+PYTEST_WORKERS ?= 2
+PYTEST_RUN = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(PYTEST_RUN) -m "not slow"
+
+test-all: $(STAMP) browser
+	$(PYTEST_RUN)
 
 # make browser - Chromium for tests/service/test_dashboard_browser.py: apt-get installs Debian's chromium
 #                when /usr/bin/chromium is missing and we are root (about 2.5 minutes); otherwise it says
@@ -84,10 +95,13 @@ bench-all: $(STAMP)
 	$(BIN)/python bench/warm_start.py
 	$(BIN)/python bench/scale_out.py
 
-# make paper - every paper/exp_*.py (paper/run.py): the seeds' experiments, offline, on stand-in data,
-#              written to paper/REPORT.md and paper/figures/; under 30 minutes on a 2-core machine.
+# make paper - every paper/exp_*.py (paper/run.py): the seeds' experiments, rerun from the code at HEAD,
+#              offline, on stand-in data, written to paper/REPORT.md and paper/figures/; under 30 minutes on
+#              a 2-core machine. It refuses a tree with uncommitted changes: commit first, or
+#              `make paper PAPER_FLAGS=--allow-dirty` for a report that says so.
+PAPER_FLAGS ?=
 paper: $(STAMP)
-	$(BIN)/python paper/run.py
+	$(BIN)/python paper/run.py $(PAPER_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

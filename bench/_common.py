@@ -5,7 +5,7 @@ Results are JSON documents in ``bench/results/`` (or the folder named by the env
 variable ``KPCA_BENCH_RESULTS``: the Makefile's quick set writes there, so that small runs never
 replace the full-size results). `save` adds an ``"environment"`` entry (`environment`: commit,
 CPU, cores, library versions, BLAS) and writes atomically. The figures themselves live in these
-files and in the README's tables, not in docstrings.
+files and in the tables of docs/, not in docstrings.
 
 The bench scripts put the repository root on ``sys.path`` so that ``python bench/x.py`` can
 import ``bench._common`` and ``bench._stepwise`` (the step-by-step references, which the tests

@@ -30,7 +30,7 @@ scaled by ``(l / l_run)^2``. Prints JSON and writes bench/results/solvers.json (
 solvers_quick.json).
 
     python bench/solvers.py [--sizes 2000,20000,100000] [--solvers ...] [--passes 10] [--quick]
-    python bench/solvers.py --markdown bench/results/solvers.json   # the README's table
+    python bench/solvers.py --markdown bench/results/solvers.json   # the table of docs/choosing-a-solver.md
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def excess_errors(l: int, projections: dict, eigenvalues: np.ndarray) -> dict:
 
 
 def markdown(result: dict) -> str:
-    """The README's table of a saved result: one row per solver and size."""
+    """The table of docs/choosing-a-solver.md from a saved result: one row per solver and size."""
     lines = ["| l | solver | fit (s) | peak memory (MiB) | projection (us/row) | excess error (eq. 22) | m / passes |",
              "|---|---|---|---|---|---|---|"]
     for l, entry in result["table"].items():

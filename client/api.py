@@ -109,9 +109,49 @@ class Client:
         """Model ``name``'s record: status, progress, history."""
         return self._json("GET", f"/v1/models/{name}")
 
-    def cancel(self, name: str) -> dict:
-        """Ask model ``name``'s fit to stop."""
-        return self._json("POST", f"/v1/models/{name}/cancel", json={})
+    def dataset(self, name: str) -> dict:
+        """Data set ``name``'s metadata: status, rows, features, versions."""
+        return self._json("GET", f"/v1/datasets/{name}")
+
+    def clustering(self, name: str, labels_limit: int = 0) -> dict:
+        """Clustering ``name``'s record: status, progress, history and (``labels_limit`` > 0) a page of labels."""
+        return self._json("GET", f"/v1/clusterings/{name}", params={"labels_limit": labels_limit})
+
+    def job_kind(self, name: str) -> str:
+        """``"models"`` if a model ``name`` exists, else ``"clusterings"`` if a clustering does; the
+        model's 404 otherwise. Cost: one or two requests."""
+        try:
+            self.model(name)
+            return "models"
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            try:
+                self.clustering(name)
+            except ApiError:
+                raise exc from None
+            return "clusterings"
+
+    def cancel(self, name: str, kind: str = "models") -> dict:
+        """Ask job ``name``'s fit to stop after its current block (``kind``: models or clusterings)."""
+        return self._json("POST", f"{_route(kind)}/{name}/cancel", json={})
+
+    def resume(self, name: str, passes: int | None = None, dataset_version: int | None = None,
+               kind: str = "models") -> dict:
+        """Continue job ``name`` from its last checkpoint; ``passes`` is the new total (not more passes),
+        ``dataset_version`` a newer version of its data set (models). The queued record."""
+        body = {key: value for key, value in (("passes", passes), ("dataset_version", dataset_version))
+                if value is not None}
+        return self._json("POST", f"{_route(kind)}/{name}/resume", json=body)
+
+    def cluster(self, name: str, dataset: str, n_clusters: int, kernel: dict, solver: str = "kha-smd",
+                params: dict | None = None, labels_dataset: str | None = None) -> dict:
+        """Create clustering ``name`` of ``dataset`` into ``n_clusters`` and start it; the queued record."""
+        body = {"name": name, "dataset": dataset, "n_clusters": n_clusters, "kernel": kernel, "solver": solver,
+                "params": params or {}}
+        if labels_dataset is not None:
+            body["labels_dataset"] = labels_dataset
+        return self._json("POST", "/v1/clusterings", json=body)
 
     def events(self, name: str) -> Iterator[tuple[str, dict]]:
         """Model ``name``'s server-sent events as ``(event, data)`` pairs, until the stream ends."""
@@ -134,10 +174,12 @@ class Client:
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach {self.url}: {exc}") from None
 
-    def wait(self, name: str, timeout: float | None = None, poll_s: float = 0.2) -> dict:
-        """Poll model ``name`` until its fit is no longer queued or running; the final record."""
+    def wait(self, name: str, timeout: float | None = None, poll_s: float = 0.2, kind: str = "models") -> dict:
+        """Poll job ``name`` (a model, or a clustering with ``kind``) until its fit is no longer queued or
+        running; the final record."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while (record := self.model(name))["status"] in RUNNING:
+        read = self.model if kind == "models" else self.clustering
+        while (record := read(name))["status"] in RUNNING:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"model {name!r} is still {record['status']} after {timeout} s")
             time.sleep(poll_s)
@@ -233,9 +275,10 @@ class Client:
                 return items
             params = {"limit": page_size, "cursor": body["next_cursor"]}
 
-    def rm(self, kind: str, name: str) -> None:
-        """Delete data set, model or clustering ``name``."""
-        self.request("DELETE", f"{_route(kind)}/{name}")
+    def rm(self, kind: str, name: str, cascade: bool = False) -> None:
+        """Delete data set, model or clustering ``name``; ``cascade`` (data sets): with the models and
+        clusterings fit on it."""
+        self.request("DELETE", f"{_route(kind)}/{name}", params={"cascade": "true"} if cascade else None)
 
 
 def _upload_error(text: str) -> Exception:

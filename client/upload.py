@@ -32,8 +32,16 @@ TARGET_CHUNK_BYTES = 8 * 2**20
 MAX_CHUNKINGS = 16
 
 
+#: how `upload_array`'s refusal names its ``append`` option (`RowsDiffer`; the CLI says ``--append``)
+APPEND_WORDS = "append=True"
+
+
 class UploadError(RuntimeError):
     """The server refused a request; the message carries its error body."""
+
+
+class RowsDiffer(UploadError):
+    """The name holds committed rows other than the array's, and ``append`` was not asked for."""
 
 
 def default_chunk_rows(array) -> int:
@@ -110,10 +118,14 @@ def _request(client: httpx.Client, method: str, url: str, retries: int, backoff:
         raise UploadError(f"{method} {url}: {exc} (after {retries + 1} attempts; is the service running?)") from None
 
 
-def _ok(response: httpx.Response, *expected: int) -> dict:
+def _ok(response: httpx.Response, *expected: int, raw: bool = False):
+    """The decoded JSON body of ``response`` (the response itself with ``raw``) if its status is one of
+    ``expected``, else `UploadError` carrying the server's answer."""
     if response.status_code not in expected:
         raise UploadError(f"{response.request.method} {response.request.url} -> {response.status_code}: "
                           f"{response.text}")
+    if raw:
+        return response
     return response.json() if response.content else {}
 
 
@@ -171,6 +183,31 @@ def same_rows(meta: dict, array, preferred: list[int]) -> bool:
     return bool(digests) and _checksum(digests) == meta["checksum"]
 
 
+def stored_rows_equal(client: httpx.Client, meta: dict, array, retries: int = 5, backoff: float = 0.5) -> bool:
+    """Whether ``array`` holds exactly the rows of the latest committed version described by ``meta``,
+    read back from the server chunk by chunk (``GET /v1/datasets/{name}/chunks/{i}?format=npy``) and
+    compared with ``array``'s rows cast to the set's dtype: the answer for a set cut into chunks that
+    `same_rows` does not guess (``np.array_split``'s, say).
+
+    Cost: at most one download of the set, one chunk in memory at a time; it stops at the first chunk
+    that differs, so other rows usually cost one chunk.
+    """
+    name, dtype, l = meta["name"], np.dtype(meta["dtype"]), int(array.shape[0])
+    if int(meta.get("n_rows") or 0) != l or int(meta["n_features"]) != int(array.shape[1]) or not meta.get("versions"):
+        return False
+    latest = meta["versions"][-1]
+    start = 0
+    for index in range(int(latest["n_chunks"])):
+        response = _ok(_request(client, "GET", f"/v1/datasets/{name}/chunks/{index}", retries, backoff,
+                                params={"version": latest["version"], "format": "npy"}), 200, raw=True)
+        stored = np.load(io.BytesIO(response.content), allow_pickle=False)
+        stop = start + int(stored.shape[0])
+        if stop > l or not np.array_equal(stored, np.asarray(array[start:stop]).astype(dtype)):
+            return False
+        start = stop
+    return start == l
+
+
 def upload_array(
     server: str | httpx.Client,
     name: str,
@@ -217,12 +254,14 @@ def upload_array(
     Existing names: an open set (nothing committed) is resumed: only missing
     chunk indices are sent. A set with committed rows and ``append=False``:
     if ``array`` holds exactly those rows (compared by row count and checksum,
-    whatever ``chunk_rows`` cut them, see `same_rows`) nothing is sent and the
-    metadata (``status: ready``) is returned; otherwise `UploadError`.
+    whatever cut them into chunks: `same_rows` from the checksums, else `stored_rows_equal`
+    from the stored rows) nothing is sent and the metadata (``status: ready``) is returned;
+    otherwise `RowsDiffer`.
 
     Cost: one request per missing chunk; each chunk is read from ``array``
     once and sent as ``.npy`` bytes. Re-uploading to a committed set reads
-    and hashes the array once (more if it was cut differently), sends nothing.
+    and hashes the array once (more if it was cut differently, and at most one
+    download of the set when no guessed cut matches), sends nothing.
     """
     api_key = api_key if api_key is not None else os.environ.get("KPCA_API_KEY")
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -238,12 +277,13 @@ def upload_array(
             raise UploadError(f"data set {name!r} exists with {meta['n_features']} features; the array has {n}")
         if int(meta.get("version") or 0) >= 1:
             if not append:
-                if same_rows(meta, array, [rows, default_chunk_rows(array)]):
+                if (same_rows(meta, array, [rows, default_chunk_rows(array)])
+                        or stored_rows_equal(client, meta, array, retries, backoff)):
                     return meta  # the same rows are already committed: nothing to send
-                raise UploadError(
+                raise RowsDiffer(
                     f"data set {name!r} already holds {meta['n_rows']} committed rows (version {meta['version']}, "
                     f"{meta['checksum']}) that differ from this array's {l} rows; nothing was uploaded. Use "
-                    "append=True to add the array's rows as a new version, or upload under another name")
+                    f"{APPEND_WORDS} to add the array's rows as a new version, or upload under another name")
             first_index = len(meta.get("chunks") or [])  # the next version's chunks follow the committed ones
     else:
         meta = _ok(created, 201)

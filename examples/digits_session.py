@@ -1,14 +1,17 @@
 """A complete session against a running kpca-stream (``make run``): upload
 scikit-learn's digits in chunks, commit, fit kha-smd, poll, project.
 
-    .venv/bin/python examples/digits_session.py [http://127.0.0.1:8000]
+    .venv/bin/python examples/digits_session.py [URL]
 
-It can be run again: it first deletes the data set ``digits`` and, with it
-(``?cascade=true``) the models fit on it, and the model ``digits-rbf``, left by an
-earlier run.
+The service is at URL, else at ``$KPCA_URL``, else at http://127.0.0.1:8000
+(``make run``'s address; ``make run KPCA_PORT=9000`` needs
+``KPCA_URL=http://127.0.0.1:9000``). It can be run again: it first deletes the
+data set ``digits`` and, with it (``?cascade=true``) the models fit on it, and
+the model ``digits-rbf``, left by an earlier run.
 """
 
 import io
+import os
 import sys
 import time
 
@@ -16,7 +19,13 @@ import httpx
 import numpy as np
 from sklearn.datasets import load_digits
 
-api = httpx.Client(base_url=sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000", timeout=60)
+URL = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("KPCA_URL", "http://127.0.0.1:8000")
+api = httpx.Client(base_url=URL, timeout=60)
+try:
+    api.get("/healthz")
+except httpx.TransportError as exc:
+    sys.exit(f"cannot reach kpca-stream at {URL} ({exc}): start it with `make run` in another terminal, "
+             "and set KPCA_URL to its address if it is not http://127.0.0.1:8000")
 X = (load_digits().data / 16.0).astype(np.float32)  # 1797 x 64, pixels in [0, 1]
 
 # a fresh start: the model and the data set (with the models fit on it) if an earlier run left them

@@ -1,25 +1,53 @@
-"""Rows of the normalised affinity ``L = D^-1/2 K D^-1/2`` on demand, for spectral clustering.
+"""Rows of NJW's normalised affinity ``L = D^-1/2 A D^-1/2`` on demand, for spectral clustering.
 
 Spectral clustering (seed 000 §5.3, after Ng, Jordan and Weiss [13]) takes
-the leading eigenvectors of ``L``, where ``K`` is the *uncentred* kernel
-(affinity) matrix of the l training points and ``D = diag(d)`` holds its row
-sums (degrees) ``d_i = sum_j K[i, j]``. `AffinityRows` is a
-`kpca.rows.KernelRows` whose rows are those of L: every solver and the pass
-driver (`kpca.driver.run_passes`) read it where they read centred kernel
-rows, through the same methods (``block``, ``square``, ``left_product``,
-``dense``, ``chunks``, ``n_rows``, ``fit_centering``).
+the leading eigenvectors of ``L``, where ``A`` is the affinity matrix of the
+l training points: the *uncentred* kernel matrix K with its diagonal set to
+0, ``A_ij = k(x_i, x_j)`` for i != j and ``A_ii = 0`` (NJW's step 1), and
+``D = diag(d)`` holds its row sums (degrees) ``d_i = sum_{j != i} K[i, j]``.
 
-Design. ``L[i, j] = s_i K[i, j] s_j`` with ``s = d^-1/2``: a kernel tile is
-the uncentred one scaled on both sides, so the tile machinery of
-`kpca.kernels` is reused unchanged (its additive shifts, which fold eq. 5
-into the tiles, are not used) and the scaling is applied around it:
+*What the solvers see.* L is not positive semi-definite (its trace is 0;
+its spectrum lies in [-1, 1], that of the stochastic matrix ``D^-1 A``),
+and the KHA family and the served components (`kpca.solvers._ritz`) need a
+positive semi-definite matrix, whose leading eigenvectors they find as
+those of a covariance. `AffinityRows` therefore serves
 
-* ``block(p) = diag(s_p) K[p, :] diag(s)`` and ``square(p)`` likewise,
-  one O(b l) sweep over the rows the tiles wrote;
-* ``left_product(p, C, out, T, start)``: ``C L[p, :] = ((C diag(s_p)) K[p, :])
-  diag(s)``, i.e. the fused tile product with the left factor's columns
-  scaled, into a (d, l) buffer whose columns are then scaled by s and added
-  to ``T start``: the rows are still never formed, memory O(d l).
+    M = L + c I,     c = min(1, max_i k(x_i, x_i) / d_i),
+
+which has L's eigenvectors and eigenvalues ``lambda + c``, and is positive
+semi-definite: ``L + diag(k / d) = D^-1/2 K D^-1/2`` is (K is), and ``c I``
+is at least that diagonal (and ``c = 1`` at least ``-lambda_min(L)``).
+The shift is the smallest such bound that the degree pass gives; it is kept
+in the state (``affinity_shift``) and taken off again where eigenvalues
+are reported and new points embedded (`kpca.clustering`). Every solver
+and the pass driver (`kpca.driver.run_passes`) read the rows of M where
+they read centred kernel rows, through the same methods (``block``,
+``square``, ``left_product``, ``dense``, ``chunks``, ``n_rows``,
+``fit_centering``).
+
+Design. ``M[i, j] = s_i K[i, j] s_j`` for i != j, ``M[i, i] = c``, with
+``s = d^-1/2``: a kernel tile is the uncentred one scaled on both sides,
+so the tile machinery of `kpca.kernels` is reused unchanged (its additive
+shifts, which fold eq. 5 into the tiles, are not used), the scaling is
+applied around it and the diagonal replaced:
+
+* ``block(p) = diag(s_p) K[p, :] diag(s)`` with the entries ``(i, p_i)``
+  set to c, and ``square(p)`` likewise, one O(b l) sweep over the rows the
+  tiles wrote;
+* ``left_product(p, C, out, T, start)``: ``C M[p, :] = ((C diag(s_p))
+  K[p, :]) diag(s) + C diag(c - s_p^2 k_p)`` on the columns p (``k_p`` the
+  kernel's diagonal at the block's points), i.e. the fused tile product
+  with the left factor's columns scaled, into a (d, l) buffer whose columns
+  are then scaled by s, corrected on the block's own columns and added to
+  ``T start``: the rows are still never formed, memory O(d l).
+
+*Clusterings fitted before NJW's A_ii = 0* (states without
+``affinity_shift``) kept ``A_ii = k(x_i, x_i)``, i.e. L of the kernel
+matrix itself, positive semi-definite with no shift; such a state is
+restored as it was made (``self_affinity``), so that it serves and resumes
+exactly. NJW removes the self-affinity, which otherwise weighs every
+point's own cluster membership by ``k(x, x) / d_i``, most for the points of
+low degree (outliers, sparse clusters).
 
 *Centring is the identity.* NJW uses the eigenvectors of L itself (the top
 one is ``D^1/2 1``, eigenvalue 1, and it is kept among the k); centring in
@@ -29,9 +57,21 @@ the iterative start expects to have run) is therefore the *degree pass*: one
 streaming pass of ``1^T K`` over the chunks, ``2 l^2 n`` flops and O(l)
 memory -- the same pass KernelRows uses for its column means. It returns an
 `AffinityCentering`: zero means (so anything that applies eq. 5 applies
-nothing) and ``mean_diagonal = trace(L) / l``, the scale the default gains
-are set from (`kpca.defaults`), carrying the degrees so that every solver
-state (``to_state``) holds what resuming and predicting need.
+nothing) and ``mean_diagonal = mean_i k(x_i, x_i) / d_i``, the scale the
+default gains are set from (`kpca.defaults`), carrying the degrees and the
+shift so that every solver state (``to_state``) holds what resuming and
+predicting need. That scale is the trace over l of ``L + diag(k / d) =
+D^-1/2 K D^-1/2``, the affinity's structured part, not of M (``c``): the
+shift adds the same variance c to every direction and nothing the
+components learn, and gains set from c (up to ``max_i 1 / d_i``, an
+outlier's) are too small (on three separated blobs, KHA-SMD from a random
+start still mixes them after 20 passes with those, and separates them in 4
+with these).
+
+New points (`AffinityRows.transform_block`, `AffinityRows.affinity_product`)
+are not training points: ``L(x, x_j) = k(x, x_j) / sqrt(d(x) d_j)`` with
+all l affinities in ``d(x) = sum_j k(x, x_j)`` (NJW's out-of-sample
+extension by Nyström), no shift.
 """
 
 from __future__ import annotations
@@ -49,42 +89,54 @@ AFFINITY_KERNELS = ("gaussian", "laplacian")  # kernels whose values are positiv
 
 @dataclass(frozen=True)
 class AffinityCentering(Centering):
-    """The "centring" of L: the identity (zero means), with the degrees of the training points.
+    """The "centring" of M: the identity (zero means), with the degrees and the shift (module docstring).
 
     Attributes
     ----------
     degrees : ndarray of shape (l,)
-        ``d_i = sum_j k(x_i, x_j)``, all positive.
+        ``d_i = sum_{j != i} k(x_i, x_j)`` (with ``j = i`` where ``self_affinity``), all positive.
+    shift : float
+        c, M's diagonal; 0 where ``self_affinity``.
+    self_affinity : bool
+        A state fitted before NJW's ``A_ii = 0`` (module docstring): M is ``D^-1/2 K D^-1/2``.
     mean_diagonal : float
-        ``trace(L) / l = mean_i k(x_i, x_i) / d_i``.
+        ``mean_i k(x_i, x_i) / d_i``, the gains' scale (module docstring).
     """
 
     degrees: np.ndarray | None = None
+    shift: float = 0.0
+    self_affinity: bool = False
 
     @classmethod
-    def of_degrees(cls, degrees: np.ndarray, diagonal_sum: float) -> "AffinityCentering":
-        """The centring of L from its degrees (l,) and ``sum_i k(x_i, x_i) / d_i``; `Degenerate` if a
-        degree is not positive and finite (an affinity must be). O(l)."""
+    def of_degrees(cls, degrees: np.ndarray, diagonal: np.ndarray) -> "AffinityCentering":
+        """The centring of M from the degrees (l,) of A and the kernel's diagonal ``k(x_i, x_i)`` (l,):
+        ``c = min(1, max_i k(x_i, x_i) / d_i)`` and the gains' scale ``mean_i k(x_i, x_i) / d_i``;
+        `Degenerate` if a degree is not positive and finite (an affinity must be). O(l)."""
         degrees = np.asarray(degrees, dtype=np.float64)
         if not np.all(np.isfinite(degrees)) or not np.all(degrees > 0):
             raise Degenerate("some points have no positive affinity to the data (degree <= 0 or not finite): "
                              f"spectral clustering needs a kernel with positive values ({', '.join(AFFINITY_KERNELS)})")
-        return cls(np.zeros(degrees.size), 0.0, float(diagonal_sum) / degrees.size, None, degrees)
+        ratio = np.asarray(diagonal, dtype=np.float64) / degrees
+        return cls(np.zeros(degrees.size), 0.0, float(np.mean(ratio)), None, degrees, float(min(1.0, ratio.max())))
 
     def to_state(self) -> dict:
-        """The entries of `Centering.to_state` plus ``affinity_degrees``."""
-        return {**super().to_state(), "affinity_degrees": self.degrees}
+        """The entries of `Centering.to_state` plus ``affinity_degrees`` and (NJW) ``affinity_shift``."""
+        extra = {} if self.self_affinity else {"affinity_shift": self.shift}
+        return {**super().to_state(), "affinity_degrees": self.degrees, **extra}
 
     @classmethod
     def from_state(cls, state: dict) -> "AffinityCentering":
-        """The centring kept in a solver state by `to_state`."""
+        """The centring kept in a solver state by `to_state` (without ``affinity_shift``: a state with
+        the self-affinity, module docstring)."""
         base = Centering.from_state(state)
+        legacy = "affinity_shift" not in state
         return cls(base.column_means, base.grand_mean, base.mean_diagonal, None,
-                   np.asarray(state["affinity_degrees"], dtype=np.float64))
+                   np.asarray(state["affinity_degrees"], dtype=np.float64),
+                   0.0 if legacy else float(state["affinity_shift"]), legacy)
 
 
 class AffinityRows(KernelRows):
-    """Rows of ``L = D^-1/2 K D^-1/2`` (module docstring) from any row source, chunk by chunk.
+    """Rows of ``M = L + c I``, ``L = D^-1/2 A D^-1/2`` (module docstring) from any row source, chunk by chunk.
 
     Same parameters as `kpca.rows.KernelRows`. ``fit_centering`` (the degree
     pass) or setting ``centering`` to an `AffinityCentering` (a saved state's)
@@ -109,29 +161,40 @@ class AffinityRows(KernelRows):
         return self.centering
 
     def fit_centering(self, block_size: int = 1024) -> AffinityCentering:
-        """The degree pass: ``d = K 1`` by `KernelRows.fit_centering`'s column sums (K is symmetric),
-        and ``trace(L) / l``. Sets and returns ``centering``. Cost ``2 l^2 n`` flops, O(l) memory besides
-        one block of data rows."""
-        degrees = super().fit_centering(block_size).column_means * self.n_rows
+        """The degree pass: ``d = K 1 - diag(K)`` by `KernelRows.fit_centering`'s column sums (K is
+        symmetric), and the shift c. Sets and returns ``centering``. Cost ``2 l^2 n`` flops, O(l) memory
+        besides one block of data rows."""
+        column_sums = super().fit_centering(block_size).column_means * self.n_rows
         self.centering = None  # not the centring of eq. 5, whatever follows
         diagonal = np.concatenate([kernel_diagonal(np.asarray(Y, dtype=np.float64), self.kernel)
                                    for _, Y in self.chunks()])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            diagonal_sum = float(np.sum(diagonal / degrees))
-        self.centering = AffinityCentering.of_degrees(degrees, diagonal_sum)
+        self.centering = AffinityCentering.of_degrees(column_sums - diagonal, diagonal)  # A_ii = 0
         return self.centering
 
+    def _diagonal_fix(self, indices: np.ndarray, X: np.ndarray) -> np.ndarray | None:
+        """What to add to the scaled kernel's diagonal entries ``s_i^2 k(x_i, x_i)`` of the points
+        ``indices`` (rows X) to make them M's: ``c - s_i^2 k(x_i, x_i)`` (b,); None for a state with the
+        self-affinity, whose M keeps them. O(b n)."""
+        c = self._require_centering()
+        if c.self_affinity:
+            return None
+        return c.shift - self._scales()[indices] ** 2 * kernel_diagonal(np.asarray(X, dtype=np.float64), self.kernel)
+
     def block(self, indices: np.ndarray) -> np.ndarray:
-        """``L[indices, :]`` of shape (b, l). Cost one pass, ``2 b l n`` flops + O(b l)."""
+        """``M[indices, :]`` of shape (b, l). Cost one pass, ``2 b l n`` flops + O(b l)."""
         indices = np.asarray(indices)
         s = self._scales()
-        K = self.raw_block(self.take(indices), None if self._sqnorms is None else self._sqnorms[indices])
+        X = self.take(indices)
+        K = self.raw_block(X, None if self._sqnorms is None else self._sqnorms[indices])
         K *= s[indices, None]
         K *= s[None, :]
+        fix = self._diagonal_fix(indices, X)
+        if fix is not None:
+            K[np.arange(indices.size), indices] += fix.astype(K.dtype)
         return K
 
     def square(self, indices: np.ndarray) -> np.ndarray:
-        """``L[indices][:, indices]`` of shape (b, b) from the b points alone. Cost ``2 b^2 n`` flops."""
+        """``M[indices][:, indices]`` of shape (b, b) from the b points alone. Cost ``2 b^2 n`` flops."""
         indices = np.asarray(indices)
         X = self.take(indices)
         xn = None if self._sqnorms is None else self._sqnorms[indices]
@@ -139,13 +202,17 @@ class AffinityRows(KernelRows):
         out = kernel_block_into(np.empty((indices.size, indices.size), dtype=self.dtype), 0, X, X, self.kernel, xn, xn)
         out *= s[:, None]
         out *= s[None, :]
+        fix = self._diagonal_fix(indices, X)
+        if fix is not None:
+            out[np.arange(indices.size), np.arange(indices.size)] += fix.astype(out.dtype)  # indices are distinct
         return out
 
     def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
                      start: np.ndarray | None = None) -> np.ndarray:
-        """``out = T start + C L[indices, :]`` (default ``out += C L[indices, :]``) without forming the rows:
+        """``out = T start + C M[indices, :]`` (default ``out += C M[indices, :]``) without forming the rows:
         ``(C diag(s_p)) K[p, :]`` tile by tile (`kpca.kernels.kernel_left_product_into`) into a (d, l)
-        buffer, then its columns scaled by s. Cost ``2 b l (n + d)`` flops + O(d l); memory O(d l)."""
+        buffer, then its columns scaled by s and the block's own columns corrected to M's diagonal.
+        Cost ``2 b l (n + d)`` flops + O(d l); memory O(d l)."""
         indices = np.asarray(indices)
         s = self._scales()
         C = np.ascontiguousarray(C, dtype=self.dtype)
@@ -159,6 +226,9 @@ class AffinityRows(KernelRows):
         for first, Y, yn in self._chunks_with_norms():
             kernel_left_product_into(product, first, scaled, X, Y, self.kernel, xn, yn)
         product *= s[None, :]
+        fix = self._diagonal_fix(indices, X)
+        if fix is not None:  # indices are distinct
+            product[:, indices] += (C * fix[None, :]).astype(product.dtype)
         start = out if start is None else start
         if T is None and start is out:
             out += product

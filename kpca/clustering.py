@@ -1,4 +1,4 @@
-"""Spectral clustering (seed 000 §5.3): NJW on the leading eigenvectors of ``L = D^-1/2 K D^-1/2``.
+"""Spectral clustering (seed 000 §5.3): NJW on the leading eigenvectors of ``L = D^-1/2 A D^-1/2``.
 
 Seed 000 §5.3 clusters all of USPS with "the spectral clustering method
 presented in [13]" (Ng, Jordan and Weiss) from 10 kernel PCs found by KHA,
@@ -6,29 +6,35 @@ and scores it by Meila's variation of information against the classes
 (`kpca.metrics.variation_of_information`). The method, with l points,
 ``k`` clusters and an affinity (kernel) ``K``:
 
-1. ``D = diag(K 1)``, ``L = D^-1/2 K D^-1/2`` (`kpca.affinity.AffinityRows`;
-   K uncentred, no centring of L);
-2. ``U`` (l x k): the k leading eigenvectors of L, found on the rows of L by
-   any solver that declares itself clusterable (`clustering_solvers`) -- the
-   KHA family (seed 000 eq. 8-21, pass by pass), ``exact`` or ``lanczos``;
+1. ``A = K - diag(K)`` (NJW: ``A_ii = 0``), ``D = diag(A 1)``, ``L = D^-1/2 A
+   D^-1/2`` (`kpca.affinity.AffinityRows`; K uncentred, no centring of L);
+2. ``U`` (l x k): the k leading eigenvectors of L, found by any solver that
+   declares itself clusterable (`clustering_solvers`) -- the KHA family
+   (seed 000 eq. 8-21, pass by pass), ``exact`` or ``lanczos`` -- on the
+   rows of ``M = L + c I``, the positive semi-definite shift of L with the
+   same eigenvectors (`kpca.affinity`; c = 0 for a state fitted with the
+   self-affinity);
 3. ``Y``: the rows of U normalised to unit length;
 4. k-means on the rows of Y (scikit-learn's, fixed seed); point i gets the
    cluster of row i.
 
 The eigenvectors come from the solver's served components
-(``Solver.components``: Rayleigh-Ritz for the KHA family,
-`kpca.solvers._ritz`): coefficients ``A`` (k x l) with ``A L A^T = I``, image
-``AK = A L`` and Ritz values ``mu``, so that ``U = AK^T diag(mu)^-1/2`` (at
-an exact eigenpair ``AK_i = sqrt(lambda_i) u_i``). A new point x is embedded
-by the Nyström extension of the eigenvectors,
+(`kpca.solvers.served_components`: Rayleigh-Ritz for the KHA family,
+`kpca.solvers._ritz`): coefficients ``A`` (k x l) with ``A M A^T = I``, image
+``AK = A M`` and Ritz values ``mu`` of M, so that ``U = AK^T diag(mu)^-1/2``
+(at an exact eigenpair ``AK_i = sqrt(mu_i) u_i``) and L's eigenvalues are
+``lambda = mu - c``. A new point x is embedded by the Nyström extension of
+the eigenvectors of L,
 
     u_i(x) = (1 / lambda_i) sum_j L(x, x_j) u_i(x_j),
     L(x, x_j) = k(x, x_j) / sqrt(d(x) d_j),   d(x) = sum_j k(x, x_j),
 
-i.e. ``u(x) = diag(mu)^-1/2 A L(x, :)^T``, which on a training point gives
-its row of U; then normalised and given the nearest k-means centre
-(`Clustering.predict`, one pass over the data per block of points, O(l n)
-per point).
+i.e. ``u(x) = diag(sqrt(mu) / lambda) A L(x, :)^T`` (``u(x_j) = M A^T
+diag(mu)^-1/2`` and ``L = M - c I`` on the training points); then
+normalised and given the nearest k-means centre (`Clustering.predict`, one
+pass over the data per block of points, O(l n) per point). A new point is
+not a training point: its affinities to all l points count, so a training
+row given as a new point is embedded near, not at, its row of U.
 
 Driving a fit (what a worker does): `prepare_clustering` (the degree pass,
 the solver's start, `kpca.fitting.prepare_fit`; the state is the solver's
@@ -49,12 +55,12 @@ from sklearn.cluster import KMeans
 
 from kpca.affinity import AFFINITY_KERNELS, AffinityRows
 from kpca.driver import PassHooks
+from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
-from kpca.solvers import SOLVERS, get_solver
+from kpca.solvers import SOLVERS, served_components
 from kpca.solvers._extend import REDUCED_INITS
-from kpca.solvers._ritz import RELATIVE_RANK_TOL
 N_INIT = 10  # k-means restarts
 
 
@@ -73,7 +79,7 @@ class Clustering:
     eigenvalues : ndarray of shape (k,)
         Estimates of the k leading eigenvalues of L, descending (1 is the top one's exact value).
     coefficients : ndarray of shape (k, l)
-        ``diag(mu)^-1/2 A``: ``u(x) = coefficients L(x, :)^T`` (module docstring).
+        ``diag(sqrt(mu) / lambda) A``: ``u(x) = coefficients L(x, :)^T`` (module docstring).
     rows : AffinityRows
         The training data's rows of L (with its degrees).
     state : dict
@@ -178,13 +184,21 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
 
     Labels and centres kept in the state (`Clustering.to_state`) are used as they are; otherwise k-means
     (scikit-learn, ``random_state=seed``, ``n_init`` restarts) runs on the embedding. ``rows`` gets the
-    state's degrees. Cost O(k^2 l + k^3) for the components, plus k-means, O(n_init iterations l k^2).
+    state's degrees. `kpca.errors.Degenerate` naming ``n_clusters`` if fewer than k components have
+    variance (NJW needs k eigenvectors). Cost O(k^2 l + k^3) for the components, plus k-means, O(n_init
+    iterations l k^2).
     """
     rows.restore_centering(state)
-    A, AK, mu = get_solver(state["solver"]).components(state)
-    A, AK, mu = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64), np.asarray(mu, dtype=np.float64)
-    kept = mu > RELATIVE_RANK_TOL * max(float(mu.max()), 0.0)
-    scale = np.where(kept, 1.0 / np.sqrt(np.where(kept, mu, 1.0)), 0.0)  # a component without variance: 0
+    A, AK, mu = served_components(state)  # of M = L + c I; past the numerical rank: zero rows with mu = 0
+    found = int(np.sum(mu > 0))
+    if found < mu.size:
+        raise Degenerate(f"the affinity has only {found} directions with variance, fewer than the {mu.size} "
+                         f"clusters asked for (points that are all one point in feature space): cluster with "
+                         f"n_clusters <= {found}")
+    A, AK = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64)
+    lam = np.where(mu > 0, mu - rows.centering.shift, 0.0)  # the eigenvalues of L
+    scale = np.where(mu > 0, 1.0 / np.sqrt(np.where(mu > 0, mu, 1.0)), 0.0)  # a component without variance: 0
+    extension = np.where(lam > 0, np.sqrt(np.maximum(mu, 0.0)) / np.where(lam > 0, lam, 1.0), 0.0)
     embedding = _unit_rows(AK.T * scale[None, :])
     if "cluster_centres" in state:
         centres = np.asarray(state["cluster_centres"], dtype=np.float64)
@@ -193,8 +207,8 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
         k = A.shape[0]
         centres = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(embedding).cluster_centers_
         labels = nearest(embedding, centres)
-    return Clustering(labels=labels, embedding=embedding, centres=centres, eigenvalues=mu,
-                      coefficients=A * scale[:, None], rows=rows, state=state)
+    return Clustering(labels=labels, embedding=embedding, centres=centres, eigenvalues=lam,
+                      coefficients=A * extension[:, None], rows=rows, state=state)
 
 
 def spectral_clustering(rows_or_X, n_clusters: int, kernel: KernelSpec | dict | None = None, solver: str = "kha-smd",

@@ -34,7 +34,7 @@ with its number of steps l (it accumulates like a random walk until the
 iteration forgets it, after about ``1 / (eta lambda)`` steps), so on larger
 sets the same scale undoes more of the start: the warm scale is
 ``WARM_GAIN_SCALE * min(1, WARM_REFERENCE_ROWS / l)``. The measurements
-behind both choices are in the README (*How the defaults were chosen*).
+behind both choices are in docs/papers.md (*How the defaults were chosen*).
 """
 
 from __future__ import annotations

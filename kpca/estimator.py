@@ -18,6 +18,7 @@ sklearn      k(x, y)                                     project kernel
 
 from __future__ import annotations
 
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -29,7 +30,7 @@ from kpca.kernels import KERNELS, KernelSpec
 from kpca.params import ParamError
 from kpca.preimage import reconstruct_components
 from kpca.rows import KernelRows
-from kpca.solvers import get_solver, served_model
+from kpca.solvers import get_solver, rank_warnings, served_model
 
 # the estimator's arguments that carry solver parameters, by parameter name
 _SOLVER_ARGUMENTS = {"passes": "passes", "seed": "random_state", "block_size": "block_size", "eta0": "eta0",
@@ -101,7 +102,13 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     model_ : the served model: ``project``, and ``reconstruct`` for the
         autoencoder solvers (their decoder, seed 003 §4).
     eigenvalues_ : ndarray of shape (n_components,)
-        Eigenvalues of K' (exact) or their estimates.
+        Eigenvalues of K' (exact) or their estimates, descending; 0 for a
+        component past the numerical rank (a zero row of ``coefficients_``,
+        projecting every point to 0), which ``warnings_`` names.
+    warnings_ : list of str
+        What a user should know of the fitted components (those without
+        variance, `kpca.solvers.rank_warnings`); each is also issued as a
+        `UserWarning` by ``fit``.
     params_used_ : dict
         Parameters actually used (defaults resolved, gain reductions applied).
     kernel_ : dict
@@ -214,6 +221,9 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.coefficients_, self.eigenvalues_ = getattr(model, "A", None), model.eigenvalues
         self.kernel_ = rows.kernel.to_dict()
         self.params_used_ = prepared.used(state)
+        self.warnings_ = [] if model.eigenvalues is None else rank_warnings(model.eigenvalues)
+        for message in self.warnings_:
+            warnings.warn(message, UserWarning, stacklevel=3)
 
     def transform(self, X):
         """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""

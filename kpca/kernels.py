@@ -184,6 +184,24 @@ KERNELS: dict[str, Kernel] = {
 KERNEL_TYPES = tuple(KERNELS)
 
 
+def _rbf_params(params: dict) -> dict:
+    """scikit-learn's ``rbf`` parameters as the Gaussian kernel's: ``gamma`` g is ``sigma = 1 / sqrt(2 g)``."""
+    params = dict(params)
+    if "gamma" not in params:
+        return params
+    gamma = params.pop("gamma")
+    if "sigma" in params:
+        raise ParamError("kernel.gamma", "the rbf kernel takes sigma or gamma (sigma = 1 / sqrt(2 gamma)), not both")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not np.isfinite(gamma) or gamma <= 0:
+        raise ParamError("kernel.gamma", f"must be a finite number > 0, got {gamma!r}")
+    return {**params, "sigma": float(1.0 / np.sqrt(2.0 * gamma))}
+
+
+#: other names of kernels (scikit-learn's ``rbf``): name -> (the kernel of `KERNELS`, its parameters read
+#: as that kernel's). A spec written back (`KernelSpec.to_dict`) names the kernel itself.
+KERNEL_ALIASES: dict[str, tuple[str, Callable[[dict], dict]]] = {"rbf": ("gaussian", _rbf_params)}
+
+
 class KernelSpec:
     """A kernel of `KERNELS` and its parameter values: ``KernelSpec("gaussian", sigma=3.0)``.
 
@@ -229,9 +247,14 @@ class KernelSpec:
 
     @classmethod
     def from_dict(cls, spec: Mapping) -> "KernelSpec":
-        """Build from ``{"type": "gaussian", "sigma": 3.0}``; unknown keys raise `ParamError`."""
+        """Build from ``{"type": "gaussian", "sigma": 3.0}`` (or an alias of `KERNEL_ALIASES`, such as
+        ``{"type": "rbf", "gamma": 0.5}``); unknown keys raise `ParamError`."""
         spec = dict(spec)
-        return cls(spec.pop("type", "gaussian"), **spec)
+        kind = spec.pop("type", "gaussian")
+        if isinstance(kind, str) and kind in KERNEL_ALIASES:
+            kind, read = KERNEL_ALIASES[kind]
+            spec = read(spec)
+        return cls(kind, **spec)
 
     def to_dict(self) -> dict:
         """JSON-able dict with ``type`` and the kernel's parameters."""

@@ -88,6 +88,17 @@ def shadow_epsilon(kernel: KernelSpec, ell: float, field: str = "density") -> fl
     return float(factor * sigma / ell)
 
 
+def shadow_mmd_bound(kernel: KernelSpec, ell: float) -> float:
+    """Seed 004 eq. 21: the shadow estimate's maximum mean discrepancy from the data's kernel density
+    estimate is at most ``sqrt(2 (kappa - phi(1 / ell^p)))``, ``kappa = phi(0) = 1`` for the kernels
+    with a shadow (`SHADOW_KERNELS`; p = 2 Gaussian, p = 1 Laplacian, in the form of eq. 19). In the
+    kernel's own units (the RKHS norm of a difference of mean embeddings, at most 2); eq. 23 bounds the
+    kernel operator's error by twice it. `ParamError` naming ``density`` for other kernels. O(1)."""
+    shadow_epsilon(kernel, ell)  # the kernel has a shadow, or ParamError
+    p = 2.0 if kernel.type == "gaussian" else 1.0
+    return float(np.sqrt(2.0 * (1.0 - np.exp(-(1.0 / ell) ** p))))
+
+
 @numba.njit(nogil=True, cache=True)
 def _shadow_new(X, labels, centres, n_centres, first_new, eps2):
     """The rows of X that no earlier centre took (``labels < 0``), in order: each joins the first centre

@@ -119,3 +119,31 @@ def save_figure(fig, path, dpi: int = 100) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
+
+
+GRADED = "reproduced if it holds in every case, not reproduced if in none, partly otherwise"
+SHARE = "reproduced if it holds in at least 80 % of the cases, not reproduced if in under 20 %, partly otherwise"
+
+
+def graded(holds: int, total: int) -> str:
+    """The verdict `GRADED` states for a claim that holds in ``holds`` of ``total`` cases checked."""
+    return "reproduced" if holds == total else ("not reproduced" if holds == 0 else "partly")
+
+
+def share(holds: int, total: int) -> str:
+    """The verdict `SHARE` states for a claim that holds in ``holds`` of ``total`` cases (a claim over a
+    range, ells or noise levels, where one case may fall either way)."""
+    fraction = holds / total if total else 0.0
+    return "reproduced" if fraction >= 0.8 else ("not reproduced" if fraction < 0.2 else "partly")
+
+
+def overall(verdicts) -> str:
+    """A section's verdict from its claims': reproduced if all are, not reproduced if none is even partly,
+    partly otherwise."""
+    verdicts = set(verdicts)
+    return verdicts.pop() if len(verdicts) == 1 and verdicts != {"partly"} else "partly"
+
+
+def verdict_word(verdict: str) -> str:
+    """A verdict as a sentence says it: ``partly`` is ``partly reproduced``."""
+    return "partly reproduced" if verdict == "partly" else verdict

@@ -118,6 +118,12 @@ conventional KHA [constant gain 0.05 of Kim et al.]; KHA-SMD yields an additiona
 improvement. KHA/t, while superior to a constant gain, is comparatively ineffective here." And: constant
 gain after 800 passes gives a reconstruction error of 5.64 % and SNR 13.46, KHA/et 13.49 in 50 passes.
 
+**Criteria (fixed before the run).** (1) excess error after the last pass ordered KHA-SMD < KHA/et < KHA/t <
+constant gain: reproduced, else not. (2) "two orders of magnitude" and "an additional order": each holds
+within a factor 3 (constant gain / KHA/et at least 30, KHA/et / KHA-SMD at least 3); reproduced if both
+hold, partly if one, not reproduced if none. (3) KHA/et's SNR after the last pass at least the constant
+gain's after the long run minus 0.1 dB: reproduced, else not.
+
 **Setup.** scikit-image's `camera` (Lena is not bundled) reduced to 256 x 256 by 2 x 2 block means, pixels
 in [0, 1], Gaussian noise sigma {NOISE} (seed 0), split in four 128 x 128 sub-images. **Scaled down:** patches on
 a {stride}-pixel grid, {n_patches} per sub-image instead of 3600 on the 2-pixel grid (exact K' and its
@@ -153,13 +159,23 @@ tuned gains are larger), block updates of 256 rows, `camera` for Lena. On this i
 """
     fig_rel = f"figures/{path.name}"
     claims = [
-        {"claim": "§5.2 Fig. 2: after 50 passes KHA-SMD < KHA/et < KHA/t < constant-gain KHA (excess error)",
+        {"claim": "KHA/t, while superior to a constant gain, is comparatively ineffective here [KHA-SMD < KHA/et < "
+                  "KHA/t < constant gain, Fig. 2]",
+         "criterion": f"excess error after pass {passes} ordered KHA-SMD < KHA/et < KHA/t < constant gain: reproduced, "
+                      "else not reproduced",
          "verdict": "reproduced" if ok_order else "not reproduced", "figure": fig_rel},
-        {"claim": f"§5.2: KHA/et two orders of magnitude below constant gain (measured {et_gain:.0f}x), KHA-SMD one "
-                  f"more (measured {smd_gain:.1f}x)",
+        {"claim": "After 50 passes through the training data, KHA/et achieves an excess reconstruction error two orders "
+                  "of magnitude better than conventional KHA; KHA-SMD yields an additional order of magnitude "
+                  "improvement",
+         "criterion": "constant gain / KHA/et >= 30 and KHA/et / KHA-SMD >= 3 (each order within a factor 3): "
+                      f"reproduced if both, partly if one, not reproduced if none (measured {et_gain:.0f}x, "
+                      f"{smd_gain:.1f}x)",
          "verdict": "reproduced" if ok_et and ok_smd else ("partly" if ok_et or ok_smd else "not reproduced"),
          "figure": fig_rel},
-        {"claim": f"§5.2: KHA/et in 50 passes matches the SNR of constant gain after 800 ({long_passes} here)",
+        {"claim": "The signal-to-noise ratio (SNR) of the reconstruction after 800 passes with constant gain is 13.46 "
+                  "while KHA/et achieves comparable performance much faster, reaching an SNR of 13.49 in 50 passes",
+         "criterion": f"KHA/et's SNR after {passes} passes at least the constant gain's after {long_passes} minus 0.1 "
+                      "dB: reproduced, else not reproduced",
          "verdict": "reproduced" if ok_snr else "not reproduced", "figure": fig_rel},
     ]
     return {"markdown": md, "claims": claims, "seconds": time.perf_counter() - t0}

@@ -1,13 +1,21 @@
 """`make paper`: run every experiment module ``paper/exp_*.py`` and write paper/REPORT.md.
 
 Each module (the contract in its docstring's terms) has ``TITLE``, ``SEED`` and ``run(figures, quick)``
-returning ``{"markdown", "claims", "seconds"}``; the modules run in order of (seed, name), their PNGs go to
-``paper/figures/`` and the report (written to a temporary name, then renamed) has a header (the machine,
-library versions, commit, minutes), a table of every claim with its verdict and figure, and one
-``## TITLE`` section per experiment. An experiment that raises gets a section saying so and the run
-goes on.
+returning ``{"markdown", "claims", "seconds"}``; each claim is ``{"claim", "criterion", "verdict",
+"figure"}``: the paper's words, the numeric rule that decides ``reproduced`` / ``partly`` / ``not
+reproduced`` (fixed in the code before any number is measured, and printed in the report before the
+numbers), the verdict that rule gives on the numbers of this run, and the figure. Every experiment runs
+its computations from the code at HEAD in this process: nothing is read from stored bench output. The
+modules run in order of (seed, name), their PNGs go to ``paper/figures/`` and the report (written to a
+temporary name, then renamed) has a header (the machine, library versions, commit, whether the tree was
+clean, minutes), a table of every claim with its criterion, verdict and figure, and one ``## TITLE``
+section per experiment. An experiment that raises gets a section saying so and the run goes on.
 
-    python paper/run.py [--quick] [--out paper] [--only 000_fig1,...]
+The numbers must come from a commit: the run refuses to start from a tree with uncommitted changes
+(untracked files included) unless ``--allow-dirty`` is given, and refuses to write the report if HEAD or
+any file outside the report's own outputs changed while it ran (same flag); the header says which.
+
+    python paper/run.py [--quick] [--out paper] [--only 000_fig1,...] [--allow-dirty]
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -24,8 +33,49 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root: kpca, bench
 
 from bench._common import environment  # noqa: E402
+from bench._common import git_state as environment_git  # noqa: E402
 
 HERE = ROOT / "paper"
+VERDICTS = ("reproduced", "partly", "not reproduced")
+
+
+class DirtyTree(SystemExit):
+    """The tree the report would be written from has uncommitted changes (and ``--allow-dirty`` was not given)."""
+
+
+def changed_paths(ignore: tuple[Path, ...] = ()) -> list[str] | None:
+    """Paths ``git status --porcelain`` lists (modified, staged, untracked), less those under ``ignore``;
+    None where git cannot tell."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], capture_output=True,
+                              text=True, cwd=ROOT, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    skipped = [str(p.resolve().relative_to(ROOT)) + "/" for p in ignore if p.resolve().is_relative_to(ROOT)]
+    paths = [line[3:].split(" -> ")[-1].strip('"') for line in done.stdout.splitlines() if line.strip()]
+    return [p for p in paths if not any(p.startswith(s) or p + "/" == s for s in skipped)]
+
+
+def check_tree(state: dict, allow_dirty: bool, when: str) -> str:
+    """``"clean"``, or what is not, as the header says it; `DirtyTree` unless ``allow_dirty`` when the tree
+    is not known to be clean. ``state``: ``{"commit", "changed"}`` (None: git could not tell)."""
+    changed = state.get("changed")
+    if changed == []:
+        return "clean"
+    what = ("git could not tell whether the tree is clean" if changed is None
+            else f"{len(changed)} uncommitted paths ({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''})")
+    if not allow_dirty:
+        raise DirtyTree(f"paper/run.py: {when}: {what}; the report's numbers must come from a commit: commit (or "
+                        f"stash) first, or pass --allow-dirty to write a report that says so")
+    return what
+
+
+def tree_state(out: Path) -> dict:
+    """HEAD and the paths changed outside the report's outputs (``out``'s REPORT.md and figures/)."""
+    git = environment_git()
+    return {"commit": git["commit"], "changed": changed_paths((out / "figures", out / "REPORT.md"))}
 
 
 def experiments(only: list[str] | None = None) -> list:
@@ -45,12 +95,16 @@ def run_one(module, figures: Path, quick: bool) -> dict:
         result = dict(module.run(figures, quick=quick))
     except Exception:  # noqa: BLE001 - one broken experiment must not hide the others
         result = {"markdown": f"**This experiment failed:**\n\n```\n{traceback.format_exc()}```\n",
-                  "claims": [{"claim": "(the experiment raised)", "verdict": "not reproduced", "figure": ""}]}
+                  "claims": [{"claim": "(the experiment raised)", "criterion": "it runs", "verdict": "not reproduced",
+                              "figure": ""}]}
+    for claim in result["claims"]:
+        if not claim.get("criterion") or claim.get("verdict") not in VERDICTS:
+            raise ValueError(f"{module.__name__}: every claim needs a criterion and a verdict in {VERDICTS}: {claim}")
     result["seconds"] = time.perf_counter() - t0
     return result
 
 
-def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, float]]) -> str:
+def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, float]], tree: str = "clean") -> str:
     libs = ", ".join(f"{k} {v}" for k, v in env["libraries"].items() if v)
     lines = [
         "# The seeds' experiments, rerun",
@@ -65,8 +119,14 @@ def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, floa
         + (" (**quick run: the numbers mean nothing**)" if quick else "") + ".",
         "",
         f"Machine: {env['cpu']}, {env['available_cores']} cores available ({env['logical_cores']} logical), "
-        f"Python {env['python']}, {env['platform']}. Libraries: {libs}. Commit `{env['commit']}`"
-        + (" with uncommitted changes" if env["dirty"] else "") + f", run started {env['utc']}.",
+        f"Python {env['python']}, {env['platform']}. Libraries: {libs}. Commit `{env['commit']}`, run started "
+        f"{env['utc']}. Tree: " + ("clean (no uncommitted changes, untracked files included) at the start and the end "
+                                   "of the run: every number below comes from that commit's code."
+                                   if tree == "clean" else f"**not clean** ({tree}; written with --allow-dirty).") ,
+        "",
+        "Every experiment reran here, from the code at that commit; nothing is read from stored bench results. "
+        "Each claim is quoted as the paper states it, with the numeric rule that decides its verdict, fixed in the "
+        "code before the run (paper/exp_*.py) and stated in each section before its numbers.",
         "",
         "Time per experiment: " + ", ".join(f"{name} {s:.0f} s" for name, s in timings) + ".",
         "",
@@ -75,19 +135,20 @@ def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, floa
 
 
 def claims_table(results: list[tuple]) -> str:
-    rows = ["| seed | experiment | claim | verdict | figure |", "|---|---|---|---|---|"]
+    rows = ["| seed | experiment | claim (the paper's words) | criterion | verdict | figure |", "|---|---|---|---|---|---|"]
     for module, result in results:
         for c in result["claims"]:
             fig = f"[{Path(c['figure']).name}]({c['figure']})" if c.get("figure") else ""
-            claim = " ".join(str(c["claim"]).split()).replace("|", "\\|")
-            rows.append(f"| {module.SEED} | {module.TITLE.split(':')[0]} | {claim} | {c['verdict']} | {fig} |")
+            claim, criterion = (" ".join(str(c[key]).split()).replace("|", "\\|") for key in ("claim", "criterion"))
+            rows.append(f"| {module.SEED} | {module.TITLE.split(':')[0]} | {claim} | {criterion} | {c['verdict']} | {fig} |")
     return "## Claims and verdicts\n\n" + "\n".join(rows) + "\n"
 
 
-def write_report(out: Path, results: list[tuple], total_s: float, quick: bool, env: dict) -> Path:
-    """paper/REPORT.md (or ``out/REPORT.md``), atomically; ``env`` is `bench._common.environment` at the start."""
+def write_report(out: Path, results: list[tuple], total_s: float, quick: bool, env: dict, tree: str = "clean") -> Path:
+    """paper/REPORT.md (or ``out/REPORT.md``), atomically; ``env`` is `bench._common.environment` at the start,
+    ``tree`` what `check_tree` said of it."""
     timings = [(m.__name__.split(".")[-1][4:], r["seconds"]) for m, r in results]
-    parts = [header(env, total_s, quick, timings), claims_table(results)]
+    parts = [header(env, total_s, quick, timings, tree), claims_table(results)]
     parts += [f"## {m.TITLE}\n\n{r['markdown'].strip()}\n\n*Run time: {r['seconds']:.0f} s.*\n" for m, r in results]
     path = out / "REPORT.md"
     tmp = out / f".REPORT.md.{os.getpid()}.tmp"
@@ -101,8 +162,12 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--quick", action="store_true", help="tiny runs (seconds): checks the machinery only")
     ap.add_argument("--out", type=Path, default=HERE, help="folder for REPORT.md and figures/")
     ap.add_argument("--only", default="", help="comma-separated module names without exp_ (prefixes)")
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help="run and write the report from a tree with uncommitted changes (the header says so)")
     args = ap.parse_args(argv)
     figures = args.out / "figures"
+    start = tree_state(args.out)
+    tree = check_tree(start, args.allow_dirty, "at the start")  # before minutes of work, not after
     figures.mkdir(parents=True, exist_ok=True)
     t0, env = time.perf_counter(), environment()  # the commit and tree the run started from
     results = []
@@ -110,7 +175,13 @@ def main(argv: list[str] | None = None) -> Path:
         print(f"running {module.__name__} ...", file=sys.stderr, flush=True)
         results.append((module, run_one(module, figures, args.quick)))
         print(f"  {results[-1][1]['seconds']:.0f} s", file=sys.stderr, flush=True)
-    path = write_report(args.out, results, time.perf_counter() - t0, args.quick, env)
+    end = tree_state(args.out)
+    if end["commit"] != start["commit"]:
+        end["changed"] = [f"HEAD moved from {start['commit']} to {end['commit']}"] + list(end["changed"] or [])
+    ended = check_tree(end, args.allow_dirty, "at the end (something changed while it ran)")
+    if tree == "clean" and ended != "clean":
+        tree = f"clean at the start; at the end {ended}"
+    path = write_report(args.out, results, time.perf_counter() - t0, args.quick, env, tree)
     print(f"wrote {path}", file=sys.stderr)
     return path
 

@@ -16,9 +16,10 @@ import sys
 
 import uvicorn
 from pydantic import ValidationError
-from pydantic_settings import CliSettingsSource, SettingsError
+from pydantic_settings import SettingsError
 
 from service.app import create_app
+from service.flags import settings_source
 from service.security import LOOPBACK_HOSTS, allowed_hosts
 from service.settings import Settings
 
@@ -28,19 +29,6 @@ log = logging.getLogger("service")
 CONFIG_ERROR = 2
 
 
-#: how the flags are generated from `Settings` (`pydantic_settings.CliSettingsSource` options)
-CLI_OPTIONS = {"cli_prog_name": "python -m service", "cli_kebab_case": True, "cli_implicit_flags": True,
-               "cli_show_env_vars": True, "cli_hide_none_type": True, "cli_avoid_json": True,
-               "cli_exit_on_error": False}
-#: list settings take a comma-separated value (or a JSON list), whatever the type says
-_LIST_METAVAR = "{list[str],str}"
-
-
-def _add_argument(parser, *names, **kwargs):
-    if kwargs.get("metavar") == _LIST_METAVAR:
-        kwargs["metavar"] = "A,B,..."
-    return parser.add_argument(*names, **kwargs)
-
 
 def settings_from(argv: list[str] | None) -> Settings:
     """`Settings` from the ``KPCA_*`` environment overridden by the flags in ``argv`` (None: sys.argv);
@@ -48,8 +36,7 @@ def settings_from(argv: list[str] | None) -> Settings:
     the flag and its variable, never echoing the values given (they may be API keys)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        source = CliSettingsSource(Settings, cli_parse_args=argv, add_argument_method=_add_argument, **CLI_OPTIONS)
-        return Settings(_cli_settings_source=source)
+        return Settings(_cli_settings_source=settings_source(argv))
     except SettingsError as exc:
         _exit(_without_values(str(exc)))
     except ValidationError as exc:

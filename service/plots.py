@@ -22,10 +22,10 @@ from kpca.images import patch_side
 DPI = 100
 #: words for the convergence metrics of `store.jobs.records.Convergence` (others: the name, underscores as spaces)
 METRIC_WORDS = {
-    "excess_error": "excess reconstruction error, E / E_min - 1",
-    "relative_error": "relative reconstruction error, E / ||K'||",
-    "eigenvalue_change": "change of the eigenvalue estimates since the previous pass",
-    "relative_reconstruction_error": "relative reconstruction error, sum ||x - g(f(x))||^2 / sum ||x||^2",
+    "excess_error": ("excess reconstruction error", "E / E_min - 1"),
+    "relative_error": ("relative reconstruction error", "E / ||K'||"),
+    "eigenvalue_change": ("change of the eigenvalue estimates since the previous pass", None),
+    "relative_reconstruction_error": ("relative reconstruction error", "sum ||x - g(f(x))||^2 / sum ||x||^2"),
 }
 LEGEND_COMPONENTS = 10  # more components than this: shaded lines instead of a legend
 _SERIES_LABELS = {"value": "served components (what a projection gets)",
@@ -33,8 +33,16 @@ _SERIES_LABELS = {"value": "served components (what a projection gets)",
 
 
 def metric_words(metric: str) -> str:
-    """A convergence metric's name in words, for an axis label."""
-    return METRIC_WORDS.get(metric, metric.replace("_", " "))
+    """A convergence metric's name in words, with its formula: ``"excess reconstruction error, E / E_min - 1"``."""
+    words, formula = METRIC_WORDS.get(metric, (metric.replace("_", " "), None))
+    return f"{words}, {formula}" if formula else words
+
+
+def metric_label(metric: str, chars: int) -> str:
+    """A convergence metric as an axis label of lines of about ``chars`` characters: its words wrapped,
+    then its formula on a line of its own, never broken."""
+    words, formula = METRIC_WORDS.get(metric, (metric.replace("_", " "), None))
+    return _wrap(words, chars) + (f"\n{formula}" if formula else "")
 
 
 def _figure(width_px: int, height_px: int):
@@ -53,9 +61,15 @@ def _png(figure) -> bytes:
 
 
 def convergence_png(history: list[dict], title: str, width: int = 900, height: int = 700) -> bytes:
+    """`convergence_figure` as a PNG of ``width`` x ``height`` pixels."""
+    return _png(convergence_figure(history, title, width, height))
+
+
+def convergence_figure(history: list[dict], title: str, width: int = 900, height: int = 700):
     """Two panels over the passes of ``history``: the convergence figures (``convergence.value`` and
-    ``convergence.iterate``, log scale, non-positive and missing values left out) and the eigenvalue
-    estimates (one line per component).
+    ``convergence.iterate``) and the eigenvalue estimates (one line per component), both on a log scale
+    (eigenvalues span orders of magnitude: on camera patches the first is 1000 times the 20th),
+    non-positive and missing values left out.
 
     Parameters
     ----------
@@ -69,7 +83,7 @@ def convergence_png(history: list[dict], title: str, width: int = 900, height: i
 
     Returns
     -------
-    bytes: a ``width`` x ``height`` PNG.
+    matplotlib.figure.Figure: ``width`` x ``height`` pixels, not yet drawn.
     """
     figure = _figure(width, height)
     figure.suptitle(_wrap(title, _chars(width - 20, 11)), fontsize=11)
@@ -91,7 +105,7 @@ def convergence_png(history: list[dict], title: str, width: int = 900, height: i
         top.text(0.5, 0.5, "no positive convergence figure yet", ha="center", va="center",
                  transform=top.transAxes, color="0.4")
     label_chars = _chars(0.33 * height, 8)
-    top.set_ylabel("\n".join(_wrap(metric_words(m), label_chars) for m in metrics), fontsize=8)
+    top.set_ylabel("\n".join(metric_label(m, label_chars) for m in metrics), fontsize=8)
     top.set_title("convergence per pass (log scale; lower is better)", fontsize=9)
     top.grid(True, which="both", alpha=0.3)
 
@@ -101,22 +115,30 @@ def convergence_png(history: list[dict], title: str, width: int = 900, height: i
         from matplotlib import colormaps
 
         shades = colormaps["viridis"](np.linspace(0.0, 0.9, widest))
+    positive = 0
     for k in range(widest):
         points = [(p, h["eigenvalues"][k]) for p, h in zip(passes, history) if k < len(h["eigenvalues"])]
-        x, y = zip(*points)
-        bottom.plot(x, y, marker=".", label=f"component {k + 1}", color=shades[k] if many else None)
-    if widest and not many:
+        points = [(p, v) for p, v in points if v is not None and math.isfinite(v) and v > 0]
+        if points:
+            x, y = zip(*points)
+            bottom.plot(x, y, marker=".", label=f"component {k + 1}", color=shades[k] if many else None)
+            positive += 1
+    if positive:
+        bottom.set_yscale("log")
+    if positive and not many:
         bottom.legend(fontsize=7, loc="best")
-    shading = f" (component 1 dark to {widest} light)" if many else ""
-    bottom.set_title(f"eigenvalue estimates per pass{shading}", fontsize=9)
+    shading = f"; component 1 dark to {widest} light" if many else ""
+    bottom.set_title(f"eigenvalue estimates per pass (log scale{shading})", fontsize=9)
     bottom.set_ylabel("eigenvalue estimate", fontsize=8)
     bottom.set_xlabel("pass")
     bottom.grid(True, alpha=0.3)
     from matplotlib.ticker import MaxNLocator
 
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(set(passes)) == 1:  # one pass: one tick, not a range of fractions around it
+        bottom.set_xticks(passes)
     figure.tight_layout()
-    return _png(figure)
+    return figure
 
 
 def _wrap(text: str, width: int) -> str:
@@ -149,14 +171,33 @@ def image_shape(n_features: int, shape: tuple[int, int] | None = None) -> tuple[
     return None
 
 
+def tile_range(v: np.ndarray) -> tuple[float, float]:
+    """The values a component's tile maps from black to white: ``(-m, m)``, ``m = max|v|``, for a
+    component of both signs (0 mid-grey); ``(min v, max v)`` for one of a single sign, whose variation
+    would otherwise be a few grey levels near black or white (camera's first component, its brightness)."""
+    low, high = float(np.min(v)), float(np.max(v))
+    if low < 0 < high or low == high:
+        scale = max(abs(low), abs(high)) or 1.0
+        return -scale, scale
+    return low, high
+
+
 def components_png(components: np.ndarray, eigenvalues: np.ndarray, shape: tuple[int, int, int], title: str,
                    tile: int = 150) -> bytes:
-    """The rows of ``components`` (input-space images of the leading components) as a grid of tiles,
-    at most 8 a row, each titled with its number and eigenvalue.
+    """`components_figure` as a PNG."""
+    return _png(components_figure(components, eigenvalues, shape, title, tile))
 
-    Each tile is scaled on its own, symmetric about zero (a component's sign
-    and length are arbitrary): grey tiles show 0 as mid-grey, the positive
-    direction light; colour tiles map ``0.5 + v / (2 max|v|)`` per channel.
+
+def components_figure(components: np.ndarray, eigenvalues: np.ndarray, shape: tuple[int, int, int], title: str,
+                      tile: int = 150):
+    """The rows of ``components`` (input-space images of the leading components) as a grid of tiles,
+    at most 8 a row, each titled with its number and eigenvalue and with a colour bar under it.
+
+    A component's sign is arbitrary: each is drawn with its sum >= 0. Each tile
+    is scaled on its own (`tile_range`): a component of both signs symmetric
+    about 0 (mid-grey), one of a single sign from its least to its largest
+    value; the colour bar gives the values. Colour tiles map ``0.5 + v / (2
+    max|v|)`` per channel, the bar's text says ``max|v|``.
 
     Parameters
     ----------
@@ -170,8 +211,8 @@ def components_png(components: np.ndarray, eigenvalues: np.ndarray, shape: tuple
 
     Returns
     -------
-    bytes: a PNG ``min(k, 8) * tile`` pixels wide for square images (at least 200), ``ceil(k / 8)``
-    rows of tiles high below a band for the title (wrapped to the width).
+    matplotlib.figure.Figure: ``min(k, 8) * tile`` pixels wide for square images (at least 200),
+    ``ceil(k / 8)`` rows of tiles high below a band for the title (wrapped to the width).
     """
     components = np.asarray(components, dtype=np.float64)
     height, width, channels = shape
@@ -180,7 +221,8 @@ def components_png(components: np.ndarray, eigenvalues: np.ndarray, shape: tuple
     rows = -(-count // columns)
     img_w = max(60, round((tile - 10) * width / max(height, width)))  # the image box, aspect kept
     img_h = int(np.clip(round(img_w * height / width), 16, 4 * tile))
-    cell_w, cell_h = img_w + 10, img_h + 24  # room for a tile's title above its image
+    bar_h = COLOUR_BAR_PX
+    cell_w, cell_h = img_w + 10, img_h + 24 + bar_h  # a tile's title above its image, its colour bar below
     fig_w = max(columns * cell_w, 200)
     lines = _wrap(title, _chars(fig_w - 12, 10))
     band = 10 + 15 * (lines.count("\n") + 1)
@@ -190,21 +232,38 @@ def components_png(components: np.ndarray, eigenvalues: np.ndarray, shape: tuple
     x0 = (fig_w - columns * cell_w) / 2
     for k in range(count):
         row, column = divmod(k, columns)
-        bottom = fig_h - band - (row + 1) * cell_h
-        axes = figure.add_axes(((x0 + column * cell_w + 5) / fig_w, bottom / fig_h, img_w / fig_w, img_h / fig_h))
-        v = components[k]
-        scale = float(np.max(np.abs(v))) or 1.0
+        left = (x0 + column * cell_w + 5) / fig_w
+        bottom = fig_h - band - (row + 1) * cell_h + bar_h
+        axes = figure.add_axes((left, bottom / fig_h, img_w / fig_w, img_h / fig_h))
+        bar = figure.add_axes((left, (bottom - bar_h + 18) / fig_h, img_w / fig_w, 6 / fig_h))
+        v = components[k] if components[k].sum() >= 0 else -components[k]
         if channels == 1:
-            axes.imshow(v.reshape(height, width), cmap="gray", vmin=-scale, vmax=scale, interpolation="nearest",
-                        aspect="auto")
+            low, high = tile_range(v)
+            image = axes.imshow(v.reshape(height, width), cmap="gray", vmin=low, vmax=high,
+                                interpolation="nearest", aspect="auto")
+            colour_bar = figure.colorbar(image, cax=bar, orientation="horizontal")
+            ticks = [low, high] if low >= 0 or high <= 0 else [low, 0.0, high]
+            colour_bar.set_ticks(ticks)
+            labels = colour_bar.ax.set_xticklabels(["0" if t == 0 else f"{t:.2g}" for t in ticks])
+            labels[0].set_horizontalalignment("left")  # the end values stay under their own tile
+            labels[-1].set_horizontalalignment("right")
+            colour_bar.ax.tick_params(labelsize=6, length=2, pad=1)
         else:
+            scale = float(np.max(np.abs(v))) or 1.0
             axes.imshow(np.clip(0.5 + v.reshape(height, width, channels) / (2 * scale), 0, 1),
                         interpolation="nearest", aspect="auto")
+            bar.set_axis_off()
+            bar.text(0.5, 0.5, f"grey 0, channels to ±{scale:.2g}", ha="center", va="center", fontsize=6,
+                     transform=bar.transAxes)
         value = eigenvalues[k] if k < len(eigenvalues) else float("nan")
         axes.set_title(f"PC {k + 1}" + (f"  λ={value:.3g}" if math.isfinite(value) else ""), fontsize=8)
         axes.set_xticks([])
         axes.set_yticks([])
-    return _png(figure)
+    return figure
+
+
+#: pixels under each component tile for its colour bar and the bar's values
+COLOUR_BAR_PX = 28
 
 
 def _display_rgb(image: np.ndarray) -> np.ndarray:
@@ -217,7 +276,7 @@ def _display_rgb(image: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(image[:, :, :3])
 
 
-def display_factor(height: int, width: int, target: int = 256, most: int = 16) -> int:
+def display_factor(height: int, width: int, target: int = 512, most: int = 16) -> int:
     """Integer pixel-replication factor that brings the shorter side of a small image to about
     ``target`` pixels (1 for an image that is already that large; at most ``most``)."""
     return int(max(1, min(most, target // max(1, min(height, width)))))

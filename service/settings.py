@@ -51,8 +51,8 @@ class Settings(BaseSettings):
         Default ``[]``: registration is disabled (403 ``forbidden``) until an
         operator names the allowed locations.
     api_keys, api_keys_file, allow_unauthenticated, allowed_hosts,
-    cors_origins : access control, see `service.security` and the README's
-        "Security". ``KPCA_API_KEYS`` is a comma-separated list of
+    cors_origins : access control, see `service.security` and
+        docs/security.md. ``KPCA_API_KEYS`` is a comma-separated list of
         ``key:scope`` (scope ``read`` or ``write``; write implies read);
         ``KPCA_API_KEYS_FILE`` names a file of one ``key:scope`` per line (``#``
         comments); both are merged into ``api_keys``. With no keys every route
@@ -103,8 +103,8 @@ class Settings(BaseSettings):
                            "environment variable named beside it; without API keys the service listens on "
                            "loopback only."})
 
-    host: str = Field(default="127.0.0.1", description="interface python -m service listens on")
-    port: int = Field(default=8000, ge=0, le=65535, description="TCP port python -m service listens on")
+    host: str = Field(default="127.0.0.1", description="interface the service listens on")
+    port: int = Field(default=8000, ge=0, le=65535, description="TCP port the service listens on")
     data_dir: Path = Field(default=Path("./data"), description="data folder: data sets, models, checkpoints")
     scheduler: str | None = Field(default=None, description="address of an external dask scheduler "
                                   "(tcp://host:8786); unset: an embedded LocalCluster")

@@ -2,6 +2,15 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
+from tests.service.browser import empty_artefacts
+
+
+def pytest_sessionstart(session):
+    """Once per run, in the process that leads it (not in each pytest-xdist worker): an empty folder for
+    the dashboard's screenshots."""
+    if not hasattr(session.config, "workerinput"):
+        empty_artefacts()
+
 
 @pytest.fixture
 def rng():

@@ -213,10 +213,12 @@ def ds_akpca_decode(G, P, y, mean):
 
 
 def affinity_matrix(X, spec):
-    """NJW's normalised affinity L = D^-1/2 K D^-1/2 (seed 000 §5.3, [13]), K uncentred, D = diag(K 1)."""
-    K = kernel_matrix(X, X, spec)
-    s = 1.0 / np.sqrt(K.sum(axis=1))
-    return s[:, None] * K * s[None, :]
+    """NJW's normalised affinity L = D^-1/2 A D^-1/2 (seed 000 §5.3, [13]): A the uncentred kernel matrix
+    with A_ii = 0, D = diag(A 1)."""
+    A = kernel_matrix(X, X, spec)
+    np.fill_diagonal(A, 0.0)
+    s = 1.0 / np.sqrt(A.sum(axis=1))
+    return s[:, None] * A * s[None, :]
 
 
 def njw_embedding(L, k):

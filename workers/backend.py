@@ -26,7 +26,7 @@ from workers import fit as fit_task
 from workers import image_jobs as image_job_task
 from workers import images as image_task
 from workers import serve as serve_task
-from workers.plugins import ImportModules, import_modules
+from workers.plugins import IgnoreInterrupts, ImportModules, import_modules
 from workers.shards import FIT_RESOURCE, fit_workers
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,18 @@ _SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+}
+
+#: dask settings of the embedded cluster that keep an idle service idle: no statistical profiler sampling
+#: every worker's threads 100 times a second, and the event-loop tick, system monitor and work stealing
+#: looked at every second or so instead of 50, 2 and 10 times a second (what the dask dashboard, which
+#: needs bokeh, would draw). The scheduler runs in the service's process, the workers get the same
+#: settings from their nannies.
+QUIET_WHEN_IDLE = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.scheduler.work-stealing-interval": "1s",
 }
 
 
@@ -88,7 +100,7 @@ class Backend:
     projections), the resource ``fit=1`` (at most one fit each), numba kernels on
     ``max(1, c // workers)`` threads (NUMBA_NUM_THREADS) and BLAS / OpenMP on one.
     `start` logs the sizing. An external cluster is sized by whoever starts its
-    workers (README, *Sizing an external cluster*).
+    workers (docs/scaling.md, *Sizing an external cluster*).
     """
 
     def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int | None = None,
@@ -114,7 +126,7 @@ class Backend:
                      "on %d thread(s) per worker, BLAS on 1", n_workers,
                      "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
             environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WHEN_IDLE}):
                 # two threads per worker, at most one fit each (resource "fit"):
                 # the other thread serves projections while fits run
                 self.cluster = LocalCluster(
@@ -129,6 +141,7 @@ class Backend:
                     memory_limit=0,
                 )
             self.client = Client(self.cluster, set_as_default=False)
+            self.client.register_plugin(IgnoreInterrupts())  # Ctrl-C stops them through the service
         if self.plugins:
             import_modules(self.plugins)
             self.client.register_plugin(ImportModules(self.plugins))

@@ -6,11 +6,12 @@ checkpoint, passes with progress and history, cancel, errors a user can act
 on) over other rows and with more to say after each pass
 (`ClusteringJob`):
 
-* the rows are those of ``L = D^-1/2 K D^-1/2`` over the clustering's data
-  set version (`kpca.affinity.AffinityRows`); the centring pass is the
-  degree pass, and the degrees travel in every checkpoint
-  (``affinity_degrees``), so a resume restores them instead of passing over
-  the data again;
+* the rows are those of ``M = L + c I``, ``L = D^-1/2 A D^-1/2`` with NJW's
+  ``A_ii = 0``, over the clustering's data set version
+  (`kpca.affinity.AffinityRows`); the centring pass is the degree pass, and
+  the degrees and the shift c travel in every checkpoint
+  (``affinity_degrees``, ``affinity_shift``), so a resume restores them
+  instead of passing over the data again;
 * after every pass (and after a one-shot ``exact`` or ``lanczos`` fit) the
   NJW labels of the current eigenvectors (`kpca.clustering.clustering_from_state`:
   k-means with ``random_state`` ``params.seed``, 0 when not given, 10
@@ -22,8 +23,9 @@ on) over other rows and with more to say after each pass
   beside the solver state (`kpca.clustering.Clustering.to_state`), which a
   resume strips (`kpca.clustering.solver_state`) before the passes continue;
 * the ``convergence`` figure is the model's (`workers.progress.ConvergenceFigure`)
-  for the eigenvectors of L: the excess error of eq. 22 on L where l is
-  below the exact limit, else the change of the eigenvalue estimates;
+  for the eigenvectors of M: the excess error of eq. 22 on M where l is
+  below the exact limit, else the change of the eigenvalue estimates; the
+  eigenvalues reported are L's, ``mu - c`` (`ClusteringFigure`);
 * on completion the final labels are written to the clustering's
   ``labels.npy`` (`store.jobs.clusterings.ClusteringRegistry.save_labels`) before
   the record says ``completed``, with the final ``variation_of_information``.
@@ -77,6 +79,10 @@ class ClusteringJob(FitJob):
         source = self.datasets.open_array(record.dataset, record.dataset_version)
         return AffinityRows(source, record.fit_kernel or record.kernel)
 
+    def figure(self, record: ClusteringRecord, rows: AffinityRows) -> "ClusteringFigure":
+        """The model's convergence figure over the rows of M, reporting L's eigenvalues."""
+        return ClusteringFigure(super().figure(record, rows))
+
     def check_data(self, record: ClusteringRecord, rows: AffinityRows) -> None:
         """`kpca.clustering.check_clustering`: the number of clusters, the solver and the affinity."""
         check_clustering(record.n_clusters, rows.n_rows, rows.kernel, record.solver, record.params)
@@ -104,6 +110,19 @@ class ClusteringJob(FitJob):
 
     def _against_reference(self, labels: np.ndarray) -> float | None:
         return None if self.reference is None else variation_of_information(self.reference, labels)
+
+
+class ClusteringFigure:
+    """`workers.progress.ConvergenceFigure` of a clustering's fit on M, with the eigenvalues of L, ``mu - c``
+    (the components' Ritz values less the shift of `kpca.affinity`; 0 stays 0)."""
+
+    def __init__(self, figure):
+        self.figure = figure
+
+    def __call__(self, rows: AffinityRows, state: dict):
+        convergence, mu = self.figure(rows, state)
+        mu = np.asarray(mu, dtype=np.float64)
+        return convergence, np.where(mu > 0, mu - rows.centering.shift, 0.0)
 
 
 def run_clustering(data_dir: str, name: str) -> str:

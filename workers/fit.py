@@ -105,7 +105,7 @@ class FitJob:
 
     def figure(self, record: JobRecord, rows: KernelRows) -> ConvergenceFigure:
         """The convergence figure of the record's fit over ``rows`` (`workers.progress.ConvergenceFigure`)."""
-        return ConvergenceFigure(rows, record.n_components, record.placement.exact_limit, record.components_field)
+        return ConvergenceFigure(rows, record.n_components, record.placement.exact_limit)
 
     def restored(self, state: dict) -> dict:
         """A checkpoint's state as the passes continue from it (`annotate` may have added to it)."""

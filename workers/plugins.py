@@ -10,6 +10,7 @@ plugin solver runs wherever dask places it.
 from __future__ import annotations
 
 import importlib
+import signal
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
@@ -33,3 +34,17 @@ class ImportModules(WorkerPlugin):
 
     def setup(self, worker) -> None:
         import_modules(self.modules)
+
+
+class IgnoreInterrupts(WorkerPlugin):
+    """A dask worker plugin for the embedded cluster's worker processes: they ignore SIGINT.
+
+    Ctrl-C in the terminal of ``make run`` interrupts the whole foreground process group: the
+    service, which then closes its cluster (each nanny stops its worker), and every worker process,
+    which would otherwise die of ``KeyboardInterrupt`` mid-loop and print its traceback. SIGTERM
+    still ends a worker."""
+
+    name = "kpca-ignore-interrupts"
+
+    def setup(self, worker) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker's event loop runs in its main thread

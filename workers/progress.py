@@ -7,8 +7,9 @@ eq. 22 (``excess_error``, ``E/E_min - 1``) twice: ``value`` for the
 components the model serves (what a projection gets) and ``iterate`` for the
 solver's raw iterate, which is what the paper's figures plot. Where the data
 spans exactly r directions in feature space ``E_min`` is 0 and the figure is
-the ``relative_error`` ``E / ||K'||_F`` instead; where it spans fewer than r
-the fit stops with `kpca.errors.Degenerate`. Above the limit, the documented
+the ``relative_error`` ``E / ||K'||_F`` instead, and so where it spans fewer
+than r (the components past its rank are served as zero rows of variance 0,
+which the completed fit's ``warnings`` name). Above the limit, the documented
 proxy ``eigenvalue_change`` is reported: ``max_i |lambda_i(p) -
 lambda_i(p-1)| / lambda_i(p)`` of the served eigenvalue estimates between
 consecutive passes. With ``params.tol`` set, the fit completes early once
@@ -25,11 +26,10 @@ import time
 import numpy as np
 import scipy.linalg
 
-from kpca.errors import Degenerate
 from kpca.solvers import Diverged
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
 from kpca.model import KernelModel
-from kpca.solvers import served_model
+from kpca.solvers import rank_warnings, served_model
 from kpca.rows import KernelRows
 from store import CheckpointStore, NotFound
 from store.jobs.registry import JobRegistry
@@ -49,11 +49,10 @@ class ConvergenceFigure:
     """The convergence figure of successive served models: exact excess error when l is small enough,
     else the relative change of the eigenvalue estimates (module docstring).
 
-    `Degenerate` at construction if the exact spectrum shows fewer than r
-    directions in feature space, naming ``field``, the request's field that sets r. Cost O(l^2 n + l^3) once where l is small enough.
+    Cost O(l^2 n + l^3) once where l is small enough.
     """
 
-    def __init__(self, rows: KernelRows, n_components: int, limit: int, field: str = "n_components"):
+    def __init__(self, rows: KernelRows, n_components: int, limit: int):
         self.Kc = None
         self.previous = None
         if rows.n_rows <= limit:
@@ -62,9 +61,6 @@ class ConvergenceFigure:
             self.Kc = rows.dense().astype(np.float64, copy=False)
             eigenvalues = scipy.linalg.eigvalsh(self.Kc)
             rank = int(np.sum(eigenvalues > RANK_RTOL * max(eigenvalues[-1], 0.0)))
-            if rank < n_components:
-                raise Degenerate(f"the data spans only {rank} directions in feature space, fewer than the "
-                                 f"{n_components} components asked for: fit with {field} <= {rank}")
             self.e_min = minimal_error(eigenvalues, n_components)
             self.metric = "excess_error" if rank > n_components else "relative_error"
             self.scale = float(np.linalg.norm(self.Kc))
@@ -201,16 +197,12 @@ def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | 
 
 def completion_warnings(rows: KernelRows, state: dict) -> list[str]:
     """What a user should know of a completed fit's components: non-finite values (`Diverged`), and
-    components that carry no variance (fewer directions in the data than components asked for)."""
+    the components past the numerical rank, which carry no variance (`kpca.solvers.rank_warnings`,
+    the estimator's ``warnings_``)."""
     model = served_model(state, rows)
     if not isinstance(model, KernelModel):
         return []
     if not (np.isfinite(model.A).all() and np.isfinite(model.eigenvalues).all()):
         raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
-    lam = model.eigenvalues
-    empty = int(np.sum(lam <= RANK_RTOL * max(float(lam.max()), 0.0)))
-    if empty:
-        return [f"{empty} of the {lam.size} components carry no variance: the data spans fewer directions in "
-                f"feature space than n_components; their projections are 0 (fit fewer components)"]
-    return []
+    return rank_warnings(model.eigenvalues)
 

@@ -22,7 +22,9 @@ from kpca.solvers._registry import (
     get_solver,
     register,
     stored_components,
+    served_components,
     served_model,
+    rank_warnings,
     used_params,
 )
 from kpca.errors import Degenerate, Diverged, Stopped
@@ -34,6 +36,7 @@ from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers l
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "served_model", "ITERATIVE_PARAMS",
+__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "served_model",
+           "served_components", "rank_warnings", "ITERATIVE_PARAMS",
            "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]

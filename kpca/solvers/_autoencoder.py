@@ -17,9 +17,16 @@ Choices where the paper is silent (each documented where it is made):
   the state) and the model multiplies its reconstructions by it again: a data set multiplied by c > 0
   gives the same iterates, components of the scaled data and reconstructions c times the original's.
   (The paper divides by the largest norm instead, which one outlier can set.)
-* **Sign.** ``x x^T`` does not tell x from -x; the decoder returns the sign of ``v_1`` with
-  ``v_1 . mean >= 0``, ``mean`` the training rows' mean: right for data with a dominant positive
-  mean (pixels). For data centred at 0 the sign is arbitrary; compare ``x x^T`` then.
+* **Sign, per row.** The encoder is even, ``f(-x) = f(x)`` (``y_j = x^T A_j x``), so no decoder of the
+  codes alone can tell x from -x, and the paper's ``g(y) = max(sqrt(lambda_1), 0) v_1`` leaves the sign
+  of ``v_1`` open (its MNIST pixels are non-negative, where any sensible rule picks the positive one).
+  A model's reconstruction of a row x (`AutoencoderModel.reconstruct`: the ``/reconstruct`` and
+  ``/denoise`` routes, the estimator's model, the convergence figure) takes the sign from x itself:
+  ``x_hat = s g(f(x))`` with ``s = sign(g(f(x)) . x)`` (+1 at 0), the better of the two candidates
+  ``+-g(f(x))`` for eq. 15's error ``||x - x_hat||^2``. The code of a row is thus its k numbers and
+  one sign bit. Decoding codes alone (`AutoencoderModel.decode`, ``inverse_transform``) has no row to
+  read the bit from and keeps the rule ``v_1 . mean >= 0``, ``mean`` the training rows' mean: right
+  for data with a dominant mean (pixels), a coin toss per row for data centred at 0.
 * **Spectral norm of a symmetric M** is ``|lambda|`` of its eigenvalue of largest magnitude, with
   subgradient ``sign(lambda) v v^T`` (the paper's ``u v^T``, eq. 19-20 and 24, with ``u = sign(lambda)
   v``; at the start ``M ~ -x x^T``, so the sign matters). The encoder and decoder matrices start
@@ -200,8 +207,10 @@ class AutoencoderModel:
     n_components, n_features : int
 
     `project` gives the codes ``y = f(x / scale)``; `reconstruct` gives
-    ``scale * g(f(x / scale))``, the pre-image method ``decoder`` (``auto``
-    for these models, `kpca.preimage.reconstruct`).
+    ``s scale g(f(x / scale))`` with the sign s of each row taken from the
+    row (module docstring, *Sign, per row*), the pre-image method
+    ``decoder`` (``auto`` for these models, `kpca.preimage.reconstruct`);
+    `figure` is the error of what `reconstruct` returns.
     """
 
     solver: str
@@ -221,12 +230,18 @@ class AutoencoderModel:
         return self.encode(self.check_points(X) / self.scale)
 
     def reconstruct(self, X) -> np.ndarray:
-        """``scale * g(f(x / scale))`` for the rows of X, shape (m, d)."""
-        return self.decode(self.project(X)) * self.scale
+        """``s scale g(f(x / scale))`` for the rows x of X, shape (m, d), each row's sign ``s = +-1``
+        making its inner product with x non-negative (module docstring, *Sign, per row*). O(m d)
+        besides the encoder and decoder."""
+        X = self.check_points(X)
+        rebuilt = self.decode(self.project(X)) * self.scale
+        rebuilt[np.einsum("ij,ij->i", rebuilt, X) < 0] *= -1.0
+        return rebuilt
 
     def figure(self, X) -> tuple[str, float]:
-        """The relative reconstruction error ``sum ||x - g(f(x))||^2 / sum ||x||^2`` on rows X (a
-        sample of training rows): seed 003 eq. 15, the objective the surrogate bounds."""
+        """The relative reconstruction error ``sum ||x - x_hat||^2 / sum ||x||^2`` on rows X (a
+        sample of training rows), ``x_hat`` what `reconstruct` serves: seed 003 eq. 15, the objective
+        the surrogate bounds."""
         X = self.check_points(X)
         denominator = float(np.sum(X * X))
         error = float(np.sum((self.reconstruct(X) - X) ** 2))

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.linalg
 
 from kpca.solvers._registry import KERNEL_PRECISION, FitContext, Solver, register
+from kpca.solvers._ritz import RELATIVE_RANK_TOL
 
 
 def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
@@ -19,11 +20,15 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
 
     Returns
     -------
-    eigenvalues : ndarray of shape (r,), descending, eigenvalues of K'
+    eigenvalues : ndarray of shape (r,), descending, eigenvalues of K'; 0 past
+        the numerical rank (an eigenvalue not above ``RELATIVE_RANK_TOL``
+        times the largest is rounding, or negative: K' is positive
+        semi-definite for the kernels that define a feature space)
     A : ndarray of shape (r, l), rows ``v_i / sqrt(lambda_i)`` so that the
         feature-space components ``W = A Phi'`` are orthonormal
-        (``A K' A^T = I``) — the fixed point KHA converges to. Components with
-        eigenvalue <= 0 get a zero row. Cost O(l^3) time, O(l^2) memory.
+        (``A K' A^T = I``) — the fixed point KHA converges to. Components past
+        the numerical rank get a zero row (they project every point to 0).
+        Cost O(l^3) time, O(l^2) memory.
     """
     l = Kc.shape[0]
     r = int(n_components)
@@ -32,7 +37,9 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
     # deterministic sign: largest-magnitude entry of each eigenvector positive
     signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(r)])
     V = V * np.where(signs == 0, 1, signs)
-    scale = np.where(w > 0, 1.0 / np.sqrt(np.where(w > 0, w, 1.0)), 0.0)
+    kept = w > RELATIVE_RANK_TOL * max(float(w[0]), 0.0)
+    w = np.where(kept, w, 0.0)
+    scale = np.where(kept, 1.0 / np.sqrt(np.where(kept, w, 1.0)), 0.0)
     return w, np.ascontiguousarray((V * scale).T)
 
 

@@ -47,6 +47,8 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     given = {"seed": int(seed)} if reduced.param("seed") is not None else {}
     if landmarks is not None and reduced.param("landmarks") is not None:
         given["landmarks"] = int(landmarks)
+    if reduced.param("max_centres") is not None:  # a start wants the shadow's accuracy, not a small model
+        given["max_centres"] = min(l, context.exact_limit)
     centering = rows.centering
     state = reduced.fit(rows, r, reduced.resolved(given, context, where=""), context)
     rows.centering = centering  # a reduced fit may have centred the rows its own way
@@ -62,5 +64,7 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     if not np.all(np.einsum("ij,ij->i", AK, A) > 0):
         raise Degenerate(f"the {solver_name} start has components without variance on these rows; "
                          "use init 'subset' or 'random'")
-    A_r, AK_r, _ = ritz_components(A, AK)  # orthonormal, by variance: the same span, the best start in it
+    A_r, AK_r, mu = ritz_components(A, AK)  # orthonormal, by variance: the same span, the best start in it
+    if not np.all(mu > 0):  # fewer directions than rows: keep the rows themselves, which KHA can still move
+        A_r, AK_r = A, AK
     return np.ascontiguousarray(A_r), np.ascontiguousarray(AK_r)

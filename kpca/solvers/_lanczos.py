@@ -38,7 +38,7 @@ fit stops when it is <= tol; it equals ``max_i ||K' v_i - lambda_i v_i|| /
 lambda_i`` whenever every lambda_i is above the floor.
 
 Why this loop and not a library's (bench/lanczos.py counts the passes; its
-figures are in bench/results/lanczos.json and the README, *The lanczos
+figures are in bench/results/lanczos.json and docs/choosing-a-solver.md, *The lanczos
 solver*): ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``) makes one
 single-vector product per pass; ``scipy.sparse.linalg.lobpcg`` stops only
 when all k columns, guards included, meet its tolerance; this loop, the same
@@ -78,7 +78,7 @@ flops plus the kernel's map; O(l k^2) per iteration for the Rayleigh-Ritz
 step. Memory O(k l): about 14 l x k float64 arrays at the peak (0.5 GiB at
 l = 100,000 and k = 48; a smaller ``block`` takes less), plus the row
 source's cache and tiles. bench/lanczos.py times a fit against one kha-smd
-pass (README).
+pass (docs/choosing-a-solver.md).
 """
 
 from __future__ import annotations

@@ -46,12 +46,26 @@ Which reduced set (defaults chosen to work untuned):
 * ``rskpca``: seed 004 Algorithm 1 over the shadow density estimate
   (Algorithm 2, one pass, O(l m n)) by default, or another RSDE of §6.
 
-Default m (``size``, ``landmarks``, and ``centres`` of a kernel without a
-shadow): ``min(l, max(10 r, 1000), exact_limit)``, the warm start's rule
-(`kpca.solvers.default_init_size`): ten landmarks per component, and at
-least 1000 where the data have them, so the m x m eigenproblem stays small
-(its matrices 8 MB at m = 1000); never more than the m x m matrices a fit may
-form (``exact_limit``, the exact limit of the service).
+Default m (``size``, ``landmarks``): ``min(l, max(10 r, 1000), exact_limit)``,
+the warm start's rule (`kpca.solvers.default_init_size`): ten landmarks per
+component, and at least 1000 where the data have them, so the m x m
+eigenproblem stays small (its matrices 8 MB at m = 1000); never more than the
+m x m matrices a fit may form (``exact_limit``, the exact limit of the
+service).
+
+RSKPCA's purpose is a model over a small fraction of the rows (seed 004:
+O(m) serving, "m << n"). With ell = 4 and the median width the shadow keeps
+most rows of data that are sparse at the kernel's scale (digits: 67 %; 36 to
+90 % for ell 3 to 5 on digits and breast cancer), so by default it keeps at
+most ``max_centres = min(l, exact_limit, max(10 r, ceil(l / 10)))``
+(`default_max_centres`: a tenth of the rows, at least ten per component),
+growing epsilon 1.25-fold until it does; ``params_used.ell`` reports the ell
+in effect, ``params_used.centres`` the m, and ``params_used.mmd_bound`` the
+error that ell guarantees (seed 004 eq. 21, `kpca.reduced_sets.shadow_mmd_bound`).
+The same m is the default of ``centres`` for the other densities (a kernel
+without a shadow: ``min(default m, max_centres)``). What the default costs in
+accuracy, measured against exact KPCA and the other solvers at the same m, is
+in docs/reduced-set.md (bench/reduced_set.py).
 """
 
 from __future__ import annotations
@@ -68,6 +82,7 @@ from kpca.reduced_sets import (
     paring_estimate,
     shadow_epsilon,
     shadow_estimate,
+    shadow_mmd_bound,
 )
 from kpca.rows import Centering
 from kpca.solvers._exact import exact_components
@@ -94,8 +109,8 @@ CENTRES = Param("centres", int, None, low=2, description="centres m of density k
                 "(default: the m the shadow estimate keeps with this ell, or min(l, max(10 n_components, 1000)) "
                 "for a kernel without a width); between n_components + 1 and l")
 MAX_CENTRES = Param("max_centres", int, None, low=2, description="most centres the shadow estimate keeps "
-                    "(default: the exact limit): beyond, epsilon grows 1.25x and the centres merge, and "
-                    "params_used.ell reports the ell in effect")
+                    "(default: a tenth of the rows, at least 10 per component, at most the exact limit): beyond, "
+                    "epsilon grows 1.25x and the centres merge, and params_used.ell reports the ell in effect")
 KMEANS_PASSES_PARAM = Param("kmeans_passes", int, KMEANS_PASSES, low=1, high=100,
                             description="passes of mini-batch k-means over the data (then one assignment pass)")
 
@@ -103,6 +118,15 @@ KMEANS_PASSES_PARAM = Param("kmeans_passes", int, KMEANS_PASSES, low=1, high=100
 def default_centres(n_components: int, n_rows: int, exact_limit: int) -> int:
     """``min(l, max(10 r, 1000), exact_limit)``: the default m (module docstring). O(1)."""
     return int(min(n_rows, max(10 * n_components, 1000), exact_limit))
+
+
+DEFAULT_FRACTION = 0.1  # rskpca keeps at most this fraction of the rows by default (`default_max_centres`)
+
+
+def default_max_centres(n_components: int, n_rows: int, exact_limit: int) -> int:
+    """``min(l, exact_limit, max(10 r, ceil(DEFAULT_FRACTION l)))``: rskpca's default bound on m (module
+    docstring). O(1)."""
+    return int(min(n_rows, exact_limit, max(10 * n_components, int(np.ceil(DEFAULT_FRACTION * n_rows)))))
 
 
 def check_centres(name: str, value: int | None, context: FitContext) -> int:
@@ -127,7 +151,8 @@ def weighted_components(K: np.ndarray, counts: np.ndarray | None, n_components: 
     counts : ndarray of shape (m,) or None
         Rows each centre stands for (None: equal).
     n_components : int
-        r < m.
+        r; components past the m - 1 directions m centred centres can span
+        (or past the rank of ``K'_C``) are zero rows of variance 0.
 
     Returns
     -------
@@ -148,8 +173,10 @@ def weighted_components(K: np.ndarray, counts: np.ndarray | None, n_components: 
     m = K.shape[0]
     p = np.full(m, 1.0 / m) if centering.weights is None else centering.weights
     root = np.sqrt(p)
-    eigenvalues, A_tilde = exact_components(root[:, None] * Kc * root[None, :], n_components)
-    A = A_tilde * root[None, :]
+    q = min(int(n_components), m)
+    eigenvalues, A = np.zeros(n_components), np.zeros((n_components, m))
+    eigenvalues[:q], A_tilde = exact_components(root[:, None] * Kc * root[None, :], q)
+    A[:q] = A_tilde * root[None, :]
     return eigenvalues, A, A @ Kc, centering
 
 
@@ -162,13 +189,6 @@ def reduced_set_state(name: str, reduced: ReducedSet, rows, n_components: int, e
     eigenvalues, A, AK, centering = weighted_components(K, None if equal else reduced.counts, n_components)
     return {"solver": name, "centres": centres, "A": A, "AK": AK, "eigenvalues": rows.n_rows * eigenvalues,
             "n_rows": rows.n_rows, **centering.to_state(), "used_centres": reduced.size}
-
-
-def _enough(reduced: ReducedSet, n_components: int, field: str, advice: str) -> ReducedSet:
-    if reduced.size <= n_components:
-        raise ParamError(field, f"the reduced set has {reduced.size} centres, too few for {n_components} components "
-                                f"(at most m - 1 after centring): {advice}")
-    return reduced
 
 
 # -- subsampled ------------------------------------------------------------------------------------
@@ -200,7 +220,6 @@ def _fit_weighted(rows, n_components: int, params: dict, context: FitContext, re
     """Density-weighted Nystrom (Zhang & Kwok): k-means centroids and cluster fractions, then
     `weighted_components`. O((kmeans_passes + 1) l m n + m^3)."""
     reduced = kmeans_estimate(rows, params["landmarks"], params["seed"], params["kmeans_passes"])
-    _enough(reduced, n_components, "landmarks", "k-means left clusters empty; ask for more landmarks")
     state = reduced_set_state("nystrom-weighted", reduced, rows, n_components)
     return {**state, "used_landmarks": state.pop("used_centres")}
 
@@ -231,8 +250,8 @@ def _resolve_rskpca(params: dict, context: FitContext) -> dict:
                                     f"{l}); choose shadow, kmeans or paring")
     top = min(l, context.exact_limit)
     if out["max_centres"] is None:
-        out["max_centres"] = top
-    elif not r < out["max_centres"] <= top:
+        out["max_centres"] = default_max_centres(r, l, context.exact_limit)
+    if not r < out["max_centres"] <= top:
         raise ParamError("max_centres", f"must be between n_components + 1 = {r + 1} and {top}, got "
                                         f"{out['max_centres']}")
     return out
@@ -241,7 +260,9 @@ def _resolve_rskpca(params: dict, context: FitContext) -> dict:
 def _shadow(rows, params: dict) -> tuple[ReducedSet, dict]:
     epsilon = shadow_epsilon(rows.kernel, params["ell"])
     reduced = shadow_estimate(rows, epsilon, params["max_centres"])
-    return reduced, {"used_ell": params["ell"] * epsilon / reduced.epsilon, "used_epsilon": reduced.epsilon}
+    ell = params["ell"] * epsilon / reduced.epsilon
+    return reduced, {"used_ell": ell, "used_epsilon": reduced.epsilon,
+                     "used_mmd_bound": shadow_mmd_bound(rows.kernel, ell)}
 
 
 def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
@@ -249,8 +270,6 @@ def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, repo
     density, used = params["density"], {}
     if density == "shadow":
         reduced, used = _shadow(rows, params)
-        _enough(reduced, n_components, "ell", "raise ell (a smaller radius keeps more centres), or fit fewer "
-                                              "components")
     else:
         m = params["centres"]
         if m is None:  # as in seed 004 §6: the m the shadow estimate keeps (kernels without a width: the rule)
@@ -265,7 +284,6 @@ def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, repo
             reduced = paring_estimate(rows, m, params["seed"])
         else:
             reduced = herding_estimate(rows, m)
-        _enough(reduced, n_components, "centres", "ask for more centres")
     state = reduced_set_state("rskpca", reduced, rows, n_components, equal=density == "paring")
     return {**state, **used}
 

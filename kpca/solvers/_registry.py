@@ -34,6 +34,7 @@ from kpca.kernels import KernelSpec
 from kpca.model import KernelModel
 from kpca.params import Param, ParamError, check_params, with_defaults
 from kpca.rows import KernelRows
+from kpca.solvers._ritz import rank_cut
 
 SERVES = ("expansion", "centres")
 
@@ -330,5 +331,29 @@ def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec
         raise ValueError(f"rows: a {solver.name} model is expanded over its training rows; pass them")
     if "centering_column_means" in state:
         rows.restore_centering(state)
-    A, AK, eigenvalues = solver.components(state)
-    return KernelModel(rows=rows, A=A, AK=AK, eigenvalues=np.asarray(eigenvalues, dtype=np.float64))
+    A, AK, eigenvalues = served_components(state)
+    return KernelModel(rows=rows, A=A, AK=AK, eigenvalues=eigenvalues)
+
+
+def served_components(state: dict):
+    """``(A, AK, eigenvalues)`` a state serves: its solver's ``components``, ordered by variance, with
+    every component past the numerical rank a zero row of variance 0 (`kpca.solvers._ritz.rank_cut`),
+    whichever solver made them. What `served_model` and spectral clustering read. Cost: the solver's
+    ``components`` plus O(r l)."""
+    A, AK, eigenvalues = get_solver(state["solver"]).components(state)
+    return rank_cut(np.asarray(A), np.asarray(AK), eigenvalues)
+
+
+def rank_warnings(eigenvalues) -> list[str]:
+    """What a user should read about served components without variance (eigenvalues exactly 0, as
+    `served_components` serves those past the numerical rank), naming them; [] if there are none.
+    O(r)."""
+    lam = np.asarray(eigenvalues, dtype=np.float64)
+    empty = np.flatnonzero(lam == 0)
+    if empty.size == 0:
+        return []
+    which = f"component {empty[0] + 1}" if empty.size == 1 else f"components {empty[0] + 1} to {empty[-1] + 1}"
+    found = lam.size - empty.size
+    return [f"{which} ({empty.size} of the {lam.size}) carry no variance: the fit found only {found} directions in "
+            f"feature space (the data span no more, or the fit collapsed them); these project every point to 0 and "
+            f"their eigenvalues are 0. Fit at most {found} components"]

@@ -19,14 +19,18 @@ nothing but the order and signs.
 
 The solver state and its checkpoints keep the raw iterate (resuming stays
 bit-exact); only what is served -- projections, reported eigenvalues, the
-convergence figure -- uses these components (the README gives the
+convergence figure -- uses these components (docs/papers.md gives the
 excess error of both, measured).
 
 Solved without inverting G (`whitening`): ``G = U diag(d) U^T``, whiten
-with ``U diag(d)^-1/2`` and diagonalise the whitened H. If G has fewer than r
-directions above ``rtol * max(d)`` (components that collapsed onto each
-other, e.g. a diverging run), the raw components are returned unchanged.
-Cost ``O(r^2 l + r^3)``, no kernel rows.
+with ``U diag(d)^-1/2`` and diagonalise the whitened H. If span(W) has only
+k < r directions above ``rtol * max(d)`` (r above the data's rank in feature
+space, or components that collapsed onto each other) the k Ritz components
+are served and the other r - k are zero rows with variance 0, as are Ritz
+components whose variance ``mu_i`` is not above ``rtol * mu_1``
+(`rank_cut`): a component past the numerical rank is reported as such,
+never made up from the iterate's noise. Cost ``O(r^2 l + r^3)``, no kernel
+rows.
 """
 
 from __future__ import annotations
@@ -64,39 +68,63 @@ def whitening(G: np.ndarray, rtol: float = RELATIVE_RANK_TOL) -> np.ndarray:
     return U[:, keep] / np.sqrt(d[keep])
 
 
+def rank_cut(A: np.ndarray, AK: np.ndarray, eigenvalues: np.ndarray, rtol: float = RELATIVE_RANK_TOL):
+    """``(A, AK, eigenvalues)`` ordered by variance (descending) with the components past the numerical
+    rank served as such: a component whose variance is not above ``rtol`` times the largest (or is
+    negative, which a positive semi-definite K' cannot have) gets a zero row in A and AK and the
+    variance 0, so that it projects every point to 0. Non-finite input comes back unchanged (the
+    caller's divergence check sees it). New arrays; A's dtype kept. Cost O(r l)."""
+    lam = np.asarray(eigenvalues, dtype=np.float64)
+    if not (np.all(np.isfinite(lam)) and np.all(np.isfinite(A)) and np.all(np.isfinite(AK))):
+        return A, AK, lam
+    order = np.argsort(-lam, kind="stable")
+    lam, A, AK = lam[order], np.array(A)[order], np.array(AK)[order]
+    empty = ~(lam > rtol * max(float(lam[0]) if lam.size else 0.0, 0.0))
+    A[empty], AK[empty], lam[empty] = 0, 0, 0.0
+    return A, AK, lam
+
+
 def ritz_components(A: np.ndarray, AK: np.ndarray, rtol: float = RELATIVE_RANK_TOL):
     """``(A_r, AK_r, mu)``: the Rayleigh-Ritz components of span(A Phi') and their variances.
 
-    ``A_r K' A_r^T = I``; ``mu`` (r,) descending. Each component's sign makes
-    its largest-magnitude entry of ``AK_r`` positive. Returns ``(A, AK,
-    eigenvalue_estimates(A, AK))`` if ``A K' A^T`` is numerically singular.
-    Arrays come back in A's dtype. Cost ``O(r^2 l + r^3)``.
+    ``A_r K' A_r^T = I`` on the components with variance; ``mu`` (r,)
+    descending. Each component's sign makes its largest-magnitude entry of
+    ``AK_r`` positive. Where span(A Phi') has fewer than r directions, the
+    missing components are zero rows with ``mu = 0`` (module docstring,
+    `rank_cut`). Returns ``(A, AK, eigenvalue_estimates(A, AK))`` unchanged
+    if ``A K' A^T`` is not finite (a diverged iterate). Arrays come back in
+    A's dtype. Cost ``O(r^2 l + r^3)``.
     """
     A64, AK64 = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64)
+    G = AK64 @ A64.T
+    if not np.all(np.isfinite(G)):
+        return A, AK, eigenvalue_estimates(A, AK)
     H = AK64 @ AK64.T
     r = H.shape[0]
-    W = whitening(AK64 @ A64.T, rtol)
-    if W.shape[1] < r:
-        return A, AK, eigenvalue_estimates(A, AK)
+    W = whitening(G, rtol)
     mu, beta = np.linalg.eigh(W.T @ ((H + H.T) / 2) @ W)
-    V = W @ beta[:, ::-1]
-    A_r, AK_r = V.T @ A64, V.T @ AK64
+    V = W @ beta[:, ::-1]  # r x k, k <= r kept directions of span(A Phi')
+    k = V.shape[1]
+    A_r, AK_r, values = np.zeros_like(A64), np.zeros_like(AK64), np.zeros(r)
+    A_r[:k], AK_r[:k], values[:k] = V.T @ A64, V.T @ AK64, mu[::-1]
     flip = np.sign(AK_r[np.arange(r), np.abs(AK_r).argmax(axis=1)])
     flip[flip == 0] = 1.0
-    A_r *= flip[:, None]
-    AK_r *= flip[:, None]
-    return A_r.astype(A.dtype, copy=False), AK_r.astype(A.dtype, copy=False), mu[::-1].copy()
+    A_r, AK_r, values = rank_cut(A_r * flip[:, None], AK_r * flip[:, None], values, rtol)
+    return A_r.astype(A.dtype, copy=False), AK_r.astype(A.dtype, copy=False), values
 
 
 def ritz_values(H: np.ndarray, G: np.ndarray, a2: np.ndarray, ak2: np.ndarray,
                 rtol: float = RELATIVE_RANK_TOL) -> np.ndarray:
     """The variances ``mu`` (r,) of `ritz_components` from the r x r products alone: ``H = AK AK^T``,
     ``G = AK A^T`` and the squared row norms ``a2`` of A, ``ak2`` of AK (for the eq. 13 estimates
-    returned where G is singular, as `ritz_components` does). What a sharded fit reports, whose A and
-    AK stay on the shards (`kpca.shards.ShardGroup.grams`). Cost O(r^3)."""
-    W = whitening(np.asarray(G, dtype=np.float64), rtol)
-    if W.shape[1] < H.shape[0]:
+    returned where G is not finite, as `ritz_components` does). What a sharded fit reports, whose A
+    and AK stay on the shards (`kpca.shards.ShardGroup.grams`). Cost O(r^3)."""
+    G = np.asarray(G, dtype=np.float64)
+    if not np.all(np.isfinite(G)):
         num, den = np.sqrt(ak2), np.sqrt(a2)
         return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    W = whitening(G, rtol)
     H = np.asarray(H, dtype=np.float64)
-    return np.linalg.eigh(W.T @ ((H + H.T) / 2) @ W)[0][::-1].copy()
+    values = np.zeros(H.shape[0])
+    values[: W.shape[1]] = np.linalg.eigh(W.T @ ((H + H.T) / 2) @ W)[0][::-1]
+    return rank_cut(np.zeros((values.size, 0)), np.zeros((values.size, 0)), values, rtol)[2]

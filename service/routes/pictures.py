@@ -98,8 +98,8 @@ async def components_png(
     shows ``v_k = sum_i A_ki (x_i - x_bar)``, the same expansion with the feature map replaced by the
     identity (`kpca.model.KernelModel.input_space_components`). For the linear kernel that is exactly
     the k-th principal direction; as a Gaussian kernel widens its components approach those of linear
-    PCA, which is what Fig. 4 shows. Each tile is scaled on its own, symmetric about 0 (mid-grey), since
-    a component's sign is arbitrary. Rows that are not image-shaped are a 422 on ``shape``; a model
+    PCA, which is what Fig. 4 shows. Each tile is scaled on its own, with a colour bar under it
+    (`service.plots.components_figure`). Rows that are not image-shaped are a 422 on ``shape``; a model
     with its own decoder (autoencoder KPCA) a 422 on ``name``. Cost: one pass over the model's rows on
     a worker, O(count l n)."""
     model, n_features = await served_job(name, models, datasets)
@@ -126,7 +126,7 @@ async def components_png(
     components, eigenvalues = await serve(models, name, model, backend.component_images, name, count)
     kind = "grey" if image[2] == 1 else "colour"
     title = (f"model {name!r}: the first {count} components as {image[0]}x{image[1]} {kind} images, "
-             "sum_i A_ki (x_i - mean); mid-grey is 0")
+             "sum_i A_ki (x_i - mean); each on its own scale (the bar under it)")
     body = await run_in_threadpool(plots.components_png, components, eigenvalues, image, title)
     return Response(content=body, media_type=PNG_MEDIA_TYPE)
 

@@ -60,7 +60,6 @@ class ClusteringRecord(JobRecord):
 
     kind: ClassVar[str] = "clustering"
     route: ClassVar[str] = "/v1/clusterings"
-    components_field: ClassVar[str] = "n_clusters"
 
     schema_version: int = Field(default=CLUSTERING_SCHEMA_VERSION, description="version of this record's layout")
     n_clusters: int = Field(ge=2, description="number of clusters k (and of eigenvectors of L fitted)")

@@ -45,7 +45,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
 
 from kpca import defaults
-from kpca.kernels import KERNELS, KernelSpec
+from kpca.kernels import KERNEL_ALIASES, KERNELS, KernelSpec
 from kpca.solvers import SOLVERS
 from store.datasets.records import DatasetInfo
 from store.errors import Conflict, Invalid, NotFound
@@ -72,7 +72,7 @@ def _kernel_spec(value: Any) -> KernelSpec:
 
 
 def kernel_json_schema() -> dict:
-    """The JSON schema of a kernel: one object per kernel of `kpca.kernels.KERNELS`, its type and
+    """The JSON schema of a kernel: one object per kernel of `kpca.kernels.KERNELS` (and per alias), its type and
     parameters (widths may be ``"auto"``). Cost O(kernels)."""
     variants = []
     for kernel in KERNELS.values():
@@ -81,6 +81,12 @@ def kernel_json_schema() -> dict:
         required = ["type", *(p.name for p in kernel.params if p.required)]
         variants.append({"type": "object", "title": f"{kernel.name} kernel", "description": f"k(x, y) = {kernel.formula}",
                          "properties": properties, "required": required, "additionalProperties": False})
+    for alias, (kernel, _read) in KERNEL_ALIASES.items():
+        properties = {"type": {"const": alias}, **{p.name: p.json_schema() for p in KERNELS[kernel].params},
+                      "gamma": {"type": "number", "exclusiveMinimum": 0, "description": "sigma = 1 / sqrt(2 gamma)"}}
+        variants.append({"type": "object", "title": f"{alias} kernel", "description": f"scikit-learn's name for the "
+                         f"{kernel} kernel, stored as {kernel}; give sigma or gamma, not both",
+                         "properties": properties, "required": ["type"], "additionalProperties": False})
     return {"oneOf": variants, "description": "the kernel: its type and parameters",
             "examples": [{"type": "gaussian", "sigma": 3.0}]}
 
@@ -162,12 +168,10 @@ class JobRecord(_Document):
     solver and parameters asked for, and the state of the fit the worker writes. A kind of job
     subclasses it with what it asks for besides (`ModelRecord.n_components`) and names itself
     (``kind``, ``route``) in the messages of `resumed`. Every kind has ``n_components``, the components
-    its solver fits (a field of a model, a property of a clustering), and ``components_field``, the
-    request field that sets it (what an error names)."""
+    its solver fits (a field of a model, a property of a clustering)."""
 
     kind: ClassVar[str] = "job"
     route: ClassVar[str] = "/v1/jobs"
-    components_field: ClassVar[str] = "n_components"
 
     schema_version: int = Field(default=MODEL_SCHEMA_VERSION, description="version of this record's layout")
     name: str = Field(description="the job's name, unique among its kind")

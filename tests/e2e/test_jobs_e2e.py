@@ -6,6 +6,7 @@ import time
 
 import httpx
 import numpy as np
+import pytest
 
 from service_process import ServiceProcess, running_service
 
@@ -41,6 +42,7 @@ def finished(record):
     return record["status"] in ("completed", "failed", "cancelled")
 
 
+@pytest.mark.slow
 def test_a_fit_survives_a_crash_of_the_whole_service(tmp_path, digits):
     first = ServiceProcess(tmp_path).wait_ready()
     try:

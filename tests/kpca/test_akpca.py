@@ -10,7 +10,7 @@ from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.solvers import served_model
 from kpca.params import ParamError
-from kpca.preimage import reconstruct
+from kpca.preimage import reconstruct, reconstruct_components
 from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext
 from kpca.solvers import _akpca, _ds_akpca
@@ -170,8 +170,26 @@ def test_the_decoder_inverts_the_exact_encoder(digits, solver):
     assert np.array_equal(reconstruct(model, X, "auto"), model.reconstruct(X))  # "auto" is the decoder
     with pytest.raises(ValueError, match="does not apply"):
         reconstruct(model, X, "gradient")
-    flipped = model.reconstruct(-X)  # x x^T cannot tell -x from x
-    np.testing.assert_allclose(flipped, X, atol=1e-9)
+    # the codes of -x are those of x (x x^T cannot tell them apart): decoding codes alone gives +x by the
+    # mean rule, reconstructing the row -x takes its sign from the row (issue 28)
+    np.testing.assert_allclose(reconstruct_components(model, model.project(-X)), X, atol=1e-9)
+    np.testing.assert_allclose(model.reconstruct(-X), -X, atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", SOLVER_NAMES)
+def test_rows_of_centred_data_are_reconstructed_with_their_own_sign(digits, solver):
+    """Issue 28: on data centred at 0 the mean rule is a coin toss per row; the served reconstruction
+    (and the figure, its error) takes each row's sign from the row, so the exact components give
+    g(f(x)) = x for every row, where decoding the codes alone gets some rows as -x."""
+    P = pooled(digits[:80], 4)
+    P = P - P.mean(axis=0)
+    state = exact_state(solver, P, P.mean(axis=0))
+    model = SOLVERS[solver].model(state)
+    np.testing.assert_allclose(model.reconstruct(P), P, atol=1e-9)
+    assert model.figure(P) == (FIGURE, pytest.approx(0.0, abs=1e-16))
+    from_codes = reconstruct_components(model, model.project(P))
+    wrong = np.abs(from_codes + P).max(axis=1) < 1e-9
+    assert 0 < wrong.sum() < P.shape[0]  # the mean rule flips some rows, not all
 
 
 # -- fitting -----------------------------------------------------------------------------------------

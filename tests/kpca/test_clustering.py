@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 import zarr
+from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 
 from kpca.affinity import AffinityCentering, AffinityRows
@@ -37,18 +38,24 @@ def fitted(X, spec=SPEC, **kwargs):
 
 
 def eigenvectors(state):
-    """U (l, k) of a state: ``AK^T diag(mu)^-1/2`` (kpca.clustering's module docstring), and mu."""
+    """U (l, k) of a state: ``AK^T diag(mu)^-1/2`` (kpca.clustering's module docstring), and L's
+    eigenvalues ``mu - c``."""
     _, AK, mu = get_solver(state["solver"]).components(state)
-    return AK.T / np.sqrt(mu), mu
+    return AK.T / np.sqrt(mu), mu - state["affinity_shift"]
 
 
 def check_rows(rows, L, X, rng):
-    """Every method the solvers call, and the new points' rows, against the dense L (to 1e-12)."""
+    """Every method the solvers call, and the new points' rows, against the dense NJW L shifted by c to
+    M = L + c I (to 1e-12)."""
     l = L.shape[0]
     K = kernel_matrix(X, X, rows.kernel)
-    np.testing.assert_allclose(rows.degrees, K.sum(axis=1), rtol=1e-13)
-    assert rows.centering.mean_diagonal == pytest.approx(np.trace(L) / l, rel=1e-12)
+    np.testing.assert_allclose(rows.degrees, K.sum(axis=1) - np.diag(K), rtol=1e-13)  # NJW: A_ii = 0
+    c = rows.centering.shift
+    assert c == pytest.approx(min(1.0, np.max(np.diag(K) / rows.degrees)), rel=1e-12)
+    assert rows.centering.mean_diagonal == pytest.approx(np.mean(np.diag(K) / rows.degrees), rel=1e-12)
+    L = L + c * np.eye(l)
     np.testing.assert_allclose(rows.dense(), L, atol=1e-12)
+    assert np.linalg.eigvalsh(L)[0] > -1e-12  # M is positive semi-definite, L is not
     idx = rng.permutation(l)[:23]
     np.testing.assert_allclose(rows.block(idx), L[idx], atol=1e-12)
     np.testing.assert_allclose(rows.square(idx), L[np.ix_(idx, idx)], atol=1e-12)
@@ -58,7 +65,7 @@ def check_rows(rows, L, X, rng):
     np.testing.assert_allclose(rows.left_product(idx, C, out, T=T, start=start), T @ start + C @ L[idx], atol=1e-12)
     new = X[:5] + 0.1 * rng.normal(size=(5, X.shape[1]))
     Kx = kernel_matrix(new, X, rows.kernel)
-    Lx = Kx / np.sqrt(Kx.sum(axis=1))[:, None] / np.sqrt(K.sum(axis=1))[None, :]
+    Lx = Kx / np.sqrt(Kx.sum(axis=1))[:, None] / np.sqrt(rows.degrees)[None, :]  # a new point: no self-affinity
     np.testing.assert_allclose(rows.transform_block(new), Lx, atol=1e-12)
     M = rng.normal(size=(l, 3))
     np.testing.assert_allclose(rows.affinity_product(new, M), Lx @ M, atol=1e-12)
@@ -112,6 +119,7 @@ def test_solvers_find_the_leading_eigenpairs_of_L(digits_affinity, solver, param
     U, mu = eigenvectors(clustering.state)
     assert mu[0] == pytest.approx(1.0, abs=tol)  # the top eigenvector D^1/2 1 is kept: L is not centred
     np.testing.assert_allclose(mu, w[::-1][:k], atol=tol)
+    np.testing.assert_array_equal(clustering.eigenvalues, mu)
     assert np.max(scipy.linalg.subspace_angles(U, V[:, ::-1][:, :k])) < angle
     if solver == "exact":  # NJW's embedding itself, up to a rotation within the (well separated) span
         Y, Y_ref = clustering.embedding, njw_embedding(L, k)
@@ -132,7 +140,8 @@ def test_separated_blobs_are_found_exactly(rng, solver, params, sigma):
     new_truth = np.arange(30) % 3
     new = centres[new_truth] + rng.normal(size=(30, X.shape[1]))
     assert variation_of_information(clustering.predict(new), new_truth) == 0.0
-    assert clustering.eigenvalues[0] == pytest.approx(1.0, abs=1e-3)
+    # L's top eigenvalue is 1; KHA-SMD after 3 passes from a random start: measured 0.9984
+    assert clustering.eigenvalues[0] == pytest.approx(1.0, abs=1e-8 if solver != "kha-smd" else 5e-3)
 
 
 def test_pass_by_pass_and_resumed_bit_for_bit(rng):
@@ -231,7 +240,8 @@ def test_digits_into_ten_clusters_beat_random_labelling(digits, rng):
     vi = variation_of_information(clustering.labels, truth)
     mean, _ = random_labelling_vi(truth, rng.integers(0, 10, size=truth.size), rng, draws=20)
     assert vi < 0.4 * mean
-    np.testing.assert_array_equal(clustering.predict(digits[:50]), clustering.labels[:50])
+    # a training row given as a new point counts its own affinity (NJW's A_ii = 0 leaves it out of U)
+    assert np.mean(clustering.predict(digits[:200]) == clustering.labels[:200]) > 0.95
 
 
 @pytest.mark.parametrize("n_clusters", [1, 0, -2, 60, 61, 2.5, True])
@@ -250,8 +260,46 @@ def test_bad_solver_kernel_or_params_are_refused_by_name(rng, solver, kernel, pa
     assert err.value.field == field
 
 
-def test_mean_diagonal_is_the_trace_of_L_over_l(rng):
-    """What the default gains are scaled by (kpca.defaults): trace(L) / l = mean k(x, x) / d."""
+def test_mean_diagonal_is_the_self_affinity_l_leaves_out(rng):
+    """What the default gains are scaled by (kpca.defaults): mean k(x, x) / d, the trace of L + diag(k / d)
+    = D^-1/2 K D^-1/2 over l (L's own trace is 0, M's is c l; kpca.affinity)."""
     X = rng.normal(size=(50, 3))
     rows = fitted(X)
     assert rows.centering.mean_diagonal == pytest.approx(np.mean(kernel_diagonal(X, SPEC) / rows.degrees), rel=1e-12)
+
+
+def self_affinity_matrix(X, spec):
+    """The normalised affinity with A_ii = k(x_i, x_i) kept (before issue 28): D^-1/2 K D^-1/2, D = diag(K 1)."""
+    K = kernel_matrix(X, X, spec)
+    s = 1.0 / np.sqrt(K.sum(axis=1))
+    return s[:, None] * K * s[None, :]
+
+
+def test_a_state_fitted_with_the_self_affinity_keeps_it(rng):
+    """A clustering state saved before NJW's A_ii = 0 (no ``affinity_shift``, degrees with k(x, x)) is
+    restored as it was fitted: rows of D^-1/2 K D^-1/2, no shift, so it serves and resumes exactly."""
+    X = rng.normal(size=(60, 3))
+    K = kernel_matrix(X, X, SPEC)
+    rows = fitted(X)
+    state = {key: value for key, value in rows.centering.to_state().items() if key != "affinity_shift"}
+    state["affinity_degrees"] = K.sum(axis=1)
+    old = AffinityRows(X, SPEC)
+    centring = old.restore_centering(state)
+    assert centring.self_affinity and centring.shift == 0 and "affinity_shift" not in centring.to_state()
+    L = self_affinity_matrix(X, SPEC)
+    np.testing.assert_allclose(old.dense(), L, atol=1e-12)
+    idx = rng.permutation(60)[:17]
+    C = rng.normal(size=(3, 17))
+    np.testing.assert_allclose(old.left_product(idx, C, np.zeros((3, 60))), C @ L[idx], atol=1e-12)
+    np.testing.assert_allclose(old.square(idx), L[np.ix_(idx, idx)], atol=1e-12)
+
+
+def test_without_the_self_affinity_standardised_digits_cluster_closer_to_their_classes():
+    """Issue 28: NJW set A_ii = 0. On standardised digits with the median width, keeping k(x, x) = 1 on
+    the diagonal cost 0.38 nats of VI against the classes (measured: 2.05 with it, 1.67 without)."""
+    data = load_digits()
+    X = (data.data - data.data.mean(axis=0)) / np.where(data.data.std(axis=0) > 0, data.data.std(axis=0), 1.0)
+    njw = spectral_clustering(X, 10, {"type": "gaussian", "sigma": "auto"}, solver="exact")
+    Y = njw_embedding(self_affinity_matrix(X, njw.rows.kernel), 10)
+    with_self = KMeans(10, n_init=10, random_state=0).fit(Y).predict(Y)
+    assert variation_of_information(njw.labels, data.target) < variation_of_information(with_self, data.target) - 0.2

@@ -32,7 +32,7 @@ def test_default_gains_converge_on_unseen_data(name, spec, digits):
         assert excess_error(Kc, state["AK"], e_min) < bound, (solver, spec)
 
 
-@pytest.mark.parametrize("init", ["random", "auto"])
+@pytest.mark.parametrize("init", ["random", pytest.param("auto", marks=pytest.mark.slow)])
 def test_a_kernel_scaled_by_any_constant_gives_the_same_run(digits, init):
     """Scale-free starts and gains: K' times 10^k (k = -6..6) gives the same excess error per pass (eq. 22)
     to 1e-8 relative, no gain reductions, and the same components (A K' A^T, A scaled by 10^(-k/2))."""

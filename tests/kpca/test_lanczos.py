@@ -81,7 +81,7 @@ class NoKernelRows(KernelRows):
         raise AssertionError("the fit formed the kernel matrix")
 
 
-@pytest.mark.parametrize("init", ["subset", "random"])
+@pytest.mark.parametrize("init", ["subset", pytest.param("random", marks=pytest.mark.slow)])
 def test_never_forms_kernel_rows(digits, init):
     X = digits[:1500]  # more rows than the subset start's 1000
     spec = KernelSpec("gaussian", sigma=3.0)

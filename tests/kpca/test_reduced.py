@@ -19,7 +19,7 @@ from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext
-from kpca.solvers._reduced import default_centres
+from kpca.solvers._reduced import DEFAULT_ELL, default_centres, default_max_centres
 from tests.naive import repeated_kpca
 
 SPEC = KernelSpec("gaussian", sigma=3.0)
@@ -79,7 +79,7 @@ def exact(train):
 
 
 @pytest.mark.parametrize("name, given", [("subsampled", {"size": 400}), ("nystrom", {"landmarks": 400}),
-                                         ("nystrom-weighted", {"landmarks": 400}), ("rskpca", {"ell": 1e6}),
+                                         ("nystrom-weighted", {"landmarks": 400}), ("rskpca", {"ell": 1e6, "max_centres": 400}),
                                          ("rskpca", {"density": "paring", "centres": 400})])
 def test_a_reduced_set_of_all_rows_is_exact_kpca(train, held_out, exact, name, given):
     """m = l: every solver is exact KPCA (nystrom: M' = K'^2 / l and W' = K'; rskpca with a tiny
@@ -112,11 +112,11 @@ def test_accuracy_grows_with_m(train, held_out, exact, name, key, bounds):
 
 
 def test_rskpca_approaches_exact_as_ell_grows(train, held_out, exact):
-    """The shadow estimate's m grows with ell, and the errors fall (seed 004 Fig. 2-3)."""
+    """The shadow estimate's m grows with ell, and the errors fall (seed 004 Fig. 2-3); m unbounded."""
     bounds = {2.0: (0.75, 0.5, 1.4), 3.0: (0.22, 0.16, 0.5), 4.0: (0.05, 0.06, 0.2), 5.0: (0.012, 0.022, 0.07)}
     sizes = []
     for ell, bound in bounds.items():
-        state, model, params = fit("rskpca", train, ell=ell)
+        state, model, params = fit("rskpca", train, ell=ell, max_centres=400)
         sizes.append(state["used_centres"])
         found = errors(state, model, *exact, held_out)
         assert all(e < b for e, b in zip(found, bound)), (ell, found, bound)
@@ -182,9 +182,9 @@ def test_paring_is_the_subsampled_solver(train):
 
 
 def test_rskpca_alternatives_default_to_the_shadow_m(train, held_out, exact):
-    shadow, _, _ = fit("rskpca", train, ell=3.0)
+    shadow, _, _ = fit("rskpca", train, ell=3.0, max_centres=400)
     for density in ("kmeans", "herding"):
-        state, model, _ = fit("rskpca", train, ell=3.0, density=density)
+        state, model, _ = fit("rskpca", train, ell=3.0, density=density, max_centres=400)
         assert state["used_centres"] <= shadow["used_centres"]
         assert state["used_centres"] >= 0.8 * shadow["used_centres"]  # k-means may empty, herding repeat
         assert errors(state, model, *exact, held_out)[1] < 0.1
@@ -222,12 +222,29 @@ def test_defaults_and_limits():
     assert default_centres(5, 400, 3000) == 400 and default_centres(5, 10**6, 3000) == 1000
     assert default_centres(200, 10**6, 3000) == 2000 and default_centres(200, 10**6, 1500) == 1500
     context = FitContext(n_rows=5000, n_components=R, exact_limit=3000, kernel=SPEC)
-    assert SOLVERS["rskpca"].resolved({}, context)["max_centres"] == 3000
+    assert SOLVERS["rskpca"].resolved({}, context)["max_centres"] == 500  # a tenth of the rows
+    assert default_max_centres(5, 200, 3000) == 50 and default_max_centres(5, 10**6, 3000) == 3000
+    assert default_max_centres(40, 1000, 3000) == 400 and default_max_centres(40, 300, 3000) == 300
     with pytest.raises(ParamError, match="herding"):
         SOLVERS["rskpca"].resolved({"density": "herding"}, context)
     with pytest.raises(ParamError) as info:
         SOLVERS["subsampled"].resolved({"size": 4000}, context)
     assert info.value.field == "params.size" and "exact limit" in str(info.value)
+
+
+def test_by_default_the_centres_are_a_tenth_of_the_rows_and_the_error_is_stated(digits):
+    """Issue 28: at the median width (sigma "auto") and ell 4 the shadow keeps most digits (67 % of these
+    1437); by default rskpca keeps at most a tenth, reports the ell in effect, and the bound of seed 004
+    eq. 21 that it guarantees, sqrt(2 (1 - exp(-1 / ell^2))) for the Gaussian kernel."""
+    X = digits[:1437]
+    est = KernelHebbianPCA(R, solver="rskpca").fit(X)
+    used = est.params_used_
+    assert used["ell"] < DEFAULT_ELL and used["centres"] <= 144 == used["max_centres"]
+    assert est.model_.rows.n_rows == used["centres"]
+    assert used["mmd_bound"] == pytest.approx(np.sqrt(2 * (1 - np.exp(-1 / used["ell"] ** 2))), rel=1e-12)
+    wide = KernelHebbianPCA(R, solver="rskpca", solver_params={"max_centres": 1437}).fit(X).params_used_
+    assert wide["ell"] == DEFAULT_ELL and wide["centres"] > 0.5 * 1437  # what the default guards against
+    assert wide["mmd_bound"] < used["mmd_bound"]
 
 
 def test_the_shadow_m_is_bounded(train):
@@ -251,8 +268,8 @@ def test_a_model_over_centres_projects_with_m_kernel_values(train, name):
 
 def test_the_estimator_takes_solver_params(digits):
     X = digits[:400]
-    est = KernelHebbianPCA(R, sigma=3.0, solver="rskpca", solver_params={"ell": 4}).fit(X)
-    state, model, _ = fit("rskpca", X, ell=4.0)
+    est = KernelHebbianPCA(R, sigma=3.0, solver="rskpca", solver_params={"ell": 4, "max_centres": 400}).fit(X)
+    state, model, _ = fit("rskpca", X, ell=4.0, max_centres=400)
     np.testing.assert_allclose(est.transform(digits[1000:1010]), model.project(digits[1000:1010]), atol=1e-12)
     used = est.params_used_
     assert used["ell"] == 4 and used["density"] == "shadow" and used["centres"] == state["used_centres"] < 400

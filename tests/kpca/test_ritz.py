@@ -47,8 +47,14 @@ def test_on_a_kha_iterate_the_span_is_kept_and_the_error_drops(problem):
     assert np.all(mu <= lam * (1 + 1e-9))  # Ritz values never exceed the eigenvalues (Cauchy interlacing)
 
 
-def test_collapsed_components_are_returned_unchanged(problem):
-    Kc, _, _, A = problem
-    same = np.vstack([A[:3], A[:3]])  # rank 3 span in 6 rows
+def test_a_span_of_fewer_directions_serves_them_and_zero_rows(problem, rng):
+    """Issue 28: six rows spanning three directions (components collapsed onto each other, or r above
+    the data's rank) serve the three Ritz components of that span and three components of variance 0,
+    never the raw rows."""
+    Kc, _, lam, A = problem
+    same = np.vstack([A[:3], np.diag([2.0, -1.0, 0.5]) @ A[:3]])[rng.permutation(R)]  # rank 3 in 6 rows
     A_r, AK_r, mu = ritz_components(same, same @ Kc)
-    assert A_r is same and mu.shape == (R,)
+    np.testing.assert_allclose(mu[:3], lam[:3], rtol=1e-9)
+    assert np.all(mu[3:] == 0) and np.all(A_r[3:] == 0) and np.all(AK_r[3:] == 0)
+    np.testing.assert_allclose(np.abs(A_r[:3]), np.abs(A[:3]), atol=1e-8 * np.abs(A).max())
+    assert orthonormality_error(A_r[:3], AK_r[:3]) < 1e-9

@@ -109,6 +109,7 @@ def test_warm_start_default_gains_are_scaled():
     assert resolve(2.0, init="subset", eta0=0.5)["eta0"] == 0.5  # a user's value is kept
 
 
+@pytest.mark.slow
 def test_the_first_pass_on_a_larger_set_keeps_the_start(digits):
     """3000 jittered digits from a 1000-row subset: with the default gains (scaled down by l and by the
     covered third) the served components after one kha-smd pass are at least as good as the start;

@@ -43,13 +43,23 @@ def browser() -> Iterator:
             chromium.close()
 
 
+def artefacts_folder() -> Path:
+    """``$KPCA_TEST_ARTEFACTS/dashboard``, default ``test-artefacts/dashboard`` in the repository."""
+    root = Path(os.environ["KPCA_TEST_ARTEFACTS"]) if os.environ.get("KPCA_TEST_ARTEFACTS") else REPO / "test-artefacts"
+    return root / "dashboard"
+
+
+def empty_artefacts() -> None:
+    """Empty the screenshots' folder: once per test run, before any test (tests/conftest.py), so that
+    parallel test processes never remove each other's screenshots."""
+    shutil.rmtree(artefacts_folder(), ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def artefacts() -> Path:
-    """The folder of the dashboard screenshots, emptied once per test session."""
-    root = Path(os.environ["KPCA_TEST_ARTEFACTS"]) if os.environ.get("KPCA_TEST_ARTEFACTS") else REPO / "test-artefacts"
-    folder = root / "dashboard"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    """The folder of the dashboard screenshots (emptied by `empty_artefacts` when the run started)."""
+    folder = artefacts_folder()
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 

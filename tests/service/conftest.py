@@ -85,6 +85,21 @@ def api(server) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.fixture(scope="module")
+def kpca(server):
+    """Run ``kpca --url SERVER ARGS...`` in-process (click's runner); the click result."""
+    from click.testing import CliRunner
+
+    from client.cli import cli
+
+    runner = CliRunner()
+
+    def run(*args: str):
+        return runner.invoke(cli, ["--url", server, *args], catch_exceptions=False)
+
+    return run
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20240531)

@@ -61,16 +61,28 @@ def test_rows_all_equal_end_with_a_clear_message(api, solver, params):
     assert "no variance" in record["error"]["message"]
 
 
-def test_fewer_directions_than_components_end_with_a_clear_message(api, rng):
-    upload_rows(api, "flat", rng.normal(size=(120, 3)))  # a linear kernel on 3 features: rank 3
-    body = {"name": "flat-5", "dataset": "flat", "kernel": {"type": "linear"}, "n_components": 5}
+@pytest.mark.parametrize("solver", ["kha-smd", "exact"])
+def test_components_past_the_rank_are_served_as_such(api, rng, solver):
+    """Issue 28: r above the data's rank completes; the components past it have eigenvalue 0, project
+    every row to 0, and the record's warnings name them; the others are the exact ones."""
+    X = rng.normal(size=(120, 3))
+    upload_rows(api, f"flat-{solver}", X)  # a linear kernel on 3 features: rank 3
+    body = {"name": f"flat-5-{solver}", "dataset": f"flat-{solver}", "kernel": {"type": "linear"},
+            "n_components": 5, "solver": solver}
     api.post("/v1/models", json=body)
-    record = wait_for_fit(api, "flat-5")
-    assert record["status"] == "failed" and record["error"]["code"] == "degenerate", record["error"]
-    assert "only 3 directions" in record["error"]["message"] and "n_components <= 3" in record["error"]["message"]
+    record = wait_for_fit(api, body["name"])
+    assert record["status"] == "completed", record["error"]
+    assert record["warnings"] and "components 4 to 5 (2 of the 5) carry no variance" in record["warnings"][0]
+    lam = np.asarray(record["progress"]["eigenvalues"])
+    exact = np.linalg.eigvalsh(np.cov(X.T, bias=True) * X.shape[0])[::-1]
+    np.testing.assert_allclose(lam[:3], exact, rtol=1e-6)
+    assert np.all(lam[3:] == 0)
+    Z = np.asarray(api.post(f"/v1/models/{body['name']}/project", json={"rows": X[:7].tolist()}).json()["components"])
+    assert np.all(Z[:, 3:] == 0) and np.all(np.abs(Z[:, :3]).max(axis=0) > 0)
+    body = {"name": "flat-5", "dataset": f"flat-{solver}", "kernel": {"type": "linear"}, "n_components": 5}
     # exactly r directions: E_min = 0, so the figure is the relative error, and the fit completes
-    api.post("/v1/models", json={**body, "name": "flat-3", "n_components": 3})
-    record = wait_for_fit(api, "flat-3")
+    api.post("/v1/models", json={**body, "name": f"flat-3-{solver}", "n_components": 3})
+    record = wait_for_fit(api, f"flat-3-{solver}")
     assert record["status"] == "completed", record["error"]
     assert record["progress"]["convergence"]["metric"] == "relative_error"
     assert record["progress"]["convergence"]["value"] < 1e-8

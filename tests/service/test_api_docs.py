@@ -28,7 +28,11 @@ def test_docs_and_every_asset_come_from_the_service(api, server):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     parser = Links()
     parser.feed(page.text)
-    assets = [url for url in parser.urls if not url.startswith("#")]
+    links = [url for url in parser.urls if not url.startswith(("#", "data:"))]
+    assert "/" in links, "no way back to the dashboard"
+    for url in links:
+        assert not external(url, server + "/docs"), f"/docs links to another host: {url}"
+    assets = [url for url in links if url.startswith("/docs/assets/")]
     assert any(url.endswith(".js") for url in assets) and any(url.endswith(".css") for url in assets), assets
     for url in assets:
         assert not external(url, server + "/docs"), f"/docs references an external asset: {url}"

@@ -130,23 +130,58 @@ def test_convergence_png_size_out_of_bounds_is_422(api, models, params, field):
 def test_components_png_draws_the_workers_component_images(api, models, data_dir):
     name = models[3]
     pixels = decoded(api.get(f"/v1/models/{name}/components.png"), "components.png")
-    # default: all 3 components (fewer than 8), one 150-pixel tile each, a band for the title on top
-    assert pixels.shape[1:] == (3 * 150, 3) and 150 < pixels.shape[0] < 150 + 100
+    # default: all 3 components (fewer than 8), one 150-pixel tile each, a band for the title on top,
+    # a colour bar under each
+    assert pixels.shape[1:] == (3 * 150, 3) and 150 + plots.COLOUR_BAR_PX < pixels.shape[0] < 150 + 130
     components, eigenvalues = component_images(str(data_dir), name, 3)
     assert components.shape == (3, 64) and np.all(np.isfinite(components))
     assert np.all(np.diff(eigenvalues) <= 0)
-    title = f"model {name!r}: the first 3 components as 8x8 grey images, sum_i A_ki (x_i - mean); mid-grey is 0"
+    title = (f"model {name!r}: the first 3 components as 8x8 grey images, sum_i A_ki (x_i - mean); each on its "
+             "own scale (the bar under it)")
     direct = plots.components_png(components, eigenvalues, (8, 8, 1), title)
     with Image.open(io.BytesIO(direct)) as img:
         assert np.array_equal(pixels, np.asarray(img.convert("RGB")))
     # every tile shows an image of its own: grey levels vary inside it, and tiles differ
-    tiles = [pixels[-130:-20, k * 150 + 20 : k * 150 + 130] for k in range(3)]
+    tiles = [pixels[-160:-40, k * 150 + 20 : k * 150 + 130] for k in range(3)]
     assert all(np.unique(t).size > 8 for t in tiles)
     assert not np.array_equal(tiles[0], tiles[1]) and not np.array_equal(tiles[1], tiles[2])
 
     two = decoded(api.get(f"/v1/models/{name}/components.png", params={"count": 2, "shape": "4x16"}),
                   "components_4x16.png")
     assert two.shape[1:] == (2 * 150, 3) and two.shape[0] < pixels.shape[0]  # wide tiles: a lower picture
+
+
+def test_components_have_colour_bars_and_a_one_signed_component_shows_its_detail():
+    """Issue 29: camera's first component (its brightness, one sign everywhere) was an all-black tile, and
+    no tile said what its greys meant. Now a one-signed tile spans its own least to largest value, a
+    component of both signs is symmetric about 0, and each tile has a colour bar."""
+    ramp = 1.0 + 0.01 * np.arange(64.0)  # one sign, nearly constant: a brightness
+    wave = np.sin(np.arange(64.0))  # both signs
+    figure = plots.components_figure(np.stack([-ramp, wave]), np.array([2.0, 1.0]), (8, 8, 1), "t")
+    images = [axes.images[0] for axes in figure.axes if axes.images]
+    assert len(images) == 2 and len(figure.axes) == 4  # each image with its colour bar
+    assert images[0].norm.vmin == pytest.approx(ramp.min()) and images[0].norm.vmax == pytest.approx(ramp.max())
+    assert images[1].norm.vmin == pytest.approx(-np.abs(wave).max()) == -images[1].norm.vmax
+    with Image.open(io.BytesIO(plots.components_png(np.stack([-ramp, wave]), np.array([2.0, 1.0]), (8, 8, 1), "t"))) \
+            as img:
+        pixels = np.asarray(img.convert("L"))
+    first = pixels[-160:-40, 20:130]
+    assert first.max() - first.min() > 150, "the brightness component is drawn as one grey"
+
+
+def test_convergence_axes_are_logarithmic_and_labels_keep_formulas_whole():
+    """Issue 29: the eigenvalue panel was linear (camera's first eigenvalue, 1214, flattened the other 19
+    lines onto zero) and the y label broke its formula ("E /" then "E_min - 1")."""
+    history = [{"pass": p, "convergence": {"metric": "excess_error", "value": 10.0 ** -p, "iterate": None},
+                "eigenvalues": [1214.0, 80.0, 3.0, 0.5]} for p in (1, 2, 3)]
+    for height in (300, 700, 3000):
+        figure = plots.convergence_figure(history, "t", 900, height)
+        top, bottom = figure.axes
+        assert top.get_yscale() == "log" and bottom.get_yscale() == "log"
+        assert "E / E_min - 1" in top.get_ylabel().splitlines(), top.get_ylabel()
+    for metric, (words, formula) in plots.METRIC_WORDS.items():
+        lines = plots.metric_label(metric, 12).splitlines()
+        assert formula is None or formula in lines, (metric, lines)
 
 
 def test_components_png_refuses_what_it_cannot_draw(api, models, registry):
@@ -183,6 +218,7 @@ def test_compare_png_shows_the_input_and_the_plain_answer_side_by_side(api, mode
                      "denoise_compare.png")
     factor = plots.display_factor(16, 16)
     side = 16 * factor
+    assert plots.display_factor(128, 128) == 4  # issue 29: camera's 128 x 128 crop was shown 256 wide
     assert pixels.shape[1] > 2 * side and pixels.shape[0] > side
     # layout of `plots.compare_png`: 16-pixel margins, a band of title and labels on top
     assert pixels.shape[1] == 3 * 16 + 2 * side

@@ -116,3 +116,4 @@ def test_transform_denoises_a_data_set_with_the_decoder(api, sets, data_dir):
     assert r.json()["n_rows"] == 200 and r.json()["n_features"] == 16
     direct = api.post("/v1/models/for-transform/reconstruct", json={"rows": sets[:200].tolist()}).json()["rows"]
     np.testing.assert_allclose(DatasetStore(data_dir).open_array("small-denoised")[:], direct, atol=1e-9)
+

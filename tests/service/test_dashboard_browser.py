@@ -1,32 +1,29 @@
-"""The dashboard at ``/`` (service/static/dashboard) against a real server and a real LocalCluster.
+"""The dashboard at ``/`` (service/static/dashboard) against a real server and a real LocalCluster: its
+assets, and the data sets view in headless Chromium (tests/service/browser.py).
 
 Without a browser: the page and every asset come from the service, none names another host, and only
-the whitelisted assets are served. With headless Chromium (Playwright for Python, the Debian
-``chromium`` package; no browser download): a user uploads a CSV of image patches through the form,
-starts a fit, watches the chart and the pass counter reach the last pass and the status reach
-completed, sees an API error verbatim, and denoises a noisy PNG through the form. Screenshots of each
-step go to ``$KPCA_TEST_ARTEFACTS/dashboard`` (default ``test-artefacts/dashboard`` in the repository);
-the browser comes from tests/service/browser.py.
+the whitelisted assets are served. With Chromium: a user uploads a CSV, makes a data set of a PNG's
+patches, opens a data set's details, downloads it, deletes one, and deletes one that a model uses only
+after the page offered to delete the model with it (issue 29: list, details, delete and export of data
+sets, an image upload that makes the patch data set).
 
-Defends against: a page that loads a CDN (blank offline), a stream read that never updates the chart,
-forms whose bodies the API refuses, errors swallowed or reworded by the page.
+Defends against: a page that loads a CDN (blank offline), forms whose bodies the API refuses, errors
+swallowed or reworded by the page, a delete that removes what a model needs without saying so.
 """
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from service.routes.dashboard import ASSETS
+from tests.api_checks import upload_rows, wait_for_fit
 from tests.page_checks import Links, external
-from tests.service.browser import open_page
+from tests.service.dashboard_pages import PATCH, Dashboard, noisy_png, patches_csv
 
-PATCH, N_PATCHES, COMPONENTS, PASSES = 8, 600, 4, 6
 EXPECTED_TYPES = {".js": "text/javascript", ".css": "text/css"}
 
 
@@ -53,125 +50,96 @@ def test_the_page_and_its_assets_come_from_the_service(api, server):
     assert api.get("/dashboard/assets/other.js").status_code == 404
 
 
-# ---- the browser (tests/service/browser.py) ---------------------------------------------------------
+def test_every_script_is_small():
+    """House rule: JavaScript files stay small (one view, or one concern, each)."""
+    folder = Path(__file__).resolve().parents[2] / "service" / "static" / "dashboard"
+    for path in folder.glob("*.js"):
+        assert len(path.read_text().splitlines()) <= 300, path.name
 
 
-def _camera() -> np.ndarray:
-    from skimage import data
-
-    return data.camera()
-
-
-def _png(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(array).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def test_a_user_uploads_fits_watches_and_denoises_through_the_page(api, server, browser, artefacts, tmp_path, rng):
-    camera = _camera()
-    # the training set: patches of the upper-left 256 x 256 quarter, a CSV with a header, values in [0, 1]
-    corners = rng.integers(0, 256 - PATCH, size=(N_PATCHES, 2))
-    patches = np.stack([camera[y:y + PATCH, x:x + PATCH].ravel() for y, x in corners]) / 255.0
-    csv = tmp_path / "patches.csv"
-    header = ",".join(f"p{i}" for i in range(PATCH * PATCH))
-    np.savetxt(csv, patches, fmt="%.4f", delimiter=",", header=header, comments="")
-    # the image to denoise: a 48 x 48 crop from elsewhere in the picture, with Gaussian noise
-    crop = camera[300:348, 200:248].astype(float)
-    noisy = tmp_path / "noisy.png"
-    noisy.write_bytes(_png(np.clip(crop + rng.normal(scale=25, size=crop.shape), 0, 255).astype(np.uint8)))
-
-    problems: list[str] = []
-    page = open_page(browser, problems, expected_failures=("(Conflict)",))  # the 409 provoked below
-
-    def shot(name: str) -> None:
-        page.screenshot(path=str(artefacts / f"{name}.png"), full_page=True)
-
+def test_data_sets_upload_image_patches_details_download_and_delete(api, server, browser, artefacts, rng, tmp_path):
+    csv = patches_csv(tmp_path / "patches.csv", rng)
+    png = noisy_png(tmp_path / "noisy.png", rng)
+    board = Dashboard(browser, server, artefacts, expected_failures=("(Conflict)",))  # the 409 provoked below
+    page = board.page
     try:
-        page.goto(server + "/")
-        page.wait_for_selector("#fit-form select[name=solver] option[value=kha]", state="attached")
-        shot("01-empty")
+        board.open("datasets")
+        assert page.is_visible("#view-datasets") and not page.is_visible("#view-models")
+        board.shot("01-datasets-empty")
 
         # upload: create, one CSV chunk, commit
-        page.fill("#upload-form input[name=name]", "camera-patches")
+        page.fill("#upload-form input[name=name]", "patches")
         page.set_input_files("#upload-form input[name=file]", str(csv))
         page.click("#upload-form button[type=submit]")
-        page.wait_for_function("document.getElementById('upload-status').textContent.includes('ready')")
-        assert f"{N_PATCHES} rows x {PATCH * PATCH} features" in page.text_content("#upload-status")
-        page.wait_for_selector("#datasets tbody tr:has-text('camera-patches') .status.ready")
-        stored = api.get("/v1/datasets/camera-patches").json()
-        assert (stored["status"], stored["n_rows"], stored["n_features"]) == ("ready", N_PATCHES, PATCH * PATCH)
-        shot("02-uploaded")
+        board.until_text("upload-status", "ready")
+        assert f"600 rows x {PATCH * PATCH} features" in board.text("#upload-status")
+        page.wait_for_selector("#datasets tbody tr:has-text('patches') .status.ready")
 
-        # fit: KHA on the uploaded set, watched live
-        page.fill("#fit-form input[name=name]", "camera-kha")
-        page.select_option("#fit-form select[name=dataset]", "camera-patches")
-        page.select_option("#fit-form select[name=kernel]", "gaussian")
-        page.fill("#fit-form input[name=sigma]", "1.5")
-        page.fill("#fit-form input[name=n_components]", str(COMPONENTS))
-        page.select_option("#fit-form select[name=solver]", "kha")
-        page.fill("#fit-form input[name=passes]", str(PASSES))
-        page.fill("#fit-form input[name=params]", '{"init": "random"}')  # a curve to watch, not an exact start
-        # every text the pass indicator shows, in order
-        page.evaluate("""() => { window.seenPasses = [];
-            new MutationObserver((records) => records.forEach((r) => r.addedNodes.forEach((n) =>
-                window.seenPasses.push(n.textContent)))).observe(document.getElementById('watch-pass'),
-                {childList: true}); }""")
-        page.click("#fit-form button[type=submit]")
-        page.wait_for_function("document.getElementById('watch-name').textContent === 'camera-kha'")
-        page.wait_for_function("/^\\d+\\/\\d+$/.test(document.getElementById('watch-pass').textContent)")
-        shot("03-fit-running")
-        page.wait_for_function(f"document.getElementById('watch-pass').textContent === '{PASSES}/{PASSES}'")
-        page.wait_for_function("document.getElementById('watch-status').textContent === 'completed'")
-        page.wait_for_selector("#models tbody tr:has-text('camera-kha') .status.completed")
-        shot("04-fit-completed")
-        record = api.get("/v1/models/camera-kha").json()
-        assert record["status"] == "completed" and record["params_used"]["passes"] == PASSES, record
-        assert record["n_components"] == COMPONENTS and record["kernel"]["sigma"] == 1.5
-        # one chart point per pass, drawn in the line's colour, and the indicator moved
-        assert page.get_attribute("#chart", "data-points") == str(PASSES)
-        blue = page.evaluate("""() => { const c = document.getElementById('chart');
-            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
-            for (let i = 0; i < d.length; i += 4) if (d[i] < 60 && d[i + 2] > 150) n++; return n; }""")
-        assert blue > 50, f"the chart holds {blue} line pixels"
-        seen = [text for text in page.evaluate("window.seenPasses") if text != "-"]
-        assert seen == [f"{k}/{PASSES}" for k in range(1, PASSES + 1)], seen
-        last_value = record["history"][-1]["convergence"]["value"]
-        assert float(page.text_content("#watch-value")) == pytest.approx(last_value, rel=1e-3)
+        # a PNG's patches: 48 x 48, patch 8, stride 4 -> 11 x 11 patches
+        page.fill("#image-form input[name=name]", "noisy-patches")
+        page.set_input_files("#image-form input[name=file]", str(png))
+        page.fill("#image-form input[name=patch]", "8")
+        page.fill("#image-form input[name=stride]", "4")
+        page.click("#image-form button[type=submit]")
+        board.until_text("image-status", "ready")
+        stored = api.get("/v1/datasets/noisy-patches").json()
+        assert (stored["status"], stored["n_rows"], stored["n_features"]) == ("ready", 121, 64), stored
+        assert "121 patches of 8x8" in board.text("#image-status")
 
-        # the pictures of the ended fit: the route's default convergence size, and the 8x8 patches' components
-        page.wait_for_function("""() => ['convergence-picture', 'components-picture'].every((id) =>
-            document.getElementById(id).naturalWidth > 0)""")
-        sizes = page.evaluate("""() => ['convergence-picture', 'components-picture'].map((id) => {
-            const img = document.getElementById(id); return [img.naturalWidth, img.naturalHeight, img.src]; })""")
-        assert sizes[0][:2] == [900, 700], sizes
-        assert all(src.startswith("blob:") for _, _, src in sizes), sizes
-        assert page.text_content("#components-note") == ""
-        shot("04b-pictures")
+        # details: versions and checksum
+        page.click("#datasets tbody tr[data-name=patches] td:first-child")
+        page.wait_for_selector("#dataset-details:not([hidden]) table")
+        assert "/#/datasets/patches" in page.url
+        board.until_text("dataset-body", api.get("/v1/datasets/patches").json()["checksum"])
+        assert "no model or clustering uses it" in board.text("#dataset-body")
+        board.shot("02-datasets", docs="datasets")
 
-        # an API error is shown as the service words it: the same name again is a 409
-        page.click("#fit-form button[type=submit]")
-        page.wait_for_selector("#message:not([hidden])")
-        expected = api.post("/v1/models", json={
-            "name": "camera-kha", "dataset": "camera-patches", "kernel": {"type": "gaussian", "sigma": 1.5},
-            "n_components": COMPONENTS, "solver": "kha", "params": {"init": "random", "passes": PASSES}}).json()["error"]
-        shown = page.text_content("#message")
-        assert expected["message"] in shown and expected["code"] in shown, (shown, expected)
-        shot("05-error-shown")
+        # download: the .npy the service streams
+        with page.expect_download() as download:
+            page.click("#datasets tbody tr[data-name=patches] .download-button")
+        saved = tmp_path / "saved.npy"
+        download.value.save_as(saved)
+        assert download.value.suggested_filename == "patches.npy"
+        assert np.load(saved).shape == (600, PATCH * PATCH)
 
-        # denoise: the noisy PNG through the completed model, before and after side by side
-        page.wait_for_selector("#denoise-form select[name=model] option[value=camera-kha]", state="attached")
-        page.select_option("#denoise-form select[name=model]", "camera-kha")
-        page.set_input_files("#denoise-form input[name=file]", str(noisy))
-        page.fill("#denoise-form input[name=stride]", "2")
-        page.click("#denoise-form button[type=submit]")
-        page.wait_for_function("document.getElementById('denoise-after').naturalWidth > 0")
-        sizes = page.evaluate("""() => ['denoise-before', 'denoise-after'].map((id) => {
-            const img = document.getElementById(id); return [img.naturalWidth, img.naturalHeight]; })""")
-        assert sizes == [[48, 48], [48, 48]], sizes
-        assert "denoised in" in page.text_content("#denoise-status")
-        shot("06-denoised")
-        assert not problems, problems
+        # delete: asked twice, then gone
+        delete = "#datasets tbody tr[data-name=noisy-patches] button.danger"
+        page.click(delete)
+        assert page.text_content(delete) == "really delete?"
+        page.click(delete)
+        page.wait_for_selector("#datasets tbody tr[data-name=noisy-patches]", state="detached")
+        assert api.get("/v1/datasets/noisy-patches").status_code == 404
+
+        # a set a model uses: the 409 as the service words it, and a button to delete both
+        upload_rows(api, "used", rng.normal(size=(30, 3)))
+        api.post("/v1/models", json={"name": "user", "dataset": "used", "n_components": 2,
+                                     "kernel": {"type": "gaussian", "sigma": 1.0}, "params": {"passes": 1}})
+        wait_for_fit(api, "user")
+        page.wait_for_selector("#datasets tbody tr[data-name=used]")
+        page.click("#datasets tbody tr[data-name=used] button.danger")
+        page.click("#datasets tbody tr[data-name=used] button.danger")
+        page.wait_for_selector("#message:not([hidden]) button.danger")
+        refusal = api.delete("/v1/datasets/used").json()["error"]["message"]
+        assert refusal in board.text("#message")
+        board.shot("03-delete-refused")
+        page.click("#message button.danger")
+        page.click("#message button.danger")
+        page.wait_for_selector("#datasets tbody tr[data-name=used]", state="detached")
+        assert api.get("/v1/models/user").status_code == 404
+        assert not board.problems, board.problems
     finally:
-        shot("99-last")
-        page.close()
+        board.close()
+
+
+@pytest.mark.parametrize("view", ["datasets", "models", "clusterings", "compare"])
+def test_every_view_opens_from_its_tab(server, browser, artefacts, view):
+    board = Dashboard(browser, server, artefacts)
+    try:
+        board.open("models")
+        board.page.click(f"#tabs a[data-view={view}]")
+        board.page.wait_for_selector(f"#view-{view}:not([hidden])")
+        assert [v for v in ("datasets", "models", "clusterings", "compare") if board.page.is_visible(f"#view-{v}")] == [view]
+        assert "current" in (board.page.get_attribute(f"#tabs a[data-view={view}]", "class") or "")
+        assert not board.problems, board.problems
+    finally:
+        board.close()

@@ -51,14 +51,14 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
         page.click("#key-form button[type=submit]")
 
     try:
-        page.goto(server + "/")
+        page.goto(server + "/#/datasets")
         page.wait_for_function("document.getElementById('key-status').textContent.includes('needs an API key')")
-        assert "401" in page.text_content("#datasets-refreshed")
+        page.wait_for_function("document.getElementById('refreshed').textContent.includes('401')")
         page.screenshot(path=str(artefacts / "11-key-asked.png"), full_page=True)
 
         # a read key lists, but cannot upload: the 403 is shown as the service words it
         use_key(READ_KEY)
-        page.wait_for_function("document.getElementById('datasets-refreshed').textContent.startsWith('refreshed')")
+        page.wait_for_function("document.getElementById('refreshed').textContent.startsWith('lists refreshed')")
         page.fill("#upload-form input[name=name]", "digits")
         page.set_input_files("#upload-form input[name=file]", str(csv))
         page.click("#upload-form button[type=submit]")
@@ -73,6 +73,7 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
         use_key(WRITE_KEY)
         page.click("#upload-form button[type=submit]")
         page.wait_for_function("document.getElementById('upload-status').textContent.includes('ready')")
+        page.click("#tabs a[data-view=models]")
         page.wait_for_selector("#fit-form select[name=dataset] option[value=digits]", state="attached")
         page.fill("#fit-form input[name=name]", "digits-kha")
         page.select_option("#fit-form select[name=dataset]", "digits")

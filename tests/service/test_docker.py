@@ -9,6 +9,7 @@ before what they need is healthy, or stay down after a crash.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import socket
 import subprocess
@@ -101,6 +102,18 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_compose_config_and_build_need_no_variable_set():
+    """Issue 29, stumble 9: ``${KPCA_API_KEYS:?...}`` made even ``docker compose config`` and ``build`` fail
+    unless the keys were set. Every variable the file interpolates has a default (``${X:-...}``), none
+    is required (``${X:?...}``, ``${X?...}``) or bare (``$X``, ``${X}``: a warning and an empty value)."""
+    text = (REPO / "docker-compose.yml").read_text()
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    references = re.findall(r"\$(\{[^}]*\}|[A-Za-z_]\w*)", code.replace("$$", ""))
+    assert references, "no interpolation found"
+    for reference in references:
+        assert re.fullmatch(r"\{[A-Za-z_]\w*:?-[^}]*\}", reference), f"${reference} has no default"
 
 
 def test_the_api_health_checks_pass_against_a_running_service(server, compose):

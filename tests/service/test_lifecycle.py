@@ -208,11 +208,12 @@ def test_openapi_names_match_the_servers_rule(api):
 
 
 def test_client_refuses_before_sending_anything(server, rng):
-    """The refusal comes from a GET; a client whose PUTs would fail proves none was sent."""
+    """The refusal comes from GETs (the metadata, then the first stored chunk, which already differs);
+    a client whose PUTs would fail proves none was sent."""
     sent = []
     with httpx.Client(base_url=server, event_hooks={"request": [lambda r: sent.append(r.method)]}) as client:
         upload_array(client, "quiet", rng.normal(size=(20, 2)), progress=False)
         sent.clear()
         with pytest.raises(UploadError):
             upload_array(client, "quiet", rng.normal(size=(20, 2)), progress=False)
-    assert sent == ["POST", "GET"]
+    assert sent == ["POST", "GET", "GET"]

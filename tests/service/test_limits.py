@@ -191,6 +191,7 @@ def test_a_full_data_folder_refuses_uploads(api, data_dir, rng):
     assert used <= 4_000_000
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_service_within_seconds_while_a_request_runs(tmp_path):
     """`python -m service` with a long denoise-image request in flight (a large but allowed image on a
     big model) and a long fit running: SIGTERM ends the process and its workers within ~10 s."""

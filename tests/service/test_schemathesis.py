@@ -46,6 +46,7 @@ def known(api) -> dict[str, str]:
     return {"datasets": "d", "models": "m", "clusterings": "c"}
 
 
+@pytest.mark.slow
 def test_every_operation_conforms_to_the_document(server, known):
     started = time.monotonic()
     report = fuzz_operations(server, MAX_EXAMPLES, known=known)

@@ -1,13 +1,15 @@
-"""What a new user meets first, through a real server: the README's curl session pasted as it is,
-the digits example run twice, the 409 of a model that will not complete, the events stream's
+"""What a new user meets first, through a real server: an idle service staying idle, the digits example
+run twice and run where no service answers, the 409 of a model that will not complete, the events stream's
 ``Last-Event-ID`` and progress fields, and the start-up log line."""
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -21,51 +23,52 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVER_SETTINGS = {"n_workers": 1}
 
 
-def readme_curl_session() -> str:
-    """The README's first curl block (the one after "The same with curl:")."""
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"The same with curl:\n\n```\n(.*?)```", text, re.S)
-    assert block, "the README's curl session is gone"
-    return block.group(1)
+#: idle CPU an idle service (its process and its dask workers) may use, as a share of one core
+IDLE_CPU_SHARE = 0.04
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed on this machine")
-def test_readme_curl_session_runs_as_pasted(server):
-    port = server.rsplit(":", 1)[1]
-    script = "set -e\n" + readme_curl_session().replace("localhost:8000", f"127.0.0.1:{port}")
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
-    assert '"error":{' not in done.stdout, done.stdout  # no step answered with an error body
-    last = done.stdout[done.stdout.rindex('{"components"'):]  # curl prints no newlines: the projection ends it
-    assert np.asarray(json.loads(last)["components"]).shape == (1, 2), last
+def test_an_idle_service_stays_idle(server):
+    """Stumble 8 of issue 29: an idle service used about 11 % of a core across its three processes (dask's
+    profiler sampling every 10 ms, its 20 ms event-loop tick). Measured here on this test's process (the
+    server's threads and the embedded scheduler) and its dask workers, after the start has settled."""
+    import psutil
+
+    me = psutil.Process()
+    processes = [me, *me.children(recursive=True)]
+
+    def cpu_seconds() -> float:
+        total = 0.0
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = process.cpu_times()
+                total += times.user + times.system
+        return total
+
+    assert httpx.get(f"{server}/healthz").status_code == 200
+    time.sleep(3)  # the start's imports and registrations settle
+    before, started = cpu_seconds(), time.monotonic()
+    time.sleep(6)
+    share = (cpu_seconds() - before) / (time.monotonic() - started)
+    assert share < IDLE_CPU_SHARE, f"an idle service used {100 * share:.1f} % of a core"
 
 
-def readme_first_five_minutes() -> str:
-    """The commands of the README's first five minutes (the block after "In a second terminal")."""
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"In a second terminal, in the same folder:\n\n```\n(.*?)```", text, re.S)
-    assert block, "the README's first five minutes are gone"
-    return block.group(1)
-
-
-def test_readme_first_five_minutes_denoise_the_photograph(server, tmp_path):
-    """The README's commands as pasted (``.venv/bin`` is this interpreter's folder, the server the test's):
-    the denoised photograph is at least 4 dB better than the noisy one."""
-    script = "set -e\n" + readme_first_five_minutes().replace(".venv/bin/", f"{Path(sys.executable).parent}/")
-    script = script.replace("examples/", f"{ROOT}/examples/")
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={**os.environ, "KPCA_URL": server})
-    assert done.returncode == 0, done.stderr[-3000:]
-    snr = dict(re.findall(r"^(noisy|denoised) .*SNR (-?[0-9.]+) dB$", done.stdout, re.M))
-    assert float(snr["denoised"]) > float(snr["noisy"]) + 4, done.stdout
-
-
+@pytest.mark.slow
 def test_digits_example_runs_twice(server):
+    """The example reads the service's address from KPCA_URL (issue 29: it had 8000 written in)."""
     for _ in range(2):
-        done = subprocess.run([sys.executable, str(ROOT / "examples" / "digits_session.py"), server],
-                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        done = subprocess.run([sys.executable, str(ROOT / "examples" / "digits_session.py")], capture_output=True,
+                              text=True, timeout=300, cwd=ROOT, env={**os.environ, "KPCA_URL": server})
         assert done.returncode == 0, done.stderr[-3000:]
         assert "completed" in done.stdout, done.stdout
+
+
+def test_digits_example_says_where_it_looked_when_nothing_answers():
+    """Issue 29: elsewhere than port 8000 the example died with a raw httpx.ConnectError traceback."""
+    nowhere = "http://127.0.0.1:9"
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "digits_session.py")], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env={**os.environ, "KPCA_URL": nowhere})
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"cannot reach kpca-stream at {nowhere}" in done.stderr and "KPCA_URL" in done.stderr
 
 
 def small_model(api, name, dataset, passes, **params):

@@ -1,4 +1,5 @@
-// The convergence chart: one value per pass on a log scale, drawn on a <canvas>. Cost O(points) per draw.
+// The convergence chart: one value per pass on a log scale, drawn on a <canvas>, one line per fit (several
+// fits compared on one chart get a colour each and a legend). Cost O(points) per draw.
 
 const MARGIN = { left: 72, right: 16, top: 14, bottom: 34 };
 
@@ -16,8 +17,13 @@ function label(value) {
   return value >= 0.01 && value < 1e4 ? String(+value.toPrecision(3)) : value.toExponential(0);
 }
 
-// Draw `points` ([{pass, value}], value > 0 plotted) against passes 1..max(passes, last pass).
-export function drawChart(canvas, points, passes) {
+export const COLOURS = ["#1565c0", "#c62828", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#5d4037", "#ad1457"];
+
+// Draw `series` against passes 1..max(passes, last pass): an array of points [{pass, value}] (one line), or
+// of {label, points} (one line each, coloured from COLOURS, with a legend); values > 0 are plotted.
+export function drawChart(canvas, series, passes) {
+  const lines = series.length && series[0].points ? series : [{ label: null, points: series }];
+  const points = lines.flatMap((line) => line.points);
   const ratio = window.devicePixelRatio || 1;
   const width = canvas.clientWidth || canvas.width;
   const height = canvas.clientHeight || canvas.height;
@@ -53,7 +59,8 @@ export function drawChart(canvas, points, passes) {
   }
   if (step > 1) ctx.fillText("1", x(1), MARGIN.top + plotH + 15);
   if (!shown.length) {
-    ctx.fillText("waiting for the first pass", MARGIN.left + plotW / 2, MARGIN.top + plotH / 2);
+    ctx.fillText(points.length ? "no figure above 0 to draw on a log scale: exact to rounding" : "waiting for the first pass",
+                 MARGIN.left + plotW / 2, MARGIN.top + plotH / 2);
     return;
   }
 
@@ -77,16 +84,23 @@ export function drawChart(canvas, points, passes) {
     ctx.stroke();
     ctx.fillText(label(tick.value), MARGIN.left - 6, ty + 4);
   }
-  ctx.strokeStyle = "#1565c0";
-  ctx.lineWidth = 2;
-  ctx.beginPath();
-  shown.forEach((p, i) => (i ? ctx.lineTo(x(p.pass), y(p.value)) : ctx.moveTo(x(p.pass), y(p.value))));
-  ctx.stroke();
-  ctx.fillStyle = "#1565c0";
-  for (const p of shown) {
+  lines.forEach((line, k) => {
+    const colour = COLOURS[k % COLOURS.length];
+    const drawn = line.points.filter((p) => Number.isFinite(p.value) && p.value > 0);
+    ctx.strokeStyle = ctx.fillStyle = colour;
+    ctx.lineWidth = 2;
     ctx.beginPath();
-    ctx.arc(x(p.pass), y(p.value), 3, 0, 2 * Math.PI);
-    ctx.fill();
-  }
+    drawn.forEach((p, i) => (i ? ctx.lineTo(x(p.pass), y(p.value)) : ctx.moveTo(x(p.pass), y(p.value))));
+    ctx.stroke();
+    for (const p of drawn) {
+      ctx.beginPath();
+      ctx.arc(x(p.pass), y(p.value), 3, 0, 2 * Math.PI);
+      ctx.fill();
+    }
+    if (line.label) { // the legend, top right inside the frame
+      ctx.textAlign = "right";
+      ctx.fillText(line.label + " \u2014", MARGIN.left + plotW - 6, MARGIN.top + 14 + 15 * k);
+    }
+  });
   ctx.lineWidth = 1;
 }

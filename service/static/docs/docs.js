@@ -15,6 +15,19 @@ function el(tag, props, ...children) {
   return node;
 }
 
+// Text of the OpenAPI document as the page shows it: ``code`` and `code` (the docstrings' markup) as
+// <code>, the rest as text, line breaks kept (CSS white-space: pre-line).
+function prose(text, tag) {
+  const node = el(tag || "span", { className: "prose" });
+  const parts = String(text || "").split(/``([^`]+)``|`([^`]+)`/);
+  for (let i = 0; i < parts.length; i += 3) {
+    if (parts[i]) node.append(parts[i]);
+    const code = parts[i + 1] || parts[i + 2];
+    if (code) node.append(el("code", { textContent: code }));
+  }
+  return node;
+}
+
 function authHeaders() {
   const key = document.getElementById("api-key").value.trim();
   return key ? { Authorization: "Bearer " + key } : {};
@@ -66,7 +79,7 @@ function propertiesTable(schema) {
   const required = new Set(schema.required || []);
   for (const [name, prop] of Object.entries(schema.properties || {})) {
     table.append(el("tr", {}, el("td", {}, el("code", { textContent: name + (required.has(name) ? " *" : "") })),
-                    el("td", {}, typeName(prop)), el("td", { textContent: prop.description || "" }),
+                    el("td", {}, typeName(prop)), el("td", {}, prose(prop.description)),
                     el("td", { textContent: constraints(prop) })));
   }
   return table;
@@ -155,7 +168,7 @@ function renderOperation(path, method, operation) {
   const box = el("details", { id: operation.operationId || method + path });
   box.append(el("summary", {}, el("span", { className: "method " + method, textContent: method.toUpperCase() }),
                 el("span", { className: "path", textContent: path }), " ", operation.summary || ""));
-  if (operation.description) box.append(el("pre", { textContent: operation.description }));
+  if (operation.description) box.append(prose(operation.description, "div"));
   if ((operation.parameters || []).length) {
     const table = el("table", {}, el("tr", {}, el("th", { textContent: "parameter" }), el("th", { textContent: "in" }),
                                      el("th", { textContent: "type" }), el("th", { textContent: "description" })));
@@ -163,7 +176,7 @@ function renderOperation(path, method, operation) {
       const schema = param.schema || {};
       table.append(el("tr", {}, el("td", {}, el("code", { textContent: param.name + (param.required ? " *" : "") })),
                       el("td", { textContent: param.in }), el("td", {}, typeName(schema), " ", constraints(resolve(schema))),
-                      el("td", { textContent: param.description || schema.description || "" })));
+                      el("td", {}, prose(param.description || schema.description))));
     }
     box.append(el("h4", { textContent: "Parameters" }), table);
   }
@@ -175,7 +188,7 @@ function renderOperation(path, method, operation) {
   for (const [code, response] of Object.entries(operation.responses || {})) {
     const cell = el("td");
     for (const [type, media] of Object.entries(response.content || {})) cell.append(type + " ", typeName(media.schema), el("br"));
-    responses.append(el("tr", {}, el("td", { textContent: code }), el("td", { textContent: response.description || "" }), cell));
+    responses.append(el("tr", {}, el("td", { textContent: code }), el("td", {}, prose(response.description)), cell));
   }
   box.append(el("h4", { textContent: "Responses" }), responses, tryForm(path, method, operation));
   return box;
@@ -183,7 +196,7 @@ function renderOperation(path, method, operation) {
 
 function render() {
   document.getElementById("title").textContent = doc.info.title + " " + doc.info.version;
-  document.getElementById("summary").textContent = doc.info.summary || doc.info.description || "";
+  document.getElementById("summary").replaceChildren(prose(doc.info.summary || doc.info.description));
   const groups = new Map();
   for (const [path, item] of Object.entries(doc.paths || {})) {
     for (const method of METHODS) {
@@ -206,7 +219,7 @@ function render() {
   schemas.replaceChildren();
   for (const [name, schema] of Object.entries((doc.components || {}).schemas || {})) {
     const box = el("details", { id: "schema-" + name }, el("summary", {}, el("code", { textContent: name })));
-    if (schema.description) box.append(el("p", { textContent: schema.description }));
+    if (schema.description) box.append(prose(schema.description, "p"));
     if (schema.properties) box.append(propertiesTable(schema));
     else box.append(el("p", {}, typeName(schema)));
     schemas.append(box);

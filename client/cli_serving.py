@@ -1,0 +1,85 @@
+"""The ``kpca`` commands that run data through a model: ``project``, ``denoise``, ``denoise-image``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from client.api import load_npy, save_npy
+from client.cli_base import State, pass_state
+
+METHOD_HELP = "pre-image method: auto, fixed-point, kwok-tsang, gradient or learned (docs/denoising.md)"
+
+
+def _write_or_print(state: State, array: np.ndarray, out: str | None, key: str) -> None:
+    if out is not None:
+        save_npy(out, array)
+        state.emit({"output": out, "shape": list(array.shape)}, f"wrote {out} {array.shape}")
+    elif state.json:
+        click.echo(json.dumps({key: array.tolist()}))
+    else:
+        np.savetxt(sys.stdout, array, fmt="%.8g")
+
+
+@click.command()
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), default=None,
+              help="write the components to this .npy file (default: print them)")
+@pass_state
+def project(state: State, name: str, file: str, out: str | None) -> None:
+    """Kernel principal components of FILE's rows (a .npy array) through model NAME."""
+    _write_or_print(state, state.client.project(name, load_npy(file)), out, "components")
+
+
+@click.command()
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), required=True,
+              help="the .npy file that receives the denoised rows")
+@click.option("--method", default="auto", show_default=True, help=METHOD_HELP)
+@pass_state
+def denoise(state: State, name: str, file: str, out: str, method: str) -> None:
+    """Denoise FILE's rows (a .npy array) through model NAME: pre-images of their projections."""
+    _write_or_print(state, state.client.denoise(name, load_npy(file), method), out, "rows")
+
+
+@click.command("denoise-image")
+@click.argument("name")
+@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), required=True, help="the denoised PNG")
+@click.option("--patch", type=click.IntRange(min=1), default=None,
+              help="the patch side you expect; the model fixes it (its rows are patch x patch x channels "
+                   "values), so this only checks it before sending the image")
+@click.option("--stride", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="grid step between patches, at most the patch side")
+@click.option("--method", default="auto", show_default=True, help=METHOD_HELP)
+@click.option("--upscale", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="enlarge the image this many times first (hyperresolution)")
+@click.option("--compare", is_flag=True, help="write a picture of the input and the denoised image side by side")
+@click.option("--tune", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
+              help="auto: choose the rank and pre-image from the image itself (explicit --method kept)")
+@click.option("--n-components", type=click.IntRange(min=1), default=None,
+              help="use this many of the model's leading components (default: tuned, or all)")
+@pass_state
+def denoise_image(state: State, name: str, image: str, out: str, patch: int | None, stride: int, method: str,
+                  upscale: int, compare: bool, tune: str, n_components: int | None) -> None:
+    """Denoise the PNG IMAGE patch by patch through model NAME (trained on image patches); says what
+    the tuning chose."""
+    if patch is not None:
+        n_features = int(state.client.model(name)["n_features"])
+        if all(patch * patch * channels != n_features for channels in (1, 3, 4)):
+            raise click.BadParameter(f"model {name!r} takes rows of {n_features} values, which are not "
+                                     f"{patch}x{patch} patches (grey, RGB or RGBA)", param_hint="--patch")
+    png, chosen = state.client.denoise_image_chosen(name, Path(image).read_bytes(), stride, method, upscale, compare,
+                                                    tune, n_components)
+    Path(out).write_bytes(png)
+    said = ", ".join(f"{key} {value}" for key, value in chosen.items() if key in ("method", "n_components", "noise"))
+    state.emit({"output": out, "bytes": len(png), "chosen": chosen}, f"wrote {out}" + (f" ({said})" if said else ""))
+
+
+COMMANDS = (project, denoise, denoise_image)

@@ -1,0 +1,158 @@
+// The clusterings view: the list (open, delete), the form that starts a spectral clustering, and a
+// clustering's page (#/clusterings/NAME): its state in words, cancel and resume, its history per pass
+// (labels change, variation of information against reference labels) and the sizes of its clusters.
+
+import { call, getJson, sendJson } from "./api.js";
+import { onLists, refresh } from "./lists.js";
+import { solvers, startJob } from "./models.js";
+import { $, ACTIVE, deleteButton, describe, el, emptyRow, fail, fillSelect, number, save, seconds, showMessage,
+         statusBadge, table } from "./ui.js";
+
+const path = (name) => "/v1/clusterings/" + encodeURIComponent(name);
+const AFFINITIES = ["gaussian", "laplacian"];
+let shown = null;
+let record = null;
+let asked = null;
+
+async function remove(name) {
+  try {
+    await call(path(name), { method: "DELETE" });
+    showMessage("deleted clustering " + name, "info");
+    if (shown === name) location.hash = "#/clusterings";
+  } catch (error) {
+    fail("delete " + name, error);
+  }
+  await refresh();
+}
+
+// A completed clustering's labels, every page followed, as a CSV of one label a line (row order).
+async function exportLabels(name) {
+  try {
+    const labels = [];
+    let next = path(name) + "?labels_limit=100000";
+    while (next) {
+      const page = await getJson(next);
+      labels.push(...page.labels);
+      next = page.next;
+    }
+    const bytes = save(new Blob(["label\n" + labels.join("\n") + "\n"], { type: "text/csv" }), name + "-labels.csv");
+    showMessage("saved " + name + "-labels.csv: " + labels.length + " labels (" + bytes + " bytes), one a line in row order", "info");
+  } catch (error) {
+    fail("labels of " + name, error);
+  }
+}
+
+function render({ datasets, clusterings }) {
+  const rows = clusterings.map((c) => {
+    const progress = c.progress ? c.progress.pass + "/" + c.progress.passes : "-";
+    const row = el("tr", { className: "clustering-row clickable" + (c.name === shown ? " selected" : "") },
+      el("td", { textContent: c.name }), el("td", {}, statusBadge(c.status)), el("td", { textContent: c.dataset }),
+      el("td", { textContent: c.n_clusters }), el("td", { textContent: c.solver }), el("td", { textContent: progress }),
+      el("td", { className: "actions" },
+        el("button", { type: "button", textContent: "labels", className: "labels-button", disabled: c.status !== "completed",
+                       title: "save the labels as CSV", onclick: (e) => { e.stopPropagation(); exportLabels(c.name); } }),
+        deleteButton("delete", () => remove(c.name))));
+    row.dataset.name = c.name;
+    row.addEventListener("click", () => { location.hash = "#/clusterings/" + encodeURIComponent(c.name); });
+    return row;
+  });
+  $("clusterings").tBodies[0].replaceChildren(...(rows.length ? rows : [emptyRow(7, "none yet: start one with the form")]));
+  const ready = datasets.filter((d) => d.status === "ready");
+  const form = $("cluster-form");
+  fillSelect(form.dataset, ready.map((d) => d.name));
+  fillSelect(form.labels_dataset, ["", ...ready.filter((d) => d.n_features === 1).map((d) => d.name)]);
+  const summary = clusterings.find((c) => c.name === shown);
+  if (shown && record && summary && summary.status !== record.status) openClustering(shown, true);
+}
+
+function notice(r) {
+  const k = r.progress ? r.progress.pass : r.history.length;
+  if (r.status === "queued") return asked === "resume" ? "resumed: waiting for a worker" : "queued: waiting for a worker";
+  if (r.status === "running") return asked === "cancel" ? "cancel asked: it stops after its current block" : "running: pass " + k + " done";
+  if (r.status === "completed") return "completed: " + (r.labels_total || r.n_rows) + " labels in " + r.n_clusters + " clusters" +
+    (r.variation_of_information !== null && r.variation_of_information !== undefined
+      ? ", variation of information " + number(r.variation_of_information) + " against " + r.labels_dataset : "");
+  if (r.status === "cancelled") return "cancelled after pass " + k + ": Resume continues from its last checkpoint";
+  return "failed: " + (r.error ? r.error.code + ": " + r.error.message : "no reason given");
+}
+
+function sizes(labels) {
+  const counts = new Map();
+  for (const label of labels) counts.set(label, (counts.get(label) || 0) + 1);
+  return [...counts.entries()].sort((a, b) => a[0] - b[0]);
+}
+
+export async function openClustering(name, quiet) {
+  shown = name;
+  if (!quiet) asked = null;
+  $("clustering-details").hidden = false;
+  $("clustering-title").textContent = name;
+  document.querySelectorAll("#clusterings tr.clustering-row").forEach((r) => r.classList.toggle("selected", r.dataset.name === name));
+  try {
+    const r = await getJson(path(name) + "?labels_limit=100000");
+    if (shown !== name) return;
+    record = r;
+    if (!ACTIVE.includes(r.status)) asked = null;
+    const badge = $("clustering-status");
+    badge.textContent = r.status;
+    badge.className = "status " + r.status;
+    $("clustering-notice").textContent = notice(r);
+    $("clustering-notice").className = "notice " + r.status;
+    $("clustering-cancel").disabled = !ACTIVE.includes(r.status);
+    const solver = solvers.find((x) => x.name === r.solver);
+    $("clustering-resume").disabled = ACTIVE.includes(r.status) || (solver && !solver.iterative);
+    const history = r.history || [];
+    $("clustering-body").replaceChildren(...[
+      el("p", { className: "small", textContent: r.solver + ", " + r.n_clusters + " clusters of " + r.dataset + " version " +
+        r.dataset_version + ", kernel " + JSON.stringify(r.fit_kernel || r.kernel) }),
+      history.length ? table(["pass", "elapsed", "convergence", "labels change", "VI"], history.map((h) =>
+        [h.pass, seconds(h.elapsed_s), h.convergence.value, h.labels_change, h.variation_of_information]), "compact")
+        : el("p", { className: "small", textContent: "no pass yet" }),
+      r.labels ? el("p", { className: "small", textContent: "cluster sizes: " +
+        sizes(r.labels).map(([label, count]) => label + ": " + count).join(", ") +
+        (r.next ? " (of the first " + r.labels.length + " labels)" : "") }) : null,
+    ].filter(Boolean));
+  } catch (error) {
+    $("clustering-notice").textContent = describe(error);
+  }
+}
+
+async function act(action) {
+  if (!shown) return;
+  const body = {};
+  if (action === "resume" && $("clustering-passes").value !== "") body.passes = Number($("clustering-passes").value);
+  try {
+    await sendJson(path(shown) + "/" + action, body);
+    asked = action;
+    showMessage("");
+    await refresh();
+    openClustering(shown, true);
+  } catch (error) {
+    fail(action + " " + shown, error);
+  }
+}
+
+export function closeClustering() {
+  shown = null;
+  record = null;
+  $("clustering-details").hidden = true;
+}
+
+// The solvers spectral clustering may use, once the catalogue has loaded.
+export function clusteringCatalogue() {
+  const form = $("cluster-form");
+  fillSelect(form.solver, solvers.filter((s) => s.clusterable).map((s) => s.name), "kha-smd");
+  fillSelect(form.kernel, AFFINITIES, "gaussian");
+}
+
+export function installClusterings() {
+  onLists(render);
+  $("cluster-form").addEventListener("submit", (event) => startJob(event, "clusterings", (form) => ({
+    n_clusters: Number(form.n_clusters.value), ...(form.labels_dataset.value ? { labels_dataset: form.labels_dataset.value } : {}),
+  }), "cluster-status"));
+  $("clustering-cancel").addEventListener("click", () => act("cancel"));
+  $("clustering-resume").addEventListener("click", () => act("resume"));
+  $("clustering-close").addEventListener("click", () => { location.hash = "#/clusterings"; });
+  // a running clustering's page follows its passes
+  setInterval(() => { if (shown && record && ACTIVE.includes(record.status)) openClustering(shown, true); }, 1000);
+}
