@@ -20,6 +20,11 @@ form), ``gradient`` (steepest descent on rho from the Kwok-Tsang start, seed 002
 `kpca.preimage.gradient.batched_descent`) and ``learned`` (`kpca.preimage.LearnedInverse`, fitted
 per tile). `denoise_candidates` serves a grid of ranks and methods from one fit per tile; the tuner
 (`kpca.tuning`) picks among them.
+
+``linear`` (`LINEAR`) is the limit of a wide kernel with one model for the whole image: linear PCA of
+all the image's patches (`linear_pca_denoise`), no kernel width and no tiles. It is the baseline the
+tuner must not fall below, so it is one of its candidates: on smooth images (a cell, the moon) one
+model of every patch of the image beats a model per tile, whatever its kernel.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from kpca.preimage.gradient import batched_descent
 from kpca.rows import KernelRows
 from kpca.solvers import served_model
 
-PATCH_METHODS = ("fixed-point", "kwok-tsang", "gradient", "learned")
+KERNEL_METHODS = ("fixed-point", "kwok-tsang", "gradient", "learned")  # pre-images of a tile's kernel model
+LINEAR = "linear"  # linear PCA of all the image's patches (module note)
+PATCH_METHODS = (*KERNEL_METHODS, LINEAR)
 MAX_ROWS = 1200  # patches a tile's model is fitted on, at most
 
 
@@ -51,8 +58,9 @@ class PatchSettings:
     ----------
     patch, stride : int
         Side of the square patches and their grid step, in pixels.
-    width : float
-        ``sigma / (s sqrt(2 n))`` (D1); ``sigma`` is computed from it and the noise level.
+    width : float or None
+        ``sigma / (s sqrt(2 n))`` (D1); ``sigma`` is computed from it and the noise level. None for
+        ``linear``, which has no kernel.
     n_components : int
         r, per tile's model.
     method : str
@@ -65,14 +73,17 @@ class PatchSettings:
 
     patch: int = 7
     stride: int = 1
-    width: float = 0.5
+    width: float | None = 0.5
     n_components: int = 8
     method: str = "fixed-point"
     options: dict = field(default_factory=dict)
     tile: int | None = 32
 
-    def sigma(self, noise: float) -> float:
-        """The kernel width (D1) for noise level ``noise``; at least 1e-6 (a noiseless image)."""
+    def sigma(self, noise: float) -> float | None:
+        """The kernel width (D1) for noise level ``noise``; at least 1e-6 (a noiseless image); None for
+        ``linear`` or no width."""
+        if self.method == LINEAR or self.width is None:
+            return None
         return max(float(self.width) * float(noise) * float(np.sqrt(2.0 * self.patch * self.patch)), 1e-6)
 
     def width_for(self, sigma: float, noise: float) -> float:
@@ -122,7 +133,7 @@ def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | No
         return batched_descent(model, P, n_iter=int(options.get("n_iter", 10)), n_neighbors=neighbours)
     if method == "learned":
         return LearnedInverse.fit(model, n_samples=MAX_ROWS, rng=np.random.default_rng(0))(P)
-    raise ValueError(f"method: {method!r} is not a patch pre-image method; choose one of {PATCH_METHODS}")
+    raise ValueError(f"method: {method!r} is not a patch pre-image method; choose one of {KERNEL_METHODS}")
 
 
 def _fixed_point_step(model: KernelModel, B: np.ndarray) -> np.ndarray:
@@ -220,14 +231,16 @@ def denoise_image(image: np.ndarray, settings: PatchSettings, noise: float, max_
     if image.ndim == 3:
         return np.stack([denoise_image(image[:, :, c], settings, noise, max_rows, report)
                          for c in range(image.shape[2])], axis=-1)
+    if settings.method == LINEAR:
+        return linear_pca_denoise(image, settings.patch, settings.stride, settings.n_components)
     one = Candidate(settings.n_components, settings.method, dict(settings.options))
     return denoise_candidates(image, settings, noise, [one], max_rows, report)[one.key()]
 
 
 def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components: int) -> np.ndarray:
     """Linear PCA of the patches of ``image`` (H, W): each patch replaced by its projection onto the
-    leading ``n_components`` principal directions plus the mean, overlaps averaged. The linear
-    baseline of `kpca.tuning`. Cost O(m n^2) for m patches of n values."""
+    leading ``n_components`` principal directions plus the mean, overlaps averaged: the method
+    ``linear`` and the tuner's baseline. Cost O(m n^2) for m patches of n values."""
     patches, grid = extract_patches(np.asarray(image, dtype=np.float64), patch, stride)
     mean = patches.mean(axis=0)
     _, _, Vt = np.linalg.svd(patches - mean, full_matrices=False)
@@ -235,5 +248,5 @@ def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components:
     return assemble_patches((patches - mean) @ V.T @ V + mean, grid)
 
 
-__all__ = ["PATCH_METHODS", "PatchSettings", "Candidate", "fit_patch_model", "leading", "preimages",
+__all__ = ["PATCH_METHODS", "KERNEL_METHODS", "LINEAR", "PatchSettings", "Candidate", "fit_patch_model", "leading", "preimages",
            "tile_blocks", "denoise_candidates", "denoise_image", "linear_pca_denoise"]

@@ -150,14 +150,16 @@ def start_patch_model(name: str, image, patch: int, stride: int, chosen: dict, d
                       owner: str | None) -> str:
     """Data set ``name`` of the ``patch`` x ``patch`` patches of ``image`` (grid step ``stride``) and model
     ``name`` fitted to it with a Gaussian kernel of the tuned width and rank of ``chosen`` (``sigma``,
-    ``n_components``): exact where its rows are within the exact limit, else the default solver. Returns
-    the model's URL; the fit runs on the cluster."""
+    ``n_components``), or the linear kernel where the tuning chose ``linear`` (no width): exact where
+    its rows are within the exact limit, else the default solver. Returns the model's URL; the fit
+    runs on the cluster."""
     from kpca.kernels import KernelSpec
     from service.job_checks import checked_fit_params
     from store.jobs.records import ModelRecord, Placement
 
     dataset = backend.patch_dataset(name, image, patch, stride)
-    kernel = KernelSpec("gaussian", sigma=float(chosen["sigma"]))
+    linear = chosen.get("sigma") is None  # the method "linear": linear PCA of the patches
+    kernel = KernelSpec("linear") if linear else KernelSpec("gaussian", sigma=float(chosen["sigma"]))
     solver = "exact" if dataset.n_rows <= settings.exact_limit else "kha-smd"
     r = int(chosen["n_components"])
     params = checked_fit_params(datasets, dataset, kernel, solver, r, {}, settings.exact_limit)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from kpca.hyperresolution import hyperresolve, patch_reconstruction
 from kpca.images import assemble_patches, extract_patches, from_unit, to_unit
 from kpca.model import KernelModel
 from kpca.noise_level import noise_level, noise_level_rows
-from kpca.patch_denoising import PatchSettings, denoise_image, leading, preimages
+from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
 from kpca.preimage import reconstruct
 from kpca.tuning import tune_model, tune_patches, tuning_windows
 from store.errors import Conflict
@@ -190,6 +191,8 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
                 grey = unit.mean(axis=2) if unit.ndim == 3 else unit
                 noise_level_used = noise_level(grey)
         sigma = fixed_values.pop("sigma", None)
+        if sigma is not None and fixed_values.get("method") == LINEAR:
+            raise ValueError("sigma: method 'linear' has no kernel width; leave sigma out")
         if sigma is not None:  # an explicit kernel width, as the width (D1) at this noise level
             fixed_values["width"] = base.width_for(sigma, noise_level_used)
         if tune == "auto":
@@ -200,6 +203,8 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
         else:
             settings = PatchSettings(**{**base.__dict__, **{k: v for k, v in fixed_values.items()
                                                            if k in base.__dict__}})
+            if settings.method == LINEAR:  # no kernel, so no width
+                settings = replace(settings, width=None)
             extra = {}
         with progress.step("denoising"):
             out = denoise_image(unit, settings, noise_level_used, report=progress.report)

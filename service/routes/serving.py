@@ -150,10 +150,11 @@ async def _reconstruct(name, body, models, datasets, backend, settings) -> Recon
 
 def _invalid(exc: ValueError) -> ApiError:
     """A worker's ValueError as a 422 naming its field: the message's prefix when it names one of the
-    request's fields (``options.x``, ``n_components``, ``rows``), else ``method``."""
+    request's fields (``options.x``, ``n_components``, ``rows``, ``sigma``), else ``method``."""
     message = str(exc)
     prefix = message.split(":", 1)[0]
-    field = prefix if prefix.startswith("options.") or prefix in ("n_components", "rows", "method", "image") else "method"
+    named = ("n_components", "rows", "method", "image", "sigma")
+    field = prefix if prefix.startswith("options.") or prefix in named else "method"
     return ApiError(422, "invalid", message, field)
 
 

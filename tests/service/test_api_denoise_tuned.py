@@ -135,7 +135,8 @@ def test_one_call_denoise_image_fits_tunes_and_answers(api):
     out = unpng(r.content)
     assert out.shape == clean.shape and out.dtype == np.uint8
     what = chosen(r)
-    assert what["sigma"] > 0 and what["method"] in ("fixed-point", "kwok-tsang", "gradient", "learned")
+    kernel = what["method"] in ("fixed-point", "kwok-tsang", "gradient", "learned")
+    assert (kernel and what["sigma"] > 0) or (what["method"] == "linear" and what["sigma"] is None), what
     assert mse(out, clean) < 0.5 * mse(noisy, clean)
     job = api.get("/v1/image-jobs/one-call").json()
     assert job["status"] == "completed" and [s["step"] for s in job["steps"]] == ["noise", "tuning", "denoising"]
@@ -157,6 +158,26 @@ def test_one_call_keeps_a_model_when_asked(api):
     assert record["status"] == "completed" and record["n_components"] == chosen(r)["n_components"]
     r = api.post("/v1/denoise-image?patch=5&keep=kept", content=png(noisy), headers=PNG)
     assert r.status_code == 409 and r.json()["error"]["field"] == "keep"
+
+
+def test_one_call_linear_is_linear_pca_and_keeps_a_linear_model(api):
+    """Issue 27: linear PCA of all the image's patches is one of the tuner's candidates (the method
+    ``linear``, no kernel width); asked for, it is used, and ``keep`` keeps a linear-kernel model."""
+    noisy = noisy_of(scene(32, 8), 0.1, 13)
+    r = api.post("/v1/denoise-image?patch=5&stride=2&method=linear&keep=kept-linear", content=png(noisy),
+                 headers=PNG)
+    assert r.status_code == 200, r.text
+    what = chosen(r)
+    assert what["method"] == "linear" and what["sigma"] is None and what["width"] is None
+    record = wait_for_fit(api, "kept-linear")
+    assert record["status"] == "completed" and record["kernel"]["type"] == "linear"
+    r = api.post("/v1/denoise-image?patch=5&stride=2&method=linear&tune=off&n_components=2", content=png(noisy),
+                 headers=PNG)
+    assert r.status_code == 200 and chosen(r)["n_components"] == 2, r.text
+    for tune in ("auto", "off"):
+        r = api.post(f"/v1/denoise-image?patch=5&method=linear&sigma=1.5&tune={tune}", content=png(noisy),
+                     headers=PNG)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "sigma", r.text
 
 
 def test_one_call_errors_name_the_field(api):
