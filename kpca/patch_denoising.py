@@ -15,8 +15,8 @@ two noisy copies of the same clean patch, so ``width`` is free of the noise leve
 
 Pre-images (`PATCH_METHODS`): ``fixed-point`` (Mika et al.'s iteration, started at the noisy patch
 and stopped after ``n_iter`` steps, which regularises as early stopping does; one step is Mika et
-al.'s weighted mean of the training patches, ``sum_i gamma_i k(x, x_i) x_i / sum_i gamma_i k(x, x_i)``), ``kwok-tsang`` (closed
-form), ``gradient`` (steepest descent on rho from the Kwok-Tsang start, seed 002 §4.2,
+al.'s weighted mean of the training patches, ``sum_i gamma_i k(x, x_i) x_i / sum_i gamma_i k(x, x_i)``),
+``kwok-tsang`` (closed form), ``gradient`` (steepest descent on rho from the Kwok-Tsang start, seed 002 §4.2,
 `kpca.preimage.gradient.batched_descent`) and ``learned`` (`kpca.preimage.LearnedInverse`, fitted
 per tile). `denoise_candidates` serves a grid of ranks and methods from one fit per tile; the tuner
 (`kpca.tuning`) picks among them.
@@ -248,5 +248,5 @@ def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components:
     return assemble_patches((patches - mean) @ V.T @ V + mean, grid)
 
 
-__all__ = ["PATCH_METHODS", "KERNEL_METHODS", "LINEAR", "PatchSettings", "Candidate", "fit_patch_model", "leading", "preimages",
-           "tile_blocks", "denoise_candidates", "denoise_image", "linear_pca_denoise"]
+__all__ = ["PATCH_METHODS", "KERNEL_METHODS", "LINEAR", "PatchSettings", "Candidate", "fit_patch_model", "leading",
+           "preimages", "tile_blocks", "denoise_candidates", "denoise_image", "linear_pca_denoise"]

@@ -135,6 +135,7 @@ class Tuned:
     chosen: dict | None = None
 
     def summary(self) -> dict:
+        """What was chosen, the noise level and the chosen row's estimate, as one flat dict. O(candidates)."""
         row = self.chosen or (min(self.risks, key=lambda r: r["risk"]) if self.risks else None)
         return {"noise": self.noise, "noise_estimated": self.noise_estimated, **self.settings.to_dict(),
                 "estimated_psnr_db": None if row is None else row["psnr_db"], "candidates": len(self.risks),
