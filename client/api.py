@@ -196,14 +196,29 @@ class Client:
         return np.asarray(self._json("POST", f"/v1/models/{name}/denoise", json=body)["rows"])
 
     def denoise_image(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1,
-                      compare: bool = False) -> bytes:
+                      compare: bool = False, tune: str = "auto", n_components: int | None = None) -> bytes:
         """A PNG denoised patch by patch through model ``name``; the denoised PNG's bytes (with ``compare``,
-        a picture of the input and the denoised image side by side)."""
-        response = self.request("POST", f"/v1/models/{name}/denoise-image", content=png,
-                                params={"stride": stride, "method": method, "upscale": upscale,
-                                        "compare": str(compare).lower()},
+        a picture of the input and the denoised image side by side). `denoise_image_chosen` also says
+        what the tuning chose."""
+        return self.denoise_image_chosen(name, png, stride, method, upscale, compare, tune, n_components)[0]
+
+    def denoise_image_chosen(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1,
+                             compare: bool = False, tune: str = "auto",
+                             n_components: int | None = None) -> tuple[bytes, dict]:
+        """`denoise_image`, and what was chosen and how long each step took: the answer's
+        ``X-KPCA-Chosen`` header (JSON) with ``steps`` from ``Server-Timing`` (seconds)."""
+        params = {"stride": stride, "method": method, "upscale": upscale, "compare": str(compare).lower(),
+                  "tune": tune}
+        if n_components is not None:
+            params["n_components"] = n_components
+        response = self.request("POST", f"/v1/models/{name}/denoise-image", content=png, params=params,
                                 headers={"Content-Type": "image/png"})
-        return response.content
+        chosen = json.loads(response.headers.get("x-kpca-chosen", "{}"))
+        steps = {}
+        for part in filter(None, (p.strip() for p in response.headers.get("server-timing", "").split(","))):
+            step, _, duration = part.partition(";dur=")
+            steps[step] = float(duration) / 1000.0 if duration else None
+        return response.content, {**chosen, "steps": steps}
 
     def export_model(self, name: str, path) -> dict:
         """Download model ``name`` as one archive (``GET /v1/models/{name}/export``) into the file ``path``,

@@ -61,18 +61,25 @@ def denoise(state: State, name: str, file: str, out: str, method: str) -> None:
 @click.option("--upscale", type=click.IntRange(1, 8), default=1, show_default=True,
               help="enlarge the image this many times first (hyperresolution)")
 @click.option("--compare", is_flag=True, help="write a picture of the input and the denoised image side by side")
+@click.option("--tune", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
+              help="auto: choose the rank and pre-image from the image itself (explicit --method kept)")
+@click.option("--n-components", type=click.IntRange(min=1), default=None,
+              help="use this many of the model's leading components (default: tuned, or all)")
 @pass_state
 def denoise_image(state: State, name: str, image: str, out: str, patch: int | None, stride: int, method: str,
-                  upscale: int, compare: bool) -> None:
-    """Denoise the PNG IMAGE patch by patch through model NAME (trained on image patches)."""
+                  upscale: int, compare: bool, tune: str, n_components: int | None) -> None:
+    """Denoise the PNG IMAGE patch by patch through model NAME (trained on image patches); says what
+    the tuning chose."""
     if patch is not None:
         n_features = int(state.client.model(name)["n_features"])
         if all(patch * patch * channels != n_features for channels in (1, 3, 4)):
             raise click.BadParameter(f"model {name!r} takes rows of {n_features} values, which are not "
                                      f"{patch}x{patch} patches (grey, RGB or RGBA)", param_hint="--patch")
-    png = state.client.denoise_image(name, Path(image).read_bytes(), stride, method, upscale, compare)
+    png, chosen = state.client.denoise_image_chosen(name, Path(image).read_bytes(), stride, method, upscale, compare,
+                                                    tune, n_components)
     Path(out).write_bytes(png)
-    state.emit({"output": out, "bytes": len(png)}, f"wrote {out}")
+    said = ", ".join(f"{key} {value}" for key, value in chosen.items() if key in ("method", "n_components", "noise"))
+    state.emit({"output": out, "bytes": len(png), "chosen": chosen}, f"wrote {out}" + (f" ({said})" if said else ""))
 
 
 COMMANDS = (project, denoise, denoise_image)

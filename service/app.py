@@ -26,6 +26,7 @@ from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
+from store.image_jobs import ImageJobStore
 from store.jobs.archive import sweep_imports
 from store.jobs.registry import JobRegistry
 from workers import Backend
@@ -41,6 +42,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     data_dir.mkdir(parents=True, exist_ok=True)
     app.state.datasets = DatasetStore(data_dir)
     app.state.models = ModelRegistry(data_dir)
+    app.state.image_jobs = ImageJobStore(data_dir)
     app.state.checkpoints = CheckpointStore(data_dir)
     app.state.clusterings = ClusteringRegistry(data_dir)
     swept = await run_in_threadpool(sweep_imports, data_dir)

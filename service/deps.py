@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from service.errors import ApiError
 from service.settings import Settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
+from store.image_jobs import ImageJobStore
 from workers import Backend
 
 
@@ -39,6 +40,10 @@ def get_checkpoints(request: Request) -> CheckpointStore:
     return _state(request, "checkpoints")
 
 
+def get_image_jobs(request: Request) -> ImageJobStore:
+    return _state(request, "image_jobs")
+
+
 def get_backend(request: Request) -> Backend:
     return _state(request, "backend")
 
@@ -49,3 +54,4 @@ ModelsDep = Annotated[ModelRegistry, Depends(get_models)]
 ClusteringsDep = Annotated[ClusteringRegistry, Depends(get_clusterings)]
 CheckpointsDep = Annotated[CheckpointStore, Depends(get_checkpoints)]
 BackendDep = Annotated[Backend, Depends(get_backend)]
+ImageJobsDep = Annotated[ImageJobStore, Depends(get_image_jobs)]

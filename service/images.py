@@ -9,6 +9,7 @@ image request (`kpca.images.patch_plan`) into the route's 422.
 from __future__ import annotations
 
 import io
+import json
 import struct
 import zlib
 
@@ -114,3 +115,18 @@ def encode_png(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(array).save(buf, format="PNG")
     return buf.getvalue()
+
+
+def chosen_headers(info: dict) -> dict:
+    """Response headers that say what an image request chose and how long each step took:
+    ``X-KPCA-Chosen`` (JSON: the tuning's choice, the noise level and whether it was estimated) and
+    ``Server-Timing`` (one ``step;dur=milliseconds`` entry per step, the standard header)."""
+    chosen = {"tune": info.get("tune"), **(info.get("chosen") or {})}
+    for key in ("noise", "noise_estimated", "candidates"):
+        if key in info:
+            chosen[key] = info[key]
+    timing = ", ".join(f"{s['step']};dur={1000.0 * s['seconds']:.1f}" for s in info.get("steps", []))
+    headers = {"X-KPCA-Chosen": json.dumps(chosen, separators=(",", ":"), default=float)}
+    if timing:
+        headers["Server-Timing"] = timing
+    return headers

@@ -135,3 +135,36 @@ def delete_dataset(datasets, name: str, registries, cascade: bool) -> Response:
         delete(registry, record.name)
     datasets.delete(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def exists(registry, name: str) -> bool:
+    """Whether a job ``name`` of the registry's kind exists. Cost: one record read."""
+    try:
+        registry.get(name)
+    except NotFound:
+        return False
+    return True
+
+
+def start_patch_model(name: str, image, patch: int, stride: int, chosen: dict, datasets, models, backend, settings,
+                      owner: str | None) -> str:
+    """Data set ``name`` of the ``patch`` x ``patch`` patches of ``image`` (grid step ``stride``) and model
+    ``name`` fitted to it with a Gaussian kernel of the tuned width and rank of ``chosen`` (``sigma``,
+    ``n_components``), or the linear kernel where the tuning chose ``linear`` (no width): exact where
+    its rows are within the exact limit, else the default solver. Returns the model's URL; the fit
+    runs on the cluster."""
+    from kpca.kernels import KernelSpec
+    from service.job_checks import checked_fit_params
+    from store.jobs.records import ModelRecord, Placement
+
+    dataset = backend.patch_dataset(name, image, patch, stride)
+    linear = chosen.get("sigma") is None  # the method "linear": linear PCA of the patches
+    kernel = KernelSpec("linear") if linear else KernelSpec("gaussian", sigma=float(chosen["sigma"]))
+    solver = "exact" if dataset.n_rows <= settings.exact_limit else "kha-smd"
+    r = int(chosen["n_components"])
+    params = checked_fit_params(datasets, dataset, kernel, solver, r, {}, settings.exact_limit)
+    record = ModelRecord.new(name, dataset, kernel=kernel, n_components=r, solver=solver, params=params,
+                             checkpoint_keep=settings.checkpoint_keep,
+                             placement=Placement(workers=None, exact_limit=settings.exact_limit))
+    start(backend, models, record, Response(), owner)
+    return f"/v1/models/{name}"

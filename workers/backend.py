@@ -23,6 +23,7 @@ from store.jobs.records import ModelRecord
 from workers import archive as archive_task
 from workers import cluster as cluster_task
 from workers import fit as fit_task
+from workers import image_jobs as image_job_task
 from workers import images as image_task
 from workers import serve as serve_task
 from workers.placement import machine_cores
@@ -274,6 +275,31 @@ class Backend:
         future = self.client.submit(image_task.denoise_image, self.data_dir, model_name, image, patch, stride,
                                     method, options, upscale, pure=False)
         return future.result()
+
+    def denoise_image_tuned(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
+                            options: dict | None = None, upscale: int = 1, tune: str = "auto",
+                            n_components: int | None = None, constrained: bool = True,
+                            job: str | None = None) -> tuple[np.ndarray, dict]:
+        """The denoised (or hyper-resolved) image and what was chosen, with the rank and pre-image tuned
+        on the image (`workers.image_jobs.denoise_with_model`). Blocking: call it from a thread pool."""
+        return self.client.submit(image_job_task.denoise_with_model, self.data_dir, model_name, image, patch,
+                                  stride, method, options, upscale, tune, n_components, constrained, job,
+                                  pure=False).result()
+
+    def denoise_image_fit(self, image: np.ndarray, patch: int, stride: int, tile: int | None, tune: str = "auto",
+                          fixed: dict | None = None, noise: float | None = None,
+                          job: str | None = None) -> tuple[np.ndarray, dict]:
+        """The one-call path: the image denoised by models of its own tiles, tuned on it
+        (`workers.image_jobs.denoise_with_own_models`). Blocking: call it from a thread pool."""
+        return self.client.submit(image_job_task.denoise_with_own_models, self.data_dir, image, patch, stride,
+                                  tile, tune, fixed, noise, job, pure=False).result()
+
+    def denoise_rows_tuned(self, model_name: str, rows: np.ndarray, fixed: dict | None = None
+                           ) -> tuple[np.ndarray, dict]:
+        """Rows through a model with the rank and pre-image tuned on them
+        (`workers.image_jobs.denoise_rows_tuned`). Blocking: call it from a thread pool."""
+        return self.client.submit(image_job_task.denoise_rows_tuned, self.data_dir, model_name, rows, fixed,
+                                  pure=False).result()
 
     def component_images(self, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The leading ``count`` components of a model in input space and their eigenvalues

@@ -70,7 +70,8 @@ def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, 
     points among its ``n_neighbors`` nearest in feature space. Every iterate
     is scored by rho and the lowest-rho iterate over all starts is returned;
     a start stops early when the denominator vanishes or the iterate is not
-    finite, keeping its last finite iterate (fallback: the Kwok–Tsang point).
+    finite, keeping its last finite iterate (fallback: the Kwok–Tsang point; with ``init`` and at
+    most two starts, which need no Kwok–Tsang point, ``init``).
 
     Parameters
     ----------
@@ -118,7 +119,10 @@ def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, 
         Xb = X[a : a + step]
         b = Xb.shape[0]
         target = model.target(Xb) if components is None else model.target_from_components(components[a : a + step])
-        kt, neighbours = kwok_tsang_block(model, target, n_neighbors)
+        if init is None or restarts > 2:
+            kt, neighbours = kwok_tsang_block(model, target, n_neighbors)
+        else:  # the given start alone (and x): no Kwok-Tsang point to compute
+            kt = init[a : a + step]
         starts = [kt if init is None else init[a : a + step]]
         if restarts >= 2:
             starts.append(Xb)

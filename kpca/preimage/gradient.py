@@ -7,7 +7,7 @@ import numpy as np
 import scipy.optimize
 
 from kpca.model import KernelModel, Target
-from kpca.preimage._objective import rho_and_gradient
+from kpca.preimage._objective import kernel_moments, rho_and_gradient
 from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS, kwok_tsang_block
 
 
@@ -79,4 +79,56 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
             finite = bool(np.isfinite(res.x).all() and np.isfinite(res.fun))
             improved = finite and (not np.isfinite(rho0) or res.fun <= rho0)
             out[a + j] = res.x if improved else z0
+    return out
+
+
+def batched_descent(model: KernelModel, X, *, init=None, n_iter: int = 10, n_neighbors: int = 10) -> np.ndarray:
+    """Pre-images by steepest descent on rho for all points at once, from the Kwok–Tsang start (seed
+    002 §4.2: gradient descent started at the Kwok–Tsang point), a fixed number of steps.
+
+    Each step moves every point along ``-grad rho`` (module note of `kpca.preimage._objective`) by its
+    own step length ``t`` and keeps the move only where rho decreased; a kept move lengthens that
+    point's step by 1.5, a refused one halves it. The first step of a radial kernel is the fixed-point
+    step ``t = 1 / (4 |u|)`` (which takes ``z`` to ``v / u``); of a dot-product kernel
+    ``0.1 (1 + ||z||) / ||grad rho||``. No tolerance test: the result is a deterministic function of X
+    (what the tuner's finite differences need, `kpca.tuning`), and rho never increases.
+
+    Parameters
+    ----------
+    model : KernelModel
+    X : ndarray of shape (m, n)
+    init : ndarray of shape (m, n), optional
+        Starts; default the lower-rho of the Kwok–Tsang point and x (x for ``tanh``).
+    n_iter : int, default 10
+    n_neighbors : int, default 10
+
+    Returns
+    -------
+    ndarray of shape (m, n). Cost ``n_iter + 1`` passes over the model's rows for every block of
+    points, O(n_iter m l n).
+    """
+    X = model.check_points(X)
+    init = None if init is None else model.check_points(init, "init")
+    out = np.empty_like(X)
+    step = model.block_rows()
+    radial = model.kernel.kernel.radial
+    for a in range(0, X.shape[0], step):
+        Xb = X[a : a + step]
+        target = model.target(Xb)
+        Z = _gradient_starts(model, Xb, target, n_neighbors) if init is None else init[a : a + step].copy()
+        G, norm2 = target.gamma, target.norm2
+        rho, grad = rho_and_gradient(model.rows, Z, G, norm2)
+        if radial:
+            u = kernel_moments(model.rows, Z, G)[1]
+            t = 1.0 / np.maximum(4.0 * np.abs(u), 1e-300)
+        else:
+            t = 0.1 * (1.0 + np.linalg.norm(Z, axis=1)) / np.maximum(np.linalg.norm(grad, axis=1), 1e-300)
+        for _ in range(int(n_iter)):
+            with np.errstate(all="ignore"):
+                proposal = Z - t[:, None] * grad
+                rho_new, grad_new = rho_and_gradient(model.rows, proposal, G, norm2)
+            better = np.isfinite(rho_new) & np.isfinite(grad_new).all(axis=1) & (rho_new < rho)
+            Z[better], rho[better], grad[better] = proposal[better], rho_new[better], grad_new[better]
+            t = np.where(better, 1.5 * t, 0.5 * t)
+        out[a : a + step] = Z
     return out

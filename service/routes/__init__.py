@@ -5,8 +5,8 @@ Every route declares its scope and accepted media types in its decorator
 (``openapi_extra=service.security.access(...)``)."""
 
 from service.routes import (
-    catalogue, clusterings, dashboard, dataset_rows, datasets, docs, events, health, model_archive, models, pictures,
-    serving,
+    catalogue, clusterings, dashboard, dataset_rows, datasets, denoising, docs, events, health, model_archive, models,
+    pictures, serving,
 )
 
 ROUTERS = (
@@ -16,6 +16,7 @@ ROUTERS = (
     models.router,
     model_archive.router,
     serving.router,
+    denoising.router,
     pictures.router,
     clusterings.router,
     events.router,

@@ -20,6 +20,7 @@ from service.images import (
     PNG_MEDIA_TYPE,
     PNG_REQUEST_BODY,
     check_pixels,
+    chosen_headers,
     decode_png,
     encode_png,
     image_patch_plan,
@@ -28,13 +29,17 @@ from service.limits import check_patches, check_rows
 from service.payloads import JSON_MEDIA_TYPE, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.serving import (
+    DenoiseRequest,
+    DenoiseResponse,
     PreimageMethod,
     ProjectRequest,
     ProjectResponse,
     ReconstructRequest,
     ReconstructResponse,
     TransformRequest,
+    Tune,
 )
 from service.security import READ, WRITE, access
 from store.datasets.records import DatasetInfo
@@ -139,12 +144,21 @@ async def _reconstruct(name, body, models, datasets, backend, settings) -> Recon
     try:
         out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
     except ValueError as exc:  # a method the kernel does not support, or an option the method does not take
-        if isinstance(exc, StoreError):  # a damaged checkpoint (also a ValueError): its own 409
-            raise
-        message = str(exc)
-        field = message.split(":", 1)[0] if message.startswith("options.") else "method"
-        raise ApiError(422, "invalid", message, field) from None
+        raise _invalid(exc) from None
     return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
+
+
+def _invalid(exc: ValueError) -> Exception:
+    """A worker's ValueError as a 422 naming its field: the message's prefix when it names one of the
+    request's fields (``options.x``, ``n_components``, ``rows``, ``sigma``), else ``method``. A store's
+    refusal (a damaged checkpoint is also a ValueError) comes back as it is, for its own 409."""
+    if isinstance(exc, StoreError):
+        return exc
+    message = str(exc)
+    prefix = message.split(":", 1)[0]
+    named = ("n_components", "rows", "method", "image", "sigma")
+    field = prefix if prefix.startswith("options.") or prefix in named else "method"
+    return ApiError(422, "invalid", message, field)
 
 
 @router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
@@ -155,19 +169,40 @@ async def reconstruct(name: ModelName, body: ReconstructRequest, models: ModelsD
 
 
 @router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
-async def denoise(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
+async def denoise(name: ModelName, body: DenoiseRequest, models: ModelsDep, datasets: DatasetsDep,
+                  backend: BackendDep, settings: SettingsDep) -> DenoiseResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
-    ``/reconstruct``; the name says what it is for)."""
-    return await _reconstruct(name, body, models, datasets, backend, settings)
+    ``/reconstruct``; the name says what it is for). With ``tune="auto"`` the noise is estimated from
+    the rows (they must be more than their columns) and the rank and pre-image chosen by an unbiased
+    estimate of the denoising error; ``chosen`` and ``steps`` say what and how long."""
+    if body.tune == "off":
+        if body.n_components is not None:
+            raise ApiError(422, "invalid", "n_components is for tune=auto; with tune=off every component is used",
+                           "n_components")
+        return DenoiseResponse(rows=(await _reconstruct(name, body, models, datasets, backend, settings)).rows)
+    check_rows(len(body.rows), settings.max_rows_per_request)
+    model, n_features = await served_job(name, models, datasets)
+    rows = checked_rows(body.rows, n_features)
+    fixed = {"n_components": body.n_components, "method": None if body.method == "auto" else body.method,
+             "options": body.options.model_dump(exclude_none=True)}
+    try:
+        out, info = await serve(models, name, model, backend.denoise_rows_tuned, name, rows, fixed)
+    except ValueError as exc:
+        raise _invalid(exc) from None
+    return DenoiseResponse(rows=np.asarray(out, dtype=np.float64).tolist(), chosen=info["chosen"],
+                           noise=info["noise"], steps=info["steps"])
 
 
-@router.post(
-    "/{name}/denoise-image",
-    responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
-    response_class=Response,
-    openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
-)
+#: what an image route answers and accepts (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``)
+PNG_ROUTE = {"responses": {**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
+             "response_class": Response}
+#: the ``job`` query parameter of an image route
+JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
+    "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST /v1/image-jobs/{job}/cancel"))]
+
+
+@router.post("/{name}/denoise-image", openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
+             **PNG_ROUTE)
 async def denoise_image(
     name: ModelName,
     request: Request,
@@ -181,10 +216,27 @@ async def denoise_image(
     compare: Annotated[bool, Query(description=(
         "true: answer one 8-bit PNG picture with the input and the denoised image side by side, labelled, "
         "for a person to look at; false: the denoised image itself"))] = False,
+    tune: Annotated[Tune, Query(description=(
+        "auto: estimate the noise from the image and choose the rank and pre-image method by an unbiased "
+        "estimate of the denoising error (explicit method and n_components kept); off: as given"))] = "auto",
+    n_components: Annotated[int | None, Query(ge=1, le=10_000, description=(
+        "use the model's leading components only (at most its n_components); default: tuned, or all"))] = None,
+    constrained: Annotated[bool, Query(description=(
+        "hyperresolution: make the answer reproduce the input when downsampled by block means (upscale x "
+        "upscale blocks), by back-projection; false: seed 002's unconstrained reconstruction"))] = True,
+    job: JobQuery = None,
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
     averaged where they overlap; with ``upscale`` > 1 the image is first enlarged by pixel replication
-    and the model fills in the detail (hyperresolution). Grey and colour PNGs keep their mode and bit depth.
+    and the model fills in the detail (hyperresolution), by default constrained so that the answer's
+    ``upscale x upscale`` block means are the input. Grey and colour PNGs keep their mode and bit depth.
+
+    ``tune=auto`` (the default; denoising only): the noise level is estimated from the image and the
+    rank (at most the model's) and pre-image method chosen by an unbiased estimate of the denoising
+    error computed from the image alone (docs/denoising.md); an explicit ``method`` or ``n_components``
+    is kept. The answer's ``X-KPCA-Chosen`` header (JSON) says what was chosen, ``Server-Timing`` how
+    long each step took. With ``job`` the request can be followed and cancelled at
+    ``/v1/image-jobs/{job}``.
 
     Bounded before any work: the PNG's pixels (read from its header) and the upscaled image's are at most
     ``max_image_pixels`` (413 on ``body`` / ``upscale``), its patches at most ``max_patches`` (422 on
@@ -205,15 +257,19 @@ async def denoise_image(
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
     check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
-    cleaned = await serve(models, name, model, backend.denoise_image, name, image, patch, stride, method, None,
-                           upscale)
+    try:
+        cleaned, info = await serve(models, name, model, backend.denoise_image_tuned, name, image, patch, stride,
+                                    method, None, upscale, tune, n_components, constrained, job)
+    except ValueError as exc:  # a rank the model does not have, a method its kernel does not allow
+        raise _invalid(exc) from None
+    headers = chosen_headers(info)
     if compare:
         labels = ("input" + (f" (x{upscale} pixel replication)" if upscale > 1 else ""),
                   "denoised" if upscale == 1 else "hyper-resolved")
         title = f"model {name!r}: denoise-image, {patch}x{patch} patches, stride {stride}, method {method}"
         body, _ = await run_in_threadpool(plots.compare_png, image, cleaned, labels, title)
-        return Response(content=body, media_type=PNG_MEDIA_TYPE)
-    return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE)
+        return Response(content=body, media_type=PNG_MEDIA_TYPE, headers=headers)
+    return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE, headers=headers)
 
 
 @router.post("/{name}/transform", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_201_CREATED,

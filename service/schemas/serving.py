@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kpca.patch_denoising import PATCH_METHODS
 from kpca.preimage import METHODS
 from service.schemas.common import Name, Number
 from service.schemas.declared import options_model
@@ -13,6 +14,8 @@ from service.schemas.declared import options_model
 MAX_PROJECT_ROWS = 100_000
 
 PreimageMethod = Literal[("auto", *METHODS)]
+Tune = Literal["auto", "off"]
+PatchMethod = Literal[PATCH_METHODS]
 
 
 def _all_options():
@@ -72,3 +75,20 @@ class TransformRequest(BaseModel):
     method: PreimageMethod = Field(default="auto", description="pre-image method (denoise), as in /denoise")
     options: PreimageOptions = Field(default_factory=PreimageOptions, description="tuning of the pre-image "
                                      "search (denoise)")
+
+
+class DenoiseRequest(ReconstructRequest):
+    """``POST /v1/models/{name}/denoise`` body: a reconstruction, optionally tuned on the rows."""
+
+    tune: Tune = Field(default="off", description=(
+        "auto: estimate the noise from the rows (more rows than columns needed) and choose the rank and "
+        "pre-image by an unbiased estimate of the denoising error (an explicit method is kept); off: as given"))
+    n_components: int | None = Field(default=None, ge=1, le=10_000, description=(
+        "tune=auto: use this many leading components (at most the model's) instead of tuning the rank"))
+
+
+class DenoiseResponse(BaseModel):
+    rows: list[list[float]] = Field(description="one denoised row per input row")
+    chosen: dict | None = Field(default=None, description="tune=auto: the rank, method and options chosen")
+    noise: float | None = Field(default=None, description="tune=auto: the noise level estimated from the rows")
+    steps: list[dict] | None = Field(default=None, description="tune=auto: seconds per step (tuning, denoising)")

@@ -90,6 +90,9 @@ def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
     result = kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "4", "--stride", "2")
     assert result.exit_code == 0, result.output
     assert Image.open(out).size == (12, 12)
+    assert "n_components" in result.output and "noise" in result.output  # what the tuning chose
+    result = kpca("denoise-image", "p", str(image), "-o", str(out), "--tune", "off", "--n-components", "1")
+    assert result.exit_code == 0, result.output
     side_by_side = tmp_path / "compare.png"
     result = kpca("denoise-image", "p", str(image), "-o", str(side_by_side), "--compare")
     assert result.exit_code == 0, result.output

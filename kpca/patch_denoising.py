@@ -1,0 +1,252 @@
+"""Denoising an image through kernel PCA models of its own patches, one model per tile.
+
+Seed 000 §5.2 (after Kim et al.) splits an image into four sub-images, fits one kernel PCA model to
+the ``11 x 11`` patches of each, replaces every noisy patch by the pre-image of its projection and
+averages the overlaps. `denoise_image` does the same with tiles of about ``tile`` pixels (four
+quadrants are ``tile = H / 2``): smaller tiles give models of patches that are alike, as the search
+window of non-local means does. Each tile's model is the exact kernel PCA (`kpca.fitting.prepare_fit`,
+solver ``exact``) of at most ``max_rows`` of its patches (a fixed-seed sample), Gaussian kernel of
+width
+
+    sigma = width * s * sqrt(2 n)                                                    (D1)
+
+with s the noise level and n the values of a patch: ``s sqrt(2 n)`` is the typical distance between
+two noisy copies of the same clean patch, so ``width`` is free of the noise level and patch size.
+
+Pre-images (`PATCH_METHODS`): ``fixed-point`` (Mika et al.'s iteration, started at the noisy patch
+and stopped after ``n_iter`` steps, which regularises as early stopping does; one step is Mika et
+al.'s weighted mean of the training patches, ``sum_i gamma_i k(x, x_i) x_i / sum_i gamma_i k(x, x_i)``),
+``kwok-tsang`` (closed form), ``gradient`` (steepest descent on rho from the Kwok-Tsang start, seed 002 §4.2,
+`kpca.preimage.gradient.batched_descent`) and ``learned`` (`kpca.preimage.LearnedInverse`, fitted
+per tile). `denoise_candidates` serves a grid of ranks and methods from one fit per tile; the tuner
+(`kpca.tuning`) picks among them.
+
+``linear`` (`LINEAR`) is the limit of a wide kernel with one model for the whole image: linear PCA of
+all the image's patches (`linear_pca_denoise`), no kernel width and no tiles. It is the baseline the
+tuner must not fall below, so it is one of its candidates: on smooth images (a cell, the moon) one
+model of every patch of the image beats a model per tile, whatever its kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kpca.fitting import FitRequest, prepare_fit
+from kpca.images import PatchGrid, assemble_patches, extract_patches
+from kpca.kernels import KernelSpec
+from kpca.model import KernelModel
+from kpca.preimage import LearnedInverse, fixed_point, kwok_tsang
+from kpca.preimage._objective import kernel_moments
+from kpca.preimage.gradient import batched_descent
+from kpca.rows import KernelRows
+from kpca.solvers import served_model
+
+KERNEL_METHODS = ("fixed-point", "kwok-tsang", "gradient", "learned")  # pre-images of a tile's kernel model
+LINEAR = "linear"  # linear PCA of all the image's patches (module note)
+PATCH_METHODS = (*KERNEL_METHODS, LINEAR)
+MAX_ROWS = 1200  # patches a tile's model is fitted on, at most
+
+
+@dataclass(frozen=True)
+class PatchSettings:
+    """How `denoise_image` denoises: patches, tiles, kernel width, rank and pre-image.
+
+    Attributes
+    ----------
+    patch, stride : int
+        Side of the square patches and their grid step, in pixels.
+    width : float or None
+        ``sigma / (s sqrt(2 n))`` (D1); ``sigma`` is computed from it and the noise level. None for
+        ``linear``, which has no kernel.
+    n_components : int
+        r, per tile's model.
+    method : str
+        One of `PATCH_METHODS`.
+    options : dict
+        The method's options: ``n_iter`` (fixed-point, gradient), ``n_neighbors`` (Kwok-Tsang start).
+    tile : int or None
+        Tile side in pixels (None: one model for the whole image).
+    """
+
+    patch: int = 7
+    stride: int = 1
+    width: float | None = 0.5
+    n_components: int = 8
+    method: str = "fixed-point"
+    options: dict = field(default_factory=dict)
+    tile: int | None = 32
+
+    def sigma(self, noise: float) -> float | None:
+        """The kernel width (D1) for noise level ``noise``; at least 1e-6 (a noiseless image); None for
+        ``linear`` or no width."""
+        if self.method == LINEAR or self.width is None:
+            return None
+        return max(float(self.width) * float(noise) * float(np.sqrt(2.0 * self.patch * self.patch)), 1e-6)
+
+    def width_for(self, sigma: float, noise: float) -> float:
+        """The width (D1) that gives kernel width ``sigma`` at noise level ``noise`` (> 0)."""
+        return float(sigma) / (max(float(noise), 1e-12) * float(np.sqrt(2.0 * self.patch * self.patch)))
+
+    def to_dict(self) -> dict:
+        return {"patch": self.patch, "stride": self.stride, "width": self.width, "n_components": self.n_components,
+                "method": self.method, "options": dict(self.options), "tile": self.tile}
+
+
+def fit_patch_model(X: np.ndarray, sigma: float, n_components: int) -> KernelModel:
+    """The exact kernel PCA model (Gaussian kernel of width ``sigma``) of the rows of X (l, n), through
+    `kpca.fitting.prepare_fit`. ``n_components`` is capped at ``l - 1``. Cost O(l^2 n + l^3)."""
+    rows = KernelRows(np.ascontiguousarray(X, dtype=np.float64), KernelSpec("gaussian", sigma=float(sigma)))
+    r = int(min(n_components, X.shape[0] - 1))
+    prepared = prepare_fit(rows, FitRequest("exact", r, exact_limit=max(X.shape[0], 1)))
+    state, _ = prepared.run(rows)
+    return served_model(state, rows)
+
+
+def leading(model: KernelModel, n_components: int) -> KernelModel:
+    """The model of the first ``n_components`` components of ``model`` (its components are sorted by
+    eigenvalue, so these are the leading ones). Cost O(r l) (a copy of the coefficients)."""
+    r = int(min(n_components, model.n_components))
+    eigenvalues = None if model.eigenvalues is None else model.eigenvalues[:r]
+    return KernelModel(rows=model.rows, A=model.A[:r], AK=model.AK[:r], eigenvalues=eigenvalues)
+
+
+def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | None = None) -> np.ndarray:
+    """Pre-images of the projections of the patches P (m, n) by one of `PATCH_METHODS` (module note).
+
+    Every method is a deterministic function of P: no restarts, no random starts, no tolerance tests
+    (a fixed number of steps), so that the tuner's finite differences (`kpca.tuning`) see a smooth map
+    where the method is smooth. Cost: the method's (one pass over the tile's rows per step).
+    """
+    options = dict(options or {})
+    neighbours = int(options.get("n_neighbors", 10))
+    if method == "fixed-point":
+        n_iter = int(options.get("n_iter", 1))
+        if n_iter == 1:
+            return model.map_blocks(model.check_points(P), lambda B: _fixed_point_step(model, B), P.shape[1])
+        return fixed_point(model, P, n_iter=n_iter, tol=0.0, restarts=1, n_neighbors=neighbours, init=P)
+    if method == "kwok-tsang":
+        return kwok_tsang(model, P, n_neighbors=neighbours)
+    if method == "gradient":
+        return batched_descent(model, P, n_iter=int(options.get("n_iter", 10)), n_neighbors=neighbours)
+    if method == "learned":
+        return LearnedInverse.fit(model, n_samples=MAX_ROWS, rng=np.random.default_rng(0))(P)
+    raise ValueError(f"method: {method!r} is not a patch pre-image method; choose one of {KERNEL_METHODS}")
+
+
+def _fixed_point_step(model: KernelModel, B: np.ndarray) -> np.ndarray:
+    """One step of Mika et al.'s iteration from the points themselves, ``z = v / u`` at ``z = x``
+    (`kpca.preimage._objective`: ``u = sum_i gamma_i f'_i``, ``v = sum_i gamma_i f'_i x_i``), for a
+    block B (b, n); a point whose ``|u|`` vanishes (``<= 1e-12 sum_i |gamma_i f'_i|``) keeps x. One pass
+    over the model's rows for the projection and one for the step."""
+    target = model.target(B)
+    _, u, v, scale = kernel_moments(model.rows, B, target.gamma)
+    moving = np.abs(u) > 1e-12 * scale
+    out = B.copy()
+    out[moving] = v[moving] / u[moving, None]
+    return out
+
+
+def tile_blocks(grid: PatchGrid, tile: int | None) -> list[np.ndarray]:
+    """The patches of ``grid`` split into tiles of about ``tile`` x ``tile`` pixels (by their
+    top-left corners; None: one tile), as arrays of patch indices. O(patches)."""
+    n_rows, n_cols = len(grid.rows), len(grid.cols)
+    H, W = grid.shape[:2]
+    per_row = 1 if tile is None else max(1, int(round(H / tile)))
+    per_col = 1 if tile is None else max(1, int(round(W / tile)))
+    row_parts = np.array_split(np.arange(n_rows), min(per_row, n_rows))
+    col_parts = np.array_split(np.arange(n_cols), min(per_col, n_cols))
+    return [(a[:, None] * n_cols + b[None, :]).ravel() for a in row_parts for b in col_parts]
+
+
+def training_rows(indices: np.ndarray, max_rows: int, seed: int) -> np.ndarray:
+    """At most ``max_rows`` of ``indices``, a fixed-seed sample (sorted), all of them if fewer."""
+    if indices.size <= max_rows:
+        return indices
+    return np.sort(np.random.default_rng(seed).choice(indices, max_rows, replace=False))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (rank, method, options) that `denoise_candidates` serves from a fit at one width."""
+
+    n_components: int
+    method: str
+    options: dict = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        return (self.n_components, self.method, tuple(sorted(self.options.items())))
+
+    def to_dict(self) -> dict:
+        return {"n_components": self.n_components, "method": self.method, "options": dict(self.options)}
+
+
+def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float, candidates: Iterable[Candidate],
+                       max_rows: int = MAX_ROWS, report: Callable[[int, int], None] | None = None,
+                       seed: int = 0) -> dict[tuple, np.ndarray]:
+    """The image denoised by every candidate (rank, method) at ``settings``' patches, tiles and width,
+    sharing one fit per tile (at the largest rank). Returns ``{candidate.key(): image}``.
+
+    Parameters
+    ----------
+    image : ndarray of shape (H, W), floating (grey; pixels on the noise's scale)
+    settings : PatchSettings
+        Its patch, stride, width and tile are used; rank and method come from ``candidates``.
+    noise : float
+        The noise level s of (D1).
+    candidates : iterable of Candidate
+    max_rows : int
+        Patches each tile's model is fitted on, at most.
+    report : callable, optional
+        ``report(done, total)`` after each tile.
+    seed : int
+        Chooses each tile's training sample (tile k uses ``seed + k``).
+
+    Cost per tile of b patches and l = min(b, max_rows) training rows: the fit O(l^2 n + l^3), each
+    candidate's pre-images O(b l n) per step.
+    """
+    candidates = list(candidates)
+    patches, grid = extract_patches(np.asarray(image, dtype=np.float64), settings.patch, settings.stride)
+    outputs = {c.key(): np.empty_like(patches) for c in candidates}
+    r_max = max(c.n_components for c in candidates)
+    blocks = tile_blocks(grid, settings.tile)
+    sigma = settings.sigma(noise)
+    for k, indices in enumerate(blocks):
+        P = patches[indices]
+        model = fit_patch_model(patches[training_rows(indices, max_rows, seed + k)], sigma, r_max)
+        for c in candidates:
+            outputs[c.key()][indices] = preimages(leading(model, c.n_components), P, c.method, c.options)
+        if report is not None:
+            report(k + 1, len(blocks))
+    return {key: assemble_patches(out, grid) for key, out in outputs.items()}
+
+
+def denoise_image(image: np.ndarray, settings: PatchSettings, noise: float, max_rows: int = MAX_ROWS,
+                  report: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """The image denoised with ``settings`` (module note): shape and scale of ``image``, grey (H, W)
+    or colour (H, W, C), each channel on its own. Cost: `denoise_candidates` with one candidate."""
+    image = np.asarray(image, dtype=np.float64)
+    if image.ndim == 3:
+        return np.stack([denoise_image(image[:, :, c], settings, noise, max_rows, report)
+                         for c in range(image.shape[2])], axis=-1)
+    if settings.method == LINEAR:
+        return linear_pca_denoise(image, settings.patch, settings.stride, settings.n_components)
+    one = Candidate(settings.n_components, settings.method, dict(settings.options))
+    return denoise_candidates(image, settings, noise, [one], max_rows, report)[one.key()]
+
+
+def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components: int) -> np.ndarray:
+    """Linear PCA of the patches of ``image`` (H, W): each patch replaced by its projection onto the
+    leading ``n_components`` principal directions plus the mean, overlaps averaged: the method
+    ``linear`` and the tuner's baseline. Cost O(m n^2) for m patches of n values."""
+    patches, grid = extract_patches(np.asarray(image, dtype=np.float64), patch, stride)
+    mean = patches.mean(axis=0)
+    _, _, Vt = np.linalg.svd(patches - mean, full_matrices=False)
+    V = Vt[: int(n_components)]
+    return assemble_patches((patches - mean) @ V.T @ V + mean, grid)
+
+
+__all__ = ["PATCH_METHODS", "KERNEL_METHODS", "LINEAR", "PatchSettings", "Candidate", "fit_patch_model", "leading",
+           "preimages", "tile_blocks", "denoise_candidates", "denoise_image", "linear_pca_denoise"]

@@ -1,0 +1,377 @@
+"""Choosing a denoiser's parameters from the noisy input alone: an unbiased estimate of its error.
+
+Let y = x + e be the noisy input (N values), e white Gaussian of standard deviation s, and f a
+denoiser. Draw z, white Gaussian of the same s, and a factor alpha, and form the two recorrupted
+images ``y1 = y + alpha z`` and ``y2 = y - z / alpha``. Their noises ``e + alpha z`` and
+``e - z / alpha`` are jointly Gaussian with covariance ``s^2 - s^2 = 0``, hence independent, so
+
+    R(f) = ||f(y1) - y2||^2 / N - s^2 (1 + 1 / alpha^2)                              (T1)
+
+has expectation ``E ||f(y1) - x||^2 / N``: the mean squared error of f on an image whose noise has
+standard deviation ``s1 = s sqrt(1 + alpha^2)`` (Pang et al., "Recorrupted-to-Recorrupted", CVPR
+2021). It needs no clean image and, unlike Stein's unbiased risk estimate, no derivative of f: it
+holds for the discontinuous maps that the Kwok-Tsang pre-image (a choice of nearest neighbours) and
+a monotone descent (accepted and refused steps) are. The denoiser is the whole path, the fit of
+each tile's model to the noisy patches included, so the estimate does not favour models that fit
+the noise. Kernel widths are relative to the noise (D1 of `kpca.patch_denoising`), so a width tuned
+at s1 is used at s. All candidates share one draw z (common random numbers): their estimates
+differ by ``2 <f_a(y1) - f_b(y1), e - z / alpha> / N`` of noise, small where they differ little.
+
+s is the estimate of `kpca.noise_level` (nothing else about the input is known). On a large image
+the risk is estimated on windows of it (`tuning_windows`), each a multiple of the tile size; z is
+drawn once for the whole image, so that ``linear`` (linear PCA of all the image's patches, no tiles)
+is run on the whole of y1, as it will be on y, and its risk read on the same windows, with the same z,
+as the tiled kernel candidates'.
+
+Choosing (`choose`): the least estimated risk, except that ``linear`` is kept unless a kernel
+candidate's risk is lower by more than two standard errors of the difference (as the
+one-standard-error rule of cross-validation keeps the simpler model; two because one draw z leaves
+differences of about one standard error that the truth reverses, brick at noise 0.2 in
+bench/denoise_quality.py). The standard error is that of the mean over blocks of 16 x 16 pixels of
+the difference of the two candidates' losses (neighbouring pixels' losses are correlated, single
+pixels would understate it). So the tuned answer is not worse than linear PCA of the same patches by
+more than the estimate's own noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kpca.noise_level import noise_level
+from kpca.patch_denoising import LINEAR, Candidate, PatchSettings, denoise_candidates, linear_pca_denoise
+
+ALPHA = 0.5  # (T1)'s alpha
+TUNING_PIXELS = 2 * 64 * 64  # pixels the risk is estimated on, at most
+BLOCK = 16  # side of the blocks of pixels whose mean losses give the standard error of `choose`
+MARGIN = 2.0  # standard errors by which a kernel candidate must beat linear PCA to be chosen
+#: method -> (kernel widths (D1), ranks, options) tried: where each method has done well on natural images;
+#: the fixed point at wide kernels is close to linear PCA of the tile (one step of a wide Gaussian's
+#: iteration is the projection plus the mean), which smooth images want
+GRID = {
+    "fixed-point": ((0.35, 0.5, 0.75, 1.6, 4.0), (1, 2, 4, 8), {"n_iter": 1}),
+    "kwok-tsang": ((0.75, 1.6), (8, 16), {"n_neighbors": 10}),
+    "gradient": ((1.6,), (8, 16), {"n_iter": 5, "n_neighbors": 10}),
+    "learned": ((1.6, 2.4), (4, 8), {}),
+    LINEAR: ((None,), (1, 2, 4, 6, 8, 12, 16, 24, 32), {}),  # no kernel width: the wide-kernel limit, untiled
+}
+
+
+def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: np.ndarray, noise: float,
+                      seed: int = 0, alpha: float = ALPHA) -> tuple[dict, int]:
+    """(T1) for every output of ``evaluate``: ``({key: risk}, N)``.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate(y1, s1) -> {key: f_key(y1)}``, each output of y1's shape; ``s1`` is the noise
+        level of y1, ``s sqrt(1 + alpha^2)``. Called once.
+    noisy : ndarray
+    noise : float
+        s of (T1).
+    seed : int
+        Of the draw z.
+    alpha : float
+
+    Returns the risk estimates (mean squared error per value, on the scale of y) and N.
+    """
+    y = np.asarray(noisy, dtype=np.float64)
+    z = np.random.default_rng(seed).normal(0.0, float(noise), y.shape)
+    target = y - z / alpha
+    outputs = evaluate(y + alpha * z, float(noise) * float(np.sqrt(1.0 + alpha * alpha)))
+    offset = float(noise) ** 2 * (1.0 + 1.0 / alpha**2)
+    return {key: float(np.mean((out - target) ** 2)) - offset for key, out in outputs.items()}, y.size
+
+
+def tuning_windows(shape: tuple, tile: int | None, pixels: int = TUNING_PIXELS) -> list[tuple[slice, slice]]:
+    """Windows of an image of ``shape`` on which the risk is estimated: the whole image when it has at
+    most ``pixels`` pixels, else squares of side ``2 tile`` (128 without tiles) spread evenly over it,
+    as many as fit in ``pixels``. Deterministic. O(windows)."""
+    H, W = shape[:2]
+    if H * W <= pixels:
+        return [(slice(0, H), slice(0, W))]
+    side = min(2 * tile if tile else 128, H, W)
+    count = max(1, pixels // (side * side))
+    per_axis = max(1, int(np.ceil(np.sqrt(count))))
+    tops = np.linspace(0, H - side, per_axis).round().astype(int)
+    lefts = np.linspace(0, W - side, per_axis).round().astype(int)
+    spots = [(t, left) for t in tops for left in lefts]
+    picks = np.linspace(0, len(spots) - 1, min(count, len(spots))).round().astype(int)
+    return [(slice(spots[i][0], spots[i][0] + side), slice(spots[i][1], spots[i][1] + side)) for i in picks]
+
+
+@dataclass
+class Tuned:
+    """What `tune_patches` chose and why.
+
+    Attributes
+    ----------
+    settings : PatchSettings
+        The candidate chosen by `choose` (explicit values kept).
+    noise : float
+        The noise level used (estimated or given).
+    noise_estimated : bool
+    risks : list of dict
+        Every candidate tried, least estimated risk first: width (None for ``linear``), n_components,
+        method, options, ``risk`` (estimated mean squared error, (T1)) and ``psnr_db``, the PSNR it
+        implies for pixels in [0, 1]. With one draw z the estimates share an error of order
+        ``s^2 (1 + 1 / alpha^2) sqrt(2 / N)``, larger than the risk itself on a smooth image: their
+        differences, not their values, are what the choice reads.
+    pixels : int
+        Pixels the risks were estimated on.
+    chosen : dict or None
+        The row of ``risks`` chosen, with ``standard_error`` (of its difference to the best ``linear``
+        row; None when there is no such pair) and ``rule``: ``"least risk"`` or ``"linear within the
+        margin"`` (`MARGIN` standard errors).
+    """
+
+    settings: PatchSettings
+    noise: float
+    noise_estimated: bool
+    risks: list = field(default_factory=list)
+    pixels: int = 0
+    chosen: dict | None = None
+
+    def summary(self) -> dict:
+        """What was chosen, the noise level and the chosen row's estimate, as one flat dict. O(candidates)."""
+        row = self.chosen or (min(self.risks, key=lambda r: r["risk"]) if self.risks else None)
+        return {"noise": self.noise, "noise_estimated": self.noise_estimated, **self.settings.to_dict(),
+                "estimated_psnr_db": None if row is None else row["psnr_db"], "candidates": len(self.risks),
+                "tuning_pixels": self.pixels, "rule": None if row is None else row.get("rule")}
+
+
+def _psnr(risk: float) -> float:
+    return float(10.0 * np.log10(1.0 / risk)) if risk > 0 else float("inf")
+
+
+def candidate_grid(fixed: Mapping) -> dict[float | None, list[Candidate]]:
+    """The candidates of `GRID` by kernel width (None: ``linear``), keeping only those that agree with
+    the explicit values in ``fixed`` (``width``, ``n_components``, ``method``, ``options``): an explicit
+    value always wins; an explicit width leaves ``linear`` out. ValueError naming the field if nothing
+    is left (a method the grid does not know, a width for ``linear``)."""
+    methods = [fixed["method"]] if fixed.get("method") else list(GRID)
+    by_width: dict[float | None, list[Candidate]] = {}
+    for method in methods:
+        if method not in GRID:
+            raise ValueError(f"method: {method!r} cannot be tuned; choose one of {tuple(GRID)}")
+        widths, ranks, options = GRID[method]
+        ranks = [int(fixed["n_components"])] if fixed.get("n_components") else list(ranks)
+        if fixed.get("width") is not None:
+            if method == LINEAR and fixed.get("method") == LINEAR:
+                raise ValueError("sigma: method 'linear' has no kernel width; leave sigma out")
+            if method == LINEAR:
+                continue
+            widths = (float(fixed["width"]),)
+        options = {**options, **dict(fixed.get("options") or {})}
+        for width in widths:
+            key = None if width is None else float(width)
+            by_width.setdefault(key, []).extend(Candidate(r, method, options) for r in ranks)
+    return by_width
+
+
+def block_means(loss: np.ndarray, block: int = BLOCK) -> np.ndarray:
+    """Means of ``loss`` (h, w) over blocks of ``block`` x ``block`` (edges left out; the whole array as
+    one block when smaller). O(h w)."""
+    h, w = (loss.shape[0] // block) * block, (loss.shape[1] // block) * block
+    if h == 0 or w == 0:
+        return np.array([float(np.mean(loss))])
+    return loss[:h, :w].reshape(h // block, block, w // block, block).mean(axis=(1, 3)).ravel()
+
+
+def choose(table: list[dict], losses: Mapping[tuple, list[np.ndarray]], margin: float = MARGIN) -> dict:
+    """The row of ``table`` chosen (module note): the least risk, unless the best ``linear`` row's risk
+    is within ``margin`` standard errors of it. ``losses[key]`` are each row's per-pixel losses, one array per
+    window, keyed by ``(width, n_components, method, options)``. Returns a copy of the row with
+    ``standard_error`` and ``rule``. O(pixels)."""
+    def key(row):
+        return (row["width"], row["n_components"], row["method"], tuple(sorted(row["options"].items())))
+
+    best = min(table, key=lambda row: row["risk"])
+    linear = [row for row in table if row["method"] == LINEAR]
+    if best["method"] == LINEAR or not linear:
+        return {**best, "standard_error": None, "rule": "least risk"}
+    lin = min(linear, key=lambda row: row["risk"])
+    blocks = np.concatenate([block_means(a - b) for a, b in zip(losses[key(lin)], losses[key(best)])])
+    error = float(np.std(blocks, ddof=1) / np.sqrt(blocks.size)) if blocks.size > 1 else 0.0
+    if lin["risk"] - best["risk"] <= margin * error:
+        return {**lin, "standard_error": error, "rule": "linear within the margin"}
+    return {**best, "standard_error": error, "rule": "least risk"}
+
+
+def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None = None, noise: float | None = None,
+                 report: Callable[[int, int], None] | None = None, seed: int = 0) -> Tuned:
+    """Kernel width, rank and pre-image method for `kpca.patch_denoising.denoise_image` (or ``linear``)
+    chosen by `choose` from the estimated risks (T1) of `candidate_grid`, reading nothing but the noisy
+    image.
+
+    Parameters
+    ----------
+    noisy : ndarray of shape (H, W) (grey; a colour image is tuned on its mean over channels)
+    base : PatchSettings
+        Patch, stride and tile to tune for.
+    fixed : mapping, optional
+        Explicit ``width``, ``n_components``, ``method``, ``options``: kept as given.
+    noise : float, optional
+        The noise level; estimated from ``noisy`` when None (`kpca.noise_level.noise_level`).
+    report : callable, optional
+        ``report(done, total)`` after each window of each kernel width, and after ``linear``.
+    seed : int
+        Of the draw z of (T1) and the tiles' samples.
+
+    Returns
+    -------
+    Tuned. Cost: per kernel width of the grid one run of `denoise_candidates` on the tuning windows;
+    ``linear``: one SVD of the image's patches' covariance and one projection per rank.
+    """
+    image = np.asarray(noisy, dtype=np.float64)
+    if image.ndim == 3:
+        image = image.mean(axis=2)
+    fixed = dict(fixed or {})
+    estimated = noise is None
+    noise = noise_level(image) if estimated else float(noise)
+    grid = candidate_grid(fixed)
+    if None in grid and not fixed.get("n_components"):  # linear ranks past a patch's values repeat the last
+        grid[None] = [c for c in grid[None] if c.n_components <= base.patch**2] or grid[None][:1]
+    windows = tuning_windows(image.shape, base.tile)
+    kernel_widths = [w for w in grid if w is not None]
+    total = len(kernel_widths) * len(windows) + (1 if None in grid else 0)
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        if report is not None:
+            report(done[0], total)
+
+    def step(_done, _total):
+        if _done == _total:
+            tick()
+
+    z = np.random.default_rng(seed).normal(0.0, noise, image.shape)
+    y1, target = image + ALPHA * z, image - z / ALPHA
+    s1 = noise * float(np.sqrt(1.0 + ALPHA * ALPHA))
+    offset = noise**2 * (1.0 + 1.0 / ALPHA**2)
+    losses: dict[tuple, list[np.ndarray]] = {}
+
+    def keep(width, key, out, rows, cols):
+        losses.setdefault((width, *key), []).append((out - target[rows, cols]) ** 2 - offset)
+
+    for width, candidates in grid.items():
+        if width is None:  # linear: one model of all of y1's patches, read on the windows
+            for c in candidates:
+                out = linear_pca_denoise(y1, base.patch, base.stride, c.n_components)
+                for rows, cols in windows:
+                    keep(None, c.key(), out[rows, cols], rows, cols)
+            tick()
+            continue
+        settings = replace(base, width=width)
+        for rows, cols in windows:
+            outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed)
+            for key, out in outputs.items():
+                keep(width, key, out, rows, cols)
+    pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
+    table = []
+    for (width, r, method, options), parts in losses.items():
+        risk = float(sum(np.sum(a) for a in parts)) / pixels
+        table.append({"width": width, "n_components": r, "method": method, "options": dict(options),
+                      "risk": risk, "psnr_db": _psnr(risk)})
+    row = choose(table, losses)
+    chosen = replace(base, width=row["width"], n_components=row["n_components"], method=row["method"],
+                     options=row["options"])
+    return Tuned(chosen, noise, estimated, sorted(table, key=lambda r: r["risk"]), pixels, row)
+
+
+def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
+    """Candidates for a stored model, whose kernel width is its own: ranks ``r / 4``, ``r / 2`` and
+    r (its r components) for the fixed point after one step, Kwok-Tsang and the learned map, and at
+    rank r the fixed point after 5 steps and the gradient pre-image (each where the kernel allows it),
+    less what ``fixed`` (``n_components``, ``method``, ``options``) settles. ValueError naming the
+    field for a value the model cannot take."""
+    from kpca.preimage.fixed_point import FIXED_POINT_KERNELS
+    from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS
+
+    fixed = dict(fixed or {})
+    r = model.n_components
+    if fixed.get("n_components"):
+        if int(fixed["n_components"]) > r:
+            raise ValueError(f"n_components: the model has {r} components; ask for at most {r}")
+        ranks = [int(fixed["n_components"])]
+    else:
+        ranks = sorted({max(1, r // 4), max(1, r // 2), r})
+    kernel = model.kernel.type
+    options = {"fixed-point": [{"n_iter": 1}, {"n_iter": 5}], "kwok-tsang": [{}], "gradient": [{"n_iter": 5}],
+               "learned": [{}]}
+    full_rank_only = ({"n_iter": 5}, "gradient")  # the costlier pre-images, tried at rank r only
+    allowed = [m for m in options if not (m == "fixed-point" and kernel not in FIXED_POINT_KERNELS)
+               and not (m in ("kwok-tsang", "gradient") and kernel not in KWOK_TSANG_KERNELS)]
+    if fixed.get("method"):
+        if fixed["method"] not in allowed:
+            raise ValueError(f"method: {fixed['method']!r} cannot be tuned for a {kernel} model; choose one of "
+                             f"{tuple(allowed)}")
+        allowed = [fixed["method"]]
+    given = dict(fixed.get("options") or {})
+    top = max(ranks)
+    return [Candidate(rank, method, {**option, **given}) for method in allowed for option in options[method]
+            for rank in ranks
+            if rank == top or len(ranks) == 1 or not (option in full_rank_only or method in full_rank_only)]
+
+
+def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noise: float | None = None,
+               noise_of: Callable[[np.ndarray], float] | None = None,
+               report: Callable[[int, int], None] | None = None, seed: int = 0) -> Tuned:
+    """Rank and pre-image of a stored model (its kernel width fixed) by the least estimated risk (T1)
+    over `model_candidates`, reading nothing but the noisy input.
+
+    Parameters
+    ----------
+    model : kpca.model.KernelModel
+    inputs : list of ndarray
+        The noisy input, or windows of it (`tuning_windows`): images or arrays of rows.
+    apply : callable
+        ``apply(model, method, options, y) -> f(y)``: one input denoised through a model (for an
+        image, its patches' pre-images averaged back; for rows, the pre-images).
+    fixed : mapping, optional
+        Explicit ``n_components``, ``method``, ``options``: kept as given.
+    noise : float, optional
+        The noise level; else ``noise_of(inputs[0])``.
+    report : callable, optional
+        ``report(done, total)`` after each candidate.
+    seed : int
+        Of the draw z of (T1).
+
+    Returns
+    -------
+    Tuned whose ``settings`` is the chosen `Candidate`. Cost: every candidate's pre-images of the
+    inputs, once.
+    """
+    from kpca.patch_denoising import leading
+
+    estimated = noise is None
+    noise = float(noise_of(inputs[0])) if estimated else float(noise)
+    candidates = model_candidates(model, fixed)
+    total = len(candidates) * len(inputs)
+    done = [0]
+
+    def evaluate(y1, _s1):
+        outputs = {}
+        for c in candidates:
+            outputs[c.key()] = apply(leading(model, c.n_components), c.method, c.options, y1)
+            done[0] += 1
+            if report is not None:
+                report(done[0], total)
+        return outputs
+
+    sums: dict[tuple, float] = {}
+    pixels = 0
+    for w, y in enumerate(inputs):
+        risks, size = recorrupted_risks(evaluate, y, noise, seed=seed + w)
+        pixels += size
+        for key, risk in risks.items():
+            sums[key] = sums.get(key, 0.0) + risk * size
+    by_key = {c.key(): c for c in candidates}
+    table = [{"n_components": key[0], "method": key[1], "options": dict(key[2]), "risk": total_risk / pixels,
+              "psnr_db": _psnr(total_risk / pixels)} for key, total_risk in sums.items()]
+    best = min(table, key=lambda row: row["risk"])
+    chosen = by_key[(best["n_components"], best["method"], tuple(sorted(best["options"].items())))]
+    return Tuned(chosen, noise, estimated, sorted(table, key=lambda row: row["risk"]), pixels)

@@ -1,0 +1,112 @@
+"""``POST /v1/denoise-image``: a noisy PNG in, the denoised PNG out, in one request, for a user who has
+only the noisy image; ``/v1/image-jobs/{job}``: the progress of a named image request, and its cancel.
+
+The route validates and delegates: the worker estimates the noise, fits kernel PCA models to the
+image's own tiles, tunes the kernel width, rank and pre-image on the image alone, and denoises it
+(`workers.Backend.denoise_image_fit`). With ``keep`` a model of all the image's patches with the tuned
+width and rank is also kept under that name (a data set of the patches and a fit, as ``POST
+/v1/datasets/{name}/from-image`` and ``POST /v1/models`` would make them), for images like it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from service import jobs, plots
+from service.deps import BackendDep, DatasetsDep, ImageJobsDep, ModelsDep, SettingsDep
+from service.errors import ApiError
+from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, decode_png, encode_png
+from service.limits import FitOwner, check_patches, data_usage
+from service.payloads import JSON_MEDIA_TYPE, read_body
+from service.routes.models import ERRORS
+from service.routes.serving import PNG_ROUTE, JobQuery, _invalid
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.schemas.image_jobs import ImageJobPublic
+from service.schemas.serving import PatchMethod, Tune
+from service.security import READ, WRITE, access
+
+router = APIRouter(tags=["denoising"])
+
+DEFAULT_TILE = 32
+
+
+@router.post("/v1/denoise-image", openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY}, **PNG_ROUTE)
+async def denoise_image_fit(
+    request: Request, datasets: DatasetsDep, models: ModelsDep, backend: BackendDep, settings: SettingsDep,
+    owner: FitOwner,
+    patch: Annotated[int, Query(ge=3, le=16, description="patch side in pixels")] = 7,
+    stride: Annotated[int, Query(ge=1, le=16, description="grid step between patches, at most the patch")] = 1,
+    tile: Annotated[int, Query(ge=0, le=4096, description=(
+        "side in pixels of the tiles that get a model each; 0: one model for the whole image"))] = DEFAULT_TILE,
+    tune: Annotated[Tune, Query(description=(
+        "auto: estimate the noise and choose the kernel width, rank and pre-image by an unbiased estimate of "
+        "the denoising error computed from the image alone; off: the values given (or their defaults)"))] = "auto",
+    sigma: Annotated[float | None, Query(gt=0, le=1e6, description="Gaussian kernel width (default: tuned)")] = None,
+    n_components: Annotated[int | None, Query(ge=1, le=64, description="components per tile (default: tuned)")] = None,
+    method: Annotated[PatchMethod | None, Query(description="pre-image method (default: tuned)")] = None,
+    noise: Annotated[float | None, Query(gt=0, le=1, description=(
+        "noise standard deviation, pixels in [0, 1] (default: estimated from the image)"))] = None,
+    keep: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
+        "also keep a model (and its data set of patches) of this name, fitted to all the image's patches with "
+        "the tuned width and rank"))] = None,
+    job: JobQuery = None,
+    compare: Annotated[bool, Query(description="answer a picture of the input and the result side by side")] = False,
+) -> Response:
+    """Denoise a PNG with nothing but the PNG: kernel PCA models of its own patches, one per tile of
+    ``tile`` pixels, and every parameter left out chosen from the image (docs/denoising.md). The
+    answer's ``X-KPCA-Chosen`` header (JSON) says what was chosen (noise level, kernel width ``sigma``,
+    rank, method), ``Server-Timing`` how long each step took; with ``keep``, ``X-KPCA-Model`` names the
+    kept model, whose fit runs after the answer (poll ``GET /v1/models/{keep}``).
+
+    Bounded before any work like ``/v1/models/{name}/denoise-image``: the PNG's pixels at most
+    ``max_image_pixels`` (413 on ``body``), its patches at most ``max_patches`` (422 on ``stride``); a
+    stride over the patch is a 422 on ``stride``. The tuning works on at most 8192 pixels of the image."""
+    image = decode_png(await read_body(request), settings.max_image_pixels)
+    height, width = image.shape[:2]
+    if patch > min(height, width):
+        raise ApiError(422, "invalid", f"patch {patch} is larger than the {height}x{width} image", "patch")
+    if stride > patch:
+        raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
+                       "patches would not be covered", "stride")
+    count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
+    if keep is not None:
+        if await run_in_threadpool(datasets.exists, keep):
+            raise ApiError(409, "conflict", f"data set {keep!r} already exists; choose another name for keep",
+                           "keep")
+        if await run_in_threadpool(jobs.exists, models, keep):
+            raise ApiError(409, "conflict", f"model {keep!r} already exists; choose another name for keep", "keep")
+        data_usage(request).check(count * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4, "keep")
+    fixed = {"sigma": sigma, "n_components": n_components, "method": method}
+    try:
+        cleaned, info = await run_in_threadpool(backend.denoise_image_fit, image, patch, stride, tile or None, tune,
+                                                fixed, noise, job)
+    except ValueError as exc:
+        raise _invalid(exc) from None
+    headers = chosen_headers(info)
+    if keep is not None:
+        headers["X-KPCA-Model"] = await run_in_threadpool(
+            jobs.start_patch_model, keep, image, patch, stride, info["chosen"], datasets, models, backend, settings,
+            owner)
+    if compare:
+        title = f"denoise-image: {patch}x{patch} patches, stride {stride}, tuned {tune}"
+        body, _ = await run_in_threadpool(plots.compare_png, image, cleaned, ("noisy input", "denoised"), title)
+        return Response(content=body, media_type=PNG_MEDIA_TYPE, headers=headers)
+    return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE, headers=headers)
+
+
+@router.get("/v1/image-jobs/{job}", openapi_extra=access(READ), responses=ERRORS)
+def get_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
+    """The progress of the image request named ``job``: the step running now and its units done, the
+    steps finished with their times, and at the end what was chosen."""
+    return ImageJobPublic.of(image_jobs.get(job))
+
+
+@router.post("/v1/image-jobs/{job}/cancel", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=202,
+             responses=ERRORS)
+def cancel_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
+    """Ask the running image request ``job`` to stop at its next tile (it then answers 409 on ``job``);
+    409 if it has ended."""
+    return ImageJobPublic.of(image_jobs.request_cancel(job))

@@ -1,0 +1,234 @@
+"""Image requests that tune, fit or hyperresolve on a worker, with progress and cancel.
+
+* `denoise_with_model`: an image through a stored patch model (``/v1/models/{name}/denoise-image``):
+  with ``tune="auto"`` the noise is estimated from the image, the rank and pre-image chosen by the
+  recorrupted risk estimate (`kpca.tuning.tune_model`), then the image denoised; with ``upscale`` > 1
+  hyperresolution, constrained to reproduce the input by default (`kpca.hyperresolution`).
+* `denoise_with_own_models`: the one-call path (``POST /v1/denoise-image``): the image's own tiles
+  fitted, kernel width, rank and pre-image tuned (`kpca.tuning.tune_patches`), the image denoised.
+* `denoise_rows_tuned`: rows through a stored model with the rank and pre-image tuned (``/denoise``).
+
+Each returns its answer and an ``info`` dict: what was chosen (``chosen``), the noise level and
+whether it was estimated, and ``steps``, the seconds each step took. A request that names a job
+(``job``) writes its progress to `store.image_jobs.ImageJobStore` and stops at the next tile when a
+cancel is asked for there (`store.errors.Conflict` naming ``job``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from kpca.errors import Stopped
+from kpca.hyperresolution import hyperresolve, patch_reconstruction
+from kpca.images import assemble_patches, extract_patches, from_unit, to_unit
+from kpca.model import KernelModel
+from kpca.noise_level import noise_level, noise_level_rows
+from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
+from kpca.preimage import reconstruct
+from kpca.tuning import tune_model, tune_patches, tuning_windows
+from store.errors import Conflict
+from store.image_jobs import ImageJobStore
+from workers.serve import load_model, reconstruct_rows
+
+REPORT_EVERY_S = 0.5
+MODEL_TUNING_TILE = 32  # windows of 64 x 64 pixels for the tuning of a stored model on a large image
+
+
+class JobProgress:
+    """Times the steps of one image request and, if it names a job, writes them to its record.
+
+    ``step(name)`` is a context manager around one step; ``report(done, total)`` is the callback the
+    numerics call (written at most every `REPORT_EVERY_S`, and raising `Stopped` once a cancel was
+    asked for). ``finish(status, chosen, error)`` writes the end.
+    """
+
+    def __init__(self, data_dir: str, job: str | None, kind: str):
+        self.store = ImageJobStore(Path(data_dir)) if job else None
+        self.job = job
+        self.started = time.perf_counter()
+        self.steps: list[dict] = []
+        self.phase = "starting"
+        self._written = 0.0
+        if self.store is not None:
+            self.store.start(job, kind)
+
+    def _write(self, **fields) -> None:
+        if self.store is not None:
+            self.store.update(self.job, elapsed_s=time.perf_counter() - self.started, **fields)
+
+    def report(self, done: int, total: int) -> None:
+        if self.store is None:
+            return
+        if self.store.cancel_requested(self.job):
+            raise Stopped(f"image job {self.job!r} was cancelled")
+        now = time.perf_counter()
+        if now - self._written >= REPORT_EVERY_S or done == total:
+            self._written = now
+            self._write(phase=self.phase, done=done, total=total)
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        self.phase = name
+        self.report(0, 0)
+        start = time.perf_counter()
+        yield
+        self.steps.append({"step": name, "seconds": time.perf_counter() - start})
+        self._write(steps=self.steps)
+
+    def finish(self, status: str, chosen: dict | None = None, error: str | None = None) -> None:
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                self._write(status=status, phase="done", chosen=chosen, error=error, steps=self.steps)
+
+
+def _run(progress: JobProgress, work):
+    """``work()`` with the job's end written: completed, cancelled (`Stopped`) or failed."""
+    try:
+        image, info = work()
+    except Stopped:
+        progress.finish("cancelled")
+        raise Conflict(f"image job {progress.job!r} was cancelled", "job") from None
+    except Exception as exc:
+        progress.finish("failed", error=str(exc))
+        raise
+    info["steps"] = progress.steps
+    progress.finish("completed", info.get("chosen"))
+    return image, info
+
+
+def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch: int, stride: int,
+                       method: str = "auto", options: dict | None = None, upscale: int = 1, tune: str = "auto",
+                       n_components: int | None = None, constrained: bool = True,
+                       job: str | None = None) -> tuple[np.ndarray, dict]:
+    """Denoise (or hyperresolve, ``upscale`` > 1) a decoded PNG's pixels through a stored patch model.
+
+    ``tune="auto"`` (denoising only): the rank (at most the model's) and pre-image method are chosen by
+    `kpca.tuning.tune_model` on the image itself; ``method`` other than "auto" and ``n_components``
+    are kept as given. ``tune="off"``: ``method`` and ``options`` as given, all the model's components
+    (or ``n_components``). Hyperresolution reconstructs with ``method`` and, when ``constrained``,
+    back-projects onto the input (`kpca.hyperresolution.hyperresolve`). Returns the image (input's
+    dtype, upscaled shape) and ``info`` (module docstring).
+    """
+    progress = JobProgress(data_dir, job, "hyperresolution" if upscale > 1 else "denoise-image")
+
+    def work():
+        unit, unit_info = to_unit(image)
+        with progress.step("loading"):
+            model = load_model(data_dir, model_name).model
+        if n_components is not None and n_components > model.n_components:
+            raise ValueError(f"n_components: the model has {model.n_components} components; ask for at most "
+                             f"{model.n_components}")
+        own_decoder = not isinstance(model, KernelModel)  # autoencoder KPCA: nothing to tune
+        if own_decoder and n_components is not None:
+            raise ValueError("n_components: this model has its own decoder; it uses all its components")
+        served = model if n_components is None else leading(model, n_components)
+        info: dict = {"tune": "off" if own_decoder else tune}
+        if upscale > 1:
+            def rows(patches):
+                return reconstruct_rows(data_dir, model_name, patches, method, options) if n_components is None \
+                    else reconstruct(served, patches, method, **(options or {}))
+
+            with progress.step("hyperresolution"):
+                start = "spline" if constrained else "replicate"
+                out = hyperresolve(unit, upscale, patch_reconstruction(rows, patch, stride), constrained,
+                                   start=start, report=progress.report)
+            info["chosen"] = {"method": method, "constrained": constrained, "downsampling": "block-mean",
+                              "start": start}
+            return from_unit(out, unit_info), info
+        if tune != "auto" or own_decoder:
+            with progress.step("denoising"):
+                patches, grid = extract_patches(unit, patch, stride)
+                cleaned = reconstruct_rows(data_dir, model_name, patches, method, options) \
+                    if n_components is None else reconstruct(served, patches, method, **(options or {}))
+                out = assemble_patches(cleaned, grid)
+            info["chosen"] = {"method": method, "n_components": served.n_components, "options": options or {}}
+            return from_unit(out, unit_info), info
+        fixed = {"n_components": n_components, "method": None if method == "auto" else method,
+                 "options": options or {}}
+
+        def apply(candidate_model, name, candidate_options, y):
+            patches, grid = extract_patches(y, patch, stride)
+            return assemble_patches(preimages(candidate_model, patches, name, candidate_options), grid)
+
+        with progress.step("noise"):
+            noise = noise_level(unit)
+        windows = [unit[rows, cols] for rows, cols in tuning_windows(unit.shape, MODEL_TUNING_TILE)
+                   if min(rows.stop - rows.start, cols.stop - cols.start) >= patch]
+        with progress.step("tuning"):
+            tuned = tune_model(model, windows, apply, fixed, noise, report=progress.report)
+        chosen = tuned.settings
+        with progress.step("denoising"):
+            out = apply(leading(model, chosen.n_components), chosen.method, chosen.options, unit)
+        info.update(chosen=chosen.to_dict(), noise=tuned.noise, noise_estimated=True,
+                    candidates=len(tuned.risks))
+        return from_unit(out, unit_info), info
+
+    return _run(progress, work)
+
+
+def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, stride: int = 1,
+                            tile: int | None = 32, tune: str = "auto", fixed: dict | None = None,
+                            noise: float | None = None, job: str | None = None) -> tuple[np.ndarray, dict]:
+    """The one-call path: a decoded PNG's pixels denoised by kernel PCA models of its own tiles
+    (`kpca.patch_denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
+    (`kpca.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept). ``tune="off"``: the
+    values of ``fixed`` over `PatchSettings`' defaults. Returns the image (input's dtype) and ``info``,
+    whose ``chosen`` includes ``sigma``, the kernel width used."""
+    progress = JobProgress(data_dir, job, "denoise-image-fit")
+
+    def work():
+        unit, unit_info = to_unit(image)
+        fixed_values = {k: v for k, v in (fixed or {}).items() if v not in (None, {})}
+        base = PatchSettings(patch=patch, stride=stride, tile=tile)
+        noise_level_used, estimated = noise, noise is None
+        if estimated:
+            with progress.step("noise"):
+                grey = unit.mean(axis=2) if unit.ndim == 3 else unit
+                noise_level_used = noise_level(grey)
+        sigma = fixed_values.pop("sigma", None)
+        if sigma is not None and fixed_values.get("method") == LINEAR:
+            raise ValueError("sigma: method 'linear' has no kernel width; leave sigma out")
+        if sigma is not None:  # an explicit kernel width, as the width (D1) at this noise level
+            fixed_values["width"] = base.width_for(sigma, noise_level_used)
+        if tune == "auto":
+            with progress.step("tuning"):
+                tuned = tune_patches(unit, base, fixed_values, noise_level_used, report=progress.report)
+            settings = tuned.settings
+            extra = {"candidates": len(tuned.risks), "risks": tuned.risks}
+        else:
+            settings = PatchSettings(**{**base.__dict__, **{k: v for k, v in fixed_values.items()
+                                                           if k in base.__dict__}})
+            if settings.method == LINEAR:  # no kernel, so no width
+                settings = replace(settings, width=None)
+            extra = {}
+        with progress.step("denoising"):
+            out = denoise_image(unit, settings, noise_level_used, report=progress.report)
+        chosen = {**settings.to_dict(), "sigma": sigma if sigma is not None else settings.sigma(noise_level_used)}
+        info = {"tune": tune, "chosen": chosen, "noise": noise_level_used, "noise_estimated": estimated, **extra}
+        return from_unit(out, unit_info), info
+
+    return _run(progress, work)
+
+
+def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: dict | None = None
+                       ) -> tuple[np.ndarray, dict]:
+    """Rows through a stored model with the rank and pre-image chosen by `kpca.tuning.tune_model` on the
+    rows themselves (their noise estimated from their covariance, `kpca.noise_level.noise_level_rows`:
+    it needs more rows than columns). Returns the rows and ``info``."""
+    model = load_model(data_dir, model_name).model
+    rows = np.asarray(rows, dtype=np.float64)
+    start = time.perf_counter()
+    tuned = tune_model(model, [rows], lambda m, name, options, y: preimages(m, y, name, options), fixed,
+                       noise_of=noise_level_rows)
+    tuned_s = time.perf_counter() - start
+    chosen = tuned.settings
+    out = preimages(leading(model, chosen.n_components), rows, chosen.method, chosen.options)
+    steps = [{"step": "tuning", "seconds": tuned_s}, {"step": "denoising", "seconds": time.perf_counter() - start
+                                                      - tuned_s}]
+    return out, {"tune": "auto", "chosen": chosen.to_dict(), "noise": tuned.noise, "noise_estimated": True,
+                 "steps": steps}
