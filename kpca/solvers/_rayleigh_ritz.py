@@ -120,20 +120,25 @@ def accelerated_step(X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, previous=None
     """
     k = X.shape[0]
     mu = np.einsum("ij,ij->i", Z, Z)
-    blocks = [(X, Z), _unit(Z - mu[:, None] * X, ZK - mu[:, None] * Z)]
+    blocks = [(X, Z), _unit(Z - mu[:, None] * X, ZK - mu[:, None] * Z, np.maximum(mu, 0.0))]
     if previous is not None:
-        blocks.append(_unit(*previous))
+        blocks.append(_unit(*previous, np.ones(previous[0].shape[0])))
     B, BK = (np.concatenate([block[i] for block in blocks]) for i in (0, 1))
     A, AK, values = ritz_components(B, BK)
     A, AK = A[:k], AK[:k]
     overlap = AK @ X.T  # (A K' X^T): the new components' coordinates along the old ones
-    P, PK = _unit(A - overlap @ X, AK - overlap @ Z)
+    P, PK = _unit(A - overlap @ X, AK - overlap @ Z, np.ones(k))
     return A, AK, values[:k], P, PK
 
 
-def _unit(C: np.ndarray, CK: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(C, C K')`` with each row scaled to unit feature-space norm (``diag(C K' C^T) = 1``); rows
-    without one (norm not above 1e-300) become zero. O(k l)."""
+DIRECTION_FLOOR = 1e-8  # a residual or step direction below this (relative) is rounding, not a direction
+
+
+def _unit(C: np.ndarray, CK: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(C, C K')`` with each row scaled to unit feature-space norm (``diag(C K' C^T) = 1``), keeping
+    only the rows whose norm is above ``DIRECTION_FLOOR`` times ``scale`` (k,): C and C K' are
+    differences of nearly equal vectors, and below that their rounding makes C K' no longer C's image,
+    a direction the Rayleigh-Ritz step would take for a real one. O(k l)."""
     norms = np.sqrt(np.maximum(np.einsum("ij,ij->i", CK, C), 0.0))
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 1e-300)
-    return C * scale[:, None], CK * scale[:, None]
+    keep = norms > DIRECTION_FLOOR * scale
+    return C[keep] / norms[keep, None], CK[keep] / norms[keep, None]

@@ -96,3 +96,13 @@ def test_guard_vectors_take_fewer_passes_where_the_spectrum_has_no_gap():
     Kc = KernelRows(X, spec)
     Kc.fit_centering()
     assert subspace_angles(runs[True]["A"], runs[False]["A"], Kc.dense()).max() < 0.05
+
+
+def test_passes_from_an_exact_start_keep_it_exact(data):
+    """An exact start (all rows in the subset) and Rayleigh-Ritz passes with no early stop: the residual
+    directions and steps are rounding there and must not be taken as directions (the served excess error
+    stayed at 4e-7 after one pass before they were dropped below DIRECTION_FLOOR)."""
+    X, Kc, e_min = data
+    est = fit(X, passes=3, tol=0, init_size=ROWS)
+    assert est.params_used_["init"] == "subset" and est.params_used_["guards"] > 0 and est.state_["pass"] == 3
+    assert excess_error(Kc, est.coefficients_ @ Kc, e_min) < 1e-12 and est.state_["residual"] < 1e-10
