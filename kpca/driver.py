@@ -92,9 +92,9 @@ def run_passes(rows, state: dict, passes: int, block_size: int, hooks: PassHooks
 
 
 def converged(state: dict, tol: float | None) -> bool:
-    """Whether ``state``'s ``residual`` (if it has one) is below ``tol`` (never when ``tol`` is None). O(1)."""
+    """Whether ``state``'s ``residual`` (if it has one) is below ``tol`` (never when ``tol`` is None or 0). O(1)."""
     residual = state.get("residual")
-    return tol is not None and residual is not None and float(residual) <= tol
+    return bool(tol) and residual is not None and float(residual) <= tol  # tol 0: every pass runs
 
 
 def refine_passes(state: dict, passes: int, hooks: PassHooks, tol: float | None, refine) -> tuple[dict, bool]:
