@@ -24,6 +24,7 @@ from service.images import (
     encode_png,
     image_patch_plan,
 )
+from service.job_checks import checked_preimage
 from service.limits import check_patches, check_rows
 from service.payloads import JSON_MEDIA_TYPE, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
@@ -107,6 +108,14 @@ def checked_rows(rows: list, n_features: int) -> np.ndarray:
     return array
 
 
+def invalid_preimage(exc: ValueError) -> ApiError:
+    """The 422 of a pre-image method's ValueError (its message starts with the field: ``method: ...``,
+    ``options.n_iter: ...``)."""
+    message = str(exc)
+    field = getattr(exc, "field", None) or (message.split(":", 1)[0] if message.startswith("options.") else "method")
+    return ApiError(422, "invalid", message, field)
+
+
 async def serve(registry, name: str, job: JobRecord, call, *args):
     """Run a blocking backend call; a job deleted or refitted meanwhile is a 404/409, not a 500."""
     try:
@@ -136,12 +145,11 @@ async def _reconstruct(name, body, models, datasets, backend, settings) -> Recon
     model, n_features = await served_job(name, models, datasets)
     rows = checked_rows(body.rows, n_features)
     options = body.options.model_dump(exclude_none=True)
+    checked_preimage(model, body.method, options)  # 422 on method / options.<name>, before any work
     try:
         out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
-    except ValueError as exc:  # a method the kernel does not support, or an option the method does not take
-        message = str(exc)
-        field = message.split(":", 1)[0] if message.startswith("options.") else "method"
-        raise ApiError(422, "invalid", message, field) from None
+    except ValueError as exc:  # a value the method refuses against the data (checked_preimage saw the names)
+        raise invalid_preimage(exc) from None
     return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
 
 
@@ -194,6 +202,7 @@ async def denoise_image(
     option lives on this route rather than on another."""
     image = decode_png(await read_body(request), settings.max_image_pixels)
     model, n_features = await served_job(name, models, datasets)
+    checked_preimage(model, method, None)
     patch, height, width = image_patch_plan(image, n_features, upscale, name)  # 422 on image
     check_pixels(height, width, settings.max_image_pixels, "upscale", f"the image upscaled {upscale} times")
     if patch > min(height, width):
@@ -221,6 +230,13 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
     model, width = await served_job(name, models, datasets)
+    options = body.options.model_dump(exclude_none=True)
+    if body.operation == "denoise":
+        checked_preimage(model, body.method, options)  # the same validation as /denoise, before any work
+    elif options or body.method != "auto":
+        field = "method" if body.method != "auto" else f"options.{sorted(options)[0]}"
+        raise ApiError(422, "invalid", f"{field}: only operation 'denoise' takes a pre-image method and "
+                       "options; operation 'project' takes none", field)
     source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
     if source.corrupt_chunks:
         raise Corrupt(body.dataset, source.version, source.corrupt_chunks, "found damaged, not yet repaired")
@@ -230,8 +246,10 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     if source.n_features != width:
         raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source.n_features} features; model "
                        f"{name!r} expects {width}", "dataset")
-    options = body.options.model_dump(exclude_none=True)
-    meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
-                        body.operation, body.method, options)
+    try:
+        meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
+                            body.operation, body.method, options)
+    except ValueError as exc:  # as /denoise: the output was deleted by the backend
+        raise invalid_preimage(exc) from None
     response.headers["Location"] = f"/v1/datasets/{body.output}"
     return DatasetPublic.model_validate(meta)
