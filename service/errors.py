@@ -13,7 +13,7 @@
   a 405 lists in ``Allow`` every method the path supports (Starlette names
   only the first route it matched), a body that is not UTF-8 is a 400 on
   ``body``.
-* anything else — 500 ``internal``, logged; client input should never get here.
+* anything else — 500 ``internal``, logged, with ``Connection: close``; client input should never get here.
 """
 
 from __future__ import annotations
@@ -208,8 +208,12 @@ async def _os_error(request: Request, exc: OSError) -> JSONResponse:
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """500 ``internal``, logged, with ``Connection: close``: an exception that reaches Starlette's
+    ``ServerErrorMiddleware`` is raised again after the answer and uvicorn drops the connection, so a
+    keep-alive client is told to open a new one (not to find the socket dead on its next request)."""
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal", "internal server error; the failure has been logged")
+    return error_response(500, "internal", "internal server error; the failure has been logged",
+                          headers={"Connection": "close"})
 
 
 def install_error_handlers(app: FastAPI) -> None:
