@@ -8,8 +8,8 @@ from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
-from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png
-from service.limits import DataUsageDep, check_patches, check_rows, data_usage
+from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png, png_plan
+from service.limits import DataUsageDep, check_image_dataset, check_patches, check_rows, data_usage
 from service.errors import ApiError
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service import jobs
@@ -213,16 +213,19 @@ async def dataset_from_image(
     a model of its own patches.
 
     Bounded before any work: the PNG's pixels (from its header) at most ``max_image_pixels`` (413 on
-    ``body``), its patches (the rows) at most ``max_image_dataset_rows`` (422 on ``stride``), their bytes
-    within ``max_data_bytes`` (413 ``storage_full``)."""
-    image = decode_png(await read_body(request), settings.max_image_pixels)
-    if patch > min(image.shape[0], image.shape[1]):
-        raise ApiError(422, "invalid", f"patch {patch} is larger than the {image.shape[0]}x{image.shape[1]} "
-                       "image", "patch")
-    rows = check_patches(image.shape[0], image.shape[1], patch, stride, settings.max_image_dataset_rows,
+    ``body``), its patches (the rows) at most ``max_image_dataset_rows`` (422 on ``stride``), rows x features at most
+    ``max_image_dataset_values`` (422 on ``patch``), their bytes within ``max_data_bytes`` (413
+    ``storage_full``); the PNG is decoded only then."""
+    body = await read_body(request)
+    height, width, channels = png_plan(body, settings.max_image_pixels)  # from the header: nothing decoded yet
+    if patch > min(height, width):
+        raise ApiError(422, "invalid", f"patch {patch} is larger than the {height}x{width} image", "patch")
+    rows = check_patches(height, width, patch, stride, settings.max_image_dataset_rows,
                          "KPCA_MAX_IMAGE_DATASET_ROWS")
-    n_bytes = rows * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4  # float32 rows
+    check_image_dataset(rows, patch * patch * channels, patch, stride, settings.max_image_dataset_values)
+    n_bytes = rows * patch * patch * channels * 4  # float32 rows
     data_usage(request).check(n_bytes)
+    image = await run_in_threadpool(decode_png, body, settings.max_image_pixels)
     meta = await run_in_threadpool(backend.patch_dataset, name, image, patch, stride)
     data_usage(request).add(n_bytes)
     response.headers["Location"] = f"{router.prefix}/{name}"
