@@ -166,13 +166,14 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     kind = media_type(request)  # one of the declared three: SecurityMiddleware refused any other
     body = await read_body(request)
     data_usage(request).check(len(body))
+    max_rows = request.app.state.settings.max_rows_per_request  # 413 while parsing, before the rows are built
     if kind == NPY_MEDIA_TYPE:
-        rows = await run_in_threadpool(rows_from_npy, body)
+        rows = await run_in_threadpool(rows_from_npy, body, max_rows)
     elif kind == CSV_MEDIA_TYPE:
-        rows = await run_in_threadpool(rows_from_csv, body, dataset.n_features)
+        rows = await run_in_threadpool(rows_from_csv, body, dataset.n_features, max_rows)
     else:
-        rows = await run_in_threadpool(rows_from_json, body, dataset.n_features)
-    check_rows(rows.shape[0], request.app.state.settings.max_rows_per_request)
+        rows = await run_in_threadpool(rows_from_json, body, dataset.n_features, max_rows)
+    check_rows(rows.shape[0], max_rows)
     record = await run_in_threadpool(datasets.put_chunk, name, index, rows)
     data_usage(request).add(rows.nbytes)
     return DatasetPublic.model_validate(record)
