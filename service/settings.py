@@ -77,6 +77,16 @@ class Settings(BaseSettings):
         ``/from-image`` (a few KB of PNG cut into large overlapping patches
         would otherwise become gigabytes); more is a 422 on ``patch`` naming
         patch, stride and the limit. Default 2^25 (128 MiB of float32).
+    max_serving_work : work of one ``/project``, ``/reconstruct``, ``/denoise`` or
+        ``/denoise-image`` request, estimated before it runs
+        (`service.serving_work`): rows x model points x features x the
+        pre-image method's starts and iterations; more is a 413 naming the
+        option. Default 10^11.
+    serving_block_work : work of one pre-image task; a request is cut into
+        tasks of about this much. Default 2 x 10^8.
+    serving_deadline_s : seconds a serving request may take; then a 503
+        with ``Retry-After`` and its tasks not yet run are cancelled (as when
+        its client disconnects). Default 60.
     max_rows_per_request : rows in one ``/project``, ``/reconstruct``, ``/predict``,
         ``/denoise`` request or chunk upload; more is a 413 on ``rows``.
         Default 100,000.
@@ -146,6 +156,12 @@ class Settings(BaseSettings):
                                         "/from-image (422 above)")
     max_image_dataset_values: int = Field(default=2**25, ge=1, description="rows x features of a data set "
                                           "made by /from-image (422 above)")
+    max_serving_work: int = Field(default=10**11, ge=1, description="work of one serving request: rows x model "
+                                  "points x features x a pre-image method's starts and iterations (413 above)")
+    serving_block_work: int = Field(default=2 * 10**8, ge=1, description="work of one pre-image task: a request "
+                                    "is cut into tasks of this much, so projections and cancellation get in between")
+    serving_deadline_s: float = Field(default=60.0, gt=0, description="seconds a serving request may run; past "
+                                      "them it is a 503 with Retry-After and its queued tasks are cancelled")
     max_rows_per_request: int = Field(default=100_000, ge=1, description="rows in one serving request or "
                                       "chunk upload (413 above)")
     max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1, description="body limit of the serving "

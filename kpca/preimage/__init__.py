@@ -160,6 +160,19 @@ def check_method(kernel_type: str | None, own_decoder: bool, method: str, option
     return chosen
 
 
+#: Options that multiply a method's work per row (each start, each iteration costs a kernel row).
+WORK_OPTIONS = {"fixed-point": ("restarts", "n_iter"), "gradient": ("max_iter",)}
+
+
+def work_per_row(method: str, options) -> dict[str, int]:
+    """The factors by which ``method`` (a name of `METHODS`, resolved: not "auto") multiplies the work of
+    one kernel row per input row: each of its `WORK_OPTIONS` with its value in ``options`` or its
+    default (an empty dict for the closed-form methods: one kernel row). Pure, O(options)."""
+    chosen = METHODS[method]
+    defaults = {p.name: p.default for p in chosen.options}
+    return {name: int(options.get(name) or defaults[name]) for name in WORK_OPTIONS.get(method, ())}
+
+
 def objective(model: KernelModel, Z, X) -> np.ndarray:
     """``rho(z_j) = ||Psi(x_j) - Phi(z_j)||^2`` for paired rows of Z and X.
 

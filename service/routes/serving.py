@@ -7,6 +7,8 @@ answer into JSON or PNG; the numerics run on the workers.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Annotated
 
 import numpy as np
@@ -26,6 +28,7 @@ from service.images import (
 )
 from service.job_checks import checked_preimage
 from service.limits import check_patches, check_rows
+from service.serving_work import check_serving_work
 from service.payloads import JSON_MEDIA_TYPE, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
@@ -41,6 +44,7 @@ from service.security import READ, WRITE, access
 from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound
 from store.jobs.records import JobRecord
+from workers.backend import RequestEnded, Watch
 
 router = APIRouter(prefix="/v1/models", tags=["serving"])
 
@@ -116,10 +120,56 @@ def invalid_preimage(exc: ValueError) -> ApiError:
     return ApiError(422, "invalid", message, field)
 
 
-async def serve(registry, name: str, job: JobRecord, call, *args):
+async def model_points(job: JobRecord, datasets) -> int:
+    """Points a model's kernel rows run over: its data set's rows (the version it serves from), 0 for a
+    model over centres whose data set is gone (its centres are few by construction). Cost: a metadata
+    read."""
+    try:
+        dataset = await run_in_threadpool(datasets.get, job.dataset)
+    except NotFound:
+        return 0
+    version = getattr(job, "dataset_version", None)
+    if version is not None:
+        for segment_version in getattr(dataset, "versions", None) or ():
+            if getattr(segment_version, "version", None) == version:
+                return int(segment_version.n_rows)
+    return int(dataset.n_rows)
+
+
+async def watched(request: Request, settings, registry, name: str, job: JobRecord, call, *args, **kwargs):
+    """`serve` with the request's deadline (``serving_deadline_s``) and its client's disconnection
+    watched (`workers.backend.Watch`, passed to ``call`` as ``watch``): past the deadline a 503 with
+    ``Retry-After``, a client gone a 400 nobody reads; either way the tasks not yet run are cancelled."""
+    watch = Watch(time.monotonic() + settings.serving_deadline_s)
+
+    async def follow_client() -> None:
+        while not watch.disconnected.is_set():
+            if await request.is_disconnected():
+                watch.disconnected.set()
+                return
+            await asyncio.sleep(0.2)
+
+    follower = asyncio.create_task(follow_client())
+    try:
+        return await serve(registry, name, job, call, *args, watch=watch, **kwargs)
+    except RequestEnded as ended:
+        if ended.reason == "deadline":
+            error = ApiError(503, "unavailable", f"the request ran past its deadline of {settings.serving_deadline_s:g}"
+                             " s (KPCA_SERVING_DEADLINE_S) and was stopped; retry later, with fewer rows or fewer "
+                             "iterations", "rows")
+            error.headers = {"Retry-After": "10"}
+            raise error from None
+        raise ApiError(400, "bad_request", "the client disconnected; its work was cancelled", "body") from None
+    finally:
+        follower.cancel()
+
+
+async def serve(registry, name: str, job: JobRecord, call, *args, **kwargs):
     """Run a blocking backend call; a job deleted or refitted meanwhile is a 404/409, not a 500."""
     try:
-        return await run_in_threadpool(call, *args)
+        return await run_in_threadpool(call, *args, **kwargs)
+    except RequestEnded:
+        raise
     except Exception:
         current = await run_in_threadpool(registry.get, name)  # NotFound -> 404
         if current.status != "completed" or current.created_at != job.created_at:
@@ -129,43 +179,55 @@ async def serve(registry, name: str, job: JobRecord, call, *args):
 
 
 @router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
-async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep,
+async def project(name: ModelName, body: ProjectRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
-    (at most ``max_rows_per_request`` rows: 413 on ``rows``)."""
+    (at most ``max_rows_per_request`` rows: 413 on ``rows``; at most ``max_serving_work``, rows x model
+    points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
+    check_serving_work(len(body.rows), await model_points(model, datasets), n_features, settings.max_serving_work)
     rows = checked_rows(body.rows, n_features)
-    components = await serve(models, name, model, backend.project, name, rows)
+    components = await watched(request, settings, models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
 
 
-async def _reconstruct(name, body, models, datasets, backend, settings) -> ReconstructResponse:
+async def _reconstruct(name, body, request, models, datasets, backend, settings) -> ReconstructResponse:
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
     rows = checked_rows(body.rows, n_features)
     options = body.options.model_dump(exclude_none=True)
-    checked_preimage(model, body.method, options)  # 422 on method / options.<name>, before any work
+    method = checked_preimage(model, body.method, options)  # 422 on method / options.<name>, before any work
+    points = await model_points(model, datasets)
+    work = check_serving_work(len(rows), points, n_features, settings.max_serving_work, method, options)
+    block_rows = max(1, len(rows) * settings.serving_block_work // max(work, 1))
     try:
-        out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
+        out = await watched(request, settings, models, name, model, backend.reconstruct, name, rows, body.method,
+                            options, block_rows=block_rows)
     except ValueError as exc:  # a value the method refuses against the data (checked_preimage saw the names)
         raise invalid_preimage(exc) from None
     return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
 
 
 @router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
-async def reconstruct(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
-                      backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
-    """Rows -> their projection onto the components -> back to input space (a pre-image per row)."""
-    return await _reconstruct(name, body, models, datasets, backend, settings)
+async def reconstruct(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
+                      datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
+    """Rows -> their projection onto the components -> back to input space (a pre-image per row).
+    Bounded as ``/denoise``."""
+    return await _reconstruct(name, body, request, models, datasets, backend, settings)
 
 
 @router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
-async def denoise(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
+async def denoise(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
+                  datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
-    ``/reconstruct``; the name says what it is for)."""
-    return await _reconstruct(name, body, models, datasets, backend, settings)
+    ``/reconstruct``; the name says what it is for).
+
+    Bounded before any work: rows x model points x features x the method's starts and iterations at most
+    ``max_serving_work`` (413 naming the option, ``options.n_iter``, or ``rows``); run as tasks of about
+    ``serving_block_work`` behind any projection; past ``serving_deadline_s`` a 503 with ``Retry-After``;
+    a client that disconnects has its tasks not yet run cancelled."""
+    return await _reconstruct(name, body, request, models, datasets, backend, settings)
 
 
 @router.post(
@@ -202,7 +264,6 @@ async def denoise_image(
     option lives on this route rather than on another."""
     image = decode_png(await read_body(request), settings.max_image_pixels)
     model, n_features = await served_job(name, models, datasets)
-    checked_preimage(model, method, None)
     patch, height, width = image_patch_plan(image, n_features, upscale, name)  # 422 on image
     check_pixels(height, width, settings.max_image_pixels, "upscale", f"the image upscaled {upscale} times")
     if patch > min(height, width):
@@ -211,9 +272,11 @@ async def denoise_image(
     if stride > patch:
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
-    check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
-    cleaned = await serve(models, name, model, backend.denoise_image, name, image, patch, stride, method, None,
-                           upscale)
+    count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
+    check_serving_work(count, await model_points(model, datasets), n_features, settings.max_serving_work,
+                       checked_preimage(model, method, None), None, rows_field="stride")
+    cleaned = await watched(request, settings, models, name, model, backend.denoise_image, name, image, patch,
+                            stride, method, None, upscale)
     if compare:
         labels = ("input" + (f" (x{upscale} pixel replication)" if upscale > 1 else ""),
                   "denoised" if upscale == 1 else "hyper-resolved")
