@@ -29,7 +29,7 @@ from service.images import (
 from service.job_checks import checked_preimage
 from service.limits import check_patches, check_rows
 from service.serving_work import check_serving_work
-from service.payloads import JSON_MEDIA_TYPE, read_body, rows_to_array
+from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
 from service.schemas.serving import (
@@ -46,7 +46,7 @@ from store.errors import Corrupt, NotFound
 from store.jobs.records import JobRecord
 from workers.backend import RequestEnded, Watch
 
-router = APIRouter(prefix="/v1/models", tags=["serving"])
+router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
 
 
 async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
@@ -187,7 +187,7 @@ async def project(name: ModelName, body: ProjectRequest, request: Request, model
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
     check_serving_work(len(body.rows), await model_points(model, datasets), n_features, settings.max_serving_work)
-    rows = checked_rows(body.rows, n_features)
+    rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
     components = await watched(request, settings, models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
 
@@ -195,7 +195,7 @@ async def project(name: ModelName, body: ProjectRequest, request: Request, model
 async def _reconstruct(name, body, request, models, datasets, backend, settings) -> ReconstructResponse:
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, n_features)
+    rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
     options = body.options.model_dump(exclude_none=True)
     method = checked_preimage(model, body.method, options)  # 422 on method / options.<name>, before any work
     points = await model_points(model, datasets)
