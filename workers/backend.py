@@ -70,7 +70,8 @@ def embedded_sizing(cores: int, n_workers: int | None = None) -> tuple[int, int]
     one; a given ``n_workers`` is used as it is. Each worker's numba kernels get
     ``kernel_threads = max(1, cores // workers)`` threads (NUMBA_NUM_THREADS), so that workers x
     kernel threads <= cores whenever the workers fit the cores; BLAS and OpenMP stay single-threaded.
-    Each worker still has two dask threads (one fits or holds a shard, the other serves projections)
+    Each worker still has three dask threads (one fits or holds a shard, one runs pre-images, one is left
+    to projections)
     and at most one fit (resource ``fit``). 2 cores: (2, 1); 16 cores: (8, 2).
     """
     cores = max(1, int(cores))
@@ -117,20 +118,16 @@ def watched_results(client, futures: list, watch: Watch | None, poll_s: float = 
     """The results of ``futures`` in order, waiting in steps of ``poll_s`` seconds; when ``watch`` says
     the request ended, every future is cancelled (a task not started is dropped, a result kept is let
     go) and `RequestEnded` raised. Blocking: call it from a thread pool. Cost: the tasks' time."""
-    from dask.distributed import TimeoutError as DaskTimeout
-
     results = []
     try:
         for future in futures:  # in order: each waited for in steps, the request's end looked at between
-            while True:
+            finished = threading.Event()
+            future.add_done_callback(lambda _: finished.set())  # (Future.result(timeout=) races under load)
+            while not finished.wait(poll_s):
                 reason = watch.ended() if watch is not None else None
                 if reason is not None:
                     raise RequestEnded(reason, time.monotonic() - watch.started)
-                try:
-                    results.append(future.result(timeout=poll_s))
-                    break
-                except (DaskTimeout, TimeoutError):
-                    continue
+            results.append(future.result())
         for future in futures:
             future.release()
         return results
@@ -158,8 +155,9 @@ class Backend:
 
     The embedded cluster: on c cores (`machine_cores`: the CPU affinity) it has
     ``min(c, 8)`` worker processes unless ``n_workers`` says otherwise, each with
-    two dask threads (one fits, or holds a shard of a sharded fit; the other serves
-    projections), the resource ``fit=1`` (at most one fit each), numba kernels on
+    three dask threads (one fits, or holds a shard of a sharded fit; one runs pre-image tasks; one is
+    left to projections), the resources ``fit=1`` and ``preimage=1`` (at most one fit and one pre-image
+    task each), numba kernels on
     ``max(1, c // workers)`` threads (NUMBA_NUM_THREADS) and BLAS / OpenMP on one.
     `start` logs the sizing. An external cluster is sized by whoever starts its
     workers (docs/scaling.md, *Sizing an external cluster*).
@@ -184,7 +182,7 @@ class Backend:
 
             cores = machine_cores()
             n_workers, kernel_threads = embedded_sizing(cores, self.n_workers)
-            log.info("embedded dask cluster: %d worker processes (%s) x 2 threads on %d cores; numba kernels "
+            log.info("embedded dask cluster: %d worker processes (%s) x 3 threads on %d cores; numba kernels "
                      "on %d thread(s) per worker, BLAS on 1", n_workers,
                      "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
             environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
@@ -193,7 +191,7 @@ class Backend:
                 # the other thread serves projections while fits run
                 self.cluster = LocalCluster(
                     n_workers=n_workers,
-                    threads_per_worker=2,
+                    threads_per_worker=3,  # a fit, a pre-image task, and projections always
                     resources={FIT_RESOURCE: 1, PREIMAGE_RESOURCE: 1},
                     processes=True,
                     host="127.0.0.1",
