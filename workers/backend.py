@@ -340,14 +340,15 @@ class Backend:
                     ) -> np.ndarray:
         """Pre-images (m, n_features) of the rows' projections; see `workers.serve.reconstruct_rows`.
 
-        The rows go as tasks of ``block_rows`` rows (all in one without it) at `PREIMAGE_PRIORITY`, so
+        The rows go as tasks of ``block_rows`` rows (all in one without it) at `PREIMAGE_PRIORITY`, each
+        computed in a thread of lowered OS priority (`workers.serve.run_niced`), so
         that a projection submitted meanwhile runs before the blocks still queued, and a request that
         ends (its client gone, its deadline past: ``watch``) cancels the blocks not yet run. Blocking:
         call it from a thread pool, not the event loop.
         """
         step = max(1, int(block_rows or len(rows)))
         resources = self._preimage_resources()
-        futures = [self.client.submit(serve_task.reconstruct_rows, self.data_dir, model_name, rows[a:a + step],
+        futures = [self.client.submit(serve_task.niced_reconstruct_rows, self.data_dir, model_name, rows[a:a + step],
                                       method, options, pure=False, priority=PREIMAGE_PRIORITY, resources=resources)
                    for a in range(0, len(rows), step)]
         parts = watched_results(self.client, futures, watch)
@@ -357,7 +358,7 @@ class Backend:
                       options: dict | None = None, upscale: int = 1, watch: "Watch | None" = None) -> np.ndarray:
         """The denoised image (the input's dtype, the upscaled shape) of a decoded PNG's pixels;
         see `workers.images.denoise_image`. Blocking: call it from a thread pool."""
-        future = self.client.submit(image_task.denoise_image, self.data_dir, model_name, image, patch, stride,
+        future = self.client.submit(image_task.niced_denoise_image, self.data_dir, model_name, image, patch, stride,
                                     method, options, upscale, pure=False, priority=PREIMAGE_PRIORITY,
                                     resources=self._preimage_resources())
         return watched_results(self.client, [future], watch)[0]

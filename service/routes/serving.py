@@ -32,6 +32,7 @@ from service.serving_work import check_serving_work
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
+from service.schemas.errors import ErrorBody
 from service.schemas.serving import (
     PreimageMethod,
     ProjectRequest,
@@ -47,6 +48,14 @@ from store.jobs.records import JobRecord
 from workers.backend import RequestEnded, Watch
 
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
+
+#: The answers of the routes that compute: over a limit (rows, body, work) 413; past the deadline 503.
+SERVING_ERRORS = {
+    **ERRORS,
+    413: {"model": ErrorBody, "description": "over a limit: rows, body bytes or work (KPCA_MAX_SERVING_WORK)"},
+    503: {"model": ErrorBody, "description": "past the request's deadline (KPCA_SERVING_DEADLINE_S); see "
+          "Retry-After"},
+}
 
 
 async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
@@ -178,7 +187,7 @@ async def serve(registry, name: str, job: JobRecord, call, *args, **kwargs):
         raise
 
 
-@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
+@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
 async def project(name: ModelName, body: ProjectRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
@@ -209,7 +218,7 @@ async def _reconstruct(name, body, request, models, datasets, backend, settings)
     return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
 
 
-@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
+@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
 async def reconstruct(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
                       datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
     """Rows -> their projection onto the components -> back to input space (a pre-image per row).
@@ -217,7 +226,7 @@ async def reconstruct(name: ModelName, body: ReconstructRequest, request: Reques
     return await _reconstruct(name, body, request, models, datasets, backend, settings)
 
 
-@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
+@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
 async def denoise(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
                   datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
@@ -232,7 +241,7 @@ async def denoise(name: ModelName, body: ReconstructRequest, request: Request, m
 
 @router.post(
     "/{name}/denoise-image",
-    responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
+    responses={**SERVING_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
     response_class=Response,
     openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
 )
