@@ -11,8 +11,15 @@ the window. Then ``--clients`` threads, each with its own httpx client, send req
 * ``upload`` (20 %): ``PUT /v1/datasets/u{client}/chunks/{k}`` of 32 rows (JSON) to the client's own
   fresh data set, committed at the end of the window.
 
+Beside them (issue 30) ``--abusive`` threads (4) each send, again and again, a ``/denoise`` at the work
+limit (fixed point, ``n_iter`` 1000, ``restarts`` 20, ``tol`` 1e-300, as many rows as
+``KPCA_MAX_SERVING_WORK`` allows) and give up after 3 s, as the issue's abandoned requests did; their
+answers (503 past the deadline, client timeouts) are counted apart, not as errors. One more thread polls
+``/healthz`` every 50 ms and records its slowest answer.
+
 Any answer other than 2xx, or a transport error, is an error. Reports requests/s, errors (with the
-first few), p50 and p99 latency per kind, and the fits' state at the start and end of the window.
+first few), p50 and p99 latency per kind, the slowest ``/healthz``, and the fits' state at the start
+and end of the window.
 Prints JSON and writes bench/results/load.json (``--quick``: 8 clients, 10 s, load_quick.json) with
 `bench._common.save`.
 
@@ -103,6 +110,30 @@ def client_loop(url: str, index: int, stop_at: float, results: list, errors: lis
                 errors.append(f"commit {dataset}: {response.status_code} {response.text[:200]}")
 
 
+def abusive_loop(url: str, rows: int, stop_at: float, outcomes: list) -> None:
+    """Heavy /denoise requests at the work limit, each abandoned after 3 s; outcomes (status or the
+    transport error's name) appended."""
+    limit = 10**11  # KPCA_MAX_SERVING_WORK's default
+    n = max(1, limit // (rows * N_FEATURES * 1000 * 20))
+    body = {"rows": np.random.default_rng(7).normal(size=(n, N_FEATURES)).round(4).tolist(),
+            "method": "fixed-point", "options": {"n_iter": 1000, "restarts": 20, "tol": 1e-300}}
+    while time.monotonic() < stop_at:
+        try:
+            outcomes.append(str(httpx.post(f"{url}/v1/models/m/denoise", json=body, timeout=3.0).status_code))
+        except httpx.HTTPError as exc:
+            outcomes.append(type(exc).__name__)
+
+
+def healthz_loop(url: str, stop_at: float, seconds: list) -> None:
+    """GET /healthz every 50 ms until ``stop_at``; each answer's seconds appended."""
+    with httpx.Client(base_url=url, timeout=60) as api:
+        while time.monotonic() < stop_at:
+            started = time.perf_counter()
+            api.get("/healthz")
+            seconds.append(time.perf_counter() - started)
+            time.sleep(0.05)
+
+
 def percentiles(seconds: list[float]) -> dict:
     ms = np.asarray(seconds) * 1000
     return {"count": int(ms.size), "p50_ms": round(float(np.percentile(ms, 50)), 1),
@@ -117,6 +148,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=300)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--note", default="", help="what else ran on the machine (recorded with the figures)")
+    ap.add_argument("--abusive", type=int, default=4, help="threads sending /denoise at the work limit")
     ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
     args = ap.parse_args()
     if args.quick:
@@ -131,6 +163,11 @@ def main() -> None:
         stop_at = time.monotonic() + args.seconds
         threads = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors))
                    for i in range(args.clients)]
+        abusive: list = []
+        healthz: list = []
+        threads += [threading.Thread(target=abusive_loop, args=(url, args.rows, stop_at, abusive))
+                    for _ in range(args.abusive)]
+        threads.append(threading.Thread(target=healthz_loop, args=(url, stop_at, healthz)))
         started = time.monotonic()
         for thread in threads:
             thread.start()
@@ -153,6 +190,9 @@ def main() -> None:
         "errors": len(errors),
         "error_examples": errors[:10],
         "latency": {**by_kind, "all": percentiles([s for _, s in results])},
+        "abusive_threads": args.abusive,
+        "abusive_outcomes": {outcome: abusive.count(outcome) for outcome in sorted(set(abusive))},
+        "healthz": {**percentiles(healthz), "max_ms": round(max(healthz) * 1000, 1) if healthz else None},
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
         "note": args.note,

@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import security
 from service.errors import install_error_handlers
-from service.limits import BodyLimitMiddleware, DataUsage
+from service.limits import BodyLimitMiddleware, DataUsage, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
@@ -110,7 +110,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
-    app.state.data_usage = DataUsage(Path(settings.data_dir).resolve(), settings.max_data_bytes)
+    app.state.data_usage = DataUsage(Path(settings.data_dir).resolve(),
+                                     resolved_data_limit(settings.data_dir, settings.max_data_bytes))
     app.state.metrics.watch_models(lambda: app.state.models.list())
     import_modules(settings.solver_plugins)  # plugin solvers are in the schemas from the start
 

@@ -13,7 +13,7 @@
   a 405 lists in ``Allow`` every method the path supports (Starlette names
   only the first route it matched), a body that is not UTF-8 is a 400 on
   ``body``.
-* anything else — 500 ``internal``, logged; client input should never get here.
+* anything else — 500 ``internal``, logged, with ``Connection: close``; client input should never get here.
 """
 
 from __future__ import annotations
@@ -153,8 +153,24 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
             headers["Allow"] = ", ".join(methods)
             message = f"{request.method} is not allowed on {request.url.path}; allowed: {', '.join(methods)}"
     elif exc.status_code == 400 and message == _UNPARSEABLE_BODY:
-        field, message = "body", "request body could not be decoded: JSON must be UTF-8 text"
+        field, message = "body", unparseable_reason(exc.__cause__)
     return error_response(exc.status_code, code, message, field, headers or None)
+
+
+def unparseable_reason(cause: BaseException | None) -> str:
+    """Why FastAPI could not parse a JSON body, from the exception it wrapped: not UTF-8, nested deeper
+    than the parser's recursion allows, an integer with more digits than Python converts, or (anything
+    else) the parser's own words. Cost O(1)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"request body could not be decoded: JSON must be UTF-8 text (invalid byte at offset {cause.start})"
+    if isinstance(cause, RecursionError):
+        return ("request body is not JSON that can be read: it is nested too deep (arrays or objects inside each "
+                "other beyond the parser's limit); no request of this API nests more than a few levels")
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        return ("request body is not JSON that can be read: an integer has more digits than the parser converts "
+                f"({str(cause).split(':', 1)[0].strip()}); numbers must fit a float64")
+    text = str(cause) if cause is not None else "unknown reason"
+    return f"request body could not be parsed as JSON: {type(cause).__name__}: {text[:200]}"
 
 
 async def _store_error(request: Request, exc: StoreError) -> JSONResponse:
@@ -208,8 +224,12 @@ async def _os_error(request: Request, exc: OSError) -> JSONResponse:
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """500 ``internal``, logged, with ``Connection: close``: an exception that reaches Starlette's
+    ``ServerErrorMiddleware`` is raised again after the answer and uvicorn drops the connection, so a
+    keep-alive client is told to open a new one (not to find the socket dead on its next request)."""
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal", "internal server error; the failure has been logged")
+    return error_response(500, "internal", "internal server error; the failure has been logged",
+                          headers={"Connection": "close"})
 
 
 def install_error_handlers(app: FastAPI) -> None:

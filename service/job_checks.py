@@ -9,6 +9,9 @@ from kpca.clustering import check_clustering
 from kpca.fitting import FitRequest
 from kpca.kernel_scale import check_kernel_scale, sample_max_sq_norm
 from kpca.kernels import KernelSpec
+from kpca.preimage import check_method
+from kpca.solvers import get_solver
+from service.errors import ApiError
 from store.datasets.records import DatasetInfo
 
 
@@ -42,3 +45,19 @@ def checked_clustering_params(datasets, dataset: DatasetInfo, kernel: KernelSpec
     of clusters, a clusterable solver, an affinity kernel). Cost O(parameters)."""
     check_clustering(n_clusters, dataset.n_rows, kernel, solver, params)
     return checked_fit_params(datasets, dataset, kernel, solver, n_clusters, params, exact_limit)
+
+
+def checked_preimage(job, method: str, options: dict | None) -> str:
+    """The pre-image method a serving request on model ``job`` (its record) will run, checked before
+    any work by `kpca.preimage.check_method` against the kernel the model was fit with and its kind
+    (its own decoder or a kernel expansion): one validation for ``/reconstruct``, ``/denoise``,
+    ``/denoise-image`` and ``/transform``. A 422 naming ``method`` or ``options.<name>`` otherwise.
+    Cost O(options)."""
+    kernel = getattr(job, "fit_kernel", None) or job.kernel
+    own_decoder = get_solver(job.solver).model is not None
+    try:
+        return check_method(kernel.type, own_decoder, method, options or {}).name
+    except ValueError as exc:
+        message = str(exc)
+        field = message.split(":", 1)[0] if message.startswith("options.") else "method"
+        raise ApiError(422, "invalid", message, field) from None

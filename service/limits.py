@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import threading
 import time
 from typing import Annotated
@@ -103,6 +104,18 @@ def check_rows(n_rows: int, limit: int, field: str = "rows") -> None:
     if n_rows > limit:
         raise ApiError(413, "too_large", f"{field}: {n_rows} rows is over the limit of {limit} rows per request "
                        "(KPCA_MAX_ROWS_PER_REQUEST); send them in several requests", field)
+
+
+def check_image_dataset(rows: int, features: int, patch: int, stride: int, limit: int) -> None:
+    """422 on ``patch`` when a ``/from-image`` data set of ``rows`` patches of ``features`` values each
+    would hold more than ``limit`` values (``max_image_dataset_values``), naming patch, stride, the
+    size and the limit. Cost O(1)."""
+    values = rows * features
+    if values > limit:
+        raise ApiError(422, "invalid", f"patch {patch} with stride {stride} would make {rows} rows x {features} "
+                       f"features = {values} values ({values * 4} bytes of float32), over the limit of {limit} "
+                       "values (KPCA_MAX_IMAGE_DATASET_VALUES); use a smaller patch, a larger stride or a smaller "
+                       "image", "patch")
 
 
 def check_patches(height: int, width: int, patch: int, stride: int, limit: int, setting: str,
@@ -213,6 +226,32 @@ def folder_bytes(path: str) -> int:
         except OSError:
             continue
     return total
+
+
+#: The share of the disk's free bytes at start that the data folder may grow by when ``max_data_bytes``
+#: is not set (the rest is left to checkpoints' temporary files, logs and the system).
+DATA_DISK_FRACTION = 0.8
+
+
+def automatic_data_limit(data_dir, fraction: float = DATA_DISK_FRACTION) -> int:
+    """The default ``max_data_bytes``: what the data folder holds now plus ``fraction`` of the free bytes
+    of the disk it is on (its nearest existing folder when it does not exist yet). Cost: one walk of the
+    folder (`folder_bytes`) and one ``statvfs``."""
+    folder = os.path.abspath(str(data_dir))
+    probe = folder
+    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    free = shutil.disk_usage(probe).free
+    used = folder_bytes(folder) if os.path.isdir(folder) else 0
+    return used + max(1, int(fraction * free))
+
+
+def resolved_data_limit(data_dir, setting: int | None) -> int | None:
+    """``max_data_bytes`` as the service applies it: None (unset) -> `automatic_data_limit`; 0 -> None
+    (unlimited); otherwise the setting. Cost: `automatic_data_limit` when unset, else O(1)."""
+    if setting is None:
+        return automatic_data_limit(data_dir)
+    return setting or None
 
 
 def data_usage(request: Request) -> DataUsage:

@@ -9,18 +9,48 @@ from __future__ import annotations
 import array
 import csv
 import io
+import json
 import math
+import re
 
 import numpy as np
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 
 from service.errors import ApiError
+from service.limits import check_rows
 from service.schemas.datasets import ChunkRows
 
 NPY_MEDIA_TYPE = "application/octet-stream"
 JSON_MEDIA_TYPE = "application/json"
 CSV_MEDIA_TYPE = "text/csv"
+
+
+class ThreadParsedRequest(Request):
+    """A request whose JSON body is decoded in a worker thread (`json.loads`), not on the event loop."""
+
+    async def json(self):
+        """The body as JSON, decoded once, off the event loop. Cost O(body) in a thread."""
+        if not hasattr(self, "_json"):
+            self._json = await run_in_threadpool(json.loads, await self.body())
+        return self._json
+
+
+class ThreadParsedRoute(APIRoute):
+    """A FastAPI route whose JSON body is decoded off the event loop (`ThreadParsedRequest`), for the
+    routes whose bodies are large (rows): a 16 MB body no longer holds up every other request while it
+    is decoded."""
+
+    def get_route_handler(self):
+        """FastAPI's handler, given a `ThreadParsedRequest` over the same connection."""
+        handler = super().get_route_handler()
+
+        async def parse_off_loop(request: Request):
+            return await handler(ThreadParsedRequest(request.scope, request.receive))
+
+        return parse_off_loop
 
 
 def media_type(request: Request) -> str:
@@ -43,7 +73,7 @@ async def read_body(request: Request) -> bytes:
     return b"".join(parts)
 
 
-def rows_from_npy(body: bytes) -> np.ndarray:
+def rows_from_npy(body: bytes, max_rows: int | None = None) -> np.ndarray:
     """A numeric array from ``.npy`` bytes; never unpickles.
 
     The header is read first, and its declared shape must account for exactly
@@ -73,14 +103,34 @@ def rows_from_npy(body: bytes) -> np.ndarray:
             f"({expected} bytes of data) but {available} bytes follow it",
             "body",
         )
+    if max_rows is not None and len(shape) >= 1:
+        check_rows(int(shape[0]), max_rows)  # from the header, before the array is read
     try:
         return np.load(io.BytesIO(body), allow_pickle=False)
     except Exception as exc:
         raise ApiError(400, "bad_request", f"request body is not a readable .npy array: {exc}", "body") from None
 
 
-def rows_from_json(body: bytes, n_columns: int = 0) -> np.ndarray:
-    """A float64 array from ``{"rows": [[...], ...]}``; no rows gives shape (0, n_columns)."""
+#: JSON bodies above this many bytes are parsed piece by piece (`rows_from_large_json`).
+STREAM_JSON_BYTES = 1 << 20
+#: Bytes of rows text parsed at once by `rows_from_large_json`.
+JSON_PIECE_BYTES = 1 << 18
+
+_ROWS_HEAD = re.compile(rb'\A\s*\{\s*"rows"\s*:\s*\[')
+_ROWS_TAIL = re.compile(rb'\]\s*\}\s*\Z')
+_NOT_ROWS_TEXT = re.compile(rb"[^0-9eE+\-.,\[\]\s]")
+_PIECE_START = re.compile(rb"\A\s*,")
+
+
+def rows_from_json(body: bytes, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
+    """A float64 array from ``{"rows": [[...], ...]}``; no rows gives shape (0, n_columns).
+
+    A body over `STREAM_JSON_BYTES` is read by `rows_from_large_json` (memory a few times the body,
+    not the 70 times that a Python object per value costs); a smaller one by pydantic, whose errors
+    name the row and column. More than ``max_rows`` rows is a 413 on ``rows`` (`service.limits.check_rows`),
+    for a large body counted before it is parsed. Cost O(body)."""
+    if len(body) > STREAM_JSON_BYTES and _ROWS_HEAD.match(body):
+        return rows_from_large_json(body, n_columns, max_rows)
     try:
         payload = ChunkRows.model_validate_json(body)
     except ValidationError as exc:
@@ -96,7 +146,120 @@ def rows_from_json(body: bytes, n_columns: int = 0) -> np.ndarray:
         elif len(loc) == 2:
             where = f" (row {loc[1]})"
         raise ApiError(422, "invalid", f"rows: {first['msg']}{where}", "rows") from None
+    if max_rows is not None:
+        check_rows(len(payload.rows), max_rows)
     return rows_to_array(payload.rows, n_columns)
+
+
+def rows_from_large_json(body: bytes, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
+    """A float64 array from a large ``{"rows": [[...], ...]}`` body, parsed `JSON_PIECE_BYTES` of rows
+    at a time into arrays, so that Python objects exist for one piece only.
+
+    The rows text may hold only numbers, commas, brackets and white space (anything else, such as a
+    string, ``true`` or ``null``, is a 400 on ``body`` naming its offset and row); each piece ends at a
+    row's closing bracket and must parse as JSON rows of one width (422 on ``rows`` naming the row
+    otherwise). Cost O(body) time; memory the float64 result (allocated once, from the count of
+    rows) and one piece's text beside the body; the GIL is free between pieces. The rows are counted
+    (their opening brackets) before any is parsed: more than ``max_rows`` is a 413 on ``rows`` at once."""
+    tail = _ROWS_TAIL.search(body, max(0, len(body) - 4096))
+    head = _ROWS_HEAD.match(body)
+    if tail is None or head is None:
+        raise ApiError(400, "bad_request", 'request body is not valid JSON rows: it must be {"rows": [[...], ...]} '
+                       "with nothing after the closing brace", "body")
+    begin, end = head.end(), tail.start()
+    bad = _NOT_ROWS_TEXT.search(body, begin, end)
+    if bad is not None:
+        row = max(0, body.count(b"[", begin, bad.start()) - 1)
+        shown = body[bad.start():bad.start() + 20].decode("utf-8", "replace")
+        raise ApiError(400, "bad_request", f"request body is not valid JSON rows: unexpected {shown!r} at byte "
+                       f"{bad.start()} (row {row}); rows hold numbers only", "body")
+    total = body.count(b"[", begin, end)  # one bracket per row in text of numbers and brackets
+    if max_rows is not None:
+        check_rows(total, max_rows)
+    out, width, n_rows, position = None, None, 0, begin
+    while position < end:
+        cut = body.find(b"]", min(position + JSON_PIECE_BYTES, end), end)
+        cut = end if cut < 0 else cut + 1
+        piece = body[position:cut]
+        if position > begin:
+            comma = _PIECE_START.match(piece)
+            if comma is None:
+                raise ApiError(400, "bad_request", f"request body is not valid JSON rows: a ',' is missing "
+                               f"before row {n_rows}", "body")
+            piece = piece[comma.end():]
+        elif not piece.strip():
+            break
+        block = _piece_rows(piece, n_rows, width)
+        if out is None:
+            width = block.shape[1]
+            out = np.empty((total, width), dtype=np.float64)  # filled piece by piece: no copy to join
+        out[n_rows:n_rows + block.shape[0]] = block
+        n_rows += block.shape[0]
+        position = cut
+    if out is None:
+        return np.empty((0, n_columns), dtype=np.float64)
+    return out[:n_rows]
+
+
+_BRACKETS_TO_SPACES = bytes.maketrans(b"[]", b"  ")
+_ROW_PATTERNS: dict[int, re.Pattern] = {}
+
+
+def _rows_pattern(width: int) -> re.Pattern:
+    """A regular expression matching rows text of ``width`` values each (``[1,2],[3,4]``, values not
+    checked); kept per width."""
+    pattern = _ROW_PATTERNS.get(width)
+    if pattern is None:
+        row = rb"\s*\[[^\[\],]+(?:,[^\[\],]+){%d}\]\s*" % (width - 1)
+        pattern = _ROW_PATTERNS[width] = re.compile(rb"(?:%s,)*%s" % (row, row))
+    return pattern
+
+
+def _piece_rows(piece: bytes, first_row: int, width: int | None) -> np.ndarray:
+    """One piece of rows text (``[1,2],[3,4]``, numbers, commas, brackets and white space only), its
+    first row being row ``first_row`` of the body, as a 2-D float64 array of ``width`` columns (None:
+    its first row's). The shape is checked with a regular expression, the values read by numpy
+    (``strtod``: no Python object per value, no garbage collection). 422 on ``rows`` (ragged, nested,
+    empty rows) or 400 on ``body`` (not numbers) naming the row. Cost O(piece)."""
+    if width is None:
+        start = piece.find(b"[")
+        end = piece.find(b"]", start)
+        first = piece[start + 1:end] if 0 <= start < end else b""
+        if b"[" in first:
+            raise ApiError(422, "invalid", f"rows: row {first_row} is not a list of numbers (a nested list)", "rows")
+        if not first.strip():
+            raise ApiError(422, "invalid", f"rows: row {first_row} is empty", "rows")
+        width = first.count(b",") + 1
+    pattern = _rows_pattern(width)
+    if pattern.fullmatch(piece) is None:
+        raise _bad_row(piece, first_row, width)
+    n_rows = piece.count(b"[")
+    try:  # a value strtod stops in: numpy warns (an error where warnings are errors) and stops there
+        values = np.fromstring(piece.translate(_BRACKETS_TO_SPACES), dtype=np.float64, sep=",")
+    except (ValueError, DeprecationWarning):
+        values = np.empty(0)
+    if values.size != n_rows * width:
+        raise ApiError(400, "bad_request", f"request body is not valid JSON rows: a value from row {first_row} on "
+                       "is not a number", "body")
+    return values.reshape(n_rows, width)
+
+
+def _bad_row(piece: bytes, first_row: int, width: int) -> ApiError:
+    """The error of the first row of ``piece`` that does not hold ``width`` values: ragged or nested
+    (422 on ``rows``) or not JSON (400 on ``body``)."""
+    good = re.match(rb"(?:%s,)*" % _rows_pattern(width).pattern.split(b",)*", 1)[0][3:], piece)
+    offset = good.end() if good else 0
+    row = first_row + piece.count(b"[", 0, offset)
+    start = piece.find(b"[", offset)
+    end = piece.find(b"]", start + 1)
+    inner = piece[start + 1:end] if 0 <= start < end else b""
+    if start >= 0 and b"[" in inner:
+        return ApiError(422, "invalid", f"rows: row {row} is not a list of numbers (a nested list)", "rows")
+    if start >= 0 and end > start:
+        count = 0 if not inner.strip() else inner.count(b",") + 1
+        if count != width:
+            return ApiError(422, "invalid", f"rows are ragged: row 0 has {width} values, row {row} has {count}", "rows")
+    return ApiError(400, "bad_request", f"request body is not valid JSON rows: row {row} is malformed", "body")
 
 
 def rows_to_array(rows: list[list[float]], n_columns: int = 0) -> np.ndarray:
@@ -120,7 +283,7 @@ def _is_number(field: str) -> bool:
     return True
 
 
-def rows_from_csv(body: bytes, n_columns: int = 0) -> np.ndarray:
+def rows_from_csv(body: bytes, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
     """A float64 array from CSV text: one row per line, values separated by commas.
 
     Format: UTF-8 (a byte-order mark is allowed), lines ending in ``\n`` or
@@ -138,6 +301,8 @@ def rows_from_csv(body: bytes, n_columns: int = 0) -> np.ndarray:
         The request body.
     n_columns : int
         Columns of the empty array returned when there are no data lines.
+    max_rows : int, optional
+        More data lines is a 413 on ``rows``, raised when line ``max_rows + 1`` is reached.
 
     Returns
     -------
@@ -177,6 +342,10 @@ def rows_from_csv(body: bytes, n_columns: int = 0) -> np.ndarray:
                     continue  # a header: no field of the first line is a number
             if width is None:
                 width, first_line = len(fields), line
+            elif max_rows is not None and len(values) >= max_rows * width:  # row max_rows + 1: stop reading
+                raise ApiError(413, "too_large", f"rows: line {line} is row {max_rows + 1}, over the limit of "
+                               f"{max_rows} rows per request (KPCA_MAX_ROWS_PER_REQUEST); send them in several "
+                               "requests", "rows")
             elif len(fields) != width:
                 raise ApiError(
                     422,

@@ -73,6 +73,20 @@ class Settings(BaseSettings):
         is a 422 on ``stride``. Default 65,536.
     max_image_dataset_rows : rows (patches) of a data set made by
         ``/from-image``; more is a 422 on ``stride``. Default 100,000.
+    max_image_dataset_values : rows x features of a data set made by
+        ``/from-image`` (a few KB of PNG cut into large overlapping patches
+        would otherwise become gigabytes); more is a 422 on ``patch`` naming
+        patch, stride and the limit. Default 2^25 (128 MiB of float32).
+    max_serving_work : work of one ``/project``, ``/reconstruct``, ``/denoise`` or
+        ``/denoise-image`` request, estimated before it runs
+        (`service.serving_work`): rows x model points x features x the
+        pre-image method's starts and iterations; more is a 413 naming the
+        option. Default 10^11.
+    serving_block_work : work of one pre-image task; a request is cut into
+        tasks of about this much. Default 2 x 10^8.
+    serving_deadline_s : seconds a serving request may take; then a 503
+        with ``Retry-After`` and its tasks not yet run are cancelled (as when
+        its client disconnects). Default 60.
     max_rows_per_request : rows in one ``/project``, ``/reconstruct``, ``/predict``,
         ``/denoise`` request or chunk upload; more is a 413 on ``rows``.
         Default 100,000.
@@ -89,7 +103,9 @@ class Settings(BaseSettings):
         429 with ``Retry-After``. Default 4.
     max_data_bytes : total bytes of the data folder; a chunk upload, data set
         creation or ``/from-image`` that would exceed it is a 413
-        ``storage_full``. Default None (unlimited).
+        ``storage_full``. Default None: automatic, the folder's bytes at
+        start plus `DATA_DISK_FRACTION` of the disk's free bytes then
+        (`service.limits.automatic_data_limit`); 0 (or ``unlimited``): no limit.
     shutdown_timeout_s : seconds ``python -m service`` waits for running
         requests on SIGTERM/SIGINT before cancelling them (uvicorn
         ``timeout_graceful_shutdown``); the dask cluster is then closed
@@ -138,6 +154,14 @@ class Settings(BaseSettings):
                              "(422 above)")
     max_image_dataset_rows: int = Field(default=100_000, ge=1, description="rows of a data set made by "
                                         "/from-image (422 above)")
+    max_image_dataset_values: int = Field(default=2**25, ge=1, description="rows x features of a data set "
+                                          "made by /from-image (422 above)")
+    max_serving_work: int = Field(default=10**11, ge=1, description="work of one serving request: rows x model "
+                                  "points x features x a pre-image method's starts and iterations (413 above)")
+    serving_block_work: int = Field(default=2 * 10**8, ge=1, description="work of one pre-image task: a request "
+                                    "is cut into tasks of this much, so projections and cancellation get in between")
+    serving_deadline_s: float = Field(default=60.0, gt=0, description="seconds a serving request may run; past "
+                                      "them it is a 503 with Retry-After and its queued tasks are cancelled")
     max_rows_per_request: int = Field(default=100_000, ge=1, description="rows in one serving request or "
                                       "chunk upload (413 above)")
     max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1, description="body limit of the serving "
@@ -146,8 +170,9 @@ class Settings(BaseSettings):
                                   "(the archive is streamed to disk, so it may exceed max_body_bytes; 413 above)")
     max_fits_per_key: int = Field(default=4, ge=1, description="queued or running fits per API key "
                                   "(429 with Retry-After above)")
-    max_data_bytes: int | None = Field(default=None, ge=1, description="total bytes of the data folder "
-                                       "(413 storage_full above); unset: unlimited")
+    max_data_bytes: int | None = Field(default=None, ge=0, description="total bytes of the data folder "
+                                       "(413 storage_full above); unset: the folder's bytes at start plus 80 % of "
+                                       "the disk's free bytes then; 0 or 'unlimited': no limit")
     shutdown_timeout_s: float = Field(default=5.0, gt=0, description="seconds running requests get on "
                                       "SIGTERM/SIGINT before they are cancelled")
 
@@ -167,9 +192,11 @@ class Settings(BaseSettings):
 
     @field_validator("max_data_bytes", mode="before")
     @classmethod
-    def _blank_data_bytes_is_unlimited(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() in ("", "none"):
+    def _blank_data_bytes_is_automatic(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none", "auto"):
             return None
+        if isinstance(value, str) and value.strip().lower() == "unlimited":
+            return 0
         return value
 
     @field_validator("solver_plugins", mode="after")

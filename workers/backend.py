@@ -12,6 +12,8 @@ import contextlib
 import importlib.util
 import logging
 import os
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -62,12 +64,70 @@ def embedded_sizing(cores: int, n_workers: int | None = None) -> tuple[int, int]
     one; a given ``n_workers`` is used as it is. Each worker's numba kernels get
     ``kernel_threads = max(1, cores // workers)`` threads (NUMBA_NUM_THREADS), so that workers x
     kernel threads <= cores whenever the workers fit the cores; BLAS and OpenMP stay single-threaded.
-    Each worker still has two dask threads (one fits or holds a shard, the other serves projections)
+    Each worker still has three dask threads (one fits or holds a shard, one runs pre-images, one is left
+    to projections)
     and at most one fit (resource ``fit``). 2 cores: (2, 1); 16 cores: (8, 2).
     """
     cores = max(1, int(cores))
     workers = max(1, int(n_workers) if n_workers is not None else min(cores, EMBEDDED_MAX_WORKERS))
     return workers, max(1, cores // workers)
+
+
+#: dask priorities of serving tasks: projections run before queued pre-image blocks (higher first).
+SERVING_PRIORITY = 10
+PREIMAGE_PRIORITY = -10
+#: The resource a worker offers for pre-image tasks: at most one runs on each, so that its other thread is
+#: left to projections (embedded workers offer it; external ones with ``--resources "fit=1,preimage=1"``).
+PREIMAGE_RESOURCE = "preimage"
+
+
+class RequestEnded(Exception):
+    """A serving request stopped waiting for its tasks: ``reason`` "deadline" (past its deadline) or
+    "disconnected" (its client went away); the tasks not yet run were cancelled."""
+
+    def __init__(self, reason: str, seconds: float):
+        super().__init__(f"request ended ({reason}) after {seconds:.1f} s")
+        self.reason, self.seconds = reason, seconds
+
+
+class Watch:
+    """What ends a serving request early: a deadline (``time.monotonic()`` seconds, None: none) and a
+    flag set when its client disconnects (`disconnected`, set from the event loop)."""
+
+    def __init__(self, deadline: float | None = None):
+        self.deadline = deadline
+        self.started = time.monotonic()
+        self.disconnected = threading.Event()
+
+    def ended(self) -> str | None:
+        """"disconnected", "deadline" or None (the request goes on). O(1)."""
+        if self.disconnected.is_set():
+            return "disconnected"
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            return "deadline"
+        return None
+
+
+def watched_results(client, futures: list, watch: Watch | None, poll_s: float = 0.1) -> list:
+    """The results of ``futures`` in order, waiting in steps of ``poll_s`` seconds; when ``watch`` says
+    the request ended, every future is cancelled (a task not started is dropped, a result kept is let
+    go) and `RequestEnded` raised. Blocking: call it from a thread pool. Cost: the tasks' time."""
+    results = []
+    try:
+        for future in futures:  # in order: each waited for in steps, the request's end looked at between
+            finished = threading.Event()
+            future.add_done_callback(lambda _: finished.set())  # (Future.result(timeout=) races under load)
+            while not finished.wait(poll_s):
+                reason = watch.ended() if watch is not None else None
+                if reason is not None:
+                    raise RequestEnded(reason, time.monotonic() - watch.started)
+            results.append(future.result())
+        for future in futures:
+            future.release()
+        return results
+    except BaseException:
+        client.cancel(futures)  # those not run are dropped; those done give their results back
+        raise
 
 
 class Backend:
@@ -89,8 +149,9 @@ class Backend:
 
     The embedded cluster: on c cores (`machine_cores`: the CPU affinity) it has
     ``min(c, 8)`` worker processes unless ``n_workers`` says otherwise, each with
-    two dask threads (one fits, or holds a shard of a sharded fit; the other serves
-    projections), the resource ``fit=1`` (at most one fit each), numba kernels on
+    three dask threads (one fits, or holds a shard of a sharded fit; one runs pre-image tasks; one is
+    left to projections), the resources ``fit=1`` and ``preimage=1`` (at most one fit and one pre-image
+    task each), numba kernels on
     ``max(1, c // workers)`` threads (NUMBA_NUM_THREADS) and BLAS / OpenMP on one.
     `start` logs the sizing. An external cluster is sized by whoever starts its
     workers (docs/scaling.md, *Sizing an external cluster*).
@@ -115,7 +176,7 @@ class Backend:
 
             cores = machine_cores()
             n_workers, kernel_threads = embedded_sizing(cores, self.n_workers)
-            log.info("embedded dask cluster: %d worker processes (%s) x 2 threads on %d cores; numba kernels "
+            log.info("embedded dask cluster: %d worker processes (%s) x 3 threads on %d cores; numba kernels "
                      "on %d thread(s) per worker, BLAS on 1", n_workers,
                      "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
             environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
@@ -124,8 +185,8 @@ class Backend:
                 # the other thread serves projections while fits run
                 self.cluster = LocalCluster(
                     n_workers=n_workers,
-                    threads_per_worker=2,
-                    resources={FIT_RESOURCE: 1},
+                    threads_per_worker=3,  # a fit, a pre-image task, and projections always
+                    resources={FIT_RESOURCE: 1, PREIMAGE_RESOURCE: 1},
                     processes=True,
                     host="127.0.0.1",
                     # loopback only (its pages show logs and identity), a free port: several clusters may run
@@ -176,6 +237,17 @@ class Backend:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _preimage_resources(self) -> dict | None:
+        """``{"preimage": 1}`` if some worker offers the resource (asked of the scheduler at most every
+        30 s), else None: pre-image tasks then run on any thread."""
+        now = time.monotonic()
+        cached = getattr(self, "_preimage_cache", None)
+        if cached is None or now - cached[0] > 30:
+            workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+            offered = any(PREIMAGE_RESOURCE in (w.get("resources") or {}) for w in workers.values())
+            cached = self._preimage_cache = (now, {PREIMAGE_RESOURCE: 1} if offered else None)
+        return cached[1]
 
     def _fit_resources(self) -> dict | None:
         """``{"fit": 1}`` if some worker offers the resource (workers started with
@@ -243,15 +315,14 @@ class Backend:
 
         return self.client.run(os.getpid)
 
-    def project(self, model_name: str, rows: np.ndarray) -> np.ndarray:
-        """Kernel principal components of ``rows`` (shape (m, n_features)) -> (m, r).
-
-        Blocking: call it from a thread pool, not the event loop.
+    def project(self, model_name: str, rows: np.ndarray, watch: "Watch | None" = None) -> np.ndarray:
+        """Kernel principal components of ``rows`` (shape (m, n_features)) -> (m, r), at `SERVING_PRIORITY`
+        (ahead of queued pre-image blocks). ``watch``: the request's deadline and disconnection
+        (`watched_results`). Blocking: call it from a thread pool, not the event loop.
         """
-        future = self.client.submit(
-            serve_task.project_rows, self.data_dir, model_name, rows, pure=False
-        )
-        return future.result()
+        future = self.client.submit(serve_task.project_rows, self.data_dir, model_name, rows, pure=False,
+                                    priority=SERVING_PRIORITY)
+        return watched_results(self.client, [future], watch)[0]
 
     def predict_clusters(self, name: str, rows: np.ndarray) -> np.ndarray:
         """Cluster of each of ``rows`` (m, n_features) -> (m,) under a completed clustering
@@ -259,22 +330,32 @@ class Backend:
         return self.client.submit(cluster_task.predict_rows, self.data_dir, name, rows, pure=False).result()
 
     def reconstruct(self, model_name: str, rows: np.ndarray, method: str = "auto",
-                    options: dict | None = None) -> np.ndarray:
+                    options: dict | None = None, watch: "Watch | None" = None, block_rows: int | None = None
+                    ) -> np.ndarray:
         """Pre-images (m, n_features) of the rows' projections; see `workers.serve.reconstruct_rows`.
 
-        Blocking: call it from a thread pool, not the event loop.
+        The rows go as tasks of ``block_rows`` rows (all in one without it) at `PREIMAGE_PRIORITY`, each
+        computed in a thread of lowered OS priority (`workers.serve.run_niced`), so
+        that a projection submitted meanwhile runs before the blocks still queued, and a request that
+        ends (its client gone, its deadline past: ``watch``) cancels the blocks not yet run. Blocking:
+        call it from a thread pool, not the event loop.
         """
-        future = self.client.submit(serve_task.reconstruct_rows, self.data_dir, model_name, rows, method,
-                                    options, pure=False)
-        return future.result()
+        step = max(1, int(block_rows or len(rows)))
+        resources = self._preimage_resources()
+        futures = [self.client.submit(serve_task.niced_reconstruct_rows, self.data_dir, model_name, rows[a:a + step],
+                                      method, options, pure=False, priority=PREIMAGE_PRIORITY, resources=resources)
+                   for a in range(0, len(rows), step)]
+        parts = watched_results(self.client, futures, watch)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def denoise_image(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
-                      options: dict | None = None, upscale: int = 1) -> np.ndarray:
+                      options: dict | None = None, upscale: int = 1, watch: "Watch | None" = None) -> np.ndarray:
         """The denoised image (the input's dtype, the upscaled shape) of a decoded PNG's pixels;
         see `workers.images.denoise_image`. Blocking: call it from a thread pool."""
-        future = self.client.submit(image_task.denoise_image, self.data_dir, model_name, image, patch, stride,
-                                    method, options, upscale, pure=False)
-        return future.result()
+        future = self.client.submit(image_task.niced_denoise_image, self.data_dir, model_name, image, patch, stride,
+                                    method, options, upscale, pure=False, priority=PREIMAGE_PRIORITY,
+                                    resources=self._preimage_resources())
+        return watched_results(self.client, [future], watch)[0]
 
     def denoise_image_tuned(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
                             options: dict | None = None, upscale: int = 1, tune: str = "auto",

@@ -128,23 +128,49 @@ def reconstruct_components(model, B, method: str = "auto", **options) -> np.ndar
 
 
 def _chosen_method(model, method: str, options: dict) -> Method:
-    """The `Method` that ``method`` names for this model ("auto": the model's decoder if it has one,
-    else fixed point for the Gaussian kernel, else gradient); ValueError naming ``method`` or the
-    first option the method does not take."""
+    """The `Method` that ``method`` names for this model (`check_method` on its kernel and kind)."""
     own_decoder = not isinstance(model, KernelModel)
+    kernel_type = None if own_decoder else model.kernel.type
+    return check_method(kernel_type, own_decoder, method, options)
+
+
+def check_method(kernel_type: str | None, own_decoder: bool, method: str, options) -> Method:
+    """The `Method` that ``method`` names for a model of kernel ``kernel_type`` ("auto": the model's
+    decoder if it has one, else fixed point for the Gaussian kernel, else gradient), checked before any
+    work: ValueError naming ``method`` (unknown, not for this kind of model, or not for this kernel) or
+    ``options.<name>`` (the first option the method does not take). Pure, so the service can run it on
+    the model's record for every route that computes pre-images. Cost O(options)."""
+    asked = method
     if method == "auto":
-        method = "decoder" if own_decoder else "fixed-point" if model.kernel.type == "gaussian" else "gradient"
-    if own_decoder != (method == "decoder"):
-        raise ValueError(f"method: {method!r} does not apply to this model; use 'auto' "
-                         + ("(its own decoder)" if own_decoder else "(the decoder is for autoencoder KPCA models)"))
+        method = "decoder" if own_decoder else "fixed-point" if kernel_type == "gaussian" else "gradient"
     chosen = METHODS.get(method)
     if chosen is None:
         raise ValueError(f"method: unknown pre-image method {method!r}; choose one of {PREIMAGE_METHODS} or 'auto'")
+    if own_decoder != (method == "decoder"):
+        raise ValueError(f"method: {method!r} does not apply to this model; use 'auto' "
+                         + ("(its own decoder)" if own_decoder else "(the decoder is for autoencoder KPCA models)"))
+    if chosen.kernels is not None and kernel_type is not None and kernel_type not in chosen.kernels:
+        raise ValueError(f"method: {method!r} needs a kernel among {', '.join(chosen.kernels)}, not "
+                         f"{kernel_type!r}; use method='gradient' or 'auto'")
     allowed = {p.name for p in chosen.options} | set(chosen.python_options)
     extra = sorted(set(options) - allowed)
     if extra:
-        raise ValueError(f"options.{extra[0]}: not an option of the {method} method")
+        raise ValueError(f"options.{extra[0]}: not an option of the {method} method"
+                         + (" (the one 'auto' chooses for this model)" if asked == "auto" else ""))
     return chosen
+
+
+#: Options that multiply a method's work per row (each start, each iteration costs a kernel row).
+WORK_OPTIONS = {"fixed-point": ("restarts", "n_iter"), "gradient": ("max_iter",)}
+
+
+def work_per_row(method: str, options) -> dict[str, int]:
+    """The factors by which ``method`` (a name of `METHODS`, resolved: not "auto") multiplies the work of
+    one kernel row per input row: each of its `WORK_OPTIONS` with its value in ``options`` or its
+    default (an empty dict for the closed-form methods: one kernel row). Pure, O(options)."""
+    chosen = METHODS[method]
+    defaults = {p.name: p.default for p in chosen.options}
+    return {name: int(options.get(name) or defaults[name]) for name in WORK_OPTIONS.get(method, ())}
 
 
 def objective(model: KernelModel, Z, X) -> np.ndarray:

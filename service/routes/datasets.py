@@ -8,8 +8,8 @@ from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
-from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png
-from service.limits import DataUsageDep, check_patches, check_rows, data_usage
+from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png, png_plan
+from service.limits import DataUsageDep, check_image_dataset, check_patches, check_rows, data_usage
 from service.errors import ApiError
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service import jobs
@@ -166,13 +166,14 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     kind = media_type(request)  # one of the declared three: SecurityMiddleware refused any other
     body = await read_body(request)
     data_usage(request).check(len(body))
+    max_rows = request.app.state.settings.max_rows_per_request  # 413 while parsing, before the rows are built
     if kind == NPY_MEDIA_TYPE:
-        rows = await run_in_threadpool(rows_from_npy, body)
+        rows = await run_in_threadpool(rows_from_npy, body, max_rows)
     elif kind == CSV_MEDIA_TYPE:
-        rows = await run_in_threadpool(rows_from_csv, body, dataset.n_features)
+        rows = await run_in_threadpool(rows_from_csv, body, dataset.n_features, max_rows)
     else:
-        rows = await run_in_threadpool(rows_from_json, body, dataset.n_features)
-    check_rows(rows.shape[0], request.app.state.settings.max_rows_per_request)
+        rows = await run_in_threadpool(rows_from_json, body, dataset.n_features, max_rows)
+    check_rows(rows.shape[0], max_rows)
     record = await run_in_threadpool(datasets.put_chunk, name, index, rows)
     data_usage(request).add(rows.nbytes)
     return DatasetPublic.model_validate(record)
@@ -213,16 +214,19 @@ async def dataset_from_image(
     a model of its own patches.
 
     Bounded before any work: the PNG's pixels (from its header) at most ``max_image_pixels`` (413 on
-    ``body``), its patches (the rows) at most ``max_image_dataset_rows`` (422 on ``stride``), their bytes
-    within ``max_data_bytes`` (413 ``storage_full``)."""
-    image = decode_png(await read_body(request), settings.max_image_pixels)
-    if patch > min(image.shape[0], image.shape[1]):
-        raise ApiError(422, "invalid", f"patch {patch} is larger than the {image.shape[0]}x{image.shape[1]} "
-                       "image", "patch")
-    rows = check_patches(image.shape[0], image.shape[1], patch, stride, settings.max_image_dataset_rows,
+    ``body``), its patches (the rows) at most ``max_image_dataset_rows`` (422 on ``stride``), rows x features at most
+    ``max_image_dataset_values`` (422 on ``patch``), their bytes within ``max_data_bytes`` (413
+    ``storage_full``); the PNG is decoded only then."""
+    body = await read_body(request)
+    height, width, channels = png_plan(body, settings.max_image_pixels)  # from the header: nothing decoded yet
+    if patch > min(height, width):
+        raise ApiError(422, "invalid", f"patch {patch} is larger than the {height}x{width} image", "patch")
+    rows = check_patches(height, width, patch, stride, settings.max_image_dataset_rows,
                          "KPCA_MAX_IMAGE_DATASET_ROWS")
-    n_bytes = rows * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4  # float32 rows
+    check_image_dataset(rows, patch * patch * channels, patch, stride, settings.max_image_dataset_values)
+    n_bytes = rows * patch * patch * channels * 4  # float32 rows
     data_usage(request).check(n_bytes)
+    image = await run_in_threadpool(decode_png, body, settings.max_image_pixels)
     meta = await run_in_threadpool(backend.patch_dataset, name, image, patch, stride)
     data_usage(request).add(n_bytes)
     response.headers["Location"] = f"{router.prefix}/{name}"

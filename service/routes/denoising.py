@@ -22,7 +22,7 @@ from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, dec
 from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.routes.models import ERRORS
-from service.routes.serving import PNG_ROUTE, JobQuery, _invalid
+from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import PatchMethod, Tune
@@ -84,7 +84,7 @@ async def denoise_image_fit(
         cleaned, info = await run_in_threadpool(backend.denoise_image_fit, image, patch, stride, tile or None, tune,
                                                 fixed, noise, job)
     except ValueError as exc:
-        raise _invalid(exc) from None
+        raise invalid_preimage(exc) from None
     headers = chosen_headers(info)
     if keep is not None:
         headers["X-KPCA-Model"] = await run_in_threadpool(

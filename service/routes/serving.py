@@ -7,6 +7,8 @@ answer into JSON or PNG; the numerics run on the workers.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Annotated
 
 import numpy as np
@@ -25,11 +27,14 @@ from service.images import (
     encode_png,
     image_patch_plan,
 )
+from service.job_checks import checked_preimage
 from service.limits import check_patches, check_rows
-from service.payloads import JSON_MEDIA_TYPE, read_body, rows_to_array
+from service.serving_work import check_serving_work
+from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute, read_body, rows_to_array
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.schemas.errors import ErrorBody
 from service.schemas.serving import (
     DenoiseRequest,
     DenoiseResponse,
@@ -45,8 +50,17 @@ from service.security import READ, WRITE, access
 from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound, StoreError
 from store.jobs.records import JobRecord
+from workers.backend import RequestEnded, Watch
 
-router = APIRouter(prefix="/v1/models", tags=["serving"])
+router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
+
+#: The answers of the routes that compute: over a limit (rows, body, work) 413; past the deadline 503.
+SERVING_ERRORS = {
+    **ERRORS,
+    413: {"model": ErrorBody, "description": "over a limit: rows, body bytes or work (KPCA_MAX_SERVING_WORK)"},
+    503: {"model": ErrorBody, "description": "past the request's deadline (KPCA_SERVING_DEADLINE_S); see "
+          "Retry-After"},
+}
 
 
 async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
@@ -112,10 +126,70 @@ def checked_rows(rows: list, n_features: int) -> np.ndarray:
     return array
 
 
-async def serve(registry, name: str, job: JobRecord, call, *args):
+def invalid_preimage(exc: ValueError) -> Exception:
+    """The 422 of a pre-image's ValueError, naming its field: the exception's ``field``, else the message's
+    prefix when it names one of the request's (``options.x``, ``n_components``, ``rows``, ``method``,
+    ``image``, ``sigma``), else ``method``. A store's refusal (a damaged checkpoint is also a ValueError)
+    comes back as it is, for its own 409."""
+    if isinstance(exc, StoreError):
+        return exc
+    message = str(exc)
+    prefix = message.split(":", 1)[0]
+    named = ("n_components", "rows", "method", "image", "sigma")
+    field = getattr(exc, "field", None) or (prefix if prefix.startswith("options.") or prefix in named else "method")
+    return ApiError(422, "invalid", message, field)
+
+
+async def model_points(job: JobRecord, datasets) -> int:
+    """Points a model's kernel rows run over: its data set's rows (the version it serves from), 0 for a
+    model over centres whose data set is gone (its centres are few by construction). Cost: a metadata
+    read."""
+    try:
+        dataset = await run_in_threadpool(datasets.get, job.dataset)
+    except NotFound:
+        return 0
+    version = getattr(job, "dataset_version", None)
+    if version is not None:
+        for segment_version in getattr(dataset, "versions", None) or ():
+            if getattr(segment_version, "version", None) == version:
+                return int(segment_version.n_rows)
+    return int(dataset.n_rows)
+
+
+async def watched(request: Request, settings, registry, name: str, job: JobRecord, call, *args, **kwargs):
+    """`serve` with the request's deadline (``serving_deadline_s``) and its client's disconnection
+    watched (`workers.backend.Watch`, passed to ``call`` as ``watch``): past the deadline a 503 with
+    ``Retry-After``, a client gone a 400 nobody reads; either way the tasks not yet run are cancelled."""
+    watch = Watch(time.monotonic() + settings.serving_deadline_s)
+
+    async def follow_client() -> None:
+        while not watch.disconnected.is_set():
+            if await request.is_disconnected():
+                watch.disconnected.set()
+                return
+            await asyncio.sleep(0.2)
+
+    follower = asyncio.create_task(follow_client())
+    try:
+        return await serve(registry, name, job, call, *args, watch=watch, **kwargs)
+    except RequestEnded as ended:
+        if ended.reason == "deadline":
+            error = ApiError(503, "unavailable", f"the request ran past its deadline of {settings.serving_deadline_s:g}"
+                             " s (KPCA_SERVING_DEADLINE_S) and was stopped; retry later, with fewer rows or fewer "
+                             "iterations", "rows")
+            error.headers = {"Retry-After": "10"}
+            raise error from None
+        raise ApiError(400, "bad_request", "the client disconnected; its work was cancelled", "body") from None
+    finally:
+        follower.cancel()
+
+
+async def serve(registry, name: str, job: JobRecord, call, *args, **kwargs):
     """Run a blocking backend call; a job deleted or refitted meanwhile is a 404/409, not a 500."""
     try:
-        return await run_in_threadpool(call, *args)
+        return await run_in_threadpool(call, *args, **kwargs)
+    except RequestEnded:
+        raise
     except Exception:
         current = await run_in_threadpool(registry.get, name)  # NotFound -> 404
         if current.status != "completed" or current.created_at != job.created_at:
@@ -124,77 +198,82 @@ async def serve(registry, name: str, job: JobRecord, call, *args):
         raise
 
 
-@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
-async def project(name: ModelName, body: ProjectRequest, models: ModelsDep, datasets: DatasetsDep,
+@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
+async def project(name: ModelName, body: ProjectRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
-    (at most ``max_rows_per_request`` rows: 413 on ``rows``)."""
+    (at most ``max_rows_per_request`` rows: 413 on ``rows``; at most ``max_serving_work``, rows x model
+    points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, n_features)
-    components = await serve(models, name, model, backend.project, name, rows)
+    check_serving_work(len(body.rows), await model_points(model, datasets), n_features, settings.max_serving_work)
+    rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
+    components = await watched(request, settings, models, name, model, backend.project, name, rows)
     return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
 
 
-async def _reconstruct(name, body, models, datasets, backend, settings) -> ReconstructResponse:
+async def _reconstruct(name, body, request, models, datasets, backend, settings) -> ReconstructResponse:
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, n_features)
+    rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
     options = body.options.model_dump(exclude_none=True)
+    method = checked_preimage(model, body.method, options)  # 422 on method / options.<name>, before any work
+    points = await model_points(model, datasets)
+    work = check_serving_work(len(rows), points, n_features, settings.max_serving_work, method, options)
+    block_rows = max(1, len(rows) * settings.serving_block_work // max(work, 1))
     try:
-        out = await serve(models, name, model, backend.reconstruct, name, rows, body.method, options)
-    except ValueError as exc:  # a method the kernel does not support, or an option the method does not take
-        raise _invalid(exc) from None
+        out = await watched(request, settings, models, name, model, backend.reconstruct, name, rows, body.method,
+                            options, block_rows=block_rows)
+    except ValueError as exc:  # a value the method refuses against the data (checked_preimage saw the names)
+        raise invalid_preimage(exc) from None
     return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
 
 
-def _invalid(exc: ValueError) -> Exception:
-    """A worker's ValueError as a 422 naming its field: the message's prefix when it names one of the
-    request's fields (``options.x``, ``n_components``, ``rows``, ``sigma``), else ``method``. A store's
-    refusal (a damaged checkpoint is also a ValueError) comes back as it is, for its own 409."""
-    if isinstance(exc, StoreError):
-        return exc
-    message = str(exc)
-    prefix = message.split(":", 1)[0]
-    named = ("n_components", "rows", "method", "image", "sigma")
-    field = prefix if prefix.startswith("options.") or prefix in named else "method"
-    return ApiError(422, "invalid", message, field)
+@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
+async def reconstruct(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
+                      datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
+    """Rows -> their projection onto the components -> back to input space (a pre-image per row).
+    Bounded as ``/denoise``."""
+    return await _reconstruct(name, body, request, models, datasets, backend, settings)
 
 
-@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
-async def reconstruct(name: ModelName, body: ReconstructRequest, models: ModelsDep, datasets: DatasetsDep,
-                      backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
-    """Rows -> their projection onto the components -> back to input space (a pre-image per row)."""
-    return await _reconstruct(name, body, models, datasets, backend, settings)
-
-
-@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
-async def denoise(name: ModelName, body: DenoiseRequest, models: ModelsDep, datasets: DatasetsDep,
+@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
+async def denoise(name: ModelName, body: DenoiseRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> DenoiseResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
     ``/reconstruct``; the name says what it is for). With ``tune="auto"`` the noise is estimated from
     the rows (they must be more than their columns) and the rank and pre-image chosen by an unbiased
-    estimate of the denoising error; ``chosen`` and ``steps`` say what and how long."""
+    estimate of the denoising error; ``chosen`` and ``steps`` say what and how long.
+
+    Bounded before any work: rows x model points x features x the method's starts and iterations at most
+    ``max_serving_work`` (413 naming the option, ``options.n_iter``, or ``rows``); with ``tune="off"`` run
+    as tasks of about ``serving_block_work`` behind any projection, past ``serving_deadline_s`` a 503 with
+    ``Retry-After``, and a client that disconnects has its tasks not yet run cancelled."""
     if body.tune == "off":
         if body.n_components is not None:
             raise ApiError(422, "invalid", "n_components is for tune=auto; with tune=off every component is used",
                            "n_components")
-        return DenoiseResponse(rows=(await _reconstruct(name, body, models, datasets, backend, settings)).rows)
+        return DenoiseResponse(rows=(await _reconstruct(name, body, request, models, datasets, backend,
+                                                        settings)).rows)
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
-    rows = checked_rows(body.rows, n_features)
-    fixed = {"n_components": body.n_components, "method": None if body.method == "auto" else body.method,
-             "options": body.options.model_dump(exclude_none=True)}
+    rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
+    options = body.options.model_dump(exclude_none=True)
+    method = None if body.method == "auto" else checked_preimage(model, body.method, options)
+    budget = (method, options) if method else (checked_preimage(model, "auto", {}), {})  # tuned: the default's
+    check_serving_work(len(rows), await model_points(model, datasets), n_features, settings.max_serving_work,
+                       *budget)
+    fixed = {"n_components": body.n_components, "method": method, "options": options}
     try:
         out, info = await serve(models, name, model, backend.denoise_rows_tuned, name, rows, fixed)
     except ValueError as exc:
-        raise _invalid(exc) from None
+        raise invalid_preimage(exc) from None
     return DenoiseResponse(rows=np.asarray(out, dtype=np.float64).tolist(), chosen=info["chosen"],
                            noise=info["noise"], steps=info["steps"])
 
 
 #: what an image route answers and accepts (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``)
-PNG_ROUTE = {"responses": {**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
+PNG_ROUTE = {"responses": {**SERVING_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
              "response_class": Response}
 #: the ``job`` query parameter of an image route
 JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
@@ -256,12 +335,14 @@ async def denoise_image(
     if stride > patch:
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
-    check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
+    count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
+    check_serving_work(count, await model_points(model, datasets), n_features, settings.max_serving_work,
+                       checked_preimage(model, method, None), None, rows_field="stride")
     try:
         cleaned, info = await serve(models, name, model, backend.denoise_image_tuned, name, image, patch, stride,
                                     method, None, upscale, tune, n_components, constrained, job)
     except ValueError as exc:  # a rank the model does not have, a method its kernel does not allow
-        raise _invalid(exc) from None
+        raise invalid_preimage(exc) from None
     headers = chosen_headers(info)
     if compare:
         labels = ("input" + (f" (x{upscale} pixel replication)" if upscale > 1 else ""),
@@ -279,6 +360,13 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     """Project (rows -> components) or denoise (rows -> pre-images) a whole ready data set into a new
     data set, as one dask task per chunk of rows on the workers; answers when the output is committed."""
     model, width = await served_job(name, models, datasets)
+    options = body.options.model_dump(exclude_none=True)
+    if body.operation == "denoise":
+        checked_preimage(model, body.method, options)  # the same validation as /denoise, before any work
+    elif options or body.method != "auto":
+        field = "method" if body.method != "auto" else f"options.{sorted(options)[0]}"
+        raise ApiError(422, "invalid", f"{field}: only operation 'denoise' takes a pre-image method and "
+                       "options; operation 'project' takes none", field)
     source = await run_in_threadpool(datasets.ready, body.dataset, "dataset")  # 404/409 name ``dataset``
     if source.corrupt_chunks:
         raise Corrupt(body.dataset, source.version, source.corrupt_chunks, "found damaged, not yet repaired")
@@ -288,8 +376,10 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     if source.n_features != width:
         raise ApiError(422, "invalid", f"data set {body.dataset!r} has {source.n_features} features; model "
                        f"{name!r} expects {width}", "dataset")
-    options = body.options.model_dump(exclude_none=True)
-    meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
-                        body.operation, body.method, options)
+    try:
+        meta = await serve(models, name, model, backend.transform_dataset, name, body.dataset, body.output,
+                            body.operation, body.method, options)
+    except ValueError as exc:  # as /denoise: the output was deleted by the backend
+        raise invalid_preimage(exc) from None
     response.headers["Location"] = f"/v1/datasets/{body.output}"
     return DatasetPublic.model_validate(meta)

@@ -18,9 +18,22 @@ from service.security import PUBLIC, access
 STATIC = Path(__file__).resolve().parents[1] / "static"
 JS, CSS = "text/javascript; charset=utf-8", "text/css; charset=utf-8"
 
+#: Headers of every page: no framing by another site (clickjacking, where no API keys are set), and a
+#: Content-Security-Policy that lets the page run only its own scripts and styles (no inline ones, no
+#: other origin), show its own pictures and the blob: URLs it makes of downloaded ones, and call only
+#: its own API.
+PAGE_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: "
+                               "data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+                               "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
 
 def page_router(page: str, assets_route: str, folder: str, assets: dict[str, str], what: str) -> APIRouter:
-    """A router serving ``folder``'s ``index.html`` at ``page`` and each of ``assets`` (file name ->
+    """A router serving ``folder``'s ``index.html`` at ``page`` (with `PAGE_HEADERS`) and each of ``assets`` (file name ->
     media type) at ``assets_route/{asset}``; any other asset name is a 404 on ``asset``. Cost: one
     file read per request."""
     root = STATIC / folder
@@ -28,7 +41,7 @@ def page_router(page: str, assets_route: str, folder: str, assets: dict[str, str
 
     @router.get(page, response_class=HTMLResponse, name=f"{folder}_page", openapi_extra=access(PUBLIC))
     async def serve_page() -> HTMLResponse:
-        return HTMLResponse((root / "index.html").read_text(encoding="utf-8"))
+        return HTMLResponse((root / "index.html").read_text(encoding="utf-8"), headers=PAGE_HEADERS)
 
     @router.get(f"{assets_route}/{{asset}}", name=f"{folder}_asset", openapi_extra=access(PUBLIC))
     async def serve_asset(asset: str) -> FileResponse:

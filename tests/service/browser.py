@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,3 +78,17 @@ def open_page(browser, problems: list[str], expected_failures: tuple[str, ...] =
 
     page.on("console", console)
     return page
+
+
+def wait_until(page, expression: str, timeout_ms: float = TIMEOUT_MS) -> None:
+    """Poll a JavaScript expression (or ``() => ...`` function) in ``page`` until it is truthy.
+
+    Playwright's ``wait_for_function`` evaluates its predicate with an in-page ``eval``, which the
+    dashboard's Content-Security-Policy (no 'unsafe-eval') refuses; ``page.evaluate`` goes through the
+    browser's debugging protocol, which the policy does not govern, so the page is tested under the very
+    policy it is served with."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_ms / 1000:.0f} s waiting for: {expression}")
+        page.wait_for_timeout(50)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from tests.service.browser import open_page
+from tests.service.browser import open_page, wait_until
 
 PATCH = 8
 
@@ -64,7 +64,7 @@ class Dashboard:
         """Go to ``#/view`` and wait for the lists and the solver catalogue."""
         self.page.goto(f"{self.server}/#/{view}")
         self.page.wait_for_selector("#fit-form select[name=solver] option[value=kha]", state="attached")
-        self.page.wait_for_function("document.getElementById('refreshed').textContent.startsWith('lists refreshed')")
+        wait_until(self.page, "document.getElementById('refreshed').textContent.startsWith('lists refreshed')")
 
     def go(self, fragment: str) -> None:
         self.page.evaluate(f"location.hash = {fragment!r}")
@@ -74,7 +74,7 @@ class Dashboard:
 
     def until(self, condition: str) -> None:
         """Wait until the JavaScript expression ``condition`` is true."""
-        self.page.wait_for_function(condition)
+        wait_until(self.page, condition)
 
     def until_text(self, element_id: str, contains: str) -> None:
         self.until(f"(document.getElementById({element_id!r}).textContent || '').includes({contains!r})")

@@ -146,3 +146,36 @@ def test_transform_a_whole_data_set_in_chunked_tasks(api, digits_model, digits, 
     assert_error(clash, 409, "conflict", "output")  # the output exists: not the model's ``name``
     wrong = api.post(f"/v1/models/{digits_model}/transform", json={"dataset": "nope", "output": "x"})
     assert_error(wrong, 404, "not_found", "dataset")
+
+
+@pytest.fixture(scope="module")
+def linear_model(api, digits_model):
+    r = api.post("/v1/models", json={"name": "digits-linear", "dataset": "digits", "n_components": 8,
+                                     "kernel": {"type": "linear"}, "solver": "exact"})
+    assert r.status_code == 202, r.text
+    assert wait_for_fit(api, "digits-linear")["status"] == "completed"
+    return "digits-linear"
+
+
+@pytest.mark.parametrize("method, options, field", [
+    ("auto", {"restarts": 8}, "options.restarts"),  # auto is gradient on a linear kernel: no restarts
+    ("fixed-point", {}, "method"),  # a radial kernel's method
+    ("gradient", {"n_iter": 5}, "options.n_iter"),
+])
+def test_transform_and_denoise_share_one_validation(api, linear_model, digits, method, options, field):
+    """Issue 30, item 6: /transform with operation denoise was a 500 where /denoise gave a 422; both now
+    refuse the same request with the same 422, before any work, and the output is not created."""
+    body = {"method": method, "options": options}
+    direct = api.post(f"/v1/models/{linear_model}/denoise", json={"rows": digits[:2].tolist(), **body})
+    assert_error(direct, 422, "invalid", field)
+    whole = api.post(f"/v1/models/{linear_model}/transform",
+                     json={"dataset": "digits", "output": "digits-lin-out", "operation": "denoise", **body})
+    assert_error(whole, 422, "invalid", field)
+    assert whole.json()["error"]["message"] == direct.json()["error"]["message"]
+    assert api.get("/v1/datasets/digits-lin-out").status_code == 404
+
+
+def test_transform_project_takes_no_preimage_options(api, linear_model):
+    r = api.post(f"/v1/models/{linear_model}/transform",
+                 json={"dataset": "digits", "output": "digits-lin-p", "options": {"restarts": 2}})
+    assert_error(r, 422, "invalid", "options.restarts")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from service.routes.dashboard import ASSETS
-from tests.service.browser import open_page
+from tests.service.browser import open_page, wait_until
 
 READ_KEY = "dash-read-0123456789"
 WRITE_KEY = "dash-write-9876543210"
@@ -52,13 +52,13 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
 
     try:
         page.goto(server + "/#/datasets")
-        page.wait_for_function("document.getElementById('key-status').textContent.includes('needs an API key')")
-        page.wait_for_function("document.getElementById('refreshed').textContent.includes('401')")
+        wait_until(page, "document.getElementById('key-status').textContent.includes('needs an API key')")
+        wait_until(page, "document.getElementById('refreshed').textContent.includes('401')")
         page.screenshot(path=str(artefacts / "11-key-asked.png"), full_page=True)
 
         # a read key lists, but cannot upload: the 403 is shown as the service words it
         use_key(READ_KEY)
-        page.wait_for_function("document.getElementById('refreshed').textContent.startsWith('lists refreshed')")
+        wait_until(page, "document.getElementById('refreshed').textContent.startsWith('lists refreshed')")
         page.fill("#upload-form input[name=name]", "digits")
         page.set_input_files("#upload-form input[name=file]", str(csv))
         page.click("#upload-form button[type=submit]")
@@ -72,7 +72,7 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
         # a write key: upload, fit, and the live stream with the key
         use_key(WRITE_KEY)
         page.click("#upload-form button[type=submit]")
-        page.wait_for_function("document.getElementById('upload-status').textContent.includes('ready')")
+        wait_until(page, "document.getElementById('upload-status').textContent.includes('ready')")
         page.click("#tabs a[data-view=models]")
         page.wait_for_selector("#fit-form select[name=dataset] option[value=digits]", state="attached")
         page.fill("#fit-form input[name=name]", "digits-kha")
@@ -82,12 +82,12 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
         page.fill("#fit-form input[name=passes]", str(PASSES))
         page.fill("#fit-form input[name=params]", '{"init": "random"}')
         page.click("#fit-form button[type=submit]")
-        page.wait_for_function(f"document.getElementById('watch-pass').textContent === '{PASSES}/{PASSES}'")
-        page.wait_for_function("document.getElementById('watch-status').textContent === 'completed'")
+        wait_until(page, f"document.getElementById('watch-pass').textContent === '{PASSES}/{PASSES}'")
+        wait_until(page, "document.getElementById('watch-status').textContent === 'completed'")
         assert page.get_attribute("#chart", "data-points") == str(PASSES)
         assert writer.get("/v1/models/digits-kha").json()["status"] == "completed"
         # the pictures are fetched with the key too (8x8 digits: components.png works)
-        page.wait_for_function("""() => ['convergence-picture', 'components-picture'].every((id) =>
+        wait_until(page, """() => ['convergence-picture', 'components-picture'].every((id) =>
             document.getElementById(id).naturalWidth > 0)""")
         page.screenshot(path=str(artefacts / "13-fit-with-key.png"), full_page=True)
 
@@ -95,17 +95,17 @@ def test_the_page_asks_for_a_key_and_sends_it_on_every_call(server, writer, brow
         page.fill("#fit-form input[name=name]", "digits-long")
         page.fill("#fit-form input[name=passes]", str(LONG_PASSES))
         page.click("#fit-form button[type=submit]")
-        page.wait_for_function("document.getElementById('watch-name').textContent === 'digits-long'")
-        page.wait_for_function("document.getElementById('watch-status').textContent === 'running'")
+        wait_until(page, "document.getElementById('watch-name').textContent === 'digits-long'")
+        wait_until(page, "document.getElementById('watch-status').textContent === 'running'")
         page.click("#cancel-button")
-        page.wait_for_function("document.getElementById('watch-status').textContent === 'cancelled'")
+        wait_until(page, "document.getElementById('watch-status').textContent === 'cancelled'")
         cancelled = writer.get("/v1/models/digits-long").json()
         assert cancelled["status"] == "cancelled" and cancelled["progress"]["pass"] < LONG_PASSES, cancelled["progress"]
         page.screenshot(path=str(artefacts / "14-cancelled.png"), full_page=True)
         page.click("#resume-button")
-        page.wait_for_function("['queued', 'running'].includes(document.getElementById('watch-status').textContent)")
+        wait_until(page, "['queued', 'running'].includes(document.getElementById('watch-status').textContent)")
         page.click("#cancel-button")
-        page.wait_for_function("document.getElementById('watch-status').textContent === 'cancelled'")
+        wait_until(page, "document.getElementById('watch-status').textContent === 'cancelled'")
         assert writer.get("/v1/models/digits-long").json()["status"] == "cancelled"
 
         # the key stays for the tab

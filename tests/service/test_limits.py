@@ -79,8 +79,9 @@ def test_a_truncated_png_declaring_4096_squared_is_refused_from_its_header(api, 
 
 
 def test_a_truncated_png_within_the_pixel_limit_is_a_400_not_a_500(api):
-    assert_error(api.post("/v1/datasets/trunc/from-image", content=forged_png(90, 90, size=80), headers=PNG),
-                 400, "bad_request", "body")
+    # stride 8: 100 patches, within the row limit that is checked (from the header) before decoding
+    assert_error(api.post("/v1/datasets/trunc/from-image?stride=8", content=forged_png(90, 90, size=80),
+                          headers=PNG), 400, "bad_request", "body")
 
 
 @pytest.mark.parametrize("body, status", [

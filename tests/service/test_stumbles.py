@@ -158,7 +158,7 @@ def test_startup_log_is_readable(tmp_path):
 
     with Backend(tmp_path, n_workers=1) as backend:
         line = backend.describe()
-    assert "1 worker(s), 2 dask thread(s)" in line and "memory=" not in line, line
+    assert "1 worker(s), 3 dask thread(s)" in line and "memory=" not in line, line
     try:
         import bokeh  # noqa: F401
     except ImportError:

@@ -1,0 +1,134 @@
+"""Work budgets and deadlines of serving requests (issue 30, items 1 and 8; real server, real cluster).
+
+A read-key ``/denoise`` with ``n_iter: 1000, restarts: 20, tol: 1e-300`` ran 205 s and four such
+requests, abandoned by their clients, starved ``/project`` for a minute. Now: the work is estimated
+before it runs (413 naming the option and the limit), a request runs as small tasks behind any
+projection, past its deadline it is a 503 with ``Retry-After``, and a client that disconnects has its
+tasks cancelled on the workers.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from service import Settings, create_app
+from tests.api_checks import assert_error, wait_for_fit
+
+HEAVY = {"method": "fixed-point", "options": {"n_iter": 1000, "restarts": 10, "tol": 1e-300}}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    settings = Settings(data_dir=tmp_path_factory.mktemp("data"), scheduler=None, n_workers=1,
+                        max_serving_work=10**11, serving_block_work=5 * 10**7, serving_deadline_s=2.0)
+    return create_app(settings)
+
+
+@pytest.fixture(scope="module")
+def base_url(app):
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.1)
+    yield url
+    server.should_exit = True
+    thread.join(timeout=60)
+    listener.close()
+
+
+@pytest.fixture(scope="module")
+def api(base_url):
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def model(api, digits):
+    api.post("/v1/datasets", json={"name": "digits", "n_features": 64, "dtype": "float64"}).raise_for_status()
+    api.put("/v1/datasets/digits/chunks/0", json={"rows": digits[:400].tolist()}).raise_for_status()
+    api.post("/v1/datasets/digits/commit", json={}).raise_for_status()
+    api.post("/v1/models", json={"name": "m", "dataset": "digits", "n_components": 8,
+                                 "kernel": {"type": "gaussian", "sigma": 3.0}, "solver": "exact"}).raise_for_status()
+    assert wait_for_fit(api, "m")["status"] == "completed"
+    api.post("/v1/models/m/project", json={"rows": digits[:2].tolist()}).raise_for_status()  # loaded on the worker
+    return "m"
+
+
+def cluster_tasks(app) -> int:
+    """Pre-image tasks the dask scheduler holds (queued, processing or kept in memory)."""
+    def count(dask_scheduler):
+        return sum(1 for key in dask_scheduler.tasks if "reconstruct_rows" in str(key))
+    return app.state.backend.client.run_on_scheduler(count)
+
+
+def test_a_request_over_its_work_budget_is_refused_before_it_runs(api, model, digits):
+    body = {"rows": digits[:200].tolist(), "method": "fixed-point",
+            "options": {"n_iter": 1000, "restarts": 20, "tol": 1e-300}}  # the issue's request
+    started = time.monotonic()
+    r = api.post(f"/v1/models/{model}/denoise", json=body)
+    message = assert_error(r, 413, "too_large", "options.n_iter")["message"]
+    assert time.monotonic() - started < 2.0
+    for part in ("200 rows", "400 model points", "64 features", "options.restarts 20", "options.n_iter 1000",
+                 str(10**11), "KPCA_MAX_SERVING_WORK"):
+        assert part in message, message
+
+
+def test_past_its_deadline_a_request_is_a_503_with_retry_after_and_its_tasks_are_dropped(api, app, model, digits):
+    body = {"rows": digits[:200].tolist(), **HEAVY}  # 5.1e10: within the budget, tens of seconds of work
+    started = time.monotonic()
+    r = api.post(f"/v1/models/{model}/denoise", json=body)
+    took = time.monotonic() - started
+    assert_error(r, 503, "unavailable", "rows")
+    assert r.headers["retry-after"] == "10" and "KPCA_SERVING_DEADLINE_S" in r.json()["error"]["message"]
+    assert took < 2.0 + 3.0, took  # the deadline, plus the block running then
+    deadline = time.monotonic() + 5
+    while cluster_tasks(app) > 0:
+        assert time.monotonic() < deadline, "the request's tasks were not cancelled"
+        time.sleep(0.1)
+
+
+def test_a_client_that_disconnects_cancels_its_work_and_projections_go_first(api, app, model, digits, base_url):
+    body = {"rows": digits[:200].tolist(), **HEAVY}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{base_url}/v1/models/{model}/denoise", json=body, timeout=0.8)  # the client gives up
+    deadline = time.monotonic() + 5
+    while cluster_tasks(app) > 0:
+        assert time.monotonic() < deadline, "the abandoned request's tasks were not cancelled"
+        time.sleep(0.1)
+
+    done, slowest = threading.Event(), []
+
+    def heavy() -> None:
+        with httpx.Client(base_url=base_url, timeout=30) as client:
+            client.post(f"/v1/models/{model}/denoise", json=body)  # a 503 after its deadline
+        done.set()
+
+    thread = threading.Thread(target=heavy, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    while not done.is_set():
+        started = time.monotonic()
+        assert api.post(f"/v1/models/{model}/project", json={"rows": digits[:20].tolist()}).status_code == 200
+        slowest.append(time.monotonic() - started)
+        time.sleep(0.05)
+    thread.join()
+    # one thread of the worker runs the heavy request's blocks (resource "preimage"), the other projections
+    assert len(slowest) >= 3 and max(slowest) < 1.0, slowest
