@@ -197,7 +197,8 @@ def test_sigterm_stops_the_service_within_seconds_while_a_request_runs(tmp_path)
     """`python -m service` with a long denoise-image request in flight (a large but allowed image on a
     big model) and a long fit running: SIGTERM ends the process and its workers within ~10 s."""
     port = free_port()
-    env = {**os.environ, "KPCA_N_WORKERS": "1", "KPCA_SHUTDOWN_TIMEOUT_S": "3"}
+    env = {**os.environ, "KPCA_N_WORKERS": "1", "KPCA_SHUTDOWN_TIMEOUT_S": "3",
+           "KPCA_MAX_SERVING_WORK": str(10**15)}  # a request long enough to be in flight at the signal
     proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
                              "--data-dir", str(tmp_path)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
