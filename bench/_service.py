@@ -1,10 +1,15 @@
 """A real kpca-stream service for the HTTP benches (fuzz, load): uvicorn on a loopback port in a
-thread, an embedded dask cluster, a temporary data folder."""
+thread of this process (`running_service`) or in a process of its own (`service_process`), an embedded
+dask cluster, a temporary data folder."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -47,3 +52,39 @@ def running_service(n_workers: int = 1, **settings) -> Iterator[str]:
             server.should_exit = True
             thread.join(timeout=60)
             sock.close()
+
+
+@contextlib.contextmanager
+def service_process(n_workers: int | None = None, **environ: str) -> Iterator[str]:
+    """`python -m service` on a free loopback port in a process of its own (as `make run` starts it),
+    with a fresh data folder and ``KPCA_*`` settings from ``environ``; yield its base URL; stop it with
+    SIGTERM (SIGKILL after 60 s). A load generator in another process than the server measures the
+    server, not the two sharing one interpreter. RuntimeError if /healthz does not answer within 120 s."""
+    with tempfile.TemporaryDirectory(prefix="kpca-bench-") as data_dir:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        env = {**os.environ, **environ, **({"KPCA_N_WORKERS": str(n_workers)} if n_workers else {})}
+        proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
+                                 "--data-dir", data_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"the service did not start: {proc.stderr.read().decode()[-2000:]}")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -55,6 +55,11 @@ QUIET_WHEN_IDLE = {
     "distributed.admin.system-monitor.interval": "5s",
     "distributed.scheduler.work-stealing-interval": "1s",
 }
+#: Every task goes to a worker at once, where priorities order it. With the scheduler's queueing (a
+#: worker "saturated" at 1.1 tasks per thread), the hundreds of pre-image blocks of a few heavy requests
+#: (sent at once: their resource restriction exempts them from the queue) left every projection queued
+#: on the scheduler until blocks finished: /project waited 23 s behind 4 such requests.
+PRIORITIES_ON_WORKERS = {"distributed.scheduler.worker-saturation": "inf"}
 
 
 def embedded_sizing(cores: int, n_workers: int | None = None) -> tuple[int, int]:
@@ -180,7 +185,8 @@ class Backend:
                      "on %d thread(s) per worker, BLAS on 1", n_workers,
                      "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
             environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WHEN_IDLE}):
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WHEN_IDLE,
+                                  **PRIORITIES_ON_WORKERS}):
                 # two threads per worker, at most one fit each (resource "fit"):
                 # the other thread serves projections while fits run
                 self.cluster = LocalCluster(
