@@ -37,16 +37,7 @@ def running_service(n_workers: int = 1, **settings) -> Iterator[str]:
         thread.start()
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline or not thread.is_alive():
-                    raise RuntimeError("the service did not start")
-                time.sleep(0.2)
+            wait_healthy(url, thread.is_alive, "the service did not start")
             yield url
         finally:
             server.should_exit = True
@@ -70,16 +61,8 @@ def service_process(n_workers: int | None = None, **environ: str) -> Iterator[st
                                  "--data-dir", data_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"the service did not start: {proc.stderr.read().decode()[-2000:]}")
-                time.sleep(0.2)
+            wait_healthy(url, lambda: proc.poll() is None, "the service did not start",
+                         lambda: proc.stderr.read().decode()[-2000:])
             yield url
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -88,3 +71,19 @@ def service_process(n_workers: int | None = None, **environ: str) -> Iterator[st
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def wait_healthy(url: str, alive, failure: str, detail=lambda: "", timeout: float = 120.0) -> None:
+    """Poll ``url``/healthz every 0.2 s until it answers 200; RuntimeError(``failure``: ``detail()``) when
+    ``alive()`` turns false or ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or not alive():
+            said = detail()
+            raise RuntimeError(f"{failure}: {said}" if said else failure)
+        time.sleep(0.2)
