@@ -105,8 +105,9 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
         size = default_init_size(r, l) if out["init_size"] is None else out["init_size"]
         out["init"] = "subset" if size >= l else "nystrom"
         if out["init"] == "nystrom":  # the passes finish what a few landmarks start: they cost l m^2
-            size = min(l, context.exact_limit, max(START_LANDMARKS, 8 * r)) if out["init_size"] is None else None
-            out["init_size"] = check_centres("init_size", out["init_size"] or size, context)
+            if out["init_size"] is None:
+                out["init_size"] = min(l, context.exact_limit, max(START_LANDMARKS, 8 * r))
+            out["init_size"] = check_centres("init_size", out["init_size"], context)
     if out["init"] == "subset" and out["init_size"] is None:
         out["init_size"] = default_init_size(r, l)
     if out["update"] == "auto":

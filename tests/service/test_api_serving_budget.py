@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import uvicorn
 
+from bench._service import wait_healthy
 from service import Settings, create_app
 from tests.api_checks import assert_error, wait_for_fit
 
@@ -39,15 +40,7 @@ def base_url(app):
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.1)
+    wait_healthy(url, thread.is_alive, "the server did not start", timeout=90)
     yield url
     server.should_exit = True
     thread.join(timeout=60)
