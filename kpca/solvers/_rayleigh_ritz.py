@@ -34,7 +34,9 @@ product ``Z K'`` that the power step needs is the only one: ``X K' = Z`` is know
 less known terms, and P's image is kept with it (``previous_A``, ``previous_AK``). The residual is
 still that of the served r. Starts that know the leading directions (subset, Nystrom) make r + g of
 them; a state without guards (``guards`` 0, a random start, a sharded fit, rows appended) takes the
-plain power step.
+plain power step, and so do passes over float32 kernel tiles (``kernel_precision``): W K' is a
+difference of the product's rows, and float32 rounding of the product leaves it inconsistent with W,
+a direction whose claimed Rayleigh quotient the step then takes for real (tests/kpca/test_default_fit.py).
 
 Cost: one pass, ``2 l^2 (n + r + g)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus
 ``O((r + g)^2 l + (r + g)^3)``; memory O((r + g) l).
@@ -96,7 +98,8 @@ def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:
     ZK = rows.times(np.ascontiguousarray(Z), block_size)
     dtype = np.asarray(state["A"]).dtype
     out = dict(state, residual=residual(Z[:r], ZK[:r], X[:r]), t=int(state["t"]) + int(rows.n_rows), position=0)
-    if "guard_A" not in state or out["residual"] < PLAIN_BELOW:  # a power step: the Ritz components of span(Z)
+    plain = out["residual"] < PLAIN_BELOW or np.dtype(getattr(rows, "dtype", np.float64)) != np.float64
+    if "guard_A" not in state or plain:  # a power step: the Ritz components of span(Z)
         A, AK, mu = ritz_components(Z, ZK)  # kept orthonormal, as after a warm start: a stochastic pass may follow
         out = {key: value for key, value in out.items() if key not in ("previous_A", "previous_AK")}
         if "guard_A" not in state:

@@ -115,3 +115,23 @@ def test_many_passes_past_convergence_stay_converged(data):
     X, Kc, e_min = data
     est = fit(X, passes=60, tol=0)
     assert est.state_["pass"] == 60 and excess_error(Kc, est.coefficients_ @ Kc, e_min) < 1e-10
+
+
+def test_float32_kernel_tiles_serve_the_accuracy_of_the_tol():
+    """``kernel_precision: float32`` (tiles and the pass's product in float32): the passes take the plain
+    power step, whose product is fresh every pass, so the served components reach the default tol with the
+    accuracy float64 reaches; LOBPCG's step forms its residual directions' images as differences of the
+    product, which float32 rounding made inconsistent with the directions (one such pass on these patches
+    served an excess error of 110). The estimator fits in the precision asked and serves in float64."""
+    X = camera_patches(800)
+    exact = KernelHebbianPCA(R, sigma="auto", solver="exact").fit(X)
+    Kc = exact.rows_.dense()
+    e_min = minimal_error(np.linalg.eigvalsh(Kc)[::-1], R)
+    fits = {precision: KernelHebbianPCA(R, sigma="auto", solver_params={"init_size": LANDMARKS,
+                                                                       "kernel_precision": precision}).fit(X)
+            for precision in ("float64", "float32")}
+    for precision, est in fits.items():
+        assert est.params_used_["kernel_precision"] == precision and est.state_["converged"], precision
+        assert est.rows_.dtype == np.float64  # served in float64
+        assert excess_error(Kc, est.coefficients_ @ Kc, e_min) <= 1e-6, precision
+    assert np.max(subspace_angles(fits["float32"].coefficients_, exact.coefficients_, Kc)) < 1e-2
