@@ -11,7 +11,8 @@ Methods, one after the other in this process (each fit's jitted code compiled fi
 
 * ``default``: `kpca.estimator.KernelHebbianPCA` with only the kernel and ``n_components`` (kha-smd,
   its default start, passes and tol), a point per pass (``callback``) and its end; ``default tol 1e-4``
-  the same with that tol (and at most 100 passes): what a user who names an accuracy gets;
+  the same with that tol (and at most 100 passes): what a user who names an accuracy gets; ``default
+  float32`` the default with float32 kernel tiles (``kernel_precision``), which take plain power steps;
 * ``lanczos``: the project's exact eigensolver at residual tols 1e-2, 1e-3 and 1e-4 (a point per tol:
   what a user who sets the tol gets); ``exact`` where the l x l matrix is affordable (``--exact-max``);
 * ``kha-smd (paper)`` and ``kha-et (paper)``: the paper's algorithm, a random start and stochastic
@@ -44,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import numpy as np  # noqa: E402
 
-from bench._common import jittered_digits, output_path, save  # noqa: E402
+from bench._common import environment, jittered_digits, output_path, save  # noqa: E402
 
 R = 16
 TARGETS = (1e-3, 1e-6)
@@ -172,6 +173,7 @@ def measure(name: str, l: int, args) -> dict:
     if default is not None:
         notes["default"] = {k: v for k, v in default.params_used_.items() if np.isscalar(v)}
         notes["default"]["residual"] = default.state_.get("residual")
+    timed("default float32", fit_estimator, X, sigma, solver_params={"kernel_precision": "float32"})
     for tol in DEFAULT_TOLS:  # a user who names an accuracy: the default fit with that tol, a point per pass
         timed(f"default tol {tol:g}", fit_estimator, X, sigma, solver_params={"tol": tol, "passes": 100})
     for tol in LANCZOS_TOLS:
@@ -256,6 +258,8 @@ def main() -> None:
                                                   "(comma-separated; default: all)")
     ap.add_argument("--quick", action="store_true", help="l 2000 and 4000, digits, 3 passes")
     ap.add_argument("--markdown", metavar="JSON", help="print the table of a saved result, and stop")
+    ap.add_argument("--merge", action="store_true", help="add these sizes to the saved result (each size's "
+                                                         "entry from one run, with its own environment)")
     args = ap.parse_args()
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())))
@@ -266,6 +270,18 @@ def main() -> None:
     result = {"r": R, "targets": list(TARGETS), "passes": args.passes,
               "datasets": {name: {str(l): measure(name, l, args) for l in sizes} for name in names}}
     name = "time_to_accuracy_quick" if args.quick else "time_to_accuracy"
+    if args.merge and output_path(f"{name}.json").exists():
+        saved = json.loads(output_path(f"{name}.json").read_text())
+        for entries in result["datasets"].values():
+            for entry in entries.values():
+                entry["environment"] = environment()
+        earlier = saved.pop("environment", None)
+        for entries in saved["datasets"].values():
+            for entry in entries.values():
+                entry.setdefault("environment", earlier)
+        for data, entries in result["datasets"].items():
+            saved["datasets"].setdefault(data, {}).update(entries)
+        result = saved
     save(name, result)
     plot(result, output_path(f"{name}.png"))
     print(markdown(result))

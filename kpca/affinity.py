@@ -146,6 +146,10 @@ class AffinityRows(KernelRows):
 
     centering: AffinityCentering | None
 
+    def use_precision(self, dtype) -> None:
+        """Affinity rows stay float64 (their degrees scale every entry): a fit's ``kernel_precision`` is not
+        applied, and `kpca.fitting.prepare_fit` reports float64."""
+
     @property
     def degrees(self) -> np.ndarray:
         """``d`` (l,), the training points' degrees."""

@@ -96,6 +96,11 @@ class ArrayRows(KernelRows):
         self.xp, self.block_rows = xp, int(block_rows)
         self._device_data = None
 
+    def use_precision(self, dtype) -> None:
+        """`KernelRows.use_precision`; the device's copy of the data is made again, in ``dtype``."""
+        super().use_precision(dtype)
+        self._device_data = None
+
     def _data(self):
         """The data and its squared norms on the device (copied on first use)."""
         if self._device_data is None:

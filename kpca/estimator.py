@@ -170,21 +170,12 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         given = {p.name: values[p.name] for p in declared if values[p.name] is not None}
         return KernelSpec(kernel, **given)  # an unknown kernel raises a ParamError naming it
 
-    def _rows(self, X, kernel: KernelSpec, precision: str = "float64") -> KernelRows:
-        """The kernel rows of X, their tiles in ``precision`` (a fit's ``kernel_precision``; serving is
-        float64): on ``device``'s array namespace where it has one (a GPU, `kpca.array_rows`), else the
-        numba tiles."""
-        xp, dtype = namespace(self.device), np.dtype(precision)
-        if xp is None:
-            return KernelRows(X, kernel, dtype=dtype, compute_dtype=dtype)
-        return ArrayRows(X, kernel, xp, dtype=dtype, compute_dtype=dtype)
+    def _rows(self, X, kernel: KernelSpec) -> KernelRows:
+        """The kernel rows of X (float64; a fit sets its ``kernel_precision`` on them, `kpca.fitting.prepare_fit`):
+        on ``device``'s array namespace where it has one (a GPU, `kpca.array_rows`), else the numba tiles."""
+        xp = namespace(self.device)
+        return KernelRows(X, kernel, dtype=np.float64) if xp is None else ArrayRows(X, kernel, xp, dtype=np.float64)
 
-    @staticmethod
-    def _precision(request: FitRequest) -> str:
-        """The kernel precision a fit's rows compute in: its ``kernel_precision`` (an unknown value is left
-        to `kpca.fitting.prepare_fit`, which names it), float64 otherwise. O(1)."""
-        asked = request.params.get("kernel_precision")
-        return asked if asked in ("float32", "float64") else "float64"
 
     def _request(self, solver, n_rows: int) -> FitRequest:
         """The fit the arguments ask for: the chosen solver's parameters from the arguments that carry
@@ -207,7 +198,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         if X.shape[0] < 2:
             raise ValueError(f"X: n_samples = {X.shape[0]}; kernel PCA needs at least 2 samples")
         request = self._request(get_solver(self.solver), X.shape[0])
-        rows = self._rows(X, self._kernel_spec(X.shape[1]), self._precision(request))
+        rows = self._rows(X, self._kernel_spec(X.shape[1]))  # the fit sets its kernel precision on them
         prepared = prepare_fit(rows, request, where="")
         state, _ = prepared.run(rows, PassHooks(on_pass=callback))
         self._adopt(rows, state, prepared)
@@ -230,7 +221,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         if not solver.iterative or solver.model is not None:
             return self.fit(X_all, callback=callback)  # one-shot, or a state that does not grow with the rows
         request = self._request(solver, X_all.shape[0])
-        rows = self._rows(X_all, self.rows_.kernel, self._precision(request))  # the fitted width
+        rows = self._rows(X_all, self.rows_.kernel)  # the fitted width
         prepared = prepare_fit(rows, request, resume=self.state_, where="")
         state, _ = prepared.run(rows, PassHooks(on_pass=callback), passes=self.state_["pass"] + prepared.params["passes"])
         self._adopt(rows, state, prepared)
@@ -239,10 +230,8 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     def _adopt(self, rows: KernelRows, state: dict, prepared: PreparedFit) -> None:
         """Set the fitted attributes from a solver's final state; rows fitted in float32 are served in
         float64 (the same kernel and centring), as the service serves."""
-        if rows.dtype != np.float64:
-            serving = self._rows(rows.source, rows.kernel)
-            serving.centering = rows.centering
-            rows = serving
+        if hasattr(rows, "use_precision"):
+            rows.use_precision(np.float64)
         self.rows_, self.state_, self._params = rows, state, prepared.params
         model = served_model(state, rows)
         self.model_ = model

@@ -12,7 +12,8 @@ of the job that runs it). Preparing it over a row source (`kpca.rows.KernelRows`
    one), or take the centring of the checkpoint it resumes from, extending the checkpoint to rows
    appended since (seed 002 appendix A, `kpca.streaming.extend_state`);
 4. resolve the parameters that depend on the data (`kpca.solvers.Solver.resolved`: the gains from
-   ``trace(K')/l``);
+   ``trace(K')/l``, ``kernel_precision`` ``auto``), and set the rows' precision to the resolved one
+   (before the centring pass of a new fit, so that the centring, the start and the passes all run in it);
 5. start (`kpca.solvers.Solver.start`: Algorithm 1, step 1 for KHA), or give a grown checkpoint the
    gains of a start that knows nothing of the new rows (`kpca.solvers.Solver.regain`).
 
@@ -71,6 +72,16 @@ class FitRequest:
         what a record keeps as asked. `kpca.params.ParamError` naming ``where.<name>``,
         ``n_components`` or ``solver``. Cost O(parameters)."""
         return get_solver(self.solver).check(self.params, self.context(n_rows, kernel), where)
+
+    def kernel_precision(self, n_rows: int, where: str = "params") -> str:
+        """The precision the fit's kernel tiles compute in over data of ``n_rows`` rows: its resolved
+        ``kernel_precision`` (``auto`` resolved by the solver, `kpca.solvers._kha.auto_precision`), float64
+        for a solver without the parameter. What the row source of the fit is opened with, before any row
+        is read. Errors as `checked_params`. Cost O(parameters)."""
+        solver = get_solver(self.solver)
+        if solver.param("kernel_precision") is None:
+            return "float64"
+        return solver.resolved(self.params, self.context(n_rows), where)["kernel_precision"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,17 @@ class PreparedFit:
         return {key: value for key, value in used.items() if value is not None}
 
 
+def _in_precision(rows, params: dict) -> dict:
+    """The rows set to compute in the fit's resolved ``kernel_precision`` (`kpca.rows.KernelRows.use_precision`)
+    where they can, and ``params`` with the precision they compute in: what ``params_used`` reports is
+    what ran (affinity rows, a dense matrix stay float64). O(1), O(l) when the precision changes."""
+    asked = params.get("kernel_precision")
+    if asked is None or not hasattr(rows, "use_precision"):
+        return params
+    rows.use_precision(asked)
+    return {**params, "kernel_precision": str(rows.compute_dtype)}
+
+
 def _fit_centering(rows) -> Centering:
     return rows.fit_centering()
 
@@ -170,20 +192,21 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     rows.resolve_kernel()
     context = request.context(rows.n_rows, rows.kernel)
     if not solver.iterative:
-        return PreparedFit(solver, request, solver.resolved(request.params, context, where), context)
+        return PreparedFit(solver, request, _in_precision(rows, solver.resolved(request.params, context, where)),
+                           context)
     given, state, grown = dict(request.params), resume, False
     if state is not None:
         state = {key: value for key, value in state.items() if key != "converged"}  # judged anew, on this tol
         if "update" in state:  # a resumed fit goes on as it went, unless asked otherwise
             given.setdefault("update", state["update"])
     if state is None:
-        early = solver.resolved(given, context, where)  # without the centring: what the start needs
+        early = _in_precision(rows, solver.resolved(given, context, where))  # what the start needs
         if centre is _fit_centering and solver.centres_at_start(early):  # one pass for both
             rows.centering = None
             state = solver.start(rows, context.n_components, early)
             rows.centering.require_variance()
             context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
-            params = solver.resolved(given, context, where)
+            params = _in_precision(rows, solver.resolved(given, context, where))
             return PreparedFit(solver, request, params, context, solver.regain(state, params), True)
         rows.centering = centre(rows).require_variance()
     elif int(state["n_rows"]) != rows.n_rows:
@@ -193,7 +216,7 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     else:
         rows.restore_centering(state)
     context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
-    params = solver.resolved(given, context, where)
+    params = _in_precision(rows, solver.resolved(given, context, where))
     if state is None:
         return PreparedFit(solver, request, params, context, solver.start(rows, context.n_components, params), True)
     if grown:

@@ -20,6 +20,7 @@ the same centring gives ``k'(x)_j = k(x, x_j) - mean_i k(x, x_i) - m[j] + m_bar`
 
 from __future__ import annotations
 
+import copy
 import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -444,8 +445,26 @@ class KernelRows:
         return center_block(K, c.row_means(K), c)
 
     def dense(self) -> np.ndarray:
-        """The whole centred kernel matrix K' (l, l). Only for small l: O(l^2) memory."""
-        return self.block(np.arange(self.n_rows))
+        """The whole centred kernel matrix K' (l, l) in float64, whatever the rows' precision (a figure
+        or a dense solver measures against it). Only for small l: O(l^2) memory."""
+        if self.dtype == np.float64 and self.compute_dtype == np.float64:
+            return self.block(np.arange(self.n_rows))
+        twin = copy.copy(self)
+        twin.use_precision(np.float64)
+        return twin.block(np.arange(self.n_rows))
+
+    def use_precision(self, dtype) -> None:
+        """Compute the kernel tiles, and hand the rows, in ``dtype`` (float64 or float32) from now on:
+        `kpca.fitting.prepare_fit` sets a fit's resolved ``kernel_precision`` on the rows it was given.
+        The data chunks kept are dropped (they are kept in the tiles' precision); the centring and the
+        kernel stay. O(l) for the squared norms."""
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and dtype == self.compute_dtype:
+            return
+        self.dtype = self.compute_dtype = dtype
+        self._cache, self._cached_bytes = OrderedDict(), 0
+        if self._sqnorms is not None:
+            self._sqnorms = self._sqnorms.astype(dtype)
 
     def _require_centering(self) -> Centering:
         if self.centering is None:

@@ -21,22 +21,24 @@ from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pa
                                    sharded_step_block)
 
 __all__ = ["sharded_centering", "reduction_unit", "unit_bounds", "split_state", "send_start",
-           "join_state", "sharded_rayleigh_ritz_pass", "run_sharded_passes"]
+           "join_state", "sharded_rayleigh_ritz_pass", "message_rows", "run_sharded_passes"]
 
+MESSAGE_BYTES = 8 * 2**20  # a Rayleigh-Ritz pass's message to each shard: rows of points and coefficients
 REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
 SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is sent as one update
 
 
-def sharded_centering(group: ShardGroup, block_size: int = 1024) -> dict:
+def sharded_centering(group: ShardGroup, block_size: int | None = None) -> dict:
     """`kpca.rows.KernelRows.fit_centering` over the shards: the same blocks of points pass every
     shard, each adds its columns' sums; the grand mean is the shards' sums added in order.
 
     Sets every shard's centring and ``group.grand_mean``, ``group.mean_diagonal``; returns the
     coordinator's entries ``centering_grand_mean`` and ``centering_mean_diagonal`` (the column means
-    stay on the shards). Messages: each block's points (b x n) to every shard, one number per
-    reduction unit back at the end.
+    stay on the shards). Messages: each block's points (b x n, b = ``block_size``, default
+    `message_rows`) to every shard, one number per reduction unit back at the end.
     """
     l = group.n_rows
+    block_size = message_rows(group, 1024) if block_size is None else block_size
     diag_sum = 0.0
     for a in range(0, l, block_size):
         X, xn = group.points(np.arange(a, min(a + block_size, l)))
@@ -116,8 +118,9 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) 
     over the shards."""
     r, l = group.n_components, group.n_rows
     group.to_projections(_ritz_rotation(group, r))
-    for a in range(0, l, block_size):
-        indices = np.arange(a, min(a + block_size, l))
+    step = message_rows(group, block_size)
+    for a in range(0, l, step):
+        indices = np.arange(a, min(a + step, l))
         C, points, sqnorms, column_means = group.coefficients(indices)
         group.add_images(points, sqnorms, column_means, C)
     mu = group.squared_norms()[0]  # ||z_i||^2: the variances of the components served before the pass
@@ -126,6 +129,20 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) 
     group.rotate(_ritz_rotation(group, r))
     eigenvalues = ritz_values(*group.grams(), *group.squared_norms())
     return dict(state, residual=residual, eigenvalues=eigenvalues, t=int(state["t"]) + l, position=0)
+
+
+def message_rows(group: ShardGroup, block_size: int) -> int:
+    """Rows per segment of a sharded Rayleigh-Ritz pass: as many as fit `MESSAGE_BYTES` of points,
+    coefficients and centring (``8 (n + r + 2)`` bytes a row), at least ``block_size``. Nothing in the
+    pass depends on the segments but the order of its sums, so a segment can be as large as a
+    message: every segment costs two round trips to every shard (`ShardGroup.coefficients`,
+    `ShardGroup.add_images`), which at a block of 1024 rows were most of a pass's coordinator and
+    communication time below l of about 100,000 (bench/shard_cost.py). One round trip the first
+    time, for n (kept on the group)."""
+    n = getattr(group, "n_features", None)
+    if n is None:
+        n = group.n_features = int(group.points(np.arange(1))[0].shape[1])
+    return max(int(block_size), MESSAGE_BYTES // (8 * (n + group.n_components + 2)))
 
 
 def _ritz_rotation(group: ShardGroup, r: int) -> np.ndarray:

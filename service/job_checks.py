@@ -15,28 +15,29 @@ from service.errors import ApiError
 from store.datasets.records import DatasetInfo
 
 
-def check_kernel_on_data(datasets, dataset: DatasetInfo, kernel: KernelSpec, params: dict | None = None) -> None:
+def check_kernel_on_data(datasets, dataset: DatasetInfo, kernel: KernelSpec, precision: str = "float64") -> None:
     """A dot-product kernel whose values overflow or underflow on the data set's scale (its largest
-    squared row norm over a sample, `kpca.kernel_scale`) in the fit's kernel precision
-    (``params.kernel_precision``, float64 by default) is a 422 naming the parameter, now rather than a
-    failed fit. Cost: reading up to 3 windows of rows when the kernel is polynomial or tanh."""
+    squared row norm over a sample, `kpca.kernel_scale`) in the fit's kernel ``precision`` (the
+    resolved ``params.kernel_precision``) is a 422 naming the parameter, now rather than a failed fit.
+    Cost: reading up to 3 windows of rows when the kernel is polynomial or tanh."""
     if kernel.type not in ("polynomial", "tanh"):
         return
     n_rows = dataset.n_rows
     rows = datasets.open_array(dataset.name, dataset.version)
-    precision = (params or {}).get("kernel_precision")
-    precision = precision if precision in ("float32", "float64") else "float64"
     check_kernel_scale(kernel, sample_max_sq_norm(rows, n_rows), precision, n_rows)
 
 
 def checked_fit_params(datasets, dataset: DatasetInfo, kernel: KernelSpec, solver: str, n_components: int, params: dict,
                        exact_limit: int) -> dict:
-    """The solver's parameters of a model request checked against its data set (`check_kernel_on_data`,
-    then `kpca.fitting.FitRequest.checked_params`: ``n_components`` below the rows, ``init_size`` in range, a
-    dense solver's limit), converted, as the record keeps them; `kpca.params.ParamError` naming the
-    field. Cost: `check_kernel_on_data` plus O(parameters)."""
-    check_kernel_on_data(datasets, dataset, kernel, params)
-    return FitRequest(solver, n_components, params, exact_limit).checked_params(dataset.n_rows, kernel)
+    """The solver's parameters of a model request checked against its data set
+    (`kpca.fitting.FitRequest.checked_params`: ``n_components`` below the rows, ``init_size`` in range, a
+    dense solver's limit; then `check_kernel_on_data` in the precision the fit will take), converted, as
+    the record keeps them; `kpca.params.ParamError` naming the field. Cost: `check_kernel_on_data` plus
+    O(parameters)."""
+    request = FitRequest(solver, n_components, params, exact_limit)
+    checked = request.checked_params(dataset.n_rows, kernel)
+    check_kernel_on_data(datasets, dataset, kernel, request.kernel_precision(dataset.n_rows))
+    return checked
 
 
 def checked_clustering_params(datasets, dataset: DatasetInfo, kernel: KernelSpec, solver: str, n_clusters: int,

@@ -55,18 +55,14 @@ log = logging.getLogger(__name__)
 def open_rows(datasets: DatasetStore, record: ModelRecord, for_fit: bool = False) -> KernelRows:
     """Kernel rows over the model's committed data set version, with the kernel the fit uses
     (`ModelRecord.fit_kernel`, ``"auto"`` resolved once, at the fit's first start; before it, the
-    kernel as asked, which `kpca.fitting.prepare_fit` resolves), computed by kernel tiles in the
-    fit's ``kernel_precision`` (float64 unless the fit asked for float32), a fit's on the GPU its
-    placement names (`kpca.array_rows`; ``placement.device``). Rows for serving are
-    float64; a fit's rows are in the kernel precision itself, so that with float32 the solver's GEMMs
-    against them run in float32 too (`kpca.solvers._blocked`, *Precision*)."""
+    kernel as asked, which `kpca.fitting.prepare_fit` resolves), float64, a fit's on the GPU its
+    placement names (`kpca.array_rows`; ``placement.device``). `kpca.fitting.prepare_fit` sets a fit's
+    resolved ``kernel_precision`` on them, so that with float32 the solver's GEMMs against them run in
+    float32 too (`kpca.solvers._blocked`, *Precision*)."""
     source = datasets.open_array(record.dataset, record.dataset_version)
-    precision = np.dtype(record.params.get("kernel_precision") or "float64")
-    kernel, dtype = record.fit_kernel or record.kernel, precision if for_fit else np.float64
+    kernel = record.fit_kernel or record.kernel
     xp = namespace(record.placement.device) if for_fit else None
-    if xp is not None:
-        return ArrayRows(source, kernel, xp, dtype=dtype, compute_dtype=precision)
-    return KernelRows(source, kernel, dtype=dtype, compute_dtype=precision)
+    return KernelRows(source, kernel) if xp is None else ArrayRows(source, kernel, xp)
 
 
 class FitJob:
@@ -110,11 +106,15 @@ class FitJob:
         ``"auto"`` resolved: the caller's first write to the record sets it as ``fit_kernel``, so that
         every later run and every server uses that one."""
         self.check_data(record, rows)
+        return prepare_fit(rows, self.request(record, sharded), resume=resume, **options)
+
+    def request(self, record: JobRecord, sharded: bool = False) -> FitRequest:
+        """The fit the record asks for (`kpca.fitting.FitRequest`); ``sharded``: for passes over shards,
+        which iterate no guard vectors (``params.guards`` 0 unless asked). O(parameters)."""
         params = record.params
         if sharded and get_solver(record.solver).param("guards") is not None:
             params = {"guards": 0, **params}
-        request = FitRequest(record.solver, record.n_components, params, record.placement.exact_limit)
-        return prepare_fit(rows, request, resume=resume, **options)
+        return FitRequest(record.solver, record.n_components, params, record.placement.exact_limit)
 
     def figure(self, record: JobRecord, rows: KernelRows) -> ConvergenceFigure:
         """The convergence figure of the record's fit over ``rows`` (`workers.progress.ConvergenceFigure`)."""

@@ -84,6 +84,21 @@ INIT_SIZE = Param("init_size", int, None, low=1,
                               "init auto chose it); unused by the other starts")
 
 
+#: The smallest tol at which ``kernel_precision: auto`` takes float32 tiles: their rounding (about 1e-7 per
+#: entry) leaves the served excess error near 1e-8, within the 1e-6 that a tol of 1e-3 promises
+#: (bench/results/time_to_accuracy.json, "default float32"), not within what a tighter tol promises.
+FLOAT32_TOL = 1e-3
+
+
+def auto_precision(params: dict) -> str:
+    """``kernel_precision`` ``auto`` of resolved KHA parameters: float32 for Rayleigh-Ritz passes from a
+    Nystrom start with ``tol >= FLOAT32_TOL`` (they take the plain power step over float32 tiles,
+    `kpca.solvers._rayleigh_ritz`), float64 for everything else: an exact (subset) start, the paper's
+    stochastic passes (`make paper`'s experiments), ``tol`` 0 or a tighter tol. O(1)."""
+    fast = params["update"] == "rayleigh-ritz" and params["init"] == "nystrom" and (params["tol"] or 0) >= FLOAT32_TOL
+    return "float32" if fast else "float64"
+
+
 def resolve(params: dict, context, *, gain_scale: float) -> dict:
     """Gains from the data: a user's eta0 and mu unchanged, else the scale-free defaults of
     `kpca.defaults` for the solver's ``gain_scale`` (smaller after the warm start); checks
@@ -114,6 +129,8 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
         out["update"] = "stochastic" if out["init"] == "random" else "rayleigh-ritz"
     if out["tol"] is None and out["update"] == "rayleigh-ritz":
         out["tol"] = defaults.RESIDUAL_TOL
+    if out["kernel_precision"] == "auto":
+        out["kernel_precision"] = auto_precision(out)
     if out["update"] != "rayleigh-ritz" or out["init"] not in ("subset", "nystrom"):
         out["guards"] = 0  # only a start that knows the leading directions makes them
     else:

@@ -52,7 +52,14 @@ KERNEL_PRECISION = Param(
     description="precision of the kernel tiles (GEMM and exp) and of the solver's product with them; centring "
                 "and the solver state stay float64. float32 is faster, at about 1e-7 relative error per kernel "
                 "entry")
-ITERATIVE_PARAMS = (PASSES, SEED, BLOCK_SIZE, TOL, KERNEL_PRECISION)
+AUTO_KERNEL_PRECISION = Param(
+    "kernel_precision", str, "auto", choices=("auto", "float64", "float32"),
+    description="precision of the kernel tiles (GEMM and exp) and of the solver's product with them; centring "
+                "and the solver state stay float64. float32 is faster, at about 1e-7 relative error per kernel "
+                "entry. auto: float32 for the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 or "
+                "more (the default fit of more than 1000 rows), whose served error it leaves within the tol's "
+                "promise; float64 otherwise")
+ITERATIVE_PARAMS = (PASSES, SEED, BLOCK_SIZE, TOL, AUTO_KERNEL_PRECISION)
 
 
 @dataclass(frozen=True)
