@@ -1,0 +1,118 @@
+"""The centring of kernel rows in feature space (seed 000 eq. 4-5; seed 002 eq. 13): the statistics a
+centred row needs (`Centering`) and the centring of a block of raw rows (`center_block`).
+
+    K' = K - M K - (M K)^T + M K M,
+
+with ``M`` the l x l matrix of entries 1/l. All rows of ``M K`` equal the
+column means ``m`` of ``K`` and all entries of ``M K M`` equal their mean
+``m_bar``, so ``K'[i, j] = K[i, j] - m[i] - m[j] + m_bar``. For a new point x
+the same centring gives ``k'(x)_j = k(x, x_j) - mean_i k(x, x_i) - m[j] + m_bar``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from kpca.errors import Degenerate
+
+# trace(K')/l below this fraction of the kernel's own scale is rounding: the rows are one point
+_VARIANCE_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class Centering:
+    """Statistics of the training kernel matrix needed to centre any kernel row.
+
+    Attributes
+    ----------
+    column_means : ndarray of shape (l,)
+        ``m[j] = sum_i w_i K[i, j]`` with the weights ``w`` (default ``1/l`` each).
+    grand_mean : float
+        ``m_bar = sum_j w_j m[j]``.
+    mean_diagonal : float
+        ``sum_i w_i K'[i, i]``, the mean squared feature-space norm of the centred
+        points; the natural scale of the kernel (see `kpca.defaults`).
+    weights : ndarray of shape (l,) or None
+        The points' weights (summing to 1 for a reduced set); None for equal
+        weights ``1/l``. A reduced set (seed 004) stands for many rows with few
+        weighted points, whose mean in feature space is ``mu = sum_i w_i
+        Phi(x_i)``: every formula of eq. 5 holds with these weighted means.
+    """
+
+    column_means: np.ndarray
+    grand_mean: float
+    mean_diagonal: float
+    weights: np.ndarray | None = None
+
+    @classmethod
+    def weighted(cls, K: np.ndarray, weights: np.ndarray | None = None, normalize: bool = True) -> Centering:
+        """The centring of the points of a (small) kernel matrix K (m, m) with ``weights`` (None: equal),
+        scaled to sum 1 unless ``normalize`` is False: then ``mu = sum_i w_i Phi(x_i)`` as given, e.g.
+        the projection of a larger set's mean onto the span of these points (any real weights). O(m^2)."""
+        m = K.shape[0]
+        if weights is None:
+            w = np.full(m, 1.0 / m)
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            w = w / np.sum(w) if normalize else w
+        column_means = K.T @ w
+        grand_mean = float(w @ column_means)
+        mean_diagonal = float(w @ np.diag(K)) - grand_mean
+        return cls(column_means, grand_mean, mean_diagonal, None if weights is None else w)
+
+    def row_means(self, K: np.ndarray) -> np.ndarray:
+        """``sum_j w_j K[i, j]`` for raw kernel rows K (b, l) against the points: the row term of eq. 5."""
+        return K.mean(axis=1) if self.weights is None else K @ self.weights.astype(K.dtype, copy=False)
+
+    def to_state(self) -> dict:
+        """The centring as the entries of a solver state (a checkpoint holds them beside the solver's)."""
+        state = {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
+                 "centering_mean_diagonal": float(self.mean_diagonal)}
+        if self.weights is not None:
+            state["centering_weights"] = self.weights
+        return state
+
+    def require_variance(self) -> Centering:
+        """Itself, or `Degenerate` if the centred rows have no variance in feature space
+        (``trace(K')/l`` at rounding level relative to the kernel's mean diagonal and mean). O(1)."""
+        scale = abs(self.mean_diagonal + self.grand_mean) + abs(self.grand_mean)
+        if not self.mean_diagonal > _VARIANCE_RTOL * scale:
+            raise Degenerate("the rows have no variance in feature space (trace(K')/l = "
+                             f"{self.mean_diagonal:.3g}): all rows are equal, or the kernel maps them to one "
+                             "point (check the data, or the kernel's width or scale)")
+        return self
+
+    @classmethod
+    def from_state(cls, state: dict) -> Centering:
+        """The centring kept in a solver state by `to_state`."""
+        weights = state.get("centering_weights")
+        return cls(np.asarray(state["centering_column_means"]), float(state["centering_grand_mean"]),
+                   float(state["centering_mean_diagonal"]), None if weights is None else np.asarray(weights))
+
+
+def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> np.ndarray:
+    """Centre a block of kernel rows in place (eq. 5): ``K - r[:, None] - m[None, :] + m_bar``.
+
+    Parameters
+    ----------
+    K : ndarray of shape (b, l)
+        Raw kernel rows against the l training points.
+    row_means : ndarray of shape (b,)
+        ``mean_j K[i, j]`` (for training rows this equals ``m[idx]``).
+    """
+    cm = centering.column_means
+    _center_in_place(K, np.ascontiguousarray(row_means, dtype=K.dtype),
+                     cm if cm.dtype == K.dtype else cm.astype(K.dtype), K.dtype.type(centering.grand_mean))
+    return K
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _center_in_place(K, row_means, column_means, grand_mean):
+    """One pass of eq. 5 over a block: ``K[i, j] += m_bar - r_i - m_j``."""
+    for i in range(K.shape[0]):
+        shift = grand_mean - row_means[i]
+        for j in range(K.shape[1]):
+            K[i, j] += shift - column_means[j]
