@@ -317,7 +317,6 @@ class Backend:
 
     def worker_pids(self) -> dict[str, int]:
         """Process ids of the cluster's workers (for monitoring and fault-injection tests)."""
-
         return self.client.run(os.getpid)
 
     def project(self, model_name: str, rows: np.ndarray, watch: "Watch | None" = None) -> np.ndarray:
