@@ -2,7 +2,8 @@
 
 The kernels are ``numba.njit(cache=True)``: the first call of each, per argument types, compiles it
 (seconds) and writes the machine code under ``NUMBA_CACHE_DIR``. `warm_up` fits a tiny model of
-every registered solver, and of every kernel, on float32 and float64 rows, then projects and
+every registered solver, and of every kernel, on float32 and float64 rows with kernel tiles in the same
+precision (``kernel_precision``, where the solver has it), then projects and
 reconstructs through it, so that a container image built with this step starts with a full cache.
 Cost: the compilation of every kernel on an empty cache; on a full one only the tiny fits.
 """
@@ -32,7 +33,9 @@ def warm_up(n_rows: int = 60, n_features: int = 4) -> list[str]:
     for solver, kernel in runs:
         for dtype in (np.float32, np.float64):
             rows = X.astype(dtype)
-            model = KernelHebbianPCA(n_components=2, solver=solver, passes=2, **kernel).fit(rows)
+            # float32 tiles are the fit's kernel_precision, not the data's dtype (the rows cast it)
+            tiles = {"kernel_precision": np.dtype(dtype).name} if SOLVERS[solver].param("kernel_precision") else {}
+            model = KernelHebbianPCA(n_components=2, solver=solver, passes=2, solver_params=tiles, **kernel).fit(rows)
             model.inverse_transform(model.transform(rows[:5]))
             done.append(f"{solver}/{kernel['kernel']}/{np.dtype(dtype).name}")
     return done
