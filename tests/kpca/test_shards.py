@@ -285,3 +285,22 @@ def test_a_sharded_rayleigh_ritz_fit_stops_at_its_tol(data):
     group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-smd", chunk_rows=64)
     state, stopped = run_sharded_passes(split_state(first, group), group, 50, BLOCK, tol=1e-3)
     assert not stopped and state["converged"] and state["residual"] <= 1e-3 and state["pass"] < 50
+
+
+def test_a_sharded_rayleigh_ritz_pass_sends_messages_of_many_blocks(data):
+    """The coefficients do not change during a Rayleigh-Ritz pass, so its messages to the shards carry as
+    many rows as `message_rows` allows, whatever the block size: two calls per message (coefficients,
+    images) plus a fixed few for the reductions, not two per block of rows."""
+    from kpca.shard_passes import message_rows
+
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    rows.fit_centering()
+    first = dict(start_state("kha-et", R, rows, seed=3, **params_for("kha-et")), update="rayleigh-ritz")
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-et", chunk_rows=64)
+    state = split_state(first, group)
+    calls = []
+    call = group._call
+    group._call = lambda method, *args: calls.append(method) or call(method, *args)  # counts, still calls
+    run_sharded_passes(state, group, 1, block_size=16)
+    assert message_rows(group, 16) >= data.shape[0] > 16  # one message holds these rows
+    assert calls.count("coefficients") == 1 and calls.count("add_images") == 1, calls
