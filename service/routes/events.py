@@ -1,12 +1,13 @@
 """``GET /v1/models/{name}/events``: a model's progress as server-sent events, read from its record.
 
-FastAPI's `EventSourceResponse` does the wire format, the keep-alive comments (every 15 s of
-silence), ``Cache-Control: no-cache`` and the end of the generator when the client goes away."""
+The record is read by the app's `service.event_hub.EventHub`: one watcher per model shared by all its
+streams, at most ``max_event_streams`` streams open (503 with ``Retry-After`` past it). FastAPI's
+`EventSourceResponse` does the wire format, the keep-alive comments (every 15 s of silence),
+``Cache-Control: no-cache`` and the end of the generator when the client goes away."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -14,12 +15,13 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import ModelsDep
+from service.event_hub import EventHub, Slot
 from service.routes.models import ERRORS, ModelName
 from service.security import READ, access
-from store.errors import NotFound
 from store.jobs.records import TERMINAL, ModelRecord, PassRecord
 
-EVENT_POLL_S = 0.25
+#: Seconds a stream waits for news before it checks that its client is still there.
+DISCONNECT_CHECK_S = 1.0
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -61,9 +63,10 @@ EVENT_SCHEMA = {
     },
 }
 #: the errors come before the stream, as JSON (with ``model=``, FastAPI would document them as events)
-EVENT_ERRORS = {status: {"description": ERRORS[status]["description"],
-                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-                for status in (404, 422)}
+_ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+EVENT_ERRORS = {**{status: {"description": ERRORS[status]["description"], "content": _ERROR_BODY} for status in (404, 422)},
+                503: {"description": "max_event_streams (KPCA_MAX_EVENT_STREAMS) streams are open; see Retry-After",
+                      "content": _ERROR_BODY}}
 EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends; "
                                         "a comment line every 15 s of silence keeps proxies from closing it",
                          "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
@@ -75,9 +78,19 @@ async def _existing(name: ModelName, models: ModelsDep) -> str:
     return name
 
 
+def _slot(request: Request, name: Annotated[str, Depends(_existing)]) -> Iterator[Slot]:
+    """A stream slot of the app's `EventHub` (a 503 before the stream starts when all are taken), held
+    until the stream ends."""
+    slot = request.app.state.event_hub.reserve()
+    try:
+        yield slot
+    finally:
+        slot.release()
+
+
 @router.get("/{name}/events", openapi_extra=access(READ), responses={**EVENT_ERRORS, **EVENTS_RESPONSE},
             response_class=EventSourceResponse)
-async def model_events(name: Annotated[str, Depends(_existing)], models: ModelsDep,
+async def model_events(name: Annotated[str, Depends(_existing)], slot: Annotated[Slot, Depends(_slot, scope="request")],
                        request: Request) -> AsyncIterator[ServerSentEvent]:
     """Server-sent events: one ``progress`` event per finished pass (the history
     records, earlier ones first, each with ``passes``, ``remaining_s`` and ``workers``; its event
@@ -85,25 +98,27 @@ async def model_events(name: Annotated[str, Depends(_existing)], models: ModelsD
     fit is completed, failed or cancelled. A client that reconnects with ``Last-Event-ID: k`` gets
     only the passes after k (and the current status); after a fit went back to an earlier
     checkpoint, the passes after that checkpoint."""
+    hub: EventHub = request.app.state.event_hub
     last_pass = _last_event_id(request)
     last_status = None
-    while not await request.is_disconnected():
-        try:
-            record = await run_in_threadpool(models.get, name)
-        except NotFound:
-            yield ServerSentEvent(event="end", data={"status": "deleted"})
-            return
-        history = record.history
-        last_pass = min(last_pass, history[-1].pass_ if history else 0)  # resumed from an earlier checkpoint
-        for entry in history:
-            if entry.pass_ > last_pass:
-                yield ServerSentEvent(event="progress", data=progress_event(entry, record), id=str(entry.pass_))
-        last_pass = history[-1].pass_ if history else 0
-        if record.status != last_status:
-            last_status = record.status
-            error = record.error.model_dump() if record.error is not None else None
-            yield ServerSentEvent(event="status", data={"status": record.status, "error": error})
-        if record.status in TERMINAL:
-            yield ServerSentEvent(event="end", data={"status": record.status})
-            return
-        await asyncio.sleep(EVENT_POLL_S)
+    async with hub.watch(name) as watch:
+        while not await request.is_disconnected():
+            changed, record = await watch.next(DISCONNECT_CHECK_S)
+            if not changed:
+                continue
+            if record is None:
+                yield ServerSentEvent(event="end", data={"status": "deleted"})
+                return
+            history = record.history
+            last_pass = min(last_pass, history[-1].pass_ if history else 0)  # resumed from an earlier checkpoint
+            for entry in history:
+                if entry.pass_ > last_pass:
+                    yield ServerSentEvent(event="progress", data=progress_event(entry, record), id=str(entry.pass_))
+            last_pass = history[-1].pass_ if history else 0
+            if record.status != last_status:
+                last_status = record.status
+                error = record.error.model_dump() if record.error is not None else None
+                yield ServerSentEvent(event="status", data={"status": record.status, "error": error})
+            if record.status in TERMINAL:
+                yield ServerSentEvent(event="end", data={"status": record.status})
+                return
