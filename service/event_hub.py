@@ -90,6 +90,7 @@ class _Watcher:
         self.version = 0
         self.record = None  # the latest record; None once the model is deleted
         self.error: BaseException | None = None
+        self.cache: dict = {}  # what subscribers made of the current record, shared (`_Subscription.shared`)
         self.changed = asyncio.Condition()
         self.task = asyncio.create_task(self._run())
 
@@ -105,6 +106,7 @@ class _Watcher:
                 async with self.changed:
                     self.record, self.error = record, error
                     self.version += 1
+                    self.cache = {}
                     self.changed.notify_all()
             if error is not None or record is None or record.status in TERMINAL:
                 return  # nothing more will change; a later subscriber starts a new watcher
@@ -150,7 +152,10 @@ class _Subscription:
                 raise watcher.error
             return True, watcher.record
 
-    @property
-    def finished(self) -> bool:
-        """Whether the watcher stopped (the record is terminal, deleted or unreadable): no news will come."""
-        return self.watcher.task.done() and self.seen == self.watcher.version
+    def shared(self, key, make: Callable):
+        """``make()``, computed once per record (the one `next` returned) and ``key`` for all the
+        subscriptions of the model: streams that had seen the same get the same events, encoded once."""
+        cache = self.watcher.cache
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
