@@ -195,7 +195,7 @@ def _fast_piece(piece: bytes, state: _State) -> bool:
     if _NOT_PLAIN.search(piece) is not None or _EMPTY_FIELD.search(piece) is not None:
         return False
     b = np.frombuffer(piece, dtype=np.uint8)
-    ends, line = _line_ends(b, 0)
+    _, line = _line_ends(b, 0)
     n_lines = int(line[-1]) + 1
     with_content = np.bincount(line[~_BLANK[b]], minlength=n_lines) > 0
     commas = np.bincount(line[b == 44], minlength=n_lines)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -91,9 +91,10 @@ async def _existing(name: ModelName, models: ModelsDep) -> str:
     return name
 
 
-def _slot(request: Request, name: Annotated[str, Depends(_existing)]) -> Iterator[Slot]:
+async def _slot(request: Request, name: Annotated[str, Depends(_existing)]) -> AsyncIterator[Slot]:
     """A stream slot of the app's `EventHub` (a 503 before the stream starts when all are taken), held
-    until the stream ends."""
+    until the stream ends; taken and given back on the event loop (a plain generator would run in worker
+    threads, which could interleave the count's updates)."""
     slot = request.app.state.event_hub.reserve()
     try:
         yield slot
