@@ -65,14 +65,15 @@ class FuzzReport:
         }
 
 
-def load_schema(base_url: str):
-    """The service's OpenAPI document as a schemathesis schema whose requests go to ``base_url``."""
-    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=30)
+def load_schema(base_url: str, headers: dict | None = None):
+    """The service's OpenAPI document (fetched with ``headers``: the API key where keys are configured)
+    as a schemathesis schema whose requests go to ``base_url``."""
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=30, headers=headers or {})
     schema.config.update(base_url=base_url)
     return schema
 
 
-def _record(report: FuzzReport, case, response, failure: BaseException) -> None:
+def _record(report: FuzzReport, case, response, failure: BaseException, headers: dict | None = None) -> None:
     failures = failure.exceptions if isinstance(failure, FailureGroup) else (failure,)
     for item in failures:
         title = getattr(item, "title", type(item).__name__)
@@ -81,7 +82,7 @@ def _record(report: FuzzReport, case, response, failure: BaseException) -> None:
             "check": title,
             "status": None if response is None else response.status_code,
             "message": str(getattr(item, "message", item))[:500],
-            "curl": case.as_curl_command()[:1500],
+            "curl": case.as_curl_command(headers=headers)[:1500],
         }
         if not any(e["operation"] == entry["operation"] and e["check"] == entry["check"]
                    and e["status"] == entry["status"] for e in report.failures):
@@ -90,7 +91,7 @@ def _record(report: FuzzReport, case, response, failure: BaseException) -> None:
 
 def fuzz_operations(base_url: str, max_examples: int, *, seed: int | None = None,
                     deadline_s: float | None = None, include_delete: bool = True,
-                    known: dict[str, str] | None = None) -> FuzzReport:
+                    known: dict[str, str] | None = None, api_key: str | None = None) -> FuzzReport:
     """Run generated requests against every operation of the server at ``base_url``.
 
     Parameters
@@ -110,12 +111,16 @@ def fuzz_operations(base_url: str, max_examples: int, *, seed: int | None = None
         Existing resources by collection (``{"datasets": "d", "models": "m"}``): operations under
         ``/v1/{collection}/{name}`` are also run, positive data only, with that ``name``, so that
         generated bodies reach the code behind the 404 of a random name.
+    api_key : str or None
+        Sent as ``Authorization: Bearer <api_key>`` with every request (over a generated
+        ``Authorization`` header), for a server with API keys configured; None: no key.
 
     Returns
     -------
     FuzzReport
     """
-    schema = load_schema(base_url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    schema = load_schema(base_url, headers)
     report = FuzzReport()
     started = time.monotonic()
     session = requests.Session()
@@ -133,7 +138,7 @@ def fuzz_operations(base_url: str, max_examples: int, *, seed: int | None = None
     share = None if deadline_s is None else deadline_s / len(runs)
     report.operations = len(operations)
     for strategy in runs:
-        _fuzz_one(strategy, base_url, session, report, max_examples, seed, share)
+        _fuzz_one(strategy, base_url, session, report, max_examples, seed, share, headers)
     report.elapsed_s = time.monotonic() - started
     return report
 
@@ -149,7 +154,7 @@ class _TimeUp(Exception):
     """This operation's share of the time is spent."""
 
 
-def _fuzz_one(strategy, base_url, session, report, max_examples, seed, share_s) -> None:
+def _fuzz_one(strategy, base_url, session, report, max_examples, seed, share_s, headers=None) -> None:
     stop_at = None if share_s is None else time.monotonic() + share_s
     config = settings(
         max_examples=max_examples,
@@ -166,16 +171,16 @@ def _fuzz_one(strategy, base_url, session, report, max_examples, seed, share_s) 
             raise _TimeUp
         response = None
         try:
-            response = case.call(base_url=base_url, session=session, timeout=REQUEST_TIMEOUT_S)
+            response = case.call(base_url=base_url, session=session, headers=headers, timeout=REQUEST_TIMEOUT_S)
             report.requests += 1
             report.statuses[response.status_code] += 1
             case.validate_response(response, checks=CHECKS, transport_kwargs={"base_url": base_url})
         except (Failure, FailureGroup) as failure:
-            _record(report, case, response, failure)
+            _record(report, case, response, failure, headers)
         except requests.RequestException as exc:
             report.requests += 1
             report.statuses[0] += 1  # 0: no response (connection reset, timeout)
-            _record(report, case, None, exc)
+            _record(report, case, None, exc, headers)
 
     test = given(strategy)(one)
     if seed is not None:

@@ -46,11 +46,13 @@ def running_service(n_workers: int = 1, **settings) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def service_process(n_workers: int | None = None, **environ: str) -> Iterator[str]:
+def service_process(n_workers: int | None = None, cwd: str | None = None, **environ: str) -> Iterator[str]:
     """`python -m service` on a free loopback port in a process of its own (as `make run` starts it),
     with a fresh data folder and ``KPCA_*`` settings from ``environ``; yield its base URL; stop it with
     SIGTERM (SIGKILL after 60 s). A load generator in another process than the server measures the
-    server, not the two sharing one interpreter. RuntimeError if /healthz does not answer within 120 s."""
+    server, not the two sharing one interpreter; ``cwd`` (default this one) is where ``service`` is
+    imported from (another checkout's, to measure its code). RuntimeError if /healthz does not answer
+    within 120 s."""
     with tempfile.TemporaryDirectory(prefix="kpca-bench-") as data_dir:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
@@ -58,7 +60,8 @@ def service_process(n_workers: int | None = None, **environ: str) -> Iterator[st
         sock.close()
         env = {**os.environ, **environ, **({"KPCA_N_WORKERS": str(n_workers)} if n_workers else {})}
         proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
-                                 "--data-dir", data_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 "--data-dir", data_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                cwd=cwd)
         url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(url, lambda: proc.poll() is None, "the service did not start",

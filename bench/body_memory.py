@@ -4,7 +4,8 @@ process so that its peak resident memory is its own.
 
 "before" is the JSON path the service had (pydantic's ``ChunkRows.model_validate_json``, then a
 float64 array); "after" is `service.payloads.rows_from_json` / ``rows_from_csv`` / ``rows_from_npy``
-as the chunk route calls them now (no row limit: the whole body is parsed). Prints and saves
+as the chunk route calls them now (no row limit: the whole body is parsed). Each run reports the peak
+growth of resident memory over the body and over the float64 result (``result_mib``). Prints and saves
 ``bench/results/body_memory.json``.
 
     python bench/body_memory.py [--mib 64] [--skip-before]
@@ -37,26 +38,24 @@ elif kind == "csv":
     body = b"x\n" + b"1\n" * (2 * n)
 else:
     buf = io.BytesIO(); np.save(buf, np.ones((mib << 20) // 8 - 16, dtype=np.float64)[:, None]); body = buf.getvalue()
+from service.schemas.datasets import ChunkRows  # imported before the baseline: the parse's growth only
+from service.payloads import rows_from_csv, rows_from_json, rows_from_npy, rows_to_array
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
 if kind == "json-before":
-    from service.schemas.datasets import ChunkRows
-    from service.payloads import rows_to_array
     rows = rows_to_array(ChunkRows.model_validate_json(body).rows, 1)
 elif kind == "json-after":
-    from service.payloads import rows_from_json
     rows = rows_from_json(body, 1)
 elif kind == "csv":
-    from service.payloads import rows_from_csv
     rows = rows_from_csv(body, 1)
 else:
-    from service.payloads import rows_from_npy
     rows = rows_from_npy(body)
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({{"kind": kind, "body_mib": round(len(body) / 2**20, 1), "rows": int(rows.shape[0]),
-                  "seconds": round(seconds, 2), "peak_rss_growth_mib": round((peak - base) / 1024, 1),
-                  "growth_over_body": round((peak - base) * 1024 / len(body), 2)}}))
+                  "result_mib": round(rows.nbytes / 2**20, 1), "seconds": round(seconds, 2), "peak_rss_growth_mib": round((peak - base) / 1024, 1),
+                  "growth_over_body": round((peak - base) * 1024 / len(body), 2),
+                  "growth_over_result": round((peak - base) * 1024 / max(rows.nbytes, 1), 2)}}))
 """
 
 

@@ -9,10 +9,15 @@ in CI (`bench._fuzzing`): no 5xx, documented status code, content type, headers 
 Stateful runs (schemathesis's state machine) need OpenAPI links, which the document does not declare,
 so this run is per operation.
 
-Prints JSON (requests, statuses by code, failures with a curl command each, time) and writes
-bench/results/fuzz.json (``--quick``: fuzz_quick.json, 10 examples) with `bench._common.save`.
+With ``--keys`` the server has API keys configured (a write key, `WRITE_KEY`, and a read key) and
+every request carries the write key (``Authorization: Bearer``), as a deployment beyond loopback
+runs; without it no key is configured and every route is open (the loopback default).
 
-    python bench/fuzz.py [--examples 200] [--seed 18] [--minutes 3] [--quick]
+Prints JSON (requests, statuses by code, failures with a curl command each, time) and writes
+bench/results/fuzz.json (``--keys``: fuzz_keys.json; ``--quick``: fuzz_quick.json or
+fuzz_keys_quick.json, 10 examples) with `bench._common.save`.
+
+    python bench/fuzz.py [--examples 200] [--seed 18] [--minutes 3] [--keys] [--quick]
 """
 
 from __future__ import annotations
@@ -30,12 +35,18 @@ from bench._common import save  # noqa: E402
 from bench._service import running_service  # noqa: E402
 
 
-def prepare(url: str) -> dict[str, str]:
-    """A committed data set "d" (200 x 4), a completed model "m" and a clustering "c" on it."""
+#: the keys of a ``--keys`` run: requests carry the write key; the read key is configured beside it
+WRITE_KEY, READ_KEY = "fuzz-write-key-0123456789", "fuzz-read-key-0123456789"
+
+
+def prepare(url: str, api_key: str | None = None) -> dict[str, str]:
+    """A committed data set "d" (200 x 4), a completed model "m" and a clustering "c" on it, created
+    with ``api_key`` (None: no key)."""
     from client import upload_array
 
-    upload_array(url, "d", np.random.default_rng(0).normal(size=(200, 4)), progress=False)
-    with httpx.Client(base_url=url, timeout=120) as api:
+    upload_array(url, "d", np.random.default_rng(0).normal(size=(200, 4)), progress=False, api_key=api_key)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=url, timeout=120, headers=headers) as api:
         kernel = {"type": "gaussian", "sigma": 2.0}
         api.post("/v1/models", json={"name": "m", "dataset": "d", "kernel": kernel, "n_components": 2,
                                      "solver": "kha", "params": {"passes": 1, "seed": 0}}).raise_for_status()
@@ -52,17 +63,23 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=200, help="examples per operation and kind")
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--minutes", type=float, default=3.0, help="no new operation is started after this")
+    ap.add_argument("--keys", action="store_true", help="API keys on the server, the write key in every request")
     ap.add_argument("--quick", action="store_true", help="10 examples, 1 minute")
     args = ap.parse_args()
     if args.quick:
         args.examples, args.minutes = 10, 1.0
     from bench._fuzzing import fuzz_operations
 
-    with running_service(register_prefixes=[]) as url:
-        known = prepare(url)
-        report = fuzz_operations(url, args.examples, seed=args.seed, deadline_s=args.minutes * 60, known=known)
+    key = WRITE_KEY if args.keys else None
+    keys = [f"{WRITE_KEY}:write", f"{READ_KEY}:read"] if args.keys else []
+    with running_service(register_prefixes=[], api_keys=keys) as url:
+        known = prepare(url, key)
+        report = fuzz_operations(url, args.examples, seed=args.seed, deadline_s=args.minutes * 60, known=known,
+                                 api_key=key)
     figures = report.as_dict()
-    save("fuzz_quick" if args.quick else "fuzz", {
+    name = "fuzz_keys" if args.keys else "fuzz"
+    save(f"{name}_quick" if args.quick else name, {
+        "api_keys": "write key in every request" if args.keys else "none configured",
         "examples_per_operation_and_kind": args.examples,
         "seed": args.seed,
         "time_limit_s": args.minutes * 60,

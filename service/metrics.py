@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, GCCollector, Histogram,
                                PlatformCollector, ProcessCollector, generate_latest)
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -53,6 +53,11 @@ class Metrics:
     def watch_models(self, list_models: Callable[[], list[dict]]) -> None:
         """Export fits by status and passes completed, read from the registry at scrape time."""
         self.registry.register(_ModelsCollector(list_models))
+
+    def watch_events(self, hub) -> None:
+        """Export the ``/events`` streams open (``kpca_event_streams``) and the model record reads made
+        for them (``kpca_event_record_reads_total``) of a `service.event_hub.EventHub`, at scrape time."""
+        self.registry.register(_EventsCollector(hub))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method=method, route=route, status=str(status)).inc()
@@ -139,3 +144,20 @@ class _ModelsCollector:
         yield by_status
         yield GaugeMetricFamily("kpca_fit_passes_completed", "Training passes completed, summed over models.",
                                 value=passes)
+
+
+class _EventsCollector:
+    """``kpca_event_streams`` (open now) and ``kpca_event_record_reads_total`` (record reads of the
+    shared watchers), from an `service.event_hub.EventHub`. Cost per scrape O(1)."""
+
+    def __init__(self, hub):
+        self.hub = hub
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        yield GaugeMetricFamily("kpca_event_streams", "Server-sent event streams open.", value=self.hub.open)
+        yield CounterMetricFamily("kpca_event_record_reads", "Model record reads made for the event streams "
+                                  "(one per watched model per interval, whatever the number of streams).",
+                                  value=self.hub.reads)

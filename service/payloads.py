@@ -6,8 +6,6 @@ Only parsing and shape checks live here; the store validates the contents
 
 from __future__ import annotations
 
-import array
-import csv
 import io
 import json
 import math
@@ -19,6 +17,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 
+from service.csv_rows import rows_from_csv  # noqa: F401  (the CSV parser, re-exported)
 from service.errors import ApiError
 from service.limits import check_rows
 from service.schemas.datasets import ChunkRows
@@ -273,97 +272,3 @@ def rows_to_array(rows: list[list[float]], n_columns: int = 0) -> np.ndarray:
                 422, "invalid", f"rows are ragged: row 0 has {width} values, row {i} has {len(row)}", "rows"
             )
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
-
-
-def _is_number(field: str) -> bool:
-    try:
-        float(field)
-    except ValueError:
-        return False
-    return True
-
-
-def rows_from_csv(body: bytes, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
-    """A float64 array from CSV text: one row per line, values separated by commas.
-
-    Format: UTF-8 (a byte-order mark is allowed), lines ending in ``\n`` or
-    ``\r\n``, fields optionally double-quoted. Lines that are empty or hold
-    only whitespace are ignored. The first other line is a header, and
-    skipped, if none of its fields is a number (``x1,x2,x3``, or pandas'
-    ``,x1,x2``); a first line with some numbers is data, so a typo in the
-    first row is reported instead of being dropped as a header. Values are
-    parsed with Python's ``float`` (surrounding spaces allowed; ``nan`` and
-    ``inf`` parse, and the store then refuses the row holding them).
-
-    Parameters
-    ----------
-    body : bytes
-        The request body.
-    n_columns : int
-        Columns of the empty array returned when there are no data lines.
-    max_rows : int, optional
-        More data lines is a 413 on ``rows``, raised when line ``max_rows + 1`` is reached.
-
-    Returns
-    -------
-    ndarray of shape (n_rows, n_values_per_line), float64
-
-    Raises
-    ------
-    ApiError
-        400 on ``"body"``: not UTF-8, malformed quoting, or a field that is
-        not a number (naming its line, counting from 1 over the whole body
-        including header and blank lines, its column and the field). 422 on
-        ``"rows"``: lines with different numbers of values (naming the line).
-
-    Notes
-    -----
-    Cost O(body) time; memory 8 bytes per value (one flat float64 buffer)
-    plus the decoded text.
-    """
-    try:
-        text = body.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ApiError(
-            400, "bad_request", f"CSV body is not UTF-8 text (invalid byte at offset {exc.start})", "body"
-        ) from None
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    values = array.array("d")
-    width = first_line = None
-    header_checked = False
-    try:
-        for fields in reader:
-            line = reader.line_num
-            if not fields or (len(fields) == 1 and not fields[0].strip()):
-                continue  # blank line
-            if not header_checked:
-                header_checked = True
-                if not any(_is_number(field) for field in fields):
-                    continue  # a header: no field of the first line is a number
-            if width is None:
-                width, first_line = len(fields), line
-            elif max_rows is not None and len(values) >= max_rows * width:  # row max_rows + 1: stop reading
-                raise ApiError(413, "too_large", f"rows: line {line} is row {max_rows + 1}, over the limit of "
-                               f"{max_rows} rows per request (KPCA_MAX_ROWS_PER_REQUEST); send them in several "
-                               "requests", "rows")
-            elif len(fields) != width:
-                raise ApiError(
-                    422,
-                    "invalid",
-                    f"CSV rows are ragged: line {line} has {len(fields)} values, "
-                    f"line {first_line} (the first row) has {width}",
-                    "rows",
-                )
-            try:
-                values.extend(map(float, fields))
-            except ValueError:
-                column, bad = next((j, f) for j, f in enumerate(fields) if not _is_number(f))
-                shown = bad if len(bad) <= 40 else bad[:40] + "..."
-                raise ApiError(
-                    400, "bad_request", f"CSV line {line}, column {column + 1}: {shown!r} is not a number", "body"
-                ) from None
-    except csv.Error as exc:
-        raise ApiError(400, "bad_request", f"CSV line {reader.line_num} is malformed: {exc}", "body") from None
-    if width is None:
-        return np.empty((0, n_columns), dtype=np.float64)
-    return np.frombuffer(values, dtype=np.float64).reshape(-1, width)

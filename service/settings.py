@@ -90,6 +90,12 @@ class Settings(BaseSettings):
     max_rows_per_request : rows in one ``/project``, ``/reconstruct``, ``/predict``,
         ``/denoise`` request or chunk upload; more is a 413 on ``rows``.
         Default 100,000.
+    stream_response_values : numbers in a ``/project``, ``/reconstruct`` or
+        ``/denoise`` answer above which it is sent as a chunked stream, a
+        block of rows encoded at a time off the event loop
+        (`service.responses`), not as one JSON text. Default 65,536.
+    max_event_streams : ``/events`` streams open at once in one API process;
+        one more is a 503 with ``Retry-After``. Default 256.
     max_serving_body_bytes : body limit of the serving routes (project,
         reconstruct, denoise, denoise-image, predict), below
         ``max_body_bytes``: JSON rows cost far more memory parsed than sent.
@@ -164,6 +170,10 @@ class Settings(BaseSettings):
                                       "them it is a 503 with Retry-After and its queued tasks are cancelled")
     max_rows_per_request: int = Field(default=100_000, ge=1, description="rows in one serving request or "
                                       "chunk upload (413 above)")
+    stream_response_values: int = Field(default=65_536, ge=0, description="numbers in a serving answer above "
+                                        "which it is streamed (chunked), a block of rows at a time")
+    max_event_streams: int = Field(default=256, ge=1, description="/events streams open at once in one API "
+                                   "process (503 with Retry-After above)")
     max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1, description="body limit of the serving "
                                         "routes (413 above)")
     max_import_bytes: int = Field(default=4 * 1024**3, ge=1, description="body limit of POST /v1/models/import "

@@ -1,27 +1,42 @@
 """``GET /v1/models/{name}/events``: a model's progress as server-sent events, read from its record.
 
-FastAPI's `EventSourceResponse` does the wire format, the keep-alive comments (every 15 s of
-silence), ``Cache-Control: no-cache`` and the end of the generator when the client goes away."""
+The record is read by the app's `service.event_hub.EventHub`: one watcher per model shared by all its
+streams, at most ``max_event_streams`` streams open (503 with ``Retry-After`` past it). The route
+writes the wire format itself (FastAPI's, `_sse`), a keep-alive comment after 15 s of silence, and
+``Cache-Control: no-cache``; the stream ends within `DISCONNECT_CHECK_S` of its client going away."""
 
 from __future__ import annotations
 
-import asyncio
+import json
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.responses import StreamingResponse
+from fastapi.sse import KEEPALIVE_COMMENT
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import ModelsDep
+from service.event_hub import EventHub, Slot
 from service.routes.models import ERRORS, ModelName
 from service.security import READ, access
-from store.errors import NotFound
 from store.jobs.records import TERMINAL, ModelRecord, PassRecord
 
-EVENT_POLL_S = 0.25
+#: Seconds a stream waits for news before it checks that its client is still there.
+DISCONNECT_CHECK_S = 1.0
+#: Seconds of silence after which a stream sends a keep-alive comment (proxies close silent streams).
+PING_S = 15.0
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+class EventStream(StreamingResponse):
+    """A ``text/event-stream`` answer of bytes made by the route (`_event_stream`), not by FastAPI's
+    per-item event machinery (which `fastapi.sse.EventSourceResponse` as a route's class switches on):
+    an event is encoded once for every stream that needs it, and one news is one write."""
+
+    media_type = "text/event-stream"
 
 
 def _last_event_id(request: Request) -> int:
@@ -61,9 +76,10 @@ EVENT_SCHEMA = {
     },
 }
 #: the errors come before the stream, as JSON (with ``model=``, FastAPI would document them as events)
-EVENT_ERRORS = {status: {"description": ERRORS[status]["description"],
-                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-                for status in (404, 422)}
+_ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+EVENT_ERRORS = {**{status: {"description": ERRORS[status]["description"], "content": _ERROR_BODY} for status in (404, 422)},
+                503: {"description": "max_event_streams (KPCA_MAX_EVENT_STREAMS) streams are open; see Retry-After",
+                      "content": _ERROR_BODY}}
 EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends; "
                                         "a comment line every 15 s of silence keeps proxies from closing it",
                          "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
@@ -75,35 +91,94 @@ async def _existing(name: ModelName, models: ModelsDep) -> str:
     return name
 
 
+async def _slot(request: Request, name: Annotated[str, Depends(_existing)]) -> AsyncIterator[Slot]:
+    """A stream slot of the app's `EventHub` (a 503 before the stream starts when all are taken), held
+    until the stream ends; taken and given back on the event loop (a plain generator would run in worker
+    threads, which could interleave the count's updates)."""
+    slot = request.app.state.event_hub.reserve()
+    try:
+        yield slot
+    finally:
+        slot.release()
+
+
 @router.get("/{name}/events", openapi_extra=access(READ), responses={**EVENT_ERRORS, **EVENTS_RESPONSE},
-            response_class=EventSourceResponse)
-async def model_events(name: Annotated[str, Depends(_existing)], models: ModelsDep,
-                       request: Request) -> AsyncIterator[ServerSentEvent]:
+            response_class=EventStream)
+async def model_events(name: Annotated[str, Depends(_existing)], slot: Annotated[Slot, Depends(_slot, scope="request")],
+                       request: Request) -> EventStream:
     """Server-sent events: one ``progress`` event per finished pass (the history
     records, earlier ones first, each with ``passes``, ``remaining_s`` and ``workers``; its event
     id is the pass), a ``status`` event on every status change, and a final ``end`` event when the
     fit is completed, failed or cancelled. A client that reconnects with ``Last-Event-ID: k`` gets
     only the passes after k (and the current status); after a fit went back to an earlier
     checkpoint, the passes after that checkpoint."""
-    last_pass = _last_event_id(request)
-    last_status = None
-    while not await request.is_disconnected():
-        try:
-            record = await run_in_threadpool(models.get, name)
-        except NotFound:
-            yield ServerSentEvent(event="end", data={"status": "deleted"})
-            return
-        history = record.history
-        last_pass = min(last_pass, history[-1].pass_ if history else 0)  # resumed from an earlier checkpoint
-        for entry in history:
-            if entry.pass_ > last_pass:
-                yield ServerSentEvent(event="progress", data=progress_event(entry, record), id=str(entry.pass_))
-        last_pass = history[-1].pass_ if history else 0
-        if record.status != last_status:
-            last_status = record.status
-            error = record.error.model_dump() if record.error is not None else None
-            yield ServerSentEvent(event="status", data={"status": record.status, "error": error})
-        if record.status in TERMINAL:
-            yield ServerSentEvent(event="end", data={"status": record.status})
-            return
-        await asyncio.sleep(EVENT_POLL_S)
+    stream = _event_stream(request.app.state.event_hub, name, _last_event_id(request), request)
+    return EventStream(stream, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _event_stream(hub: EventHub, name: str, last_pass: int, request: Request) -> AsyncIterator[bytes]:
+    """The bytes of the stream: what changed in the record at each news of the model's watcher, the
+    events of one news in one piece, encoded once for all the streams that saw the same before
+    (`_events_since` through the watcher's cache); a keep-alive comment after `PING_S` of silence."""
+    last_status, silent = None, 0.0
+    async with hub.watch(name) as watch:
+        while not await request.is_disconnected():
+            changed, record = await watch.next(DISCONNECT_CHECK_S)
+            if not changed:
+                silent += DISCONNECT_CHECK_S
+                if silent >= PING_S:
+                    silent = 0.0
+                    yield KEEPALIVE_COMMENT
+                continue
+            silent = 0.0
+            chunk, last_pass, last_status, done = watch.shared(
+                (last_pass, last_status), lambda: _events_since(record, last_pass, last_status))
+            if chunk:
+                yield chunk
+            if done:
+                return
+
+
+def _events_since(record: ModelRecord | None, last_pass: int, last_status: str | None) -> tuple:
+    """``(bytes, last_pass, last_status, done)``: the events a stream that has seen passes up to
+    ``last_pass`` and status ``last_status`` gets from ``record`` (None: deleted), where it then
+    stands, and whether the stream ends. Cost O(new passes), not O(history)."""
+    if record is None:
+        return _sse("end", {"status": "deleted"}), last_pass, last_status, True
+    history = record.history
+    last_pass = min(last_pass, history[-1].pass_ if history else 0)  # resumed from an earlier checkpoint
+    fresh = []
+    for entry in reversed(history):
+        if entry.pass_ <= last_pass:
+            break
+        fresh.append(entry)
+    events = [_sse("progress", progress_event(entry, record), str(entry.pass_)) for entry in reversed(fresh)]
+    last_pass = history[-1].pass_ if history else 0
+    if record.status != last_status:
+        last_status = record.status
+        error = record.error.model_dump() if record.error is not None else None
+        events.append(_sse("status", {"status": record.status, "error": error}))
+    done = record.status in TERMINAL
+    if done:
+        events.append(_sse("end", {"status": record.status}))
+    return b"".join(events), last_pass, last_status, done
+
+
+def _sse(event: str, data: dict, event_id: str | None = None) -> bytes:
+    """One server-sent event as FastAPI writes it (``event:``, ``data:`` JSON with non-finite numbers as
+    null, ``id:``, a blank line)."""
+    lines = [f"event: {event}", f"data: {json.dumps(_finite(data))}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _finite(value):
+    """``value`` with every non-finite float (inf, nan) replaced by None, as JSON cannot hold them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value

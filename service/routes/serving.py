@@ -31,6 +31,7 @@ from service.job_checks import checked_preimage
 from service.limits import check_patches, check_rows
 from service.serving_work import check_serving_work
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute, read_body, rows_to_array
+from service.responses import rows_answer
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
@@ -209,10 +210,12 @@ async def project(name: ModelName, body: ProjectRequest, request: Request, model
     check_serving_work(len(body.rows), await model_points(model, datasets), n_features, settings.max_serving_work)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
     components = await watched(request, settings, models, name, model, backend.project, name, rows)
-    return ProjectResponse(components=np.asarray(components, dtype=np.float64).tolist())
+    return rows_answer(ProjectResponse, "components", components, settings.stream_response_values)
 
 
-async def _reconstruct(name, body, request, models, datasets, backend, settings) -> ReconstructResponse:
+async def _reconstruct(name, body, request, models, datasets, backend, settings, answer=ReconstructResponse):
+    """``/reconstruct`` (and ``/denoise`` with ``tune="off"``): the rows' pre-images as ``answer``
+    (`service.responses.rows_answer`: the model, or its JSON streamed when large)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
@@ -226,7 +229,7 @@ async def _reconstruct(name, body, request, models, datasets, backend, settings)
                             options, block_rows=block_rows)
     except ValueError as exc:  # a value the method refuses against the data (checked_preimage saw the names)
         raise invalid_preimage(exc) from None
-    return ReconstructResponse(rows=np.asarray(out, dtype=np.float64).tolist())
+    return rows_answer(answer, "rows", out, settings.stream_response_values)
 
 
 @router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
@@ -253,8 +256,7 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
         if body.n_components is not None:
             raise ApiError(422, "invalid", "n_components is for tune=auto; with tune=off every component is used",
                            "n_components")
-        return DenoiseResponse(rows=(await _reconstruct(name, body, request, models, datasets, backend,
-                                                        settings)).rows)
+        return await _reconstruct(name, body, request, models, datasets, backend, settings, DenoiseResponse)
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
@@ -268,8 +270,8 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
         out, info = await serve(models, name, model, backend.denoise_rows_tuned, name, rows, fixed)
     except ValueError as exc:
         raise invalid_preimage(exc) from None
-    return DenoiseResponse(rows=np.asarray(out, dtype=np.float64).tolist(), chosen=info["chosen"],
-                           noise=info["noise"], steps=info["steps"])
+    return rows_answer(DenoiseResponse, "rows", out, settings.stream_response_values, chosen=info["chosen"],
+                       noise=info["noise"], steps=info["steps"])
 
 
 #: what an image route answers and accepts (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``)

@@ -74,7 +74,7 @@ def test_large_bodies_name_the_faulty_row(api):
 
 def test_too_many_rows_are_refused_before_they_are_parsed(api):
     """The issue's 64 MiB chunk was parsed (4.46 GB, 46.6 s) and then refused for its rows: the rows are
-    now counted first, in JSON (their brackets), CSV (as read) and .npy (its header)."""
+    now counted first, in JSON (their brackets), CSV (its lines) and .npy (its header)."""
     api.post("/v1/datasets", json={"name": "many", "n_features": 1, "dtype": "float64"}).raise_for_status()
     too_many = 5_000_001
     bodies = {
@@ -84,9 +84,8 @@ def test_too_many_rows_are_refused_before_they_are_parsed(api):
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (too_many, 1)})
     bodies["application/octet-stream"] = b"\x93NUMPY\x01\x00" + header.getvalue()[8:] + bytes(8 * too_many)
-    # JSON and .npy are refused from a count before parsing; CSV is read up to the limit (8 bytes a value
-    # from 2 bytes of text: 4 times the body, twice while the array grows, plus its decoded text)
-    factors = {"application/json": 2, "text/csv": 12, "application/octet-stream": 2}
+    # all three are refused from a count before parsing (CSV was read up to the limit: 12 times its body)
+    factors = {"application/json": 2, "text/csv": 2, "application/octet-stream": 2}
     for kind, body in bodies.items():
         before = peak_rss_bytes()
         r = api.put("/v1/datasets/many/chunks/0", content=body, headers={"Content-Type": kind})

@@ -1,0 +1,74 @@
+"""Large serving answers are streamed (issue 30, item 2): ``/project``, ``/reconstruct`` and
+``/denoise`` answers above ``stream_response_values`` numbers go out chunked, a block of rows encoded at a
+time in a worker thread, byte for byte what the whole JSON text would have been. Real server, real
+client; the encoder's memory measured with tracemalloc."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+
+from service.responses import STREAM_BLOCK_VALUES, json_rows_stream
+from service.schemas.serving import DenoiseResponse, ProjectResponse, ReconstructResponse
+from tests.api_checks import upload_rows, wait_for_fit
+
+SERVER_SETTINGS = {"stream_response_values": 10_000}
+
+
+def whole(model, **fields) -> bytes:
+    """The answer as one JSON text, as FastAPI encodes a response model (pydantic, by alias)."""
+    return model(**fields).model_dump_json(by_alias=True).encode()
+
+
+def test_a_large_projection_is_chunked_and_byte_identical_to_the_whole_answer(api):
+    rng = np.random.default_rng(0)
+    upload_rows(api, "six", rng.normal(size=(40, 6)))
+    api.post("/v1/models", json={"name": "six-lin", "dataset": "six", "n_components": 4,
+                                 "kernel": {"type": "linear"}, "solver": "exact"}).raise_for_status()
+    assert wait_for_fit(api, "six-lin")["status"] == "completed"
+    rows = rng.normal(size=(20_000, 6))  # 80,000 numbers out: about 5 blocks
+    with api.stream("POST", "/v1/models/six-lin/project", json={"rows": rows.tolist()}) as r:
+        pieces = [piece for piece in r.iter_raw()]
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        assert r.headers.get("transfer-encoding") == "chunked" and "content-length" not in r.headers
+    streamed = b"".join(pieces)
+    # the same rows in parts small enough to be answered whole (with a Content-Length)
+    parts = []
+    for part in np.array_split(rows, 10):
+        small = api.post("/v1/models/six-lin/project", json={"rows": part.tolist()})
+        assert small.status_code == 200 and "content-length" in small.headers
+        parts += small.json()["components"]
+    assert streamed == whole(ProjectResponse, components=parts)
+    assert len(parts) == 20_000 and 4 * 20_000 > 4 * STREAM_BLOCK_VALUES
+
+
+def test_large_reconstructions_and_denoisings_are_streamed_whole(api):
+    rows = np.random.default_rng(1).normal(size=(3_000, 6))  # 18,000 numbers: two blocks
+    for route, body, model in [("reconstruct", {"rows": rows.tolist()}, ReconstructResponse),
+                               ("denoise", {"rows": rows.tolist(), "tune": "off"}, DenoiseResponse)]:
+        r = api.post(f"/v1/models/six-lin/{route}", json=body)
+        assert r.status_code == 200, r.text[:300]
+        assert r.headers.get("transfer-encoding") == "chunked", (route, r.headers)
+        answer = r.json()
+        assert r.content == whole(model, **answer), route  # the whole answer's encoding, keys and all
+        assert np.asarray(answer["rows"]).shape == rows.shape
+
+
+def test_the_streamed_encoder_holds_one_block_not_the_answer():
+    values = np.random.default_rng(2).normal(size=(200_000, 8))  # 12.8 MB of float64
+    expected = whole(DenoiseResponse, rows=values.tolist(), chosen={"rank": 3}, noise=0.5, steps=[{"s": 1.0}])
+    tracemalloc.start()
+    try:
+        size = 0
+        for piece in json_rows_stream(DenoiseResponse, "rows", values,
+                                      {"chosen": {"rank": 3}, "noise": 0.5, "steps": [{"s": 1.0}]}):
+            size += len(piece)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert size == len(expected)
+    assert b"".join(json_rows_stream(DenoiseResponse, "rows", values, {"chosen": {"rank": 3}, "noise": 0.5,
+                                                                       "steps": [{"s": 1.0}]})) == expected
+    # the whole answer is 1.6 million Python floats (over 50 MB) and its 30 MB of text at once
+    assert peak < 4 * 2**20, f"peak {peak / 2**20:.1f} MiB while streaming {len(expected) / 2**20:.0f} MiB"
