@@ -16,8 +16,11 @@ each tile's model to the noisy patches included, so the estimate does not favour
 the noise. Kernel widths are relative to the noise (D1 of `kpca.patch_denoising`), so a width tuned
 at s1 is used at s. All candidates share the same draws z (common random numbers): their estimates
 differ by ``2 <f_a(y1) - f_b(y1), e - z / alpha> / N`` of noise, small where they differ little.
-(T1) is averaged over `DRAWS` draws of z (`recorruptions`): each draw is unbiased, and the part of the
-estimate's noise that comes from z falls as one over the root of the draws.
+(T1) is averaged over draws of z (`recorruptions`): each draw is unbiased, and the part of the
+estimate's noise that comes from z falls as one over the root of the draws. `tune_patches` makes
+`DRAWS` draws: every candidate is estimated on the first (screening); the `SHORTLIST` kernel candidates
+of least risk there are estimated again on the others, and the choice reads only those (confirming),
+so the screening's winner is not favoured by the noise that made it win.
 
 s is the estimate of `kpca.noise_level` (nothing else about the input is known). On an image larger
 than `TUNING_PIXELS` the kernel candidates' risk is estimated on windows of it (`tuning_windows`),
@@ -49,6 +52,7 @@ from kpca.patch_denoising import LINEAR, Candidate, PatchSettings, denoise_candi
 
 ALPHA = 0.5  # (T1)'s alpha
 DRAWS = 3  # draws of z whose estimates (T1) are averaged
+SHORTLIST = 3  # kernel candidates of least risk on the first draw, estimated again on the others
 TUNING_PIXELS = 128 * 128  # pixels the kernel candidates' risk is estimated on, at most
 BLOCK = 16  # side of the blocks of pixels whose mean losses give the standard error of `choose`
 MARGIN = 2.0  # standard errors by which a kernel candidate must beat linear PCA to be chosen
@@ -56,10 +60,10 @@ MARGIN = 2.0  # standard errors by which a kernel candidate must beat linear PCA
 #: the fixed point at wide kernels is close to linear PCA of the tile (one step of a wide Gaussian's
 #: iteration is the projection plus the mean), which smooth images want
 GRID = {
-    "fixed-point": ((0.35, 0.5, 0.75, 1.6, 4.0), (1, 2, 4, 8), {"n_iter": 1}),
+    "fixed-point": ((0.5, 0.75, 1.6, 4.0), (1, 2, 4, 8), {"n_iter": 1}),
     "kwok-tsang": ((0.75, 1.6), (8, 16), {"n_neighbors": 10}),
-    "gradient": ((1.6,), (8, 16), {"n_iter": 5, "n_neighbors": 10}),
-    "learned": ((1.6, 2.4), (4, 8), {}),
+    "gradient": ((1.6,), (8,), {"n_iter": 5, "n_neighbors": 10}),
+    "learned": ((1.6,), (4, 8), {}),
     LINEAR: ((None,), (1, 2, 4, 6, 8, 12, 16, 24, 32), {}),  # no kernel width: the wide-kernel limit, untiled
 }
 
@@ -278,7 +282,8 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         grid[None] = [c for c in grid[None] if c.n_components <= base.patch**2] or grid[None][:1]
     windows = tuning_windows(image.shape, base.tile)
     kernel_widths = [w for w in grid if w is not None]
-    total = len(kernel_widths) * len(windows) * draws + (1 if None in grid else 0)
+    confirming = min(SHORTLIST, len(kernel_widths)) * (draws - 1)  # at most: the shortlist's widths, later draws
+    total = (len(kernel_widths) + confirming) * len(windows) + (1 if None in grid else 0)
     done = [0]
 
     def tick():
@@ -293,43 +298,68 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     pairs = list(recorruptions(image, noise, seed, draws))
     s1 = noise * float(np.sqrt(1.0 + ALPHA * ALPHA))
     offset = noise**2 * (1.0 + 1.0 / ALPHA**2)
-    losses: dict[tuple, list[np.ndarray]] = {}  # per window, the per-pixel loss averaged over the draws
-    whole: dict[tuple, float] = {}  # linear's risk over the whole image, as `linear_rank` reads it
-
-    for width, candidates in grid.items():
-        if width is None:  # linear: one model of all of y1's patches, its rank chosen on the whole image
-            mean_loss = {c.key(): np.zeros(image.shape) for c in candidates}
-            total_risk = {c.key(): 0.0 for c in candidates}
-            for y1, target in pairs:
-                outs = linear_pca_candidates(y1, base.patch, base.stride, [c.n_components for c in candidates])
-                for c in candidates:
-                    loss = (outs[c.n_components] - target) ** 2
-                    total_risk[c.key()] += float(np.mean(loss)) - offset
-                    mean_loss[c.key()] += (loss - offset) / len(pairs)
-            for c in candidates:
-                whole[(None, *c.key())] = total_risk[c.key()] / len(pairs)
-                losses[(None, *c.key())] = [mean_loss[c.key()][rows, cols] for rows, cols in windows]
-            tick()
-            continue
-        settings = replace(base, width=width)
-        for rows, cols in windows:
-            sums: dict[tuple, np.ndarray] = {}
-            for y1, target in pairs:
-                outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed)
-                for key, out in outputs.items():
-                    sums[key] = sums.get(key, 0.0) + ((out - target[rows, cols]) ** 2 - offset) / len(pairs)
-            for key, mean_loss in sums.items():
-                losses.setdefault((width, *key), []).append(mean_loss)
     pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
-    table = []
-    for (width, r, method, options), parts in losses.items():
+
+    def kernel_losses(by_width, draw_pairs) -> dict[tuple, list[np.ndarray]]:
+        """Per candidate, per window, the per-pixel loss (T1) averaged over ``draw_pairs``."""
+        out: dict[tuple, list[np.ndarray]] = {}
+        for width, candidates in by_width.items():
+            settings = replace(base, width=width)
+            for rows, cols in windows:
+                sums: dict[tuple, np.ndarray] = {}
+                for y1, target in draw_pairs:
+                    outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed)
+                    for key, value in outputs.items():
+                        sums[key] = sums.get(key, 0.0) + ((value - target[rows, cols]) ** 2 - offset) / len(draw_pairs)
+                for key, mean_loss in sums.items():
+                    out.setdefault((width, *key), []).append(mean_loss)
+        return out
+
+    def row_of(key, parts, used, **extra) -> dict:
         risk = float(sum(np.sum(a) for a in parts)) / pixels
-        row = {"width": width, "n_components": r, "method": method, "options": dict(options), "risk": risk,
-               "psnr_db": _psnr(risk)}
-        if width is None:
-            row["whole_image_risk"] = whole[(width, r, method, options)]
-        table.append(row)
-    row = choose(table, losses, draws=len(pairs))
+        return {"width": key[0], "n_components": key[1], "method": key[2], "options": dict(key[3]), "risk": risk,
+                "psnr_db": _psnr(risk), "draws": used, **extra}
+
+    linear_maps: dict[tuple, list[np.ndarray]] = {}  # per draw, the whole image's per-pixel loss
+    if None in grid:  # linear: one model of all of y1's patches, its rank chosen on the whole image
+        ranks = [c.n_components for c in grid[None]]
+        for y1, target in pairs:
+            outs = linear_pca_candidates(y1, base.patch, base.stride, ranks)
+            for c in grid[None]:
+                linear_maps.setdefault((None, *c.key()), []).append((outs[c.n_components] - target) ** 2 - offset)
+        tick()
+
+    def linear_losses(draw_slice) -> dict[tuple, list[np.ndarray]]:
+        return {key: [np.mean(maps[draw_slice], axis=0)[rows, cols] for rows, cols in windows]
+                for key, maps in linear_maps.items()}
+
+    screened = kernel_losses({w: grid[w] for w in kernel_widths}, pairs[:1])  # every candidate, the first draw
+    shortlist = sorted(screened, key=lambda key: sum(np.sum(a) for a in screened[key]))[:SHORTLIST]
+    confirmed = {}
+    if len(pairs) > 1 and shortlist:  # the shortlist again, on draws independent of the screening
+        by_width: dict[float, list[Candidate]] = {}
+        for width, r, method, options in shortlist:
+            by_width.setdefault(width, []).append(Candidate(r, method, dict(options)))
+        confirmed = kernel_losses(by_width, pairs[1:])
+    table, final = [], []
+    for key, maps in linear_maps.items():
+        whole_risk = float(np.mean([np.mean(m) for m in maps]))
+        table.append(row_of(key, linear_losses(slice(None))[key], len(pairs), whole_image_risk=whole_risk))
+        if confirmed:
+            final.append(row_of(key, linear_losses(slice(1, None))[key], len(pairs) - 1, whole_image_risk=whole_risk))
+    for key, parts in screened.items():
+        if key in confirmed:
+            both = [(a + (len(pairs) - 1) * b) / len(pairs) for a, b in zip(parts, confirmed[key])]
+            table.append(row_of(key, both, len(pairs), confirmed_risk=row_of(key, confirmed[key], 0)["risk"]))
+            final.append(row_of(key, confirmed[key], len(pairs) - 1))
+        else:
+            table.append(row_of(key, parts, 1))
+    if confirmed:
+        row = choose(final, {**linear_losses(slice(1, None)), **confirmed}, draws=len(pairs) - 1)
+    else:
+        row = choose(table, {**linear_losses(slice(None)), **screened}, draws=len(pairs))
+    while done[0] < total:
+        tick()
     chosen = replace(base, width=row["width"], n_components=row["n_components"], method=row["method"],
                      options=row["options"])
     return Tuned(chosen, noise, estimated, sorted(table, key=lambda r: r["risk"]), pixels, row)
