@@ -14,7 +14,7 @@ from kpca.kernels import median_distance
 from kpca.noise_level import noise_level, noise_level_rows
 from kpca.patch_denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.tuning import (candidate_grid, choose, linear_rank, model_candidates, recorrupted_risks, tune_patches,
+from kpca.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, model_candidates, recorrupted_risks, tune_patches,
                          tuning_windows)
 
 
@@ -162,6 +162,23 @@ def test_averaging_draws_makes_the_risk_differences_less_noisy(rng):
     one = np.std([difference(seed, 1) for seed in range(16)])
     four = np.std([difference(seed, 4) for seed in range(16)])
     assert four < 0.7 * one, (one, four)
+
+
+def test_the_shortlist_is_estimated_again_on_every_draw():
+    """Every candidate is screened on the first draw; the `SHORTLIST` kernel candidates of least risk there
+    and linear PCA are estimated on all `DRAWS`, and the choice is among them."""
+    clean = scene(48, 9)
+    noisy = clean + np.random.default_rng(9).normal(0.0, 0.1, clean.shape)
+    tuned = tune_patches(noisy, PatchSettings(patch=5, stride=2, tile=None), noise=0.1)
+    kernel = [row for row in tuned.risks if row["method"] != LINEAR]
+    again = [row for row in kernel if row["draws"] == DRAWS]
+    assert len(again) == SHORTLIST and all("confirmed_risk" in row for row in again)
+    assert all(row["draws"] == 1 for row in kernel if row not in again)
+    assert all(row["draws"] == DRAWS for row in tuned.risks if row["method"] == LINEAR)
+    assert tuned.chosen["draws"] == DRAWS
+    assert tuned.chosen["method"] == LINEAR or any(row["width"] == tuned.chosen["width"] and row["n_components"]
+                                                   == tuned.chosen["n_components"] and row["method"]
+                                                   == tuned.chosen["method"] for row in again)
 
 
 def test_choose_keeps_linear_unless_a_kernel_beats_it_by_the_margin(rng):
