@@ -8,7 +8,8 @@ defaults are the route's). Rows of the table, each with PSNR (dB), SSIM and seco
 
 * ``noisy``;
 * ``linear_pca``: linear PCA of the same patches (7 x 7, stride 1), the rank chosen by the same rule
-  as the service's (the least recorrupted risk estimate, `kpca.tuning.recorrupted_risks`, over 1-32);
+  as the service's (`kpca.tuning.linear_rank`: the least recorrupted risk estimate over the whole image,
+  averaged over `kpca.tuning.DRAWS` draws, over ranks 1-32);
 * ``service``: the service with its defaults (tune=auto: noise estimated, width, rank and pre-image
   tuned on the noisy image alone; ``linear``, linear PCA of all the patches, is one of its candidates,
   kept unless a kernel candidate beats it by two standard errors of the estimate);
@@ -50,7 +51,7 @@ from skimage.restoration import denoise_nl_means, denoise_tv_chambolle, estimate
 
 from bench._common import ROOT, output_path, save  # noqa: E402
 from kpca.patch_denoising import PatchSettings, denoise_image, linear_pca_denoise  # noqa: E402
-from kpca.tuning import recorrupted_risks  # noqa: E402
+from kpca.tuning import DRAWS, linear_rank, recorrupted_risks  # noqa: E402
 from workers.image_jobs import denoise_with_own_models  # noqa: E402
 
 IMAGES = ("camera", "moon", "coins", "brick", "gravel", "cell")
@@ -74,7 +75,7 @@ def scores(clean, estimate, seconds) -> dict:
 def by_rule(noisy, noise, make, values):
     """The value of ``values`` whose ``make(y, value)`` has the least recorrupted risk: the rule the
     service tunes by, for the baselines that have one parameter."""
-    risks, _ = recorrupted_risks(lambda y1, _s1: {v: make(y1, v) for v in values}, noisy, noise)
+    risks, _ = recorrupted_risks(lambda y1, _s1: {v: make(y1, v) for v in values}, noisy, noise, draws=DRAWS)
     return min(risks, key=risks.get)
 
 
@@ -94,7 +95,7 @@ def run_case(clean: np.ndarray, level: float, seed: int, data_dir: str) -> tuple
     noise = info["noise"]
 
     t0 = time.perf_counter()
-    r = by_rule(unit, noise, lambda y, k: linear_pca_denoise(y, PATCH, STRIDE, k), (1, 2, 4, 6, 8, 12, 16, 24, 32))
+    r = linear_rank(unit, PATCH, STRIDE, noise)
     pictures["linear_pca"] = linear_pca_denoise(unit, PATCH, STRIDE, r)
     rows["linear_pca"] = {**scores(clean, pictures["linear_pca"], time.perf_counter() - t0), "n_components": r}
 

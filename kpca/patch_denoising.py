@@ -241,12 +241,25 @@ def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components:
     """Linear PCA of the patches of ``image`` (H, W): each patch replaced by its projection onto the
     leading ``n_components`` principal directions plus the mean, overlaps averaged: the method
     ``linear`` and the tuner's baseline. Cost O(m n^2) for m patches of n values."""
+    return linear_pca_candidates(image, patch, stride, [n_components])[int(n_components)]
+
+
+def linear_pca_candidates(image: np.ndarray, patch: int, stride: int, ranks: Iterable[int]) -> dict[int, np.ndarray]:
+    """`linear_pca_denoise` at every rank of ``ranks`` from one eigendecomposition of the patches'
+    covariance (n x n, not an SVD of the m x n patches): ``{rank: image}``. Cost O(m n^2) once, then
+    O(m n r) per rank."""
     patches, grid = extract_patches(np.asarray(image, dtype=np.float64), patch, stride)
     mean = patches.mean(axis=0)
-    _, _, Vt = np.linalg.svd(patches - mean, full_matrices=False)
-    V = Vt[: int(n_components)]
-    return assemble_patches((patches - mean) @ V.T @ V + mean, grid)
+    centred = patches - mean
+    _, vectors = np.linalg.eigh(centred.T @ centred)
+    directions = vectors[:, ::-1].T  # principal directions, leading first
+    out = {}
+    for rank in ranks:
+        V = directions[: int(rank)]
+        out[int(rank)] = assemble_patches(centred @ V.T @ V + mean, grid)
+    return out
 
 
 __all__ = ["PATCH_METHODS", "KERNEL_METHODS", "LINEAR", "PatchSettings", "Candidate", "fit_patch_model", "leading",
-           "preimages", "tile_blocks", "denoise_candidates", "denoise_image", "linear_pca_denoise"]
+           "preimages", "tile_blocks", "denoise_candidates", "denoise_image", "linear_pca_denoise",
+           "linear_pca_candidates"]

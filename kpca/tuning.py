@@ -14,22 +14,30 @@ holds for the discontinuous maps that the Kwok-Tsang pre-image (a choice of near
 a monotone descent (accepted and refused steps) are. The denoiser is the whole path, the fit of
 each tile's model to the noisy patches included, so the estimate does not favour models that fit
 the noise. Kernel widths are relative to the noise (D1 of `kpca.patch_denoising`), so a width tuned
-at s1 is used at s. All candidates share one draw z (common random numbers): their estimates
+at s1 is used at s. All candidates share the same draws z (common random numbers): their estimates
 differ by ``2 <f_a(y1) - f_b(y1), e - z / alpha> / N`` of noise, small where they differ little.
+(T1) is averaged over draws of z (`recorruptions`): each draw is unbiased, and the part of the
+estimate's noise that comes from z falls as one over the root of the draws. `tune_patches` makes
+`DRAWS` draws: every candidate is estimated on the first (screening); the `SHORTLIST` kernel candidates
+of least risk there are estimated again on the others, and the choice is among them and ``linear`` by
+their risks averaged over all the draws. (Reading the other draws only, independent of the screening,
+left too few: brick 128 at noise 0.1 kept linear PCA where the kernel is 2 dB better.)
 
-s is the estimate of `kpca.noise_level` (nothing else about the input is known). On a large image
-the risk is estimated on windows of it (`tuning_windows`), each a multiple of the tile size; z is
-drawn once for the whole image, so that ``linear`` (linear PCA of all the image's patches, no tiles)
-is run on the whole of y1, as it will be on y, and its risk read on the same windows, with the same z,
-as the tiled kernel candidates'.
+s is the estimate of `kpca.noise_level` (nothing else about the input is known). On an image larger
+than `TUNING_PIXELS` the kernel candidates' risk is estimated on windows of it (`tuning_windows`),
+each a multiple of the tile size; z is drawn for the whole image, so that ``linear`` (linear PCA of all
+the image's patches, no tiles) is run on the whole of y1, as it will be on y. Its rank is chosen by its
+risk over the whole image (`linear_rank`, the rule of bench/denoise_quality.py's linear baseline: a
+rank chosen on the windows alone was 0.63 dB worse on gravel 256 at noise 0.05), and that rank's risk
+is read on the windows, with the same draws, to compare it with the tiled kernel candidates'.
 
 Choosing (`choose`): the least estimated risk, except that ``linear`` is kept unless a kernel
-candidate's risk is lower by more than two standard errors of the difference (as the
-one-standard-error rule of cross-validation keeps the simpler model; two because one draw z leaves
-differences of about one standard error that the truth reverses, brick at noise 0.2 in
-bench/denoise_quality.py). The standard error is that of the mean over blocks of 16 x 16 pixels of
-the difference of the two candidates' losses (neighbouring pixels' losses are correlated, single
-pixels would understate it). So the tuned answer is not worse than linear PCA of the same patches by
+candidate's risk is lower by more than `MARGIN` standard errors of the difference (as the
+one-standard-error rule of cross-validation keeps the simpler model; with one draw z differences of
+about one standard error were reversed by the truth, brick at noise 0.2 in bench/denoise_quality.py).
+The standard error is that of the mean over blocks of 16 x 16 pixels of the difference of the two
+candidates' losses averaged over the draws (neighbouring pixels' losses are correlated, single pixels
+would understate it). So the tuned answer is not worse than linear PCA of the same patches by
 more than the estimate's own noise.
 """
 
@@ -41,48 +49,76 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from kpca.noise_level import noise_level
-from kpca.patch_denoising import LINEAR, Candidate, PatchSettings, denoise_candidates, linear_pca_denoise
+from kpca.patch_denoising import LINEAR, Candidate, PatchSettings, denoise_candidates, linear_pca_candidates
 
 ALPHA = 0.5  # (T1)'s alpha
-TUNING_PIXELS = 2 * 64 * 64  # pixels the risk is estimated on, at most
+DRAWS = 3  # draws of z whose estimates (T1) are averaged
+SHORTLIST = 3  # kernel candidates of least risk on the first draw, estimated again on the others
+TUNING_PIXELS = 128 * 128  # pixels the kernel candidates' risk is estimated on, at most
 BLOCK = 16  # side of the blocks of pixels whose mean losses give the standard error of `choose`
 MARGIN = 2.0  # standard errors by which a kernel candidate must beat linear PCA to be chosen
 #: method -> (kernel widths (D1), ranks, options) tried: where each method has done well on natural images;
 #: the fixed point at wide kernels is close to linear PCA of the tile (one step of a wide Gaussian's
 #: iteration is the projection plus the mean), which smooth images want
 GRID = {
-    "fixed-point": ((0.35, 0.5, 0.75, 1.6, 4.0), (1, 2, 4, 8), {"n_iter": 1}),
+    "fixed-point": ((0.5, 0.75, 1.6, 4.0), (1, 2, 4, 8), {"n_iter": 1}),
     "kwok-tsang": ((0.75, 1.6), (8, 16), {"n_neighbors": 10}),
-    "gradient": ((1.6,), (8, 16), {"n_iter": 5, "n_neighbors": 10}),
-    "learned": ((1.6, 2.4), (4, 8), {}),
+    "gradient": ((1.6,), (8,), {"n_iter": 5, "n_neighbors": 10}),
+    "learned": ((1.6,), (4, 8), {}),
     LINEAR: ((None,), (1, 2, 4, 6, 8, 12, 16, 24, 32), {}),  # no kernel width: the wide-kernel limit, untiled
 }
 
 
+def recorruptions(noisy: np.ndarray, noise: float, seed: int = 0, draws: int = 1, alpha: float = ALPHA):
+    """The ``draws`` pairs ``(y1, y2)`` of (T1) for the noisy image: z drawn in turn from one generator of
+    ``seed`` (the first draw is the same whatever ``draws`` is). A generator; O(draws N)."""
+    y = np.asarray(noisy, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    for _ in range(int(draws)):
+        z = rng.normal(0.0, float(noise), y.shape)
+        yield y + alpha * z, y - z / alpha
+
+
 def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: np.ndarray, noise: float,
-                      seed: int = 0, alpha: float = ALPHA) -> tuple[dict, int]:
-    """(T1) for every output of ``evaluate``: ``({key: risk}, N)``.
+                      seed: int = 0, alpha: float = ALPHA, draws: int = 1) -> tuple[dict, int]:
+    """(T1) for every output of ``evaluate``, averaged over ``draws`` draws of z: ``({key: risk}, N)``.
 
     Parameters
     ----------
     evaluate : callable
         ``evaluate(y1, s1) -> {key: f_key(y1)}``, each output of y1's shape; ``s1`` is the noise
-        level of y1, ``s sqrt(1 + alpha^2)``. Called once.
+        level of y1, ``s sqrt(1 + alpha^2)``. Called once per draw.
     noisy : ndarray
     noise : float
         s of (T1).
     seed : int
-        Of the draw z.
+        Of the draws z (`recorruptions`).
     alpha : float
+    draws : int
+        Draws of z averaged: each is unbiased, their mean has a smaller variance.
 
     Returns the risk estimates (mean squared error per value, on the scale of y) and N.
     """
     y = np.asarray(noisy, dtype=np.float64)
-    z = np.random.default_rng(seed).normal(0.0, float(noise), y.shape)
-    target = y - z / alpha
-    outputs = evaluate(y + alpha * z, float(noise) * float(np.sqrt(1.0 + alpha * alpha)))
+    s1 = float(noise) * float(np.sqrt(1.0 + alpha * alpha))
     offset = float(noise) ** 2 * (1.0 + 1.0 / alpha**2)
-    return {key: float(np.mean((out - target) ** 2)) - offset for key, out in outputs.items()}, y.size
+    sums: dict = {}
+    for y1, target in recorruptions(y, noise, seed, draws, alpha):
+        for key, out in evaluate(y1, s1).items():
+            sums[key] = sums.get(key, 0.0) + float(np.mean((out - target) ** 2)) - offset
+    return {key: total / int(draws) for key, total in sums.items()}, y.size
+
+
+def linear_rank(noisy: np.ndarray, patch: int, stride: int, noise: float, ranks=None, seed: int = 0,
+                draws: int | None = None) -> int:
+    """The rank of ``linear`` (linear PCA of all the patches, `linear_pca_denoise`) with the least risk
+    (T1) over the whole image, averaged over `DRAWS` draws: the rule `tune_patches` chooses linear PCA's
+    rank by, and bench/denoise_quality.py's linear baseline. ``ranks``: `GRID`'s, capped at a patch's
+    values. Cost: per draw one SVD of the patches and one projection per rank."""
+    ranks = [r for r in (ranks or GRID[LINEAR][1]) if r <= patch * patch] or [1]
+    risks, _ = recorrupted_risks(lambda y1, _s1: linear_pca_candidates(y1, patch, stride, ranks), noisy, noise,
+                                 seed=seed, draws=DRAWS if draws is None else draws)
+    return int(min(ranks, key=lambda r: risks[r]))
 
 
 def tuning_windows(shape: tuple, tile: int | None, pixels: int = TUNING_PIXELS) -> list[tuple[slice, slice]]:
@@ -180,28 +216,37 @@ def block_means(loss: np.ndarray, block: int = BLOCK) -> np.ndarray:
     return loss[:h, :w].reshape(h // block, block, w // block, block).mean(axis=(1, 3)).ravel()
 
 
-def choose(table: list[dict], losses: Mapping[tuple, list[np.ndarray]], margin: float = MARGIN) -> dict:
+def choose(table: list[dict], losses: Mapping[tuple, list[np.ndarray]], margin: float = MARGIN,
+           draws: int = 1) -> dict:
     """The row of ``table`` chosen (module note): the least risk, unless the best ``linear`` row's risk
-    is within ``margin`` standard errors of it. ``losses[key]`` are each row's per-pixel losses, one array per
+    is within ``margin`` standard errors of it. The best ``linear`` row is the one of least
+    ``whole_image_risk`` where the rows have one (`linear_rank`'s rule), else of least ``risk``.
+    ``losses[key]`` are each row's per-pixel losses (averaged over ``draws`` draws of z), one array per
     window, keyed by ``(width, n_components, method, options)``. Returns a copy of the row with
-    ``standard_error`` and ``rule``. O(pixels)."""
+    ``standard_error``, ``rule`` and ``draws``. O(pixels)."""
     def key(row):
         return (row["width"], row["n_components"], row["method"], tuple(sorted(row["options"].items())))
 
     best = min(table, key=lambda row: row["risk"])
     linear = [row for row in table if row["method"] == LINEAR]
-    if best["method"] == LINEAR or not linear:
-        return {**best, "standard_error": None, "rule": "least risk"}
-    lin = min(linear, key=lambda row: row["risk"])
+    if not linear:
+        return {**best, "standard_error": None, "rule": "least risk", "draws": draws}
+    lin = min(linear, key=lambda row: row.get("whole_image_risk", row["risk"]))
+    kernel = [row for row in table if row["method"] != LINEAR]
+    if not kernel:
+        return {**lin, "standard_error": None, "rule": "least risk", "draws": draws}
+    best = min(kernel, key=lambda row: row["risk"])
     blocks = np.concatenate([block_means(a - b) for a, b in zip(losses[key(lin)], losses[key(best)])])
     error = float(np.std(blocks, ddof=1) / np.sqrt(blocks.size)) if blocks.size > 1 else 0.0
+    if lin["risk"] <= best["risk"]:
+        return {**lin, "standard_error": error, "rule": "least risk", "draws": draws}
     if lin["risk"] - best["risk"] <= margin * error:
-        return {**lin, "standard_error": error, "rule": "linear within the margin"}
-    return {**best, "standard_error": error, "rule": "least risk"}
+        return {**lin, "standard_error": error, "rule": "linear within the margin", "draws": draws}
+    return {**best, "standard_error": error, "rule": "least risk", "draws": draws}
 
 
 def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None = None, noise: float | None = None,
-                 report: Callable[[int, int], None] | None = None, seed: int = 0) -> Tuned:
+                 report: Callable[[int, int], None] | None = None, seed: int = 0, draws: int = DRAWS) -> Tuned:
     """Kernel width, rank and pre-image method for `kpca.patch_denoising.denoise_image` (or ``linear``)
     chosen by `choose` from the estimated risks (T1) of `candidate_grid`, reading nothing but the noisy
     image.
@@ -216,14 +261,16 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     noise : float, optional
         The noise level; estimated from ``noisy`` when None (`kpca.noise_level.noise_level`).
     report : callable, optional
-        ``report(done, total)`` after each window of each kernel width, and after ``linear``.
+        ``report(done, total)`` after each window of each kernel width and draw, and after ``linear``.
     seed : int
-        Of the draw z of (T1) and the tiles' samples.
+        Of the draws z of (T1) (`recorruptions`) and the tiles' samples.
+    draws : int
+        Draws of z whose estimates are averaged (`DRAWS`).
 
     Returns
     -------
-    Tuned. Cost: per kernel width of the grid one run of `denoise_candidates` on the tuning windows;
-    ``linear``: one SVD of the image's patches' covariance and one projection per rank.
+    Tuned. Cost: per draw and kernel width of the grid one run of `denoise_candidates` on the tuning
+    windows; ``linear``: per draw one SVD of the image's patches' covariance and one projection per rank.
     """
     image = np.asarray(noisy, dtype=np.float64)
     if image.ndim == 3:
@@ -236,7 +283,8 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         grid[None] = [c for c in grid[None] if c.n_components <= base.patch**2] or grid[None][:1]
     windows = tuning_windows(image.shape, base.tile)
     kernel_widths = [w for w in grid if w is not None]
-    total = len(kernel_widths) * len(windows) + (1 if None in grid else 0)
+    confirming = min(SHORTLIST, len(kernel_widths)) * (draws - 1)  # at most: the shortlist's widths, later draws
+    total = (len(kernel_widths) + confirming) * len(windows) + (1 if None in grid else 0)
     done = [0]
 
     def tick():
@@ -248,35 +296,68 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         if _done == _total:
             tick()
 
-    z = np.random.default_rng(seed).normal(0.0, noise, image.shape)
-    y1, target = image + ALPHA * z, image - z / ALPHA
+    pairs = list(recorruptions(image, noise, seed, draws))
     s1 = noise * float(np.sqrt(1.0 + ALPHA * ALPHA))
     offset = noise**2 * (1.0 + 1.0 / ALPHA**2)
-    losses: dict[tuple, list[np.ndarray]] = {}
-
-    def keep(width, key, out, rows, cols):
-        losses.setdefault((width, *key), []).append((out - target[rows, cols]) ** 2 - offset)
-
-    for width, candidates in grid.items():
-        if width is None:  # linear: one model of all of y1's patches, read on the windows
-            for c in candidates:
-                out = linear_pca_denoise(y1, base.patch, base.stride, c.n_components)
-                for rows, cols in windows:
-                    keep(None, c.key(), out[rows, cols], rows, cols)
-            tick()
-            continue
-        settings = replace(base, width=width)
-        for rows, cols in windows:
-            outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed)
-            for key, out in outputs.items():
-                keep(width, key, out, rows, cols)
     pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
-    table = []
-    for (width, r, method, options), parts in losses.items():
+
+    def kernel_losses(by_width, draw_pairs) -> dict[tuple, list[np.ndarray]]:
+        """Per candidate, per window, the per-pixel loss (T1) averaged over ``draw_pairs``."""
+        out: dict[tuple, list[np.ndarray]] = {}
+        for width, candidates in by_width.items():
+            settings = replace(base, width=width)
+            for rows, cols in windows:
+                sums: dict[tuple, np.ndarray] = {}
+                for y1, target in draw_pairs:
+                    outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed)
+                    for key, value in outputs.items():
+                        sums[key] = sums.get(key, 0.0) + ((value - target[rows, cols]) ** 2 - offset) / len(draw_pairs)
+                for key, mean_loss in sums.items():
+                    out.setdefault((width, *key), []).append(mean_loss)
+        return out
+
+    def row_of(key, parts, used, **extra) -> dict:
         risk = float(sum(np.sum(a) for a in parts)) / pixels
-        table.append({"width": width, "n_components": r, "method": method, "options": dict(options),
-                      "risk": risk, "psnr_db": _psnr(risk)})
-    row = choose(table, losses)
+        return {"width": key[0], "n_components": key[1], "method": key[2], "options": dict(key[3]), "risk": risk,
+                "psnr_db": _psnr(risk), "draws": used, **extra}
+
+    linear_maps: dict[tuple, list[np.ndarray]] = {}  # per draw, the whole image's per-pixel loss
+    if None in grid:  # linear: one model of all of y1's patches, its rank chosen on the whole image
+        ranks = [c.n_components for c in grid[None]]
+        for y1, target in pairs:
+            outs = linear_pca_candidates(y1, base.patch, base.stride, ranks)
+            for c in grid[None]:
+                linear_maps.setdefault((None, *c.key()), []).append((outs[c.n_components] - target) ** 2 - offset)
+        tick()
+
+    def linear_losses(draw_slice) -> dict[tuple, list[np.ndarray]]:
+        return {key: [np.mean(maps[draw_slice], axis=0)[rows, cols] for rows, cols in windows]
+                for key, maps in linear_maps.items()}
+
+    screened = kernel_losses({w: grid[w] for w in kernel_widths}, pairs[:1])  # every candidate, the first draw
+    shortlist = sorted(screened, key=lambda key: sum(np.sum(a) for a in screened[key]))[:SHORTLIST]
+    confirmed = {}
+    if len(pairs) > 1 and shortlist:  # the shortlist again, on the other draws
+        by_width: dict[float, list[Candidate]] = {}
+        for width, r, method, options in shortlist:
+            by_width.setdefault(width, []).append(Candidate(r, method, dict(options)))
+        confirmed = kernel_losses(by_width, pairs[1:])
+    table, final, averaged = [], [], linear_losses(slice(None))
+    for key, maps in linear_maps.items():
+        whole_risk = float(np.mean([np.mean(m) for m in maps]))
+        table.append(row_of(key, averaged[key], len(pairs), whole_image_risk=whole_risk))
+        final.append(table[-1])
+    for key, parts in screened.items():
+        if key in confirmed:
+            averaged[key] = [(a + (len(pairs) - 1) * b) / len(pairs) for a, b in zip(parts, confirmed[key])]
+            table.append(row_of(key, averaged[key], len(pairs), confirmed_risk=row_of(key, confirmed[key], 0)["risk"]))
+            final.append(table[-1])
+        else:
+            averaged[key] = parts
+            table.append(row_of(key, parts, 1))
+    row = choose(final if confirmed else table, averaged, draws=len(pairs))
+    while done[0] < total:
+        tick()
     chosen = replace(base, width=row["width"], n_components=row["n_components"], method=row["method"],
                      options=row["options"])
     return Tuned(chosen, noise, estimated, sorted(table, key=lambda r: r["risk"]), pixels, row)

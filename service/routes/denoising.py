@@ -63,7 +63,8 @@ async def denoise_image_fit(
 
     Bounded before any work like ``/v1/models/{name}/denoise-image``: the PNG's pixels at most
     ``max_image_pixels`` (413 on ``body``), its patches at most ``max_patches`` (422 on ``stride``); a
-    stride over the patch is a 422 on ``stride``. The tuning works on at most 8192 pixels of the image."""
+    stride over the patch is a 422 on ``stride``. The tuning reads the kernel candidates' risk on at
+    most 16384 pixels of the image."""
     image = decode_png(await read_body(request), settings.max_image_pixels)
     height, width = image.shape[:2]
     if patch > min(height, width):
