@@ -11,14 +11,16 @@ that the coordinator's work, the actors' and any idle spinning all count. The fi
 a one-worker fit runs its kernel tiles on every core of the machine when it is the only fit
 (`workers.placement.fit_threads`), each shard on its worker's one thread.
 
-    python bench/shard_cost.py [--l 40000] [--passes 4]
+    python bench/shard_cost.py [--l 40000] [--passes 4] [--params JSON] [--name shard_cost]
 
-Prints JSON and writes bench/results/shard_cost.json.
+Prints JSON and writes bench/results/<name>.json (``--params '{"init": "random"}' --name
+shard_cost_stochastic``: the paper's stochastic passes, with their segment loop and divergence guard).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -45,22 +47,30 @@ def write_dataset(root: Path, X: np.ndarray, chunk_rows: int = 8192):
     return store.commit("data")
 
 
+def registry_names(root: Path) -> list[str]:
+    """The models of the data folder so far (each fit gets a new name)."""
+    from store import ModelRegistry
+
+    return [record.name for record in ModelRegistry(root).list()]
+
+
 def cpu_seconds(processes) -> float:
     """User plus system CPU seconds of ``processes`` (psutil.Process) so far."""
     return sum(sum(p.cpu_times()[:2]) for p in processes)
 
 
-def run_fit(backend, root: Path, dataset, workers: int, passes: int, timeout: float = 3600.0) -> dict:
-    """The default fit with ``placement.workers`` ``workers``: per-pass wall and CPU seconds."""
+def run_fit(backend, root: Path, dataset, workers: int, passes: int, params: dict, timeout: float = 3600.0) -> dict:
+    """The fit (the default with ``params`` over it) with ``placement.workers`` ``workers``: per-pass wall
+    and CPU seconds."""
     import psutil
 
     from store import ModelRegistry
     from store.jobs.records import ModelRecord, Placement
 
     processes = [psutil.Process(pid) for pid in backend.worker_pids().values()]
-    registry, name = ModelRegistry(root), f"fit-w{workers}"
+    registry, name = ModelRegistry(root), f"fit-w{workers}-{len(registry_names(root))}"
     registry.create(ModelRecord.new(name, dataset, kernel=KERNEL, n_components=R, solver="kha-smd",
-                                    params={"passes": passes, "tol": 0.0}, placement=Placement(workers=workers)))
+                                    params={"passes": passes, "tol": 0.0, **params}, placement=Placement(workers=workers)))
     marks, seen = [], 0  # (wall, cpu) when each pass's history entry appeared
     t0, cpu0 = time.perf_counter(), cpu_seconds(processes)
     backend.submit_fit(name)
@@ -92,7 +102,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--l", type=int, default=40_000)
     ap.add_argument("--passes", type=int, default=4)
+    ap.add_argument("--params", default="{}", help="fit parameters over the default's, as JSON (e.g. "
+                                                    "'{\"init\": \"random\"}' for the paper's stochastic passes)")
+    ap.add_argument("--name", default="shard_cost", help="the result's name under bench/results")
     args = ap.parse_args()
+    params = json.loads(args.params)
     X = jittered_digits(args.l)[:, :N_FEATURES]
     from workers import Backend
 
@@ -100,13 +114,13 @@ def main() -> None:
         root = Path(tmp)
         dataset = write_dataset(root, X)
         with Backend(root, n_workers=2) as backend:
-            fits = {str(k): run_fit(backend, root, dataset, k, args.passes) for k in (1, 2)}
+            fits = {str(k): run_fit(backend, root, dataset, k, args.passes, params) for k in (1, 2)}
     one, two = fits["1"], fits["2"]
-    result = {"l": args.l, "n": N_FEATURES, "r": R, "kernel": KERNEL, "passes": args.passes, "fits": fits,
+    result = {"l": args.l, "n": N_FEATURES, "r": R, "kernel": KERNEL, "passes": args.passes, "params": params, "fits": fits,
               "cpu_ratio": two["median_pass_cpu_s"] / one["median_pass_cpu_s"], "goal_cpu_ratio": 1.15,
               "wall_ratio": two["median_pass_wall_s"] / one["median_pass_wall_s"], "goal_wall_ratio": 0.6}
     print(f"cpu(2)/cpu(1) {result['cpu_ratio']:.2f}, wall(2)/wall(1) {result['wall_ratio']:.2f}", file=sys.stderr)
-    save("shard_cost", result)
+    save(args.name, result)
 
 
 if __name__ == "__main__":
