@@ -21,7 +21,8 @@ from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pa
                                    sharded_step_block)
 
 __all__ = ["sharded_centering", "reduction_unit", "unit_bounds", "split_state", "send_start",
-           "join_state", "sharded_rayleigh_ritz_pass", "message_rows", "run_sharded_passes"]
+           "join_state", "sharded_rayleigh_ritz_pass", "message_rows", "sharded_times", "ShardedProducts",
+           "run_sharded_passes"]
 
 MESSAGE_BYTES = 8 * 2**20  # a Rayleigh-Ritz pass's message to each shard: rows of points and coefficients
 REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
@@ -143,6 +144,46 @@ def message_rows(group: ShardGroup, block_size: int) -> int:
     if n is None:
         n = group.n_features = int(group.points(np.arange(1))[0].shape[1])
     return max(int(block_size), MESSAGE_BYTES // (8 * (n + group.n_components + 2)))
+
+
+def sharded_times(group: ShardGroup, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
+    """``C K'`` (k, l) for coefficients C (k, l) that the coordinator holds, computed over the shards: the
+    `kpca.rows.KernelRows.times` of a sharded fit. Each shard's columns are zeroed to k rows, the
+    messages of `message_rows` carry C's columns and the points from their owners, each shard adds its
+    columns of the product, and the coordinator gathers them (O(k l) received, once). The shards'
+    columns are left holding the product: the start sent after it (`send_start`) replaces them.
+    Cost: one pass of kernel rows spread over the shards."""
+    C = np.asarray(C, dtype=np.float64)
+    k, l = C.shape
+    group.zero(max(k, group.d))
+    step = message_rows(group, block_size)
+    for a in range(0, l, step):
+        indices = np.arange(a, min(a + step, l))
+        _, points, sqnorms, column_means = group.coefficients(indices)
+        group.add_images(points, sqnorms, column_means, C[:, indices])
+    return np.ascontiguousarray(group.columns()[1][:k])
+
+
+class ShardedProducts:
+    """The row source ``rows`` of a sharded fit's coordinator, but for `times`, whose full pass runs over
+    ``group`` (`sharded_times`): what the sharded job hands `kpca.fitting.prepare_fit`, so that the
+    Nystrom start's extension to every row (`kpca.solvers._extend.extended_start`, after the sharded
+    centring pass) is spread over the shards as the passes are, not run by the coordinator alone.
+    Every other attribute, read or set, is ``rows``'s."""
+
+    def __init__(self, rows, group: ShardGroup):
+        object.__setattr__(self, "rows", rows)
+        object.__setattr__(self, "group", group)
+
+    def __getattr__(self, name: str):
+        return getattr(self.rows, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self.rows, name, value)
+
+    def times(self, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
+        """``C K'`` over the shards (`sharded_times`)."""
+        return sharded_times(self.group, C, block_size)
 
 
 def _ritz_rotation(group: ShardGroup, r: int) -> np.ndarray:

@@ -371,9 +371,9 @@ class ShardGroup:
     def rollback(self) -> None:
         self._call("rollback")
 
-    def zero(self) -> None:
-        """Every shard's columns to zero."""
-        self._call("zero", self.d)
+    def zero(self, d: int | None = None) -> None:
+        """Every shard's columns to zero, ``d`` rows (default the state's)."""
+        self._call("zero", self.d if d is None else int(d))
 
     def split(self, Z: np.ndarray, ZK: np.ndarray, centering: Centering) -> None:
         """Send each shard its columns of ``Z``, ``ZK`` (d, l) and of the centring. O(d l) sent, once."""

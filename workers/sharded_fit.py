@@ -27,8 +27,8 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
-from kpca.shard_passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
-                               unit_bounds)
+from kpca.shard_passes import (ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start,
+                               sharded_centering, unit_bounds)
 from kpca.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
 from kpca.solvers._ritz import ritz_values
@@ -111,7 +111,9 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
         latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
         resume = None if latest is None else job.restored(checkpoints.load(name, latest, without=STATE_COLUMNS))
-        prepared = job.prepare(record, rows, resume, sharded=True, centre=lambda rows: _sharded_centering(group))
+        # the start's extension pass runs over the shards too (ShardedProducts.times)
+        prepared = job.prepare(record, ShardedProducts(rows, group), resume, sharded=True,
+                               centre=lambda rows: _sharded_centering(group))
         if prepared.started:
             state, history = send_start(prepared.state, group), []
         else:

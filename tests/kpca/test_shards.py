@@ -304,3 +304,22 @@ def test_a_sharded_rayleigh_ritz_pass_sends_messages_of_many_blocks(data):
     run_sharded_passes(state, group, 1, block_size=16)
     assert message_rows(group, 16) >= data.shape[0] > 16  # one message holds these rows
     assert calls.count("coefficients") == 1 and calls.count("add_images") == 1, calls
+
+
+def test_sharded_times_equal_the_one_process_product(data):
+    """`sharded_times`, the start's extension pass of a sharded fit: ``C K'`` for coefficients the
+    coordinator holds, summed over the shards, equals the one-process product; and `ShardedProducts`
+    forwards everything else to the rows (setting the centring sets the rows')."""
+    from kpca.shard_passes import ShardedProducts, sharded_times
+
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    centering = rows.fit_centering()
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], 3), R, "kha-smd", chunk_rows=64)
+    sharded_centering(group)
+    C = np.random.default_rng(4).normal(size=(2 * R + 3, data.shape[0]))  # more rows than kha-smd's d = 2 r
+    want = rows.times(C)
+    np.testing.assert_allclose(sharded_times(group, C, block_size=50), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+    proxy = ShardedProducts(KernelRows(data, KERNEL, chunk_rows=128), group)
+    proxy.centering = centering
+    assert proxy.rows.centering is centering and proxy.n_rows == data.shape[0]
+    np.testing.assert_allclose(proxy.times(C), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
