@@ -176,7 +176,6 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         xp = namespace(self.device)
         return KernelRows(X, kernel, dtype=np.float64) if xp is None else ArrayRows(X, kernel, xp, dtype=np.float64)
 
-
     def _request(self, solver, n_rows: int) -> FitRequest:
         """The fit the arguments ask for: the chosen solver's parameters from the arguments that carry
         them, ``solver_params`` merged over them; every l may form its l x l matrix (one process)."""
@@ -197,9 +196,8 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         if X.shape[0] < 2:
             raise ValueError(f"X: n_samples = {X.shape[0]}; kernel PCA needs at least 2 samples")
-        request = self._request(get_solver(self.solver), X.shape[0])
         rows = self._rows(X, self._kernel_spec(X.shape[1]))  # the fit sets its kernel precision on them
-        prepared = prepare_fit(rows, request, where="")
+        prepared = prepare_fit(rows, self._request(get_solver(self.solver), X.shape[0]), where="")
         state, _ = prepared.run(rows, PassHooks(on_pass=callback))
         self._adopt(rows, state, prepared)
         return self
@@ -220,9 +218,8 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         solver = get_solver(self.state_["solver"])
         if not solver.iterative or solver.model is not None:
             return self.fit(X_all, callback=callback)  # one-shot, or a state that does not grow with the rows
-        request = self._request(solver, X_all.shape[0])
         rows = self._rows(X_all, self.rows_.kernel)  # the fitted width
-        prepared = prepare_fit(rows, request, resume=self.state_, where="")
+        prepared = prepare_fit(rows, self._request(solver, rows.n_rows), resume=self.state_, where="")
         state, _ = prepared.run(rows, PassHooks(on_pass=callback), passes=self.state_["pass"] + prepared.params["passes"])
         self._adopt(rows, state, prepared)
         return self

@@ -76,8 +76,9 @@ class FitRequest:
     def kernel_precision(self, n_rows: int, where: str = "params") -> str:
         """The precision the fit's kernel tiles compute in over data of ``n_rows`` rows: its resolved
         ``kernel_precision`` (``auto`` resolved by the solver, `kpca.solvers._kha.auto_precision`), float64
-        for a solver without the parameter. What the row source of the fit is opened with, before any row
-        is read. Errors as `checked_params`. Cost O(parameters)."""
+        for a solver without the parameter: what the shards of a sharded fit open their rows in, and what
+        the service checks a kernel's range in, before any row is read (`prepare_fit` sets it on the
+        coordinator's rows itself). Errors as `checked_params`. Cost O(parameters)."""
         solver = get_solver(self.solver)
         if solver.param("kernel_precision") is None:
             return "float64"
