@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import numpy as np  # noqa: E402
 
-from bench._common import jittered_digits as data, save  # noqa: E402
+from bench._common import excess_errors as common_excess_errors, jittered_digits as data, save  # noqa: E402
 
 SOLVERS = ("exact", "lanczos", "kha-smd", "kha-et", "subsampled", "nystrom", "nystrom-weighted", "rskpca", "akpca",
            "ds-akpca")
@@ -110,30 +110,12 @@ def run_child(solver: str, l: int, passes: int) -> dict:
 
 
 def excess_errors(l: int, projections: dict, eigenvalues: np.ndarray) -> dict:
-    """Eq. 22's excess error of each solver's training projections (``{solver: Z (r, l)}``) with the
-    exact leading eigenvalues of K': ``||K'||_F^2`` and every ``tr(Z K' Z^T)`` from one pass of centred
-    kernel rows (256 at a time), the Z stacked. O(l^2 n) for the pass, O(l^2 r s) for s solvers."""
+    """Eq. 22's excess error of each solver's training projections (``{solver: Z (r, l)}``) on the data
+    of l rows with the exact leading eigenvalues of K' (`bench._common.excess_errors`: one pass of
+    centred kernel rows). O(l^2 n) for the pass, O(l^2 r s) for s solvers."""
     from kpca.kernels import KernelSpec
-    from kpca.rows import KernelRows
 
-    names = list(projections)
-    Z = np.vstack([projections[s] - projections[s].mean(axis=1, keepdims=True) for s in names])
-    rows = KernelRows(data(l), KernelSpec("gaussian", sigma=SIGMA))
-    rows.fit_centering()
-    norm2, ZKZ = 0.0, np.zeros(len(names))
-    for a in range(0, l, 256):
-        idx = np.arange(a, min(a + 256, l))
-        block = rows.block(idx)  # K'[idx, :]
-        norm2 += float(np.einsum("ij,ij->", block, block))
-        ZK = Z @ block.T  # (Z K')[:, idx], K' symmetric
-        ZKZ += np.einsum("ij,ij->i", ZK, Z[:, idx]).reshape(len(names), R).sum(axis=1)
-    e_min2 = norm2 - float(np.sum(np.asarray(eigenvalues[:R]) ** 2))
-    out = {}
-    for i, name in enumerate(names):
-        Zi = Z[i * R : (i + 1) * R]
-        e2 = norm2 - 2.0 * ZKZ[i] + float(np.sum((Zi @ Zi.T) ** 2))
-        out[name] = float(np.sqrt(max(e2, 0.0) / e_min2) - 1.0)
-    return out
+    return common_excess_errors(data(l), KernelSpec("gaussian", sigma=SIGMA), projections, eigenvalues)
 
 
 def markdown(result: dict) -> str:

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import numpy as np  # noqa: E402
 
-from bench._common import environment, jittered_digits, output_path, save  # noqa: E402
+from bench._common import environment, excess_errors, jittered_digits, output_path, save  # noqa: E402
 
 R = 16
 TARGETS = (1e-3, 1e-6)
@@ -109,31 +109,6 @@ def sklearn_fit(X, sigma: float, solver: str, run: Run) -> None:
 
     model = KernelPCA(R, kernel="rbf", gamma=0.5 / sigma**2, eigen_solver=solver, random_state=0).fit(X)
     run.add(model.eigenvectors_.T * np.sqrt(model.eigenvalues_)[:, None])
-
-
-def excess_errors(X, spec, points: dict, eigenvalues: np.ndarray) -> dict:
-    """Eq. 22's excess error of every point (``{key: Z (r, l)}``), from one shared pass of centred
-    kernel rows (``||K'||_F^2`` and ``tr(Z K' Z^T)``, 256 rows at a time). O(l^2 (n + r s))."""
-    from kpca.rows import KernelRows
-
-    keys = list(points)
-    Z = np.vstack([points[k] - points[k].mean(axis=1, keepdims=True) for k in keys])
-    rows = KernelRows(X, spec)
-    rows.fit_centering()
-    l = X.shape[0]
-    norm2, ZKZ = 0.0, np.zeros(len(keys))
-    for a in range(0, l, 256):
-        idx = np.arange(a, min(a + 256, l))
-        block = rows.block(idx)
-        norm2 += float(np.einsum("ij,ij->", block, block))
-        ZKZ += np.einsum("ij,ij->i", Z @ block.T, Z[:, idx]).reshape(len(keys), R).sum(axis=1)
-    e_min2 = norm2 - float(np.sum(np.asarray(eigenvalues[:R]) ** 2))
-    out = {}
-    for i, key in enumerate(keys):
-        Zi = Z[i * R:(i + 1) * R]
-        e2 = norm2 - 2.0 * ZKZ[i] + float(np.sum((Zi @ Zi.T) ** 2))
-        out[key] = float(np.sqrt(max(e2, 0.0) / e_min2) - 1.0)
-    return out
 
 
 def measure(name: str, l: int, args) -> dict:
