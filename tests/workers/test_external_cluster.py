@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import uvicorn
 
+from bench._service import wait_healthy
 from service import Settings, create_app
 
 DASK = str(Path(sys.executable).parent / "dask")
@@ -67,15 +68,7 @@ def test_service_fits_on_the_external_cluster(scheduler_address, tmp_path, digit
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_healthy(url, thread.is_alive, "the server did not start", timeout=60)
         api = httpx.Client(base_url=url, timeout=60)
         api.post("/v1/datasets", json={"name": "d", "n_features": 64, "dtype": "float64"})
         api.put("/v1/datasets/d/chunks/0", json={"rows": digits[:300].tolist()})
