@@ -62,6 +62,14 @@ def refused_everywhere(api, name: str, code: str = "corrupt", field: str = "data
         assert_error(api.get(path), 409, code, field)
 
 
+def fit_exact(api, name: str, dataset: str) -> None:
+    """A completed exact model ``name`` (3 components, Gaussian sigma 3) on ``dataset``."""
+    r = api.post("/v1/models", json={"name": name, "dataset": dataset, "n_components": 3, "solver": "exact",
+                                     "kernel": {"type": "gaussian", "sigma": 3.0}})
+    assert r.status_code == 202, r.text
+    assert wait_for_fit(api, name)["status"] == "completed"
+
+
 def test_a_flipped_byte_with_its_mtime_restored_after_a_verified_read_is_refused(api, data_dir, train):
     upload_rows(api, "touched", train, chunks=2)
     np.testing.assert_array_equal(npy(api.get("/v1/datasets/touched/data.npy")), train)  # verified once
@@ -73,10 +81,7 @@ def test_a_flipped_byte_with_its_mtime_restored_after_a_verified_read_is_refused
 
 def test_a_segment_read_as_another_dtype_is_refused_on_reads_and_serving(api, data_dir, train):
     upload_rows(api, "retyped", train, chunks=2)
-    r = api.post("/v1/models", json={"name": "on-retyped", "dataset": "retyped", "n_components": 3,
-                                     "solver": "exact", "kernel": {"type": "gaussian", "sigma": 3.0}})
-    assert r.status_code == 202, r.text
-    assert wait_for_fit(api, "on-retyped")["status"] == "completed"
+    fit_exact(api, "on-retyped", "retyped")
     assert api.post("/v1/models/on-retyped/project", json={"rows": train[:2].tolist()}).status_code == 200
     meta_path = segment(data_dir, "retyped") / "zarr.json"
     doc = json.loads(meta_path.read_text())
@@ -89,10 +94,7 @@ def test_a_segment_read_as_another_dtype_is_refused_on_reads_and_serving(api, da
 
 def test_a_deleted_segment_digest_document_is_corrupt_and_the_set_can_be_deleted(api, data_dir, train):
     upload_rows(api, "undigested", train, chunks=2)
-    r = api.post("/v1/models", json={"name": "on-undigested", "dataset": "undigested", "n_components": 3,
-                                     "solver": "exact", "kernel": {"type": "gaussian", "sigma": 3.0}})
-    assert r.status_code == 202, r.text
-    assert wait_for_fit(api, "on-undigested")["status"] == "completed"
+    fit_exact(api, "on-undigested", "undigested")
     (data_dir / "datasets" / "undigested" / "segments" / "0001.json").unlink()
     refused_everywhere(api, "undigested")
     assert_error(api.get("/v1/models/on-undigested/export"), 409, "corrupt", "dataset")
