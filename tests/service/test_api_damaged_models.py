@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy.lib import format as npy_format
 
 from tests.api_checks import assert_error, upload_rows, wait_for_fit
+from tests.store.store_helpers import zip_bomb
 
 ROWS, FEATURES = 120, 5
 TAR = {"Content-Type": "application/x-tar"}
@@ -116,22 +116,6 @@ def pack(parts: dict[str, bytes]) -> bytes:
             info = tarfile.TarInfo(member)
             info.size = len(parts[member])
             tar.addfile(info, io.BytesIO(parts[member]))
-    return out.getvalue()
-
-
-def zip_bomb(checkpoint_npz: bytes, inflated: int) -> bytes:
-    """The checkpoint with one more member: a deflated .npy of ``inflated`` bytes of zeros."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(checkpoint_npz)) as source, \
-            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1, allowZip64=True) as target:
-        for info in source.infolist():
-            target.writestr(info, source.read(info))  # stored, as they were
-        with target.open("bomb.npy", "w", force_zip64=True) as member:
-            npy_format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False,
-                                                       "shape": (inflated // 8,)})
-            block = bytes(64 << 20)
-            for _ in range(inflated // len(block)):
-                member.write(block)
     return out.getvalue()
 
 

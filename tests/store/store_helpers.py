@@ -61,3 +61,24 @@ def with_manifest_digests(content: dict[str, bytes], manifest_name: str = "manif
         entry["sha256"] = hashlib.sha256(content[entry["name"]]).hexdigest()
         entry["size"] = len(content[entry["name"]])
     return dict(content, **{manifest_name: json.dumps(manifest).encode()})
+
+
+def zip_bomb(checkpoint_npz: bytes, inflated: int) -> bytes:
+    """The checkpoint with one more member: a deflated .npy of ``inflated`` bytes of zeros (a multiple of
+    8 MiB), the other members stored as they were (a zip bomb)."""
+    import zipfile
+
+    from numpy.lib import format as npy_format
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(checkpoint_npz)) as source, \
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1, allowZip64=True) as target:
+        for info in source.infolist():
+            target.writestr(info, source.read(info))  # stored, as they were
+        with target.open("bomb.npy", "w", force_zip64=True) as member:
+            npy_format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False,
+                                                       "shape": (inflated // 8,)})
+            block = bytes(8 << 20)
+            for _ in range(inflated // len(block)):
+                member.write(block)
+    return out.getvalue()

@@ -16,7 +16,7 @@ from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.archive import CHECKPOINT, MANIFEST, MEMBERS, RECORD, ROWS, ModelExport, import_archive
 from store.errors import Conflict, Invalid
 from store.jobs.records import ModelRecord
-from tests.store.store_helpers import all_files, build, link, members, regular, with_manifest_digests
+from tests.store.store_helpers import all_files, build, link, members, regular, with_manifest_digests, zip_bomb
 from workers.archive import check_served
 
 
@@ -228,30 +228,9 @@ def test_start_up_sweeps_what_interrupted_imports_left(tmp_path):
 
 
 # ------------------------------------------------------- issue 30: sizes, digests, damage
-def bombed(checkpoint_npz: bytes, inflated: int) -> bytes:
-    """The checkpoint plus a deflated .npy member of ``inflated`` bytes of zeros (a zip bomb)."""
-    import io
-    import zipfile
-
-    from numpy.lib import format as npy_format
-
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(checkpoint_npz)) as source, \
-            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1, allowZip64=True) as target:
-        for info in source.infolist():
-            target.writestr(info, source.read(info))
-        with target.open("bomb.npy", "w", force_zip64=True) as member:
-            npy_format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False,
-                                                       "shape": (inflated // 8,)})
-            block = bytes(8 << 20)
-            for _ in range(inflated // len(block)):
-                member.write(block)
-    return out.getvalue()
-
-
 def test_a_checkpoint_member_that_would_inflate_past_the_limit_is_refused_unread(archive, tmp_path):
     content = members(archive)
-    content = with_manifest_digests(dict(content, **{CHECKPOINT: bombed(content[CHECKPOINT], 64 << 20)}), MANIFEST)
+    content = with_manifest_digests(dict(content, **{CHECKPOINT: zip_bomb(content[CHECKPOINT], 64 << 20)}), MANIFEST)
 
     def never(*_args):  # the refusal comes before the checkpoint is read, let alone served
         raise AssertionError("the checkpoint was read")
