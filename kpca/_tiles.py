@@ -21,6 +21,7 @@ bench/kha_speed.py (results in bench/results/).
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,7 +38,7 @@ _TILE_ROWS = 128  # with _TILE_BYTES, the best of a sweep of shapes (bench/kerne
 # for the last one of each data chunk.
 _PANEL_ROWS = 1024
 _PANEL_BYTES = 2**20
-_pool: ThreadPoolExecutor | None = None
+_pools: dict[int, ThreadPoolExecutor] = {}  # by the OS scheduling priority (niceness) of their threads
 _pool_lock = threading.Lock()
 
 
@@ -123,16 +124,14 @@ def _shared(n_items: int, run, threads: int) -> None:
     atomic under the GIL), so a thread slowed down by other work on its core
     -- a solver update running alongside -- takes fewer of them instead of
     holding the whole block back. Meanwhile BLAS is held to one thread: each
-    of ours already keeps a core busy.
+    of ours already keeps a core busy. The pool is the one of the calling
+    thread's scheduling priority (`_pool_of`): tiles run at their caller's priority.
     """
-    global _pool
     threads = min(threads, n_items)
     if threads <= 1:
         run(range(n_items))
         return
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < threads:
-            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kpca-tiles")
+    pool = _pool_of(threads)
     shared = itertools.count()
 
     def claimed():  # one generator per thread over the shared counter
@@ -140,9 +139,35 @@ def _shared(n_items: int, run, threads: int) -> None:
             yield k
 
     with blas_limit(1):
-        futures = [_pool.submit(run, claimed()) for _ in range(threads)]
+        futures = [pool.submit(run, claimed()) for _ in range(threads)]
         for f in futures:
             f.result()
+
+
+def thread_niceness() -> int:
+    """The OS scheduling priority (niceness) of the calling thread: Linux keeps one per thread; 0 where
+    the platform has no such call. O(1), one system call."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except (AttributeError, OSError):
+        return 0
+
+
+def _pool_of(threads: int) -> ThreadPoolExecutor:
+    """The tile pool (at least ``threads`` threads) of the calling thread's niceness.
+
+    A thread inherits the niceness of the thread that starts it and cannot lower it again without
+    privileges, and an executor starts its threads from whichever thread submits first; so a fit that
+    runs at a lowered priority (`workers.fit`) gets pool threads of its own priority, and a projection's
+    tiles never wait behind a niced thread, nor a fit's tiles run at the projection's priority."""
+    nice = thread_niceness()
+    with _pool_lock:
+        pool = _pools.get(nice)
+        if pool is None or pool._max_workers < threads:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = _pools[nice] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"kpca-tiles-n{nice}")
+        return pool
 
 
 # Jitted tile maps (compiled per precision of the tile and of out), all with the signature

@@ -339,7 +339,7 @@ class Backend:
         """Pre-images (m, n_features) of the rows' projections; see `workers.serve.reconstruct_rows`.
 
         The rows go as tasks of ``block_rows`` rows (all in one without it) at `PREIMAGE_PRIORITY`, each
-        computed in a thread of lowered OS priority (`workers.serve.run_niced`), so
+        computed in a thread of lowered OS priority (`workers.priority.run_niced`), so
         that a projection submitted meanwhile runs before the blocks still queued, and a request that
         ends (its client gone, its deadline past: ``watch``) cancels the blocks not yet run. Blocking:
         call it from a thread pool, not the event loop.

@@ -47,6 +47,7 @@ from kpca.metrics import variation_of_information
 from store import ClusteringRegistry, DatasetStore
 from store.jobs.clusterings import ClusteringPassRecord, ClusteringRecord
 from workers.fit import FitJob
+from workers.priority import fit_nice, run_niced
 from workers.progress import still_ours
 from workers.serve import load_latest
 
@@ -126,8 +127,9 @@ class ClusteringFigure:
 
 
 def run_clustering(data_dir: str, name: str) -> str:
-    """Cluster (or resume clustering) the named clustering; returns its final status (`FitJob.run`)."""
-    return ClusteringJob(data_dir).run(name)
+    """Cluster (or resume clustering) the named clustering at the fits' lowered priority
+    (`workers.priority.fit_nice`); returns its final status (`FitJob.run`)."""
+    return run_niced(ClusteringJob(data_dir).run, name, nice=fit_nice())
 
 
 def load_clustering(data_dir: str, name: str) -> Clustering:

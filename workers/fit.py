@@ -34,6 +34,7 @@ import numpy as np
 
 from kpca.array_rows import ArrayRows, namespace
 from kpca._threads import tile_threads
+from kpca._tiles import thread_niceness
 from kpca.driver import PassHooks
 from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
@@ -45,6 +46,7 @@ from store.errors import Corrupt
 from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
 from workers.placement import fit_threads, machine_cores, running_fits
+from workers.priority import fit_nice, run_niced
 from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completed_checkpoint, completion_warnings,
                               still_ours)
 from workers.sharded_fit import fit_sharded, shard_request
@@ -179,8 +181,9 @@ class FitJob:
 
 
 def run_fit(data_dir: str, model_name: str) -> str:
-    """Fit (or resume) the named model (`FitJob.run`); returns its final status."""
-    return FitJob(data_dir).run(model_name)
+    """Fit (or resume) the named model (`FitJob.run`) at the fits' lowered priority
+    (`workers.priority.fit_nice`); returns its final status."""
+    return run_niced(FitJob(data_dir).run, model_name, nice=fit_nice())
 
 
 def _fit(job: FitJob, record: JobRecord) -> str:
@@ -193,7 +196,8 @@ def _fit(job: FitJob, record: JobRecord) -> str:
     if shards is not None:
         return fit_sharded(job, record, rows, *shards)
     threads = fit_threads(machine_cores(), running_fits(job.root))
-    log.info("%s %s: kernel tiles on %d thread(s)", job.registry.kind, record.name, threads)
+    log.info("%s %s: kernel tiles on %d thread(s) at niceness %d", job.registry.kind, record.name, threads,
+             thread_niceness())
     with tile_threads(threads):
         if not iterative:
             return _fit_once(job, record, rows, job.prepare(record, rows))

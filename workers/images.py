@@ -13,7 +13,8 @@ import numpy as np
 
 from kpca.images import assemble_patches, extract_patches, from_unit, to_unit, upscale_replicate
 from store import DatasetInfo, DatasetStore
-from workers.serve import reconstruct_rows, run_niced
+from workers.priority import run_niced
+from workers.serve import reconstruct_rows
 
 CHUNK_ROWS = 4096
 
@@ -35,7 +36,7 @@ def patch_dataset(data_dir: str, name: str, image: np.ndarray, patch: int, strid
 
 
 def niced_denoise_image(*args) -> np.ndarray:
-    """`denoise_image` at `workers.serve.PREIMAGE_NICE` (`workers.serve.run_niced`): a serving request's task."""
+    """`denoise_image` at `workers.priority.PREIMAGE_NICE` (`workers.priority.run_niced`): a serving request's task."""
     return run_niced(denoise_image, *args)
 
 

@@ -13,8 +13,6 @@ iteration (see `kpca.preimage`).
 
 from __future__ import annotations
 
-import os
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +27,7 @@ from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.errors import DamagedCheckpoint
 from store.jobs.records import ModelRecord
 from workers.fit import open_rows
+from workers.priority import run_niced
 
 _MAX_MODELS = 4
 
@@ -116,39 +115,9 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
     return reconstruct(loaded.model, X, method=method, **(options or {}))
 
 
-#: The niceness pre-image work runs at (`run_niced`): below projections and fits on a busy machine.
-PREIMAGE_NICE = 19
-
-
-def run_niced(function, *args, nice: int = PREIMAGE_NICE):
-    """``function(*args)`` in a new thread of this process whose scheduling priority is lowered by
-    ``nice`` (Linux: the niceness of that thread alone; elsewhere it runs at the usual priority), its
-    result returned or its exception raised. The thread ends with the call, so the dask thread that
-    waits for it keeps its own priority for the projections it runs next. Cost: one thread start."""
-    outcome: dict = {}
-
-    def body() -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0)
-                                                                          + nice))
-        except (AttributeError, OSError):  # no per-thread priority here: run as it is
-            pass
-        try:
-            outcome["value"] = function(*args)
-        except BaseException as exc:  # raised again in the calling thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=body, name="kpca-preimage", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
 def niced_reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str = "auto",
                            options: dict | None = None) -> np.ndarray:
-    """`reconstruct_rows` at `PREIMAGE_NICE` (`run_niced`): a serving request's pre-image block."""
+    """`reconstruct_rows` at `workers.priority.PREIMAGE_NICE` (`workers.priority.run_niced`): a serving request's pre-image block."""
     return run_niced(reconstruct_rows, data_dir, model_name, X, method, options)
 
 

@@ -28,6 +28,7 @@ from kpca.rows import KernelRows
 from kpca.shards import Shard, ShardGroup
 from store import CheckpointStore, DatasetStore
 from store.datasets.segments import RowWindow
+from workers.priority import fit_nice, keep_below_process
 
 __all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "COLUMN_KEYS"]
 
@@ -84,6 +85,11 @@ class ShardActor(Shard):
         """The worker process's id (monitoring, fault-injection tests)."""
         return os.getpid()
 
+    def lower_priority(self, nice: int) -> int | None:
+        """Run this worker's actor thread, where every shard's calls run, ``nice`` below the worker's
+        priority (`workers.priority.keep_below_process`): shards are fits. Its niceness now, or None."""
+        return keep_below_process(nice)
+
     def save(self, job: str, pass_index: int, r: int) -> None:
         """Write this shard's part of checkpoint ``pass_index`` of ``job`` (A, AK, [B, BK] with r rows
         each, and the centring's column means). O(d size) written."""
@@ -130,7 +136,9 @@ class ActorGroup(ShardGroup):
                    for i, (address, (first, stop)) in enumerate(zip(addresses, bounds))]
         try:
             actors = [future.result() for future in futures]
-            return cls(futures, actors, bounds, addresses, kernel, n_components, d, np.dtype(precision))
+            group = cls(futures, actors, bounds, addresses, kernel, n_components, d, np.dtype(precision))
+            group._call("lower_priority", fit_nice())  # the shards run at a fit's priority, below serving
+            return group
         except Exception as exc:
             for future in futures:
                 future.release()

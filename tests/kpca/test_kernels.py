@@ -96,6 +96,41 @@ def test_tile_threads_overrides_map_threads_in_its_own_thread_only(rng):
     assert inside == default + 3 and seen["other"] == default and map_threads() == default
 
 
+def test_tiles_run_on_threads_of_their_callers_priority(rng):
+    """A thread of lowered OS priority (a fit, `workers.priority`) shares its tiles among pool threads of its
+    own niceness, and a thread at the usual priority (a projection) among others: neither waits behind, nor
+    runs at, the other's priority (Linux keeps a niceness per thread)."""
+    import os
+    import threading
+
+    from kpca import _tiles
+    from kpca._threads import tile_threads
+
+    X, Y = rng.normal(size=(300, 5)), rng.normal(size=(700, 5))  # 6 tiles: shared among 2 threads
+    spec = KernelSpec("gaussian", sigma=2.0)
+    base = _tiles.thread_niceness()
+    if base > 16:
+        pytest.skip("this process already runs at the lowest priorities")
+    seen = {}
+
+    def niced():
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), base + 3)
+        with tile_threads(2):
+            seen["block"] = kernel_block(X, Y, spec)
+        seen["nice"] = _tiles.thread_niceness()
+
+    thread = threading.Thread(target=niced)
+    thread.start()
+    thread.join()
+    with tile_threads(2):
+        block = kernel_block(X, Y, spec)
+    assert seen["nice"] == base + 3
+    np.testing.assert_allclose(seen["block"], kernel_matrix(X, Y, spec), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(block, seen["block"], rtol=1e-12, atol=1e-14)
+    assert _tiles._pools[base + 3].submit(_tiles.thread_niceness).result() == base + 3
+    assert _tiles._pools[base].submit(_tiles.thread_niceness).result() == base
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.type)
 @pytest.mark.parametrize("work", [np.float32, np.float64])
 def test_kernel_block_into_writes_shifted_block_at_an_offset(spec, work, rng):

@@ -156,6 +156,44 @@ def test_the_embedded_workers_are_sized_to_the_machine(backend):
     assert backend.fit_workers() == 1
 
 
+def fitted_niceness() -> int:
+    """The niceness a fit started from this thread runs at: this thread's, lowered by KPCA_FIT_NICE."""
+    from kpca._tiles import thread_niceness
+    from workers.priority import fit_nice
+
+    return min(19, thread_niceness() + fit_nice())
+
+
+def test_a_fit_runs_below_serving_priority_and_its_tiles_with_it(data_dir, caplog, monkeypatch):
+    """A fit's thread runs KPCA_FIT_NICE (default 10) below the thread that starts it, so that projections and
+    the API process get the cores first on a busy machine; its kernel tiles' pool threads share its niceness,
+    and KPCA_FIT_NICE=0 keeps a fit at the caller's priority."""
+    import logging
+
+    from kpca import _tiles
+    from workers.priority import FIT_NICE
+
+    registry = ModelRegistry(data_dir)
+    base = _tiles.thread_niceness()
+    monkeypatch.delenv("KPCA_FIT_NICE", raising=False)
+    registry.create(model_record(data_dir, "niced", passes=2))
+    with caplog.at_level(logging.INFO, logger="workers.fit"):
+        assert run_fit(str(data_dir), "niced") == "completed"
+    assert f"at niceness {min(19, base + FIT_NICE)}" in caplog.text and FIT_NICE == 10
+    assert _tiles.thread_niceness() == base  # the calling (dask) thread keeps its own priority
+    if min(19, base + FIT_NICE) in _tiles._pools:  # tiles shared among threads: their pool runs at the fit's
+        pool = _tiles._pools[min(19, base + FIT_NICE)]
+        assert pool.submit(_tiles.thread_niceness).result() == min(19, base + FIT_NICE)
+    monkeypatch.setenv("KPCA_FIT_NICE", "0")
+    registry.create(model_record(data_dir, "not-niced", passes=1))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="workers.fit"):
+        assert run_fit(str(data_dir), "not-niced") == "completed"
+    assert f"model not-niced: kernel tiles on" in caplog.text and f"at niceness {base}" in caplog.text
+    registry.delete("niced")
+    registry.delete("not-niced")
+
+
 def test_a_fit_alone_takes_every_core_for_its_tiles_and_shares_them_with_another(data_dir, caplog):
     """Run in this process (as a worker runs it): alone, its kernel tiles get every core of the machine; with
     another fit whose record says running, its share."""
@@ -167,13 +205,13 @@ def test_a_fit_alone_takes_every_core_for_its_tiles_and_shares_them_with_another
     registry.create(model_record(data_dir, "alone", passes=1))
     with caplog.at_level(logging.INFO, logger="workers.fit"):
         assert run_fit(str(data_dir), "alone") == "completed"
-    assert f"model alone: kernel tiles on {machine_cores()} thread(s)" in caplog.text
+    assert f"model alone: kernel tiles on {machine_cores()} thread(s) at niceness {fitted_niceness()}" in caplog.text
     registry.create(model_record(data_dir, "other", passes=1))
     registry.update("other", status="running")  # as a fit running on another worker leaves it
     registry.create(model_record(data_dir, "beside", passes=1))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="workers.fit"):
         assert run_fit(str(data_dir), "beside") == "completed"
-    assert f"model beside: kernel tiles on {fit_threads(machine_cores(), 2)} thread(s)" in caplog.text
+    assert f"model beside: kernel tiles on {fit_threads(machine_cores(), 2)} thread(s) at niceness" in caplog.text
     assert fit_threads(16, 1) == 16 and fit_threads(16, 3) == 5 and fit_threads(2, 5) == 1
     registry.delete("other")

@@ -19,6 +19,7 @@ from store.jobs.records import ModelRecord, Placement
 from tests.store_checks import ended, wait_for_record
 from workers import Backend
 from workers.fit import FitJob
+from workers.priority import fit_nice
 
 ROWS = 1200
 PASSES = 6
@@ -84,6 +85,18 @@ def test_sharded_fits_equal_the_one_worker_fit(data_dir, backend, reference, sol
     # the reductions' order does not depend on the split: 2 and 3 workers agree to the last bits
     two, three = checkpoints.load(names[2]), checkpoints.load(names[3])
     assert_close(two, three, rtol=1e-13)
+    # the shards ran at a fit's priority: every worker that held one has its actor thread niced below serving
+    assert set(backend.client.run(actor_thread_niceness).values()) == {min(19, fit_nice())}
+
+
+def actor_thread_niceness() -> int | None:
+    """On a worker: its actor thread's niceness relative to the worker's main thread (None: no actor yet)."""
+    import threading
+
+    for thread in threading.enumerate():
+        if "Dask-Actor-Threads" in thread.name:
+            return os.getpriority(os.PRIO_PROCESS, thread.native_id) - os.getpriority(os.PRIO_PROCESS, os.getpid())
+    return None
 
 
 def test_a_killed_shard_worker_costs_the_fit_nothing(data_dir, backend, reference):

@@ -1,0 +1,79 @@
+"""The OS scheduling priority of work on a worker: serving first, then fits, then pre-images.
+
+Projections run at the worker's own priority. A fit (its driver thread, the threads it starts, its
+shards' actor threads) runs ``KPCA_FIT_NICE`` (default `FIT_NICE`) lower, and a serving request's
+pre-image work `PREIMAGE_NICE` lower: on a busy machine the kernel's scheduler then gives the cores to
+the API process and to projections first, so a fit cannot take serving's capacity away (DESIGN.md,
+*Every request has a budget*), while on an idle machine a niced fit still gets every core. Linux keeps
+a niceness per thread, and an unprivileged thread can raise its niceness but never lower it again; so
+work is niced in a thread of its own (`run_niced`), never in a dask thread that serves next. Elsewhere
+everything runs at the usual priority.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import threading
+
+#: Niceness added to a serving request's pre-image work: below projections and fits on a busy machine.
+PREIMAGE_NICE = 19
+#: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
+FIT_NICE = 10
+
+
+def fit_nice() -> int:
+    """``KPCA_FIT_NICE`` (default `FIT_NICE`, clipped to 0..19): how much lower a fit runs than
+    projections. O(1)."""
+    value = os.environ.get("KPCA_FIT_NICE", "").strip()
+    return min(19, max(0, int(value))) if value else FIT_NICE
+
+
+def lower_priority(nice: int) -> int | None:
+    """Raise the calling thread's niceness by ``nice`` (at most to 19); returns its niceness now, or
+    None where the platform has no per-thread priority. Irreversible for this thread. O(1)."""
+    try:
+        tid = threading.get_native_id()
+        target = min(19, os.getpriority(os.PRIO_PROCESS, tid) + max(0, int(nice)))
+        os.setpriority(os.PRIO_PROCESS, tid, target)
+        return target
+    except (AttributeError, OSError):  # no per-thread priority here: run as it is
+        return None
+
+
+def keep_below_process(nice: int) -> int | None:
+    """Make the calling thread (one that keeps running work of one kind: a shard's actor thread) at
+    least ``nice`` lower than the process's main thread, without lowering it further on each call;
+    returns its niceness now, or None where the platform has no per-thread priority. O(1)."""
+    try:
+        tid = threading.get_native_id()
+        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + max(0, int(nice)))
+        if os.getpriority(os.PRIO_PROCESS, tid) < target:
+            os.setpriority(os.PRIO_PROCESS, tid, target)
+        return os.getpriority(os.PRIO_PROCESS, tid)
+    except (AttributeError, OSError):
+        return None
+
+
+def run_niced(function, *args, nice: int = PREIMAGE_NICE):
+    """``function(*args)`` in a new thread of this process whose priority is lowered by ``nice``
+    (`lower_priority`), in a copy of the caller's context (so dask's ``get_worker`` still answers),
+    its result returned or its exception raised. The thread ends with the call, so the dask thread
+    that waits for it keeps its own priority for the projections it runs next. Cost: one thread start."""
+    outcome: dict = {}
+    context = contextvars.copy_context()
+
+    def body() -> None:
+        if nice:
+            lower_priority(nice)
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as exc:  # raised again in the calling thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=context.run, args=(body,), name=f"kpca-niced-{nice}", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
