@@ -14,7 +14,6 @@ growth of resident memory over the body and over the float64 result (``result_mi
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import subprocess
 import sys

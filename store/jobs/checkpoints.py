@@ -64,7 +64,7 @@ from store.jobs.checkpoint_format import (
     _check_part_digest,
     _part_digests,
 )
-from store.errors import Invalid, NotFound
+from store.errors import NotFound
 from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.folders import ResourceFolders
 from store.names import validate_name

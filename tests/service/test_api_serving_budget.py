@@ -14,7 +14,6 @@ import threading
 import time
 
 import httpx
-import numpy as np
 import pytest
 import uvicorn
 

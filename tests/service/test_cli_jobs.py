@@ -16,7 +16,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
 

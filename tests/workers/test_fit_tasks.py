@@ -189,7 +189,7 @@ def test_a_fit_runs_below_serving_priority_and_its_tiles_with_it(data_dir, caplo
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="workers.fit"):
         assert run_fit(str(data_dir), "not-niced") == "completed"
-    assert f"model not-niced: kernel tiles on" in caplog.text and f"at niceness {base}" in caplog.text
+    assert "model not-niced: kernel tiles on" in caplog.text and f"at niceness {base}" in caplog.text
     registry.delete("niced")
     registry.delete("not-niced")
 
