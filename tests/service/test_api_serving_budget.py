@@ -124,3 +124,42 @@ def test_a_client_that_disconnects_cancels_its_work_and_projections_go_first(api
     thread.join()
     # one thread of the worker runs the heavy request's blocks (resource "preimage"), the other projections
     assert len(slowest) >= 3 and max(slowest) < 1.0, slowest
+
+
+def test_four_heavy_requests_in_flight_leave_concurrent_projections_answered_at_once(api, app, model, digits,
+                                                                                   base_url):
+    """The issue's stall: with the scheduler's queueing (a worker "saturated" at 1.1 tasks per thread), the
+    pre-image blocks of four heavy requests, sent at once, filled the worker while the projections of
+    many clients (a task group large enough to be queued) waited on the scheduler until blocks finished:
+    /project waited 23 s behind 4 such requests. Projections now go to the worker at once and run ahead of
+    the blocks (`workers.backend.PRIORITIES_ON_WORKERS`), on the thread the blocks cannot take (resource
+    ``preimage``)."""
+    body = {"rows": digits[:200].tolist(), **HEAVY}
+    answered, seconds = [], []
+
+    def heavy() -> None:
+        with httpx.Client(base_url=base_url, timeout=30) as client:
+            answered.append(client.post(f"/v1/models/{model}/denoise", json=body).status_code)
+
+    def projecting(until) -> None:
+        with httpx.Client(base_url=base_url, timeout=30) as client:
+            while until():
+                started = time.monotonic()
+                status = client.post(f"/v1/models/{model}/project", json={"rows": digits[:20].tolist()}).status_code
+                seconds.append((status, time.monotonic() - started))
+
+    heavies = [threading.Thread(target=heavy, daemon=True) for _ in range(4)]
+    for thread in heavies:
+        thread.start()
+    time.sleep(0.5)  # their blocks are on the cluster
+    assert cluster_tasks(app) > 4
+    clients = [threading.Thread(target=projecting, args=(lambda: any(h.is_alive() for h in heavies),), daemon=True)
+               for _ in range(8)]
+    for thread in clients:
+        thread.start()
+    for thread in heavies + clients:
+        thread.join(timeout=60)
+    assert answered == [503] * 4  # each past its deadline, its blocks dropped
+    assert len(seconds) >= 8 and {status for status, _ in seconds} == {200}
+    took = sorted(s for _, s in seconds)  # with the scheduler's queueing: median 1.0 s, slowest 1.8 s
+    assert took[len(took) // 2] < 0.6 and took[-1] < 1.5, took
