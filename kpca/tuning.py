@@ -80,8 +80,9 @@ def recorruptions(noisy: np.ndarray, noise: float, seed: int = 0, draws: int = 1
 
 
 def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: np.ndarray, noise: float,
-                      seed: int = 0, alpha: float = ALPHA, draws: int = 1) -> tuple[dict, int]:
-    """(T1) for every output of ``evaluate``, averaged over ``draws`` draws of z: ``({key: risk}, N)``.
+                      seed: int = 0, alpha: float = ALPHA, draws: int = 1, first: int = 0) -> tuple[dict, int]:
+    """(T1) for every output of ``evaluate``, averaged over draws ``first .. draws - 1`` of z (all ``draws``
+    by default): ``({key: risk}, N)``.
 
     Parameters
     ----------
@@ -96,6 +97,8 @@ def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: n
     alpha : float
     draws : int
         Draws of z averaged: each is unbiased, their mean has a smaller variance.
+    first : int
+        Draws before it are skipped (drawn, not evaluated): a second look at the same sequence of draws.
 
     Returns the risk estimates (mean squared error per value, on the scale of y) and N.
     """
@@ -103,10 +106,12 @@ def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: n
     s1 = float(noise) * float(np.sqrt(1.0 + alpha * alpha))
     offset = float(noise) ** 2 * (1.0 + 1.0 / alpha**2)
     sums: dict = {}
-    for y1, target in recorruptions(y, noise, seed, draws, alpha):
+    for k, (y1, target) in enumerate(recorruptions(y, noise, seed, draws, alpha)):
+        if k < first:
+            continue
         for key, out in evaluate(y1, s1).items():
             sums[key] = sums.get(key, 0.0) + float(np.mean((out - target) ** 2)) - offset
-    return {key: total / int(draws) for key, total in sums.items()}, y.size
+    return {key: total / (int(draws) - int(first)) for key, total in sums.items()}, y.size
 
 
 def linear_rank(noisy: np.ndarray, patch: int, stride: int, noise: float, ranks=None, seed: int = 0,
@@ -400,9 +405,11 @@ def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
 
 def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noise: float | None = None,
                noise_of: Callable[[np.ndarray], float] | None = None,
-               report: Callable[[int, int], None] | None = None, seed: int = 0) -> Tuned:
+               report: Callable[[int, int], None] | None = None, seed: int = 0, draws: int = DRAWS) -> Tuned:
     """Rank and pre-image of a stored model (its kernel width fixed) by the least estimated risk (T1)
-    over `model_candidates`, reading nothing but the noisy input.
+    over `model_candidates`, reading nothing but the noisy input: every candidate estimated on the
+    first draw of z, the `SHORTLIST` of least risk there on the other ``draws - 1`` as well, and the
+    choice the shortlisted candidate of least risk averaged over all the draws (as `tune_patches`).
 
     Parameters
     ----------
@@ -419,40 +426,61 @@ def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noi
     report : callable, optional
         ``report(done, total)`` after each candidate.
     seed : int
-        Of the draw z of (T1).
+        Of the draws z of (T1) (input w draws from ``seed + w``).
+    draws : int
+        Draws of z whose estimates the shortlist's choice averages (`DRAWS`).
 
     Returns
     -------
-    Tuned whose ``settings`` is the chosen `Candidate`. Cost: every candidate's pre-images of the
-    inputs, once.
+    Tuned whose ``settings`` is the chosen `Candidate`; each row of ``risks`` says over how many
+    ``draws`` it was averaged. Cost: every candidate's pre-images of the inputs once, and the
+    shortlist's ``draws - 1`` times more.
     """
     from kpca.patch_denoising import leading
 
     estimated = noise is None
     noise = float(noise_of(inputs[0])) if estimated else float(noise)
     candidates = model_candidates(model, fixed)
-    total = len(candidates) * len(inputs)
+    draws = max(1, int(draws))
+    shortlisted = min(SHORTLIST, len(candidates)) if draws > 1 else 0
+    total = (len(candidates) + shortlisted * (draws - 1)) * len(inputs)
     done = [0]
 
-    def evaluate(y1, _s1):
-        outputs = {}
-        for c in candidates:
-            outputs[c.key()] = apply(leading(model, c.n_components), c.method, c.options, y1)
-            done[0] += 1
-            if report is not None:
-                report(done[0], total)
-        return outputs
+    def evaluate_all(chosen):
+        def evaluate(y1, _s1):
+            outputs = {}
+            for c in chosen:
+                outputs[c.key()] = apply(leading(model, c.n_components), c.method, c.options, y1)
+                done[0] += 1
+                if report is not None:
+                    report(done[0], total)
+            return outputs
+        return evaluate
 
-    sums: dict[tuple, float] = {}
-    pixels = 0
-    for w, y in enumerate(inputs):
-        risks, size = recorrupted_risks(evaluate, y, noise, seed=seed + w)
-        pixels += size
-        for key, risk in risks.items():
-            sums[key] = sums.get(key, 0.0) + risk * size
+    def risks_of(chosen, first: int, count: int) -> tuple[dict, int]:
+        """Per candidate, its risk (T1) over the inputs averaged over draws ``first .. first + count - 1``."""
+        sums: dict[tuple, float] = {}
+        pixels = 0
+        for w, y in enumerate(inputs):
+            risks, size = recorrupted_risks(evaluate_all(chosen), y, noise, seed=seed + w, draws=first + count,
+                                            first=first)
+            pixels += size
+            for key, risk in risks.items():
+                sums[key] = sums.get(key, 0.0) + risk * size
+        return {key: value / pixels for key, value in sums.items()}, pixels
+
+    screened, pixels = risks_of(candidates, 0, 1)
     by_key = {c.key(): c for c in candidates}
-    table = [{"n_components": key[0], "method": key[1], "options": dict(key[2]), "risk": total_risk / pixels,
-              "psnr_db": _psnr(total_risk / pixels)} for key, total_risk in sums.items()]
-    best = min(table, key=lambda row: row["risk"])
+    used = dict.fromkeys(screened, 1)
+    if shortlisted:
+        shortlist = sorted(screened, key=screened.get)[:shortlisted]
+        confirmed, _ = risks_of([by_key[key] for key in shortlist], 1, draws - 1)
+        for key in shortlist:
+            screened[key] = (screened[key] + (draws - 1) * confirmed[key]) / draws
+            used[key] = draws
+    table = [{"n_components": key[0], "method": key[1], "options": dict(key[2]), "risk": risk,
+              "psnr_db": _psnr(risk), "draws": used[key]} for key, risk in screened.items()]
+    best = min((row for row in table if row["draws"] == max(used.values())), key=lambda row: row["risk"])
     chosen = by_key[(best["n_components"], best["method"], tuple(sorted(best["options"].items())))]
-    return Tuned(chosen, noise, estimated, sorted(table, key=lambda row: row["risk"]), pixels)
+    return Tuned(chosen, noise, estimated, sorted(table, key=lambda row: row["risk"]), pixels,
+                 {**best, "rule": "least risk", "draws": best["draws"]})

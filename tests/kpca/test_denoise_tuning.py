@@ -14,8 +14,8 @@ from kpca.kernels import median_distance
 from kpca.noise_level import noise_level, noise_level_rows
 from kpca.patch_denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, model_candidates, recorrupted_risks, tune_patches,
-                         tuning_windows)
+from kpca.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, model_candidates, recorrupted_risks,
+                         tune_model, tune_patches, tuning_windows)
 
 
 def scene(side: int, seed: int) -> np.ndarray:
@@ -237,6 +237,29 @@ def test_model_candidates_respect_the_model_and_explicit_values(digits):
         model_candidates(model, {"n_components": 13})
     assert leading(model, 4).n_components == 4
     np.testing.assert_array_equal(leading(model, 4).A, model.A[:4])
+
+
+def test_a_stored_models_tuning_confirms_its_shortlist_on_every_draw(digits):
+    """`tune_model` (a stored model's /denoise and /denoise-image) screens every candidate on the first draw
+    and estimates the `SHORTLIST` of least risk there on all `DRAWS`: their risks are (T1) averaged over the
+    draws, and the choice is the shortlisted candidate of least averaged risk."""
+    model = fit_patch_model(digits[:300], 3.0, 8)
+    rows = digits[300:400] + np.random.default_rng(5).normal(0.0, 0.1, (100, 64))
+
+    def apply(m, method, options, y):
+        return preimages(m, y, method, options)
+
+    tuned = tune_model(model, [rows], apply, noise=0.1)
+    again = [row for row in tuned.risks if row["draws"] == DRAWS]
+    assert len(again) == SHORTLIST and len(tuned.risks) == len(model_candidates(model))
+    assert all(row["draws"] == 1 for row in tuned.risks if row not in again)
+    for row in again:  # each the mean of (T1) over the draws, computed on its own
+        risks, _ = recorrupted_risks(lambda y1, _s: {0: apply(leading(model, row["n_components"]), row["method"],
+                                                                    row["options"], y1)}, rows, 0.1, draws=DRAWS)
+        assert np.isclose(row["risk"], risks[0], rtol=1e-9, atol=1e-12), (row, risks)
+    best = min(again, key=lambda row: row["risk"])
+    assert (tuned.settings.n_components, tuned.settings.method) == (best["n_components"], best["method"])
+    assert tuned.chosen["draws"] == DRAWS and tuned.summary()["rule"] == "least risk"
 
 
 def test_back_projection_is_the_orthogonal_projection_onto_the_constraint(rng):
