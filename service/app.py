@@ -50,7 +50,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if swept:
         log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), data_dir / ".imports")
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
-                      plugins=settings.solver_plugins)
+                      plugins=settings.solver_plugins,
+                      local_projections=(settings.local_projection_values, settings.local_projection_work))
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
     app.state.backend = backend
     log.info("kpca-stream serving data from %s", data_dir)
@@ -116,6 +117,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics.watch_models(lambda: app.state.models.list())
     app.state.event_hub = EventHub(lambda name: app.state.models.get(name), settings.max_event_streams)
     app.state.metrics.watch_events(app.state.event_hub)
+    app.state.metrics.watch_projections(
+        lambda: dict(getattr(getattr(app.state, "backend", None), "projections", {})))
     import_modules(settings.solver_plugins)  # plugin solvers are in the schemas from the start
 
     install_error_handlers(app)

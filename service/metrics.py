@@ -59,6 +59,11 @@ class Metrics:
         for them (``kpca_event_record_reads_total``) of a `service.event_hub.EventHub`, at scrape time."""
         self.registry.register(_EventsCollector(hub))
 
+    def watch_projections(self, counts: Callable[[], dict]) -> None:
+        """Export ``kpca_projections_total`` by where they were computed (``counts()``: ``{"api": n,
+        "workers": n}``, `workers.backend.Backend.projections`), at scrape time."""
+        self.registry.register(_ProjectionsCollector(counts))
+
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method=method, route=route, status=str(status)).inc()
         self.latency.labels(method=method, route=route).observe(seconds)
@@ -161,3 +166,21 @@ class _EventsCollector:
         yield CounterMetricFamily("kpca_event_record_reads", "Model record reads made for the event streams "
                                   "(one per watched model per interval, whatever the number of streams).",
                                   value=self.hub.reads)
+
+
+class _ProjectionsCollector:
+    """``kpca_projections_total{where}``: projections computed in the API process (small models) and on the
+    workers. Cost per scrape O(1)."""
+
+    def __init__(self, counts):
+        self.counts = counts
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        family = CounterMetricFamily("kpca_projections", "Projection requests, by where they were computed: "
+                                     "the API process (small models) or the workers.", labels=["where"])
+        for where, count in (self.counts() or {}).items():
+            family.add_metric([where], count)
+        yield family

@@ -96,6 +96,15 @@ class Settings(BaseSettings):
         (`service.responses`), not as one JSON text. Default 65,536.
     max_event_streams : ``/events`` streams open at once in one API process;
         one more is a 503 with ``Retry-After``. Default 256.
+    local_projection_values : training values (model points x features) up to
+        which a model's ``/project`` is computed in the API process (the model
+        cached there, `workers.backend.Backend.project`) instead of on a
+        worker: no round trip through the scheduler, and no wait behind fits
+        and pre-images. 0: every projection on the workers. Default 2^22
+        (32 MiB of float64 rows per cached model, at most 4 cached).
+    local_projection_work : rows x model points x features of a ``/project``
+        computed in the API process, at most; larger ones go to the workers.
+        Default 2^26.
     max_serving_body_bytes : body limit of the serving routes (project,
         reconstruct, denoise, denoise-image, predict), below
         ``max_body_bytes``: JSON rows cost far more memory parsed than sent.
@@ -174,6 +183,10 @@ class Settings(BaseSettings):
                                         "which it is streamed (chunked), a block of rows at a time")
     max_event_streams: int = Field(default=256, ge=1, description="/events streams open at once in one API "
                                    "process (503 with Retry-After above)")
+    local_projection_values: int = Field(default=2**22, ge=0, description="model points x features up to which "
+                                         "/project is computed in the API process (0: always on the workers)")
+    local_projection_work: int = Field(default=2**26, ge=0, description="rows x model points x features of a "
+                                       "/project computed in the API process, at most")
     max_serving_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1, description="body limit of the serving "
                                         "routes (413 above)")
     max_import_bytes: int = Field(default=4 * 1024**3, ge=1, description="body limit of POST /v1/models/import "

@@ -151,6 +151,11 @@ class Backend:
     plugins : list of str
         Modules every worker imports (and this process, at `start`): solvers
         registered by plugins (`workers.plugins`).
+    local_projections : (int, int)
+        ``(values, work)``: a projection of a model of at most ``values`` training values (points x
+        features) asking at most ``work`` (rows x values) is computed in this process
+        (`workers.serve.project_rows`, the model cached here as on a worker) instead of on the cluster
+        (`project`); ``(0, 0)``, the default, sends every projection to the cluster.
 
     The embedded cluster: on c cores (`machine_cores`: the CPU affinity) it has
     ``min(c, 8)`` worker processes unless ``n_workers`` says otherwise, each with
@@ -163,8 +168,10 @@ class Backend:
     """
 
     def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int | None = None,
-                 plugins: list[str] | tuple[str, ...] = ()):
+                 plugins: list[str] | tuple[str, ...] = (), local_projections: tuple[int, int] = (0, 0)):
         self.data_dir = str(Path(data_dir).resolve())
+        self.local_projections = tuple(int(v) for v in local_projections)
+        self.projections = {"api": 0, "workers": 0}  # projections computed here and on the cluster (metrics)
         self.scheduler = scheduler
         self.n_workers = n_workers
         self.plugins = list(plugins)
@@ -319,11 +326,19 @@ class Backend:
         """Process ids of the cluster's workers (for monitoring and fault-injection tests)."""
         return self.client.run(os.getpid)
 
-    def project(self, model_name: str, rows: np.ndarray, watch: "Watch | None" = None) -> np.ndarray:
-        """Kernel principal components of ``rows`` (shape (m, n_features)) -> (m, r), at `SERVING_PRIORITY`
-        (ahead of queued pre-image blocks). ``watch``: the request's deadline and disconnection
-        (`watched_results`). Blocking: call it from a thread pool, not the event loop.
+    def project(self, model_name: str, rows: np.ndarray, watch: "Watch | None" = None,
+                model_values: int | None = None) -> np.ndarray:
+        """Kernel principal components of ``rows`` (shape (m, n_features)) -> (m, r): in this process when
+        the model is small (``model_values``, its points x features, within ``local_projections``: a dask
+        round trip costs more than such a projection, and a busy worker would make it wait), else on the
+        cluster at `SERVING_PRIORITY` (ahead of queued pre-image blocks). ``watch``: the request's deadline
+        and disconnection (`watched_results`). Blocking: call it from a thread pool, not the event loop.
         """
+        values, work = self.local_projections
+        if model_values is not None and 0 < model_values <= values and len(rows) * model_values <= work:
+            self.projections["api"] += 1
+            return serve_task.project_rows(self.data_dir, model_name, rows)
+        self.projections["workers"] += 1
         future = self.client.submit(serve_task.project_rows, self.data_dir, model_name, rows, pure=False,
                                     priority=SERVING_PRIORITY)
         return watched_results(self.client, [future], watch)[0]

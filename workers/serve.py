@@ -13,6 +13,7 @@ iteration (see `kpca.preimage`).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ class LoadedModel:
 
 
 _LOADED: OrderedDict[tuple, object] = OrderedDict()
+_LOADED_LOCK = threading.Lock()  # dask's threads, and the API process's (`workers.backend.Backend.project`)
 
 
 def load_latest(registry, name: str, build):
@@ -71,13 +73,16 @@ def load_latest(registry, name: str, build):
         identity = None if served is None else checkpoints.identity(name, served)
     key = (str(registry.root), registry.kind, name, record.created_at, served, expect, identity,
            record.dataset_version)
-    hit = _LOADED.get(key)
-    if hit is not None:
-        _LOADED.move_to_end(key)
-        return hit
-    entry = _LOADED[key] = build(record, checkpoints.load(name, served, expect=expect))
-    while len(_LOADED) > _MAX_MODELS:
-        _LOADED.popitem(last=False)
+    with _LOADED_LOCK:
+        hit = _LOADED.get(key)
+        if hit is not None:
+            _LOADED.move_to_end(key)
+            return hit
+    entry = build(record, checkpoints.load(name, served, expect=expect))  # outside the lock: it reads the store
+    with _LOADED_LOCK:
+        _LOADED[key] = entry
+        while len(_LOADED) > _MAX_MODELS:
+            _LOADED.popitem(last=False)
     return entry
 
 

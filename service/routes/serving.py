@@ -207,9 +207,11 @@ async def project(name: ModelName, body: ProjectRequest, request: Request, model
     points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features = await served_job(name, models, datasets)
-    check_serving_work(len(body.rows), await model_points(model, datasets), n_features, settings.max_serving_work)
+    points = await model_points(model, datasets)
+    check_serving_work(len(body.rows), points, n_features, settings.max_serving_work)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
-    components = await watched(request, settings, models, name, model, backend.project, name, rows)
+    components = await watched(request, settings, models, name, model, backend.project, name, rows,
+                               model_values=points * n_features)
     return rows_answer(ProjectResponse, "components", components, settings.stream_response_values)
 
 

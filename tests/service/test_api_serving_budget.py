@@ -14,6 +14,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 import uvicorn
 
@@ -22,12 +23,14 @@ from service import Settings, create_app
 from tests.api_checks import assert_error, wait_for_fit
 
 HEAVY = {"method": "fixed-point", "options": {"n_iter": 1000, "restarts": 10, "tol": 1e-300}}
+LOCAL_WORK = 2**20  # the model's 400 x 64 values: projections of up to 40 rows in the API process, more on a worker
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"), scheduler=None, n_workers=1,
-                        max_serving_work=10**11, serving_block_work=5 * 10**7, serving_deadline_s=2.0)
+                        max_serving_work=10**11, serving_block_work=5 * 10**7, serving_deadline_s=2.0,
+                        local_projection_work=LOCAL_WORK)
     return create_app(settings)
 
 
@@ -136,6 +139,7 @@ def test_four_heavy_requests_in_flight_leave_concurrent_projections_answered_at_
     ``preimage``)."""
     body = {"rows": digits[:200].tolist(), **HEAVY}
     answered, seconds = [], []
+    on_workers = {"rows": digits[:50].tolist()}  # above LOCAL_WORK: computed on the worker, behind the blocks
 
     def heavy() -> None:
         with httpx.Client(base_url=base_url, timeout=30) as client:
@@ -145,7 +149,7 @@ def test_four_heavy_requests_in_flight_leave_concurrent_projections_answered_at_
         with httpx.Client(base_url=base_url, timeout=30) as client:
             while until():
                 started = time.monotonic()
-                status = client.post(f"/v1/models/{model}/project", json={"rows": digits[:20].tolist()}).status_code
+                status = client.post(f"/v1/models/{model}/project", json=on_workers).status_code
                 seconds.append((status, time.monotonic() - started))
 
     heavies = [threading.Thread(target=heavy, daemon=True) for _ in range(4)]
@@ -163,3 +167,22 @@ def test_four_heavy_requests_in_flight_leave_concurrent_projections_answered_at_
     assert len(seconds) >= 8 and {status for status, _ in seconds} == {200}
     took = sorted(s for _, s in seconds)  # with the scheduler's queueing: median 1.0 s, slowest 1.8 s
     assert took[len(took) // 2] < 0.6 and took[-1] < 1.5, took
+
+
+def projections_by_place(base_url) -> dict:
+    text = httpx.get(f"{base_url}/metrics").text
+    return {where: float(line.split()[-1]) for where in ("api", "workers") for line in text.splitlines()
+            if line.startswith(f'kpca_projections_total{{where="{where}"}}')}
+
+
+def test_small_projections_are_computed_in_the_api_process_and_agree_with_the_workers(api, model, digits, base_url):
+    """A projection of a small model is computed in the API process (no dask round trip, no wait behind a
+    busy worker), one over ``local_projection_work`` on a worker; both give the same components."""
+    before = projections_by_place(base_url)
+    here = np.array(api.post(f"/v1/models/{model}/project", json={"rows": digits[:40].tolist()}).json()["components"])
+    after_local = projections_by_place(base_url)
+    there = np.array(api.post(f"/v1/models/{model}/project", json={"rows": digits[:41].tolist()}).json()["components"])
+    after_workers = projections_by_place(base_url)
+    assert after_local["api"] == before["api"] + 1 and after_local["workers"] == before["workers"]
+    assert after_workers["workers"] == before["workers"] + 1 and after_workers["api"] == after_local["api"]
+    np.testing.assert_allclose(here, there[:40], rtol=1e-12, atol=1e-12)
