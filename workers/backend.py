@@ -8,8 +8,10 @@ request (and the client) that started them (dask/distributed #2766, #3890).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.util
+import itertools
 import logging
 import os
 import threading
@@ -84,6 +86,9 @@ PREIMAGE_PRIORITY = -10
 #: The resource a worker offers for pre-image tasks: at most one runs on each, so that its other thread is
 #: left to projections (embedded workers offer it; external ones with ``--resources "fit=1,preimage=1"``).
 PREIMAGE_RESOURCE = "preimage"
+#: Pre-image blocks of one request on the cluster at a time, per worker offering `PREIMAGE_RESOURCE`: one
+#: running and one waiting for it, the next submitted as one ends (`watched_results`).
+BLOCKS_IN_FLIGHT = 2
 
 
 class RequestEnded(Exception):
@@ -113,13 +118,20 @@ class Watch:
         return None
 
 
-def watched_results(client, futures: list, watch: Watch | None, poll_s: float = 0.1) -> list:
+def watched_results(client, futures, watch: Watch | None, poll_s: float = 0.1, window: int | None = None) -> list:
     """The results of ``futures`` in order, waiting in steps of ``poll_s`` seconds; when ``watch`` says
     the request ended, every future is cancelled (a task not started is dropped, a result kept is let
-    go) and `RequestEnded` raised. Blocking: call it from a thread pool. Cost: the tasks' time."""
+    go) and `RequestEnded` raised. ``futures`` is a list of futures, or an iterable that submits each
+    task as it is drawn: then at most ``window`` of them are on the cluster at a time, the next one
+    submitted as the oldest ends (a request of hundreds of blocks neither floods the scheduler nor
+    leaves hundreds of tasks to cancel). Blocking: call it from a thread pool. Cost: the tasks' time."""
+    source = iter(futures)
+    window = len(futures) if window is None and isinstance(futures, list) else max(1, int(window or 1))
+    pending: collections.deque = collections.deque(itertools.islice(source, window))
     results = []
     try:
-        for future in futures:  # in order: each waited for in steps, the request's end looked at between
+        while pending:  # in order: each waited for in steps, the request's end looked at between
+            future = pending[0]
             finished = threading.Event()
             future.add_done_callback(lambda _: finished.set())  # (Future.result(timeout=) races under load)
             while not finished.wait(poll_s):
@@ -127,11 +139,11 @@ def watched_results(client, futures: list, watch: Watch | None, poll_s: float = 
                 if reason is not None:
                     raise RequestEnded(reason, time.monotonic() - watch.started)
             results.append(future.result())
-        for future in futures:
-            future.release()
+            pending.popleft().release()
+            pending.extend(itertools.islice(source, 1))
         return results
     except BaseException:
-        client.cancel(futures)  # those not run are dropped; those done give their results back
+        client.cancel(list(pending))  # those not run are dropped; those done give their results back
         raise
 
 
@@ -254,13 +266,22 @@ class Backend:
     def _preimage_resources(self) -> dict | None:
         """``{"preimage": 1}`` if some worker offers the resource (asked of the scheduler at most every
         30 s), else None: pre-image tasks then run on any thread."""
+        return self._preimage_offer()[0]
+
+    def _preimage_workers(self) -> int:
+        """Workers that run pre-image tasks (those offering the resource, else all; at least 1), asked of
+        the scheduler at most every 30 s."""
+        return self._preimage_offer()[1]
+
+    def _preimage_offer(self) -> tuple[dict | None, int]:
         now = time.monotonic()
         cached = getattr(self, "_preimage_cache", None)
         if cached is None or now - cached[0] > 30:
             workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
-            offered = any(PREIMAGE_RESOURCE in (w.get("resources") or {}) for w in workers.values())
-            cached = self._preimage_cache = (now, {PREIMAGE_RESOURCE: 1} if offered else None)
-        return cached[1]
+            offering = sum(PREIMAGE_RESOURCE in (w.get("resources") or {}) for w in workers.values())
+            cached = self._preimage_cache = (now, {PREIMAGE_RESOURCE: 1} if offering else None,
+                                             max(1, offering or len(workers)))
+        return cached[1], cached[2]
 
     def _fit_resources(self) -> dict | None:
         """``{"fit": 1}`` if some worker offers the resource (workers started with
@@ -361,10 +382,10 @@ class Backend:
         """
         step = max(1, int(block_rows or len(rows)))
         resources = self._preimage_resources()
-        futures = [self.client.submit(serve_task.niced_reconstruct_rows, self.data_dir, model_name, rows[a:a + step],
+        futures = (self.client.submit(serve_task.niced_reconstruct_rows, self.data_dir, model_name, rows[a:a + step],
                                       method, options, pure=False, priority=PREIMAGE_PRIORITY, resources=resources)
-                   for a in range(0, len(rows), step)]
-        parts = watched_results(self.client, futures, watch)
+                   for a in range(0, len(rows), step))  # submitted as drawn, `BLOCKS_IN_FLIGHT` per worker
+        parts = watched_results(self.client, futures, watch, window=BLOCKS_IN_FLIGHT * self._preimage_workers())
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def denoise_image(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",

@@ -186,3 +186,20 @@ def test_small_projections_are_computed_in_the_api_process_and_agree_with_the_wo
     assert after_local["api"] == before["api"] + 1 and after_local["workers"] == before["workers"]
     assert after_workers["workers"] == before["workers"] + 1 and after_workers["api"] == after_local["api"]
     np.testing.assert_allclose(here, there[:40], rtol=1e-12, atol=1e-12)
+
+
+def test_a_heavy_request_keeps_few_blocks_on_the_cluster_at_a_time(api, app, model, digits, base_url):
+    """A request of hundreds of pre-image blocks submits them as earlier ones end (`workers.backend.
+    BLOCKS_IN_FLIGHT` per worker), instead of all at once: it neither floods the scheduler nor leaves
+    hundreds of tasks to cancel when it ends (all 200 of this one were on the cluster at once)."""
+    from workers.backend import BLOCKS_IN_FLIGHT
+
+    body = {"rows": digits[:200].tolist(), **HEAVY}  # 200 blocks of one row
+    thread = threading.Thread(target=lambda: httpx.post(f"{base_url}/v1/models/{model}/denoise", json=body,
+                                                        timeout=30), daemon=True)
+    thread.start()
+    seen = []
+    while thread.is_alive():
+        seen.append(cluster_tasks(app))
+        time.sleep(0.05)
+    assert max(seen) > 0 and max(seen) <= BLOCKS_IN_FLIGHT * 1, seen  # one worker
