@@ -347,6 +347,12 @@ class Backend:
         """Process ids of the cluster's workers (for monitoring and fault-injection tests)."""
         return self.client.run(os.getpid)
 
+    def projects_here(self, model_values: int, n_rows: int) -> bool:
+        """Whether `project` computes a projection of ``n_rows`` rows through a model of ``model_values``
+        training values (points x features) in this process (``local_projections``). O(1)."""
+        values, work = self.local_projections
+        return 0 < model_values <= values and n_rows * model_values <= work
+
     def project(self, model_name: str, rows: np.ndarray, watch: "Watch | None" = None,
                 model_values: int | None = None) -> np.ndarray:
         """Kernel principal components of ``rows`` (shape (m, n_features)) -> (m, r): in this process when
@@ -355,8 +361,7 @@ class Backend:
         cluster at `SERVING_PRIORITY` (ahead of queued pre-image blocks). ``watch``: the request's deadline
         and disconnection (`watched_results`). Blocking: call it from a thread pool, not the event loop.
         """
-        values, work = self.local_projections
-        if model_values is not None and 0 < model_values <= values and len(rows) * model_values <= work:
+        if model_values is not None and self.projects_here(model_values, len(rows)):
             self.projections["api"] += 1
             return serve_task.project_rows(self.data_dir, model_name, rows)
         self.projections["workers"] += 1

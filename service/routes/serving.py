@@ -66,21 +66,28 @@ SERVING_ERRORS = {
 
 async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
     """The record of a completed job (a model, a clustering) and the width (``n_features``) of its data
-    set, or the 404/409 that explains why not (the 409 names the job's state). A model over centres
-    (`ModelRecord.serves_without_dataset`) serves after its data set is deleted, with the width it
-    recorded."""
-    job = await run_in_threadpool(registry.get, name)
+    set, or the 404/409 that explains why not (`served_job_now`, in one trip to the thread pool)."""
+    job, n_features, _ = await run_in_threadpool(served_job_now, name, registry, datasets)
+    return job, n_features
+
+
+def served_job_now(name: str, registry, datasets) -> tuple[JobRecord, int, int]:
+    """``(job, n_features, points)``: the record of a completed job, the width of its data set and the
+    points its kernel rows run over (`points_of`), or the 404/409 that explains why not (the 409 names the
+    job's state). A model over centres (`ModelRecord.serves_without_dataset`) serves after its data set is
+    deleted, with the width it recorded and 0 points. Blocking: one record and one data set read."""
+    job = registry.get(name)
     if job.status != "completed":
         raise ApiError(409, "conflict", not_served_message(job, name), "name")
     try:
-        dataset = await run_in_threadpool(datasets.get, job.dataset)
+        dataset = datasets.get(job.dataset)
     except NotFound:
         if getattr(job, "serves_without_dataset", False):
-            return job, job.n_features
+            return job, job.n_features, 0
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
     refuse_corrupt_rows(job, dataset)
-    return job, dataset.n_features
+    return job, dataset.n_features, points_of(job, dataset)
 
 
 def not_served_message(job: JobRecord, name: str) -> str:
@@ -142,13 +149,18 @@ def invalid_preimage(exc: ValueError) -> Exception:
 
 
 async def model_points(job: JobRecord, datasets) -> int:
-    """Points a model's kernel rows run over: its data set's rows (the version it serves from), 0 for a
-    model over centres whose data set is gone (its centres are few by construction). Cost: a metadata
-    read."""
+    """Points a model's kernel rows run over (`points_of`), 0 for a model over centres whose data set is
+    gone (its centres are few by construction). Cost: a metadata read."""
     try:
         dataset = await run_in_threadpool(datasets.get, job.dataset)
     except NotFound:
         return 0
+    return points_of(job, dataset)
+
+
+def points_of(job: JobRecord, dataset: DatasetInfo) -> int:
+    """The rows of the data set version the job serves from (its ``dataset_version``), else all the
+    data set's rows. O(versions)."""
     version = getattr(job, "dataset_version", None)
     if version is not None:
         for segment_version in getattr(dataset, "versions", None) or ():
@@ -192,11 +204,17 @@ async def serve(registry, name: str, job: JobRecord, call, *args, **kwargs):
     except RequestEnded:
         raise
     except Exception:
-        current = await run_in_threadpool(registry.get, name)  # NotFound -> 404
-        if current.status != "completed" or current.created_at != job.created_at:
-            raise ApiError(409, "conflict", f"{job.kind} {name!r} changed while serving the request; retry",
-                           "name") from None
+        await run_in_threadpool(changed_while_serving, registry, name, job)
         raise
+
+
+def changed_while_serving(registry, name: str, job: JobRecord) -> None:
+    """After a failed serving call: 404 if the job is gone (`NotFound`), 409 if it was refitted or is no
+    longer completed; else nothing (the caller raises the failure itself). Blocking: one record read."""
+    current = registry.get(name)  # NotFound -> 404
+    if current.status != "completed" or current.created_at != job.created_at:
+        raise ApiError(409, "conflict", f"{job.kind} {name!r} changed while serving the request; retry",
+                       "name") from None
 
 
 @router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
@@ -204,15 +222,34 @@ async def project(name: ModelName, body: ProjectRequest, request: Request, model
                   backend: BackendDep, settings: SettingsDep) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
     (at most ``max_rows_per_request`` rows: 413 on ``rows``; at most ``max_serving_work``, rows x model
-    points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``)."""
+    points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``). A small
+    model's projection is checked and computed in one trip to the thread pool (`project_now`); a larger
+    one goes to the workers, watched for its deadline and its client."""
     check_rows(len(body.rows), settings.max_rows_per_request)
-    model, n_features = await served_job(name, models, datasets)
-    points = await model_points(model, datasets)
-    check_serving_work(len(body.rows), points, n_features, settings.max_serving_work)
-    rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
-    components = await watched(request, settings, models, name, model, backend.project, name, rows,
-                               model_values=points * n_features)
+    model, rows, values, components = await run_in_threadpool(project_now, name, body.rows, models, datasets,
+                                                              backend, settings)
+    if components is None:
+        components = await watched(request, settings, models, name, model, backend.project, name, rows,
+                                   model_values=values)
     return rows_answer(ProjectResponse, "components", components, settings.stream_response_values)
+
+
+def project_now(name: str, body_rows: list, models, datasets, backend, settings) -> tuple:
+    """``(model, rows, model_values, components)``: the request checked against the model (`served_job_now`,
+    the work budget, `checked_rows`), and its components when the backend computes them in this process
+    (`workers.backend.Backend.projects_here`), else None (the caller sends the rows to the workers). A model
+    deleted or refitted meanwhile is a 404/409, not a 500. Blocking: call it from the thread pool."""
+    model, n_features, points = served_job_now(name, models, datasets)
+    check_serving_work(len(body_rows), points, n_features, settings.max_serving_work)
+    rows = checked_rows(body_rows, n_features)
+    values = points * n_features
+    if not backend.projects_here(values, len(rows)):
+        return model, rows, values, None
+    try:
+        return model, rows, values, backend.project(name, rows, model_values=values)
+    except Exception:
+        changed_while_serving(models, name, model)
+        raise
 
 
 async def _reconstruct(name, body, request, models, datasets, backend, settings, answer=ReconstructResponse):
