@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -59,13 +61,14 @@ def service_process(n_workers: int | None = None, cwd: str | None = None, **envi
         port = sock.getsockname()[1]
         sock.close()
         env = {**os.environ, **environ, **({"KPCA_N_WORKERS": str(n_workers)} if n_workers else {})}
+        log_path = Path(data_dir) / "service.log"  # a file, not a pipe: a pipe nobody reads blocks the service
+        log = open(log_path, "wb")
         proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
-                                 "--data-dir", data_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                cwd=cwd)
+                                 "--data-dir", data_dir], env=env, stdout=subprocess.DEVNULL, stderr=log, cwd=cwd)
         url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(url, lambda: proc.poll() is None, "the service did not start",
-                         lambda: proc.stderr.read().decode()[-2000:])
+                         lambda: log_path.read_bytes().decode(errors="replace")[-2000:])
             yield url
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -74,6 +77,9 @@ def service_process(n_workers: int | None = None, cwd: str | None = None, **envi
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            log.close()
+            if os.environ.get("KPCA_BENCH_SERVICE_LOG"):  # keep the service's log where asked
+                shutil.copyfile(log_path, os.environ["KPCA_BENCH_SERVICE_LOG"])
 
 
 def wait_healthy(url: str, alive, failure: str, detail=lambda: "", timeout: float = 120.0) -> None:
