@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from service import security
 from service.errors import install_error_handlers
 from service.event_hub import EventHub
+from service.record_views import RecordViews
 from service.limits import BodyLimitMiddleware, DataUsage, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import ROUTERS
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.data_usage = DataUsage(Path(settings.data_dir).resolve(),
                                      resolved_data_limit(settings.data_dir, settings.max_data_bytes))
     app.state.metrics.watch_models(lambda: app.state.models.list())
+    app.state.record_views = RecordViews()
     app.state.event_hub = EventHub(lambda name: app.state.models.get(name), settings.max_event_streams)
     app.state.metrics.watch_events(app.state.event_hub)
     app.state.metrics.watch_projections(

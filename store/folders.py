@@ -75,6 +75,16 @@ class ResourceFolders:
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(self.kind, name) from None
 
+    def signature(self, name: str, document: str) -> tuple[int, int, int, int]:
+        """``(inode, mtime_ns, ctime_ns, size)`` of the document of ``name``: it changes whenever the document
+        is written (every write is a new file renamed over it, `store.atomic`), so a view computed from
+        the document can be kept under it. `NotFound` if missing. Cost: one ``stat``."""
+        try:
+            st = os.stat(self.path(name) / document)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(self.kind, name) from None
+        return st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
+
     def names(self) -> list[str]:
         """Sorted names of the resource folders, without hidden entries, tombstones and invalid names.
 

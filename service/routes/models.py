@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Query, Response, status
+from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.job_checks import checked_fit_params
@@ -68,9 +68,12 @@ def list_models(
 
 
 @router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
-def get_model(name: ModelName, models: ModelsDep) -> ModelPublic:
-    """Status, progress, history and the parameters actually used (from the registry only)."""
-    return ModelPublic.of(models.get(name))
+def get_model(name: ModelName, models: ModelsDep, request: Request) -> ModelPublic:
+    """Status, progress, history and the parameters actually used (from the registry only; the encoded
+    view kept until the record is written again, `service.record_views`)."""
+    body = request.app.state.record_views.json(
+        models, name, lambda record: ModelPublic.of(record).model_dump_json(by_alias=True).encode())
+    return Response(body, media_type="application/json")
 
 
 @router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)

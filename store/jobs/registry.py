@@ -120,6 +120,11 @@ class JobRegistry:
             raise ValueError(f"{self.folders.path(name) / self.document}: not a valid {self.kind} record: "
                              f"{exc}") from None
 
+    def signature(self, name: str) -> tuple:
+        """A value that changes whenever the record of ``name`` is written (`ResourceFolders.signature`);
+        `NotFound` if missing. One ``stat``."""
+        return self.folders.signature(name, self.document)
+
     def list(self, after: str | None = None, limit: int | None = None) -> list[JobRecord]:
         """All records, sorted by name; only names after ``after`` and at most ``limit`` of them if
         given (a page). Cost: a folder listing and one `get` per record returned."""

@@ -213,6 +213,26 @@ def test_get_reports_what_the_worker_wrote(api, registry):
     assert "written" in [m["name"] for m in api.get("/v1/models").json()["models"]]
 
 
+def test_a_polled_record_is_read_again_only_when_it_was_written(api, registry, server):
+    """``GET /v1/models/{name}`` keeps the encoded view of a record until the record is written again
+    (`service.record_views`): the same bytes FastAPI made from the record, and the new record's view
+    after every write, however soon."""
+    from pydantic import TypeAdapter
+
+    from service.schemas.models import ModelPublic
+
+    stored_record(registry, "polled", "running", progress=None)
+    first = api.get("/v1/models/polled")
+    again = api.get("/v1/models/polled")
+    expected = TypeAdapter(ModelPublic).dump_json(ModelPublic.of(registry.get("polled")), by_alias=True)
+    assert first.content == again.content == expected and first.headers["content-type"] == "application/json"
+    for i in range(5):  # writes closer together than any file time resolution would tell apart by time alone
+        registry.update("polled", status="running", params_used={"eta0": float(i)})
+        assert api.get("/v1/models/polled").json()["params_used"] == {"eta0": float(i)}
+    registry.delete("polled")
+    assert api.get("/v1/models/polled").status_code == 404
+
+
 @pytest.mark.parametrize("status", ["queued", "running", "failed", "cancelled"])
 def test_project_needs_a_completed_model(api, registry, status):
     stored_record(registry, f"is-{status}", status)

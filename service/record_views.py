@@ -1,0 +1,50 @@
+"""The JSON of job records' public views, kept per record version: a status poll costs a ``stat``.
+
+A running fit's record grows by one history entry per pass; clients poll it many times per pass. Reading,
+validating and re-serialising the whole record for each poll cost about 3 ms of the API process's
+interpreter at 150 passes (bench/load.py spends 40 % of its requests on polls). `RecordViews` keeps
+the encoded view under the record file's signature (`store.jobs.registry.JobRegistry.signature`:
+inode, times and size, which every write changes, as every write is a new file renamed over the old);
+the signature is taken before the record is read, so a view is never kept under a signature newer than
+its content.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+#: views kept at most (the least recently used is dropped)
+MAX_VIEWS = 256
+
+
+class RecordViews:
+    """Encoded public views of job records by ``(kind, name)``, each under the signature it was made at."""
+
+    def __init__(self, max_views: int = MAX_VIEWS):
+        self.max_views = max_views
+        self._views: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def json(self, registry, name: str, render: Callable[[object], bytes]) -> bytes:
+        """``render(record)`` of the current record of ``name`` in ``registry``, made again only when the
+        record was written since. `store.errors.NotFound` if there is none. Cost: a ``stat``; on a miss a
+        record read and ``render``."""
+        key = (registry.kind, name)
+        signature = registry.signature(name)
+        with self._lock:
+            kept = self._views.get(key)
+            if kept is not None and kept[0] == signature:
+                self._views.move_to_end(key)
+                self.hits += 1
+                return kept[1]
+        body = render(registry.get(name))
+        with self._lock:
+            self.misses += 1
+            self._views[key] = (signature, body)
+            self._views.move_to_end(key)
+            while len(self._views) > self.max_views:
+                self._views.popitem(last=False)
+        return body
