@@ -28,6 +28,20 @@ class RecordViews:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
+    def kept(self, registry, name: str) -> bytes | None:
+        """The kept view of the current record of ``name``, or None when it was written since (or never
+        viewed). `store.errors.NotFound` if there is none. Cost: one ``stat``, so that an async route may
+        call it on the event loop and go to the thread pool only for `json`."""
+        key = (registry.kind, name)
+        signature = registry.signature(name)
+        with self._lock:
+            kept = self._views.get(key)
+            if kept is not None and kept[0] == signature:
+                self._views.move_to_end(key)
+                self.hits += 1
+                return kept[1]
+        return None
+
     def json(self, registry, name: str, render: Callable[[object], bytes]) -> bytes:
         """``render(record)`` of the current record of ``name`` in ``registry``, made again only when the
         record was written since. `store.errors.NotFound` if there is none. Cost: a ``stat``; on a miss a

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.job_checks import checked_fit_params
@@ -68,11 +69,15 @@ def list_models(
 
 
 @router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
-def get_model(name: ModelName, models: ModelsDep, request: Request) -> ModelPublic:
+async def get_model(name: ModelName, models: ModelsDep, request: Request) -> ModelPublic:
     """Status, progress, history and the parameters actually used (from the registry only; the encoded
-    view kept until the record is written again, `service.record_views`)."""
-    body = request.app.state.record_views.json(
-        models, name, lambda record: ModelPublic.of(record).model_dump_json(by_alias=True).encode())
+    view kept until the record is written again, `service.record_views`: a poll between two writes is a
+    ``stat`` on the event loop, a record read and its encoding go to the thread pool)."""
+    views = request.app.state.record_views
+    body = views.kept(models, name)
+    if body is None:
+        body = await run_in_threadpool(views.json, models, name,
+                                       lambda record: ModelPublic.of(record).model_dump_json(by_alias=True).encode())
     return Response(body, media_type="application/json")
 
 
