@@ -104,3 +104,17 @@ def test_no_rows_asked_gives_empty_results(spec, rng):
     assert rows.transform_block(np.zeros((0, 3))).shape == (0, 50)
     out = rng.normal(size=(2, 50))
     np.testing.assert_array_equal(rows.left_product(none, np.zeros((2, 0)), out.copy()), out)
+
+
+def test_the_centring_pass_in_float32_keeps_the_float32_kernels_precision(rng):
+    """float32 rows run the centring pass's product (column sums and the start's ``C K``) as a float32 GEMM,
+    as the passes do: the column means agree with eq. 5's in float64 to float32's precision, and ``C K'``
+    with the float64 pass to float32's."""
+    X = rng.normal(size=(3000, 8))
+    spec = KernelSpec("gaussian", sigma=2.5)
+    C = rng.normal(size=(6, 3000))
+    wide, narrow = KernelRows(X, spec), KernelRows(X, spec, dtype=np.float32, compute_dtype=np.float32)
+    want, got = wide.fit_centering_times(C), narrow.fit_centering_times(C)
+    np.testing.assert_allclose(narrow.centering.column_means, wide.centering.column_means, rtol=1e-6)
+    assert abs(narrow.centering.grand_mean - wide.centering.grand_mean) < 1e-6 * abs(wide.centering.grand_mean)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
