@@ -138,6 +138,8 @@ def measure(name: str, l: int, args) -> dict:
     def timed(method: str, fn, *fn_args, **options):
         if args.methods and not any(method.startswith(m) for m in args.methods.split(",")):
             return None
+        if args.only and method not in args.only.split(","):
+            return None
         run = Run()
         try:
             result = fn(*fn_args, run, **options)
@@ -235,6 +237,7 @@ def main() -> None:
     ap.add_argument("--sklearn-max", type=int, default=20000, help="largest l scikit-learn is run on")
     ap.add_argument("--methods", default="", help="only the methods whose names start with one of these "
                                                   "(comma-separated; default: all)")
+    ap.add_argument("--only", default="", help="only the methods of exactly these names (comma-separated)")
     ap.add_argument("--quick", action="store_true", help="l 2000 and 4000, digits, 3 passes")
     ap.add_argument("--markdown", metavar="JSON", help="print the table of a saved result, and stop")
     ap.add_argument("--merge", action="store_true", help="add these sizes to the saved result (each size's "
