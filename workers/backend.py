@@ -32,6 +32,7 @@ from workers import images as image_task
 from workers import serve as serve_task
 from workers.placement import machine_cores
 from workers.plugins import IgnoreInterrupts, ImportModules, import_modules
+from workers.priority import run_niced
 from workers.shards import FIT_RESOURCE, fit_workers
 
 log = logging.getLogger(__name__)
@@ -405,12 +406,15 @@ class Backend:
     def denoise_image_tuned(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
                             options: dict | None = None, upscale: int = 1, tune: str = "auto",
                             n_components: int | None = None, constrained: bool = True,
-                            job: str | None = None) -> tuple[np.ndarray, dict]:
+                            job: str | None = None, watch: "Watch | None" = None) -> tuple[np.ndarray, dict]:
         """The denoised (or hyper-resolved) image and what was chosen, with the rank and pre-image tuned
-        on the image (`workers.image_jobs.denoise_with_model`). Blocking: call it from a thread pool."""
-        return self.client.submit(image_job_task.denoise_with_model, self.data_dir, model_name, image, patch,
-                                  stride, method, options, upscale, tune, n_components, constrained, job,
-                                  pure=False).result()
+        on the image (`workers.image_jobs.denoise_with_model`), one task run as pre-image blocks are (resource
+        ``preimage``, low priority, niced). ``watch``: the request's deadline and disconnection
+        (`watched_results`). Blocking: call it from a thread pool."""
+        future = self.client.submit(run_niced, image_job_task.denoise_with_model, self.data_dir, model_name, image,
+                                    patch, stride, method, options, upscale, tune, n_components, constrained, job,
+                                    pure=False, priority=PREIMAGE_PRIORITY, resources=self._preimage_resources())
+        return watched_results(self.client, [future], watch)[0]
 
     def denoise_image_fit(self, image: np.ndarray, patch: int, stride: int, tile: int | None, tune: str = "auto",
                           fixed: dict | None = None, noise: float | None = None,
@@ -420,12 +424,15 @@ class Backend:
         return self.client.submit(image_job_task.denoise_with_own_models, self.data_dir, image, patch, stride,
                                   tile, tune, fixed, noise, job, pure=False).result()
 
-    def denoise_rows_tuned(self, model_name: str, rows: np.ndarray, fixed: dict | None = None
-                           ) -> tuple[np.ndarray, dict]:
+    def denoise_rows_tuned(self, model_name: str, rows: np.ndarray, fixed: dict | None = None,
+                           watch: "Watch | None" = None) -> tuple[np.ndarray, dict]:
         """Rows through a model with the rank and pre-image tuned on them
-        (`workers.image_jobs.denoise_rows_tuned`). Blocking: call it from a thread pool."""
-        return self.client.submit(image_job_task.denoise_rows_tuned, self.data_dir, model_name, rows, fixed,
-                                  pure=False).result()
+        (`workers.image_jobs.denoise_rows_tuned`), one task run as pre-image blocks are (resource ``preimage``,
+        low priority, niced). ``watch``: the request's deadline and disconnection (`watched_results`).
+        Blocking: call it from a thread pool."""
+        future = self.client.submit(run_niced, image_job_task.denoise_rows_tuned, self.data_dir, model_name, rows,
+                                    fixed, pure=False, priority=PREIMAGE_PRIORITY, resources=self._preimage_resources())
+        return watched_results(self.client, [future], watch)[0]
 
     def component_images(self, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The leading ``count`` components of a model in input space and their eigenvalues

@@ -289,8 +289,9 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
 
     Bounded before any work: rows x model points x features x the method's starts and iterations at most
     ``max_serving_work`` (413 naming the option, ``options.n_iter``, or ``rows``); with ``tune="off"`` run
-    as tasks of about ``serving_block_work`` behind any projection, past ``serving_deadline_s`` a 503 with
-    ``Retry-After``, and a client that disconnects has its tasks not yet run cancelled."""
+    as tasks of about ``serving_block_work`` behind any projection, tuned as one task at the same low
+    priority; either way past ``serving_deadline_s`` a 503 with ``Retry-After``, and a client that
+    disconnects has its tasks not yet run cancelled."""
     if body.tune == "off":
         if body.n_components is not None:
             raise ApiError(422, "invalid", "n_components is for tune=auto; with tune=off every component is used",
@@ -306,7 +307,8 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
                        *budget)
     fixed = {"n_components": body.n_components, "method": method, "options": options}
     try:
-        out, info = await serve(models, name, model, backend.denoise_rows_tuned, name, rows, fixed)
+        out, info = await watched(request, settings, models, name, model, backend.denoise_rows_tuned, name, rows,
+                                  fixed)
     except ValueError as exc:
         raise invalid_preimage(exc) from None
     return rows_answer(DenoiseResponse, "rows", out, settings.stream_response_values, chosen=info["chosen"],
@@ -380,8 +382,9 @@ async def denoise_image(
     check_serving_work(count, await model_points(model, datasets), n_features, settings.max_serving_work,
                        checked_preimage(model, method, None), None, rows_field="stride")
     try:
-        cleaned, info = await serve(models, name, model, backend.denoise_image_tuned, name, image, patch, stride,
-                                    method, None, upscale, tune, n_components, constrained, job)
+        cleaned, info = await watched(request, settings, models, name, model, backend.denoise_image_tuned, name,
+                                      image, patch, stride, method, None, upscale, tune, n_components, constrained,
+                                      job)
     except ValueError as exc:  # a rank the model does not have, a method its kernel does not allow
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)

@@ -203,3 +203,13 @@ def test_a_heavy_request_keeps_few_blocks_on_the_cluster_at_a_time(api, app, mod
         seen.append(cluster_tasks(app))
         time.sleep(0.05)
     assert max(seen) > 0 and max(seen) <= BLOCKS_IN_FLIGHT * 1, seen  # one worker
+
+
+def test_a_tuned_request_past_its_deadline_is_a_503_too(api, app, model, digits):
+    """``tune=auto`` runs as one task, at the pre-images' priority and resource, under the same deadline: past
+    it a 503 with ``Retry-After`` (it ran on, unbounded, before)."""
+    body = {"rows": digits[:200].tolist(), "tune": "auto", "method": "fixed-point", "options": {"n_iter": 1000}}
+    started = time.monotonic()
+    r = api.post(f"/v1/models/{model}/denoise", json=body)
+    assert_error(r, 503, "unavailable", "rows")
+    assert r.headers["retry-after"] == "10" and time.monotonic() - started < 2.0 + 1.5
