@@ -32,20 +32,27 @@ class RecordViews:
         """The kept view of the current record of ``name``, or None when it was written since (or never
         viewed). `store.errors.NotFound` if there is none. Cost: one ``stat``, so that an async route may
         call it on the event loop and go to the thread pool only for `json`."""
-        key = (registry.kind, name)
-        signature = registry.signature(name)
-        with self._lock:
-            kept = self._views.get(key)
-            if kept is not None and kept[0] == signature:
-                self._views.move_to_end(key)
-                self.hits += 1
-                return kept[1]
-        return None
+        return self._lookup(registry, name)[1]
 
     def json(self, registry, name: str, render: Callable[[object], bytes]) -> bytes:
         """``render(record)`` of the current record of ``name`` in ``registry``, made again only when the
         record was written since. `store.errors.NotFound` if there is none. Cost: a ``stat``; on a miss a
         record read and ``render``."""
+        signature, body = self._lookup(registry, name)
+        if body is not None:
+            return body
+        body = render(registry.get(name))  # read after the signature was taken (module note)
+        with self._lock:
+            self.misses += 1
+            key = (registry.kind, name)
+            self._views[key] = (signature, body)
+            self._views.move_to_end(key)
+            while len(self._views) > self.max_views:
+                self._views.popitem(last=False)
+        return body
+
+    def _lookup(self, registry, name: str) -> tuple[tuple, bytes | None]:
+        """``(signature, kept view or None)`` of the record of ``name`` now. One ``stat``."""
         key = (registry.kind, name)
         signature = registry.signature(name)
         with self._lock:
@@ -53,12 +60,5 @@ class RecordViews:
             if kept is not None and kept[0] == signature:
                 self._views.move_to_end(key)
                 self.hits += 1
-                return kept[1]
-        body = render(registry.get(name))
-        with self._lock:
-            self.misses += 1
-            self._views[key] = (signature, body)
-            self._views.move_to_end(key)
-            while len(self._views) > self.max_views:
-                self._views.popitem(last=False)
-        return body
+                return signature, kept[1]
+        return signature, None
