@@ -41,5 +41,22 @@ def warm_up(n_rows: int = 60, n_features: int = 4) -> list[str]:
     return done
 
 
+def warm_default(n_rows: int = 300, n_features: int = 4) -> list[str]:
+    """Compile (or load from the cache) the code of the default fit and of serving only: the Nyström start
+    and Rayleigh-Ritz passes over float32 tiles (`kernel_precision` ``auto``'s choice above 1000 rows,
+    asked for here on ``n_rows`` rows), the same in float64, and a projection and pre-image through the
+    model (float64). What a worker needs before its first fit and projection; a second or so on a full
+    cache. Returns the runs done."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n_rows, n_features))
+    done = []
+    for precision in ("float32", "float64"):
+        model = KernelHebbianPCA(n_components=2, passes=2, solver_params={
+            "init": "nystrom", "init_size": min(100, n_rows - 1), "tol": 0, "kernel_precision": precision}).fit(X)
+        model.inverse_transform(model.transform(X[:5]))
+        done.append(f"default/{precision}")
+    return done
+
+
 if __name__ == "__main__":
     print(f"kpca warm-up: {len(warm_up())} fits compiled")

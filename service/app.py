@@ -52,7 +52,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), data_dir / ".imports")
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
                       plugins=settings.solver_plugins,
-                      local_projections=(settings.local_projection_values, settings.local_projection_work))
+                      local_projections=(settings.local_projection_values, settings.local_projection_work),
+                      warm_workers=settings.warm_workers)
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
     app.state.backend = backend
     log.info("kpca-stream serving data from %s", data_dir)

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
         ``KPCA_N_WORKERS`` unset) sizes it to the machine: min(cores, 8)
         workers, each with numba kernels on cores // workers threads
         (`workers.backend.embedded_sizing`). Unused with ``scheduler``.
+    warm_workers : every dask worker loads the default fit's and serving's
+        jitted code when it starts (``KPCA_WARM_WORKERS``, default true), so
+        that the first fit does not; the test suite turns it off.
     max_body_bytes : largest accepted request body; larger ones get 413.
     exact_limit : largest data set (rows) on which a fit reports the exact
         excess reconstruction error. The worker reads it; the service only
@@ -141,6 +144,8 @@ class Settings(BaseSettings):
                                   "(tcp://host:8786); unset: an embedded LocalCluster")
     n_workers: int | None = Field(default=None, ge=1, description="worker processes of the embedded cluster; "
                                   "unset: sized to the machine")
+    warm_workers: bool = Field(default=True, description="dask workers load the default fit's and serving's "
+                               "jitted code when they start")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1, description="largest request body (413 above)")
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0,
                              description="largest data set (rows) on which a fit reports the exact excess error")

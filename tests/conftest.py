@@ -1,8 +1,15 @@
+import os
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
 from tests.service.browser import empty_artefacts
+
+# Services the tests start (in this process or as subprocesses) do not warm their workers' jitted code:
+# each module starts its own cluster, and the code is compiled by the first test that needs it anyway.
+# tests/workers/test_warm_up.py turns it on.
+os.environ.setdefault("KPCA_WARM_WORKERS", "0")
 
 
 def pytest_sessionstart(session):

@@ -31,7 +31,7 @@ from workers import image_jobs as image_job_task
 from workers import images as image_task
 from workers import serve as serve_task
 from workers.placement import machine_cores
-from workers.plugins import IgnoreInterrupts, ImportModules, import_modules
+from workers.plugins import IgnoreInterrupts, ImportModules, WarmKernels, import_modules
 from workers.priority import run_niced
 from workers.shards import FIT_RESOURCE, fit_workers
 
@@ -169,6 +169,9 @@ class Backend:
         features) asking at most ``work`` (rows x values) is computed in this process
         (`workers.serve.project_rows`, the model cached here as on a worker) instead of on the cluster
         (`project`); ``(0, 0)``, the default, sends every projection to the cluster.
+    warm_workers : bool
+        Every worker loads the default fit's and serving's jitted code when it starts
+        (`workers.plugins.WarmKernels`).
 
     The embedded cluster: on c cores (`machine_cores`: the CPU affinity) it has
     ``min(c, 8)`` worker processes unless ``n_workers`` says otherwise, each with
@@ -181,9 +184,11 @@ class Backend:
     """
 
     def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int | None = None,
-                 plugins: list[str] | tuple[str, ...] = (), local_projections: tuple[int, int] = (0, 0)):
+                 plugins: list[str] | tuple[str, ...] = (), local_projections: tuple[int, int] = (0, 0),
+                 warm_workers: bool = False):
         self.data_dir = str(Path(data_dir).resolve())
         self.local_projections = tuple(int(v) for v in local_projections)
+        self.warm_workers = bool(warm_workers)
         self.projections = {"api": 0, "workers": 0}  # projections computed here and on the cluster (metrics)
         self.scheduler = scheduler
         self.n_workers = n_workers
@@ -225,6 +230,8 @@ class Backend:
         if self.plugins:
             import_modules(self.plugins)
             self.client.register_plugin(ImportModules(self.plugins))
+        if self.warm_workers:
+            self.client.register_plugin(WarmKernels())
         log.info("%s", self.describe())
         return self
 

@@ -48,3 +48,27 @@ class IgnoreInterrupts(WorkerPlugin):
 
     def setup(self, worker) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker's event loop runs in its main thread
+
+
+class WarmKernels(WorkerPlugin):
+    """A dask worker plugin that loads the default fit's and serving's jitted code when a worker starts
+    (`kpca.warmup.warm_default`), in a thread of its own so that the worker starts at once: a fresh
+    worker otherwise loads it during its first fit (the service's first fit took 1.5x the in-process
+    one, bench/service_fit.py). ``worker.kpca_warm`` says ``"running"``, ``"done"`` or the error."""
+
+    name = "kpca-warm-kernels"
+
+    def setup(self, worker) -> None:
+        import threading
+
+        def warm() -> None:
+            try:
+                from kpca.warmup import warm_default
+
+                warm_default()
+                worker.kpca_warm = "done"
+            except Exception as exc:  # a warm-up never stops a worker: the first fit compiles instead
+                worker.kpca_warm = f"failed: {type(exc).__name__}: {exc}"
+
+        worker.kpca_warm = "running"
+        threading.Thread(target=warm, name="kpca-warm-up", daemon=True).start()

@@ -1,0 +1,32 @@
+"""Workers load the default fit's and serving's jitted code when they start (`workers.plugins.WarmKernels`)."""
+
+import time
+
+from workers import Backend
+
+
+def warm_state(dask_worker) -> str | None:
+    return getattr(dask_worker, "kpca_warm", None)
+
+
+def compiled(precision: str) -> bool:
+    """Whether this process has the Gaussian kernel's tile map and its panels' GEMM path compiled for
+    ``precision`` tiles (what the default fit and a projection call first)."""
+    from kpca import _tiles
+
+    return any(str(sig[0].dtype) == precision for sig in _tiles.gaussian_tile.signatures)
+
+
+def test_a_warmed_worker_has_the_default_fits_code_before_its_first_fit(tmp_path):
+    with Backend(tmp_path, n_workers=1, warm_workers=True) as backend:
+        deadline = time.monotonic() + 120
+        while set(backend.client.run(warm_state).values()) != {"done"}:
+            states = backend.client.run(warm_state)
+            assert not any(str(s).startswith("failed") for s in states.values()), states
+            assert time.monotonic() < deadline, states
+            time.sleep(0.2)
+        assert set(backend.client.run(compiled, "float32").values()) == {True}  # the default fit's tiles
+        assert set(backend.client.run(compiled, "float64").values()) == {True}  # serving's
+    with Backend(tmp_path, n_workers=1) as cold:  # not asked: nothing runs, nothing is compiled
+        assert set(cold.client.run(warm_state).values()) == {None}
+        assert set(cold.client.run(compiled, "float32").values()) == {False}
