@@ -27,13 +27,21 @@ JSON_MEDIA_TYPE = "application/json"
 CSV_MEDIA_TYPE = "text/csv"
 
 
+#: JSON bodies up to this many bytes are decoded on the event loop: a trip to the thread pool costs more
+#: than decoding them (a few rows), and under load each trip is a hand-over of the interpreter's lock
+INLINE_JSON_BYTES = 16 * 1024
+
+
 class ThreadParsedRequest(Request):
-    """A request whose JSON body is decoded in a worker thread (`json.loads`), not on the event loop."""
+    """A request whose JSON body is decoded in a worker thread (`json.loads`), not on the event loop,
+    when it is larger than `INLINE_JSON_BYTES`."""
 
     async def json(self):
-        """The body as JSON, decoded once, off the event loop. Cost O(body) in a thread."""
+        """The body as JSON, decoded once; off the event loop when large. Cost O(body)."""
         if not hasattr(self, "_json"):
-            self._json = await run_in_threadpool(json.loads, await self.body())
+            body = await self.body()
+            self._json = json.loads(body) if len(body) <= INLINE_JSON_BYTES else \
+                await run_in_threadpool(json.loads, body)
         return self._json
 
 
