@@ -13,7 +13,8 @@ service's output. The noise level is the service's own estimate (`kpca.noise_lev
 the scores read the clean image.
 
 ``--cache DIR`` keeps the service's outputs (the slow part) in DIR as ``{image}_{size}_{level}.npz``
-(``service``, ``noise``, ``chosen``), reused when there.
+(``service``, ``noise``, ``chosen``), reused when there. ``--wired`` also runs the service as the route
+does now (first stage, then the gated second stage): column "service_wired", which should be "gated".
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main():
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--levels", default="0.05,0.1,0.2")
     ap.add_argument("--cache", default="", help="folder of the service's outputs")
+    ap.add_argument("--wired", action="store_true", help="also run the service with its second stage")
     args = ap.parse_args()
     cache = Path(args.cache) if args.cache else None
     if cache:
@@ -101,10 +103,14 @@ def main():
             row["gate"] = {**risks, "kept": bool(keep)}
             wired = wiener_stage(unit, service, PATCH, STRIDE, noise, shrink=SHRINK, tile=WIENER_TILE)
             row["psnr_db"]["gated"] = psnr(clean, wired) if keep else row["psnr_db"]["service"]
+            if args.wired:  # the service as the route runs it now: "gated" should be this
+                out, info = denoise_with_own_models(data_dir, pixels)
+                row["psnr_db"]["service_wired"] = psnr(clean, out / 65535.0)
+                row["wired_second_stage"] = info["chosen"]["second_stage"]
             row["minus_service_db"] = {k: v - row["psnr_db"]["service"] for k, v in row["psnr_db"].items()}
             cases.append(row)
             print(name, level, {k: round(v, 2) for k, v in row["minus_service_db"].items()}, flush=True)
-    columns = [k for k in cases[0]["psnr_db"] if k.startswith("wiener") or k == "gated"]
+    columns = [k for k in cases[0]["psnr_db"] if k.startswith("wiener") or k in ("gated", "service_wired")]
     summary = {}
     for column in columns:
         gains = np.array([c["minus_service_db"][column] for c in cases])
