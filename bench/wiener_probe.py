@@ -70,6 +70,7 @@ def main():
     ap.add_argument("--levels", default="0.05,0.1,0.2")
     ap.add_argument("--cache", default="", help="folder of the service's outputs")
     ap.add_argument("--wired", action="store_true", help="also run the service with its second stage")
+    ap.add_argument("--name", default="wiener_probe", help="name of the JSON result")
     args = ap.parse_args()
     cache = Path(args.cache) if args.cache else None
     if cache:
@@ -119,7 +120,7 @@ def main():
                            "worst_gain_db": float(gains.min()),
                            "cases_at_least_0.5_db_over_linear": int(sum(
                                c["psnr_db"][column] - c["psnr_db"]["linear_pca"] >= 0.5 for c in cases))}
-    save("wiener_probe", {"patch": PATCH, "stride": STRIDE, "size": args.size, "cases": cases, "summary": summary})
+    save(args.name, {"patch": PATCH, "stride": STRIDE, "size": args.size, "cases": cases, "summary": summary})
 
 
 if __name__ == "__main__":
