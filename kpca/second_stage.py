@@ -65,7 +65,7 @@ def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float,
             second = apply_second_stage(y1_w, first, settings, s1, WIENER)
             sums["first"] += float(np.sum((first - target_w) ** 2 - offset))
             sums[WIENER] += float(np.sum((second - target_w) ** 2 - offset))
-        pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
+        pixels = int(sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows))
     count = max(int(draws), 1) * max(pixels, 1)
     return {"first": sums["first"] / count, WIENER: sums[WIENER] / count, "pixels": pixels, "draws": int(draws)}
 
