@@ -12,9 +12,10 @@ defaults are the route's). Rows of the table, each with PSNR (dB), SSIM and seco
   averaged over `kpca.tuning.DRAWS` draws, over ranks 1-32);
 * ``service``: the service with its defaults (tune=auto: noise estimated, width, rank and pre-image
   tuned on the noisy image alone; ``linear``, linear PCA of all the patches, is one of its candidates,
-  kept unless a kernel candidate beats it by two standard errors of the estimate);
+  kept unless a kernel candidate beats it by two standard errors of the estimate; then the Wiener
+  second stage where its risk estimate is lower, ``chosen["second_stage"]``, `kpca.second_stage`);
 * ``tuned/<method>``: each pre-image method with its own tuned width and rank (the best row of that
-  method in the service's tuning table);
+  method in the service's tuning table), first stage alone;
 * ``nl_means``: scikit-image's non-local means, h = 0.8 sigma with sigma from its own estimate
   (`skimage.restoration.estimate_sigma`), 5 x 5 patches, 13 x 13 search (its documented recipe);
 * ``tv_chambolle``: total variation (Chambolle), weight chosen by the same rule as linear PCA's rank.
@@ -104,7 +105,7 @@ def run_case(clean: np.ndarray, level: float, seed: int, data_dir: str) -> tuple
         best = next(row for row in info["risks"] if row["method"] == method)  # the service's tuning table
         settings = PatchSettings(patch=PATCH, stride=STRIDE, width=best["width"], n_components=best["n_components"],
                                  method=method, options=best["options"])
-        if method == chosen_method:
+        if method == chosen_method and not info["chosen"].get("second_stage"):  # else the first stage alone
             rows[f"tuned/{method}"] = {**rows["service"], "settings": settings.to_dict()}
             continue
         t0 = time.perf_counter()

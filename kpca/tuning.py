@@ -166,6 +166,8 @@ class Tuned:
         The row of ``risks`` chosen, with ``standard_error`` (of its difference to the best ``linear``
         row; None when there is no such pair) and ``rule``: ``"least risk"`` or ``"linear within the
         margin"`` (`MARGIN` standard errors).
+    second_stage : dict or None
+        Set by `kpca.second_stage.choose_second_stage`: ``stage`` (``"wiener"`` or None) and the risks.
     """
 
     settings: PatchSettings
@@ -174,13 +176,15 @@ class Tuned:
     risks: list = field(default_factory=list)
     pixels: int = 0
     chosen: dict | None = None
+    second_stage: dict | None = None
 
     def summary(self) -> dict:
         """What was chosen, the noise level and the chosen row's estimate, as one flat dict. O(candidates)."""
         row = self.chosen or (min(self.risks, key=lambda r: r["risk"]) if self.risks else None)
         return {"noise": self.noise, "noise_estimated": self.noise_estimated, **self.settings.to_dict(),
                 "estimated_psnr_db": None if row is None else row["psnr_db"], "candidates": len(self.risks),
-                "tuning_pixels": self.pixels, "rule": None if row is None else row.get("rule")}
+                "tuning_pixels": self.pixels, "rule": None if row is None else row.get("rule"),
+                "second_stage": (self.second_stage or {}).get("stage")}
 
 
 def _psnr(risk: float) -> float:

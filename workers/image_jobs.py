@@ -30,6 +30,7 @@ from kpca.model import KernelModel
 from kpca.noise_level import noise_level, noise_level_rows
 from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
 from kpca.preimage import reconstruct
+from kpca.second_stage import apply_second_stage, choose_second_stage
 from kpca.tuning import tune_model, tune_patches, tuning_windows
 from store.errors import Conflict
 from store.image_jobs import ImageJobStore
@@ -173,12 +174,15 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
 
 def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, stride: int = 1,
                             tile: int | None = 32, tune: str = "auto", fixed: dict | None = None,
-                            noise: float | None = None, job: str | None = None) -> tuple[np.ndarray, dict]:
+                            noise: float | None = None, job: str | None = None, second_stage: bool = True
+                            ) -> tuple[np.ndarray, dict]:
     """The one-call path: a decoded PNG's pixels denoised by kernel PCA models of its own tiles
     (`kpca.patch_denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
-    (`kpca.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept). ``tune="off"``: the
+    (`kpca.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept), followed by the Wiener
+    second stage where its estimated risk is lower (`kpca.second_stage`; ``second_stage=False``: the first
+    stage alone, as before issue 27). ``tune="off"``: the
     values of ``fixed`` over `PatchSettings`' defaults. Returns the image (input's dtype) and ``info``,
-    whose ``chosen`` includes ``sigma``, the kernel width used."""
+    whose ``chosen`` includes ``sigma``, the kernel width used, and ``second_stage`` (``"wiener"`` or None)."""
     progress = JobProgress(data_dir, job, "denoise-image-fit")
 
     def work():
@@ -198,17 +202,21 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
         if tune == "auto":
             with progress.step("tuning"):
                 tuned = tune_patches(unit, base, fixed_values, noise_level_used, report=progress.report)
-            settings = tuned.settings
-            extra = {"candidates": len(tuned.risks), "risks": tuned.risks}
+                if second_stage:
+                    tuned = choose_second_stage(unit, tuned)
+            settings, stage = tuned.settings, (tuned.second_stage or {}).get("stage")
+            extra = {"candidates": len(tuned.risks), "risks": tuned.risks, "second_stage": tuned.second_stage}
         else:
             settings = PatchSettings(**{**base.__dict__, **{k: v for k, v in fixed_values.items()
                                                            if k in base.__dict__}})
             if settings.method == LINEAR:  # no kernel, so no width
                 settings = replace(settings, width=None)
-            extra = {}
+            stage, extra = None, {}
         with progress.step("denoising"):
             out = denoise_image(unit, settings, noise_level_used, report=progress.report)
-        chosen = {**settings.to_dict(), "sigma": sigma if sigma is not None else settings.sigma(noise_level_used)}
+            out = apply_second_stage(unit, out, settings, noise_level_used, stage)
+        chosen = {**settings.to_dict(), "sigma": sigma if sigma is not None else settings.sigma(noise_level_used),
+                  "second_stage": stage}
         info = {"tune": tune, "chosen": chosen, "noise": noise_level_used, "noise_estimated": estimated, **extra}
         return from_unit(out, unit_info), info
 

@@ -137,6 +137,7 @@ def test_one_call_denoise_image_fits_tunes_and_answers(api):
     what = chosen(r)
     kernel = what["method"] in ("fixed-point", "kwok-tsang", "gradient", "learned")
     assert (kernel and what["sigma"] > 0) or (what["method"] == "linear" and what["sigma"] is None), what
+    assert what["second_stage"] in ("wiener", None)  # issue 27: the Wiener stage, kept where its risk is lower
     assert mse(out, clean) < 0.5 * mse(noisy, clean)
     job = api.get("/v1/image-jobs/one-call").json()
     assert job["status"] == "completed" and [s["step"] for s in job["steps"]] == ["noise", "tuning", "denoising"]
@@ -174,6 +175,7 @@ def test_one_call_linear_is_linear_pca_and_keeps_a_linear_model(api):
     r = api.post("/v1/denoise-image?patch=5&stride=2&method=linear&tune=off&n_components=2", content=png(noisy),
                  headers=PNG)
     assert r.status_code == 200 and chosen(r)["n_components"] == 2, r.text
+    assert chosen(r)["second_stage"] is None  # tune=off: the first stage alone
     for tune in ("auto", "off"):
         r = api.post(f"/v1/denoise-image?patch=5&method=linear&sigma=1.5&tune={tune}", content=png(noisy),
                      headers=PNG)
