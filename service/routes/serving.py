@@ -148,16 +148,6 @@ def invalid_preimage(exc: ValueError) -> Exception:
     return ApiError(422, "invalid", message, field)
 
 
-async def model_points(job: JobRecord, datasets) -> int:
-    """Points a model's kernel rows run over (`points_of`), 0 for a model over centres whose data set is
-    gone (its centres are few by construction). Cost: a metadata read."""
-    try:
-        dataset = await run_in_threadpool(datasets.get, job.dataset)
-    except NotFound:
-        return 0
-    return points_of(job, dataset)
-
-
 def points_of(job: JobRecord, dataset: DatasetInfo) -> int:
     """The rows of the data set version the job serves from (its ``dataset_version``), else all the
     data set's rows. O(versions)."""
@@ -256,11 +246,10 @@ async def _reconstruct(name, body, request, models, datasets, backend, settings,
     """``/reconstruct`` (and ``/denoise`` with ``tune="off"``): the rows' pre-images as ``answer``
     (`service.responses.rows_answer`: the model, or its JSON streamed when large)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
-    model, n_features = await served_job(name, models, datasets)
+    model, n_features, points = await run_in_threadpool(served_job_now, name, models, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
     options = body.options.model_dump(exclude_none=True)
     method = checked_preimage(model, body.method, options)  # 422 on method / options.<name>, before any work
-    points = await model_points(model, datasets)
     work = check_serving_work(len(rows), points, n_features, settings.max_serving_work, method, options)
     block_rows = max(1, len(rows) * settings.serving_block_work // max(work, 1))
     try:
@@ -298,12 +287,12 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
                            "n_components")
         return await _reconstruct(name, body, request, models, datasets, backend, settings, DenoiseResponse)
     check_rows(len(body.rows), settings.max_rows_per_request)
-    model, n_features = await served_job(name, models, datasets)
+    model, n_features, points = await run_in_threadpool(served_job_now, name, models, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
     options = body.options.model_dump(exclude_none=True)
     method = None if body.method == "auto" else checked_preimage(model, body.method, options)
     budget = (method, options) if method else (checked_preimage(model, "auto", {}), {})  # tuned: the default's
-    check_serving_work(len(rows), await model_points(model, datasets), n_features, settings.max_serving_work,
+    check_serving_work(len(rows), points, n_features, settings.max_serving_work,
                        *budget)
     fixed = {"n_components": body.n_components, "method": method, "options": options}
     try:
@@ -369,7 +358,7 @@ async def denoise_image(
     small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
     option lives on this route rather than on another."""
     image = decode_png(await read_body(request), settings.max_image_pixels)
-    model, n_features = await served_job(name, models, datasets)
+    model, n_features, points = await run_in_threadpool(served_job_now, name, models, datasets)
     patch, height, width = image_patch_plan(image, n_features, upscale, name)  # 422 on image
     check_pixels(height, width, settings.max_image_pixels, "upscale", f"the image upscaled {upscale} times")
     if patch > min(height, width):
@@ -379,7 +368,7 @@ async def denoise_image(
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
     count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
-    check_serving_work(count, await model_points(model, datasets), n_features, settings.max_serving_work,
+    check_serving_work(count, points, n_features, settings.max_serving_work,
                        checked_preimage(model, method, None), None, rows_field="stride")
     try:
         cleaned, info = await watched(request, settings, models, name, model, backend.denoise_image_tuned, name,
