@@ -55,7 +55,7 @@ def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float,
     s1 = float(noise) * float(np.sqrt(1.0 + ALPHA * ALPHA))
     offset = float(noise) ** 2 * (1.0 + 1.0 / ALPHA**2)
     sums = {"first": 0.0, WIENER: 0.0}
-    pixels = 0
+    pixels = int(sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows))
     for y1, target in recorruptions(image, noise, seed, draws):
         whole = linear_pca_denoise(y1, settings.patch, settings.stride, settings.n_components) \
             if settings.method == LINEAR else None
@@ -65,7 +65,6 @@ def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float,
             second = apply_second_stage(y1_w, first, settings, s1, WIENER)
             sums["first"] += float(np.sum((first - target_w) ** 2 - offset))
             sums[WIENER] += float(np.sum((second - target_w) ** 2 - offset))
-        pixels = int(sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows))
     count = max(int(draws), 1) * max(pixels, 1)
     return {"first": sums["first"] / count, WIENER: sums[WIENER] / count, "pixels": pixels, "draws": int(draws)}
 
