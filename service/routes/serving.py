@@ -51,7 +51,7 @@ from service.security import READ, WRITE, access
 from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound, StoreError
 from store.jobs.records import JobRecord
-from workers.backend import RequestEnded, Watch
+from workers.watch import RequestEnded, Watch
 
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
 
@@ -161,7 +161,7 @@ def points_of(job: JobRecord, dataset: DatasetInfo) -> int:
 
 async def watched(request: Request, settings, registry, name: str, job: JobRecord, call, *args, **kwargs):
     """`serve` with the request's deadline (``serving_deadline_s``) and its client's disconnection
-    watched (`workers.backend.Watch`, passed to ``call`` as ``watch``): past the deadline a 503 with
+    watched (`workers.watch.Watch`, passed to ``call`` as ``watch``): past the deadline a 503 with
     ``Retry-After``, a client gone a 400 nobody reads; either way the tasks not yet run are cancelled."""
     watch = Watch(time.monotonic() + settings.serving_deadline_s)
 
