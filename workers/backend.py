@@ -20,6 +20,7 @@ import numpy as np
 from dask.distributed import Client, LocalCluster, fire_and_forget
 
 from store import DatasetInfo, DatasetStore, ModelRegistry, NotFound
+from store.atomic import try_file_lock
 from store.jobs.records import ModelRecord
 from workers import archive as archive_task
 from workers import cluster as cluster_task
@@ -61,6 +62,13 @@ QUIET_WHEN_IDLE = {
 #: (sent at once: their resource restriction exempts them from the queue) left every projection queued
 #: on the scheduler until blocks finished: /project waited 23 s behind 4 such requests.
 PRIORITIES_ON_WORKERS = {"distributed.scheduler.worker-saturation": "inf"}
+
+
+def _fit_tasks(prefix: str, dask_scheduler=None) -> set[str]:
+    """On the scheduler (``Client.run_on_scheduler``): the job names of the fit tasks it holds not yet
+    finished, from their keys ``{prefix}{name}-{hex}`` (`Backend.submit_fit`). O(tasks)."""
+    return {key[len(prefix):].rsplit("-", 1)[0] for key, task in dask_scheduler.tasks.items()
+            if isinstance(key, str) and key.startswith(prefix) and task.state not in ("memory", "erred", "forgotten")}
 
 
 def embedded_sizing(cores: int, n_workers: int | None = None) -> tuple[int, int]:
@@ -267,12 +275,20 @@ class Backend:
         returns their names.
 
         A job whose record is ``queued`` or ``running`` but whose fit lease no
-        live process holds, and for which this backend has no pending task,
-        lost its runner (the service restarted, or a worker died and dask gave
-        up on the task). Its new run resumes from the last checkpoint. Cost:
-        one registry listing.
+        live process holds, and which has no task on the cluster (submitted by
+        this backend or by another client of the scheduler: the service's other
+        API processes), lost its runner (the service restarted, or a worker died
+        and dask gave up on the task). Its new run resumes from the last
+        checkpoint. One recovery at a time among the processes sharing the data
+        folder (an flock), so two never resubmit the same job. Cost: one
+        registry listing and one scheduler query.
         """
+        with try_file_lock(Path(self.data_dir) / ".recover.lock") as ours:
+            return self._recover(registry) if ours else []
+
+    def _recover(self, registry) -> list[str]:
         kind = registry.kind_folder
+        on_cluster = None  # the names with a fit task on the scheduler, asked once and only if needed
         resubmitted = []
         for record in registry.list():
             name = record.name
@@ -286,6 +302,10 @@ class Backend:
                 if registry.fit_alive(name):
                     continue
             except Exception:  # deleted meanwhile
+                continue
+            if on_cluster is None:
+                on_cluster = self.client.run_on_scheduler(_fit_tasks, f"fit-{kind}-")
+            if name in on_cluster:
                 continue
             log.warning("fit of %s %s has no live runner; resubmitting (it resumes from its checkpoint)",
                         registry.kind, name)

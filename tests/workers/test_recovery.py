@@ -99,3 +99,25 @@ def test_a_checkpoint_saved_before_BK_was_kept_resumes(data_dir, backend):
     for key in ("A", "AK", "B", "BK", "rho"):  # B K' recomputed, not carried: equal up to rounding
         np.testing.assert_allclose(resumed[key], whole[key], rtol=1e-7, atol=1e-9 * np.abs(whole[key]).max(),
                                    err_msg=key)
+
+
+def test_recover_leaves_a_fit_queued_by_another_client_of_the_scheduler(data_dir):
+    """Issue 30 (several API processes, one cluster): a fit submitted by one process and still waiting
+    for a fit slot is on the scheduler, not in the other process's futures; the other's recovery must not
+    submit it again (before: it did, every watchdog round, each copy run when a slot freed). A cluster of
+    one worker, so that one long fit holds its only fit slot."""
+    registry = ModelRegistry(data_dir)
+    with Backend(data_dir, n_workers=1) as one, Backend(data_dir, scheduler=one.cluster.scheduler_address) as other:
+        registry.create(record(data_dir, "busy", 10_000))
+        one.submit_fit("busy")
+        try:
+            wait_for_record(registry, "busy", lambda r: r.status == "running" and r.passes_done >= 1)
+            registry.create(record(data_dir, "waiting", 3))
+            one.submit_fit("waiting")
+            assert other.recover(registry) == []
+            assert one.recover(registry) == []
+            assert registry.get("waiting").status == "queued"
+        finally:
+            registry.request_cancel("busy")
+        assert wait_for_record(registry, "busy", ended).status == "cancelled"
+        assert wait_for_record(registry, "waiting", ended).status == "completed"
