@@ -196,19 +196,22 @@ class Client:
         return np.asarray(self._json("POST", f"/v1/models/{name}/denoise", json=body)["rows"])
 
     def denoise_image(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1,
-                      compare: bool = False, tune: str = "auto", n_components: int | None = None) -> bytes:
+                      compare: bool = False, tune: str = "auto", n_components: int | None = None,
+                      second_stage: str = "auto") -> bytes:
         """A PNG denoised patch by patch through model ``name``; the denoised PNG's bytes (with ``compare``,
-        a picture of the input and the denoised image side by side). `denoise_image_chosen` also says
+        a picture of the input and the denoised image side by side). ``second_stage``: the Wiener stage,
+        ``auto`` (where it is estimated to help), ``wiener`` or ``off``. `denoise_image_chosen` also says
         what the tuning chose."""
-        return self.denoise_image_chosen(name, png, stride, method, upscale, compare, tune, n_components)[0]
+        return self.denoise_image_chosen(name, png, stride, method, upscale, compare, tune, n_components,
+                                         second_stage)[0]
 
     def denoise_image_chosen(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1,
-                             compare: bool = False, tune: str = "auto",
-                             n_components: int | None = None) -> tuple[bytes, dict]:
+                             compare: bool = False, tune: str = "auto", n_components: int | None = None,
+                             second_stage: str = "auto") -> tuple[bytes, dict]:
         """`denoise_image`, and what was chosen and how long each step took: the answer's
         ``X-KPCA-Chosen`` header (JSON) with ``steps`` from ``Server-Timing`` (seconds)."""
         params = {"stride": stride, "method": method, "upscale": upscale, "compare": str(compare).lower(),
-                  "tune": tune}
+                  "tune": tune, "second_stage": second_stage}
         if n_components is not None:
             params["n_components"] = n_components
         response = self.request("POST", f"/v1/models/{name}/denoise-image", content=png, params=params,

@@ -65,9 +65,12 @@ def denoise(state: State, name: str, file: str, out: str, method: str) -> None:
               help="auto: choose the rank and pre-image from the image itself (explicit --method kept)")
 @click.option("--n-components", type=click.IntRange(min=1), default=None,
               help="use this many of the model's leading components (default: tuned, or all)")
+@click.option("--second-stage", type=click.Choice(["auto", "wiener", "off"]), default="auto", show_default=True,
+              help="the Wiener second stage: auto keeps it where it is estimated to help (with --tune auto); "
+                   "wiener: always; off: never")
 @pass_state
 def denoise_image(state: State, name: str, image: str, out: str, patch: int | None, stride: int, method: str,
-                  upscale: int, compare: bool, tune: str, n_components: int | None) -> None:
+                  upscale: int, compare: bool, tune: str, n_components: int | None, second_stage: str) -> None:
     """Denoise the PNG IMAGE patch by patch through model NAME (trained on image patches); says what
     the tuning chose."""
     if patch is not None:
@@ -76,9 +79,10 @@ def denoise_image(state: State, name: str, image: str, out: str, patch: int | No
             raise click.BadParameter(f"model {name!r} takes rows of {n_features} values, which are not "
                                      f"{patch}x{patch} patches (grey, RGB or RGBA)", param_hint="--patch")
     png, chosen = state.client.denoise_image_chosen(name, Path(image).read_bytes(), stride, method, upscale, compare,
-                                                    tune, n_components)
+                                                    tune, n_components, second_stage)
     Path(out).write_bytes(png)
-    said = ", ".join(f"{key} {value}" for key, value in chosen.items() if key in ("method", "n_components", "noise"))
+    shown = ("method", "n_components", "noise", "second_stage")
+    said = ", ".join(f"{key} {value}" for key, value in chosen.items() if key in shown)
     state.emit({"output": out, "bytes": len(png), "chosen": chosen}, f"wrote {out}" + (f" ({said})" if said else ""))
 
 

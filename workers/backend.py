@@ -374,24 +374,25 @@ class Backend:
 
     def denoise_image_tuned(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
                             options: dict | None = None, upscale: int = 1, tune: str = "auto",
-                            n_components: int | None = None, constrained: bool = True,
-                            job: str | None = None, watch: "Watch | None" = None) -> tuple[np.ndarray, dict]:
-        """The denoised (or hyper-resolved) image and what was chosen, with the rank and pre-image tuned
-        on the image (`workers.image_jobs.denoise_with_model`), one task run as pre-image blocks are (resource
-        ``preimage``, low priority, niced). ``watch``: the request's deadline and disconnection
+                            n_components: int | None = None, constrained: bool = True, job: str | None = None,
+                            watch: "Watch | None" = None, second_stage: str = "auto") -> tuple[np.ndarray, dict]:
+        """The denoised (or hyper-resolved) image and what was chosen, with the rank, pre-image and second
+        stage tuned on the image (`workers.image_jobs.denoise_with_model`), one task run as pre-image blocks are
+        (resource ``preimage``, low priority, niced). ``watch``: the request's deadline and disconnection
         (`watched_results`). Blocking: call it from a thread pool."""
         future = self.client.submit(run_niced, image_job_task.denoise_with_model, self.data_dir, model_name, image,
                                     patch, stride, method, options, upscale, tune, n_components, constrained, job,
-                                    pure=False, priority=PREIMAGE_PRIORITY, resources=self._preimage_resources())
+                                    second_stage, pure=False, priority=PREIMAGE_PRIORITY,
+                                    resources=self._preimage_resources())
         return watched_results(self.client, [future], watch)[0]
 
     def denoise_image_fit(self, image: np.ndarray, patch: int, stride: int, tile: int | None, tune: str = "auto",
                           fixed: dict | None = None, noise: float | None = None,
-                          job: str | None = None) -> tuple[np.ndarray, dict]:
+                          job: str | None = None, second_stage: str = "auto") -> tuple[np.ndarray, dict]:
         """The one-call path: the image denoised by models of its own tiles, tuned on it
         (`workers.image_jobs.denoise_with_own_models`). Blocking: call it from a thread pool."""
         return self.client.submit(image_job_task.denoise_with_own_models, self.data_dir, image, patch, stride,
-                                  tile, tune, fixed, noise, job, pure=False).result()
+                                  tile, tune, fixed, noise, job, second_stage, pure=False).result()
 
     def denoise_rows_tuned(self, model_name: str, rows: np.ndarray, fixed: dict | None = None,
                            watch: "Watch | None" = None) -> tuple[np.ndarray, dict]:

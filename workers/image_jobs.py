@@ -30,7 +30,7 @@ from kpca.model import KernelModel
 from kpca.noise_level import noise_level, noise_level_rows
 from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
 from kpca.preimage import reconstruct
-from kpca.second_stage import apply_second_stage, choose_second_stage
+from kpca.second_stage import WIENER, apply_second_stage, choose_second_stage, lower_stage, stage_choice, stage_risks
 from kpca.tuning import tune_model, tune_patches, tuning_windows
 from store.errors import Conflict
 from store.image_jobs import ImageJobStore
@@ -102,19 +102,42 @@ def _run(progress: JobProgress, work):
     return image, info
 
 
+def _second_stage(progress: JobProgress, choice: str, unit: np.ndarray, out: np.ndarray, patch: int, stride: int,
+                  noise: float, first=None, windows=None) -> tuple[np.ndarray, dict]:
+    """``out`` (the first stage's output for ``unit``) followed by the Wiener stage as ``choice`` says
+    (`kpca.second_stage.STAGE_CHOICES`): ``auto`` where (T1) of ``first(y1, s1)`` alone and followed by
+    it on ``windows`` (`kpca.second_stage.stage_risks`) is lower (no ``first``: not applied), ``wiener``
+    always, ``off`` never; timed as the step "second stage". Returns the image and ``{"stage", "risks"}``
+    (risks None where not estimated)."""
+    if choice == "off" or (choice == "auto" and first is None):
+        return out, {"stage": None, "risks": None}
+    with progress.step("second stage"):
+        risks = stage_risks(first, windows, noise, patch, stride) if choice == "auto" else None
+        stage = WIENER if choice == WIENER else lower_stage(risks)
+        out = apply_second_stage(unit, out, (patch, stride), noise, stage)
+    return out, {"stage": stage, "risks": risks}
+
+
 def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch: int, stride: int,
                        method: str = "auto", options: dict | None = None, upscale: int = 1, tune: str = "auto",
                        n_components: int | None = None, constrained: bool = True,
-                       job: str | None = None) -> tuple[np.ndarray, dict]:
+                       job: str | None = None, second_stage: bool | str = "auto") -> tuple[np.ndarray, dict]:
     """Denoise (or hyperresolve, ``upscale`` > 1) a decoded PNG's pixels through a stored patch model.
 
     ``tune="auto"`` (denoising only): the rank (at most the model's) and pre-image method are chosen by
     `kpca.tuning.tune_model` on the image itself; ``method`` other than "auto" and ``n_components``
-    are kept as given. ``tune="off"``: ``method`` and ``options`` as given, all the model's components
-    (or ``n_components``). Hyperresolution reconstructs with ``method`` and, when ``constrained``,
-    back-projects onto the input (`kpca.hyperresolution.hyperresolve`). Returns the image (input's
-    dtype, upscaled shape) and ``info`` (module docstring).
+    are kept as given; then the Wiener second stage where its estimated risk on the tuning windows is
+    lower than the first stage's alone (``second_stage="auto"``; ``"wiener"``: always; ``"off"``: never;
+    with ``tune="off"``, ``"auto"`` is off; `kpca.second_stage`). ``tune="off"``: ``method`` and
+    ``options`` as given, all the model's components (or ``n_components``). Hyperresolution reconstructs
+    with ``method`` and, when ``constrained``, back-projects onto the input
+    (`kpca.hyperresolution.hyperresolve`); it has no second stage. Returns the image (input's dtype,
+    upscaled shape) and ``info`` (module docstring), whose ``chosen`` says ``second_stage`` (``"wiener"``
+    or None) and ``second_stage_risks`` (None where not estimated).
     """
+    choice = stage_choice(second_stage)
+    if upscale > 1 and choice == WIENER:
+        raise ValueError("second_stage: hyperresolution (upscale > 1) has no second stage; use auto or off")
     progress = JobProgress(data_dir, job, "hyperresolution" if upscale > 1 else "denoise-image")
 
     def work():
@@ -147,7 +170,12 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
                 cleaned = reconstruct_rows(data_dir, model_name, patches, method, options) \
                     if n_components is None else reconstruct(served, patches, method, **(options or {}))
                 out = assemble_patches(cleaned, grid)
-            info["chosen"] = {"method": method, "n_components": served.n_components, "options": options or {}}
+            if choice == WIENER:  # explicit: it needs the noise level, which nothing tuned estimated
+                with progress.step("noise"):
+                    info.update(noise=noise_level(unit), noise_estimated=True)
+                out, _ = _second_stage(progress, choice, unit, out, patch, stride, info["noise"])
+            info["chosen"] = {"method": method, "n_components": served.n_components, "options": options or {},
+                              "second_stage": WIENER if choice == WIENER else None, "second_stage_risks": None}
             return from_unit(out, unit_info), info
         fixed = {"n_components": n_components, "method": None if method == "auto" else method,
                  "options": options or {}}
@@ -163,10 +191,13 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
         with progress.step("tuning"):
             tuned = tune_model(model, windows, apply, fixed, noise, report=progress.report)
         chosen = tuned.settings
+        best = leading(model, chosen.n_components)
         with progress.step("denoising"):
-            out = apply(leading(model, chosen.n_components), chosen.method, chosen.options, unit)
-        info.update(chosen=chosen.to_dict(), noise=tuned.noise, noise_estimated=True,
-                    candidates=len(tuned.risks))
+            out = apply(best, chosen.method, chosen.options, unit)
+        out, stage = _second_stage(progress, choice, unit, out, patch, stride, tuned.noise, windows=windows,
+                                   first=lambda y1, _s1: apply(best, chosen.method, chosen.options, y1))
+        info.update(chosen={**chosen.to_dict(), "second_stage": stage["stage"], "second_stage_risks": stage["risks"]},
+                    noise=tuned.noise, noise_estimated=True, candidates=len(tuned.risks), second_stage=stage)
         return from_unit(out, unit_info), info
 
     return _run(progress, work)
@@ -174,15 +205,17 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
 
 def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, stride: int = 1,
                             tile: int | None = 32, tune: str = "auto", fixed: dict | None = None,
-                            noise: float | None = None, job: str | None = None, second_stage: bool = True
-                            ) -> tuple[np.ndarray, dict]:
+                            noise: float | None = None, job: str | None = None,
+                            second_stage: bool | str = "auto") -> tuple[np.ndarray, dict]:
     """The one-call path: a decoded PNG's pixels denoised by kernel PCA models of its own tiles
     (`kpca.patch_denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
     (`kpca.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept), followed by the Wiener
-    second stage where its estimated risk is lower (`kpca.second_stage`; ``second_stage=False``: the first
-    stage alone, as before issue 27). ``tune="off"``: the
-    values of ``fixed`` over `PatchSettings`' defaults. Returns the image (input's dtype) and ``info``,
-    whose ``chosen`` includes ``sigma``, the kernel width used, and ``second_stage`` (``"wiener"`` or None)."""
+    second stage where its estimated risk is lower (`kpca.second_stage`; ``second_stage="auto"`` or True;
+    ``"wiener"``: always; ``"off"`` or False: the first stage alone, as before issue 27). ``tune="off"``:
+    the values of ``fixed`` over `PatchSettings`' defaults, and ``"auto"`` is off. Returns the image
+    (input's dtype) and ``info``, whose ``chosen`` includes ``sigma``, the kernel width used,
+    ``second_stage`` (``"wiener"`` or None) and ``second_stage_risks`` (None where not estimated)."""
+    choice = stage_choice(second_stage)
     progress = JobProgress(data_dir, job, "denoise-image-fit")
 
     def work():
@@ -202,21 +235,23 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
         if tune == "auto":
             with progress.step("tuning"):
                 tuned = tune_patches(unit, base, fixed_values, noise_level_used, report=progress.report)
-                if second_stage:
+                if choice == "auto":
                     tuned = choose_second_stage(unit, tuned)
-            settings, stage = tuned.settings, (tuned.second_stage or {}).get("stage")
-            extra = {"candidates": len(tuned.risks), "risks": tuned.risks, "second_stage": tuned.second_stage}
+            settings, extra = tuned.settings, {"candidates": len(tuned.risks), "risks": tuned.risks}
         else:
             settings = PatchSettings(**{**base.__dict__, **{k: v for k, v in fixed_values.items()
                                                            if k in base.__dict__}})
             if settings.method == LINEAR:  # no kernel, so no width
                 settings = replace(settings, width=None)
-            stage, extra = None, {}
+            tuned, extra = None, {}
+        estimate = (tuned.second_stage if tuned is not None else None) or {"stage": None, "risks": None}
+        stage = WIENER if choice == WIENER else estimate["stage"]
+        extra["second_stage"] = {"stage": stage, "risks": estimate["risks"]}
         with progress.step("denoising"):
             out = denoise_image(unit, settings, noise_level_used, report=progress.report)
             out = apply_second_stage(unit, out, settings, noise_level_used, stage)
         chosen = {**settings.to_dict(), "sigma": sigma if sigma is not None else settings.sigma(noise_level_used),
-                  "second_stage": stage}
+                  "second_stage": stage, "second_stage_risks": estimate["risks"]}
         info = {"tune": tune, "chosen": chosen, "noise": noise_level_used, "noise_estimated": estimated, **extra}
         return from_unit(out, unit_info), info
 

@@ -25,7 +25,7 @@ from service.routes.models import ERRORS
 from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
-from service.schemas.serving import PatchMethod, Tune
+from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
 from service.security import READ, WRITE, access
 
 router = APIRouter(tags=["denoising"])
@@ -54,11 +54,13 @@ async def denoise_image_fit(
         "the tuned width and rank"))] = None,
     job: JobQuery = None,
     compare: Annotated[bool, Query(description="answer a picture of the input and the result side by side")] = False,
+    second_stage: Annotated[SecondStage, Query(description=SECOND_STAGE_HELP)] = "auto",
 ) -> Response:
     """Denoise a PNG with nothing but the PNG: kernel PCA models of its own patches, one per tile of
     ``tile`` pixels, and every parameter left out chosen from the image (docs/denoising.md). The
     answer's ``X-KPCA-Chosen`` header (JSON) says what was chosen (noise level, kernel width ``sigma``,
-    rank, method), ``Server-Timing`` how long each step took; with ``keep``, ``X-KPCA-Model`` names the
+    rank, method, ``second_stage``: the Wiener stage, by default kept where its estimated error is
+    lower), ``Server-Timing`` how long each step took; with ``keep``, ``X-KPCA-Model`` names the
     kept model, whose fit runs after the answer (poll ``GET /v1/models/{keep}``).
 
     Bounded before any work like ``/v1/models/{name}/denoise-image``: the PNG's pixels at most
@@ -83,7 +85,7 @@ async def denoise_image_fit(
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
     try:
         cleaned, info = await run_in_threadpool(backend.denoise_image_fit, image, patch, stride, tile or None, tune,
-                                                fixed, noise, job)
+                                                fixed, noise, job, second_stage)
     except ValueError as exc:
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)

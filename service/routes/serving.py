@@ -44,6 +44,8 @@ from service.schemas.serving import (
     ProjectResponse,
     ReconstructRequest,
     ReconstructResponse,
+    SECOND_STAGE_HELP,
+    SecondStage,
     TransformRequest,
     Tune,
 )
@@ -143,7 +145,7 @@ def invalid_preimage(exc: ValueError) -> Exception:
         return exc
     message = str(exc)
     prefix = message.split(":", 1)[0]
-    named = ("n_components", "rows", "method", "image", "sigma")
+    named = ("n_components", "rows", "method", "image", "sigma", "second_stage")
     field = getattr(exc, "field", None) or (prefix if prefix.startswith("options.") or prefix in named else "method")
     return ApiError(422, "invalid", message, field)
 
@@ -336,6 +338,7 @@ async def denoise_image(
         "hyperresolution: make the answer reproduce the input when downsampled by block means (upscale x "
         "upscale blocks), by back-projection; false: seed 002's unconstrained reconstruction"))] = True,
     job: JobQuery = None,
+    second_stage: Annotated[SecondStage, Query(description=SECOND_STAGE_HELP + "; upscale > 1: auto or off")] = "auto",
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
     averaged where they overlap; with ``upscale`` > 1 the image is first enlarged by pixel replication
@@ -345,9 +348,10 @@ async def denoise_image(
     ``tune=auto`` (the default; denoising only): the noise level is estimated from the image and the
     rank (at most the model's) and pre-image method chosen by an unbiased estimate of the denoising
     error computed from the image alone (docs/denoising.md); an explicit ``method`` or ``n_components``
-    is kept. The answer's ``X-KPCA-Chosen`` header (JSON) says what was chosen, ``Server-Timing`` how
-    long each step took. With ``job`` the request can be followed and cancelled at
-    ``/v1/image-jobs/{job}``.
+    is kept; then the empirical Wiener second stage where the same estimate says it helps
+    (``second_stage``: ``auto``, ``wiener`` always, ``off`` never). The answer's ``X-KPCA-Chosen``
+    header (JSON) says what was chosen, ``Server-Timing`` how long each step took. With ``job`` the
+    request can be followed and cancelled at ``/v1/image-jobs/{job}``.
 
     Bounded before any work: the PNG's pixels (read from its header) and the upscaled image's are at most
     ``max_image_pixels`` (413 on ``body`` / ``upscale``), its patches at most ``max_patches`` (422 on
@@ -357,6 +361,9 @@ async def denoise_image(
     the denoised image side by side, each labelled and both enlarged by the same integer factor when
     small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
     option lives on this route rather than on another."""
+    if upscale > 1 and second_stage == "wiener":
+        raise ApiError(422, "invalid", "second_stage: hyperresolution (upscale > 1) has no second stage; use "
+                       "auto or off", "second_stage")
     image = decode_png(await read_body(request), settings.max_image_pixels)
     model, n_features, points = await run_in_threadpool(served_job_now, name, models, datasets)
     patch, height, width = image_patch_plan(image, n_features, upscale, name)  # 422 on image
@@ -373,7 +380,7 @@ async def denoise_image(
     try:
         cleaned, info = await watched(request, settings, models, name, model, backend.denoise_image_tuned, name,
                                       image, patch, stride, method, None, upscale, tune, n_components, constrained,
-                                      job)
+                                      job, second_stage=second_stage)
     except ValueError as exc:  # a rank the model does not have, a method its kernel does not allow
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kpca.patch_denoising import PATCH_METHODS
 from kpca.preimage import METHODS
+from kpca.second_stage import STAGE_CHOICES
 from service.schemas.common import Name, Number
 from service.schemas.declared import options_model
 
@@ -15,6 +16,11 @@ MAX_PROJECT_ROWS = 100_000
 
 PreimageMethod = Literal[("auto", *METHODS)]
 Tune = Literal["auto", "off"]
+SecondStage = Literal[STAGE_CHOICES]  # auto: kept where its estimated risk is lower; wiener: always; off: never
+SECOND_STAGE_HELP = (
+    "the empirical Wiener second stage after the patch denoiser: auto (with tune=auto) keeps it only where an "
+    "unbiased estimate of the denoising error, computed from the image alone, is lower with it than without "
+    "(with tune=off, auto is off); wiener: always; off: never")
 PatchMethod = Literal[PATCH_METHODS]
 
 

@@ -52,6 +52,10 @@ def chosen(response) -> dict:
     return json.loads(response.headers["x-kpca-chosen"])
 
 
+def steps(response) -> list[str]:
+    return [part.split(";")[0] for part in response.headers["server-timing"].split(", ")]
+
+
 @pytest.fixture(scope="module")
 def patch_model(api):
     r = api.post("/v1/datasets/tuned-scene/from-image?patch=5&stride=1", content=png(scene(48, 1)), headers=PNG)
@@ -74,8 +78,8 @@ def test_model_route_tunes_by_default_and_says_what_it_chose(api, patch_model):
     assert what["tune"] == "auto" and what["noise_estimated"] is True
     assert 1 <= what["n_components"] <= 12 and what["method"] in ("fixed-point", "kwok-tsang", "gradient", "learned")
     assert abs(what["noise"] - 0.08) < 0.03
-    steps = [part.split(";")[0] for part in r.headers["server-timing"].split(", ")]
-    assert steps == ["loading", "noise", "tuning", "denoising"]
+    assert steps(r) == ["loading", "noise", "tuning", "denoising", "second stage"]
+    assert what["second_stage"] in ("wiener", None) and set(what["second_stage_risks"]) >= {"first", "wiener"}
     assert mse(out, clean) < 0.5 * mse(noisy, clean)
 
 
@@ -88,8 +92,38 @@ def test_explicit_parameters_override_the_tuning(api, patch_model):
     assert (what["method"], what["n_components"]) == ("kwok-tsang", 5)
     r = api.post(f"/v1/models/{patch_model}/denoise-image?stride=2&tune=off", content=png(noisy), headers=PNG)
     assert r.status_code == 200 and chosen(r)["tune"] == "off" and chosen(r)["n_components"] == 12
+    assert chosen(r)["second_stage"] is None  # tune=off: second_stage=auto is off
     r = api.post(f"/v1/models/{patch_model}/denoise-image?n_components=13", content=png(noisy), headers=PNG)
     assert r.status_code == 422 and r.json()["error"]["field"] == "n_components"
+
+
+def test_model_route_second_stage_is_decided_or_forced(api, patch_model):
+    """The stored-model path's Wiener second stage: ``auto`` keeps it where its estimated risk (T1) on the
+    tuning windows is lower than the tuned first stage's alone and reports both risks; ``wiener`` always
+    applies it, ``off`` never, whatever the estimate; with ``tune=off`` only an explicit ``wiener`` applies
+    it (with the noise estimated); hyperresolution has none to force."""
+    noisy = png(noisy_of(scene(48, 2), 0.08, 14))
+    url = f"/v1/models/{patch_model}/denoise-image?stride=2"
+    answers = {}
+    for choice in ("off", "wiener", "auto"):
+        r = api.post(f"{url}&second_stage={choice}", content=noisy, headers=PNG)
+        assert r.status_code == 200, r.text
+        answers[choice] = (unpng(r.content), chosen(r), steps(r))
+    (off, off_chosen, off_steps), (wiener, wiener_chosen, wiener_steps), (auto, auto_chosen, _) = answers.values()
+    assert off_chosen["second_stage"] is None and off_chosen["second_stage_risks"] is None
+    assert "second stage" not in off_steps and wiener_steps[-1] == "second stage"
+    assert wiener_chosen["second_stage"] == "wiener" and wiener_chosen["second_stage_risks"] is None
+    assert mse(off, wiener) > 0.1  # another image, by more than the 8-bit rounding
+    risks = auto_chosen["second_stage_risks"]
+    kept = "wiener" if risks["wiener"] < risks["first"] else None
+    assert auto_chosen["second_stage"] == kept and risks["draws"] == 3
+    assert np.array_equal(auto, wiener if kept else off)  # the same tuning, then the stage as decided
+    r = api.post(f"{url}&tune=off&second_stage=wiener", content=noisy, headers=PNG)
+    assert r.status_code == 200 and chosen(r)["second_stage"] == "wiener" and chosen(r)["noise_estimated"] is True
+    assert steps(r) == ["loading", "denoising", "noise", "second stage"]
+    for query in ("upscale=2&second_stage=wiener", "second_stage=sometimes"):
+        r = api.post(f"{url}&{query}", content=noisy, headers=PNG)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "second_stage", (query, r.text)
 
 
 def test_constrained_hyperresolution_reproduces_the_input(api, patch_model):
@@ -150,6 +184,22 @@ def test_one_call_denoise_image_fits_tunes_and_answers(api):
     assert abs(what["sigma"] - 1.5) < 1e-9
 
 
+def test_one_call_second_stage_can_be_forced_on_or_off(api):
+    """``/v1/denoise-image``'s Wiener stage: ``off`` never applied (no risks estimated), ``wiener`` always,
+    also with ``tune=off``, where ``auto`` means off."""
+    noisy = png(noisy_of(scene(32, 8), 0.1, 15))
+    url = "/v1/denoise-image?patch=5&stride=2&method=linear&n_components=2"
+    answers = {}
+    for query in ("second_stage=off", "second_stage=wiener", "tune=off&second_stage=wiener"):
+        r = api.post(f"{url}&{query}", content=noisy, headers=PNG)
+        assert r.status_code == 200, r.text
+        answers[query] = (unpng(r.content), chosen(r))
+    (off, off_chosen), (wiener, wiener_chosen), (untuned, untuned_chosen) = answers.values()
+    assert off_chosen["second_stage"] is None and off_chosen["second_stage_risks"] is None
+    assert wiener_chosen["second_stage"] == "wiener" and untuned_chosen["second_stage"] == "wiener"
+    assert mse(off, wiener) > 0.1 and np.array_equal(wiener, untuned)  # linear rank 2 either way
+
+
 def test_one_call_keeps_a_model_when_asked(api):
     noisy = noisy_of(scene(32, 8), 0.1, 9)
     r = api.post("/v1/denoise-image?patch=5&stride=2&keep=kept&method=fixed-point", content=png(noisy), headers=PNG)
@@ -185,7 +235,7 @@ def test_one_call_linear_is_linear_pca_and_keeps_a_linear_model(api):
 def test_one_call_errors_name_the_field(api):
     image = png(scene(32, 10))
     for query, field in (("patch=5&stride=6", "stride"), ("patch=16&stride=1", "patch"), ("method=magic", "method"),
-                         ("tune=maybe", "tune"), ("sigma=-1", "sigma")):
+                         ("tune=maybe", "tune"), ("sigma=-1", "sigma"), ("second_stage=on", "second_stage")):
         r = api.post(f"/v1/denoise-image?{query}", content=png(scene(12, 10)) if field == "patch" else image,
                      headers=PNG)
         assert r.status_code == 422 and r.json()["error"]["field"] == field, (query, r.text)

@@ -93,6 +93,9 @@ def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
     assert "n_components" in result.output and "noise" in result.output  # what the tuning chose
     result = kpca("denoise-image", "p", str(image), "-o", str(out), "--tune", "off", "--n-components", "1")
     assert result.exit_code == 0, result.output
+    assert "second_stage None" in result.output  # tune off: the second stage is off unless asked for
+    result = kpca("denoise-image", "p", str(image), "-o", str(out), "--tune", "off", "--second-stage", "wiener")
+    assert result.exit_code == 0 and "second_stage wiener" in result.output, result.output
     side_by_side = tmp_path / "compare.png"
     result = kpca("denoise-image", "p", str(image), "-o", str(side_by_side), "--compare")
     assert result.exit_code == 0, result.output
