@@ -41,6 +41,8 @@ import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
 from bench._service import running_service, service_process  # noqa: E402
+from service.processes import api_process_count  # noqa: E402
+from service.settings import Settings  # noqa: E402
 
 N_FEATURES = 16
 KINDS = ("project", "poll", "upload")
@@ -149,6 +151,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--note", default="", help="what else ran on the machine (recorded with the figures)")
     ap.add_argument("--abusive", type=int, default=4, help="threads sending /denoise at the work limit")
+    ap.add_argument("--api-processes", type=int, default=None,
+                    help="the service's API processes (KPCA_API_PROCESSES; default: its own, one per core up to 4)")
+    ap.add_argument("--name", default=None, help="the result's name under bench/results (default load, load_quick)")
     ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
     ap.add_argument("--in-process", action="store_true",
                     help="serve from a thread of this process (the load generator then shares its interpreter)")
@@ -156,7 +161,8 @@ def main() -> None:
     if args.quick:
         args.clients, args.seconds = 8, 10.0
 
-    serving = running_service(n_workers=args.workers) if args.in_process else service_process(args.workers)
+    environ = {} if args.api_processes is None else {"KPCA_API_PROCESSES": str(args.api_processes)}
+    serving = running_service(n_workers=args.workers) if args.in_process else service_process(args.workers, **environ)
     with serving as url, httpx.Client(base_url=url, timeout=120) as api:
         prepare(api, args.rows, args.passes)
         time.sleep(1.0)
@@ -182,7 +188,7 @@ def main() -> None:
             api.post(f"/v1/models/{name}/cancel", json={})
 
     by_kind = {kind: percentiles([s for k, s in results if k == kind]) for kind in KINDS}
-    save("load_quick" if args.quick else "load", {
+    save(args.name or ("load_quick" if args.quick else "load"), {
         "clients": args.clients,
         "seconds": args.seconds,
         "workers": args.workers,
@@ -199,6 +205,8 @@ def main() -> None:
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
         "server": "a thread of the load generator's process" if args.in_process else "a process of its own",
+        "api_processes": 1 if args.in_process else api_process_count(Settings(**(
+            {} if args.api_processes is None else {"api_processes": args.api_processes}))),
         "note": args.note,
     })
 

@@ -11,6 +11,7 @@ malformed key entry, say) also exits with status 2, naming the setting.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 
@@ -20,6 +21,7 @@ from pydantic_settings import SettingsError
 
 from service.app import create_app
 from service.flags import settings_source
+from service.processes import api_process_count, serve_processes
 from service.security import LOOPBACK_HOSTS, allowed_hosts
 from service.settings import Settings
 
@@ -83,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(CONFIG_ERROR)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _log_access_policy(settings)
+    processes = api_process_count(settings)
+    if processes > 1:
+        serve_processes(settings, sys.argv[1:] if argv is None else list(argv), processes)
+        return
     app = create_app(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s)
 
@@ -107,3 +113,9 @@ def _log_access_policy(settings: Settings) -> None:
 
 if __name__ == "__main__":
     main()
+    # Served by several processes, all stopped and the cluster closed: a close that timed out (a worker
+    # busy in a task) leaves dask's loop thread finishing it, which held the exit for ~9 s more.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)

@@ -1,6 +1,11 @@
 """Prometheus metrics of one app: a request counter and a latency histogram, the fits, and the
 process (``process_*``: CPU, memory, open files; ``python_info``; ``python_gc_*``).
 
+With several API processes (`service.processes`, ``PROMETHEUS_MULTIPROC_DIR`` set) the request counter
+and histogram are kept in prometheus_client's per-process files and summed over the processes at each
+scrape; the fits' series come from the store, the same in every process; ``process_*``,
+``python_gc_*``, ``kpca_event_*`` and ``kpca_projections_total`` are those of the process that answers.
+
 Each app owns its `CollectorRegistry` (no global registry), so several apps can
 live in one process (the test suite starts one per module). That requirement, and the series names
 already published, are why the middleware is our own: starlette-exporter keeps its metrics in a
@@ -11,12 +16,14 @@ templates by walking ``app.routes`` for a ``path``, which FastAPI's included rou
 
 from __future__ import annotations
 
+import os
 import time
 
 from collections.abc import Callable
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, GCCollector, Histogram,
                                PlatformCollector, ProcessCollector, generate_latest)
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -32,19 +39,23 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        counted = CollectorRegistry() if shared else self.registry  # shared: the values live in files
         self.requests = Counter(
             "kpca_http_requests",
             "HTTP requests served, by method, route template and status code.",
             ["method", "route", "status"],
-            registry=self.registry,
+            registry=counted,
         )
         self.latency = Histogram(
             "kpca_http_request_duration_seconds",
             "Time to serve an HTTP request, by method and route template.",
             ["method", "route"],
-            registry=self.registry,
+            registry=counted,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
+        if shared:
+            MultiProcessCollector(self.registry, path=shared)
         # the standard process, platform and garbage-collector series, on this app's registry
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)

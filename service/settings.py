@@ -30,6 +30,12 @@ class Settings(BaseSettings):
         ``KPCA_N_WORKERS`` unset) sizes it to the machine: min(cores, 8)
         workers, each with numba kernels on cores // workers threads
         (`workers.backend.embedded_sizing`). Unused with ``scheduler``.
+    api_processes : processes answering requests (`service.processes`): with more
+        than one, ``python -m service`` starts the embedded cluster in its own
+        process and runs that many API processes on one socket, each a client
+        of the cluster. None (the default, ``KPCA_API_PROCESSES`` unset): one
+        per core, at most 4. Apps built by `service.app.create_app` (the tests)
+        are one process whatever it says.
     warm_workers : every dask worker loads the default fit's and serving's
         jitted code when it starts (``KPCA_WARM_WORKERS``, default true), so
         that the first fit does not; the test suite turns it off.
@@ -97,7 +103,8 @@ class Settings(BaseSettings):
         ``/denoise`` answer above which it is sent as a chunked stream, a
         block of rows encoded at a time off the event loop
         (`service.responses`), not as one JSON text. Default 65,536.
-    max_event_streams : ``/events`` streams open at once in one API process;
+    max_event_streams : ``/events`` streams open at once in the service (each of
+        its ``api_processes`` allows its share);
         one more is a 503 with ``Retry-After``. Default 256.
     local_projection_values : training values (model points x features) up to
         which a model's ``/project`` is computed in the API process (the model
@@ -144,6 +151,8 @@ class Settings(BaseSettings):
                                   "(tcp://host:8786); unset: an embedded LocalCluster")
     n_workers: int | None = Field(default=None, ge=1, description="worker processes of the embedded cluster; "
                                   "unset: sized to the machine")
+    api_processes: int | None = Field(default=None, ge=1, le=64, description="processes answering requests, "
+                                      "on one socket, clients of one dask cluster; unset: one per core, at most 4")
     warm_workers: bool = Field(default=True, description="dask workers load the default fit's and serving's "
                                "jitted code when they start")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1, description="largest request body (413 above)")
@@ -186,8 +195,8 @@ class Settings(BaseSettings):
                                       "chunk upload (413 above)")
     stream_response_values: int = Field(default=65_536, ge=0, description="numbers in a serving answer above "
                                         "which it is streamed (chunked), a block of rows at a time")
-    max_event_streams: int = Field(default=256, ge=1, description="/events streams open at once in one API "
-                                   "process (503 with Retry-After above)")
+    max_event_streams: int = Field(default=256, ge=1, description="/events streams open at once, shared "
+                                   "among the API processes (503 with Retry-After above)")
     local_projection_values: int = Field(default=2**22, ge=0, description="model points x features up to which "
                                          "/project is computed in the API process (0: always on the workers)")
     local_projection_work: int = Field(default=2**26, ge=0, description="rows x model points x features of a "
@@ -211,7 +220,7 @@ class Settings(BaseSettings):
             return None
         return value
 
-    @field_validator("n_workers", mode="before")
+    @field_validator("n_workers", "api_processes", mode="before")
     @classmethod
     def _blank_workers_is_automatic(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():

@@ -14,7 +14,7 @@ from service.settings import Settings, get_settings
 def clean_settings(monkeypatch):
     for key in ("HOST", "PORT", "DATA_DIR", "SCHEDULER", "N_WORKERS", "MAX_BODY_BYTES", "EXACT_LIMIT",
                 "REGISTER_PREFIXES", "API_KEYS", "API_KEYS_FILE", "ALLOW_UNAUTHENTICATED", "ALLOWED_HOSTS",
-                "CORS_ORIGINS"):
+                "CORS_ORIGINS", "API_PROCESSES"):
         monkeypatch.delenv(f"KPCA_{key}", raising=False)
     get_settings.cache_clear()
     yield monkeypatch
@@ -71,6 +71,7 @@ def test_blank_scheduler_means_embedded(clean_settings):
 
 def test_main_builds_the_app_and_runs_uvicorn(clean_settings, tmp_path):
     clean_settings.setenv("KPCA_PORT", "9002")
+    clean_settings.setenv("KPCA_API_PROCESSES", "1")  # one process: the app itself (several: test_api_processes)
     clean_settings.setenv("KPCA_API_KEYS", "main-test-key:write")  # listening on 0.0.0.0 needs keys
     calls = {}
 
@@ -129,3 +130,16 @@ def test_invalid_flags_exit_2_naming_the_flag_without_echoing_values(clean_setti
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert named in err and "very-secret-key" not in err, err
+
+
+def test_api_processes_one_per_core_at_most_four_unless_configured(clean_settings):
+    from service.processes import api_process_count
+
+    assert [api_process_count(Settings(), cores) for cores in (1, 2, 3, 16)] == [1, 2, 3, 4]
+    clean_settings.setenv("KPCA_API_PROCESSES", "1")
+    assert api_process_count(Settings(), 16) == 1
+    clean_settings.setenv("KPCA_API_PROCESSES", " ")  # blank: automatic
+    assert Settings().api_processes is None
+    clean_settings.setenv("KPCA_API_PROCESSES", "0")
+    with pytest.raises(ValueError, match="api_processes"):
+        Settings()

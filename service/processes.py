@@ -1,0 +1,113 @@
+"""``python -m service`` with several API processes (``api_processes``, docs/scaling.md).
+
+One Python process serves every request through one interpreter: under load it spends its time handing
+the GIL between the event loop and the request threads, and the embedded dask scheduler shares it.
+With ``api_processes`` n > 1 the process the user starts is a supervisor:
+
+* it starts the embedded dask cluster (scheduler and workers; none with an external ``scheduler``) and
+  keeps it for its whole life, so the scheduler no longer shares an interpreter with requests;
+* it runs uvicorn's process manager: n processes, each with the whole app (`service.app.create_app`)
+  and a dask client of that cluster, accept on one shared socket; one that dies is replaced;
+* each process reads the same flags (``KPCA_PROCESS_ARGV``) and environment, and the scheduler's address
+  (``KPCA_SCHEDULER``); its ``/events`` limit is ``max_event_streams`` / n, so the service's is unchanged;
+* request counts and latencies (``kpca_http_*``) are summed over the processes at every scrape
+  (prometheus_client's multiprocess mode, a folder the supervisor makes and removes);
+* what must run once runs under an flock in the data folder: the fit watchdog's recovery
+  (`workers.backend.Backend.recover`); the store's writes already lock across processes.
+
+SIGTERM or SIGINT stop the processes (each finishing its requests within ``shutdown_timeout_s``), then
+the cluster; a supervisor killed outright takes its API processes with it (`stop_with_parent`) and its
+dask workers (their nannies watch it). Cost: the app's memory once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+
+import uvicorn
+
+from service.app import create_app
+from service.flags import settings_source
+from service.settings import Settings
+from workers import Backend
+from workers.placement import machine_cores
+
+log = logging.getLogger(__name__)
+
+ARGV_ENV = "KPCA_PROCESS_ARGV"  # the supervisor's flags, for its API processes
+METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess folder
+EMBEDDED_ENV = "KPCA_PROCESS_EMBEDDED"  # set when the supervisor started the cluster
+SUPERVISOR_ENV = "KPCA_PROCESS_SUPERVISOR"  # the supervisor's process id
+MAX_AUTOMATIC = 4  # API processes when not configured, at most
+
+
+def api_process_count(settings: Settings, cores: int | None = None) -> int:
+    """API processes to run: ``settings.api_processes``, or when unset one per core up to
+    `MAX_AUTOMATIC` (one on a one-core machine). O(1)."""
+    if settings.api_processes is not None:
+        return settings.api_processes
+    return max(1, min(MAX_AUTOMATIC, machine_cores() if cores is None else cores))
+
+
+def serve_processes(settings: Settings, argv: list[str], processes: int) -> None:
+    """Serve with ``processes`` API processes (module docstring) until SIGTERM or SIGINT; the
+    embedded cluster is started first and closed last. Blocks."""
+    saved = {name: os.environ.get(name) for name in ("KPCA_SCHEDULER", EMBEDDED_ENV, METRICS_ENV, ARGV_ENV,
+                                                      SUPERVISOR_ENV)}
+    backend, metrics = None, tempfile.mkdtemp(prefix="kpca-metrics-")
+    try:
+        if settings.scheduler is None:
+            data_dir = settings.data_dir.resolve()
+            data_dir.mkdir(parents=True, exist_ok=True)
+            backend = Backend(data_dir, n_workers=settings.n_workers, plugins=settings.solver_plugins,
+                              warm_workers=settings.warm_workers).start()
+            os.environ.update({"KPCA_SCHEDULER": backend.cluster.scheduler_address, EMBEDDED_ENV: "1"})
+        # what the API processes read: they are started (and restarted) with this environment
+        os.environ.update({METRICS_ENV: metrics, ARGV_ENV: json.dumps(list(argv)), SUPERVISOR_ENV: str(os.getpid())})
+        log.info("serving with %d API processes, dask scheduler %s", processes, os.environ["KPCA_SCHEDULER"])
+        uvicorn.run("service.processes:process_app", factory=True, workers=processes, host=settings.host,
+                    port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s)
+    finally:
+        if backend is not None:
+            backend.close(settings.shutdown_timeout_s)
+        shutil.rmtree(metrics, ignore_errors=True)
+        for name, value in saved.items():  # this process's environment as it was (main() may be called again)
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def process_app():
+    """The app of one API process (uvicorn's factory, called in each process): the supervisor's
+    settings, with the cluster the supervisor started and this process's share of the limits."""
+    stop_with_parent(int(os.environ.get(SUPERVISOR_ENV, os.getppid())))
+    settings = Settings(_cli_settings_source=settings_source(json.loads(os.environ.get(ARGV_ENV, "[]"))))
+    processes = api_process_count(settings)
+    embedded = os.environ.get(EMBEDDED_ENV) == "1"  # its backend registered the warm-up with the cluster
+    return create_app(settings.model_copy(update={
+        "max_event_streams": max(1, settings.max_event_streams // processes),
+        "warm_workers": settings.warm_workers and not embedded}))
+
+
+def stop_with_parent(parent: int, interval_s: float = 0.5) -> threading.Thread:
+    """A daemon thread that sends this process SIGTERM (uvicorn's graceful stop) once ``parent`` is no
+    longer its parent (at once if it is not now: it died while this process started): a supervisor
+    killed outright (SIGKILL, OOM) must not leave API processes serving on its socket without the
+    cluster it started. Cost: one ``getppid`` per ``interval_s``."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        log.warning("the supervisor (process %d) is gone; stopping this API process", parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="kpca-parent-watch", daemon=True)
+    thread.start()
+    return thread

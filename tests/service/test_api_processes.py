@@ -1,0 +1,172 @@
+"""``python -m service --api-processes 2`` (issue 30, `service.processes`): a supervisor with the embedded
+cluster and two API processes on one socket, as a real child process on a loopback port.
+
+What must hold: both API processes answer; a data set uploaded through them, a fit started through one
+and polled through any completes once, and its projection is served; the request metrics are summed
+over the processes; an API process killed is replaced; SIGTERM stops every process; a supervisor
+killed outright takes its API processes with it."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import psutil
+import pytest
+
+from tests.e2e.service_process import free_port
+
+
+def listeners(supervisor: psutil.Process, port: int) -> set[int]:
+    """The supervisor's child processes listening on ``port`` (the API processes)."""
+    found = set()
+    for child in supervisor.children():
+        try:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in child.net_connections("tcp")):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+    return value
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """The supervisor (psutil.Process), its URL, port and temporary folder (where its metrics folder is)."""
+    root = tmp_path_factory.mktemp("processes")
+    (root / "tmp").mkdir()
+    port = free_port()
+    env = {**os.environ, "KPCA_N_WORKERS": "1", "KPCA_WATCHDOG_S": "1", "TMPDIR": str(root / "tmp")}
+    env.pop("KPCA_API_PROCESSES", None)
+    proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
+                             "--data-dir", str(root / "data"), "--api-processes", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=open(root / "service.log", "wb"),
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: proc.poll() is not None or healthy(url), 120, "the service did not start")
+        assert proc.poll() is None, (root / "service.log").read_text()
+        supervisor = psutil.Process(proc.pid)
+        wait_for(lambda: len(listeners(supervisor, port)) == 2, 60, "two API processes did not start")
+        yield {"supervisor": supervisor, "proc": proc, "url": url, "port": port, "root": root}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def counted(url: str, route: str) -> float:
+    """``kpca_http_requests_total`` of GET ``route`` with status 200, from one scrape."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    pattern = re.compile(r'^kpca_http_requests_total\{method="GET",route="' + re.escape(route) +
+                         r'",status="200"\} (\S+)$', re.M)
+    return sum(float(v) for v in pattern.findall(text))
+
+
+def test_both_processes_answer_and_the_metrics_are_summed_over_them(service):
+    url, root = service["url"], service["root"]
+    before = counted(url, "/v1/datasets")
+    for _ in range(30):  # a connection each: the kernel hands them to either process
+        with httpx.Client(base_url=url, timeout=10) as api:
+            assert api.get("/v1/datasets").status_code == 200
+    assert counted(url, "/v1/datasets") - before == 30  # whichever process answers the scrape
+    folders = list((root / "tmp").glob("kpca-metrics-*"))
+    assert len(folders) == 1
+    pids = {int(m.group(1)) for f in folders[0].iterdir() if (m := re.match(r"counter_(\d+)\.db$", f.name))}
+    assert pids == listeners(service["supervisor"], service["port"])  # both recorded requests
+
+
+def test_a_fit_started_through_one_process_completes_once_and_serves(service):
+    url = service["url"]
+    rows = np.random.default_rng(0).standard_normal((300, 5))
+    with httpx.Client(base_url=url, timeout=30) as api:
+        api.post("/v1/datasets", json={"name": "d", "n_features": 5}).raise_for_status()
+        api.put("/v1/datasets/d/chunks/0", json={"rows": rows.tolist()}).raise_for_status()
+        api.post("/v1/datasets/d/commit", json={}).raise_for_status()
+        api.post("/v1/models", json={"name": "m", "dataset": "d", "kernel": {"type": "gaussian", "sigma": 2.0},
+                                     "n_components": 3, "solver": "kha", "params": {"passes": 6, "tol": 0}}
+                 ).raise_for_status()
+    deadline = time.monotonic() + 180
+    while True:  # polled over fresh connections: both processes see the one record
+        with httpx.Client(base_url=url, timeout=30) as api:
+            record = api.get("/v1/models/m").json()
+        if record["status"] in ("completed", "failed", "cancelled"):
+            break
+        assert time.monotonic() < deadline, record
+        time.sleep(0.3)
+    assert record["status"] == "completed", record
+    assert [h["pass"] for h in record["history"]] == list(range(1, 7))  # one run: no pass twice
+    with httpx.Client(base_url=url, timeout=30) as api:
+        projected = api.post("/v1/models/m/project", json={"rows": rows[:4].tolist()})
+    assert projected.status_code == 200, projected.text
+    assert np.asarray(projected.json()["components"]).shape == (4, 3)
+
+
+def test_a_killed_api_process_is_replaced(service):
+    supervisor, port, url = service["supervisor"], service["port"], service["url"]
+    old = listeners(supervisor, port)
+    victim = min(old)
+    os.kill(victim, signal.SIGKILL)
+    def replaced():
+        now = listeners(supervisor, port)
+        return now if len(now) == 2 and victim not in now else None
+
+    now = wait_for(replaced, 90, "the killed API process was not replaced")
+    assert now - old and healthy(url)
+
+
+def test_sigterm_stops_every_process(service):
+    supervisor, proc = service["supervisor"], service["proc"]
+    family = supervisor.children(recursive=True)
+    assert len(family) >= 3  # two API processes and a dask worker (and its helpers)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.cmdline() for p in alive]
+
+
+def test_a_supervisor_killed_outright_takes_its_api_processes(tmp_path):
+    port = free_port()
+    env = {**os.environ, "KPCA_N_WORKERS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
+                             "--data-dir", str(tmp_path / "data"), "--api-processes", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        supervisor = psutil.Process(proc.pid)
+        wait_for(lambda: healthy(f"http://127.0.0.1:{port}"), 120, "the service did not start")
+        api = wait_for(lambda: len(listeners(supervisor, port)) == 2, 60, "two API processes did not start") and \
+            listeners(supervisor, port)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        gone, alive = psutil.wait_procs([psutil.Process(pid) for pid in api], timeout=60)
+        assert not alive  # before: they went on serving on the socket, without the cluster
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
