@@ -73,22 +73,40 @@ def _line_ends(b: np.ndarray, following: int) -> tuple[np.ndarray, np.ndarray]:
     return ends, np.cumsum(ends, dtype=np.int32) - ends
 
 
-def _piece_end(body: bytes, position: int) -> int:
+def max_line_bytes(n_columns: int) -> int:
+    """The longest CSV line read for rows of ``n_columns`` values (0: unknown): 64 bytes a value and
+    4 KiB more (a float64 takes at most 24 characters, quoted and spaced a few more), and never less
+    than `CSV_PIECE_BYTES`. O(1)."""
+    return max(CSV_PIECE_BYTES, 64 * max(0, int(n_columns)) + 4096)
+
+
+def _piece_end(body: bytes, position: int, max_line: int | None = None) -> int:
     """Where the piece starting at ``position`` ends: after the first line end at or past
     `CSV_PIECE_BYTES` with an even number of quotes before it (not inside a quoted field), or the
-    end of the body. Cost O(piece)."""
+    end of the body. The line that crosses `CSV_PIECE_BYTES` (the only one a piece does not bound)
+    longer than ``max_line`` bytes is a 422 on ``rows`` naming it, before it is parsed: one line of
+    millions of fields would otherwise become millions of Python strings. Cost O(piece)."""
     target = position + CSV_PIECE_BYTES
     if target >= len(body):
         return len(body)
+    line_start = max(body.rfind(b"\n", position, target), body.rfind(b"\r", position, target)) + 1 or position
     odd = body.count(b'"', position, target) % 2
+    cut = len(body)
     while True:
         match = _LINE_END.search(body, target)
         if match is None:
-            return len(body)
+            break
         odd ^= body.count(b'"', target, match.start()) % 2
         if not odd:
-            return match.end()
+            cut = match.end()
+            break
         target = match.end()
+    if max_line is not None and cut - line_start > max_line:
+        line = _line_count(body[:line_start]) + 1
+        raise ApiError(422, "invalid", f"line {line} of the CSV body is {cut - line_start} bytes long, more than a "
+                       f"row of this data set's values can take ({max_line}); check the separator (a comma) "
+                       "and the line ends", "rows")
+    return cut
 
 
 @dataclass
@@ -156,7 +174,8 @@ def rows_from_csv(body: bytes, n_columns: int = 0, max_rows: int | None = None) 
     ApiError
         400 on ``"body"``: not UTF-8, malformed quoting, or a field that is not a number (naming its
         line, counting from 1 over the whole body including header and blank lines, its column and
-        the field). 422 on ``"rows"``: lines with different numbers of values (naming the line).
+        the field). 422 on ``"rows"``: lines with different numbers of values (naming the line), or a
+        line longer than a row of ``n_columns`` values can be (`max_line_bytes`), refused unparsed.
 
     Notes
     -----
@@ -166,9 +185,9 @@ def rows_from_csv(body: bytes, n_columns: int = 0, max_rows: int | None = None) 
     start = len(codecs.BOM_UTF8) if body.startswith(codecs.BOM_UTF8) else 0
     exact = body.isascii() and b'"' not in body
     state = _State(n_columns, max_rows, count_csv_rows(body, start), exact, len(body))
-    position = start
+    position, max_line = start, max_line_bytes(n_columns)
     while position < len(body):
-        cut = _piece_end(body, position)
+        cut = _piece_end(body, position, max_line)
         piece = body[position:cut]
         if state.width is None or not _fast_piece(piece, state):
             _slow_piece(piece, position - start, state)

@@ -47,9 +47,21 @@ def test_too_many_csv_rows_are_refused_from_the_count_before_they_are_parsed():
     assert peak < 32 * CSV_PIECE_BYTES, f"peak {peak / 2**20:.1f} MiB before the refusal"
 
 
-def _refusal(body: bytes, max_rows: int) -> ApiError | None:
+def test_one_line_of_millions_of_fields_is_refused_before_it_is_parsed():
+    """Issue 30: a 4 MiB body of one line, "1,1,...,1" (2,000,000 fields), for a data set of 3 columns.
+    Before: Python's csv reader split it into 2,000,000 strings (about 130 MiB) before the width was
+    seen to be wrong."""
+    body = b"0,0,0\n" + b",".join([b"1"] * 2_000_000) + b"\n" + b"2,2,2\n"
+    refusal, peak = traced_peak(_refusal, body, None, 3)
+    assert (refusal.status_code, refusal.field) == (422, "rows") and "line 2 " in refusal.message
+    assert peak < 32 * CSV_PIECE_BYTES, f"peak {peak / 2**20:.1f} MiB before the refusal"
+    wide = b",".join([b"0.12345678901234567"] * 20_000) + b"\n"  # a legitimately wide row: 400 KB
+    assert rows_from_csv(wide * 2, 20_000).shape == (2, 20_000)
+
+
+def _refusal(body: bytes, max_rows: int | None, n_columns: int = 1) -> ApiError | None:
     try:
-        rows_from_csv(body, 1, max_rows)
+        rows_from_csv(body, n_columns, max_rows)
     except ApiError as exc:
         return exc
     return None
