@@ -11,24 +11,72 @@ image, cut into `kpca.tuning.tuning_windows`). `choose_second_stage` keeps W onl
 is lower than f's alone: the choice reads nothing but the noisy input. One more first-stage evaluation
 and one Wiener stage per window and draw.
 
-A request's choice (`STAGE_CHOICES`): ``auto`` decides by (T1), ``wiener`` always applies W, ``off`` never.
+Variants of W (`VARIANTS`, named by `variant_name`): the patch side (the first stage's, or 5, 11, 15:
+larger patches for smooth images and regular textures, smaller for irregular ones), one or two passes
+(W(y, W(y, f(y))): the first pass's output as the second pass's pilot, BM3D's idea of a better pilot
+for the Wiener step) and the gain's noise level (s, or 0.8 s: a pilot that is itself a shrunk estimate
+underestimates the signal's energy in (W2), so its gains shrink too much). ``auto`` estimates (T1) of
+each with the same draws (12 Wiener stages per window and draw, each O(m n^2)) and keeps the single
+stage ``wiener`` or none, as before, unless the variant of least estimated risk beats that choice by
+more than `MARGIN` standard errors of the difference (16 x 16 blocks of the per-pixel losses, as
+`kpca.tuning.choose`): a variant is chosen only where the estimate says clearly that it helps.
+
+A request's choice (`STAGE_CHOICES`): ``auto`` decides by (T1) among f, W and its variants; ``wiener``
+always applies the single stage W; ``off`` never.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import numpy as np
 
 from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, linear_pca_denoise
-from kpca.tuning import ALPHA, DRAWS, Tuned, recorruptions, tuning_windows
+from kpca.tuning import ALPHA, DRAWS, Tuned, block_means, recorruptions, tuning_windows
 from kpca.wiener import wiener_stage
 
 WIENER = "wiener"
 STAGE_CHOICES = ("auto", WIENER, "off")  # a request's second_stage: decided by (T1), always, never
 SHRINK = "patch"  # (W2) per patch and coefficient (bench/results/wiener_probe.json)
 WIENER_TILE = None  # one basis for the whole image (bench/results/wiener_probe.json)
+#: (patch side or None: the first stage's, passes, gain noise factor) of the variants ``auto`` weighs
+#: (bench/results/second_stage_probe.json)
+VARIANTS = ((None, 1, 1.0), (None, 2, 1.0), (None, 1, 0.8), (None, 2, 0.8), (5, 1, 1.0), (5, 2, 1.0), (5, 1, 0.8),
+            (5, 2, 0.8), (11, 1, 1.0), (11, 2, 1.0), (15, 1, 1.0), (15, 2, 1.0))
+MARGIN = 1.0  # standard errors by which a variant must beat the single stage's choice (second_stage_probe.json)
+_NAME = re.compile(r"wiener(2)?(?:-(\d+)x\d+)?(?:-s([0-9.]+))?")
+
+
+def variant_name(patch: int, passes: int, scale: float, first_patch: int) -> str:
+    """The name of a Wiener variant: ``wiener``, then ``2`` for two passes, ``-PxP`` for a patch side P
+    other than the first stage's ``first_patch``, ``-sF`` for a gain noise factor F other than 1; the
+    single stage with the first stage's patch is `WIENER`. O(1)."""
+    return (WIENER + ("2" if passes == 2 else "") + ("" if patch == first_patch else f"-{patch}x{patch}")
+            + ("" if scale == 1.0 else f"-s{scale:g}"))
+
+
+def variants(first_patch: int, largest: int | None = None) -> dict:
+    """``{name: (patch, passes, scale)}`` of `VARIANTS` for a first stage of patch side ``first_patch``
+    (duplicates dropped, and patches wider than ``largest``, the least side of the windows, if given),
+    `WIENER` first. O(1)."""
+    out = {}
+    for patch, passes, scale in VARIANTS:
+        side = first_patch if patch is None else patch
+        if patch is None or largest is None or side <= largest:
+            out.setdefault(variant_name(side, passes, scale, first_patch), (side, passes, scale))
+    return out
+
+
+def parse_stage(stage: str, first_patch: int) -> tuple[int, int, float]:
+    """``(patch, passes, scale)`` of a variant's name (`variant_name`); ValueError naming ``second_stage``
+    if it is none. O(1)."""
+    match = _NAME.fullmatch(stage) if isinstance(stage, str) else None
+    if match is None:
+        raise ValueError(f"second_stage: {stage!r} is not a Wiener stage (wiener[2][-PxP][-sF])")
+    return (int(match.group(2)) if match.group(2) else first_patch, 2 if match.group(1) else 1,
+            float(match.group(3)) if match.group(3) else 1.0)
 
 
 def stage_choice(value: bool | str) -> str:
@@ -44,39 +92,69 @@ def stage_choice(value: bool | str) -> str:
 def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSettings | tuple[int, int],
                        noise: float, stage: str | None) -> np.ndarray:
     """``first`` (the first stage's output for ``noisy``) followed by the second stage ``stage``
-    (`WIENER` or None: ``first`` unchanged), with the patch and stride of ``settings`` (a `PatchSettings`
-    or a ``(patch, stride)`` pair); a colour image (H, W, C) channel by channel. Cost:
-    `kpca.wiener.wiener_stage` per channel, O(N n^2)."""
+    (`WIENER`, a variant's name, `variant_name`, or None: ``first`` unchanged), with the stride of
+    ``settings`` (a `PatchSettings` or a ``(patch, stride)`` pair) and its patch unless the variant names
+    one; a colour image (H, W, C) channel by channel. Cost: `kpca.wiener.wiener_stage` per channel and
+    pass, O(N n^2)."""
     if stage is None:
         return first
-    if stage != WIENER:
-        raise ValueError(f"second_stage: {stage!r} is not one of (None, {WIENER!r})")
     patch, stride = (settings.patch, settings.stride) if isinstance(settings, PatchSettings) else settings
+    side, passes, scale = parse_stage(stage, patch)
     y, p = np.asarray(noisy, dtype=np.float64), np.asarray(first, dtype=np.float64)
     if y.ndim == 3:
         return np.stack([apply_second_stage(y[:, :, c], p[:, :, c], (patch, stride), noise, stage)
                          for c in range(y.shape[2])], axis=-1)
-    return wiener_stage(y, p, patch, stride, noise, shrink=SHRINK, tile=WIENER_TILE)
+    for _ in range(passes):
+        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE)
+    return p
 
 
-def _risks(outputs: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], noise: float, patch: int, stride: int,
-           draws: int) -> dict:
-    """(T1) of f alone and followed by W from ``outputs``, one ``(y1, y2, f(y1))`` per window and draw (W
-    run on y1 with y1's noise level s1), summed in the order given and divided by ``draws`` times the
-    pixels of one draw's windows: ``{"first", WIENER, "pixels", "draws"}``."""
+def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], noise: float, patch: int,
+           stride: int, draws: int, largest: int, keep_losses: bool = False) -> dict:
+    """(T1) of f alone, followed by W and by each variant (`variants`; ``largest``: the windows' least
+    side) from ``outputs``, one
+    ``(window, y1, y2, f(y1))`` per window and draw (W run on y1 with y1's noise level s1), summed in the
+    order given and divided by ``draws`` times the pixels of one draw's windows: ``{"first", WIENER,
+    variant..., "pixels", "draws", "chosen", "standard_error"}`` (`choose_variant`); with ``keep_losses``
+    also ``"losses"``, the per-pixel losses `choose_variant` reads."""
     s1 = float(noise) * float(np.sqrt(1.0 + ALPHA * ALPHA))
     offset = float(noise) ** 2 * (1.0 + 1.0 / ALPHA**2)
-    sums = {"first": 0.0, WIENER: 0.0}
+    names = variants(patch, largest)
+    sums = {"first": 0.0, **{name: 0.0 for name in names}}
+    losses: dict = {name: {} for name in sums}  # name -> window -> per-pixel losses summed over the draws
     values = 0
-    for y1, target, first in outputs:
-        second = apply_second_stage(y1, first, (patch, stride), s1, WIENER)
-        sums["first"] += float(np.sum((first - target) ** 2 - offset))
-        sums[WIENER] += float(np.sum((second - target) ** 2 - offset))
+    for window, y1, target, first in outputs:
+        outs = {"first": first}
+        for name, (side, passes, scale) in names.items():  # a second pass's pilot is the first pass's output
+            pilot = outs[variant_name(side, 1, scale, patch)] if passes == 2 else first
+            outs[name] = wiener_stage(y1, pilot, side, stride, scale * s1, shrink=SHRINK, tile=WIENER_TILE)
+        for name, out in outs.items():
+            loss = (out - target) ** 2 - offset
+            sums[name] += float(np.sum(loss))
+            losses[name][window] = losses[name].get(window, 0.0) + loss
         values += target.size
     draws = max(int(draws), 1)
     count = max(values // draws, 1) * draws
-    return {"first": sums["first"] / count, WIENER: sums[WIENER] / count, "pixels": values // draws,
-            "draws": draws}
+    risks = {name: total / count for name, total in sums.items()}
+    out = {**risks, "pixels": values // draws, "draws": draws, **choose_variant(risks, losses, draws)}
+    return {**out, "losses": losses} if keep_losses else out
+
+
+def choose_variant(risks: dict, losses: dict, draws: int, margin: float = MARGIN) -> dict:
+    """The second stage ``auto`` keeps, from the estimates (T1) ``risks`` (``"first"`` and a risk per
+    variant) and the per-pixel ``losses`` (name -> window -> losses summed over ``draws``): `WIENER` if its
+    risk is lower than the first stage's alone, else None (the rule before the variants); replaced by the
+    variant of least risk where that beats it by more than ``margin`` standard errors of the difference of
+    their 16 x 16 block means (`kpca.tuning.block_means`). ``{"chosen", "standard_error"}``. O(pixels)."""
+    incumbent = WIENER if risks[WIENER] < risks["first"] else "first"
+    best = min((name for name in risks if name != "first"), key=lambda name: risks[name])
+    if best == incumbent or risks[best] >= risks[incumbent]:
+        return {"chosen": None if incumbent == "first" else incumbent, "standard_error": None}
+    blocks = np.concatenate([block_means((losses[incumbent][w] - losses[best][w]) / draws)
+                             for w in losses[best]])
+    error = float(np.std(blocks, ddof=1) / np.sqrt(blocks.size)) if blocks.size > 1 else 0.0
+    chosen = best if risks[incumbent] - risks[best] > margin * error else incumbent
+    return {"chosen": None if chosen == "first" else chosen, "standard_error": error}
 
 
 def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[np.ndarray], noise: float,
@@ -99,26 +177,27 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
     seed, draws : int
         Of the draws z (`kpca.tuning.recorruptions`).
 
-    Returns ``{"first": risk, "wiener": risk, "pixels": N, "draws": draws}``, risks per value on the
-    scale of the windows, N the values of all windows. Cost per draw: ``first`` and one Wiener stage per
-    window.
+    Returns ``{"first": risk, "wiener": risk, variant: risk..., "pixels": N, "draws": draws, "chosen":
+    stage or None, "standard_error": se or None}`` (`choose_variant`), risks per value on the scale of the
+    windows, N the values of all windows. Cost per draw: ``first`` and 12 Wiener stages per window.
     """
     s1 = float(noise) * float(np.sqrt(1.0 + ALPHA * ALPHA))
 
     def outputs():
         for w, window in enumerate(windows):
             for y1, target in recorruptions(window, noise, seed + w, draws):
-                yield y1, target, first(y1, s1)
+                yield w, y1, target, first(y1, s1)
 
-    return _risks(outputs(), noise, patch, stride, draws)
+    return _risks(outputs(), noise, patch, stride, draws, min(min(np.shape(w)[:2]) for w in windows))
 
 
 def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float, seed: int = 0,
-                       draws: int = DRAWS) -> dict:
+                       draws: int = DRAWS, keep_losses: bool = False) -> dict:
     """(T1) of the first stage ``settings`` alone and followed by the Wiener stage, with the draws of
     `kpca.tuning.tune_patches` (same ``seed``: z over the whole image), on its tuning windows: as
     `stage_risks`. A colour image is read as its mean over channels, as the tuning does. Cost per draw:
-    the first stage on the windows (``linear``: on the whole image) and one Wiener stage per window."""
+    the first stage on the windows (``linear``: on the whole image) and 12 Wiener stages per window.
+    ``keep_losses``: also the per-pixel losses (`_risks`), for a probe."""
     image = np.asarray(noisy, dtype=np.float64)
     if image.ndim == 3:
         image = image.mean(axis=2)
@@ -129,26 +208,34 @@ def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float,
         for y1, target in recorruptions(image, noise, seed, draws):
             whole = linear_pca_denoise(y1, settings.patch, settings.stride, settings.n_components) \
                 if settings.method == LINEAR else None
-            for rows, cols in windows:
+            for w, (rows, cols) in enumerate(windows):
                 y1_w = y1[rows, cols]
                 first = whole[rows, cols] if whole is not None else denoise_image(y1_w, settings, s1)
-                yield y1_w, target[rows, cols], first
+                yield w, y1_w, target[rows, cols], first
 
-    return _risks(outputs(), noise, settings.patch, settings.stride, draws)
+    largest = min(min(r.stop - r.start, c.stop - c.start) for r, c in windows)
+    return _risks(outputs(), noise, settings.patch, settings.stride, draws, largest, keep_losses)
 
 
 def lower_stage(risks: dict) -> str | None:
-    """`WIENER` where its estimated risk is lower than the first stage's alone, else None."""
+    """The stage ``auto`` keeps from `stage_risks`' or `second_stage_risks`' estimates: their ``chosen``
+    (`choose_variant`: `WIENER` where its risk is lower than the first stage's alone, a variant where it
+    is clearly lower still, else None); `WIENER` or None by the two risks where there is no ``chosen``.
+    O(1)."""
+    if "chosen" in risks:
+        return risks["chosen"]
     return WIENER if risks[WIENER] < risks["first"] else None
 
 
 def choose_second_stage(noisy: np.ndarray, tuned: Tuned, seed: int = 0, draws: int = DRAWS) -> Tuned:
-    """``tuned`` with ``second_stage`` set: ``{"stage": WIENER or None, "risks": second_stage_risks(...)}``,
-    `WIENER` only where its estimated risk (T1) is lower than the first stage's alone. Reads nothing but
-    the noisy image. Cost: `second_stage_risks`."""
+    """``tuned`` with ``second_stage`` set: ``{"stage": name or None, "risks": second_stage_risks(...)}``,
+    the stage `lower_stage` keeps by (T1) (`WIENER` where its estimated risk is lower than the first
+    stage's alone, a variant where clearly lower still). Reads nothing but the noisy image. Cost:
+    `second_stage_risks`."""
     risks = second_stage_risks(noisy, tuned.settings, tuned.noise, seed, draws)
     return replace(tuned, second_stage={"stage": lower_stage(risks), "risks": risks})
 
 
-__all__ = ["WIENER", "STAGE_CHOICES", "SHRINK", "WIENER_TILE", "stage_choice", "apply_second_stage", "stage_risks",
-           "second_stage_risks", "lower_stage", "choose_second_stage"]
+__all__ = ["WIENER", "STAGE_CHOICES", "SHRINK", "WIENER_TILE", "VARIANTS", "MARGIN", "variant_name", "variants",
+           "parse_stage", "stage_choice", "apply_second_stage", "choose_variant", "stage_risks", "second_stage_risks",
+           "lower_stage", "choose_second_stage"]

@@ -167,7 +167,7 @@ class Tuned:
         row; None when there is no such pair) and ``rule``: ``"least risk"`` or ``"linear within the
         margin"`` (`MARGIN` standard errors).
     second_stage : dict or None
-        Set by `kpca.second_stage.choose_second_stage`: ``stage`` (``"wiener"`` or None) and the risks.
+        Set by `kpca.second_stage.choose_second_stage`: ``stage`` (a Wiener variant or None) and the risks.
     """
 
     settings: PatchSettings

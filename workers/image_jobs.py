@@ -105,9 +105,10 @@ def _run(progress: JobProgress, work):
 def _second_stage(progress: JobProgress, choice: str, unit: np.ndarray, out: np.ndarray, patch: int, stride: int,
                   noise: float, first=None, windows=None) -> tuple[np.ndarray, dict]:
     """``out`` (the first stage's output for ``unit``) followed by the Wiener stage as ``choice`` says
-    (`kpca.second_stage.STAGE_CHOICES`): ``auto`` where (T1) of ``first(y1, s1)`` alone and followed by
-    it on ``windows`` (`kpca.second_stage.stage_risks`) is lower (no ``first``: not applied), ``wiener``
-    always, ``off`` never; timed as the step "second stage". Returns the image and ``{"stage", "risks"}``
+    (`kpca.second_stage.STAGE_CHOICES`): ``auto`` the stage or variant (or none) that (T1) of
+    ``first(y1, s1)`` alone and followed by each on ``windows`` picks (`kpca.second_stage.stage_risks`,
+    `kpca.second_stage.lower_stage`; no ``first``: not applied), ``wiener`` the single stage always,
+    ``off`` never; timed as the step "second stage". Returns the image and ``{"stage", "risks"}``
     (risks None where not estimated)."""
     if choice == "off" or (choice == "auto" and first is None):
         return out, {"stage": None, "risks": None}
@@ -126,14 +127,15 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
 
     ``tune="auto"`` (denoising only): the rank (at most the model's) and pre-image method are chosen by
     `kpca.tuning.tune_model` on the image itself; ``method`` other than "auto" and ``n_components``
-    are kept as given; then the Wiener second stage where its estimated risk on the tuning windows is
-    lower than the first stage's alone (``second_stage="auto"``; ``"wiener"``: always; ``"off"``: never;
+    are kept as given; then the Wiener second stage (or a variant) where its estimated risk on the tuning
+    windows is lower than the first stage's alone (``second_stage="auto"``; ``"wiener"``: always; ``"off"``: never;
     with ``tune="off"``, ``"auto"`` is off; `kpca.second_stage`). ``tune="off"``: ``method`` and
     ``options`` as given, all the model's components (or ``n_components``). Hyperresolution reconstructs
     with ``method`` and, when ``constrained``, back-projects onto the input
     (`kpca.hyperresolution.hyperresolve`); it has no second stage. Returns the image (input's dtype,
-    upscaled shape) and ``info`` (module docstring), whose ``chosen`` says ``second_stage`` (``"wiener"``
-    or None) and ``second_stage_risks`` (None where not estimated).
+    upscaled shape) and ``info`` (module docstring), whose ``chosen`` says ``second_stage`` (``"wiener"``,
+    a variant's name, `kpca.second_stage.variant_name`, or None) and ``second_stage_risks`` (None where
+    not estimated).
     """
     choice = stage_choice(second_stage)
     if upscale > 1 and choice == WIENER:
@@ -210,11 +212,12 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
     """The one-call path: a decoded PNG's pixels denoised by kernel PCA models of its own tiles
     (`kpca.patch_denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
     (`kpca.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept), followed by the Wiener
-    second stage where its estimated risk is lower (`kpca.second_stage`; ``second_stage="auto"`` or True;
+    second stage, or a variant of it, where its estimated risk is lower (`kpca.second_stage`; ``"auto"`` or True;
     ``"wiener"``: always; ``"off"`` or False: the first stage alone, as before issue 27). ``tune="off"``:
     the values of ``fixed`` over `PatchSettings`' defaults, and ``"auto"`` is off. Returns the image
     (input's dtype) and ``info``, whose ``chosen`` includes ``sigma``, the kernel width used,
-    ``second_stage`` (``"wiener"`` or None) and ``second_stage_risks`` (None where not estimated)."""
+    ``second_stage`` (``"wiener"``, a variant's name or None) and ``second_stage_risks`` (None where not
+    estimated)."""
     choice = stage_choice(second_stage)
     progress = JobProgress(data_dir, job, "denoise-image-fit")
 

@@ -18,8 +18,9 @@ PreimageMethod = Literal[("auto", *METHODS)]
 Tune = Literal["auto", "off"]
 SecondStage = Literal[STAGE_CHOICES]  # auto: kept where its estimated risk is lower; wiener: always; off: never
 SECOND_STAGE_HELP = (
-    "the empirical Wiener second stage after the patch denoiser: auto (with tune=auto) keeps it only where an "
-    "unbiased estimate of the denoising error, computed from the image alone, is lower with it than without "
+    "the empirical Wiener second stage after the patch denoiser: auto (with tune=auto) keeps it, or a variant of "
+    "it (patch size, two passes, gain), only where an unbiased estimate of the denoising error, computed from the "
+    "image alone, is lower with it than without "
     "(with tune=off, auto is off); wiener: always; off: never")
 PatchMethod = Literal[PATCH_METHODS]
 

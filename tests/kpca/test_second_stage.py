@@ -1,5 +1,6 @@
-"""The Wiener second stage's risk estimate for any first stage (`kpca.second_stage.stage_risks`) and the
-request's three-valued choice (issue 27: the stored-model path's second stage, forced on or off)."""
+"""The Wiener second stage's risk estimate for any first stage (`kpca.second_stage.stage_risks`), the
+request's three-valued choice (issue 27: the stored-model path's second stage, forced on or off) and the
+stage's variants (patch side, passes, gain) that ``auto`` weighs by (T1)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 from kpca.images import assemble_patches, extract_patches
 from kpca.patch_denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.second_stage import (WIENER, apply_second_stage, lower_stage, second_stage_risks, stage_choice,
-                               stage_risks)
+from kpca.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, lower_stage, parse_stage,
+                               second_stage_risks, stage_choice, stage_risks, variant_name, variants)
+from kpca.wiener import wiener_stage
 from kpca.tuning import ALPHA, DRAWS, recorruptions, tune_model, tuning_windows
 
 from tests.kpca.test_denoise_tuning import mse, scene, smooth_scene
@@ -47,7 +49,9 @@ def test_second_stage_risks_are_unchanged_on_overlapping_windows(settings, rng):
     clean = scene(200, 4)[:100]
     noisy = clean + rng.normal(0.0, 0.1, clean.shape)
     assert len(tuning_windows(noisy.shape, settings.tile)) == 16
-    assert second_stage_risks(noisy, settings, 0.1, seed=3) == naive_second_stage_risks(noisy, settings, 0.1, seed=3)
+    naive = naive_second_stage_risks(noisy, settings, 0.1, seed=3)
+    risks = second_stage_risks(noisy, settings, 0.1, seed=3)
+    assert {key: risks[key] for key in naive} == naive
 
 
 @pytest.mark.parametrize("settings", [LINEAR_FIRST, KERNEL_FIRST], ids=["linear", "fixed-point"])
@@ -79,7 +83,7 @@ def test_the_wiener_stage_is_kept_after_linear_pca_of_too_high_rank(rng):
         return linear_pca_denoise(y1, 7, 1, 30)
 
     risks = stage_risks(first, [noisy], 0.1, 7, 1)
-    assert risks[WIENER] < risks["first"] - 0.001 and lower_stage(risks) == WIENER
+    assert risks[WIENER] < risks["first"] - 0.001 and lower_stage(risks) in variants(7)
     out = first(noisy, 0.1)
     assert mse(apply_second_stage(noisy, out, (7, 1), 0.1, WIENER), clean) < mse(out, clean)  # peeking, in the test
 
@@ -129,3 +133,77 @@ def test_the_stage_takes_a_patch_and_stride_or_settings(rng):
     by_settings = apply_second_stage(noisy, first, settings, 0.1, WIENER)
     assert np.array_equal(by_settings, apply_second_stage(noisy, first, (5, 2), 0.1, WIENER))
     assert by_settings.shape == noisy.shape and apply_second_stage(noisy, first, (5, 2), 0.1, None) is first
+
+
+def test_variant_names_name_their_patch_passes_and_gain():
+    """Every variant's name reads back as its (patch, passes, gain factor); the single stage with the
+    first stage's patch is ``wiener``; a patch equal to the first stage's is not named again."""
+    named = variants(7)
+    assert list(named)[0] == WIENER and named[WIENER] == (7, 1, 1.0) and len(named) == 12
+    assert {"wiener2", "wiener-s0.8", "wiener2-5x5-s0.8", "wiener-15x15", "wiener2-15x15"} <= set(named)
+    for name, spec in named.items():
+        assert parse_stage(name, 7) == spec and variant_name(*spec, 7) == name
+    assert "wiener-5x5" not in variants(5) and variants(5)[WIENER] == (5, 1, 1.0) and len(variants(5)) == 8
+    assert set(variants(7, 12)) == set(named) - {"wiener-15x15", "wiener2-15x15"}  # windows of 12 pixels
+    for bad in ("wiener3", "wiener-7x", "off", None):
+        with pytest.raises(ValueError, match="second_stage"):
+            parse_stage(bad, 7)
+
+
+def test_windows_smaller_than_a_variants_patch_leave_it_out(rng):
+    """A 12 x 12 image (one tuning window) has no 15 x 15 patch: the estimate weighs the other variants."""
+    noisy = scene(12, 1) + rng.normal(0.0, 0.1, (12, 12))
+    risks = second_stage_risks(noisy, PatchSettings(patch=5, stride=1, method=LINEAR, width=None, n_components=2,
+                                                    tile=16), 0.1)
+    assert "wiener-11x11" in risks and "wiener-15x15" not in risks and "wiener2" in risks
+
+
+def test_a_variant_is_the_single_stage_with_its_patch_passes_and_gain(rng):
+    clean = scene(40, 1)
+    noisy = clean + rng.normal(0.0, 0.1, clean.shape)
+    first = linear_pca_denoise(noisy, 7, 1, 2)
+    once = wiener_stage(noisy, first, 7, 1, 0.1)
+    assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, WIENER), once)
+    twice = wiener_stage(noisy, once, 7, 1, 0.1)
+    assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, "wiener2"), twice)
+    assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, "wiener-5x5-s0.8"),
+                          wiener_stage(noisy, first, 5, 1, 0.8 * 0.1))
+
+
+def test_auto_picks_two_passes_of_a_larger_patch_on_a_smooth_image(rng):
+    """After rank-1 linear PCA of a smooth image (as on scikit-image's cell), the single 7 x 7 stage lets
+    noise back in (true error up, 1.05e-4 to 1.23e-4 here), while two passes of 15 x 15 patches halve the
+    first stage's error. (T1), reading the noisy image only (the clean one is used below to score), picks a
+    larger patch's variant by more than `MARGIN` standard errors, and it is truly the better answer."""
+    clean = smooth_scene(64, 2)
+    noisy = clean + np.random.default_rng(2).normal(0.0, 0.1, clean.shape)
+    settings = PatchSettings(method=LINEAR, width=None, n_components=1, tile=32)
+    risks = second_stage_risks(noisy, settings, 0.1)
+    chosen = lower_stage(risks)
+    assert chosen not in (None, WIENER) and parse_stage(chosen, 7)[0] > 7
+    assert risks[WIENER] - risks[chosen] > MARGIN * risks["standard_error"]
+    first = linear_pca_denoise(noisy, 7, 1, 1)
+    picked = mse(apply_second_stage(noisy, first, settings, 0.1, chosen), clean)  # peeking, in the test
+    assert picked < 0.8 * min(mse(first, clean), mse(apply_second_stage(noisy, first, settings, 0.1, WIENER), clean))
+
+
+def test_a_variant_replaces_the_single_stage_only_by_more_than_the_margin(rng):
+    """`choose_variant`: the single stage (kept, its risk being below the first stage's) gives way to a
+    variant of lower estimated risk only where the difference exceeds ``margin`` standard errors of its
+    block means; a variant that is not lower never replaces it; nothing below the first stage keeps None."""
+    base = rng.normal(0.0, 1.0, (64, 64))
+    noise = rng.normal(0.0, 1.0, (64, 64))
+
+    def case(shift):
+        losses = {"first": {0: base + 1.0}, WIENER: {0: base}, "wiener2": {0: base - shift + 0.5 * noise}}
+        return {name: float(np.mean(loss[0])) for name, loss in losses.items()}, losses
+
+    risks, losses = case(0.5)  # about 25 standard errors of 16 blocks
+    assert choose_variant(risks, losses, 1)["chosen"] == "wiener2"
+    risks, losses = case(0.5 * float(np.mean(noise)) + 1e-3)  # lower, but well within one standard error
+    assert risks["wiener2"] < risks[WIENER] and choose_variant(risks, losses, 1)["chosen"] == WIENER
+    assert choose_variant(risks, losses, 1, margin=0.0)["chosen"] == "wiener2"
+    risks, losses = case(-0.5)
+    assert choose_variant(risks, losses, 1) == {"chosen": WIENER, "standard_error": None}
+    risks = {"first": 0.0, WIENER: 1.0, "wiener2": 2.0}
+    assert choose_variant(risks, losses, 1)["chosen"] is None
