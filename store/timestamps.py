@@ -14,3 +14,13 @@ def to_iso(epoch_seconds: float) -> str:
     """A POSIX timestamp (seconds) as an ISO-8601 UTC string with milliseconds. Cost O(1)."""
     moment = datetime.fromtimestamp(epoch_seconds, timezone.utc)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def seconds_since(iso: str | None, now: float | None = None) -> float:
+    """Seconds from the ISO-8601 time ``iso`` (as `to_iso` writes it) to ``now`` (POSIX seconds, default
+    the current time); infinity for None or a string that is not such a time. Cost O(1)."""
+    try:
+        then = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except (AttributeError, TypeError, ValueError):
+        return float("inf")
+    return (datetime.now(timezone.utc).timestamp() if now is None else now) - then

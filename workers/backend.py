@@ -21,6 +21,7 @@ from dask.distributed import Client, LocalCluster, fire_and_forget
 
 from store import DatasetInfo, DatasetStore, ModelRegistry, NotFound
 from store.atomic import try_file_lock
+from store.timestamps import seconds_since
 from store.jobs.records import ModelRecord
 from workers import archive as archive_task
 from workers import cluster as cluster_task
@@ -62,6 +63,11 @@ QUIET_WHEN_IDLE = {
 #: (sent at once: their resource restriction exempts them from the queue) left every projection queued
 #: on the scheduler until blocks finished: /project waited 23 s behind 4 such requests.
 PRIORITIES_ON_WORKERS = {"distributed.scheduler.worker-saturation": "inf"}
+
+
+#: A queued job younger than this is not recovered by `Backend.recover`: its submitter's task may still be
+#: on its way to the scheduler.
+SUBMITTED_RECENTLY_S = 10.0
 
 
 def _fit_tasks(prefix: str, dask_scheduler=None) -> set[str]:
@@ -270,7 +276,7 @@ class Backend:
         fire_and_forget(future)
         self._fits[(kind, name)] = future
 
-    def recover(self, registry) -> list[str]:
+    def recover(self, registry, recent_s: float = SUBMITTED_RECENTLY_S) -> list[str]:
         """Resubmit the jobs of a registry (models, clusterings) that should be running but are not:
         returns their names.
 
@@ -279,14 +285,16 @@ class Backend:
         this backend or by another client of the scheduler: the service's other
         API processes), lost its runner (the service restarted, or a worker died
         and dask gave up on the task). Its new run resumes from the last
-        checkpoint. One recovery at a time among the processes sharing the data
-        folder (an flock), so two never resubmit the same job. Cost: one
-        registry listing and one scheduler query.
+        checkpoint. A job queued less than ``recent_s`` seconds ago is left to the
+        process that queued it: its submission may not have reached the scheduler
+        yet (it travels on another connection than the query). One recovery at a
+        time among the processes sharing the data folder (an flock), so two never
+        resubmit the same job. Cost: one registry listing and one scheduler query.
         """
         with try_file_lock(Path(self.data_dir) / ".recover.lock") as ours:
-            return self._recover(registry) if ours else []
+            return self._recover(registry, recent_s) if ours else []
 
-    def _recover(self, registry) -> list[str]:
+    def _recover(self, registry, recent_s: float) -> list[str]:
         kind = registry.kind_folder
         on_cluster = None  # the names with a fit task on the scheduler, asked once and only if needed
         resubmitted = []
@@ -297,6 +305,8 @@ class Backend:
                 continue
             future = self._fits.get((kind, name))
             if future is not None and not future.done():
+                continue
+            if record.status == "queued" and seconds_since(record.updated_at) < recent_s:
                 continue
             try:
                 if registry.fit_alive(name):

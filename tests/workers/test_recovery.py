@@ -3,6 +3,7 @@ fits that lost their runner found again by `Backend.recover`."""
 
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -114,10 +115,26 @@ def test_recover_leaves_a_fit_queued_by_another_client_of_the_scheduler(data_dir
             wait_for_record(registry, "busy", lambda r: r.status == "running" and r.passes_done >= 1)
             registry.create(record(data_dir, "waiting", 3))
             one.submit_fit("waiting")
+            # just queued: its submission may still be on its way to the scheduler, so it is left alone
             assert other.recover(registry) == []
-            assert one.recover(registry) == []
+            key = one._fits[("models", "waiting")].key
+            wait_for(lambda: other.client.run_on_scheduler(_known, key), "the submission reached the scheduler")
+            # older than any grace (recent_s=0): only the scheduler's answer keeps it from a second submission
+            assert other.recover(registry, recent_s=0) == []
+            assert one.recover(registry, recent_s=0) == []
             assert registry.get("waiting").status == "queued"
         finally:
             registry.request_cancel("busy")
         assert wait_for_record(registry, "busy", ended).status == "cancelled"
         assert wait_for_record(registry, "waiting", ended).status == "completed"
+
+
+def _known(key, dask_scheduler=None) -> bool:
+    return key in dask_scheduler.tasks
+
+
+def wait_for(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
