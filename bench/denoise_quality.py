@@ -67,6 +67,18 @@ def crop(name: str, size: int) -> np.ndarray:
     return image[(H - size) // 2 : (H - size) // 2 + size, (W - size) // 2 : (W - size) // 2 + size]
 
 
+def case_seed(name: str, size: int, level: float) -> int:
+    """The noise seed of the case (image ``name``, crop ``size``, noise ``level``): every script that
+    scores these cases draws the same noise."""
+    return 1000 * IMAGES.index(name) + size + int(100 * level)
+
+
+def noisy_pixels(clean: np.ndarray, level: float, seed: int) -> np.ndarray:
+    """``clean`` with Gaussian noise ``level`` (seeded), clipped to [0, 1], as 16-bit pixels (a PNG's)."""
+    noisy = np.clip(clean + np.random.default_rng(seed).normal(0.0, level, clean.shape), 0.0, 1.0)
+    return np.rint(noisy * 65535).astype(np.uint16)
+
+
 def scores(clean, estimate, seconds) -> dict:
     estimate = np.clip(estimate, 0.0, 1.0)
     return {"psnr_db": float(peak_signal_noise_ratio(clean, estimate, data_range=1.0)),
@@ -81,8 +93,7 @@ def by_rule(noisy, noise, make, values):
 
 
 def run_case(clean: np.ndarray, level: float, seed: int, data_dir: str) -> tuple[dict, dict]:
-    noisy = np.clip(clean + np.random.default_rng(seed).normal(0.0, level, clean.shape), 0.0, 1.0)
-    pixels = np.rint(noisy * 65535).astype(np.uint16)
+    pixels = noisy_pixels(clean, level, seed)
     unit = pixels / 65535.0
     rows, pictures = {"noisy": scores(clean, unit, 0.0)}, {"noisy": unit}
 
@@ -165,8 +176,7 @@ def main():
         for size in map(int, args.sizes.split(",")):
             for level in map(float, args.levels.split(",")):
                 clean = crop(name, size)
-                rows, pictures = run_case(clean, level, seed=1000 * IMAGES.index(name) + size + int(100 * level),
-                                         data_dir=data_dir)
+                rows, pictures = run_case(clean, level, seed=case_seed(name, size, level), data_dir=data_dir)
                 case = {"image": name, "size": size, "noise": level, "rows": rows,
                         "service_minus_linear_db": rows["service"]["psnr_db"] - rows["linear_pca"]["psnr_db"],
                         "service_minus_nl_means_db": rows["service"]["psnr_db"] - rows["nl_means"]["psnr_db"]}

@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE, crop  # noqa: E402
+from bench.denoise_quality import (IMAGES, LEVELS, PATCH, SIZES, STRIDE, case_seed, crop,  # noqa: E402
+                                   noisy_pixels)
 from bench.wiener_probe import psnr, service_output  # noqa: E402
 from kpca.patch_denoising import PatchSettings, linear_pca_denoise  # noqa: E402
 from kpca.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, second_stage_risks,  # noqa: E402
@@ -66,9 +67,7 @@ def main():
         for size in map(int, args.sizes.split(",")):
             for level in map(float, args.levels.split(",")):
                 clean = crop(name, size)
-                seed = 1000 * IMAGES.index(name) + size + int(100 * level)
-                noisy = np.clip(clean + np.random.default_rng(seed).normal(0.0, level, clean.shape), 0.0, 1.0)
-                pixels = np.rint(noisy * 65535).astype(np.uint16)
+                pixels = noisy_pixels(clean, level, case_seed(name, size, level))
                 unit = pixels / 65535.0
                 first, noise, chosen = service_output(pixels, cache, f"{name}_{size}_{level}", data_dir)
                 settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components",

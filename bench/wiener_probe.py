@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from skimage.metrics import peak_signal_noise_ratio  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import IMAGES, PATCH, STRIDE, crop  # noqa: E402
+from bench.denoise_quality import PATCH, STRIDE, case_seed, crop, noisy_pixels  # noqa: E402
 from kpca.patch_denoising import PatchSettings, linear_pca_denoise  # noqa: E402
 from kpca.second_stage import SHRINK, WIENER_TILE, second_stage_risks  # noqa: E402
 from kpca.tuning import linear_rank  # noqa: E402
@@ -80,9 +80,7 @@ def main():
     for name in args.images.split(","):
         for level in map(float, args.levels.split(",")):
             clean = crop(name, args.size)
-            seed = 1000 * IMAGES.index(name) + args.size + int(100 * level)
-            noisy = np.clip(clean + np.random.default_rng(seed).normal(0.0, level, clean.shape), 0.0, 1.0)
-            pixels = np.rint(noisy * 65535).astype(np.uint16)
+            pixels = noisy_pixels(clean, level, case_seed(name, args.size, level))
             unit = pixels / 65535.0
             service, noise, chosen = service_output(pixels, cache, f"{name}_{args.size}_{level}", data_dir)
             rank = linear_rank(unit, PATCH, STRIDE, noise)
