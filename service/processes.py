@@ -71,7 +71,8 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
             os.environ.update({"KPCA_SCHEDULER": backend.cluster.scheduler_address, EMBEDDED_ENV: "1"})
         # what the API processes read: they are started (and restarted) with this environment
         os.environ.update({METRICS_ENV: metrics, ARGV_ENV: json.dumps(list(argv)), SUPERVISOR_ENV: str(os.getpid())})
-        log.info("serving with %d API processes, dask scheduler %s", processes, os.environ["KPCA_SCHEDULER"])
+        log.info("serving with %d API processes, dask scheduler %s", processes,
+                 os.environ.get("KPCA_SCHEDULER", settings.scheduler))
         uvicorn.run("service.processes:process_app", factory=True, workers=processes, host=settings.host,
                     port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s)
     finally:
