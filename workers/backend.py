@@ -21,6 +21,7 @@ from dask.distributed import Client, LocalCluster, fire_and_forget
 
 from store import DatasetInfo, DatasetStore, ModelRegistry, NotFound
 from store.atomic import try_file_lock
+from store.stop_flags import StopFlags
 from store.timestamps import seconds_since
 from store.jobs.records import ModelRecord
 from workers import archive as archive_task
@@ -33,7 +34,7 @@ from workers.placement import machine_cores
 from workers.plugins import IgnoreInterrupts, ImportModules, WarmKernels, import_modules
 from workers.priority import run_niced
 from workers.shards import FIT_RESOURCE, fit_workers
-from workers.watch import Watch, watched_results
+from workers.watch import RequestEnded, Watch, watched_results
 
 log = logging.getLogger(__name__)
 
@@ -389,12 +390,23 @@ class Backend:
         """The denoised (or hyper-resolved) image and what was chosen, with the rank, pre-image and second
         stage tuned on the image (`workers.image_jobs.denoise_with_model`), one task run as pre-image blocks are
         (resource ``preimage``, low priority, niced). ``watch``: the request's deadline and disconnection
-        (`watched_results`). Blocking: call it from a thread pool."""
-        future = self.client.submit(run_niced, image_job_task.denoise_with_model, self.data_dir, model_name, image,
-                                    patch, stride, method, options, upscale, tune, n_components, constrained, job,
-                                    second_stage, pure=False, priority=PREIMAGE_PRIORITY,
-                                    resources=self._preimage_resources())
-        return watched_results(self.client, [future], watch)[0]
+        (`watched_results`); when it ends the running task is asked to stop too (`_stoppable`). Blocking:
+        call it from a thread pool."""
+        return self._stoppable(watch, lambda stop: self.client.submit(
+            run_niced, image_job_task.denoise_with_model, self.data_dir, model_name, image, patch, stride, method,
+            options, upscale, tune, n_components, constrained, job, second_stage, stop, pure=False,
+            priority=PREIMAGE_PRIORITY, resources=self._preimage_resources()))
+
+    def _stoppable(self, watch: "Watch | None", submit):
+        """The result of the one task ``submit(stop_token)`` submits, watched (`watched_results`); when the
+        request ends, its stop flag is raised (`store.stop_flags`) so that the task, if already running,
+        stops at its next step instead of running to its end. Blocking."""
+        token = StopFlags.new_token()
+        try:
+            return watched_results(self.client, [submit(token)], watch)[0]
+        except RequestEnded:
+            StopFlags(self.data_dir).raise_flag(token)
+            raise
 
     def denoise_image_fit(self, image: np.ndarray, patch: int, stride: int, tile: int | None, tune: str = "auto",
                           fixed: dict | None = None, noise: float | None = None,
@@ -410,9 +422,9 @@ class Backend:
         (`workers.image_jobs.denoise_rows_tuned`), one task run as pre-image blocks are (resource ``preimage``,
         low priority, niced). ``watch``: the request's deadline and disconnection (`watched_results`).
         Blocking: call it from a thread pool."""
-        future = self.client.submit(run_niced, image_job_task.denoise_rows_tuned, self.data_dir, model_name, rows,
-                                    fixed, pure=False, priority=PREIMAGE_PRIORITY, resources=self._preimage_resources())
-        return watched_results(self.client, [future], watch)[0]
+        return self._stoppable(watch, lambda stop: self.client.submit(
+            run_niced, image_job_task.denoise_rows_tuned, self.data_dir, model_name, rows, fixed, stop, pure=False,
+            priority=PREIMAGE_PRIORITY, resources=self._preimage_resources()))
 
     def component_images(self, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The leading ``count`` components of a model in input space and their eigenvalues

@@ -34,6 +34,7 @@ from kpca.second_stage import WIENER, apply_second_stage, choose_second_stage, l
 from kpca.tuning import tune_model, tune_patches, tuning_windows
 from store.errors import Conflict
 from store.image_jobs import ImageJobStore
+from store.stop_flags import StopFlags
 from workers.serve import load_model, reconstruct_rows
 
 REPORT_EVERY_S = 0.5
@@ -45,11 +46,13 @@ class JobProgress:
 
     ``step(name)`` is a context manager around one step; ``report(done, total)`` is the callback the
     numerics call (written at most every `REPORT_EVERY_S`, and raising `Stopped` once a cancel was
-    asked for). ``finish(status, chosen, error)`` writes the end.
+    asked for, or the request's stop flag ``stop`` raised: `store.stop_flags`). ``finish(status, chosen,
+    error)`` writes the end.
     """
 
-    def __init__(self, data_dir: str, job: str | None, kind: str):
+    def __init__(self, data_dir: str, job: str | None, kind: str, stop: str | None = None):
         self.store = ImageJobStore(Path(data_dir)) if job else None
+        self.stops, self.stop = StopFlags(data_dir), stop
         self.job = job
         self.started = time.perf_counter()
         self.steps: list[dict] = []
@@ -63,6 +66,8 @@ class JobProgress:
             self.store.update(self.job, elapsed_s=time.perf_counter() - self.started, **fields)
 
     def report(self, done: int, total: int) -> None:
+        if self.stops.raised(self.stop):
+            raise Stopped("the request ended (its deadline passed or its client went away)")
         if self.store is None:
             return
         if self.store.cancel_requested(self.job):
@@ -88,7 +93,8 @@ class JobProgress:
 
 
 def _run(progress: JobProgress, work):
-    """``work()`` with the job's end written: completed, cancelled (`Stopped`) or failed."""
+    """``work()`` with the job's end written: completed, cancelled (`Stopped`) or failed; the request's
+    stop flag cleared."""
     try:
         image, info = work()
     except Stopped:
@@ -97,6 +103,8 @@ def _run(progress: JobProgress, work):
     except Exception as exc:
         progress.finish("failed", error=str(exc))
         raise
+    finally:
+        progress.stops.clear(progress.stop)
     info["steps"] = progress.steps
     progress.finish("completed", info.get("chosen"))
     return image, info
@@ -122,7 +130,8 @@ def _second_stage(progress: JobProgress, choice: str, unit: np.ndarray, out: np.
 def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch: int, stride: int,
                        method: str = "auto", options: dict | None = None, upscale: int = 1, tune: str = "auto",
                        n_components: int | None = None, constrained: bool = True,
-                       job: str | None = None, second_stage: bool | str = "auto") -> tuple[np.ndarray, dict]:
+                       job: str | None = None, second_stage: bool | str = "auto",
+                       stop: str | None = None) -> tuple[np.ndarray, dict]:
     """Denoise (or hyperresolve, ``upscale`` > 1) a decoded PNG's pixels through a stored patch model.
 
     ``tune="auto"`` (denoising only): the rank (at most the model's) and pre-image method are chosen by
@@ -140,7 +149,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
     choice = stage_choice(second_stage)
     if upscale > 1 and choice == WIENER:
         raise ValueError("second_stage: hyperresolution (upscale > 1) has no second stage; use auto or off")
-    progress = JobProgress(data_dir, job, "hyperresolution" if upscale > 1 else "denoise-image")
+    progress = JobProgress(data_dir, job, "hyperresolution" if upscale > 1 else "denoise-image", stop)
 
     def work():
         unit, unit_info = to_unit(image)
@@ -261,19 +270,24 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
     return _run(progress, work)
 
 
-def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: dict | None = None
-                       ) -> tuple[np.ndarray, dict]:
+def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: dict | None = None,
+                       stop: str | None = None) -> tuple[np.ndarray, dict]:
     """Rows through a stored model with the rank and pre-image chosen by `kpca.tuning.tune_model` on the
     rows themselves (their noise estimated from their covariance, `kpca.noise_level.noise_level_rows`:
-    it needs more rows than columns). Returns the rows and ``info``."""
-    model = load_model(data_dir, model_name).model
-    rows = np.asarray(rows, dtype=np.float64)
-    start = time.perf_counter()
-    tuned = tune_model(model, [rows], lambda m, name, options, y: preimages(m, y, name, options), fixed,
-                       noise_of=noise_level_rows)
-    tuned_s = time.perf_counter() - start
-    chosen = tuned.settings
-    out = preimages(leading(model, chosen.n_components), rows, chosen.method, chosen.options)
+    it needs more rows than columns). ``stop``: the request's stop flag (`store.stop_flags`), looked at
+    after each candidate (`Stopped` when raised). Returns the rows and ``info``."""
+    progress = JobProgress(data_dir, None, "denoise", stop)
+    try:
+        model = load_model(data_dir, model_name).model
+        rows = np.asarray(rows, dtype=np.float64)
+        start = time.perf_counter()
+        tuned = tune_model(model, [rows], lambda m, name, options, y: preimages(m, y, name, options), fixed,
+                           noise_of=noise_level_rows, report=progress.report)
+        tuned_s = time.perf_counter() - start
+        chosen = tuned.settings
+        out = preimages(leading(model, chosen.n_components), rows, chosen.method, chosen.options)
+    finally:
+        progress.stops.clear(stop)
     steps = [{"step": "tuning", "seconds": tuned_s}, {"step": "denoising", "seconds": time.perf_counter() - start
                                                       - tuned_s}]
     return out, {"tune": "auto", "chosen": chosen.to_dict(), "noise": tuned.noise, "noise_estimated": True,

@@ -1,0 +1,57 @@
+"""Flags that ask a running task to stop: one empty file each, ``{root}/.stops/{token}``.
+
+A serving request that ends early (past its deadline, or its client gone) cancels its tasks on the
+cluster, but a task already running is not interrupted by dask: it runs to its end. A task given a
+token looks at its flag between steps (a ``stat``) and stops when it is raised
+(`workers.image_jobs.JobProgress`); the file lives in the data folder that the API processes and the
+workers share, so any process can raise it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+STOPS_FOLDER = ".stops"
+STALE_S = 3600.0  # a flag older than this is left by a task that never ran; removed when another is raised
+
+
+class StopFlags:
+    """The stop flags of a data folder."""
+
+    def __init__(self, root):
+        self.folder = Path(root) / STOPS_FOLDER
+
+    @staticmethod
+    def new_token() -> str:
+        """A fresh token (32 hex digits). O(1)."""
+        return uuid.uuid4().hex
+
+    def raise_flag(self, token: str, now: float | None = None) -> None:
+        """Ask the task holding ``token`` to stop; flags older than `STALE_S` are removed on the way.
+        Cost: one file created, one listing of the folder."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / _checked(token)).touch()
+        now = time.time() if now is None else now
+        for entry in self.folder.iterdir():
+            try:
+                if now - entry.stat().st_mtime > STALE_S:
+                    entry.unlink()
+            except FileNotFoundError:
+                continue
+
+    def raised(self, token: str | None) -> bool:
+        """Whether ``token``'s flag is raised (False for None). One ``stat``."""
+        return token is not None and (self.folder / _checked(token)).exists()
+
+    def clear(self, token: str | None) -> None:
+        """Remove ``token``'s flag, if any. O(1)."""
+        if token is not None:
+            (self.folder / _checked(token)).unlink(missing_ok=True)
+
+
+def _checked(token: str) -> str:
+    if not (isinstance(token, str) and len(token) == 32 and all(c in "0123456789abcdef" for c in token)):
+        raise ValueError(f"not a stop token: {token!r}")
+    return token
