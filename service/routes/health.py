@@ -10,7 +10,8 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", openapi_extra=access(PUBLIC))
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
+    """Liveness: answered on the event loop, so that it never waits for a request thread (issue 30)."""
     return {"status": "ok"}
 
 

@@ -85,3 +85,52 @@ def test_route_template_of_mounts_and_unknown_paths():
     assert route_template(app, request("/static/a/b.js")) == "/static/{path}"
     assert route_template(app, request("/page/more")) == UNMATCHED
     assert route_template(None, request("/page")) == UNMATCHED
+
+
+def test_healthz_answers_while_every_request_thread_is_taken(tmp_path):
+    """Issue 30: ``/healthz`` must not queue behind the request threads (anyio's limiter, 40 by default),
+    which serving requests waiting on the cluster fill under load. Here a route of the test's own app takes
+    every token of the limiter and keeps them; ``/healthz`` still answers at once (before, a sync route,
+    it waited for a token: 1 s spikes in bench/load.py)."""
+    import socket
+    import threading
+
+    import anyio.to_thread
+    import httpx
+    import uvicorn
+
+    from service import Settings, create_app
+
+    app = create_app(Settings(data_dir=tmp_path))
+    held = []
+
+    @app.get("/test-take-threads", include_in_schema=False)
+    async def take_threads():
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        for _ in range(int(limiter.total_tokens)):
+            borrower = object()
+            await limiter.acquire_on_behalf_of(borrower)
+            held.append((limiter, borrower))
+        return {"taken": len(held)}
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"{url}/healthz", timeout=5)
+                break
+            except httpx.TransportError:
+                threading.Event().wait(0.1)
+        assert httpx.get(f"{url}/test-take-threads", timeout=5).json()["taken"] >= 1
+        assert httpx.get(f"{url}/healthz", timeout=2).json() == {"status": "ok"}
+    finally:
+        for limiter, borrower in held:
+            limiter.release_on_behalf_of(borrower)
+        server.should_exit = True
+        thread.join(timeout=30)
+        listener.close()
