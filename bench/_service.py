@@ -31,20 +31,28 @@ def running_service(n_workers: int = 1, **settings) -> Iterator[str]:
     from service import Settings, create_app
 
     with tempfile.TemporaryDirectory(prefix="kpca-bench-") as data_dir:
-        app = create_app(Settings(data_dir=data_dir, scheduler=None, n_workers=n_workers, **settings))
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        try:
-            wait_healthy(url, thread.is_alive, "the service did not start")
+        with serving(create_app(Settings(data_dir=data_dir, scheduler=None, n_workers=n_workers, **settings))) as url:
             yield url
-        finally:
-            server.should_exit = True
-            thread.join(timeout=60)
-            sock.close()
+
+
+@contextlib.contextmanager
+def serving(app, lifespan: str = "on") -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port in a thread of this process; yield its base URL
+    once /healthz answers (RuntimeError after 120 s); stop it on exit. ``lifespan`` "off": no start-up
+    (no stores, no dask cluster), for what needs only the app's routes."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        wait_healthy(url, thread.is_alive, "the service did not start")
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+        sock.close()
 
 
 @contextlib.contextmanager

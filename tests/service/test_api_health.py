@@ -92,13 +92,10 @@ def test_healthz_answers_while_every_request_thread_is_taken(tmp_path):
     which serving requests waiting on the cluster fill under load. Here a route of the test's own app takes
     every token of the limiter and keeps them; ``/healthz`` still answers at once (before, a sync route,
     it waited for a token: 1 s spikes in bench/load.py)."""
-    import socket
-    import threading
-
     import anyio.to_thread
     import httpx
-    import uvicorn
 
+    from bench._service import serving
     from service import Settings, create_app
 
     app = create_app(Settings(data_dir=tmp_path))
@@ -113,24 +110,10 @@ def test_healthz_answers_while_every_request_thread_is_taken(tmp_path):
             held.append((limiter, borrower))
         return {"taken": len(held)}
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(f"{url}/healthz", timeout=5)
-                break
-            except httpx.TransportError:
-                threading.Event().wait(0.1)
-        assert httpx.get(f"{url}/test-take-threads", timeout=5).json()["taken"] >= 1
-        assert httpx.get(f"{url}/healthz", timeout=2).json() == {"status": "ok"}
-    finally:
-        for limiter, borrower in held:
-            limiter.release_on_behalf_of(borrower)
-        server.should_exit = True
-        thread.join(timeout=30)
-        listener.close()
+    with serving(app, lifespan="off") as url:
+        try:
+            assert httpx.get(f"{url}/test-take-threads", timeout=5).json()["taken"] >= 1
+            assert httpx.get(f"{url}/healthz", timeout=2).json() == {"status": "ok"}
+        finally:  # before the server stops (a request waiting for a token would hold it)
+            for limiter, borrower in held:
+                limiter.release_on_behalf_of(borrower)
