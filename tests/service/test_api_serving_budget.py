@@ -222,14 +222,16 @@ def test_a_heavy_request_keeps_few_blocks_on_the_cluster_at_a_time(api, app, mod
 def test_a_tuned_request_past_its_deadline_is_a_503_too(api, app, model, digits):
     """``tune=auto`` runs as one task, at the pre-images' priority and resource, under the same deadline: past
     it a 503 with ``Retry-After`` (it ran on, unbounded, before)."""
-    body = {"rows": digits[:200].tolist(), "tune": "auto", "method": "fixed-point", "options": {"n_iter": 1000}}
+    # 100 rows (the tuning needs more rows than columns): ten candidates of a few seconds each, so that the
+    # stop, looked at between candidates, comes within seconds even on a loaded machine
+    body = {"rows": digits[:100].tolist(), "tune": "auto", "method": "fixed-point", "options": {"n_iter": 1000}}
     started = time.monotonic()
     r = api.post(f"/v1/models/{model}/denoise", json=body)
     assert_error(r, 503, "unavailable", "rows")
     assert r.headers["retry-after"] == "10" and time.monotonic() - started < 2.0 + 1.5
     # the task was already running: dask does not interrupt it, its stop flag does (store.stop_flags), at
-    # the tuning's next candidate; before, it ran on for about 25 s after the answer
-    deadline = time.monotonic() + 10
+    # the tuning's next candidate; before, it ran on for its ten candidates and the pre-images (over 20 s)
+    deadline = time.monotonic() + 15
     while running_tasks(app, "denoise_rows_tuned"):
         assert time.monotonic() < deadline, "the tuned task ran on after its request ended"
         time.sleep(0.1)
