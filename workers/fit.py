@@ -48,7 +48,7 @@ from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, Pass
 from workers.placement import fit_threads, machine_cores, running_fits
 from workers.priority import fit_nice, run_niced
 from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completed_checkpoint, completion_warnings,
-                              still_ours)
+                              save_while_present, still_ours)
 from workers.sharded_fit import fit_sharded, shard_request
 
 log = logging.getLogger(__name__)
@@ -268,7 +268,7 @@ def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: Prepar
         convergence = Convergence(metric=convergence.metric, value=None)
     saved, fields = job.annotate(rows, state)
     still_ours(registry, record)
-    job.checkpoints.save(record.name, done, saved)
+    save_while_present(job, record.name, done, saved)
     elapsed = time.monotonic() - started
     progress = Progress(pass_=done, passes=done, t=0, fraction=1.0, elapsed_s=elapsed, remaining_s=0.0,
                         eigenvalues=eigenvalues.tolist(), gains=None, convergence=convergence)

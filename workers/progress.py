@@ -143,7 +143,7 @@ class PassReporter:
     history : list of PassRecord
         Records of the passes before this run (a resumed fit).
     save : callable, optional
-        ``save(name, pass, state)`` writes the checkpoint (default ``job.checkpoints.save``; a sharded
+        ``save(name, pass, state)`` writes the checkpoint (default `save_while_present`; a sharded
         fit's writes the shards' parts, then the manifest).
     workers : int, optional
         The dask workers a sharded fit runs on, reported with each pass (None: one).
@@ -159,7 +159,7 @@ class PassReporter:
         self.tol = record.params.get("tol")
         self.best = record.best_checkpoint.model_dump(by_alias=True) if record.best_checkpoint else {}
         self.stop_early = False
-        self.save = save or self.checkpoints.save
+        self.save = save or (lambda name, done, state: save_while_present(job, name, done, state))
         self.workers = workers
         self.clock = time.monotonic()
         self.first_pass, self.elapsed_before = int(start.get("pass", 0)), float(start.get("elapsed_s", 0.0))
@@ -229,3 +229,13 @@ def completed_checkpoint(checkpoints, name: str) -> dict:
     can tell it from any other file later. Cost O(checkpoint bytes) read and hashed, once per fit."""
     latest = checkpoints.latest_pass(name)
     return {"checkpoint": None if latest is None else {"pass": latest, "sha256": checkpoints.verify(name, latest)}}
+
+
+def save_while_present(job, name: str, pass_index: int, state: dict) -> None:
+    """``job.checkpoints.save`` under the job's shared lock: a delete (which takes it exclusive) waits
+    for the write and removes it with the folder, and a job deleted before is `store.NotFound`, so a
+    checkpoint never brings a deleted job's folder back (it did: a fit's last write after the delete
+    left ``models/{name}/checkpoints``). Cost: one flock more per checkpoint."""
+    with job.registry.folders.locked(name, shared=True):
+        job.registry.get(name)
+        job.checkpoints.save(name, pass_index, state)

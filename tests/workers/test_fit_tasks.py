@@ -215,3 +215,20 @@ def test_a_fit_alone_takes_every_core_for_its_tiles_and_shares_them_with_another
     assert f"model beside: kernel tiles on {fit_threads(machine_cores(), 2)} thread(s) at niceness" in caplog.text
     assert fit_threads(16, 1) == 16 and fit_threads(16, 3) == 5 and fit_threads(2, 5) == 1
     registry.delete("other")
+
+
+def test_a_checkpoint_of_a_deleted_model_is_not_written(data_dir):
+    """A fit's checkpoint written after its model's DELETE brought ``models/{name}/checkpoints`` back (CI saw
+    it once in the test above). `workers.progress.save_while_present` writes under the job's shared lock,
+    after checking the record."""
+    from types import SimpleNamespace
+
+    from store import NotFound
+    from workers.progress import save_while_present
+
+    registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
+    registry.create(model_record(data_dir, "gone", passes=3, block_size=20))
+    registry.delete("gone")
+    with pytest.raises(NotFound):
+        save_while_present(SimpleNamespace(registry=registry, checkpoints=checkpoints), "gone", 1, {"pass": 1})
+    assert not (data_dir / "models" / "gone").exists()
