@@ -34,7 +34,7 @@ from dataclasses import replace
 import numpy as np
 
 from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, linear_pca_denoise
-from kpca.tuning import ALPHA, DRAWS, Tuned, block_means, recorruptions, tuning_windows
+from kpca.tuning import DRAWS, Tuned, block_means, recorrupted_levels, recorruptions, tuning_windows
 from kpca.wiener import wiener_stage
 
 WIENER = "wiener"
@@ -117,8 +117,7 @@ def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], no
     order given and divided by ``draws`` times the pixels of one draw's windows: ``{"first", WIENER,
     variant..., "pixels", "draws", "chosen", "standard_error"}`` (`choose_variant`); with ``keep_losses``
     also ``"losses"``, the per-pixel losses `choose_variant` reads."""
-    s1 = float(noise) * float(np.sqrt(1.0 + ALPHA * ALPHA))
-    offset = float(noise) ** 2 * (1.0 + 1.0 / ALPHA**2)
+    s1, offset = recorrupted_levels(noise)
     names = variants(patch, largest)
     sums = {"first": 0.0, **{name: 0.0 for name in names}}
     losses: dict = {name: {} for name in sums}  # name -> window -> per-pixel losses summed over the draws
@@ -181,7 +180,7 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
     stage or None, "standard_error": se or None}`` (`choose_variant`), risks per value on the scale of the
     windows, N the values of all windows. Cost per draw: ``first`` and 12 Wiener stages per window.
     """
-    s1 = float(noise) * float(np.sqrt(1.0 + ALPHA * ALPHA))
+    s1, _ = recorrupted_levels(noise)
 
     def outputs():
         for w, window in enumerate(windows):
@@ -202,7 +201,7 @@ def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float,
     if image.ndim == 3:
         image = image.mean(axis=2)
     windows = tuning_windows(image.shape, settings.tile)
-    s1 = float(noise) * float(np.sqrt(1.0 + ALPHA * ALPHA))
+    s1, _ = recorrupted_levels(noise)
 
     def outputs():
         for y1, target in recorruptions(image, noise, seed, draws):

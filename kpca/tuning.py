@@ -79,6 +79,12 @@ def recorruptions(noisy: np.ndarray, noise: float, seed: int = 0, draws: int = 1
         yield y + alpha * z, y - z / alpha
 
 
+def recorrupted_levels(noise: float, alpha: float = ALPHA) -> tuple[float, float]:
+    """``(s1, offset)`` of (T1) for noise level s: y1's noise level ``s sqrt(1 + alpha^2)`` and the
+    ``s^2 (1 + 1/alpha^2)`` taken from each squared error against y2. O(1)."""
+    return float(noise) * float(np.sqrt(1.0 + alpha * alpha)), float(noise) ** 2 * (1.0 + 1.0 / alpha**2)
+
+
 def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: np.ndarray, noise: float,
                       seed: int = 0, alpha: float = ALPHA, draws: int = 1, first: int = 0) -> tuple[dict, int]:
     """(T1) for every output of ``evaluate``, averaged over draws ``first .. draws - 1`` of z (all ``draws``
@@ -103,8 +109,7 @@ def recorrupted_risks(evaluate: Callable[[np.ndarray, float], Mapping], noisy: n
     Returns the risk estimates (mean squared error per value, on the scale of y) and N.
     """
     y = np.asarray(noisy, dtype=np.float64)
-    s1 = float(noise) * float(np.sqrt(1.0 + alpha * alpha))
-    offset = float(noise) ** 2 * (1.0 + 1.0 / alpha**2)
+    s1, offset = recorrupted_levels(noise, alpha)
     sums: dict = {}
     for k, (y1, target) in enumerate(recorruptions(y, noise, seed, draws, alpha)):
         if k < first:
@@ -306,8 +311,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
             tick()
 
     pairs = list(recorruptions(image, noise, seed, draws))
-    s1 = noise * float(np.sqrt(1.0 + ALPHA * ALPHA))
-    offset = noise**2 * (1.0 + 1.0 / ALPHA**2)
+    s1, offset = recorrupted_levels(noise)
     pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
 
     def kernel_losses(by_width, draw_pairs) -> dict[tuple, list[np.ndarray]]:
