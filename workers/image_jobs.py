@@ -93,12 +93,14 @@ class JobProgress:
 
 
 def _run(progress: JobProgress, work):
-    """``work()`` with the job's end written: completed, cancelled (`Stopped`) or failed; the request's
-    stop flag cleared."""
+    """``work()`` with the job's end written: completed, cancelled (`Stopped`: a `Conflict` on ``job``
+    for a named job) or failed; the request's stop flag cleared."""
     try:
         image, info = work()
     except Stopped:
         progress.finish("cancelled")
+        if progress.job is None:  # stopped by its request's stop flag: the request has ended
+            raise
         raise Conflict(f"image job {progress.job!r} was cancelled", "job") from None
     except Exception as exc:
         progress.finish("failed", error=str(exc))
@@ -275,20 +277,18 @@ def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: 
     """Rows through a stored model with the rank and pre-image chosen by `kpca.tuning.tune_model` on the
     rows themselves (their noise estimated from their covariance, `kpca.noise_level.noise_level_rows`:
     it needs more rows than columns). ``stop``: the request's stop flag (`store.stop_flags`), looked at
-    after each candidate (`Stopped` when raised). Returns the rows and ``info``."""
+    after each candidate and before the pre-images (`Stopped` when raised). Returns the rows and ``info``."""
     progress = JobProgress(data_dir, None, "denoise", stop)
-    try:
+
+    def work():
         model = load_model(data_dir, model_name).model
-        rows = np.asarray(rows, dtype=np.float64)
-        start = time.perf_counter()
-        tuned = tune_model(model, [rows], lambda m, name, options, y: preimages(m, y, name, options), fixed,
-                           noise_of=noise_level_rows, report=progress.report)
-        tuned_s = time.perf_counter() - start
+        values = np.asarray(rows, dtype=np.float64)
+        with progress.step("tuning"):
+            tuned = tune_model(model, [values], lambda m, name, options, y: preimages(m, y, name, options), fixed,
+                               noise_of=noise_level_rows, report=progress.report)
         chosen = tuned.settings
-        out = preimages(leading(model, chosen.n_components), rows, chosen.method, chosen.options)
-    finally:
-        progress.stops.clear(stop)
-    steps = [{"step": "tuning", "seconds": tuned_s}, {"step": "denoising", "seconds": time.perf_counter() - start
-                                                      - tuned_s}]
-    return out, {"tune": "auto", "chosen": chosen.to_dict(), "noise": tuned.noise, "noise_estimated": True,
-                 "steps": steps}
+        with progress.step("denoising"):
+            out = preimages(leading(model, chosen.n_components), values, chosen.method, chosen.options)
+        return out, {"tune": "auto", "chosen": chosen.to_dict(), "noise": tuned.noise, "noise_estimated": True}
+
+    return _run(progress, work)
