@@ -79,6 +79,17 @@ def noisy_pixels(clean: np.ndarray, level: float, seed: int) -> np.ndarray:
     return np.rint(noisy * 65535).astype(np.uint16)
 
 
+def noisy_cases(images, sizes, levels):
+    """``(name, size, level, clean, pixels)`` of every case, images outermost: the clean crop and its noisy
+    16-bit pixels (`noisy_pixels` with `case_seed`). A generator."""
+    sizes, levels = list(sizes), list(levels)  # each read once per image
+    for name in images:
+        for size in sizes:
+            for level in levels:
+                clean = crop(name, size)
+                yield name, size, level, clean, noisy_pixels(clean, level, case_seed(name, size, level))
+
+
 def scores(clean, estimate, seconds) -> dict:
     estimate = np.clip(estimate, 0.0, 1.0)
     return {"psnr_db": float(peak_signal_noise_ratio(clean, estimate, data_range=1.0)),

@@ -39,8 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import (IMAGES, LEVELS, PATCH, SIZES, STRIDE, case_seed, crop,  # noqa: E402
-                                   noisy_pixels)
+from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE, noisy_cases  # noqa: E402
 from bench.wiener_probe import psnr, service_output  # noqa: E402
 from kpca.patch_denoising import PatchSettings, linear_pca_denoise  # noqa: E402
 from kpca.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, second_stage_risks,  # noqa: E402
@@ -59,48 +58,43 @@ def main():
     ap.add_argument("--name", default="second_stage_probe", help="name of the JSON result")
     args = ap.parse_args()
     cache = Path(args.cache) if args.cache else None
-    if cache:
-        cache.mkdir(parents=True, exist_ok=True)
     data_dir = tempfile.mkdtemp(prefix="stage-probe-")
     cases = []
-    for name in args.images.split(","):
-        for size in map(int, args.sizes.split(",")):
-            for level in map(float, args.levels.split(",")):
-                clean = crop(name, size)
-                pixels = noisy_pixels(clean, level, case_seed(name, size, level))
-                unit = pixels / 65535.0
-                first, noise, chosen = service_output(pixels, cache, f"{name}_{size}_{level}", data_dir)
-                settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components",
-                                                                    "method", "options", "tile")})
-                linear = linear_pca_denoise(unit, PATCH, STRIDE, linear_rank(unit, PATCH, STRIDE, noise))
-                base = psnr(clean, linear)
-                t0 = time.perf_counter()
-                risks = second_stage_risks(unit, settings, noise, keep_losses=True)
-                estimate_s = time.perf_counter() - t0
-                losses = risks.pop("losses")
-                gains = {"first": psnr(clean, first) - base}
-                for variant in variants(settings.patch):
-                    gains[variant] = psnr(clean, apply_second_stage(unit, first, settings, noise, variant)) - base
-                t0 = time.perf_counter()
-                apply_second_stage(unit, first, settings, noise, risks["chosen"])
-                apply_s = time.perf_counter() - t0
-                scored = {k: v for k, v in risks.items() if k in gains}
-                single = WIENER if risks[WIENER] < risks["first"] else "first"
-                rules = {"single": single, "auto": risks["chosen"] or "first"}
-                for margin in MARGINS:
-                    rules[f"margin={margin:g}"] = choose_variant(scored, losses, risks["draws"], margin)["chosen"] \
-                        or "first"
-                row = {"image": name, "size": size, "noise": level, "noise_estimate": noise,
-                       "first_stage": f"{chosen['method']}, r = {chosen['n_components']}",
-                       "psnr_db": {"noisy": psnr(clean, unit), "linear_pca": base,
-                                   "first_stage": base + gains["first"]},
-                       "minus_linear_db": gains, "estimated_risk": scored, "standard_error": risks["standard_error"],
-                       "rules": {k: {"stage": v, "minus_linear_db": gains[v]} for k, v in rules.items()},
-                       "seconds": {"estimate": estimate_s, "apply_chosen": apply_s}}
-                cases.append(row)
-                print(name, size, level, {k: f"{v['stage']} {v['minus_linear_db']:+.2f}"
-                                          for k, v in row["rules"].items()}, f"{estimate_s:.1f}s + {apply_s:.1f}s",
-                      flush=True)
+    for name, size, level, clean, pixels in noisy_cases(args.images.split(","), map(int, args.sizes.split(",")),
+                                                        map(float, args.levels.split(","))):
+        unit = pixels / 65535.0
+        first, noise, chosen = service_output(pixels, cache, f"{name}_{size}_{level}", data_dir)
+        settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components",
+                                                            "method", "options", "tile")})
+        linear = linear_pca_denoise(unit, PATCH, STRIDE, linear_rank(unit, PATCH, STRIDE, noise))
+        base = psnr(clean, linear)
+        t0 = time.perf_counter()
+        risks = second_stage_risks(unit, settings, noise, keep_losses=True)
+        estimate_s = time.perf_counter() - t0
+        losses = risks.pop("losses")
+        gains = {"first": psnr(clean, first) - base}
+        for variant in variants(settings.patch):
+            gains[variant] = psnr(clean, apply_second_stage(unit, first, settings, noise, variant)) - base
+        t0 = time.perf_counter()
+        apply_second_stage(unit, first, settings, noise, risks["chosen"])
+        apply_s = time.perf_counter() - t0
+        scored = {k: v for k, v in risks.items() if k in gains}
+        single = WIENER if risks[WIENER] < risks["first"] else "first"
+        rules = {"single": single, "auto": risks["chosen"] or "first"}
+        for margin in MARGINS:
+            rules[f"margin={margin:g}"] = choose_variant(scored, losses, risks["draws"], margin)["chosen"] \
+                or "first"
+        row = {"image": name, "size": size, "noise": level, "noise_estimate": noise,
+               "first_stage": f"{chosen['method']}, r = {chosen['n_components']}",
+               "psnr_db": {"noisy": psnr(clean, unit), "linear_pca": base,
+                           "first_stage": base + gains["first"]},
+               "minus_linear_db": gains, "estimated_risk": scored, "standard_error": risks["standard_error"],
+               "rules": {k: {"stage": v, "minus_linear_db": gains[v]} for k, v in rules.items()},
+               "seconds": {"estimate": estimate_s, "apply_chosen": apply_s}}
+        cases.append(row)
+        print(name, size, level, {k: f"{v['stage']} {v['minus_linear_db']:+.2f}"
+                                  for k, v in row["rules"].items()}, f"{estimate_s:.1f}s + {apply_s:.1f}s",
+              flush=True)
     summary = {}
     for rule in cases[0]["rules"]:
         gains = np.array([c["rules"][rule]["minus_linear_db"] for c in cases])

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from skimage.metrics import peak_signal_noise_ratio  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import PATCH, STRIDE, case_seed, crop, noisy_pixels  # noqa: E402
+from bench.denoise_quality import PATCH, STRIDE, noisy_cases  # noqa: E402
 from kpca.patch_denoising import PatchSettings, linear_pca_denoise  # noqa: E402
 from kpca.second_stage import SHRINK, WIENER_TILE, second_stage_risks  # noqa: E402
 from kpca.tuning import linear_rank  # noqa: E402
@@ -52,7 +52,11 @@ def psnr(clean, estimate) -> float:
 
 
 def service_output(pixels, cache: Path | None, key: str, data_dir: str):
+    """The service's first stage alone for ``pixels``: ``(output in [0, 1], noise estimate, chosen)``, kept
+    in and read back from ``cache/{key}.npz`` when ``cache`` is given (made if missing)."""
     path = cache / f"{key}.npz" if cache else None
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
     if path is not None and path.exists():
         saved = np.load(path)
         return saved["service"], float(saved["noise"]), json.loads(str(saved["chosen"]))
@@ -73,42 +77,38 @@ def main():
     ap.add_argument("--name", default="wiener_probe", help="name of the JSON result")
     args = ap.parse_args()
     cache = Path(args.cache) if args.cache else None
-    if cache:
-        cache.mkdir(parents=True, exist_ok=True)
     data_dir = tempfile.mkdtemp(prefix="wiener-probe-")
     cases = []
-    for name in args.images.split(","):
-        for level in map(float, args.levels.split(",")):
-            clean = crop(name, args.size)
-            pixels = noisy_pixels(clean, level, case_seed(name, args.size, level))
-            unit = pixels / 65535.0
-            service, noise, chosen = service_output(pixels, cache, f"{name}_{args.size}_{level}", data_dir)
-            rank = linear_rank(unit, PATCH, STRIDE, noise)
-            linear = linear_pca_denoise(unit, PATCH, STRIDE, rank)
-            row = {"image": name, "size": args.size, "noise": level, "noise_estimate": noise,
-                   "chosen": f"{chosen['method']}, r = {chosen['n_components']}", "linear_rank": rank,
-                   "psnr_db": {"noisy": psnr(clean, unit), "linear_pca": psnr(clean, linear),
-                               "service": psnr(clean, service)}}
-            for pilot_name, pilot in (("service", service), ("linear", linear)):
-                for variant, (shrink, tile) in VARIANTS.items():
-                    out = wiener_stage(unit, pilot, PATCH, STRIDE, noise, shrink=shrink, tile=tile)
-                    row["psnr_db"][f"wiener[{pilot_name}]/{variant}"] = psnr(clean, out)
-            # the gate of `kpca.second_stage.choose_second_stage`: (T1) of the chosen first stage alone and
-            # followed by the Wiener stage, the tuning's draws; "gated" is what the wired service answers
-            settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components", "method",
-                                                                "options", "tile")})
-            risks = second_stage_risks(unit, settings, noise)
-            keep = risks["wiener"] < risks["first"]
-            row["gate"] = {**risks, "kept": bool(keep)}
-            wired = wiener_stage(unit, service, PATCH, STRIDE, noise, shrink=SHRINK, tile=WIENER_TILE)
-            row["psnr_db"]["gated"] = psnr(clean, wired) if keep else row["psnr_db"]["service"]
-            if args.wired:  # the service as the route runs it now: "gated" should be this
-                out, info = denoise_with_own_models(data_dir, pixels)
-                row["psnr_db"]["service_wired"] = psnr(clean, out / 65535.0)
-                row["wired_second_stage"] = info["chosen"]["second_stage"]
-            row["minus_service_db"] = {k: v - row["psnr_db"]["service"] for k, v in row["psnr_db"].items()}
-            cases.append(row)
-            print(name, level, {k: round(v, 2) for k, v in row["minus_service_db"].items()}, flush=True)
+    for name, _, level, clean, pixels in noisy_cases(args.images.split(","), [args.size],
+                                                     map(float, args.levels.split(","))):
+        unit = pixels / 65535.0
+        service, noise, chosen = service_output(pixels, cache, f"{name}_{args.size}_{level}", data_dir)
+        rank = linear_rank(unit, PATCH, STRIDE, noise)
+        linear = linear_pca_denoise(unit, PATCH, STRIDE, rank)
+        row = {"image": name, "size": args.size, "noise": level, "noise_estimate": noise,
+               "chosen": f"{chosen['method']}, r = {chosen['n_components']}", "linear_rank": rank,
+               "psnr_db": {"noisy": psnr(clean, unit), "linear_pca": psnr(clean, linear),
+                           "service": psnr(clean, service)}}
+        for pilot_name, pilot in (("service", service), ("linear", linear)):
+            for variant, (shrink, tile) in VARIANTS.items():
+                out = wiener_stage(unit, pilot, PATCH, STRIDE, noise, shrink=shrink, tile=tile)
+                row["psnr_db"][f"wiener[{pilot_name}]/{variant}"] = psnr(clean, out)
+        # the gate of `kpca.second_stage.choose_second_stage`: (T1) of the chosen first stage alone and
+        # followed by the Wiener stage, the tuning's draws; "gated" is what the wired service answers
+        settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components", "method",
+                                                            "options", "tile")})
+        risks = second_stage_risks(unit, settings, noise)
+        keep = risks["wiener"] < risks["first"]
+        row["gate"] = {**risks, "kept": bool(keep)}
+        wired = wiener_stage(unit, service, PATCH, STRIDE, noise, shrink=SHRINK, tile=WIENER_TILE)
+        row["psnr_db"]["gated"] = psnr(clean, wired) if keep else row["psnr_db"]["service"]
+        if args.wired:  # the service as the route runs it now: "gated" should be this
+            out, info = denoise_with_own_models(data_dir, pixels)
+            row["psnr_db"]["service_wired"] = psnr(clean, out / 65535.0)
+            row["wired_second_stage"] = info["chosen"]["second_stage"]
+        row["minus_service_db"] = {k: v - row["psnr_db"]["service"] for k, v in row["psnr_db"].items()}
+        cases.append(row)
+        print(name, level, {k: round(v, 2) for k, v in row["minus_service_db"].items()}, flush=True)
     columns = [k for k in cases[0]["psnr_db"] if k.startswith("wiener") or k in ("gated", "service_wired")]
     summary = {}
     for column in columns:
