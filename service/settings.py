@@ -222,7 +222,7 @@ class Settings(BaseSettings):
 
     @field_validator("n_workers", "api_processes", mode="before")
     @classmethod
-    def _blank_workers_is_automatic(cls, value: object) -> object:
+    def _blank_count_is_automatic(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():
             return None
         return value

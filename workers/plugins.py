@@ -53,8 +53,8 @@ class IgnoreInterrupts(WorkerPlugin):
 class WarmKernels(WorkerPlugin):
     """A dask worker plugin that loads the default fit's and serving's jitted code when a worker starts
     (`kpca.warmup.warm_default`), in a thread of its own so that the worker starts at once: a fresh
-    worker otherwise loads it during its first fit (the service's first fit took 1.5x the in-process
-    one, bench/service_fit.py). ``worker.kpca_warm`` says ``"running"``, ``"done"`` or the error."""
+    worker otherwise loads it during its first fit (`bench/service_fit.py --cold` measures the
+    difference). ``worker.kpca_warm`` says ``"running"``, ``"done"`` or the error."""
 
     name = "kpca-warm-kernels"
 
