@@ -33,7 +33,7 @@ from kpca.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
 from kpca.solvers._ritz import ritz_values
 from store.jobs.records import JobRecord
-from workers.placement import shard_count, shard_min_rows
+from workers.placement import running_fits, shard_count, shard_min_rows
 from workers.progress import ConvergenceFigure, PassReporter, completed_checkpoint, completion_warnings, still_ours
 from workers.shards import ActorGroup, ShardLost, fit_workers
 
@@ -106,7 +106,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
                              dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
                              precision=job.request(record, sharded=True).kernel_precision(l), unit_rows=unit,
                              n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
-                             kind=registry.kind)
+                             kind=registry.kind, running=running_fits(registry.root))
     try:
         latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK

@@ -26,11 +26,14 @@ import numpy as np
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
 from kpca.shards import Shard, ShardGroup
+from kpca.solvers._sharded import SegmentUpdate
 from store import CheckpointStore, DatasetStore
 from store.datasets.segments import RowWindow
+from kpca._threads import map_threads, tile_threads
+from workers.placement import fit_threads, machine_cores
 from workers.priority import fit_nice, keep_below_process
 
-__all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "COLUMN_KEYS"]
+__all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "host_of", "COLUMN_KEYS"]
 
 FIT_RESOURCE = "fit"  # the resource a worker offers for fits: at most one fit each (`workers.backend`)
 COLUMN_KEYS = ("A", "AK", "B", "BK", "centering_column_means")  # what a shard's checkpoint part holds
@@ -42,6 +45,11 @@ class ShardLost(RuntimeError):
     def __init__(self, message: str, addresses=()):
         super().__init__(message)
         self.addresses = tuple(addresses)
+
+
+def host_of(address: str) -> str:
+    """The machine part of a dask address (``tcp://10.0.0.5:40123`` -> ``tcp://10.0.0.5``)."""
+    return address.rsplit(":", 1)[0]
 
 
 def fit_workers(client) -> list[str]:
@@ -71,15 +79,33 @@ class ShardActor(Shard):
         The reduction unit (`kpca.shards.reduction_unit`).
     kind_folder, kind : str
         The job registry's folder and kind (`store.jobs.registry.JobRegistry`): where the checkpoints are.
+    share : int
+        What shares its machine's cores: the fit's shards on that machine times the fits running. Its
+        kernel tiles run on ``cores // share`` threads (`workers.placement.fit_threads`), so the shards of
+        a fit alone on a machine use all of its cores, as a one-worker fit does.
     """
 
     def __init__(self, data_dir: str, dataset: str, version: int, kernel: dict, precision: str, first: int,
-                 stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model"):
+                 stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model", share: int = 1):
         source = RowWindow(DatasetStore(data_dir).open_array(dataset, version), int(first), int(stop))
         dtype = np.dtype(precision)
         super().__init__(KernelRows(source, KernelSpec.from_dict(kernel), dtype=dtype, compute_dtype=dtype), first,
                          unit_rows)
         self._checkpoints = CheckpointStore(data_dir, kind_folder, kind)
+        self.threads = fit_threads(machine_cores(), share)
+
+    def run_calls(self, updates: list, calls: list) -> list:
+        """Apply the segment ``updates`` in order (`kpca.shards.Shard.apply`), then run ``calls``
+        (``(method, args)`` pairs of this shard's methods) in order; their results. One message of
+        `ActorGroup` carries a segment's update with the call that follows it."""
+        with tile_threads(self.threads):
+            for update in updates:
+                self.apply(update)
+            return [getattr(self, method)(*args) for method, args in calls]
+
+    def kernel_threads(self) -> int:
+        """Threads of this shard's kernel tiles in its calls (`kpca._threads.map_threads`)."""
+        return map_threads()
 
     def pid(self) -> int:
         """The worker process's id (monitoring, fault-injection tests)."""
@@ -113,25 +139,35 @@ class ActorGroup(ShardGroup):
     """A `kpca.shards.ShardGroup` whose shards are `ShardActor` s on dask workers.
 
     Each call is sent to every shard at once and the replies collected in shard order, so the
-    shards compute in parallel and the reductions keep their fixed order. KHA-SMD's ``products`` are
-    asked together with each ``gather`` (both only read the columns): one round trip per segment for
-    both. `close` releases the actors (their workers free the columns).
+    shards compute in parallel and the reductions keep their fixed order. Every message is one
+    `ShardActor.run_calls`: ``apply`` returns nothing, so a segment's update is not sent on its own
+    but held and sent with the next call (the next segment's ``gather``, or the block's ``norms``),
+    and KHA-SMD's ``products`` go with each ``gather``; the shard runs them in the order sent. A
+    segment of the stochastic passes then costs one round trip (``gather`` with ``products`` and the
+    previous update) and a block one more (``norms``), instead of four messages. ``round_trips``
+    counts the messages to each shard. `close` releases the actors (their workers free the columns).
     """
 
     def __init__(self, futures: list, actors: list, bounds, addresses: list[str], kernel: KernelSpec,
                  n_components: int, d: int, rows_dtype):
         super().__init__(actors, kernel, n_components, d, rows_dtype=rows_dtype, bounds=bounds)
         self.futures, self.addresses = futures, list(addresses)
-        self._products = None
+        self._products = None  # each shard's ``products`` parts, asked with the last ``gather``
+        self._pending: list[SegmentUpdate] = []  # updates applied by the coordinator, not yet sent
+        self.round_trips = 0
 
     @classmethod
     def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int,
               kernel: KernelSpec, precision: str, unit_rows: int, n_components: int, d: int,
-              kind_folder: str = "models", kind: str = "model") -> "ActorGroup":
-        """One `ShardActor` per ``(address, bounds)``, created on that worker (and only there)."""
+              kind_folder: str = "models", kind: str = "model", running: int = 1) -> "ActorGroup":
+        """One `ShardActor` per ``(address, bounds)``, created on that worker (and only there); ``running``
+        fits share the cores (this one included), and each machine's cores are split among the shards
+        on it (`ShardActor`'s ``share``)."""
         tag = uuid.uuid4().hex[:12]
+        hosts = [host_of(address) for address in addresses]
         futures = [client.submit(ShardActor, data_dir, dataset, version, kernel.to_dict(), precision, first, stop,
-                                 unit_rows, kind_folder, kind, actor=True, workers=[address],
+                                 unit_rows, kind_folder, kind, max(1, running) * hosts.count(hosts[i]),
+                                 actor=True, workers=[address],
                                  allow_other_workers=False, pure=False, key=f"shard-{tag}-{i}")
                    for i, (address, (first, stop)) in enumerate(zip(addresses, bounds))]
         try:
@@ -148,13 +184,17 @@ class ActorGroup(ShardGroup):
                 raise ShardLost(f"a worker was lost while the shards were placed: {exc}") from exc
             raise
 
-    def _fire(self, method: str, args_per_shard: list[tuple]) -> list:
+    def _fire(self, calls_per_shard: list[list[tuple[str, tuple]]]) -> list:
+        """Send shard i its ``calls_per_shard[i]`` (``(method, args)`` pairs) after the held updates, in one
+        message each; the futures of their replies."""
+        updates, self._pending = self._pending, []
         futures = []
-        for i, (actor, args) in enumerate(zip(self.shards, args_per_shard)):
+        for i, (actor, calls) in enumerate(zip(self.shards, calls_per_shard)):
             try:
-                futures.append(getattr(actor, method)(*args))
+                futures.append(actor.run_calls(updates, calls))
             except RuntimeError as exc:  # "Worker holding Actor was lost"
                 raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
+        self.round_trips += 1
         return futures
 
     def _collect(self, futures: list) -> list:
@@ -171,21 +211,28 @@ class ActorGroup(ShardGroup):
         return out
 
     def _call(self, method: str, *args) -> list:
-        return self._collect(self._fire(method, [args] * len(self.shards)))
+        return [replies[0] for replies in self._collect(self._fire([[(method, args)]] * len(self.shards)))]
 
     def _call_each(self, method: str, args: list[tuple]) -> list:
-        return self._collect(self._fire(method, args))
+        return [replies[0] for replies in self._collect(self._fire([[(method, tuple(a))] for a in args]))]
+
+    def apply(self, update: SegmentUpdate) -> None:
+        """Hold ``update`` for every shard: it goes with the next call, which every shard runs after it."""
+        self._pending.append(update)
+        self.bytes_out += update.nbytes() * len(self)
 
     def gather(self, indices: np.ndarray):
-        replies = self._fire("gather", [(indices,)] * len(self.shards))
+        calls = [("gather", (indices,))]
         if self.d > self.n_components:
-            self._products = self._fire("products", [(self.n_components,)] * len(self.shards))
-        return self._gathered(indices, self._collect(replies))
+            calls.append(("products", (self.n_components,)))
+        replies = self._collect(self._fire([calls] * len(self.shards)))
+        self._products = [r[1] for r in replies] if len(calls) > 1 else None
+        return self._gathered(indices, [r[0] for r in replies])
 
     def products(self) -> np.ndarray:
         if self._products is None:
             return super().products()
-        parts, self._products = self._collect(self._products), None
+        parts, self._products = self._products, None
         self.bytes_in += sum(p.nbytes for shard_parts in parts for p in shard_parts)
         return self._sum(parts)
 
@@ -206,7 +253,8 @@ class ActorGroup(ShardGroup):
         return self._call("pid")
 
     def close(self) -> None:
-        """Release the actors."""
+        """Release the actors (an update still held is dropped with their columns: nothing reads them)."""
+        self._pending = []
         for future in self.futures:
             future.release()
         self.futures = []

@@ -14,12 +14,19 @@ import numpy as np
 import pytest
 
 from store import CheckpointStore, DatasetStore, ModelRegistry
+from kpca.kernels import KernelSpec
+from kpca.rows import KernelRows
+from kpca.shard_passes import join_state, reduction_unit, run_sharded_passes, split_state, unit_bounds
+from kpca.shards import make_group
 from kpca.solvers._ritz import ritz_components
 from store.jobs.records import ModelRecord, Placement
+from tests.naive import start_state
 from tests.store_checks import ended, wait_for_record
 from workers import Backend
 from workers.fit import FitJob
+from workers.placement import machine_cores
 from workers.priority import fit_nice
+from workers.shards import ActorGroup, fit_workers
 
 ROWS = 1200
 PASSES = 6
@@ -155,3 +162,37 @@ def test_the_default_start_and_its_rayleigh_ritz_passes_sharded_equal_the_one_wo
     _, served_want, mu_want = ritz_components(want["A"], want["AK"])
     np.testing.assert_allclose(mu_got, mu_want, rtol=1e-10)
     np.testing.assert_allclose(served_got, served_want, atol=1e-8 * np.abs(served_want).max())
+
+
+def test_actor_shards_take_each_update_with_the_next_call_and_split_the_cores(data_dir, backend, digits):
+    """A segment's update travels with the next call (the next gather, or the block's norms): a stochastic
+    KHA-SMD pass costs two messages per block, not four (gather, products, apply, norms), and equals the
+    same pass over shards in this process. Each shard's kernel tiles take its share of the machine's cores."""
+    X, kernel, block = digits[:ROWS], KernelSpec("gaussian", sigma=3.0), 100
+    unit = reduction_unit(ROWS)
+    bounds = unit_bounds(ROWS, 2, unit)
+    with backend.client.as_current():  # actor handles bind to the current client outside a worker
+        _pass_over_actors(data_dir, backend, X, kernel, block, unit, bounds)
+
+
+def _pass_over_actors(data_dir, backend, X, kernel, block, unit, bounds):
+    actors = ActorGroup.start(backend.client, fit_workers(backend.client)[:2], bounds, data_dir=str(data_dir),
+                              dataset="digits", version=DatasetStore(data_dir).get("digits").version, kernel=kernel,
+                              precision="float64", unit_rows=unit, n_components=5, d=10)
+    try:
+        rows = KernelRows(X, kernel)
+        rows.fit_centering()
+        first = start_state("kha-smd", 5, rows, seed=3, eta0=0.2, mu=0.5, xi=0.99)
+        states, trips = {}, {}
+        for name, group in (("actors", actors), ("local", make_group(X, kernel, bounds, 5, "kha-smd", unit_rows=unit))):
+            state = split_state(first, group)
+            before = getattr(group, "round_trips", 0)
+            state, stopped = run_sharded_passes(state, group, 1, block)
+            trips[name] = getattr(group, "round_trips", 0) - before
+            states[name] = join_state(state, group)
+        blocks = -(-ROWS // block)
+        assert 2 * blocks <= trips["actors"] <= 2 * blocks + 3  # and the pass's own: keep, the eigenvalue estimates
+        assert_close(states["actors"], states["local"], rtol=1e-12)
+        assert actors._call("kernel_threads") == [max(1, machine_cores() // 2)] * 2
+    finally:
+        actors.close()
