@@ -13,7 +13,11 @@ pairs' ratios, so that load from elsewhere on a shared machine skews one pair, n
 a one-worker fit runs its kernel tiles on every core of the machine when it is the only fit
 (`workers.placement.fit_threads`), each shard on its worker's one thread.
 
-    python bench/shard_cost.py [--l 40000] [--passes 4] [--repeats 1] [--params JSON] [--name shard_cost]
+    python bench/shard_cost.py [--l 40000] [--passes 4] [--repeats 1] [--params JSON] [--shards 2] [--name shard_cost]
+
+``--shards`` k: an embedded cluster of k workers (`workers.backend.embedded_sizing`: cores // k kernel
+threads each), and the pairs are 1 worker against k; the ratios are then CPU(k) / CPU(1) and
+wall(k) / wall(1). Each pass also reports the cores it kept busy (CPU seconds / wall seconds).
 
 Prints JSON and writes bench/results/<name>.json (``--params '{"init": "random"}' --name
 shard_cost_stochastic``: the paper's stochastic passes, with their segment loop and divergence guard).
@@ -95,6 +99,7 @@ def run_fit(backend, root: Path, dataset, workers: int, passes: int, params: dic
     out = {"workers_used": record.progress.workers, "passes_timed": len(walls), "pass_wall_s": walls,
            "pass_cpu_s": cpus, "median_pass_wall_s": float(np.median(walls)),
            "median_pass_cpu_s": float(np.median(cpus)), "fit_wall_s": wall, "fit_cpu_s": cpu,
+           "median_pass_cores_busy": float(np.median(np.divide(cpus, walls))),
            "params_used": {k: v for k, v in record.params_used.items() if np.isscalar(v)}}
     print(f"workers {workers}: pass wall {out['median_pass_wall_s']:.2f} s, cpu {out['median_pass_cpu_s']:.2f} s "
           f"(fit {wall:.1f} s wall, {cpu:.1f} s cpu)", file=sys.stderr)
@@ -108,6 +113,7 @@ def main() -> None:
     ap.add_argument("--params", default="{}", help="fit parameters over the default's, as JSON (e.g. "
                                                     "'{\"init\": \"random\"}' for the paper's stochastic passes)")
     ap.add_argument("--repeats", type=int, default=1, help="pairs of fits (1 worker, 2 workers), alternating")
+    ap.add_argument("--shards", type=int, default=2, help="workers of the cluster, and of the sharded fit")
     ap.add_argument("--name", default="shard_cost", help="the result's name under bench/results")
     args = ap.parse_args()
     params = json.loads(args.params)
@@ -117,16 +123,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kpca-shard-cost-") as tmp:
         root = Path(tmp)
         dataset = write_dataset(root, X)
-        with Backend(root, n_workers=2) as backend:
-            pairs = [{str(k): run_fit(backend, root, dataset, k, args.passes, params) for k in (1, 2)}
+        k = max(2, args.shards)
+        with Backend(root, n_workers=k) as backend:
+            pairs = [{str(w): run_fit(backend, root, dataset, w, args.passes, params) for w in (1, k)}
                      for _ in range(max(1, args.repeats))]
-    cpu_ratios = [p["2"]["median_pass_cpu_s"] / p["1"]["median_pass_cpu_s"] for p in pairs]
-    wall_ratios = [p["2"]["median_pass_wall_s"] / p["1"]["median_pass_wall_s"] for p in pairs]
+    cpu_ratios = [p[str(k)]["median_pass_cpu_s"] / p["1"]["median_pass_cpu_s"] for p in pairs]
+    wall_ratios = [p[str(k)]["median_pass_wall_s"] / p["1"]["median_pass_wall_s"] for p in pairs]
     result = {"l": args.l, "n": N_FEATURES, "r": R, "kernel": KERNEL, "passes": args.passes, "params": params,
+              "shards": k,
               "fits": pairs[0], "pairs": pairs[1:], "cpu_ratios": cpu_ratios, "wall_ratios": wall_ratios,
               "cpu_ratio": float(np.median(cpu_ratios)), "goal_cpu_ratio": 1.15,
               "wall_ratio": float(np.median(wall_ratios)), "goal_wall_ratio": 0.6, "cpu_count": os.cpu_count()}
-    print(f"cpu(2)/cpu(1) {result['cpu_ratio']:.2f}, wall(2)/wall(1) {result['wall_ratio']:.2f}", file=sys.stderr)
+    print(f"cpu({k})/cpu(1) {result['cpu_ratio']:.2f}, wall({k})/wall(1) {result['wall_ratio']:.2f}", file=sys.stderr)
     save(args.name, result)
 
 
