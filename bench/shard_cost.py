@@ -66,7 +66,8 @@ def cpu_seconds(processes) -> float:
     return sum(sum(p.cpu_times()[:2]) for p in processes)
 
 
-def run_fit(backend, root: Path, dataset, workers: int, passes: int, params: dict, timeout: float = 3600.0) -> dict:
+def run_fit(backend, root: Path, dataset, workers: int, passes: int, params: dict, timeout: float = 3600.0,
+            device: str = "auto") -> dict:
     """The fit (the default with ``params`` over it) with ``placement.workers`` ``workers``: per-pass wall
     and CPU seconds."""
     import psutil
@@ -77,7 +78,7 @@ def run_fit(backend, root: Path, dataset, workers: int, passes: int, params: dic
     processes = [psutil.Process(pid) for pid in backend.worker_pids().values()]
     registry, name = ModelRegistry(root), f"fit-w{workers}-{len(registry_names(root))}"
     registry.create(ModelRecord.new(name, dataset, kernel=KERNEL, n_components=R, solver="kha-smd",
-                                    params={"passes": passes, "tol": 0.0, **params}, placement=Placement(workers=workers)))
+                                    params={"passes": passes, "tol": 0.0, **params}, placement=Placement(workers=workers, device=device)))
     marks, seen = [], 0  # (wall, cpu) when each pass's history entry appeared
     t0, cpu0 = time.perf_counter(), cpu_seconds(processes)
     backend.submit_fit(name)
@@ -113,6 +114,8 @@ def main() -> None:
     ap.add_argument("--params", default="{}", help="fit parameters over the default's, as JSON (e.g. "
                                                     "'{\"init\": \"random\"}' for the paper's stochastic passes)")
     ap.add_argument("--repeats", type=int, default=1, help="pairs of fits (1 worker, 2 workers), alternating")
+    ap.add_argument("--device", default="auto", help="placement.device of the fits (auto: a GPU where one is "
+                                                  "visible, for the one-worker fit's full passes)")
     ap.add_argument("--shards", type=int, default=2, help="workers of the cluster, and of the sharded fit")
     ap.add_argument("--name", default="shard_cost", help="the result's name under bench/results")
     args = ap.parse_args()
@@ -125,12 +128,12 @@ def main() -> None:
         dataset = write_dataset(root, X)
         k = max(2, args.shards)
         with Backend(root, n_workers=k) as backend:
-            pairs = [{str(w): run_fit(backend, root, dataset, w, args.passes, params) for w in (1, k)}
+            pairs = [{str(w): run_fit(backend, root, dataset, w, args.passes, params, device=args.device) for w in (1, k)}
                      for _ in range(max(1, args.repeats))]
     cpu_ratios = [p[str(k)]["median_pass_cpu_s"] / p["1"]["median_pass_cpu_s"] for p in pairs]
     wall_ratios = [p[str(k)]["median_pass_wall_s"] / p["1"]["median_pass_wall_s"] for p in pairs]
     result = {"l": args.l, "n": N_FEATURES, "r": R, "kernel": KERNEL, "passes": args.passes, "params": params,
-              "shards": k,
+              "shards": k, "device": args.device,
               "fits": pairs[0], "pairs": pairs[1:], "cpu_ratios": cpu_ratios, "wall_ratios": wall_ratios,
               "cpu_ratio": float(np.median(cpu_ratios)), "goal_cpu_ratio": 1.15,
               "wall_ratio": float(np.median(wall_ratios)), "goal_wall_ratio": 0.6, "cpu_count": os.cpu_count()}
