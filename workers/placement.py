@@ -16,8 +16,10 @@ from store.jobs.clusterings import ClusteringRegistry
 from store.jobs.models import ModelRegistry
 
 # A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
-# rows on; below it the messages per block cost more than the shards save.
-SHARD_MIN_ROWS = 50_000
+# rows on; below it the messages cost more than the shards save (bench/shard_cost.py, docs/scaling.md:
+# a default pass on 2 workers of this 2-core machine 1.06x the wall time of one at 10,000 rows, 0.90x at
+# 20,000; one process's threads keep about 5 of 16 cores busy, 2 worker processes 10).
+SHARD_MIN_ROWS = 20_000
 
 
 def shard_min_rows() -> int:
