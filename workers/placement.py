@@ -16,10 +16,10 @@ from store.jobs.clusterings import ClusteringRegistry
 from store.jobs.models import ModelRegistry
 
 # A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
-# rows on; below it the messages cost more than the shards save (bench/shard_cost.py, docs/scaling.md:
-# a default pass on 2 workers of this 2-core machine 1.06x the wall time of one at 10,000 rows, 0.90x at
-# 20,000; one process's threads keep about 5 of 16 cores busy, 2 worker processes 10).
-SHARD_MIN_ROWS = 20_000
+# rows on. A sharded pass pays from about 20,000 rows (bench/shard_cost.py), but a sharded default fit
+# iterates no guard vectors and stops on its eigenvalues' change, so it needs more passes: at 20,000 rows
+# 10 against 3, 3.0x the one-worker fit's time to completed (docs/scaling.md).
+SHARD_MIN_ROWS = 50_000
 
 
 def shard_min_rows() -> int:

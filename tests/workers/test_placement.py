@@ -22,7 +22,7 @@ def test_shard_count(requested, n_rows, available, expected):
 def test_shard_count_follows_min_rows(monkeypatch):
     assert shard_count(None, 1000, 3, min_rows=1000) == 3
     assert shard_count(None, 999, 3, min_rows=1000) == 1
-    assert SHARD_MIN_ROWS == 20_000
+    assert SHARD_MIN_ROWS == 50_000
     with pytest.raises(ValueError, match="workers"):
         shard_count("many", 1000, 3)
     monkeypatch.setenv("KPCA_SHARD_MIN_ROWS", "1234")
