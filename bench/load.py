@@ -17,6 +17,11 @@ limit (fixed point, ``n_iter`` 1000, ``restarts`` 20, ``tol`` 1e-300, as many ro
 answers (503 past the deadline, client timeouts) are counted apart, not as errors. One more thread polls
 ``/healthz`` every 50 ms and records its slowest answer.
 
+The clients run in ``--generator-processes`` processes of their own (default 4, the clients split evenly
+among them) and the ``/healthz`` prober in one more: 32 client threads and the prober in one interpreter
+measured, besides the service, their own wait for that interpreter's lock (1: everything in this process,
+as before). The abusive threads stay in this process (their latency is not reported).
+
 Any answer other than 2xx, or a transport error, is an error. Reports requests/s, errors (with the
 first few), p50 and p99 latency per kind, the slowest ``/healthz``, and the fits' state at the start
 and end of the window.
@@ -112,6 +117,28 @@ def client_loop(url: str, index: int, stop_at: float, results: list, errors: lis
                 errors.append(f"commit {dataset}: {response.status_code} {response.text[:200]}")
 
 
+def client_group(url: str, indices: list[int], start_at: float, stop_at: float) -> tuple[list, list]:
+    """In a generator process: the clients ``indices`` as threads from ``start_at`` (``time.monotonic``,
+    one clock for every process of the machine) until ``stop_at``; their (results, errors)."""
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    results: list = []
+    errors: list = []
+    threads = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors)) for i in indices]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, errors
+
+
+def healthz_process(url: str, start_at: float, stop_at: float) -> list:
+    """In a process of its own: `healthz_loop` from ``start_at``; its seconds."""
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    seconds: list = []
+    healthz_loop(url, stop_at, seconds)
+    return seconds
+
+
 def abusive_loop(url: str, rows: int, stop_at: float, outcomes: list) -> None:
     """Heavy /denoise requests at the work limit, each abandoned after 3 s; outcomes (status or the
     transport error's name) appended."""
@@ -127,13 +154,51 @@ def abusive_loop(url: str, rows: int, stop_at: float, outcomes: list) -> None:
 
 
 def healthz_loop(url: str, stop_at: float, seconds: list) -> None:
-    """GET /healthz every 50 ms until ``stop_at``; each answer's seconds appended."""
+    """GET /healthz every 50 ms until ``stop_at``; each answer's (seconds, time.monotonic() at its start)
+    appended."""
     with httpx.Client(base_url=url, timeout=60) as api:
         while time.monotonic() < stop_at:
-            started = time.perf_counter()
+            at, started = time.monotonic(), time.perf_counter()
             api.get("/healthz")
-            seconds.append(time.perf_counter() - started)
+            seconds.append((time.perf_counter() - started, at))
             time.sleep(0.05)
+
+
+def run_window(url: str, args) -> tuple[list, list, list, list]:
+    """The measured window: the clients, the abusive threads and the ``/healthz`` prober, from the same
+    start to the same stop; (results, errors, healthz seconds, abusive outcomes)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    processes = max(1, args.generator_processes)
+    start_at = time.monotonic() + (5.0 if processes > 1 else 0.0)  # spawned interpreters import first
+    stop_at = start_at + args.seconds
+    abusive: list = []
+    threads = [threading.Thread(target=lambda: (time.sleep(max(0.0, start_at - time.monotonic())),
+                                                abusive_loop(url, args.rows, stop_at, abusive)))
+               for _ in range(args.abusive)]
+    for thread in threads:
+        thread.start()
+    if processes == 1:
+        results, errors, healthz = [], [], []
+        local = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors))
+                 for i in range(args.clients)]
+        local.append(threading.Thread(target=healthz_loop, args=(url, stop_at, healthz)))
+        for thread in local:
+            thread.start()
+        for thread in local:
+            thread.join()
+    else:
+        groups = [list(range(args.clients))[k::processes] for k in range(processes)]
+        with ProcessPoolExecutor(processes + 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            prober = pool.submit(healthz_process, url, start_at, stop_at)
+            parts = [pool.submit(client_group, url, group, start_at, stop_at) for group in groups if group]
+            results = [item for part in parts for item in part.result()[0]]
+            errors = [item for part in parts for item in part.result()[1]]
+            healthz = prober.result()
+    for thread in threads:
+        thread.join()
+    return results, errors, [(s, at - start_at) for s, at in healthz], abusive
 
 
 def percentiles(seconds: list[float]) -> dict:
@@ -154,6 +219,8 @@ def main() -> None:
     ap.add_argument("--api-processes", type=int, default=None,
                     help="the service's API processes (KPCA_API_PROCESSES; default: its own, one per core up to 4)")
     ap.add_argument("--name", default=None, help="the result's name under bench/results (default load, load_quick)")
+    ap.add_argument("--generator-processes", type=int, default=4,
+                    help="processes the clients are split among, plus one for the /healthz prober (1: threads of this one)")
     ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
     ap.add_argument("--in-process", action="store_true",
                     help="serve from a thread of this process (the load generator then shares its interpreter)")
@@ -167,22 +234,8 @@ def main() -> None:
         prepare(api, args.rows, args.passes)
         time.sleep(1.0)
         fits_before = fits_state(api)
-        results: list = []
-        errors: list = []
-        stop_at = time.monotonic() + args.seconds
-        threads = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors))
-                   for i in range(args.clients)]
-        abusive: list = []
-        healthz: list = []
-        threads += [threading.Thread(target=abusive_loop, args=(url, args.rows, stop_at, abusive))
-                    for _ in range(args.abusive)]
-        threads.append(threading.Thread(target=healthz_loop, args=(url, stop_at, healthz)))
-        started = time.monotonic()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.monotonic() - started
+        results, errors, healthz, abusive = run_window(url, args)
+        elapsed = args.seconds
         fits_after = fits_state(api)
         for name in ("fit-1", "fit-2"):
             api.post(f"/v1/models/{name}/cancel", json={})
@@ -201,10 +254,13 @@ def main() -> None:
         "latency": {**by_kind, "all": percentiles([s for _, s in results])},
         "abusive_threads": args.abusive,
         "abusive_outcomes": {outcome: abusive.count(outcome) for outcome in sorted(set(abusive))},
-        "healthz": {**percentiles(healthz), "max_ms": round(max(healthz) * 1000, 1) if healthz else None},
+        "healthz": {**percentiles([s for s, _ in healthz]),
+                    "max_ms": round(max(s for s, _ in healthz) * 1000, 1) if healthz else None,
+                    "slowest": [{"ms": round(s * 1000, 1), "at_s": round(at, 2)} for s, at in sorted(healthz)[-5:]]},
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
         "server": "a thread of the load generator's process" if args.in_process else "a process of its own",
+        "generator_processes": args.generator_processes,
         "api_processes": 1 if args.in_process else api_process_count(Settings(**(
             {} if args.api_processes is None else {"api_processes": args.api_processes}))),
         "note": args.note,
