@@ -9,6 +9,7 @@ plugin solver runs wherever dask places it.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import signal
 
@@ -54,7 +55,9 @@ class WarmKernels(WorkerPlugin):
     """A dask worker plugin that loads the default fit's and serving's jitted code when a worker starts
     (`kpca.warmup.warm_default`), in a thread of its own so that the worker starts at once: a fresh
     worker otherwise loads it during its first fit (`bench/service_fit.py --cold` measures the
-    difference). ``worker.kpca_warm`` says ``"running"``, ``"done"`` or the error."""
+    difference). ``worker.kpca_warm`` says ``"running"``, ``"done"`` or the error. Then what the worker's
+    start made is kept out of the collector's full collections (``gc.freeze``), which would otherwise scan
+    it all while the worker serves."""
 
     name = "kpca-warm-kernels"
 
@@ -66,6 +69,7 @@ class WarmKernels(WorkerPlugin):
                 from kpca.warmup import warm_default
 
                 warm_default()
+                gc.freeze()
                 worker.kpca_warm = "done"
             except Exception as exc:  # a warm-up never stops a worker: the first fit compiles instead
                 worker.kpca_warm = f"failed: {type(exc).__name__}: {exc}"

@@ -17,6 +17,12 @@ def compiled(precision: str) -> bool:
     return any(str(sig[0].dtype) == precision for sig in _tiles.gaussian_tile.signatures)
 
 
+def frozen() -> int:
+    import gc
+
+    return gc.get_freeze_count()
+
+
 def test_a_warmed_worker_has_the_default_fits_code_before_its_first_fit(tmp_path):
     with Backend(tmp_path, n_workers=1, warm_workers=True) as backend:
         deadline = time.monotonic() + 120
@@ -27,6 +33,7 @@ def test_a_warmed_worker_has_the_default_fits_code_before_its_first_fit(tmp_path
             time.sleep(0.2)
         assert set(backend.client.run(compiled, "float32").values()) == {True}  # the default fit's tiles
         assert set(backend.client.run(compiled, "float64").values()) == {True}  # serving's
+        assert min(backend.client.run(frozen).values()) > 10_000  # the start's objects: no full collection scans them
     with Backend(tmp_path, n_workers=1) as cold:  # not asked: nothing runs, nothing is compiled
         assert set(cold.client.run(warm_state).values()) == {None}
         assert set(cold.client.run(compiled, "float32").values()) == {False}
