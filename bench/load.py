@@ -34,6 +34,7 @@ Prints JSON and writes bench/results/load.json (``--quick``: 8 clients, 10 s, lo
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -131,8 +132,11 @@ def client_group(url: str, indices: list[int], start_at: float, stop_at: float) 
     return results, errors
 
 
-def healthz_process(url: str, start_at: float, stop_at: float) -> list:
-    """In a process of its own: `healthz_loop` from ``start_at``; its seconds."""
+def healthz_process(url: str, start_at: float, stop_at: float, nice: int = 0) -> list:
+    """In a process of its own (its niceness changed by ``nice``): `healthz_loop` from ``start_at``; its
+    seconds."""
+    if nice:
+        os.nice(nice)
     time.sleep(max(0.0, start_at - time.monotonic()))
     seconds: list = []
     healthz_loop(url, stop_at, seconds)
@@ -191,7 +195,7 @@ def run_window(url: str, args) -> tuple[list, list, list, list]:
     else:
         groups = [list(range(args.clients))[k::processes] for k in range(processes)]
         with ProcessPoolExecutor(processes + 1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            prober = pool.submit(healthz_process, url, start_at, stop_at)
+            prober = pool.submit(healthz_process, url, start_at, stop_at, args.prober_nice)
             parts = [pool.submit(client_group, url, group, start_at, stop_at) for group in groups if group]
             results = [item for part in parts for item in part.result()[0]]
             errors = [item for part in parts for item in part.result()[1]]
@@ -221,6 +225,9 @@ def main() -> None:
     ap.add_argument("--name", default=None, help="the result's name under bench/results (default load, load_quick)")
     ap.add_argument("--generator-processes", type=int, default=4,
                     help="processes the clients are split among, plus one for the /healthz prober (1: threads of this one)")
+    ap.add_argument("--prober-nice", type=int, default=0,
+                    help="niceness change of the /healthz prober's process (negative, as root: its own scheduling "
+                         "on a saturated machine is then not counted in the service's answer time)")
     ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
     ap.add_argument("--in-process", action="store_true",
                     help="serve from a thread of this process (the load generator then shares its interpreter)")
@@ -261,6 +268,7 @@ def main() -> None:
         "fits_at_end": fits_after,
         "server": "a thread of the load generator's process" if args.in_process else "a process of its own",
         "generator_processes": args.generator_processes,
+        "prober_nice": args.prober_nice,
         "api_processes": 1 if args.in_process else api_process_count(Settings(**(
             {} if args.api_processes is None else {"api_processes": args.api_processes}))),
         "note": args.note,
