@@ -75,9 +75,38 @@ def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -
     panels (all row tiles of a panel, in order), so each column of ``acc`` is
     written by one thread and the result does not depend on the thread
     count. See `kpca.kernels.kernel_left_product_into`.
+
+    For the maps of this module (Gaussian, Laplacian) the panels are jitted
+    (`_panel`) and a thread claims a few at a time (`_panels`, about four
+    claims per thread): no interpreter lock is held while they run. As numpy
+    calls each took and gave the lock, so that any Python thread of the
+    process (dask's event loop, a request) stalled the tiles: a pass took 21x
+    its time beside one busy Python thread, and 16 threads of one process kept
+    about 5 of 16 cores busy (bench/panel_threads.py, docs/scaling.md).
+    Another map runs the same steps in Python, a panel at a time.
     """
     d, b, m = C.shape[0], X.shape[0], Y.shape[0]
     rows, width = _panel_shape(b, X.itemsize)
+    kind = _PANEL_MAPS.get(fn)
+    if kind is not None:
+        X, Y, Ct = np.ascontiguousarray(X), np.ascontiguousarray(Y), np.ascontiguousarray(C.T)
+        Tm = np.zeros((0, 0), dtype=C.dtype) if T is None else np.ascontiguousarray(T, dtype=C.dtype)
+        copy_start = T is None and start is not acc
+
+        count = -(-m // width)
+        batch = max(1, count // (4 * max(1, threads)))  # panels per claim: each claim takes the lock once
+
+        def run(part):
+            gram = np.empty(rows * width, dtype=X.dtype)
+            values = np.empty(rows * width, dtype=C.dtype)
+            product = np.empty(d * width, dtype=C.dtype)
+            first = np.empty(d * width, dtype=C.dtype)
+            for k in part:
+                _panels(kind, X, Y, k * batch, min(k * batch + batch, count), width, rows, xn, yn, a, c, scale, Ct,
+                        Tm, start, copy_start, acc, col0, gram, values, product, first)
+
+        _shared(-(-count // batch), run, threads)
+        return
 
     def run(part):
         gram = np.empty(rows * width, dtype=X.dtype)
@@ -123,13 +152,14 @@ def _shared(n_items: int, run, threads: int) -> None:
     Items are handed out one at a time (a shared counter; next() on it is
     atomic under the GIL), so a thread slowed down by other work on its core
     -- a solver update running alongside -- takes fewer of them instead of
-    holding the whole block back. Meanwhile BLAS is held to one thread: each
-    of ours already keeps a core busy. The pool is the one of the calling
+    holding the whole block back. Meanwhile BLAS is held to one thread, with one
+    tile thread too: each of ours already keeps a core busy. The pool is the one of the calling
     thread's scheduling priority (`_pool_of`): tiles run at their caller's priority.
     """
     threads = min(threads, n_items)
-    if threads <= 1:
-        run(range(n_items))
+    if threads <= 1:  # BLAS on one thread here too: on two threads the small GEMMs of a tile took 3.6x longer
+        with blas_limit(1):
+            run(range(n_items))
         return
     pool = _pool_of(threads)
     shared = itertools.count()
@@ -217,3 +247,49 @@ def tanh_from_gram(G, gamma, offset):
     for i in range(b):
         for j in range(m):
             G[i, j] = np.tanh(gamma * G[i, j] + offset)
+
+
+#: The maps `_panel` runs without the interpreter (its ``kind``).
+_PANEL_MAPS = {gaussian_tile: 0, laplacian_tile: 1}
+
+
+@numba.njit(nogil=True, cache=True)
+def _panels(kind, X, Y, k0, k1, width, rows, xn, yn, a, c, scale, Ct, T, start, copy_start, acc, col0, gram,
+            values, product, first):
+    """Column panels ``k0 .. k1-1`` of `run_panels` (each `_panel`, ``width`` columns), in one call."""
+    m = Y.shape[0]
+    for k in range(k0, k1):
+        _panel(kind, X, Y, k * width, min(k * width + width, m), rows, xn, yn, a, c, scale, Ct, T, start, copy_start,
+               acc, col0, gram, values, product, first)
+
+
+@numba.njit(nogil=True, cache=True)
+def _panel(kind, X, Y, j, j1, rows, xn, yn, a, c, scale, Ct, T, start, copy_start, acc, col0, gram, values,
+           product, first):
+    """One column panel ``J = [j, j1)`` of `run_panels`, all of it without the interpreter lock:
+    ``acc[:, col0 + J] = T start[:, col0 + J]`` (``start`` copied where T is empty and ``copy_start``,
+    left where it is ``acc``), then per row tile the GEMM ``X[r:r1] Y[J]^T`` into ``gram``, the radial
+    map ``kind`` (0 Gaussian, 1 Laplacian) into ``values`` and ``acc[:, col0 + J] += C[:, r:r1] values``
+    (``Ct`` is C transposed, contiguous). Cost ``2 (j1 - j) b (n + d)`` flops (+ ``2 d^2 (j1 - j)`` with T)."""
+    d, b, w = Ct.shape[1], X.shape[0], j1 - j
+    p0, p1 = col0 + j, col0 + j1
+    if T.shape[0] > 0:
+        source = first[: d * w].reshape((d, w))
+        source[:, :] = start[:, p0:p1]
+        out = product[: d * w].reshape((d, w))
+        np.dot(T, source, out)
+        acc[:, p0:p1] = out
+    elif copy_start:
+        acc[:, p0:p1] = start[:, p0:p1]
+    prod = product[: d * w].reshape((d, w))
+    for r in range(0, b, rows):
+        r1 = min(r + rows, b)
+        tile = gram[: (r1 - r) * w].reshape((r1 - r, w))
+        mapped = values[: (r1 - r) * w].reshape((r1 - r, w))
+        np.dot(X[r:r1], Y[j:j1].T, tile)
+        if kind == 0:
+            gaussian_tile(tile, mapped, 0, 0, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
+        else:
+            laplacian_tile(tile, mapped, 0, 0, xn[r:r1], yn[j:j1], a[r:r1], c[j:j1], scale)
+        np.dot(Ct[r:r1].T, mapped, prod)
+        acc[:, p0:p1] += prod

@@ -216,3 +216,56 @@ def test_left_product_with_a_transform_of_a_start_matrix(spec, rng):
     assert np.isnan(acc[:, :50]).all() and np.isnan(acc[:, 750:]).all() and (start == kept).all()
     with pytest.raises(ValueError, match="T, start"):
         kernel_left_product_into(acc, 50, C, X, Y, spec, T=T[:3], start=start)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplacian"])
+@pytest.mark.parametrize("work, dtype", [(np.float64, np.float64), (np.float32, np.float32), (np.float32, np.float64)])
+@pytest.mark.parametrize("transform", [False, True])
+def test_jitted_panels_equal_the_panels_of_numpy_calls(kind, work, dtype, transform, rng):
+    """The radial maps' panels run as jitted calls that never take the interpreter lock (`kpca._tiles._panels`):
+    the same ``T start + C B`` as the panels of numpy calls that other maps take, to the rounding of the
+    tiles' precision."""
+    from kpca import _tiles
+
+    X, Y = rng.normal(size=(300, 6)).astype(work), rng.normal(size=(900, 6)).astype(work)
+    C = rng.normal(size=(4, 300)).astype(dtype)
+    T = rng.normal(size=(4, 4)).astype(dtype) if transform else None
+    start = rng.normal(size=(4, 950))
+    spec = KernelSpec(kind, sigma=2.0)
+    jitted = np.zeros((4, 950))
+    kernel_left_product_into(jitted, 50, C, X, Y, spec, T=T, start=start if transform else None, threads=2)
+    tile_map = KERNELS[kind].tile_map
+    assert tile_map in _tiles._PANEL_MAPS and _tiles._panels.targetoptions["nogil"]
+
+    def python_map(*args):  # the same map, not one of the jitted panels': run_panels' numpy calls
+        tile_map(*args)
+
+    norms = [np.einsum("ij,ij->i", v, v).astype(work) for v in (X, Y)]
+    shifts = [np.zeros(300, dtype), np.zeros(900, dtype)]
+    numpy_path = np.zeros((4, 950))
+    _tiles.run_panels(python_map, numpy_path, 50, np.ascontiguousarray(C), X, Y, *norms, *shifts,
+                      work(KERNELS[kind].tile_scale(spec)), 2, T,
+                      start if transform else numpy_path)
+    scale = np.abs(numpy_path).max()
+    tol = 1e-12 if work == np.float64 and dtype == np.float64 else 1e-5
+    assert np.abs(jitted - numpy_path).max() <= tol * scale
+    assert np.array_equal(jitted[:, :50], numpy_path[:, :50])  # columns before the offset untouched
+
+
+def test_one_tile_thread_holds_blas_to_one_thread(rng):
+    """With one tile thread the tiles still run BLAS on one thread: on two, each small GEMM of a tile woke
+    BLAS's other thread, and a pass took 2.0x as long (bench/panel_threads.py, one tile thread)."""
+    from threadpoolctl import threadpool_limits
+
+    from kpca import _tiles
+    from kpca._threads import blas_threads
+
+    seen = []
+
+    def run(items):
+        seen.append(blas_threads())
+        list(items)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        _tiles._shared(5, run, 1)
+    assert seen == [1]
