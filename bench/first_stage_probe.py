@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE, noisy_cases  # noqa: E402
-from bench.wiener_probe import psnr, service_output  # noqa: E402
+from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE  # noqa: E402
+from bench.wiener_probe import first_stage_cases, psnr  # noqa: E402
 from kpca.patch_denoising import LINEAR, PatchSettings, linear_pca_candidates, linear_pca_denoise  # noqa: E402
 from kpca.second_stage import apply_second_stage, second_stage_risks  # noqa: E402
 from kpca.tuning import DRAWS, block_means, linear_rank, recorrupted_risks  # noqa: E402
@@ -86,12 +86,7 @@ def main():
     patches = [int(p) for p in args.patches.split(",")]
     data_dir = tempfile.mkdtemp(prefix="first-stage-probe-")
     cases = []
-    for name, size, level, clean, pixels in noisy_cases(args.images.split(","), map(int, args.sizes.split(",")),
-                                                        map(float, args.levels.split(","))):
-        unit = pixels / 65535.0
-        first, noise, chosen = service_output(pixels, cache, f"{name}_{size}_{level}", data_dir)
-        settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components",
-                                                            "method", "options", "tile")})
+    for name, size, level, clean, unit, first, noise, settings, chosen in first_stage_cases(args, cache, data_dir):
         rank7 = linear_rank(unit, PATCH, STRIDE, noise)
         base = psnr(clean, linear_pca_denoise(unit, PATCH, STRIDE, rank7))
         rows, losses = {}, {}

@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE, noisy_cases  # noqa: E402
-from bench.wiener_probe import psnr, service_output  # noqa: E402
-from kpca.patch_denoising import PatchSettings, linear_pca_denoise  # noqa: E402
+from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE  # noqa: E402
+from bench.wiener_probe import first_stage_cases, psnr  # noqa: E402
+from kpca.patch_denoising import linear_pca_denoise  # noqa: E402
 from kpca.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, second_stage_risks,  # noqa: E402
                                variants)
 from kpca.tuning import linear_rank  # noqa: E402
@@ -60,12 +60,7 @@ def main():
     cache = Path(args.cache) if args.cache else None
     data_dir = tempfile.mkdtemp(prefix="stage-probe-")
     cases = []
-    for name, size, level, clean, pixels in noisy_cases(args.images.split(","), map(int, args.sizes.split(",")),
-                                                        map(float, args.levels.split(","))):
-        unit = pixels / 65535.0
-        first, noise, chosen = service_output(pixels, cache, f"{name}_{size}_{level}", data_dir)
-        settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components",
-                                                            "method", "options", "tile")})
+    for name, size, level, clean, unit, first, noise, settings, chosen in first_stage_cases(args, cache, data_dir):
         linear = linear_pca_denoise(unit, PATCH, STRIDE, linear_rank(unit, PATCH, STRIDE, noise))
         base = psnr(clean, linear)
         t0 = time.perf_counter()

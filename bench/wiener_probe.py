@@ -67,6 +67,20 @@ def service_output(pixels, cache: Path | None, key: str, data_dir: str):
     return result
 
 
+def first_stage_cases(args, cache: Path | None, data_dir: str):
+    """bench/denoise_quality.py's cases (``args.images``, ``args.sizes``, ``args.levels``) with the service's
+    first stage (`service_output`): ``(name, size, level, clean, unit pixels, first stage, noise estimate,
+    its PatchSettings, chosen)`` each."""
+    from kpca.patch_denoising import PatchSettings
+
+    for name, size, level, clean, pixels in noisy_cases(args.images.split(","), map(int, args.sizes.split(",")),
+                                                        map(float, args.levels.split(","))):
+        first, noise, chosen = service_output(pixels, cache, f"{name}_{size}_{level}", data_dir)
+        settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components", "method",
+                                                            "options", "tile")})
+        yield name, size, level, clean, pixels / 65535.0, first, noise, settings, chosen
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", default=",".join(PROBE_IMAGES))
