@@ -90,7 +90,7 @@ def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -
     kind = _PANEL_MAPS.get(fn)
     if kind is not None:
         X, Y, Ct = np.ascontiguousarray(X), np.ascontiguousarray(Y), np.ascontiguousarray(C.T)
-        Tm = np.zeros((0, 0), dtype=C.dtype) if T is None else np.ascontiguousarray(T, dtype=C.dtype)
+        Tm = np.zeros((0, 0), acc.dtype) if T is None else np.ascontiguousarray(T, dtype=acc.dtype)  # T start: acc's
         copy_start = T is None and start is not acc
 
         count = -(-m // width)
@@ -100,7 +100,7 @@ def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -
             gram = np.empty(rows * width, dtype=X.dtype)
             values = np.empty(rows * width, dtype=C.dtype)
             product = np.empty(d * width, dtype=C.dtype)
-            first = np.empty(d * width, dtype=C.dtype)
+            first = np.empty(2 * d * width, dtype=acc.dtype)  # start's panel and T times it, in acc's precision
             for k in part:
                 _panels(kind, X, Y, k * batch, min(k * batch + batch, count), width, rows, xn, yn, a, c, scale, Ct,
                         Tm, start, copy_start, acc, col0, gram, values, product, first)
@@ -157,7 +157,7 @@ def _shared(n_items: int, run, threads: int) -> None:
     thread's scheduling priority (`_pool_of`): tiles run at their caller's priority.
     """
     threads = min(threads, n_items)
-    if threads <= 1:  # BLAS on one thread here too: on two threads the small GEMMs of a tile took 3.6x longer
+    if threads <= 1:  # BLAS on one thread here too: on two, a one-thread pass of small GEMMs took 2.0x as long
         with blas_limit(1):
             run(range(n_items))
         return
@@ -267,8 +267,8 @@ def _panels(kind, X, Y, k0, k1, width, rows, xn, yn, a, c, scale, Ct, T, start, 
 def _panel(kind, X, Y, j, j1, rows, xn, yn, a, c, scale, Ct, T, start, copy_start, acc, col0, gram, values,
            product, first):
     """One column panel ``J = [j, j1)`` of `run_panels`, all of it without the interpreter lock:
-    ``acc[:, col0 + J] = T start[:, col0 + J]`` (``start`` copied where T is empty and ``copy_start``,
-    left where it is ``acc``), then per row tile the GEMM ``X[r:r1] Y[J]^T`` into ``gram``, the radial
+    ``acc[:, col0 + J] = T start[:, col0 + J]`` in acc's precision (in ``first``; ``start`` copied where T
+    is empty and ``copy_start``, left where it is ``acc``), then per row tile the GEMM ``X[r:r1] Y[J]^T`` into ``gram``, the radial
     map ``kind`` (0 Gaussian, 1 Laplacian) into ``values`` and ``acc[:, col0 + J] += C[:, r:r1] values``
     (``Ct`` is C transposed, contiguous). Cost ``2 (j1 - j) b (n + d)`` flops (+ ``2 d^2 (j1 - j)`` with T)."""
     d, b, w = Ct.shape[1], X.shape[0], j1 - j
@@ -276,7 +276,7 @@ def _panel(kind, X, Y, j, j1, rows, xn, yn, a, c, scale, Ct, T, start, copy_star
     if T.shape[0] > 0:
         source = first[: d * w].reshape((d, w))
         source[:, :] = start[:, p0:p1]
-        out = product[: d * w].reshape((d, w))
+        out = first[d * w : 2 * d * w].reshape((d, w))
         np.dot(T, source, out)
         acc[:, p0:p1] = out
     elif copy_start:

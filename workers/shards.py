@@ -23,13 +23,13 @@ import uuid
 
 import numpy as np
 
+from kpca._threads import map_threads, tile_threads
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
 from kpca.shards import Shard, ShardGroup
 from kpca.solvers._sharded import SegmentUpdate
 from store import CheckpointStore, DatasetStore
 from store.datasets.segments import RowWindow
-from kpca._threads import map_threads, tile_threads
 from workers.placement import fit_threads, machine_cores
 from workers.priority import fit_nice, keep_below_process
 

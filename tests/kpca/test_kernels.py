@@ -250,6 +250,11 @@ def test_jitted_panels_equal_the_panels_of_numpy_calls(kind, work, dtype, transf
     tol = 1e-12 if work == np.float64 and dtype == np.float64 else 1e-5
     assert np.abs(jitted - numpy_path).max() <= tol * scale
     assert np.array_equal(jitted[:, :50], numpy_path[:, :50])  # columns before the offset untouched
+    if transform:  # T start is formed in acc's precision (float64), whatever C's: C = 0 leaves it alone
+        alone = np.zeros((4, 950))
+        kernel_left_product_into(alone, 50, np.zeros_like(C), X, Y, spec, T=T, start=start, threads=2)
+        want = T.astype(np.float64) @ start[:, 50:]
+        assert np.abs(alone[:, 50:] - want).max() <= 1e-13 * np.abs(want).max()
 
 
 def test_one_tile_thread_holds_blas_to_one_thread(rng):
