@@ -10,11 +10,13 @@ def warm_state(dask_worker) -> str | None:
 
 
 def compiled(precision: str) -> bool:
-    """Whether this process has the Gaussian kernel's tile map and its panels' GEMM path compiled for
-    ``precision`` tiles (what the default fit and a projection call first)."""
+    """Whether this process has the Gaussian kernel's jitted panels (`kpca._tiles._panels`: a pass of kernel
+    rows, what the default fit calls first) or its tile map (a block of kernel rows) compiled for
+    ``precision`` tiles."""
     from kpca import _tiles
 
-    return any(str(sig[0].dtype) == precision for sig in _tiles.gaussian_tile.signatures)
+    return any(str(sig[1].dtype) == precision for sig in _tiles._panels.signatures) or any(
+        str(sig[0].dtype) == precision for sig in _tiles.gaussian_tile.signatures)
 
 
 def frozen() -> int:
