@@ -167,11 +167,17 @@ def picture(pictures: dict, title: str, paths) -> None:
     plt.close(fig)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_case_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--images``, ``--sizes`` and ``--levels``: which of the table's cases to run (all by default), as
+    `noisy_cases` and `bench.wiener_probe.first_stage_cases` read them."""
     ap.add_argument("--images", default=",".join(IMAGES))
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_case_arguments(ap)
     ap.add_argument("--picture", default="camera,128,0.1", help="image,size,level of the row drawn")
     ap.add_argument("--name", default="denoise_quality", help="name of the JSON result")
     ap.add_argument("--merge", default="", help="comma-separated part names to merge into denoise_quality.json")

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE  # noqa: E402
+from bench.denoise_quality import PATCH, STRIDE, add_case_arguments  # noqa: E402
 from bench.wiener_probe import first_stage_cases, psnr  # noqa: E402
 from kpca.patch_denoising import LINEAR, PatchSettings, linear_pca_candidates, linear_pca_denoise  # noqa: E402
 from kpca.second_stage import apply_second_stage, second_stage_risks  # noqa: E402
@@ -75,9 +75,7 @@ def pipeline(unit, clean, base, settings, first, noise) -> tuple[dict, dict]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--images", default=",".join(IMAGES))
-    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
+    add_case_arguments(ap)
     ap.add_argument("--patches", default="9,11,15", help="patch sides of the linear PCA first stages")
     ap.add_argument("--cache", default="", help="folder of the service's first-stage outputs")
     ap.add_argument("--name", default="first_stage_probe", help="name of the JSON result")

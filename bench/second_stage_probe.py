@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE  # noqa: E402
+from bench.denoise_quality import PATCH, STRIDE, add_case_arguments  # noqa: E402
 from bench.wiener_probe import first_stage_cases, psnr  # noqa: E402
 from kpca.patch_denoising import linear_pca_denoise  # noqa: E402
 from kpca.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, second_stage_risks,  # noqa: E402
@@ -51,9 +51,7 @@ MARGINS = (0.0, 1.0, 2.0, 3.0)
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--images", default=",".join(IMAGES))
-    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
+    add_case_arguments(ap)
     ap.add_argument("--cache", default="", help="folder of the service's first-stage outputs")
     ap.add_argument("--name", default="second_stage_probe", help="name of the JSON result")
     args = ap.parse_args()
