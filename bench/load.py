@@ -184,14 +184,11 @@ def run_window(url: str, args) -> tuple[list, list, list, list]:
     for thread in threads:
         thread.start()
     if processes == 1:
-        results, errors, healthz = [], [], []
-        local = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors))
-                 for i in range(args.clients)]
-        local.append(threading.Thread(target=healthz_loop, args=(url, stop_at, healthz)))
-        for thread in local:
-            thread.start()
-        for thread in local:
-            thread.join()
+        healthz: list = []
+        prober = threading.Thread(target=healthz_loop, args=(url, stop_at, healthz))
+        prober.start()
+        results, errors = client_group(url, list(range(args.clients)), start_at, stop_at)
+        prober.join()
     else:
         groups = [list(range(args.clients))[k::processes] for k in range(processes)]
         with ProcessPoolExecutor(processes + 1, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -24,7 +24,6 @@ Prints JSON and writes bench/results/panel_threads.json.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -40,6 +39,7 @@ from kpca._threads import tile_threads  # noqa: E402
 from kpca.estimator import KernelHebbianPCA  # noqa: E402
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.rows import KernelRows  # noqa: E402
+from workers.placement import machine_cores  # noqa: E402
 
 JITTED = dict(_tiles._PANEL_MAPS)
 
@@ -89,7 +89,7 @@ def main() -> None:
     ap.add_argument("--fit-rows", type=int, default=20_000)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = machine_cores()
     X = jittered_digits(args.l)[:, : args.n]
     rows = KernelRows(X, KernelSpec("gaussian", sigma=3.0))
     rows.fit_centering()
