@@ -20,7 +20,8 @@ from kpca.solvers._ritz import ritz_transform, ritz_values
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
 
-__all__ = ["sharded_centering", "reduction_unit", "unit_bounds", "split_state", "send_start",
+__all__ = ["sharded_centering", "reduction_unit", "unit_bounds", "split_state", "stacked_columns",
+           "coordinator_state", "send_start",
            "join_state", "sharded_rayleigh_ritz_pass", "message_rows", "sharded_times", "ShardedProducts",
            "run_sharded_passes"]
 
@@ -69,14 +70,32 @@ def unit_bounds(n_rows: int, n_shards: int, unit_rows: int) -> list[tuple[int, i
 
 
 def split_state(state: dict, group: ShardGroup) -> dict:
-    """Hand each shard its columns of a full solver ``state`` (A, AK, B, BK, the centring's column
-    means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the start)."""
-    require_complete(state)
-    smd = state["solver"] == "kha-smd"
-    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
-    ZK = np.concatenate([state["AK"], state["BK"]]) if smd else state["AK"]
+    """Hand each shard its columns of a full solver ``state`` (A, AK, the guard vectors, B, BK, the
+    centring's column means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the
+    start)."""
+    Z, ZK = stacked_columns(state, group)
     group.split(Z, ZK, Centering.from_state(state))
-    return {k: v for k, v in state.items() if k not in SHARDED_KEYS and k not in GUARD_KEYS}  # no guards sharded
+    return coordinator_state(state, group)
+
+
+def stacked_columns(state: dict, group: ShardGroup) -> tuple[np.ndarray, np.ndarray]:
+    """``(Z, ZK)`` = ``[A; G; B]``, ``[AK; GK; BK]`` of a full solver ``state`` (`kpca.shards`): G the
+    guard vectors a Rayleigh-Ritz state iterates (``guard_A``), B KHA-SMD's; sets ``group``'s guards to
+    their number. LOBPCG's previous step (``previous_A``) is not sharded: sharded passes take the power
+    step (`sharded_rayleigh_ritz_pass`). O(d l) copied."""
+    require_complete(state)
+    guards = "guard_A" in state and state.get("update") == "rayleigh-ritz"
+    group.set_guards(np.asarray(state["guard_A"]).shape[0] if guards else 0)
+    keys = ("A", *(("guard_A",) if guards else ()), *(("B",) if state["solver"] == "kha-smd" else ()))
+    return tuple(np.concatenate([state[key + suffix] for key in keys]) for suffix in ("", "K"))
+
+
+def coordinator_state(state: dict, group: ShardGroup) -> dict:
+    """What the coordinator keeps of a full ``state`` whose columns the shards hold: all but the columns,
+    with ``guard_rows``, the guard vectors' number, where the shards hold some (a resumed fit's shards
+    read as many from their checkpoint)."""
+    out = {k: v for k, v in state.items() if k not in SHARDED_KEYS and k not in GUARD_KEYS}
+    return dict(out, guard_rows=group.guards) if group.guards else out
 
 
 def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> dict:
@@ -87,54 +106,57 @@ def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_C
     sent as one `SegmentUpdate` with ``T = 0`` and ``C = Z[:, S]``: each shard forms its columns of
     ``ZK = Z[:, S] K'[S, :]`` from the |S| points (O(d |S|) sent); a dense start goes column by column
     (`split_state`, O(d l))."""
-    require_complete(state)
-    smd = state["solver"] == "kha-smd"
-    Z = np.concatenate([state["A"], state["B"]]) if smd else state["A"]
+    Z, ZK = stacked_columns(state, group)
     S = np.flatnonzero(np.any(Z != 0, axis=0))
     if S.size > max_columns:
-        return split_state(state, group)
+        group.split(Z, ZK, Centering.from_state(state))
+        return coordinator_state(state, group)
     group.zero()
     got = group.gather(S)
     group.apply(SegmentUpdate(np.zeros((group.d, group.d), dtype=group.dtype), Z[:, S].astype(group.dtype), S,
                               got.points, got.sqnorms, got.column_means))
-    return {k: v for k, v in state.items() if k not in SHARDED_KEYS and k not in GUARD_KEYS}  # no guards sharded
+    return coordinator_state(state, group)
 
 
 def join_state(state: dict, group: ShardGroup) -> dict:
     """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
-    r = group.n_components
+    r, k = group.n_components, group.iterated
     Z, ZK, means = group.columns()
-    out = dict(state, A=Z[:r], AK=ZK[:r], centering_column_means=means)
-    if group.d > r:
-        out.update(B=Z[r:], BK=ZK[r:])
+    out = {key: value for key, value in state.items() if key != "guard_rows"}
+    out.update(A=Z[:r], AK=ZK[:r], centering_column_means=means)
+    if k > r:
+        out.update(guard_A=Z[r:k], guard_AK=ZK[r:k])
+    if group.d > k:
+        out.update(B=Z[k:], BK=ZK[k:])
     return out
 
 
 def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) -> dict:
-    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group: each shard's coefficients
-    become the served components' projections, their images ``Z K'`` are added segment by segment (the
-    segment's coefficients and points gathered from their owners, sent to every shard: O(r s + s n)
-    per segment and shard, as a stochastic pass's), then the residual and the Rayleigh-Ritz rotation
-    from r x r reductions. Returns the coordinator's new state. Cost: one pass of kernel rows, spread
-    over the shards."""
-    r, l = group.n_components, group.n_rows
-    group.to_projections(_ritz_rotation(group, r))
+    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group, with its power step: each
+    shard's k = r + g iterated rows (the served components and the guard vectors) become the Ritz
+    components' projections, their images ``Z K'`` are added segment by segment (the segment's
+    coefficients and points gathered from their owners, sent to every shard: O(k s + s n) per segment
+    and shard), then the served r's residual (the same form as one process's) and the Rayleigh-Ritz
+    rotation from k x k reductions. LOBPCG's step is not taken over shards. Returns the coordinator's
+    new state. Cost: one pass of kernel rows, spread over the shards."""
+    r, k, l = group.n_components, group.iterated, group.n_rows
+    group.to_projections(_ritz_rotation(group, k))
     step = message_rows(group, block_size)
     for a in range(0, l, step):
         indices = np.arange(a, min(a + step, l))
-        C, points, sqnorms, column_means = group.coefficients(indices)
+        C, points, sqnorms, column_means = group.coefficients(indices, k)
         group.add_images(points, sqnorms, column_means, C)
-    mu = group.squared_norms()[0]  # ||z_i||^2: the variances of the components served before the pass
-    squared = np.maximum(group.norms() - mu**2, 0.0)  # z_i K' z_i^T - mu_i^2
+    mu = group.squared_norms(r)[0]  # ||z_i||^2: the variances of the components served before the pass
+    squared = np.maximum(group.residuals(mu), 0.0)
     residual = float(np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0).max(initial=0.0))
-    group.rotate(_ritz_rotation(group, r))
+    group.rotate(_ritz_rotation(group, k))
     eigenvalues = ritz_values(*group.grams(), *group.squared_norms())
     return dict(state, residual=residual, eigenvalues=eigenvalues, t=int(state["t"]) + l, position=0)
 
 
 def message_rows(group: ShardGroup, block_size: int) -> int:
     """Rows per segment of a sharded Rayleigh-Ritz pass: as many as fit `MESSAGE_BYTES` of points,
-    coefficients and centring (``8 (n + r + 2)`` bytes a row), at least ``block_size``. Nothing in the
+    coefficients and centring (``8 (n + k + 2)`` bytes a row, k the rows iterated), at least ``block_size``. Nothing in the
     pass depends on the segments but the order of its sums, so a segment can be as large as a
     message: every segment costs two round trips to every shard (`ShardGroup.coefficients`,
     `ShardGroup.add_images`), which at a block of 1024 rows were most of a pass's coordinator and
@@ -143,7 +165,7 @@ def message_rows(group: ShardGroup, block_size: int) -> int:
     n = getattr(group, "n_features", None)
     if n is None:
         n = group.n_features = int(group.points(np.arange(1))[0].shape[1])
-    return max(int(block_size), MESSAGE_BYTES // (8 * (n + group.n_components + 2)))
+    return max(int(block_size), MESSAGE_BYTES // (8 * (n + group.iterated + 2)))
 
 
 def sharded_times(group: ShardGroup, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
@@ -186,15 +208,15 @@ class ShardedProducts:
         return sharded_times(self.group, C, block_size)
 
 
-def _ritz_rotation(group: ShardGroup, r: int) -> np.ndarray:
-    """The r x r rotation to the Rayleigh-Ritz components of the shards' span
+def _ritz_rotation(group: ShardGroup, k: int) -> np.ndarray:
+    """The k x k rotation to the Rayleigh-Ritz components of the span of the shards' first k rows
     (`kpca.solvers._ritz.ritz_transform`), its columns past the span's rank zero (those components
     become zero rows, as `kpca.solvers._ritz.ritz_components` serves them); the identity for a span
-    whose Gram matrix is not finite. O(r^3) after two r x r reductions."""
-    found = ritz_transform(*group.grams())
+    whose Gram matrix is not finite. O(k^3) after two k x k reductions."""
+    found = ritz_transform(*group.grams(k))
     if found is None:
-        return np.eye(r)
-    V = np.zeros((r, r))
+        return np.eye(k)
+    V = np.zeros((k, k))
     V[:, : found[0].shape[1]] = found[0]
     return V
 

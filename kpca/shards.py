@@ -2,8 +2,10 @@
 the solver state, with only small messages between the shards and a coordinator (docs/scaling.md).
 
 A `Shard` owns rows ``first .. stop-1`` of the data (a `kpca.rows.KernelRows` over its own rows) and
-the same columns of ``Z = [A; B]`` and ``ZK = [AK; BK]`` (d x size, d = r, or 2r for KHA-SMD) and of
-the centring's column means ``m``. A `ShardGroup` is the coordinator's view of the shards, in a fixed
+the same columns of ``Z = [A; G; B]`` and ``ZK = [AK; GK; BK]`` (d x size) and of the centring's column
+means ``m``: A the r served components, G the g guard vectors that Rayleigh-Ritz passes iterate beside
+them (`kpca.solvers._rayleigh_ritz`; g = 0 for the stochastic passes), B KHA-SMD's r rows (none for the
+rest of the family), so d = r + g (+ r). A `ShardGroup` is the coordinator's view of the shards, in a fixed
 order: it gathers columns and points from the shards that own them, broadcasts segment updates, and
 sums the shards' partial products in shard order (deterministic; with a reduction unit, `Shard`, in
 global order of units, so that the result does not depend on the split). This module runs every shard in
@@ -94,8 +96,9 @@ class Shard:
         self.units = [slice(0, self.size)] if unit_rows is None else [
             slice(a - self.first, min(a + int(unit_rows), self.stop) - self.first)
             for a in range(self.first, self.stop, int(unit_rows))]
-        self.Z: np.ndarray | None = None  # (d, size): [A; B] columns
-        self.ZK: np.ndarray | None = None  # (d, size): [AK; BK] columns
+        self.Z: np.ndarray | None = None  # (d, size): [A; G; B] columns
+        self.ZK: np.ndarray | None = None  # (d, size): [AK; GK; BK] columns
+        self._coefficients: np.ndarray | None = None  # a Rayleigh-Ritz pass's Ritz coefficients (k, size)
         self._kept: tuple[np.ndarray, np.ndarray] | None = None
         self._sums: np.ndarray | None = None
 
@@ -131,14 +134,26 @@ class Shard:
         self.Z = Z
 
     def to_projections(self, V: np.ndarray) -> None:
-        """A Rayleigh-Ritz pass's first step on the own columns (`kpca.solvers._rayleigh_ritz`): the
-        coefficients become the served components' projections ``V^T AK`` (V (r, r)) and their images
-        are cleared, to be added by `add_images`. SMD's B and BK are left as they are. O(r^2 size)."""
-        r = V.shape[0]
+        """A Rayleigh-Ritz pass's first step on the own columns (`kpca.solvers._rayleigh_ritz`): the k
+        iterated rows' coefficients become the Ritz components' projections ``V^T AK`` (V (k, k)), their
+        coefficients ``V^T A`` are kept for `residuals`, and their images are cleared, to be added by
+        `add_images`. SMD's B and BK are left as they are. O(k^2 size)."""
+        k = V.shape[0]
         self.Z = self.Z.copy()
         self.ZK = self.ZK.copy()
-        self.Z[:r] = V.T @ self.ZK[:r]
-        self.ZK[:r] = 0.0
+        self._coefficients = V.T @ self.Z[:k]
+        self.Z[:k] = V.T @ self.ZK[:k]
+        self.ZK[:k] = 0.0
+
+    def residuals(self, mu: np.ndarray) -> list[np.ndarray]:
+        """This shard's parts of the squared residuals ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)`` of the
+        first ``r = mu.size`` Ritz components of `to_projections` (x_i their coefficients, z_i their
+        projections, ``z_i K'`` added by `add_images`), one (r,) per reduction unit: the form of
+        `kpca.solvers._rayleigh_ritz.residual` whose rounding is relative to the residual. O(r size)."""
+        r = mu.size
+        Z, ZK, X = self.Z[:r], self.ZK[:r], self._coefficients[:r]
+        return [np.einsum("ij,ij->i", ZK[:, u] - mu[:, None] * Z[:, u], Z[:, u] - mu[:, None] * X[:, u])
+                for u in self.units]
 
     def coefficients(self, indices: np.ndarray, r: int):
         """``(positions, A columns (r, k), x, |x|^2, m)`` for the owned rows of ``indices`` (as `gather`,
@@ -160,13 +175,14 @@ class Shard:
         self.ZK[:r] = images
 
     def rotate(self, V: np.ndarray) -> None:
-        """``A := V^T A`` and ``AK := V^T AK`` on the own columns (V (r, r)): the Rayleigh-Ritz components
-        of the span, as `kpca.solvers._ritz.ritz_components` makes them. O(r^2 size)."""
-        r = V.shape[0]
+        """``A := V^T A`` and ``AK := V^T AK`` on the own columns' first k rows (V (k, k)): the
+        Rayleigh-Ritz components of their span, as `kpca.solvers._ritz.ritz_components` makes them.
+        O(k^2 size)."""
+        k = V.shape[0]
         self.Z = self.Z.copy()
         self.ZK = self.ZK.copy()
-        self.Z[:r] = V.T @ self.Z[:r]
-        self.ZK[:r] = V.T @ self.ZK[:r]
+        self.Z[:k] = V.T @ self.Z[:k]
+        self.ZK[:k] = V.T @ self.ZK[:k]
 
     def products(self, r: int) -> list[np.ndarray]:
         """This shard's parts of ``Z AK^T`` (d, r), one per reduction unit."""
@@ -240,7 +256,8 @@ class ShardGroup:
     actors) overrides those two and inherits the rest.
 
     Attributes: ``shards``, ``bounds`` their ``(first, stop)`` rows, ``kernel``, ``n_components`` r,
-    ``d`` (r, or 2r for KHA-SMD), ``dtype`` of the state, ``rows_dtype`` of the shards' kernel rows,
+    ``guards`` g (0 until `set_guards`), ``iterated`` r + g, ``d`` the state's rows (r + g, plus r for
+    KHA-SMD's B), ``dtype`` of the state, ``rows_dtype`` of the shards' kernel rows,
     ``n_rows`` l, ``grand_mean`` and ``mean_diagonal`` of the centring (set with it), ``bytes_out``
     and ``bytes_in`` the messages' sizes summed over shards.
     """
@@ -250,6 +267,7 @@ class ShardGroup:
         self.shards, self.kernel = list(shards), kernel
         self.bounds = [(s.first, s.stop) for s in self.shards] if bounds is None else [tuple(b) for b in bounds]
         self.n_components, self.d, self.dtype = int(n_components), int(d), np.dtype(dtype)
+        self.guards = 0
         self.rows_dtype = np.dtype(rows_dtype)
         self.n_rows = sum(stop - first for first, stop in self.bounds)
         self.grand_mean: float | None = None
@@ -258,6 +276,17 @@ class ShardGroup:
 
     def __len__(self) -> int:
         return len(self.bounds)
+
+    @property
+    def iterated(self) -> int:
+        """The rows a Rayleigh-Ritz pass iterates: the r served components and the g guard vectors."""
+        return self.n_components + self.guards
+
+    def set_guards(self, guards: int) -> None:
+        """Hold ``guards`` guard vectors after the served rows (``Z = [A; G; B]``): d changes with them.
+        Set before the state's columns are sent (`kpca.shard_passes.split_state`, `send_start`)."""
+        self.d += int(guards) - self.guards
+        self.guards = int(guards)
 
     def _call(self, method: str, *args) -> list:
         """``shard.method(*args)`` on every shard; the results in shard order."""
@@ -325,24 +354,32 @@ class ShardGroup:
         """``diag(A K' A^T)`` (r,), summed over the shards in order."""
         return self._sum(self._call("norms", self.n_components))
 
-    def squared_norms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Squared row norms of A and AK, (r,) each, summed over the shards in order."""
-        total = self._sum(self._call("squared_norms", self.n_components))
+    def squared_norms(self, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Squared norms of the first ``rows`` (default r) rows of Z and ZK, (rows,) each, summed over the
+        shards in order."""
+        total = self._sum(self._call("squared_norms", self.n_components if rows is None else int(rows)))
         return total[0], total[1]
 
-    def grams(self) -> tuple[np.ndarray, np.ndarray]:
-        """``AK AK^T`` and ``AK A^T`` (r, r), summed over the shards in order."""
-        total = self._sum(self._call("grams", self.n_components))
+    def grams(self, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``ZK ZK^T`` and ``ZK Z^T`` of the first ``rows`` (default r: ``AK AK^T``, ``AK A^T``) rows,
+        summed over the shards in order."""
+        total = self._sum(self._call("grams", self.n_components if rows is None else int(rows)))
         return total[0], total[1]
+
+    def residuals(self, mu: np.ndarray) -> np.ndarray:
+        """The squared residuals of a Rayleigh-Ritz pass's first ``mu.size`` components (`Shard.residuals`),
+        summed over the shards in order."""
+        return self._sum(self._call("residuals", np.asarray(mu, dtype=np.float64)))
 
     def to_projections(self, V: np.ndarray) -> None:
         """Every shard's coefficients to the projections ``V^T AK``, images cleared (`Shard.to_projections`)."""
         self._call("to_projections", V)
         self.bytes_out += V.nbytes * len(self)
 
-    def coefficients(self, indices: np.ndarray):
-        """``(A[:, indices] (r, s), x, |x|^2, m)`` gathered from the shards that own the rows."""
-        r = self.n_components
+    def coefficients(self, indices: np.ndarray, rows: int | None = None):
+        """``(Z[:rows, indices] (rows, s), x, |x|^2, m)`` gathered from the shards that own the rows
+        (``rows`` default r: A's columns)."""
+        r = self.n_components if rows is None else int(rows)
         C = points = sqnorms = means = None
         for pos, Cs, X, xn, m in self._call("coefficients", indices, r):
             if C is None:
@@ -401,5 +438,6 @@ def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str,
 
 
 def state_rows(n_components: int, solver: str) -> int:
-    """d, the rows of ``Z = [A; B]``: 2r for KHA-SMD, r for the rest of the KHA family."""
+    """d before any guard vectors (`ShardGroup.set_guards`), the rows of ``Z = [A; B]``: 2r for KHA-SMD,
+    r for the rest of the KHA family."""
     return 2 * n_components if solver == "kha-smd" else n_components

@@ -100,23 +100,17 @@ class FitJob:
         (`kpca.fitting.prepare_fit` checks those), before any pass: `kpca.params.ParamError` naming the
         field. Nothing by default."""
 
-    def prepare(self, record: JobRecord, rows: KernelRows, resume: dict | None = None, sharded: bool = False,
-                **options) -> PreparedFit:
+    def prepare(self, record: JobRecord, rows: KernelRows, resume: dict | None = None, **options) -> PreparedFit:
         """The record's fit prepared over ``rows`` (`kpca.fitting.prepare_fit`, ``options`` passed on),
-        after this kind's own `check_data`; ``sharded``: for passes over shards, which iterate no guard
-        vectors (``params.guards`` 0 unless asked). ``rows.kernel`` is then the kernel the fit uses,
+        after this kind's own `check_data`. ``rows.kernel`` is then the kernel the fit uses,
         ``"auto"`` resolved: the caller's first write to the record sets it as ``fit_kernel``, so that
         every later run and every server uses that one."""
         self.check_data(record, rows)
-        return prepare_fit(rows, self.request(record, sharded), resume=resume, **options)
+        return prepare_fit(rows, self.request(record), resume=resume, **options)
 
-    def request(self, record: JobRecord, sharded: bool = False) -> FitRequest:
-        """The fit the record asks for (`kpca.fitting.FitRequest`); ``sharded``: for passes over shards,
-        which iterate no guard vectors (``params.guards`` 0 unless asked). O(parameters)."""
-        params = record.params
-        if sharded and get_solver(record.solver).param("guards") is not None:
-            params = {"guards": 0, **params}
-        return FitRequest(record.solver, record.n_components, params, record.placement.exact_limit)
+    def request(self, record: JobRecord) -> FitRequest:
+        """The fit the record asks for (`kpca.fitting.FitRequest`). O(parameters)."""
+        return FitRequest(record.solver, record.n_components, record.params, record.placement.exact_limit)
 
     def figure(self, record: JobRecord, rows: KernelRows) -> ConvergenceFigure:
         """The convergence figure of the record's fit over ``rows`` (`workers.progress.ConvergenceFigure`)."""

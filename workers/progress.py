@@ -91,19 +91,25 @@ class ConvergenceFigure:
             eigenvalues = np.asarray(model.eigenvalues if model.eigenvalues is not None else [], dtype=np.float64)
             return Convergence(metric=metric, value=value), eigenvalues
         eigenvalues = model.eigenvalues
+        if self.Kc is None:
+            return self.without_matrix(state, eigenvalues), eigenvalues
+        self.previous = eigenvalues
+        if model.rows is rows:
+            Z = model.AK
+        else:
+            Z = model.project(np.asarray(rows.source)).T
+            Z -= Z.mean(axis=1, keepdims=True)
+        iterate = self._figure(state["AK"]) if "AK" in state and model.rows is rows else None
+        return Convergence(metric=self.metric, value=self._figure(Z), iterate=iterate,
+                           residual=state.get("residual")), eigenvalues
+
+    def without_matrix(self, state: dict, eigenvalues: np.ndarray) -> Convergence:
+        """The figure above the exact limit: the relative residual the state's pass measured
+        (Rayleigh-Ritz passes), else the eigenvalues' change since the last call (`proxy`). O(r)."""
         previous, self.previous = self.previous, eigenvalues
-        if self.Kc is not None:
-            if model.rows is rows:
-                Z = model.AK
-            else:
-                Z = model.project(np.asarray(rows.source)).T
-                Z -= Z.mean(axis=1, keepdims=True)
-            iterate = self._figure(state["AK"]) if "AK" in state and model.rows is rows else None
-            return Convergence(metric=self.metric, value=self._figure(Z), iterate=iterate,
-                               residual=state.get("residual")), eigenvalues
         if state.get("residual") is not None:
-            return Convergence(metric="residual", value=float(state["residual"]), residual=state["residual"]), eigenvalues
-        return self.proxy(eigenvalues, previous), eigenvalues
+            return Convergence(metric="residual", value=float(state["residual"]), residual=state["residual"])
+        return self.proxy(eigenvalues, previous)
 
     def proxy(self, eigenvalues: np.ndarray, previous: np.ndarray | None) -> Convergence:
         """The ``eigenvalue_change`` figure between the served eigenvalues of consecutive passes. O(r)."""

@@ -31,6 +31,7 @@ from kpca.shard_passes import (ShardedProducts, join_state, reduction_unit, run_
                                sharded_centering, unit_bounds)
 from kpca.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
+from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 from kpca.solvers._ritz import ritz_values
 from store.jobs.records import JobRecord
 from workers.placement import running_fits, shard_count, shard_min_rows
@@ -104,15 +105,16 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     rows.resolve_kernel()  # the shards compute their own kernel tiles: they need the widths first
     group = ActorGroup.start(client, addresses[: len(bounds)], bounds, data_dir=str(job.registry.root),
                              dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
-                             precision=job.request(record, sharded=True).kernel_precision(l), unit_rows=unit,
+                             precision=job.request(record).kernel_precision(l), unit_rows=unit,
                              n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
                              kind=registry.kind, running=running_fits(registry.root))
     try:
         latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
-        resume = None if latest is None else job.restored(checkpoints.load(name, latest, without=STATE_COLUMNS))
+        resume = None if latest is None else job.restored(checkpoints.load(name, latest,
+                                                                           without=STATE_COLUMNS + GUARD_KEYS))
         # the start's extension pass runs over the shards too (ShardedProducts.times)
-        prepared = job.prepare(record, ShardedProducts(rows, group), resume, sharded=True,
+        prepared = job.prepare(record, ShardedProducts(rows, group), resume,
                                centre=lambda rows: _sharded_centering(group))
         if prepared.started:
             state, history = send_start(prepared.state, group), []
@@ -161,8 +163,9 @@ def _sharded_centering(group: ActorGroup):
 
 class ShardedFigure:
     """`workers.progress.ConvergenceFigure` of a sharded fit's coordinator state: the exact figure
-    from the gathered columns where l is small enough for it, else the change of the Rayleigh-Ritz
-    eigenvalues computed from r x r reductions (nothing l-sized is sent)."""
+    from the gathered columns where l is small enough for it, else the figure of one process above
+    that limit (the residual of Rayleigh-Ritz passes, or the change of the Rayleigh-Ritz eigenvalues),
+    the eigenvalues computed from r x r reductions (nothing l-sized is sent)."""
 
     def __init__(self, group: ShardGroup, figure: ConvergenceFigure):
         self.group, self.figure = group, figure
@@ -170,8 +173,5 @@ class ShardedFigure:
     def __call__(self, rows, state: dict):
         if self.figure.Kc is not None:
             return self.figure(rows, join_state(state, self.group))
-        H, G = self.group.grams()
-        a2, ak2 = self.group.squared_norms()
-        eigenvalues = ritz_values(H, G, a2, ak2)
-        previous, self.figure.previous = self.figure.previous, eigenvalues
-        return self.figure.proxy(eigenvalues, previous), np.asarray(eigenvalues)
+        eigenvalues = np.asarray(ritz_values(*self.group.grams(), *self.group.squared_norms()))
+        return self.figure.without_matrix(state, eigenvalues), eigenvalues

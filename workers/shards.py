@@ -36,7 +36,8 @@ from workers.priority import fit_nice, keep_below_process
 __all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "host_of", "COLUMN_KEYS"]
 
 FIT_RESOURCE = "fit"  # the resource a worker offers for fits: at most one fit each (`workers.backend`)
-COLUMN_KEYS = ("A", "AK", "B", "BK", "centering_column_means")  # what a shard's checkpoint part holds
+# what a shard's checkpoint part holds: A, AK, the guard vectors (Rayleigh-Ritz passes), B, BK (KHA-SMD)
+COLUMN_KEYS = ("A", "AK", "guard_A", "guard_AK", "B", "BK", "centering_column_means")
 
 
 class ShardLost(RuntimeError):
@@ -116,22 +117,28 @@ class ShardActor(Shard):
         priority (`workers.priority.keep_below_process`): shards are fits. Its niceness now, or None."""
         return keep_below_process(nice)
 
-    def save(self, job: str, pass_index: int, r: int) -> None:
-        """Write this shard's part of checkpoint ``pass_index`` of ``job`` (A, AK, [B, BK] with r rows
-        each, and the centring's column means). O(d size) written."""
+    def save(self, job: str, pass_index: int, r: int, guards: int = 0) -> None:
+        """Write this shard's part of checkpoint ``pass_index`` of ``job``: A, AK (r rows), the ``guards``
+        guard vectors (guard_A, guard_AK), B, BK (KHA-SMD), and the centring's column means. O(d size)
+        written."""
+        k = r + guards
         columns = {"A": self.Z[:r], "AK": self.ZK[:r], "centering_column_means": self.rows.centering.column_means}
-        if self.Z.shape[0] > r:
-            columns.update(B=self.Z[r:], BK=self.ZK[r:])
+        if guards:
+            columns.update(guard_A=self.Z[r:k], guard_AK=self.ZK[r:k])
+        if self.Z.shape[0] > k:
+            columns.update(B=self.Z[k:], BK=self.ZK[k:])
         self._checkpoints.save_part(job, pass_index, self.first, self.stop, columns)
 
-    def load(self, job: str, pass_index: int, grand_mean: float, mean_diagonal: float, smd: bool) -> None:
+    def load(self, job: str, pass_index: int, grand_mean: float, mean_diagonal: float, smd: bool,
+             guards: bool = False) -> None:
         """Take this shard's columns from checkpoint ``pass_index`` of ``job`` (sharded on any split,
-        or whole): the state (with B and BK for KHA-SMD) and the centring. O(d size) read."""
-        keys = [k for k in COLUMN_KEYS if smd or k not in ("B", "BK")]
-        columns = self._checkpoints.load_columns(job, pass_index, self.first, self.stop, keys)
-        Z, ZK = columns["A"], columns["AK"]
-        if smd:
-            Z, ZK = np.concatenate([Z, columns["B"]]), np.concatenate([ZK, columns["BK"]])
+        or whole): the state (with the guard vectors where ``guards``, B and BK for KHA-SMD) and the
+        centring. O(d size) read."""
+        skip = (() if guards else ("guard_A", "guard_AK")) + (() if smd else ("B", "BK"))
+        columns = self._checkpoints.load_columns(job, pass_index, self.first, self.stop,
+                                                 [k for k in COLUMN_KEYS if k not in skip])
+        stacked = [key for key in ("A", "guard_A", "B") if key in columns]
+        Z, ZK = (np.concatenate([columns[key + suffix] for key in stacked]) for suffix in ("", "K"))
         self.set_columns(Z, ZK, columns["centering_column_means"], grand_mean, mean_diagonal)
 
 
@@ -223,7 +230,7 @@ class ActorGroup(ShardGroup):
 
     def gather(self, indices: np.ndarray):
         calls = [("gather", (indices,))]
-        if self.d > self.n_components:
+        if self.d > self.iterated:  # KHA-SMD's B: its step needs Z AK^T
             calls.append(("products", (self.n_components,)))
         replies = self._collect(self._fire([calls] * len(self.shards)))
         self._products = [r[1] for r in replies] if len(calls) > 1 else None
@@ -239,13 +246,15 @@ class ActorGroup(ShardGroup):
     def save(self, job: str, pass_index: int) -> None:
         """Every shard writes its part of checkpoint ``pass_index`` (the coordinator's manifest, written
         after this returns, makes the checkpoint a consistent cut)."""
-        self._call("save", job, pass_index, self.n_components)
+        self._call("save", job, pass_index, self.n_components, self.guards)
 
-    def load(self, job: str, pass_index: int, centering: dict) -> None:
-        """Every shard reads its columns of checkpoint ``pass_index``; ``centering`` the state's
-        ``centering_grand_mean`` and ``centering_mean_diagonal``."""
-        grand, diag = float(centering["centering_grand_mean"]), float(centering["centering_mean_diagonal"])
-        self._call("load", job, pass_index, grand, diag, self.d > self.n_components)
+    def load(self, job: str, pass_index: int, state: dict) -> None:
+        """Every shard reads its columns of checkpoint ``pass_index``; ``state`` the coordinator's (its
+        ``centering_grand_mean``, ``centering_mean_diagonal`` and ``guard_rows``,
+        `kpca.shard_passes.coordinator_state`)."""
+        grand, diag = float(state["centering_grand_mean"]), float(state["centering_mean_diagonal"])
+        self.set_guards(int(state.get("guard_rows", 0)))
+        self._call("load", job, pass_index, grand, diag, self.d > self.iterated, self.guards > 0)
         self.grand_mean, self.mean_diagonal = grand, diag
 
     def pids(self) -> list[int]:

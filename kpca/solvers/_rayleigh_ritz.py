@@ -33,10 +33,11 @@ components, W their residual directions and P the previous step, as LOBPCG does 
 product ``Z K'`` that the power step needs is the only one: ``X K' = Z`` is known, ``W K'`` is ``Z K'``
 less known terms, and P's image is kept with it (``previous_A``, ``previous_AK``). The residual is
 still that of the served r. Starts that know the leading directions (subset, Nystrom) make r + g of
-them; a state without guards (``guards`` 0, a random start, a sharded fit, rows appended) takes the
-plain power step, and so do passes over float32 kernel tiles (``kernel_precision``): W K' is a
-difference of the product's rows, and float32 rounding of the product leaves it inconsistent with W,
-a direction whose claimed Rayleigh quotient the step then takes for real (tests/kpca/test_default_fit.py).
+them; a state without guards (``guards`` 0, a random start, rows appended) takes the plain power
+step, and so do sharded passes (they iterate the guards, `kpca.shard_passes`) and passes over float32
+kernel tiles (``kernel_precision``): W K' is a difference of the product's rows, and float32 rounding of
+the product leaves it inconsistent with W, a direction whose claimed Rayleigh quotient the step then
+takes for real (tests/kpca/test_default_fit.py).
 
 Cost: one pass, ``2 l^2 (n + r + g)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus
 ``O((r + g)^2 l + (r + g)^3)``; memory O((r + g) l).

@@ -323,3 +323,42 @@ def test_sharded_times_equal_the_one_process_product(data):
     proxy.centering = centering
     assert proxy.rows.centering is centering and proxy.n_rows == data.shape[0]
     np.testing.assert_allclose(proxy.times(C), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("split", [2, [97, 211, 112]], ids=["2-even", "3-uneven"])
+def test_sharded_rayleigh_ritz_passes_iterate_the_guard_vectors(data, split):
+    """The default start (r served components and g guard vectors, `kpca.solvers._rayleigh_ritz`) over
+    shards: the shards hold ``[A; G; B]``, and three passes over float32 tiles (the power step, as one
+    process takes over float32 tiles) give the one-process passes' residuals, eigenvalues and served
+    components to float32's rounding; the state joined back holds the guards. Before, the sharded passes
+    dropped the guards."""
+    from kpca.fitting import FitRequest, prepare_fit
+    from kpca.metrics import subspace_angles
+
+    float32 = {"dtype": np.float32, "compute_dtype": np.float32}
+    rows = KernelRows(data, KERNEL, chunk_rows=128, **float32)
+    prepared = prepare_fit(rows, FitRequest("kha-smd", R, {"init_size": 100, "tol": 0, "passes": 3,
+                                                           "kernel_precision": "float32"}))
+    first = prepared.state
+    g = first["guard_A"].shape[0]
+    assert g > 0 and first["update"] == "rayleigh-ritz"
+    residuals = {"whole": [], "sharded": []}
+
+    def on_pass(kind):
+        return PassHooks(on_pass=lambda state: residuals[kind].append(state["residual"]))
+
+    want, _ = run_passes(rows, first, 3, BLOCK, on_pass("whole"))
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], split), R, "kha-smd", chunk_rows=64, **float32)
+    state = split_state(first, group)
+    assert group.guards == g and group.d == 2 * R + g and state["guard_rows"] == g and "guard_A" not in state
+    got, stopped = run_sharded_passes(state, group, 3, BLOCK, on_pass("sharded"))
+    got = join_state(got, group)
+    assert not stopped and got["pass"] == want["pass"] == 3 and "guard_rows" not in got
+    assert got["guard_A"].shape == got["guard_AK"].shape == (g, data.shape[0])
+    assert got["B"].shape == (R, data.shape[0]) and not np.any(got["B"])
+    np.testing.assert_allclose(residuals["sharded"], residuals["whole"], rtol=1e-3)
+    assert residuals["whole"][2] < residuals["whole"][0]
+    np.testing.assert_allclose(got["eigenvalues"], want["eigenvalues"], rtol=1e-5)
+    dense = KernelRows(data, KERNEL, chunk_rows=128)
+    dense.fit_centering()
+    assert subspace_angles(got["A"], want["A"], dense.dense()).max() < 1e-3

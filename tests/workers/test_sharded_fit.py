@@ -49,9 +49,9 @@ def backend(data_dir):
         yield b
 
 
-def record(data_dir, name, solver="kha-smd", passes=PASSES, workers=None, **params):
+def record(data_dir, name, solver="kha-smd", passes=PASSES, workers=None, placement=None, **params):
     return ModelRecord.new(name, DatasetStore(data_dir).get("digits"), kernel={"type": "gaussian", "sigma": 3.0},
-                           n_components=5, solver=solver, placement=Placement(workers=workers),
+                           n_components=5, solver=solver, placement=Placement(workers=workers, **(placement or {})),
                            params={"passes": passes, "seed": 7, "block_size": 100, "init": "random", **params})
 
 
@@ -144,7 +144,8 @@ def test_the_default_start_and_its_rayleigh_ritz_passes_sharded_equal_the_one_wo
     """A Nystrom start (20 landmarks, so that passes are needed) and Rayleigh-Ritz passes to a tol: over 2
     workers the fit stops at the pass the one-worker fit stops at, with the same residuals and served model."""
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
-    # shards iterate no guards; float64 tiles (auto takes float32 at this tol), for agreement to float64 rounding
+    # no guards, so that one process takes the power step too; float64 tiles (auto takes float32 at this tol),
+    # for agreement to float64 rounding
     asked = {"init": "nystrom", "init_size": 20, "tol": 5e-3, "passes": 12, "guards": 0, "kernel_precision": "float64"}
     reference = in_process(data_dir, "rr-one", **asked)
     registry.create(record(data_dir, "rr-two", workers=2, **asked))
@@ -162,6 +163,38 @@ def test_the_default_start_and_its_rayleigh_ritz_passes_sharded_equal_the_one_wo
     _, served_want, mu_want = ritz_components(want["A"], want["AK"])
     np.testing.assert_allclose(mu_got, mu_want, rtol=1e-10)
     np.testing.assert_allclose(served_got, served_want, atol=1e-8 * np.abs(served_want).max())
+
+
+def test_the_default_fit_sharded_iterates_its_guard_vectors_and_resumes_with_them(data_dir, backend):
+    """The default start (Nystrom, r served rows and g guard vectors) over 2 workers, 2 passes, then resumed
+    to 5: every checkpoint's parts hold the guard vectors, and the passes give the one-worker fit's residuals
+    and served components (float32 tiles, the power step, as the default takes them), and the record shows
+    that residual above the exact limit, as one process's does. Before, the shards dropped the guards (a
+    sharded default fit needed about three times the passes) and showed the eigenvalues' change."""
+    registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
+    asked = {"init": "nystrom", "init_size": 20, "tol": 1e-12, "kernel_precision": "float32"}
+    reference = in_process(data_dir, "guards-one", passes=5, **asked)
+    # above the exact limit, as large fits are: the record shows the residual the passes measure
+    registry.create(record(data_dir, "guards-two", workers=2, passes=2, placement={"exact_limit": ROWS - 1}, **asked))
+    backend.submit_fit("guards-two")
+    assert wait_for_record(registry, "guards-two", ended).status == "completed"
+    guards = checkpoints.load("guards-two", 2)["guard_A"].shape[0]
+    assert guards == registry.get("guards-two").params_used["guards"] > 0
+    registry.update("guards-two", **registry.get("guards-two").resumed(5))
+    backend.submit_fit("guards-two")
+    final = wait_for_record(registry, "guards-two", ended)
+    assert final.status == "completed", final.error
+    one = registry.get("guards-one")
+    assert final.progress.workers == 2 and [h.pass_ for h in final.history] == [1, 2, 3, 4, 5]
+    assert {h.convergence.metric for h in final.history} == {"residual"}
+    np.testing.assert_allclose([h.convergence.residual for h in final.history],
+                               [h.convergence.residual for h in one.history], rtol=1e-3)
+    got = checkpoints.load("guards-two")
+    assert checkpoints.parts_of("guards-two", 5) is not None and got["guard_A"].shape == (guards, ROWS)
+    _, served_got, mu_got = ritz_components(got["A"], got["AK"])
+    _, served_want, mu_want = ritz_components(reference["A"], reference["AK"])
+    np.testing.assert_allclose(mu_got, mu_want, rtol=1e-5)
+    np.testing.assert_allclose(served_got, served_want, atol=1e-3 * np.abs(served_want).max())
 
 
 def test_actor_shards_take_each_update_with_the_next_call_and_split_the_cores(data_dir, backend, digits):
