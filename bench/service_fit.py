@@ -12,9 +12,10 @@ before and after the service's, and its faster time is the anchor (the machine i
 first fit 1,500 rows untimed (the service twice, once per worker of this machine), so that neither
 pays for loading its jitted code.
 
-    python bench/service_fit.py [--sizes 8000,20000] [--repeat 1]
+    python bench/service_fit.py [--sizes 8000,20000] [--repeat 1] [--name service_fit]
 
-Prints JSON and writes bench/results/service_fit.json.
+Prints JSON and writes bench/results/service_fit.json (or ``--name``). From ``KPCA_SHARD_MIN_ROWS`` rows
+(50,000 by default) the service shards the fit over its workers; ``workers`` says how many ran it.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def through_service(api, name: str, dataset: str) -> dict:
         raise RuntimeError(f"{name}: {record['status']}: {record.get('error')}")
     last = record["history"][-1] if record["history"] else {}
     return {"seconds": seconds, "fit_elapsed_s": record["progress"]["elapsed_s"],
-            "passes": int(record["progress"]["pass"]), "convergence": last.get("convergence"),
+            "passes": int(record["progress"]["pass"]), "workers": record["progress"].get("workers"),
+            "convergence": last.get("convergence"),
             "init": record["params_used"]["init"]}
 
 
@@ -63,6 +65,8 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="8000,20000")
     parser.add_argument("--repeat", type=int, default=1, help="service fits per size (the fastest is kept)")
+    parser.add_argument("--name", default=None, help="the result's name under bench/results (default service_fit, "
+                        "or service_fit_cold with --cold)")
     parser.add_argument("--cold", action="store_true", help="no warm-up fits through the service: its first fit "
                         "comes 5 s after it answers /healthz, with only the workers' own warm-up "
                         "(KPCA_WARM_WORKERS) behind it; writes service_fit_cold.json")
@@ -94,7 +98,7 @@ def main(argv=None) -> dict:
                "goal": "service within 1.2x of the in-process fit",
                "goal_met": all(r["service_over_in_process"] <= 1.2 for r in results), "cold": args.cold,
                "warm_workers": os.environ.get("KPCA_WARM_WORKERS", "default (on)")}
-    save("service_fit_cold" if args.cold else "service_fit", payload)
+    save(args.name or ("service_fit_cold" if args.cold else "service_fit"), payload)
     return payload
 
 
