@@ -15,8 +15,8 @@ from kpca.rows import Centering
 from kpca.shards import ShardGroup
 from kpca.solvers import get_solver
 from kpca.solvers._blocked import require_complete
-from kpca.solvers._rayleigh_ritz import GUARD_KEYS
-from kpca.solvers._ritz import ritz_transform, ritz_values
+from kpca.solvers._rayleigh_ritz import GUARD_KEYS, PLAIN_BELOW, kept_directions
+from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
 
@@ -28,6 +28,7 @@ __all__ = ["sharded_centering", "reduction_unit", "unit_bounds", "split_state", 
 MESSAGE_BYTES = 8 * 2**20  # a Rayleigh-Ritz pass's message to each shard: rows of points and coefficients
 REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
 SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is sent as one update
+SHARD_ROWS_KEYS = ("guard_rows", "previous_rows")  # the coordinator's counts of rows the shards hold
 
 
 def sharded_centering(group: ShardGroup, block_size: int | None = None) -> dict:
@@ -81,21 +82,23 @@ def split_state(state: dict, group: ShardGroup) -> dict:
 def stacked_columns(state: dict, group: ShardGroup) -> tuple[np.ndarray, np.ndarray]:
     """``(Z, ZK)`` = ``[A; G; B]``, ``[AK; GK; BK]`` of a full solver ``state`` (`kpca.shards`): G the
     guard vectors a Rayleigh-Ritz state iterates (``guard_A``), B KHA-SMD's; sets ``group``'s guards to
-    their number. LOBPCG's previous step (``previous_A``) is not sharded: sharded passes take the power
-    step (`sharded_rayleigh_ritz_pass`). O(d l) copied."""
+    their number. LOBPCG's previous step (``previous_A``) is not sent: the first sharded pass takes its
+    step without one. O(d l) copied."""
     require_complete(state)
     guards = "guard_A" in state and state.get("update") == "rayleigh-ritz"
     group.set_guards(np.asarray(state["guard_A"]).shape[0] if guards else 0)
+    group.previous_rows = 0  # the shards' columns are replaced: LOBPCG starts its memory again
     keys = ("A", *(("guard_A",) if guards else ()), *(("B",) if state["solver"] == "kha-smd" else ()))
     return tuple(np.concatenate([state[key + suffix] for key in keys]) for suffix in ("", "K"))
 
 
 def coordinator_state(state: dict, group: ShardGroup) -> dict:
     """What the coordinator keeps of a full ``state`` whose columns the shards hold: all but the columns,
-    with ``guard_rows``, the guard vectors' number, where the shards hold some (a resumed fit's shards
-    read as many from their checkpoint)."""
-    out = {k: v for k, v in state.items() if k not in SHARDED_KEYS and k not in GUARD_KEYS}
-    return dict(out, guard_rows=group.guards) if group.guards else out
+    with ``guard_rows`` and ``previous_rows``, the rows of the guard vectors and of LOBPCG's previous
+    step, where the shards hold some (a resumed fit's shards read as many from their checkpoint)."""
+    out = {k: v for k, v in state.items() if k not in SHARDED_KEYS + GUARD_KEYS + SHARD_ROWS_KEYS}
+    counts = {"guard_rows": group.guards, "previous_rows": group.previous_rows}
+    return dict(out, **{key: count for key, count in counts.items() if count})
 
 
 def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> dict:
@@ -122,23 +125,26 @@ def join_state(state: dict, group: ShardGroup) -> dict:
     """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
     r, k = group.n_components, group.iterated
     Z, ZK, means = group.columns()
-    out = {key: value for key, value in state.items() if key != "guard_rows"}
+    out = {key: value for key, value in state.items() if key not in SHARD_ROWS_KEYS}
     out.update(A=Z[:r], AK=ZK[:r], centering_column_means=means)
     if k > r:
         out.update(guard_A=Z[r:k], guard_AK=ZK[r:k])
+    if group.previous_rows:
+        out["previous_A"], out["previous_AK"] = group.previous_columns()
     if group.d > k:
         out.update(B=Z[k:], BK=ZK[k:])
     return out
 
 
 def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) -> dict:
-    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group, with its power step: each
+    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group (`kpca.shard_ritz`): each
     shard's k = r + g iterated rows (the served components and the guard vectors) become the Ritz
     components' projections, their images ``Z K'`` are added segment by segment (the segment's
     coefficients and points gathered from their owners, sent to every shard: O(k s + s n) per segment
-    and shard), then the served r's residual (the same form as one process's) and the Rayleigh-Ritz
-    rotation from k x k reductions. LOBPCG's step is not taken over shards. Returns the coordinator's
-    new state. Cost: one pass of kernel rows, spread over the shards."""
+    and shard), then the served r's residual (the same form as one process's) and the step one process
+    takes: LOBPCG's (`_sharded_accelerated_step`) with guards over float64 tiles above `PLAIN_BELOW`,
+    else the power step, each from reductions of at most 3k x 3k. Returns the coordinator's new state.
+    Cost: one pass of kernel rows, spread over the shards."""
     r, k, l = group.n_components, group.iterated, group.n_rows
     group.to_projections(_ritz_rotation(group, k))
     step = message_rows(group, block_size)
@@ -146,12 +152,41 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) 
         indices = np.arange(a, min(a + step, l))
         C, points, sqnorms, column_means = group.coefficients(indices, k)
         group.add_images(points, sqnorms, column_means, C)
-    mu = group.squared_norms(r)[0]  # ||z_i||^2: the variances of the components served before the pass
-    squared = np.maximum(group.residuals(mu), 0.0)
-    residual = float(np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0).max(initial=0.0))
-    group.rotate(_ritz_rotation(group, k))
+    mu = group.squared_norms(k)[0]  # ||z_i||^2: the variances of the k components before the pass
+    squared = np.maximum(group.residuals(mu), 0.0)  # ||Q w_i - mu_i w_i||^2
+    residual = float(np.divide(np.sqrt(squared[:r]), mu[:r], out=np.zeros(r), where=mu[:r] > 0).max(initial=0.0))
+    if group.guards and group.rows_dtype == np.float64 and residual >= PLAIN_BELOW:
+        _sharded_accelerated_step(group, mu, squared)
+    else:
+        group.rotate(_ritz_rotation(group, k))
+        group.previous_rows = 0
     eigenvalues = ritz_values(*group.grams(), *group.squared_norms())
-    return dict(state, residual=residual, eigenvalues=eigenvalues, t=int(state["t"]) + l, position=0)
+    out = dict(state, residual=residual, eigenvalues=eigenvalues, t=int(state["t"]) + l, position=0)
+    return coordinator_state(out, group)
+
+
+def _sharded_accelerated_step(group: ShardGroup, mu: np.ndarray, squared: np.ndarray) -> None:
+    """`kpca.solvers._rayleigh_ritz.accelerated_step` over the shards, after a pass's images: the
+    residual directions and the previous step kept by their norms (reductions), the basis ``[X; W; P]``
+    formed on every shard and its Gram matrices summed (m <= 3k), the Ritz rotation V (m, k) and the
+    next previous step ``D = V - E overlap^T`` (``P = A - overlap X`` with ``X = E^T B``; its norms are
+    ``diag(D^T G D)``) computed here, and both applied on the shards. Sets ``group.previous_rows``.
+    O(m^3) here, O(m^2 l) spread over the shards."""
+    k = mu.size
+    residual_rows = kept_directions(squared, mu)
+    previous_rows = (np.zeros(0, dtype=np.int64), np.zeros(0))
+    if group.previous_rows:
+        previous_rows = kept_directions(group._sum(group._call("previous_norms")), np.ones(group.previous_rows))
+    m = k + residual_rows[0].size + previous_rows[0].size
+    grams = group._sum(group._call("step_grams", mu, residual_rows, previous_rows))
+    H, G, BX = grams[:, :m], grams[:, m : 2 * m], grams[:, 2 * m :]
+    V = _rotation(H, G, k)
+    D = V.copy()
+    D[:k] -= BX.T @ V  # overlap^T = (V^T BK X^T)^T
+    rows, norms = kept_directions(np.einsum("ij,ij->j", D, G @ D), np.ones(k))
+    D = D[:, rows] / norms
+    group._call("step_rotate", V, D)
+    group.previous_rows = int(rows.size)
 
 
 def message_rows(group: ShardGroup, block_size: int) -> int:
@@ -210,14 +245,26 @@ class ShardedProducts:
 
 def _ritz_rotation(group: ShardGroup, k: int) -> np.ndarray:
     """The k x k rotation to the Rayleigh-Ritz components of the span of the shards' first k rows
-    (`kpca.solvers._ritz.ritz_transform`), its columns past the span's rank zero (those components
-    become zero rows, as `kpca.solvers._ritz.ritz_components` serves them); the identity for a span
-    whose Gram matrix is not finite. O(k^3) after two k x k reductions."""
-    found = ritz_transform(*group.grams(k))
+    (`_rotation` of their two k x k Gram reductions). O(k^3) after them."""
+    return _rotation(*group.grams(k), k)
+
+
+def _rotation(H: np.ndarray, G: np.ndarray, k: int) -> np.ndarray:
+    """V (m, k): the k leading Rayleigh-Ritz components ``V^T C`` of span(C) from ``H = CK CK^T`` and
+    ``G = CK C^T`` (`kpca.solvers._ritz.ritz_transform`), the columns past the span's rank or with no
+    variance (`kpca.solvers._ritz.rank_cut`) zero, so that those components become zero rows as
+    `kpca.solvers._ritz.ritz_components` serves them; the identity's first k columns for a Gram matrix
+    that is not finite. O(m^3)."""
+    m = np.asarray(G).shape[0]
+    found = ritz_transform(H, G)
     if found is None:
-        return np.eye(k)
-    V = np.zeros((k, k))
-    V[:, : found[0].shape[1]] = found[0]
+        return np.eye(m, k)
+    V = np.zeros((m, k))
+    kept = min(k, found[0].shape[1])
+    V[:, :kept] = found[0][:, :kept]
+    values = np.zeros(k)
+    values[:kept] = found[1][:kept]
+    V[:, rank_cut(np.zeros((k, 0)), np.zeros((k, 0)), values)[2] == 0] = 0.0
     return V
 
 

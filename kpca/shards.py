@@ -11,7 +11,8 @@ sums the shards' partial products in shard order (deterministic; with a reductio
 global order of units, so that the result does not depend on the split). This module runs every shard in
 this process; the dask layer (`workers/`) puts each `Shard` on its own worker behind a group with the
 same methods. The coordinator's numerics are `kpca.solvers._sharded`; the passes, the centring and the
-start over a group are `kpca.shard_passes`.
+start over a group are `kpca.shard_passes`; a shard's part of the default fit's Rayleigh-Ritz passes is
+`kpca.shard_ritz`.
 
 Per segment of s rows (normally a block of b), with n features, the messages are:
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_block_into
 from kpca.rows import Centering, KernelRows
+from kpca.shard_ritz import RitzGroup, RitzShard
 from kpca.solvers._blocked import _scatter_add
 from kpca.solvers._sharded import SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate
 
@@ -71,7 +73,7 @@ class Gathered:
     column_means: np.ndarray
 
 
-class Shard:
+class Shard(RitzShard):
     """Rows ``first .. first + size - 1`` of the data and their columns of the state.
 
     Parameters
@@ -98,7 +100,6 @@ class Shard:
             for a in range(self.first, self.stop, int(unit_rows))]
         self.Z: np.ndarray | None = None  # (d, size): [A; G; B] columns
         self.ZK: np.ndarray | None = None  # (d, size): [AK; GK; BK] columns
-        self._coefficients: np.ndarray | None = None  # a Rayleigh-Ritz pass's Ritz coefficients (k, size)
         self._kept: tuple[np.ndarray, np.ndarray] | None = None
         self._sums: np.ndarray | None = None
 
@@ -133,57 +134,6 @@ class Shard:
         _scatter_add(Z, local, update.C[:, pos], np.unique(local).size == local.size)
         self.Z = Z
 
-    def to_projections(self, V: np.ndarray) -> None:
-        """A Rayleigh-Ritz pass's first step on the own columns (`kpca.solvers._rayleigh_ritz`): the k
-        iterated rows' coefficients become the Ritz components' projections ``V^T AK`` (V (k, k)), their
-        coefficients ``V^T A`` are kept for `residuals`, and their images are cleared, to be added by
-        `add_images`. SMD's B and BK are left as they are. O(k^2 size)."""
-        k = V.shape[0]
-        self.Z = self.Z.copy()
-        self.ZK = self.ZK.copy()
-        self._coefficients = V.T @ self.Z[:k]
-        self.Z[:k] = V.T @ self.ZK[:k]
-        self.ZK[:k] = 0.0
-
-    def residuals(self, mu: np.ndarray) -> list[np.ndarray]:
-        """This shard's parts of the squared residuals ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)`` of the
-        first ``r = mu.size`` Ritz components of `to_projections` (x_i their coefficients, z_i their
-        projections, ``z_i K'`` added by `add_images`), one (r,) per reduction unit: the form of
-        `kpca.solvers._rayleigh_ritz.residual` whose rounding is relative to the residual. O(r size)."""
-        r = mu.size
-        Z, ZK, X = self.Z[:r], self.ZK[:r], self._coefficients[:r]
-        return [np.einsum("ij,ij->i", ZK[:, u] - mu[:, None] * Z[:, u], Z[:, u] - mu[:, None] * X[:, u])
-                for u in self.units]
-
-    def coefficients(self, indices: np.ndarray, r: int):
-        """``(positions, A columns (r, k), x, |x|^2, m)`` for the owned rows of ``indices`` (as `gather`,
-        with the coefficients instead of their images)."""
-        pos, X, xn = self.points(indices)
-        local = indices[pos] - self.first
-        return pos, self.Z[:r, local], X, xn, self.rows.centering.column_means[local]
-
-    def add_images(self, points: np.ndarray, sqnorms: np.ndarray | None, column_means: np.ndarray,
-                   C: np.ndarray) -> None:
-        """``AK[:, own] += C K'[p, own]`` for a segment's points p (C (r, s)): a Rayleigh-Ritz pass's
-        second step, segment by segment. Cost ``2 s size (n + r)``."""
-        c = self.rows.centering
-        row_shift = (c.grand_mean - column_means).astype(self.rows.dtype)
-        r = C.shape[0]
-        images = np.ascontiguousarray(self.ZK[:r])
-        self.rows.points_left_product(points, sqnorms, row_shift, np.ascontiguousarray(C, dtype=self.rows.dtype),
-                                      images)
-        self.ZK[:r] = images
-
-    def rotate(self, V: np.ndarray) -> None:
-        """``A := V^T A`` and ``AK := V^T AK`` on the own columns' first k rows (V (k, k)): the
-        Rayleigh-Ritz components of their span, as `kpca.solvers._ritz.ritz_components` makes them.
-        O(k^2 size)."""
-        k = V.shape[0]
-        self.Z = self.Z.copy()
-        self.ZK = self.ZK.copy()
-        self.Z[:k] = V.T @ self.Z[:k]
-        self.ZK[:k] = V.T @ self.ZK[:k]
-
     def products(self, r: int) -> list[np.ndarray]:
         """This shard's parts of ``Z AK^T`` (d, r), one per reduction unit."""
         return [self.Z[:, u] @ self.ZK[:r, u].T for u in self.units]
@@ -210,6 +160,7 @@ class Shard:
                     mean_diagonal: float) -> None:
         """Take this shard's columns of a state (``Z``, ``ZK`` (d, size)) and of the centring."""
         self.Z, self.ZK = np.ascontiguousarray(Z), np.ascontiguousarray(ZK)
+        self.previous = None
         self.set_centering(Centering(np.ascontiguousarray(column_means), float(grand_mean), float(mean_diagonal)))
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -246,7 +197,7 @@ class Shard:
         self._sums = None
 
 
-class ShardGroup:
+class ShardGroup(RitzGroup):
     """The shards of one fit in a fixed order, as the coordinator sees them (the methods
     `kpca.solvers._sharded` calls). Every reduction sums the shards' parts in this order (their
     reduction units in global order).
@@ -257,7 +208,8 @@ class ShardGroup:
 
     Attributes: ``shards``, ``bounds`` their ``(first, stop)`` rows, ``kernel``, ``n_components`` r,
     ``guards`` g (0 until `set_guards`), ``iterated`` r + g, ``d`` the state's rows (r + g, plus r for
-    KHA-SMD's B), ``dtype`` of the state, ``rows_dtype`` of the shards' kernel rows,
+    KHA-SMD's B), ``previous_rows`` of LOBPCG's previous step held beside them (`Shard.step_rotate`),
+    ``dtype`` of the state, ``rows_dtype`` of the shards' kernel rows,
     ``n_rows`` l, ``grand_mean`` and ``mean_diagonal`` of the centring (set with it), ``bytes_out``
     and ``bytes_in`` the messages' sizes summed over shards.
     """
@@ -365,42 +317,6 @@ class ShardGroup:
         summed over the shards in order."""
         total = self._sum(self._call("grams", self.n_components if rows is None else int(rows)))
         return total[0], total[1]
-
-    def residuals(self, mu: np.ndarray) -> np.ndarray:
-        """The squared residuals of a Rayleigh-Ritz pass's first ``mu.size`` components (`Shard.residuals`),
-        summed over the shards in order."""
-        return self._sum(self._call("residuals", np.asarray(mu, dtype=np.float64)))
-
-    def to_projections(self, V: np.ndarray) -> None:
-        """Every shard's coefficients to the projections ``V^T AK``, images cleared (`Shard.to_projections`)."""
-        self._call("to_projections", V)
-        self.bytes_out += V.nbytes * len(self)
-
-    def coefficients(self, indices: np.ndarray, rows: int | None = None):
-        """``(Z[:rows, indices] (rows, s), x, |x|^2, m)`` gathered from the shards that own the rows
-        (``rows`` default r: A's columns)."""
-        r = self.n_components if rows is None else int(rows)
-        C = points = sqnorms = means = None
-        for pos, Cs, X, xn, m in self._call("coefficients", indices, r):
-            if C is None:
-                C, points = np.empty((r, indices.size)), np.empty((indices.size, X.shape[1]), X.dtype)
-                sqnorms, means = (None if xn is None else np.empty(indices.size, xn.dtype)), np.empty(indices.size)
-            C[:, pos], points[pos], means[pos] = Cs, X, m
-            if xn is not None:
-                sqnorms[pos] = xn
-            self.bytes_in += Cs.nbytes + X.nbytes + m.nbytes + (0 if xn is None else xn.nbytes)
-        return C, points, sqnorms, means
-
-    def add_images(self, points: np.ndarray, sqnorms, column_means: np.ndarray, C: np.ndarray) -> None:
-        """Every shard adds ``C K'[p, own]`` to its images (`Shard.add_images`)."""
-        self._call("add_images", points, sqnorms, column_means, C)
-        self.bytes_out += (points.nbytes + column_means.nbytes + C.nbytes
-                           + (0 if sqnorms is None else sqnorms.nbytes)) * len(self)
-
-    def rotate(self, V: np.ndarray) -> None:
-        """Every shard's columns rotated by ``V`` (`Shard.rotate`)."""
-        self._call("rotate", V)
-        self.bytes_out += V.nbytes * len(self)
 
     def keep(self) -> None:
         self._call("keep")

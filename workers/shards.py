@@ -36,8 +36,9 @@ from workers.priority import fit_nice, keep_below_process
 __all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "host_of", "COLUMN_KEYS"]
 
 FIT_RESOURCE = "fit"  # the resource a worker offers for fits: at most one fit each (`workers.backend`)
-# what a shard's checkpoint part holds: A, AK, the guard vectors (Rayleigh-Ritz passes), B, BK (KHA-SMD)
-COLUMN_KEYS = ("A", "AK", "guard_A", "guard_AK", "B", "BK", "centering_column_means")
+# what a shard's checkpoint part holds: A, AK, the guard vectors and LOBPCG's previous step (Rayleigh-Ritz
+# passes), B, BK (KHA-SMD)
+COLUMN_KEYS = ("A", "AK", "guard_A", "guard_AK", "previous_A", "previous_AK", "B", "BK", "centering_column_means")
 
 
 class ShardLost(RuntimeError):
@@ -117,29 +118,34 @@ class ShardActor(Shard):
         priority (`workers.priority.keep_below_process`): shards are fits. Its niceness now, or None."""
         return keep_below_process(nice)
 
-    def save(self, job: str, pass_index: int, r: int, guards: int = 0) -> None:
+    def save(self, job: str, pass_index: int, r: int, guards: int = 0, previous: bool = False) -> None:
         """Write this shard's part of checkpoint ``pass_index`` of ``job``: A, AK (r rows), the ``guards``
-        guard vectors (guard_A, guard_AK), B, BK (KHA-SMD), and the centring's column means. O(d size)
-        written."""
+        guard vectors (guard_A, guard_AK), LOBPCG's ``previous`` step (previous_A, previous_AK), B, BK
+        (KHA-SMD), and the centring's column means. O(d size) written."""
         k = r + guards
         columns = {"A": self.Z[:r], "AK": self.ZK[:r], "centering_column_means": self.rows.centering.column_means}
         if guards:
             columns.update(guard_A=self.Z[r:k], guard_AK=self.ZK[r:k])
+        if previous:
+            columns.update(previous_A=self.previous[0], previous_AK=self.previous[1])
         if self.Z.shape[0] > k:
             columns.update(B=self.Z[k:], BK=self.ZK[k:])
         self._checkpoints.save_part(job, pass_index, self.first, self.stop, columns)
 
     def load(self, job: str, pass_index: int, grand_mean: float, mean_diagonal: float, smd: bool,
-             guards: bool = False) -> None:
+             guards: bool = False, previous: bool = False) -> None:
         """Take this shard's columns from checkpoint ``pass_index`` of ``job`` (sharded on any split,
-        or whole): the state (with the guard vectors where ``guards``, B and BK for KHA-SMD) and the
-        centring. O(d size) read."""
-        skip = (() if guards else ("guard_A", "guard_AK")) + (() if smd else ("B", "BK"))
+        or whole): the state (with the guard vectors where ``guards``, LOBPCG's previous step where
+        ``previous``, B and BK for KHA-SMD) and the centring. O(d size) read."""
+        skip = (() if guards else ("guard_A", "guard_AK")) + (() if previous else ("previous_A", "previous_AK")) + \
+            (() if smd else ("B", "BK"))
         columns = self._checkpoints.load_columns(job, pass_index, self.first, self.stop,
                                                  [k for k in COLUMN_KEYS if k not in skip])
         stacked = [key for key in ("A", "guard_A", "B") if key in columns]
         Z, ZK = (np.concatenate([columns[key + suffix] for key in stacked]) for suffix in ("", "K"))
         self.set_columns(Z, ZK, columns["centering_column_means"], grand_mean, mean_diagonal)
+        if previous:
+            self.previous = (columns["previous_A"], columns["previous_AK"])
 
 
 class ActorGroup(ShardGroup):
@@ -246,15 +252,16 @@ class ActorGroup(ShardGroup):
     def save(self, job: str, pass_index: int) -> None:
         """Every shard writes its part of checkpoint ``pass_index`` (the coordinator's manifest, written
         after this returns, makes the checkpoint a consistent cut)."""
-        self._call("save", job, pass_index, self.n_components, self.guards)
+        self._call("save", job, pass_index, self.n_components, self.guards, self.previous_rows > 0)
 
     def load(self, job: str, pass_index: int, state: dict) -> None:
         """Every shard reads its columns of checkpoint ``pass_index``; ``state`` the coordinator's (its
-        ``centering_grand_mean``, ``centering_mean_diagonal`` and ``guard_rows``,
+        ``centering_grand_mean``, ``centering_mean_diagonal``, ``guard_rows`` and ``previous_rows``,
         `kpca.shard_passes.coordinator_state`)."""
         grand, diag = float(state["centering_grand_mean"]), float(state["centering_mean_diagonal"])
         self.set_guards(int(state.get("guard_rows", 0)))
-        self._call("load", job, pass_index, grand, diag, self.d > self.iterated, self.guards > 0)
+        self.previous_rows = int(state.get("previous_rows", 0))
+        self._call("load", job, pass_index, grand, diag, self.d > self.iterated, self.guards > 0, self.previous_rows > 0)
         self.grand_mean, self.mean_diagonal = grand, diag
 
     def pids(self) -> list[int]:

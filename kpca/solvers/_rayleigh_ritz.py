@@ -34,10 +34,11 @@ product ``Z K'`` that the power step needs is the only one: ``X K' = Z`` is know
 less known terms, and P's image is kept with it (``previous_A``, ``previous_AK``). The residual is
 still that of the served r. Starts that know the leading directions (subset, Nystrom) make r + g of
 them; a state without guards (``guards`` 0, a random start, rows appended) takes the plain power
-step, and so do sharded passes (they iterate the guards, `kpca.shard_passes`) and passes over float32
-kernel tiles (``kernel_precision``): W K' is a difference of the product's rows, and float32 rounding of
-the product leaves it inconsistent with W, a direction whose claimed Rayleigh quotient the step then
-takes for real (tests/kpca/test_default_fit.py).
+step, and so do passes over float32 kernel tiles (``kernel_precision``): W K' is a difference of the
+product's rows, and float32 rounding of the product leaves it inconsistent with W, a direction whose
+claimed Rayleigh quotient the step then takes for real (tests/kpca/test_default_fit.py). Sharded passes
+take the same steps (`kpca.shard_passes`): every norm and Gram matrix here is a sum over columns, so the
+shards form their columns of the basis (`step_basis`) and the coordinator adds their reductions.
 
 Cost: one pass, ``2 l^2 (n + r + g)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus
 ``O((r + g)^2 l + (r + g)^3)``; memory O((r + g) l).
@@ -135,10 +136,12 @@ def accelerated_step(X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, previous=None
     """
     k = X.shape[0]
     mu = np.einsum("ij,ij->i", Z, Z)
-    blocks = [(X, Z), _unit(Z - mu[:, None] * X, ZK - mu[:, None] * Z, np.maximum(mu, 0.0))]
+    w_rows, w_norms = kept_directions(np.einsum("ij,ij->i", ZK - mu[:, None] * Z, Z - mu[:, None] * X), mu)
+    p_rows = p_norms = np.zeros(0)
     if previous is not None:
-        blocks.append(_unit(*previous, np.ones(previous[0].shape[0])))
-    B, BK = (np.concatenate([block[i] for block in blocks]) for i in (0, 1))
+        p_rows, p_norms = kept_directions(np.einsum("ij,ij->i", previous[1], previous[0]),
+                                          np.ones(previous[0].shape[0]))
+    B, BK = step_basis(X, Z, ZK, mu, (w_rows, w_norms), previous, (p_rows, p_norms))
     A, AK, values = ritz_components(B, BK)
     A, AK = A[:k], AK[:k]
     overlap = AK @ X.T  # (A K' X^T): the new components' coordinates along the old ones
@@ -149,11 +152,34 @@ def accelerated_step(X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, previous=None
 DIRECTION_FLOOR = 1e-8  # a residual or step direction below this (relative) is rounding, not a direction
 
 
+def kept_directions(squared: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, norms)``: the directions whose feature-space norm (``sqrt(squared)``, squared = ``diag(C
+    K' C^T)``) is above ``DIRECTION_FLOOR`` times ``scale``, and those norms (`_unit`'s rule, from the
+    norms alone: a sharded step gets them as reductions). O(k)."""
+    norms = np.sqrt(np.maximum(np.asarray(squared, dtype=np.float64), 0.0))
+    rows = np.flatnonzero(norms > DIRECTION_FLOOR * np.asarray(scale))
+    return rows, norms[rows]
+
+
+def step_basis(X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, mu: np.ndarray, residual_rows,
+               previous=None, previous_rows=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(B, BK)``: LOBPCG's basis ``[X; W; P]`` of `accelerated_step` and its image, on any set of columns
+    (one process's all, or a shard's own): the residual directions ``W = Z - diag(mu) X`` (``W K' = ZK -
+    diag(mu) Z``) and the previous step ``previous = (P, PK)``, each restricted to ``(rows, norms)``
+    (`kept_directions`) and scaled to unit norm. O(k l)."""
+    rows, norms = residual_rows
+    blocks = [(X, Z), ((Z[rows] - mu[rows, None] * X[rows]) / norms[:, None],
+                       (ZK[rows] - mu[rows, None] * Z[rows]) / norms[:, None])]
+    if previous is not None and previous_rows is not None and len(previous_rows[0]):
+        rows, norms = previous_rows
+        blocks.append((previous[0][rows] / norms[:, None], previous[1][rows] / norms[:, None]))
+    return tuple(np.concatenate([block[i] for block in blocks]) for i in (0, 1))
+
+
 def _unit(C: np.ndarray, CK: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(C, C K')`` with each row scaled to unit feature-space norm (``diag(C K' C^T) = 1``), keeping
     only the rows whose norm is above ``DIRECTION_FLOOR`` times ``scale`` (k,): C and C K' are
     differences of nearly equal vectors, and below that their rounding makes C K' no longer C's image,
     a direction the Rayleigh-Ritz step would take for a real one. O(k l)."""
-    norms = np.sqrt(np.maximum(np.einsum("ij,ij->i", CK, C), 0.0))
-    keep = norms > DIRECTION_FLOOR * scale
-    return C[keep] / norms[keep, None], CK[keep] / norms[keep, None]
+    rows, norms = kept_directions(np.einsum("ij,ij->i", CK, C), scale)
+    return C[rows] / norms[:, None], CK[rows] / norms[:, None]

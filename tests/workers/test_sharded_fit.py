@@ -165,32 +165,36 @@ def test_the_default_start_and_its_rayleigh_ritz_passes_sharded_equal_the_one_wo
     np.testing.assert_allclose(served_got, served_want, atol=1e-8 * np.abs(served_want).max())
 
 
-def test_the_default_fit_sharded_iterates_its_guard_vectors_and_resumes_with_them(data_dir, backend):
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_the_default_fit_sharded_iterates_its_guard_vectors_and_resumes_with_them(data_dir, backend, precision):
     """The default start (Nystrom, r served rows and g guard vectors) over 2 workers, 2 passes, then resumed
-    to 5: every checkpoint's parts hold the guard vectors, and the passes give the one-worker fit's residuals
-    and served components (float32 tiles, the power step, as the default takes them), and the record shows
-    that residual above the exact limit, as one process's does. Before, the shards dropped the guards (a
-    sharded default fit needed about three times the passes) and showed the eigenvalues' change."""
+    to 5: every checkpoint's parts hold the guard vectors (and over float64 tiles LOBPCG's previous step),
+    and the passes give the one-worker fit's residuals and served components (the power step over float32
+    tiles, as the default takes them; LOBPCG's over float64), and the record shows that residual above the
+    exact limit, as one process's does. Before, the shards dropped the guards (a sharded default fit needed
+    about three times the passes), took only the power step and showed the eigenvalues' change."""
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
-    asked = {"init": "nystrom", "init_size": 20, "tol": 1e-12, "kernel_precision": "float32"}
-    reference = in_process(data_dir, "guards-one", passes=5, **asked)
+    asked = {"init": "nystrom", "init_size": 20, "tol": 1e-12, "kernel_precision": precision}
+    one, two = f"guards-one-{precision}", f"guards-two-{precision}"
+    reference = in_process(data_dir, one, passes=5, **asked)
     # above the exact limit, as large fits are: the record shows the residual the passes measure
-    registry.create(record(data_dir, "guards-two", workers=2, passes=2, placement={"exact_limit": ROWS - 1}, **asked))
-    backend.submit_fit("guards-two")
-    assert wait_for_record(registry, "guards-two", ended).status == "completed"
-    guards = checkpoints.load("guards-two", 2)["guard_A"].shape[0]
-    assert guards == registry.get("guards-two").params_used["guards"] > 0
-    registry.update("guards-two", **registry.get("guards-two").resumed(5))
-    backend.submit_fit("guards-two")
-    final = wait_for_record(registry, "guards-two", ended)
+    registry.create(record(data_dir, two, workers=2, passes=2, placement={"exact_limit": ROWS - 1}, **asked))
+    backend.submit_fit(two)
+    assert wait_for_record(registry, two, ended).status == "completed"
+    cut = checkpoints.load(two, 2)
+    guards = cut["guard_A"].shape[0]
+    assert guards == registry.get(two).params_used["guards"] > 0
+    assert ("previous_A" in cut) == (precision == "float64") and ("previous_rows" in cut) == ("previous_A" in cut)
+    registry.update(two, **registry.get(two).resumed(5))
+    backend.submit_fit(two)
+    final = wait_for_record(registry, two, ended)
     assert final.status == "completed", final.error
-    one = registry.get("guards-one")
     assert final.progress.workers == 2 and [h.pass_ for h in final.history] == [1, 2, 3, 4, 5]
     assert {h.convergence.metric for h in final.history} == {"residual"}
     np.testing.assert_allclose([h.convergence.residual for h in final.history],
-                               [h.convergence.residual for h in one.history], rtol=1e-3)
-    got = checkpoints.load("guards-two")
-    assert checkpoints.parts_of("guards-two", 5) is not None and got["guard_A"].shape == (guards, ROWS)
+                               [h.convergence.residual for h in registry.get(one).history], rtol=1e-3)
+    got = checkpoints.load(two)
+    assert checkpoints.parts_of(two, 5) is not None and got["guard_A"].shape == (guards, ROWS)
     _, served_got, mu_got = ritz_components(got["A"], got["AK"])
     _, served_want, mu_want = ritz_components(reference["A"], reference["AK"])
     np.testing.assert_allclose(mu_got, mu_want, rtol=1e-5)

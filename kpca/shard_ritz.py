@@ -1,0 +1,167 @@
+"""The shards' half of the default fit's Rayleigh-Ritz passes (`kpca.shard_passes.sharded_rayleigh_ritz_pass`,
+`kpca.solvers._rayleigh_ritz`): what a `kpca.shards.Shard` does to its columns in such a pass
+(`RitzShard`) and the calls of a `kpca.shards.ShardGroup` that reach it (`RitzGroup`).
+
+A pass over shards holding ``[A; G; B]`` (the r served components, the g guard vectors, KHA-SMD's B;
+k = r + g rows iterated):
+
+1. `RitzShard.to_projections`: the k rows become the Ritz components' projections Z (coefficients X kept);
+2. `RitzShard.coefficients` / `RitzShard.add_images`, message by message: ``ZK = Z K'`` (one pass of
+   kernel rows, the segments' points and coefficients sent to every shard);
+3. the residuals' squared norms (`RitzShard.residuals`, a k-vector reduction); then either the power step
+   (`RitzShard.rotate`, a k x k rotation from the k x k Gram reductions) or LOBPCG's step: the basis
+   ``[X; W; P]`` formed on each shard from the norms the coordinator sends (`RitzShard.step_grams`,
+   returning its Gram matrices' parts), and its rotation with the next previous step
+   (`RitzShard.step_rotate`).
+
+Every message is O(k^2) numbers, or a segment's points and coefficients; nothing l-sized.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kpca.solvers._rayleigh_ritz import step_basis
+
+__all__ = ["RitzShard", "RitzGroup"]
+
+
+class RitzShard:
+    """A `kpca.shards.Shard`'s Rayleigh-Ritz methods (module docstring): they read and write its ``Z``,
+    ``ZK`` (d, size), ``rows`` and ``units``, and keep ``previous`` (LOBPCG's previous step ``(P, PK)``
+    on the own columns, or None) across passes."""
+
+    _coefficients: np.ndarray | None = None  # a pass's Ritz coefficients X (k, size)
+    _basis: tuple[np.ndarray, np.ndarray] | None = None  # LOBPCG's [X; W; P] and its image, within a pass
+    previous: tuple[np.ndarray, np.ndarray] | None = None
+
+    def to_projections(self, V: np.ndarray) -> None:
+        """A Rayleigh-Ritz pass's first step on the own columns (`kpca.solvers._rayleigh_ritz`): the k
+        iterated rows' coefficients become the Ritz components' projections ``V^T AK`` (V (k, k)), their
+        coefficients ``V^T A`` are kept for `residuals`, and their images are cleared, to be added by
+        `add_images`. SMD's B and BK are left as they are. O(k^2 size)."""
+        k = V.shape[0]
+        self.Z = self.Z.copy()
+        self.ZK = self.ZK.copy()
+        self._coefficients = V.T @ self.Z[:k]
+        self.Z[:k] = V.T @ self.ZK[:k]
+        self.ZK[:k] = 0.0
+
+    def residuals(self, mu: np.ndarray) -> list[np.ndarray]:
+        """This shard's parts of the squared residuals ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)`` of the
+        first ``r = mu.size`` Ritz components of `to_projections` (x_i their coefficients, z_i their
+        projections, ``z_i K'`` added by `add_images`), one (r,) per reduction unit: the form of
+        `kpca.solvers._rayleigh_ritz.residual` whose rounding is relative to the residual. O(r size)."""
+        r = mu.size
+        Z, ZK, X = self.Z[:r], self.ZK[:r], self._coefficients[:r]
+        return [np.einsum("ij,ij->i", ZK[:, u] - mu[:, None] * Z[:, u], Z[:, u] - mu[:, None] * X[:, u])
+                for u in self.units]
+
+    def coefficients(self, indices: np.ndarray, r: int):
+        """``(positions, A columns (r, k), x, |x|^2, m)`` for the owned rows of ``indices`` (as `gather`,
+        with the coefficients instead of their images)."""
+        pos, X, xn = self.points(indices)
+        local = indices[pos] - self.first
+        return pos, self.Z[:r, local], X, xn, self.rows.centering.column_means[local]
+
+    def add_images(self, points: np.ndarray, sqnorms: np.ndarray | None, column_means: np.ndarray,
+                   C: np.ndarray) -> None:
+        """``AK[:, own] += C K'[p, own]`` for a segment's points p (C (r, s)): a Rayleigh-Ritz pass's
+        second step, segment by segment. Cost ``2 s size (n + r)``."""
+        c = self.rows.centering
+        row_shift = (c.grand_mean - column_means).astype(self.rows.dtype)
+        r = C.shape[0]
+        images = np.ascontiguousarray(self.ZK[:r])
+        self.rows.points_left_product(points, sqnorms, row_shift, np.ascontiguousarray(C, dtype=self.rows.dtype),
+                                      images)
+        self.ZK[:r] = images
+
+    def previous_norms(self) -> list[np.ndarray]:
+        """This shard's parts of the previous step's squared norms ``diag(P K' P^T)`` (p,), one per
+        reduction unit. O(p size)."""
+        P, PK = self.previous
+        return [np.einsum("ij,ij->i", PK[:, u], P[:, u]) for u in self.units]
+
+    def step_grams(self, mu: np.ndarray, residual_rows, previous_rows) -> list[np.ndarray]:
+        """LOBPCG's basis ``B = [X; W; P]`` on the own columns after a Rayleigh-Ritz pass's images
+        (`kpca.solvers._rayleigh_ritz.step_basis`, the rows kept and their norms given), kept for
+        `step_rotate`; returns its parts of ``[BK BK^T, BK B^T, BK X^T]`` (m, 2m + k), one per
+        reduction unit. O(m^2 size)."""
+        k = mu.size
+        X = self._coefficients
+        B, BK = self._basis = step_basis(X, self.Z[:k], self.ZK[:k], mu, residual_rows, self.previous, previous_rows)
+        return [np.concatenate([BK[:, u] @ BK[:, u].T, BK[:, u] @ B[:, u].T, BK[:, u] @ X[:, u].T], axis=1)
+                for u in self.units]
+
+    def step_rotate(self, V: np.ndarray, D: np.ndarray) -> None:
+        """LOBPCG's step on the own columns: the k iterated rows become ``V^T B`` (V (m, k)) and the
+        previous step ``D^T B`` (D (m, p); none for p = 0), with their images. O(m k size)."""
+        B, BK = self._basis
+        k = V.shape[1]
+        self.Z, self.ZK = self.Z.copy(), self.ZK.copy()
+        self.Z[:k], self.ZK[:k] = V.T @ B, V.T @ BK
+        self.previous = (D.T @ B, D.T @ BK) if D.shape[1] else None
+        self._basis = None
+
+    def rotate(self, V: np.ndarray) -> None:
+        """``A := V^T A`` and ``AK := V^T AK`` on the own columns' first k rows (V (k, k)): the
+        Rayleigh-Ritz components of their span, as `kpca.solvers._ritz.ritz_components` makes them.
+        O(k^2 size)."""
+        k = V.shape[0]
+        self.Z = self.Z.copy()
+        self.ZK = self.ZK.copy()
+        self.Z[:k] = V.T @ self.Z[:k]
+        self.ZK[:k] = V.T @ self.ZK[:k]
+
+    def previous_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(P, PK)``: this shard's part of LOBPCG's previous step."""
+        return self.previous
+
+
+class RitzGroup:
+    """A `kpca.shards.ShardGroup`'s calls of the `RitzShard` methods (module docstring), through its
+    ``_call`` and ``_sum``; ``previous_rows`` counts the rows of LOBPCG's previous step the shards hold."""
+
+    previous_rows = 0
+
+    def residuals(self, mu: np.ndarray) -> np.ndarray:
+        """The squared residuals of a Rayleigh-Ritz pass's first ``mu.size`` components (`Shard.residuals`),
+        summed over the shards in order."""
+        return self._sum(self._call("residuals", np.asarray(mu, dtype=np.float64)))
+
+    def to_projections(self, V: np.ndarray) -> None:
+        """Every shard's coefficients to the projections ``V^T AK``, images cleared (`Shard.to_projections`)."""
+        self._call("to_projections", V)
+        self.bytes_out += V.nbytes * len(self)
+
+    def coefficients(self, indices: np.ndarray, rows: int | None = None):
+        """``(Z[:rows, indices] (rows, s), x, |x|^2, m)`` gathered from the shards that own the rows
+        (``rows`` default r: A's columns)."""
+        r = self.n_components if rows is None else int(rows)
+        C = points = sqnorms = means = None
+        for pos, Cs, X, xn, m in self._call("coefficients", indices, r):
+            if C is None:
+                C, points = np.empty((r, indices.size)), np.empty((indices.size, X.shape[1]), X.dtype)
+                sqnorms, means = (None if xn is None else np.empty(indices.size, xn.dtype)), np.empty(indices.size)
+            C[:, pos], points[pos], means[pos] = Cs, X, m
+            if xn is not None:
+                sqnorms[pos] = xn
+            self.bytes_in += Cs.nbytes + X.nbytes + m.nbytes + (0 if xn is None else xn.nbytes)
+        return C, points, sqnorms, means
+
+    def add_images(self, points: np.ndarray, sqnorms, column_means: np.ndarray, C: np.ndarray) -> None:
+        """Every shard adds ``C K'[p, own]`` to its images (`Shard.add_images`)."""
+        self._call("add_images", points, sqnorms, column_means, C)
+        self.bytes_out += (points.nbytes + column_means.nbytes + C.nbytes
+                           + (0 if sqnorms is None else sqnorms.nbytes)) * len(self)
+
+    def rotate(self, V: np.ndarray) -> None:
+        """Every shard's columns rotated by ``V`` (`Shard.rotate`)."""
+        self._call("rotate", V)
+        self.bytes_out += V.nbytes * len(self)
+
+    def previous_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """LOBPCG's previous step ``(P, PK)`` of all l columns, from the shards in order (`previous_rows` > 0).
+        O(p l) received."""
+        parts = self._call("previous_columns")
+        return tuple(np.concatenate([p[i] for p in parts], axis=-1) for i in range(2))
