@@ -1,4 +1,9 @@
-"""Route dependencies: the objects the lifespan placed on ``app.state``."""
+"""Route dependencies: the objects the lifespan placed on ``app.state``.
+
+Each is a coroutine function, so FastAPI calls it on the event loop: a plain ``def`` dependency is run in
+the thread pool, a hand-over to a worker thread and back per dependency and request (four for
+``/project``) for an attribute read, which under load was a quarter of the API processes' time holding
+the interpreter lock (py-spy, bench/load.py; docs/development.md)."""
 
 from __future__ import annotations
 
@@ -20,31 +25,31 @@ def _state(request: Request, attribute: str):
     return value
 
 
-def get_app_settings(request: Request) -> Settings:
+async def get_app_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_datasets(request: Request) -> DatasetStore:
+async def get_datasets(request: Request) -> DatasetStore:
     return _state(request, "datasets")
 
 
-def get_models(request: Request) -> ModelRegistry:
+async def get_models(request: Request) -> ModelRegistry:
     return _state(request, "models")
 
 
-def get_clusterings(request: Request) -> ClusteringRegistry:
+async def get_clusterings(request: Request) -> ClusteringRegistry:
     return _state(request, "clusterings")
 
 
-def get_checkpoints(request: Request) -> CheckpointStore:
+async def get_checkpoints(request: Request) -> CheckpointStore:
     return _state(request, "checkpoints")
 
 
-def get_image_jobs(request: Request) -> ImageJobStore:
+async def get_image_jobs(request: Request) -> ImageJobStore:
     return _state(request, "image_jobs")
 
 
-def get_backend(request: Request) -> Backend:
+async def get_backend(request: Request) -> Backend:
     return _state(request, "backend")
 
 

@@ -259,4 +259,9 @@ def data_usage(request: Request) -> DataUsage:
     return request.app.state.data_usage
 
 
-DataUsageDep = Annotated[DataUsage, Depends(data_usage)]
+async def _data_usage_dependency(request: Request) -> DataUsage:
+    """`data_usage` as a route dependency, on the event loop (`service.deps`)."""
+    return data_usage(request)
+
+
+DataUsageDep = Annotated[DataUsage, Depends(_data_usage_dependency)]

@@ -126,3 +126,39 @@ def test_healthz_answers_while_every_request_thread_is_taken(tmp_path):
         finally:  # before the server stops (a request waiting for a token would hold it)
             for limiter, borrower in held:
                 limiter.release_on_behalf_of(borrower)
+
+
+def test_no_route_hands_a_trivial_dependency_to_the_thread_pool(tmp_path):
+    """FastAPI runs a plain ``def`` dependency in its thread pool: a hand-over to a worker thread and back
+    per dependency and request. The dependencies that only read ``app.state`` are coroutine functions, so
+    they run on the event loop; the only ``def`` dependencies are those that read the disk. Before, every
+    route's state getters were ``def`` (four hand-overs for each ``/project``)."""
+    import asyncio
+    import inspect
+
+    from fastapi.routing import APIRoute
+
+    from service import Settings, create_app
+
+    app = create_app(Settings(data_dir=tmp_path, scheduler=None, n_workers=1))  # routes only: no lifespan runs
+
+    def dependencies(dependant):
+        for dependency in dependant.dependencies:
+            yield dependency.call
+            yield from dependencies(dependency)
+
+    def api_routes(routes):  # FastAPI 0.165 wraps an included router's routes in an _IncludedRouter
+        for route in routes:
+            if isinstance(route, APIRoute):
+                yield route
+            elif getattr(route, "original_router", None) is not None:
+                yield from api_routes(route.original_router.routes)
+
+    in_threads, seen = set(), 0
+    for route in api_routes(app.routes):
+        seen += 1
+        for call in dependencies(route.dependant):
+            if not (asyncio.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)):
+                in_threads.add(f"{call.__module__}.{call.__qualname__}")
+    assert seen > 30  # the walk reached the API's routes
+    assert in_threads == {"service.limits.fit_owner"}, in_threads  # lists the registries' records
