@@ -20,7 +20,7 @@ from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
 
-__all__ = ["sharded_centering", "reduction_unit", "unit_bounds", "split_state", "stacked_columns",
+__all__ = ["sharded_centering", "sharded_centering_times", "reduction_unit", "unit_bounds", "split_state", "stacked_columns",
            "coordinator_state", "send_start",
            "join_state", "sharded_rayleigh_ritz_pass", "message_rows", "sharded_times", "ShardedProducts",
            "run_sharded_passes"]
@@ -31,21 +31,24 @@ SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is s
 SHARD_ROWS_KEYS = ("guard_rows", "previous_rows")  # the coordinator's counts of rows the shards hold
 
 
-def sharded_centering(group: ShardGroup, block_size: int | None = None) -> dict:
+def sharded_centering(group: ShardGroup, block_size: int | None = None, C: np.ndarray | None = None) -> dict:
     """`kpca.rows.KernelRows.fit_centering` over the shards: the same blocks of points pass every
-    shard, each adds its columns' sums; the grand mean is the shards' sums added in order.
+    shard, each adds its columns' sums; the grand mean is the shards' sums added in order. With C
+    (d, l), each shard also adds its columns of the raw ``C K`` from the same tiles, which
+    `sharded_centering_times` centres.
 
     Sets every shard's centring and ``group.grand_mean``, ``group.mean_diagonal``; returns the
     coordinator's entries ``centering_grand_mean`` and ``centering_mean_diagonal`` (the column means
     stay on the shards). Messages: each block's points (b x n, b = ``block_size``, default
-    `message_rows`) to every shard, one number per reduction unit back at the end.
+    `message_rows`; and C's columns) to every shard, one number per reduction unit back at the end.
     """
     l = group.n_rows
     block_size = message_rows(group, 1024) if block_size is None else block_size
     diag_sum = 0.0
     for a in range(0, l, block_size):
-        X, xn = group.points(np.arange(a, min(a + block_size, l)))
-        group._call("add_column_sums", X, xn)
+        indices = np.arange(a, min(a + block_size, l))
+        X, xn = group.points(indices)
+        group._call("add_column_sums", X, xn, None if C is None else C[:, indices])
         diag_sum += float(kernel_diagonal(X, group.kernel).sum(dtype=np.float64))
     grand_mean = float(group._sum(group._call("column_means", l))) / l
     mean_diagonal = diag_sum / l - grand_mean
@@ -221,12 +224,26 @@ def sharded_times(group: ShardGroup, C: np.ndarray, block_size: int = 1024) -> n
     return np.ascontiguousarray(group.columns()[1][:k])
 
 
+def sharded_centering_times(group: ShardGroup, C: np.ndarray, block_size: int | None = None):
+    """`kpca.rows.KernelRows.fit_centering_times` over the shards: the centring pass (`sharded_centering`)
+    and ``C K'`` (d, l) for coefficients C the coordinator holds, from the same tiles, one pass instead
+    of two. ``(centering, C K')``: the whole centring (its column means gathered, l numbers), the
+    product gathered (O(d l)). Cost: one pass of kernel rows, ``2 l^2 (n + d + 1)`` flops, spread over
+    the shards."""
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    sharded_centering(group, block_size, C)
+    centering = group.centering()
+    Cm, C1 = C @ centering.column_means, C.sum(axis=1)
+    return centering, np.concatenate(group._call("centred_products", Cm, C1), axis=1)
+
+
 class ShardedProducts:
-    """The row source ``rows`` of a sharded fit's coordinator, but for `times`, whose full pass runs over
-    ``group`` (`sharded_times`): what the sharded job hands `kpca.fitting.prepare_fit`, so that the
-    Nystrom start's extension to every row (`kpca.solvers._extend.extended_start`, after the sharded
-    centring pass) is spread over the shards as the passes are, not run by the coordinator alone.
-    Every other attribute, read or set, is ``rows``'s."""
+    """The row source ``rows`` of a sharded fit's coordinator, but for its full passes, which run over
+    ``group``: the centring pass (`fit_centering`), the product `times` (`sharded_times`) and both in one
+    pass (`fit_centering_times`). What the sharded job hands `kpca.fitting.prepare_fit`, so that the
+    centring and the Nystrom start's extension to every row (`kpca.solvers._extend.extended_start`) are
+    spread over the shards as the passes are, in one pass as in one process, not run by the coordinator
+    alone. Every other attribute, read or set, is ``rows``'s."""
 
     def __init__(self, rows, group: ShardGroup):
         object.__setattr__(self, "rows", rows)
@@ -241,6 +258,19 @@ class ShardedProducts:
     def times(self, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
         """``C K'`` over the shards (`sharded_times`)."""
         return sharded_times(self.group, C, block_size)
+
+    def fit_centering(self, block_size: int = 1024):
+        """The centring pass over the shards (`sharded_centering`): every shard keeps its columns' means;
+        sets and returns the whole centring (`kpca.rows.Centering`)."""
+        sharded_centering(self.group)
+        self.rows.centering = self.group.centering()
+        return self.rows.centering
+
+    def fit_centering_times(self, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
+        """The centring pass and ``C K'`` in one pass over the shards (`sharded_centering_times`); sets the
+        centring."""
+        self.rows.centering, products = sharded_centering_times(self.group, C)
+        return products
 
 
 def _ritz_rotation(group: ShardGroup, k: int) -> np.ndarray:

@@ -101,7 +101,8 @@ class Shard(RitzShard):
         self.Z: np.ndarray | None = None  # (d, size): [A; G; B] columns
         self.ZK: np.ndarray | None = None  # (d, size): [AK; GK; BK] columns
         self._kept: tuple[np.ndarray, np.ndarray] | None = None
-        self._sums: np.ndarray | None = None
+        self._sums: np.ndarray | None = None  # the centring pass's column sums (and raw products)
+        self._raw: np.ndarray | None = None  # its raw products C K, kept by `centre` for `centred_products`
 
     def owned(self, indices: np.ndarray) -> np.ndarray:
         """Positions in ``indices`` (global rows) of the rows this shard owns, in order."""
@@ -175,11 +176,24 @@ class Shard(RitzShard):
         """Go back to the columns last kept."""
         self.Z, self.ZK = self._kept
 
-    def add_column_sums(self, X: np.ndarray, xn: np.ndarray | None) -> None:
-        """Add ``1^T K(X, own rows)`` (raw kernel) to this shard's column sums (the centring pass)."""
+    def add_column_sums(self, X: np.ndarray, xn: np.ndarray | None, C: np.ndarray | None = None) -> None:
+        """Add ``1^T K(X, own rows)`` (raw kernel) to this shard's column sums (the centring pass), and with
+        C (d, b) the raw products ``C K(X, own rows)`` beside them, from the same tiles
+        (`kpca.rows.KernelRows.fit_centering_times`); in the rows' precision, as one process's pass."""
+        left = np.ones((1, X.shape[0])) if C is None else np.vstack([np.ones((1, X.shape[0])), C])
         if self._sums is None:
-            self._sums = np.zeros((1, self.size))
-        self.rows.points_left_product(X, xn, None, np.ones((1, X.shape[0])), self._sums, centred=False)
+            self._sums = np.zeros((left.shape[0], self.size))
+        self.rows.points_left_product(X, xn, None, np.ascontiguousarray(left, dtype=self.rows.dtype), self._sums,
+                                      centred=False)
+
+    def centred_products(self, Cm: np.ndarray, C1: np.ndarray) -> np.ndarray:
+        """This shard's columns of ``C K'`` (d, size) from the raw products that `add_column_sums` added,
+        after `centre`: eq. 5, ``C K - (C m) 1^T - (C 1) m^T + m_bar (C 1) 1^T`` with ``Cm = C m`` and
+        ``C1 = C 1`` (d,) from the coordinator. O(d size)."""
+        c = self.rows.centering
+        products, self._raw = self._raw, None
+        products -= Cm[:, None] + C1[:, None] * c.column_means[None, :] - c.grand_mean * C1[:, None]
+        return products
 
     def column_means(self, n_rows: int) -> list[np.ndarray]:
         """The centring's column means of the own rows from the sums added (``sums / l``, kept here);
@@ -188,7 +202,9 @@ class Shard(RitzShard):
         return [np.asarray(self._means[u].sum()) for u in self.units]
 
     def centre(self, grand_mean: float, mean_diagonal: float) -> None:
-        """Centre this shard's rows with the column means of `column_means` and the global entries."""
+        """Centre this shard's rows with the column means of `column_means` and the global entries (the raw
+        products added beside the sums are kept for `centred_products`)."""
+        self._raw = self._sums[1:] if self._sums.shape[0] > 1 else None
         self.set_centering(Centering(self._means, float(grand_mean), float(mean_diagonal)))
 
     def set_centering(self, centering: Centering) -> None:

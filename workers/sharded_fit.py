@@ -5,9 +5,10 @@ The coordinator runs the same fit as `workers.fit` -- the lease, the record, pro
 cancel, resume, the errors a user can act on -- with the passes of `kpca.shard_passes.run_sharded_passes`.
 What differs:
 
-* the centring is one sharded pass (`kpca.shard_passes.sharded_centering`); the start is computed by the
-  coordinator as in one process and sent to the shards as the few columns it is nonzero on
-  (`kpca.shard_passes.send_start`), or read by each shard from the checkpoint it resumes from;
+* the centring is a sharded pass (`kpca.shard_passes.ShardedProducts`), which for the default Nystrom
+  start also makes the start's extension to every row, as one process's does; the start is computed by
+  the coordinator as in one process and sent to the shards (`kpca.shard_passes.send_start`), or read by
+  each shard from the checkpoint it resumes from;
 * a checkpoint is a consistent cut: after a pass every shard writes its part (its columns, on its
   worker), then the coordinator writes the manifest with its own state
   (`store.CheckpointStore.save`, ``parts``); a cut without its manifest is never read;
@@ -27,8 +28,7 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
-from kpca.shard_passes import (ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start,
-                               sharded_centering, unit_bounds)
+from kpca.shard_passes import ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start, unit_bounds
 from kpca.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS
@@ -114,8 +114,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
         resume = None if latest is None else job.restored(checkpoints.load(name, latest,
                                                                            without=STATE_COLUMNS + GUARD_KEYS))
         # the start's extension pass runs over the shards too (ShardedProducts.times)
-        prepared = job.prepare(record, ShardedProducts(rows, group), resume,
-                               centre=lambda rows: _sharded_centering(group))
+        prepared = job.prepare(record, ShardedProducts(rows, group), resume)  # its centring pass too
         if prepared.started:
             state, history = send_start(prepared.state, group), []
         else:
@@ -152,13 +151,6 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     registry.update(name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
                     warnings=warnings, **job.finish(record, rows, final), **completed_checkpoint(checkpoints, name))
     return "completed"
-
-
-def _sharded_centering(group: ActorGroup):
-    """The centring pass over the shards (`kpca.shard_passes.sharded_centering`): each keeps its columns'
-    means; the coordinator gets the whole centring (`kpca.rows.Centering`)."""
-    sharded_centering(group)
-    return group.centering()
 
 
 class ShardedFigure:

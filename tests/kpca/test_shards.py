@@ -396,3 +396,34 @@ def test_sharded_rayleigh_ritz_passes_take_lobpcg_steps_over_float64_tiles(data,
     dense = KernelRows(data, KERNEL, chunk_rows=128)
     dense.fit_centering()
     assert subspace_angles(got["A"], want["A"], dense.dense()).max() < 1e-7
+
+
+def test_the_sharded_centring_pass_makes_the_start_extension_too(data):
+    """`ShardedProducts.fit_centering_times`, the sharded fit's centring and the Nystrom start's extension
+    in one pass (as one process's `KernelRows.fit_centering_times`): the centring and ``C K'`` equal one
+    process's, every shard keeps its columns' centring, and a prepared default fit over the proxy takes
+    one sharded pass of points, not two (before: the centring pass, then the extension's)."""
+    from kpca.fitting import FitRequest, prepare_fit
+    from kpca.shard_passes import ShardedProducts
+
+    C = np.random.default_rng(5).normal(size=(7, data.shape[0]))
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    want = rows.fit_centering_times(C)
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], [97, 211, 112]), R, "kha-smd", chunk_rows=64)
+    proxy = ShardedProducts(KernelRows(data, KERNEL, chunk_rows=128), group)
+    got = proxy.fit_centering_times(C)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(proxy.centering.column_means, rows.centering.column_means, rtol=1e-12)
+    assert proxy.centering.grand_mean == pytest.approx(rows.centering.grand_mean, rel=1e-12)
+    for shard in group.shards:
+        np.testing.assert_allclose(shard.rows.centering.column_means,
+                                   rows.centering.column_means[shard.first : shard.stop], rtol=1e-12)
+
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-smd", chunk_rows=64)
+    calls = []
+    call = group._call
+    group._call = lambda method, *args: calls.append(method) or call(method, *args)  # counts, still calls
+    prepared = prepare_fit(ShardedProducts(KernelRows(data, KERNEL, chunk_rows=128), group),
+                           FitRequest("kha-smd", R, {"init_size": 100}))
+    assert prepared.started and prepared.params["init"] == "nystrom"
+    assert calls.count("add_column_sums") > 0 and calls.count("add_images") == 0, calls  # no second pass
