@@ -20,8 +20,8 @@ from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
 
-__all__ = ["sharded_centering", "sharded_centering_times", "reduction_unit", "unit_bounds", "split_state", "stacked_columns",
-           "coordinator_state", "send_start",
+__all__ = ["sharded_centering", "sharded_centering_times", "reduction_unit", "unit_bounds", "split_state",
+           "stacked_columns", "coordinator_state", "send_start",
            "join_state", "sharded_rayleigh_ritz_pass", "message_rows", "sharded_times", "ShardedProducts",
            "run_sharded_passes"]
 
@@ -194,12 +194,12 @@ def _sharded_accelerated_step(group: ShardGroup, mu: np.ndarray, squared: np.nda
 
 def message_rows(group: ShardGroup, block_size: int) -> int:
     """Rows per segment of a sharded Rayleigh-Ritz pass: as many as fit `MESSAGE_BYTES` of points,
-    coefficients and centring (``8 (n + k + 2)`` bytes a row, k the rows iterated), at least ``block_size``. Nothing in the
-    pass depends on the segments but the order of its sums, so a segment can be as large as a
-    message: every segment costs two round trips to every shard (`ShardGroup.coefficients`,
-    `ShardGroup.add_images`), which at a block of 1024 rows were most of a pass's coordinator and
-    communication time below l of about 100,000 (bench/shard_cost.py). One round trip the first
-    time, for n (kept on the group)."""
+    coefficients and centring (``8 (n + k + 2)`` bytes a row, k the rows iterated), at least
+    ``block_size``. Nothing in the pass depends on the segments but the order of its sums, so a segment
+    can be as large as a message: every segment costs two round trips to every shard
+    (`ShardGroup.coefficients`, `ShardGroup.add_images`), which at a block of 1024 rows were most of a
+    pass's coordinator and communication time below l of about 100,000 (bench/shard_cost.py). One
+    round trip the first time, for n (kept on the group)."""
     n = getattr(group, "n_features", None)
     if n is None:
         n = group.n_features = int(group.points(np.arange(1))[0].shape[1])

@@ -16,9 +16,9 @@ from store.jobs.clusterings import ClusteringRegistry
 from store.jobs.models import ModelRegistry
 
 # A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
-# rows on. On 2 cores a sharded default fit takes the one-worker fit's passes but 1.04-1.09x its time
-# (one worker already uses both cores); on 16 cores a sharded pass took 0.44x the wall time at 40,000
-# rows (docs/scaling.md, bench/shard_cost.py, bench/service_fit.py).
+# rows on. On 2 cores a sharded default fit takes the one-worker fit's passes and about its time (one
+# worker already uses both cores); on 16 cores a sharded pass took 0.44x the wall time at 40,000 rows
+# (docs/scaling.md, bench/shard_cost.py, bench/service_fit.py).
 SHARD_MIN_ROWS = 50_000
 
 

@@ -261,7 +261,8 @@ class ActorGroup(ShardGroup):
         grand, diag = float(state["centering_grand_mean"]), float(state["centering_mean_diagonal"])
         self.set_guards(int(state.get("guard_rows", 0)))
         self.previous_rows = int(state.get("previous_rows", 0))
-        self._call("load", job, pass_index, grand, diag, self.d > self.iterated, self.guards > 0, self.previous_rows > 0)
+        self._call("load", job, pass_index, grand, diag, self.d > self.iterated, self.guards > 0,
+                   self.previous_rows > 0)
         self.grand_mean, self.mean_diagonal = grand, diag
 
     def pids(self) -> list[int]:
