@@ -241,6 +241,24 @@ def test_a_sparse_start_sent_as_one_update_equals_the_split_start(data, solver):
             assert np.abs(got[key] - first[key]).max() <= 1e-12 * scale, key
 
 
+def test_a_subset_start_with_guard_vectors_is_sent_as_one_update(data):
+    """`send_start` of the subset start (r served rows and g guard vectors, nonzero on its m landmarks'
+    columns only): one update with ``[A; G; B]`` builds every shard's columns, the guards included."""
+    from kpca.fitting import FitRequest, prepare_fit
+
+    rows = KernelRows(data, KERNEL, chunk_rows=128)
+    first = prepare_fit(rows, FitRequest("kha-smd", R, {"init": "subset", "init_size": 60})).state
+    g = first["guard_A"].shape[0]
+    assert g > 0 and np.count_nonzero(np.any(first["A"] != 0, axis=0)) == 60  # a sparse start with guards
+    group = make_group(data, KERNEL, shard_bounds(data.shape[0], [97, 211, 112]), R, "kha-smd", chunk_rows=64)
+    sharded_centering(group, block_size=100)
+    got = join_state(send_start(first, group), group)
+    assert group.guards == g and group.d == 2 * R + g
+    for key in ("A", "AK", "guard_A", "guard_AK", "B", "BK"):
+        scale = float(np.abs(first[key]).max()) or 1.0
+        assert got[key].shape == first[key].shape and np.abs(got[key] - first[key]).max() <= 1e-10 * scale, key
+
+
 def test_grams_are_the_whole_products(data):
     rows = KernelRows(data, KERNEL, chunk_rows=128)
     rows.fit_centering()
