@@ -67,6 +67,13 @@ class Centering:
         """``sum_j w_j K[i, j]`` for raw kernel rows K (b, l) against the points: the row term of eq. 5."""
         return K.mean(axis=1) if self.weights is None else K @ self.weights.astype(K.dtype, copy=False)
 
+    def centre_products(self, products: np.ndarray, Cm: np.ndarray, C1: np.ndarray) -> np.ndarray:
+        """``C K'`` in place from the raw ``C K`` (d, columns) over this centring's columns (eq. 5 for a
+        product): ``C K - (C m) 1^T - (C 1) m^T + m_bar (C 1) 1^T``, with ``Cm = C m`` and ``C1 = C 1``
+        (d,) over all l points (a shard holds only its columns of m). Returns ``products``. O(d columns)."""
+        products -= Cm[:, None] + C1[:, None] * self.column_means[None, :] - self.grand_mean * C1[:, None]
+        return products
+
     def to_state(self) -> dict:
         """The centring as the entries of a solver state (a checkpoint holds them beside the solver's)."""
         state = {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),

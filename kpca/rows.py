@@ -234,10 +234,7 @@ class KernelRows:
         O(d l) memory."""
         C = np.ascontiguousarray(C, dtype=np.float64)
         products = self._centring_pass(np.vstack([np.ones((1, self.n_rows)), C]), block_size)[1:]
-        m, m_bar = self.centering.column_means, self.centering.grand_mean
-        ones = C.sum(axis=1)
-        products -= (C @ m)[:, None] + ones[:, None] * m[None, :] - m_bar * ones[:, None]
-        return products
+        return self.centering.centre_products(products, C @ self.centering.column_means, C.sum(axis=1))
 
     def _centring_pass(self, left: np.ndarray, block_size: int) -> np.ndarray:
         """``left K`` (raw kernel) for ``left`` (d, l) whose first row is ones, in one pass, and the

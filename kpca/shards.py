@@ -188,12 +188,10 @@ class Shard(RitzShard):
 
     def centred_products(self, Cm: np.ndarray, C1: np.ndarray) -> np.ndarray:
         """This shard's columns of ``C K'`` (d, size) from the raw products that `add_column_sums` added,
-        after `centre`: eq. 5, ``C K - (C m) 1^T - (C 1) m^T + m_bar (C 1) 1^T`` with ``Cm = C m`` and
-        ``C1 = C 1`` (d,) from the coordinator. O(d size)."""
-        c = self.rows.centering
+        after `centre` (eq. 5, `kpca.centering.Centering.centre_products`), with ``Cm = C m`` and ``C1 = C 1``
+        (d,) from the coordinator. O(d size)."""
         products, self._raw = self._raw, None
-        products -= Cm[:, None] + C1[:, None] * c.column_means[None, :] - c.grand_mean * C1[:, None]
-        return products
+        return self.rows.centering.centre_products(products, Cm, C1)
 
     def column_means(self, n_rows: int) -> list[np.ndarray]:
         """The centring's column means of the own rows from the sums added (``sums / l``, kept here);
