@@ -153,6 +153,7 @@ class Backend:
         self.cluster: LocalCluster | None = None
         self.client: Client | None = None
         self._fits: dict[tuple[str, str], object] = {}  # (kind, name) -> the Future of its latest submitted fit
+        self._environ_before: dict[str, str | None] = {}  # what the nannies overwrite here, restored by `close`
 
     def start(self) -> "Backend":
         """Connect to the configured scheduler, or start the embedded cluster."""
@@ -167,6 +168,9 @@ class Backend:
                      "on %d thread(s) per worker, BLAS on 1", n_workers,
                      "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
             environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
+            # each nanny writes these (and PYTHONHASHSEED) into this process's environment before every
+            # worker (re)start, by design (distributed.nanny's pre-spawn-environ): `close` puts them back
+            self._environ_before = {key: os.environ.get(key) for key in (*environ, "PYTHONHASHSEED")}
             with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WHEN_IDLE,
                                   **PRIORITIES_ON_WORKERS}):
                 # two threads per worker, at most one fit each (resource "fit"):
@@ -208,7 +212,9 @@ class Backend:
     def close(self, timeout_s: float = 5.0) -> None:
         """Close the client and, if embedded, the cluster, each within about ``timeout_s`` seconds
         whatever runs on it: running tasks are not waited for (a fit resumes from its last checkpoint
-        at the next start); a close that times out is logged and the processes left to exit with this one."""
+        at the next start); a close that times out is logged and the processes left to exit with this one.
+        The environment variables the embedded cluster's nannies wrote into this process get their values
+        from before `start` back."""
         if self.client is not None:
             try:
                 self.client.close(timeout=timeout_s)
@@ -221,6 +227,12 @@ class Backend:
             except Exception:
                 log.warning("dask cluster did not close within %.0f s", timeout_s, exc_info=True)
             self.cluster = None
+        for key, value in self._environ_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._environ_before = {}
 
     def __enter__(self) -> "Backend":
         return self.start()
