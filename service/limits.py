@@ -19,7 +19,6 @@ reset could reach the client before the 413 does.)
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -171,9 +170,11 @@ class FitsBusy(ApiError):
 class DataUsage:
     """Bytes under the data folder against ``max_data_bytes`` (None: unlimited).
 
-    The folder is walked at most every ``ttl_s`` seconds; writes accepted in
-    between are added to the cached figure (`add`), so a burst of uploads
-    cannot overshoot by more than one ``ttl_s`` of other writers (workers).
+    The folder is walked once when this is made, then again at most every ``ttl_s`` seconds in a
+    thread of its own: no caller, the event loop included, ever waits for a walk (a walk of a busy
+    folder stalled the API processes' loops for 60-170 ms under bench/load.py). Writes accepted in
+    between are added to the figure (`add`), so a burst of uploads cannot overshoot by more than one
+    ``ttl_s`` (plus one walk) of other writers (workers).
     """
 
     def __init__(self, data_dir, limit: int | None, ttl_s: float = 5.0):
@@ -181,24 +182,41 @@ class DataUsage:
         self.limit = limit
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
-        self._bytes = 0
-        self._walked_at = -math.inf
+        self._added = 0  # bytes counted by `add` since this was made
+        self._walking = False
+        self._bytes = folder_bytes(self.data_dir) if limit is not None else 0
+        self._walked_at = time.monotonic()
 
     def used(self) -> int:
-        """Bytes in the data folder (cached up to ``ttl_s``)."""
+        """Bytes in the data folder: the last walk's figure plus what `add` counted since it began.
+        O(1); starts a walk in a thread of its own when the figure is older than ``ttl_s``."""
         with self._lock:
-            if time.monotonic() - self._walked_at > self.ttl_s:
-                self._bytes = folder_bytes(self.data_dir)
-                self._walked_at = time.monotonic()
+            if time.monotonic() - self._walked_at > self.ttl_s and not self._walking:
+                self._walking = True
+                threading.Thread(target=self._walk, args=(self._added,), name="data-usage-walk",
+                                 daemon=True).start()
             return self._bytes
+
+    def _walk(self, added_before: int) -> None:
+        """Walk the folder (`folder_bytes`) and keep its figure plus the bytes added during the walk."""
+        try:
+            walked = folder_bytes(self.data_dir)
+            with self._lock:
+                self._bytes = walked + self._added - added_before
+                self._walked_at = time.monotonic()
+        finally:
+            with self._lock:
+                self._walking = False
 
     def add(self, n_bytes: int) -> None:
         """Count ``n_bytes`` just written until the next walk."""
         with self._lock:
             self._bytes += max(0, int(n_bytes))
+            self._added += max(0, int(n_bytes))
 
     def check(self, n_bytes: int, field: str = "body") -> None:
-        """413 ``storage_full`` on ``field`` if writing ``n_bytes`` more would exceed the limit."""
+        """413 ``storage_full`` on ``field`` if writing ``n_bytes`` more would exceed the limit. O(1)
+        (`used`)."""
         if self.limit is None:
             return
         used = self.used()

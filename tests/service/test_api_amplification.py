@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import io
 import shutil
+import time
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from service import Settings, create_app
-from service.limits import DATA_DISK_FRACTION, automatic_data_limit, folder_bytes, resolved_data_limit
+from service.errors import ApiError
+from service.limits import DATA_DISK_FRACTION, DataUsage, automatic_data_limit, folder_bytes, resolved_data_limit
 from tests.api_checks import assert_error
 
 
@@ -53,3 +56,25 @@ def test_the_data_folder_is_bounded_by_default(tmp_path):
     assert Settings(max_data_bytes="").max_data_bytes is None
     app = create_app(Settings(data_dir=tmp_path / "data", scheduler=None, n_workers=1))
     assert app.state.data_usage.limit is not None and app.state.data_usage.limit > 10_000
+
+
+def test_the_data_usage_figure_is_walked_outside_the_callers_thread(tmp_path):
+    """`DataUsage.check` runs on the event loop: a stale figure is refreshed by a walk in a thread of its
+    own, never in the caller (a walk of a busy data folder stalled the loops for up to 170 ms), and the
+    bytes counted meanwhile (`add`) are kept."""
+    (tmp_path / "old.bin").write_bytes(b"x" * 10_000)
+    usage = DataUsage(tmp_path, limit=50_000, ttl_s=0.5)
+    (tmp_path / "new.bin").write_bytes(b"x" * 20_000)  # written by another process (a worker)
+    usage.add(1_000)  # an upload counted by this one
+    assert usage.used() == 11_000  # walked when made, plus the upload
+    time.sleep(0.6)
+    assert usage.used() == 11_000  # stale: the caller gets the figure at once, the walk runs elsewhere
+    deadline = time.monotonic() + 10
+    while usage.used() != 30_000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert usage.used() == 30_000  # the walk's figure
+    usage.add(500)
+    usage.check(19_500)
+    with pytest.raises(ApiError) as refused:
+        usage.check(19_501)
+    assert (refused.value.status_code, refused.value.code, refused.value.field) == (413, "storage_full", "body")
