@@ -172,7 +172,7 @@ class DataUsage:
 
     The folder is walked once when this is made, then again at most every ``ttl_s`` seconds in a
     thread of its own: no caller, the event loop included, ever waits for a walk (a walk of a busy
-    folder stalled the API processes' loops for 60-170 ms under bench/load.py). Writes accepted in
+    folder was one of the event loop's stalls under bench/load.py). Writes accepted in
     between are added to the figure (`add`), so a burst of uploads cannot overshoot by more than one
     ``ttl_s`` (plus one walk) of other writers (workers).
     """

@@ -60,7 +60,7 @@ def test_the_data_folder_is_bounded_by_default(tmp_path):
 
 def test_the_data_usage_figure_is_walked_outside_the_callers_thread(tmp_path):
     """`DataUsage.check` runs on the event loop: a stale figure is refreshed by a walk in a thread of its
-    own, never in the caller (a walk of a busy data folder stalled the loops for up to 170 ms), and the
+    own, never in the caller (a walk of a busy data folder stalled the event loop), and the
     bytes counted meanwhile (`add`) are kept."""
     (tmp_path / "old.bin").write_bytes(b"x" * 10_000)
     usage = DataUsage(tmp_path, limit=50_000, ttl_s=0.5)
