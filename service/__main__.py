@@ -19,6 +19,7 @@ import uvicorn
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from service.access_log import log_config
 from service.app import create_app
 from service.flags import settings_source
 from service.processes import api_process_count, serve_processes
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
         serve_processes(settings, sys.argv[1:] if argv is None else list(argv), processes)
         return
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s)
+    uvicorn.run(app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s,
+                log_config=log_config(), access_log=settings.access_log)
 
 
 def _log_access_policy(settings: Settings) -> None:

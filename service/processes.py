@@ -33,6 +33,7 @@ import time
 
 import uvicorn
 
+from service.access_log import log_config
 from service.app import create_app
 from service.flags import settings_source
 from service.settings import Settings
@@ -74,7 +75,8 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
         log.info("serving with %d API processes, dask scheduler %s", processes,
                  os.environ.get("KPCA_SCHEDULER", settings.scheduler))
         uvicorn.run("service.processes:process_app", factory=True, workers=processes, host=settings.host,
-                    port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s)
+                    port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s, log_config=log_config(),
+                    access_log=settings.access_log)
     finally:
         if backend is not None:
             backend.close(settings.shutdown_timeout_s)

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     warm_workers : every dask worker loads the default fit's and serving's
         jitted code when it starts (``KPCA_WARM_WORKERS``, default true), so
         that the first fit does not; the test suite turns it off.
+    access_log : ``python -m service`` writes uvicorn's line per request to standard output
+        (``KPCA_ACCESS_LOG``, default true), from a thread, never the event loop
+        (`service.access_log`); off saves the API processes the lines' cost under load.
     max_body_bytes : largest accepted request body; larger ones get 413.
     exact_limit : largest data set (rows) on which a fit reports the exact
         excess reconstruction error. The worker reads it; the service only
@@ -155,6 +158,8 @@ class Settings(BaseSettings):
                                       "on one socket, clients of one dask cluster; unset: one per core, at most 4")
     warm_workers: bool = Field(default=True, description="dask workers load the default fit's and serving's "
                                "jitted code when they start")
+    access_log: bool = Field(default=True, description="one line per request on standard output, written by a "
+                             "thread of each API process (service.access_log)")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1, description="largest request body (413 above)")
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0,
                              description="largest data set (rows) on which a fit reports the exact excess error")

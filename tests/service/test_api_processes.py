@@ -58,7 +58,8 @@ def service(tmp_path_factory):
     env.pop("KPCA_API_PROCESSES", None)
     proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port),
                              "--data-dir", str(root / "data"), "--api-processes", "2"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=open(root / "service.log", "wb"),
+                            env=env, stdout=open(root / "access.log", "wb"),
+                            stderr=open(root / "service.log", "wb"),
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -99,6 +100,19 @@ def test_both_processes_answer_and_the_metrics_are_summed_over_them(service):
     assert len(folders) == 1
     pids = {int(m.group(1)) for f in folders[0].iterdir() if (m := re.match(r"counter_(\d+)\.db$", f.name))}
     assert pids == listeners(service["supervisor"], service["port"])  # both recorded requests
+
+
+def test_every_api_process_writes_its_access_lines_in_order(service):
+    """uvicorn's line per request reaches standard output through `service.access_log` (its handler class
+    is named by the logging configuration each API process loads), from both processes, in order."""
+    url, root = service["url"], service["root"]
+    for index in range(20):  # a connection each: both processes answer some
+        assert httpx.get(f"{url}/v1/datasets?limit={index + 1}", timeout=10).status_code == 200
+    def written() -> list[int]:
+        text = (root / "access.log").read_text()
+        return [int(m) for m in re.findall(r'"GET /v1/datasets\?limit=(\d+) HTTP/1.1" 200', text)]
+    wait_for(lambda: len(written()) == 20, 10, "the access lines were not written")
+    assert written() == list(range(1, 21))  # one client, one request at a time: written in order
 
 
 def test_a_fit_started_through_one_process_completes_once_and_serves(service):

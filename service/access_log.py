@@ -1,0 +1,79 @@
+"""uvicorn's access log written by a thread of its own, so that the event loop never formats or writes it.
+
+uvicorn writes one access line per request from the event loop: the line is formatted there and
+written to the stream with a system call that lets go of the interpreter's lock, and each such write
+is a chance for the loop to wait for the lock behind the thread pool (`/healthz` stalls under
+bench/load.py; docs/development.md has the figures). A blocked stream (a terminal scrolled back, a
+full pipe) would stop the loop altogether.
+
+`log_config` is uvicorn's own logging configuration with its access handler replaced by
+`BackgroundStreamHandler`: the loop only queues the record; a daemon thread formats and writes it,
+in order. ``logging.shutdown`` (at exit) closes the handler, which writes what is queued first.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import queue
+import threading
+
+from uvicorn.config import LOGGING_CONFIG
+
+_STOP = object()
+
+
+class BackgroundStreamHandler(logging.StreamHandler):
+    """A `logging.StreamHandler` whose records are formatted and written by a daemon thread, in the
+    order they were emitted. `emit` costs a queue put; `close` (and `flush`) wait for the queue to drain."""
+
+    def __init__(self, stream=None):
+        super().__init__(stream)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._start_lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Queue ``record`` for the writer thread (started on first use, again in a forked child)."""
+        if self._thread is None or self._pid != os.getpid():
+            with self._start_lock:
+                if self._thread is None or self._pid != os.getpid():
+                    self._queue, self._pid = queue.SimpleQueue(), os.getpid()
+                    self._thread = threading.Thread(target=self._write, name="access-log", daemon=True)
+                    self._thread.start()
+        self._queue.put(record)
+
+    def _write(self) -> None:
+        while (item := self._queue.get()) is not _STOP:
+            if isinstance(item, threading.Event):  # a `flush` waiting for what was queued before it
+                item.set()
+            else:
+                super().emit(item)  # formats, writes and flushes; errors go to handleError
+
+    def flush(self) -> None:
+        """Wait (at most 5 s) until every record queued so far is written, then flush the stream."""
+        if self._thread is not None and self._thread.is_alive() and self._pid == os.getpid() \
+                and threading.current_thread() is not self._thread:
+            done = threading.Event()
+            self._queue.put(done)
+            done.wait(5.0)
+        super().flush()
+
+    def close(self) -> None:
+        """Write what is queued, stop the thread, close as a `logging.StreamHandler` does."""
+        self.flush()
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(_STOP)
+            self._thread.join(5.0)
+            self._thread = None
+        super().close()
+
+
+def log_config() -> dict:
+    """uvicorn's default logging configuration (`uvicorn.config.LOGGING_CONFIG`) with the access lines
+    written by `BackgroundStreamHandler`. Pass it as ``log_config`` to ``uvicorn.run``."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["class"] = f"{__name__}.{BackgroundStreamHandler.__name__}"
+    return config

@@ -1,0 +1,60 @@
+"""`service.access_log`: the access lines are formatted and written by a thread, so that a slow or
+blocked standard output never holds up the event loop that emits them."""
+
+from __future__ import annotations
+
+import logging
+import logging.config
+import threading
+import time
+
+from service.access_log import BackgroundStreamHandler, log_config
+
+
+class BlockedStream:
+    """A stream whose writes wait until ``opened`` is set, recording each line and its writer thread."""
+
+    def __init__(self):
+        self.opened = threading.Event()
+        self.lines: list[str] = []
+        self.writers: set[str] = set()
+
+    def write(self, text: str) -> None:
+        self.opened.wait(30)
+        self.writers.add(threading.current_thread().name)
+        self.lines.extend(line for line in text.splitlines() if line)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_emitting_never_waits_for_the_stream_and_lines_keep_their_order():
+    stream = BlockedStream()
+    handler = BackgroundStreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.Logger("access-test")
+    logger.addHandler(handler)
+    started = time.perf_counter()
+    for index in range(200):
+        logger.info("request %d", index)
+    assert time.perf_counter() - started < 1.0  # a write would have waited 30 s
+    assert stream.lines == []
+    stream.opened.set()
+    handler.flush()  # waits for what was queued before it
+    assert stream.lines == [f"request {index}" for index in range(200)]
+    assert stream.writers == {"access-log"}
+    handler.close()
+
+
+def test_the_logging_configuration_gives_uvicorns_access_logger_the_background_handler():
+    config = log_config()
+    saved = logging.getLogger("uvicorn.access").handlers[:]
+    try:
+        logging.config.dictConfig(config)
+        handlers = logging.getLogger("uvicorn.access").handlers
+        assert [type(h) for h in handlers] == [BackgroundStreamHandler]
+        assert type(logging.getLogger("uvicorn").handlers[0]) is logging.StreamHandler  # the rest as uvicorn has it
+    finally:
+        for handler in logging.getLogger("uvicorn.access").handlers:
+            handler.close()
+        logging.getLogger("uvicorn.access").handlers = saved
