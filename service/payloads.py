@@ -21,6 +21,7 @@ from service.csv_rows import rows_from_csv  # noqa: F401  (the CSV parser, re-ex
 from service.errors import ApiError
 from service.limits import check_rows
 from service.schemas.datasets import ChunkRows
+from store.npy import read_array, read_header
 
 NPY_MEDIA_TYPE = "application/octet-stream"
 JSON_MEDIA_TYPE = "application/json"
@@ -89,14 +90,8 @@ def rows_from_npy(body: bytes, max_rows: int | None = None) -> np.ndarray:
     """
     stream = io.BytesIO(body)
     try:
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
-            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
-    except Exception as exc:  # ValueError, EOFError, SyntaxError... all mean "not a .npy file"
+        shape, _, dtype = read_header(stream)  # in any thread (store.npy)
+    except Exception as exc:  # ValueError, EOFError... all mean "not a .npy file"
         raise ApiError(400, "bad_request", f"request body is not a readable .npy array: {exc}", "body") from None
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
         raise ApiError(422, "invalid", f"rows must be numeric; the .npy array has dtype {dtype}", "rows")
@@ -113,7 +108,7 @@ def rows_from_npy(body: bytes, max_rows: int | None = None) -> np.ndarray:
     if max_rows is not None and len(shape) >= 1:
         check_rows(int(shape[0]), max_rows)  # from the header, before the array is read
     try:
-        return np.load(io.BytesIO(body), allow_pickle=False)
+        return read_array(io.BytesIO(body))
     except Exception as exc:
         raise ApiError(400, "bad_request", f"request body is not a readable .npy array: {exc}", "body") from None
 

@@ -26,6 +26,7 @@ from store.jobs.checkpoint_format import _PARTS_KEY, _VERSION_KEY, open_checked
 from store.checksums import chunk_digest, version_checksum
 from store.errors import Invalid
 from store.jobs.records import ModelRecord, migrate
+from store.npy import read_header
 
 FORMAT = "kpca-stream-model"
 FORMAT_VERSION = 1
@@ -157,7 +158,8 @@ def open_rows(path: Path, dataset: dict) -> np.ndarray:
             version = npy_format.read_magic(handle)
             if version != (1, 0):
                 raise ValueError(f".npy format version {version} is not 1.0")
-            shape, fortran, dtype = npy_format.read_array_header_1_0(handle)
+            handle.seek(0)
+            shape, fortran, dtype = read_header(handle)  # in any thread (store.npy)
             offset = handle.tell()
     except Exception as exc:  # ValueError, EOFError, SyntaxError: not a .npy header
         raise _refuse(f"{ROWS} is not a .npy array ({exc})") from None
@@ -219,12 +221,7 @@ def _check_members(path: Path, record: ModelRecord, dataset: dict) -> None:
                                   f"{info.file_size} bytes); checkpoints are stored uncompressed, at most "
                                   f"{limit} bytes in all")
                 with archive.open(info) as member:
-                    version = npy_format.read_magic(member)
-                    read_header = {(1, 0): npy_format.read_array_header_1_0,
-                                   (2, 0): npy_format.read_array_header_2_0}.get(version)
-                    if read_header is None:
-                        raise ValueError(f"{name}: .npy format version {version} is not supported")
-                    shape, _fortran, dtype = read_header(member)
+                    shape, _fortran, dtype = read_header(member)  # in any thread (store.npy)
                     header_bytes = member.tell()
                 if dtype.hasobject:
                     raise _refuse(f"{where} holds Python objects ({dtype}); a checkpoint holds numbers and text")

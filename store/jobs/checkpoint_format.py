@@ -24,6 +24,7 @@ from typing import IO
 import numpy as np
 
 from store.atomic import SCHEMA_VERSION
+from store.npy import NpzArchive
 
 _KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _VERSION_KEY = "__schema_version__"
@@ -77,8 +78,9 @@ class CheckedArchive:
 
 @contextlib.contextmanager
 def open_checked(path: Path) -> Iterator[CheckedArchive]:
-    """``np.load(path)`` (no pickles) as a `CheckedArchive`; `FileNotFoundError` if it is missing."""
-    with np.load(path, allow_pickle=False) as archive:
+    """The ``.npz`` at ``path`` (`store.npy.NpzArchive`, no pickles) as a `CheckedArchive`; `FileNotFoundError`
+    if it is missing."""
+    with NpzArchive(path) as archive:
         yield CheckedArchive(archive, path)
 
 def _check_bounds(first: object, stop: object) -> tuple[int, int]:
@@ -149,10 +151,10 @@ def _bounds_of(archive, path: Path) -> list[tuple[int, int]] | None:
 
 
 @contextlib.contextmanager
-def _open_part(path: Path, pass_index: int, first: int, stop: int) -> Iterator[np.lib.npyio.NpzFile]:
+def _open_part(path: Path, pass_index: int, first: int, stop: int) -> Iterator[CheckedArchive]:
     """An open part file, checked to record ``pass_index``, ``first`` and ``stop``."""
     try:
-        loaded = np.load(path, allow_pickle=False)
+        loaded = NpzArchive(path)
     except FileNotFoundError:
         raise _inconsistent(path, "the part is missing") from None
     with loaded:

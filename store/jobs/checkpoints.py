@@ -68,6 +68,7 @@ from store.errors import NotFound
 from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.folders import ResourceFolders
 from store.names import validate_name
+from store.npy import NpzArchive
 from store.timestamps import to_iso
 
 _CHECKPOINT = re.compile(r"pass-(\d{5,})\.npz")
@@ -441,7 +442,7 @@ class CheckpointStore(CheckpointVerification):
         checked against their digests as they are read."""
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
         try:
-            loaded = np.load(path, allow_pickle=False)
+            loaded = NpzArchive(path)
         except FileNotFoundError:
             raise NotFound("checkpoint", f"{model}/pass-{pass_index:05d}") from None
         with loaded:

@@ -36,7 +36,7 @@ from store.atomic import write_via_temp
 from store.datasets.records import DatasetInfo
 from store.errors import Invalid, NotFound
 from store.jobs.registry import JobRegistry
-from store.npy import write_npy
+from store.npy import map_npy, write_npy
 from store.jobs.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_checkpoint, migrate_placement
 
 CLUSTERING_SCHEMA_VERSION = 3
@@ -134,7 +134,7 @@ class ClusteringRegistry(JobRegistry):
         if it has no labels (not completed), `Invalid` naming ``labels_offset`` past the end. The file
         is memory-mapped: cost O(limit), whatever the rows."""
         try:
-            stored = np.load(self._labels_path(name), mmap_mode="r", allow_pickle=False)
+            stored = map_npy(self._labels_path(name))
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound("labels", name, field="name",
                            message=f"clustering {name!r} has no labels yet: they are written when it completes") \
