@@ -188,12 +188,20 @@ class Client:
     def project(self, name: str, rows) -> np.ndarray:
         """Kernel principal components of ``rows`` (shape (m, n)): an array of shape (m, n_components)."""
         body = {"rows": np.asarray(rows, dtype=np.float64).tolist()}
-        return np.asarray(self._json("POST", f"/v1/models/{name}/project", json=body)["components"])
+        return self._rows("POST", f"/v1/models/{name}/project", body, "components")
 
     def denoise(self, name: str, rows, method: str = "auto") -> np.ndarray:
         """Denoised ``rows`` (shape (m, n)): pre-images of their projections, same shape."""
         body = {"rows": np.asarray(rows, dtype=np.float64).tolist(), "method": method}
-        return np.asarray(self._json("POST", f"/v1/models/{name}/denoise", json=body)["rows"])
+        return self._rows("POST", f"/v1/models/{name}/denoise", body, "rows")
+
+    def _rows(self, method: str, path: str, body: dict, field: str) -> np.ndarray:
+        """The rows a serving route answers, asked for as ``.npy`` bytes (no JSON text to parse; the
+        float64 values bit for bit); a service that answers JSON (an older one) is read as JSON."""
+        response = self.request(method, path, json=body, headers={"Accept": "application/octet-stream"})
+        if response.headers.get("content-type", "").startswith("application/octet-stream"):
+            return np.load(io.BytesIO(response.content), allow_pickle=False)
+        return np.asarray(response.json()[field])
 
     def denoise_image(self, name: str, png: bytes, stride: int = 2, method: str = "auto", upscale: int = 1,
                       compare: bool = False, tune: str = "auto", n_components: int | None = None,

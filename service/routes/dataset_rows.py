@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Query, Request, Response
@@ -20,7 +20,8 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import DatasetsDep
 from service.errors import ApiError
-from service.payloads import JSON_MEDIA_TYPE, NPY_MEDIA_TYPE
+from service.payloads import NPY_MEDIA_TYPE
+from service.responses import NPY_CONTENT, Format, wants_npy
 from service.routes.datasets import ChunkIndex, DatasetName, router as datasets_router
 from service.schemas.errors import ErrorBody
 from service.security import READ, access
@@ -28,15 +29,12 @@ from service.security import READ, access
 router = APIRouter(prefix=datasets_router.prefix, tags=["datasets"])
 
 Version = Annotated[int | None, Query(ge=1, description="committed version; default the latest")]
-Format = Annotated[Literal["npy", "json"] | None, Query(
-    description="npy (.npy bytes) or json; default from Accept (application/octet-stream: npy), else json")]
 
 _ERRORS = {
     404: {"model": ErrorBody, "description": "unknown data set, version or chunk"},
     409: {"model": ErrorBody, "description": "no committed version, a staged chunk, or damaged rows"},
     422: {"model": ErrorBody, "description": "invalid request"},
 }
-_NPY = {"content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
 
 
 class ChunkRowsPublic(BaseModel):
@@ -47,13 +45,6 @@ class ChunkRowsPublic(BaseModel):
     index: int = Field(description="the chunk's position")
     n_rows: int = Field(description="rows in the chunk")
     rows: list[list[float]] = Field(description="the chunk's rows, as stored (float32 values are exact doubles)")
-
-
-def _wants_npy(request: Request, format: str | None) -> bool:
-    if format is not None:
-        return format == "npy"
-    accept = request.headers.get("accept", "").lower()
-    return NPY_MEDIA_TYPE in accept and JSON_MEDIA_TYPE not in accept
 
 
 def _read_chunk(datasets, name: str, index: int, version: int | None) -> tuple[int, np.ndarray]:
@@ -69,7 +60,7 @@ def _read_chunk(datasets, name: str, index: int, version: int | None) -> tuple[i
 
 
 @router.get("/{name}/chunks/{index}", openapi_extra=access(READ),
-            responses={**_ERRORS, 200: {**_NPY, "model": ChunkRowsPublic}}, response_model=ChunkRowsPublic)
+            responses={**_ERRORS, 200: {**NPY_CONTENT, "model": ChunkRowsPublic}}, response_model=ChunkRowsPublic)
 async def get_chunk(name: DatasetName, index: ChunkIndex, request: Request, datasets: DatasetsDep,
                     version: Version = None, format: Format = None) -> Response:
     """The rows of committed chunk ``index`` of ``version`` (default the latest), bit for bit as stored:
@@ -81,7 +72,7 @@ async def get_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     """
     found, rows = await run_in_threadpool(_read_chunk, datasets, name, index, version)
     headers = {"X-Dataset-Version": str(found)}
-    if _wants_npy(request, format):
+    if wants_npy(request, format):
         buffer = io.BytesIO()
         npy_format.write_array(buffer, np.ascontiguousarray(rows), allow_pickle=False)
         return Response(buffer.getvalue(), media_type=NPY_MEDIA_TYPE, headers=headers)
@@ -95,9 +86,9 @@ def _npy_stream(array, ranges: list[tuple[int, int]], header: bytes) -> Iterator
         yield np.ascontiguousarray(array[start:stop]).tobytes()
 
 
-@router.get("/{name}/data.npy", openapi_extra=access(READ), responses={**_ERRORS, 200: _NPY},
+@router.get("/{name}/data.npy", openapi_extra=access(READ), responses={**_ERRORS, 200: NPY_CONTENT},
             response_class=StreamingResponse)
-@router.get("/{name}/download", openapi_extra=access(READ), responses={**_ERRORS, 200: _NPY},
+@router.get("/{name}/download", openapi_extra=access(READ), responses={**_ERRORS, 200: NPY_CONTENT},
             response_class=StreamingResponse)
 def download(name: DatasetName, datasets: DatasetsDep, version: Version = None) -> StreamingResponse:
     """The whole committed ``version`` (default the latest) as one ``.npy`` file of shape (n_rows,

@@ -31,7 +31,7 @@ from service.job_checks import checked_preimage
 from service.limits import check_patches, check_rows
 from service.serving_work import check_serving_work
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute, read_body, rows_to_array
-from service.responses import rows_answer
+from service.responses import NPY_CONTENT, Format, rows_answer, wants_npy
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
@@ -64,6 +64,8 @@ SERVING_ERRORS = {
     503: {"model": ErrorBody, "description": "past the request's deadline (KPCA_SERVING_DEADLINE_S); see "
           "Retry-After"},
 }
+#: ... and of those that answer rows, which may be JSON or .npy bytes (`service.responses`)
+ROWS_ANSWERS = {**SERVING_ERRORS, 200: NPY_CONTENT}
 
 
 async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
@@ -209,21 +211,23 @@ def changed_while_serving(registry, name: str, job: JobRecord) -> None:
                        "name") from None
 
 
-@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
+@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ROWS_ANSWERS)
 async def project(name: ModelName, body: ProjectRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep, settings: SettingsDep) -> ProjectResponse:
+                  backend: BackendDep, settings: SettingsDep, format: Format = None) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
     (at most ``max_rows_per_request`` rows: 413 on ``rows``; at most ``max_serving_work``, rows x model
     points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``). A small
     model's projection is checked and computed in one trip to the thread pool (`project_now`); a larger
-    one goes to the workers, watched for its deadline and its client."""
+    one goes to the workers, watched for its deadline and its client. ``Accept: application/octet-stream``
+    (or ``format=npy``): the components as ``.npy`` bytes."""
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, rows, values, components = await run_in_threadpool(project_now, name, body.rows, models, datasets,
                                                               backend, settings)
     if components is None:
         components = await watched(request, settings, models, name, model, backend.project, name, rows,
                                    model_values=values)
-    return rows_answer(ProjectResponse, "components", components, settings.stream_response_values)
+    return rows_answer(ProjectResponse, "components", components, settings.stream_response_values,
+                       wants_npy(request, format))
 
 
 def project_now(name: str, body_rows: list, models, datasets, backend, settings) -> tuple:
@@ -244,7 +248,8 @@ def project_now(name: str, body_rows: list, models, datasets, backend, settings)
         raise
 
 
-async def _reconstruct(name, body, request, models, datasets, backend, settings, answer=ReconstructResponse):
+async def _reconstruct(name, body, request, models, datasets, backend, settings, answer=ReconstructResponse,
+                       format=None):
     """``/reconstruct`` (and ``/denoise`` with ``tune="off"``): the rows' pre-images as ``answer``
     (`service.responses.rows_answer`: the model, or its JSON streamed when large)."""
     check_rows(len(body.rows), settings.max_rows_per_request)
@@ -259,20 +264,21 @@ async def _reconstruct(name, body, request, models, datasets, backend, settings,
                             options, block_rows=block_rows)
     except ValueError as exc:  # a value the method refuses against the data (checked_preimage saw the names)
         raise invalid_preimage(exc) from None
-    return rows_answer(answer, "rows", out, settings.stream_response_values)
+    return rows_answer(answer, "rows", out, settings.stream_response_values, wants_npy(request, format))
 
 
-@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
+@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ROWS_ANSWERS)
 async def reconstruct(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
-                      datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep) -> ReconstructResponse:
+                      datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep,
+                      format: Format = None) -> ReconstructResponse:
     """Rows -> their projection onto the components -> back to input space (a pre-image per row).
-    Bounded as ``/denoise``."""
-    return await _reconstruct(name, body, request, models, datasets, backend, settings)
+    Bounded as ``/denoise``; ``.npy`` bytes as ``/project``."""
+    return await _reconstruct(name, body, request, models, datasets, backend, settings, format=format)
 
 
-@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=SERVING_ERRORS)
+@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ROWS_ANSWERS)
 async def denoise(name: ModelName, body: DenoiseRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep, settings: SettingsDep) -> DenoiseResponse:
+                  backend: BackendDep, settings: SettingsDep, format: Format = None) -> DenoiseResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
     ``/reconstruct``; the name says what it is for). With ``tune="auto"`` the noise is estimated from
     the rows (they must be more than their columns) and the rank and pre-image chosen by an unbiased
@@ -282,12 +288,13 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
     ``max_serving_work`` (413 naming the option, ``options.n_iter``, or ``rows``); with ``tune="off"`` run
     as tasks of about ``serving_block_work`` behind any projection, tuned as one task at the same low
     priority; either way past ``serving_deadline_s`` a 503 with ``Retry-After``, and a client that
-    disconnects has its tasks not yet run cancelled."""
+    disconnects has its tasks not yet run cancelled. ``.npy`` bytes as ``/project``; a tuned answer's
+    ``chosen``, ``noise`` and ``steps`` then come as JSON in the header ``X-KPCA-Fields``."""
     if body.tune == "off":
         if body.n_components is not None:
             raise ApiError(422, "invalid", "n_components is for tune=auto; with tune=off every component is used",
                            "n_components")
-        return await _reconstruct(name, body, request, models, datasets, backend, settings, DenoiseResponse)
+        return await _reconstruct(name, body, request, models, datasets, backend, settings, DenoiseResponse, format)
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features, points = await run_in_threadpool(served_job_now, name, models, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
@@ -302,7 +309,8 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
                                   fixed)
     except ValueError as exc:
         raise invalid_preimage(exc) from None
-    return rows_answer(DenoiseResponse, "rows", out, settings.stream_response_values, chosen=info["chosen"],
+    return rows_answer(DenoiseResponse, "rows", out, settings.stream_response_values, wants_npy(request, format),
+                       chosen=info["chosen"],
                        noise=info["noise"], steps=info["steps"])
 
 

@@ -5,6 +5,8 @@ client; the encoder's memory measured with tracemalloc."""
 
 from __future__ import annotations
 
+import io
+import json
 import tracemalloc
 
 import numpy as np
@@ -72,3 +74,48 @@ def test_the_streamed_encoder_holds_one_block_not_the_answer():
                                                                        "steps": [{"s": 1.0}]})) == expected
     # the whole answer is 1.6 million Python floats (over 50 MB) and its 30 MB of text at once
     assert peak < 4 * 2**20, f"peak {peak / 2**20:.1f} MiB while streaming {len(expected) / 2**20:.0f} MiB"
+
+
+def test_rows_come_as_npy_bytes_when_asked(api):
+    """``Accept: application/octet-stream`` (or ``format=npy``): the JSON answer's rows as one ``.npy``
+    file, float64 bit for bit, with its Content-Length; streamed above a megabyte; JSON otherwise."""
+    rows = np.random.default_rng(3).normal(size=(300, 6))
+    npy = {"Accept": "application/octet-stream"}
+    for route, body, field in [("project", {"rows": rows.tolist()}, "components"),
+                               ("reconstruct", {"rows": rows.tolist()}, "rows"),
+                               ("denoise", {"rows": rows.tolist(), "tune": "off"}, "rows")]:
+        as_json = api.post(f"/v1/models/six-lin/{route}", json=body)
+        assert as_json.headers["content-type"] == "application/json", route
+        r = api.post(f"/v1/models/six-lin/{route}", json=body, headers=npy)
+        assert r.status_code == 200 and r.headers["content-type"] == "application/octet-stream", (route, r.text[:200])
+        assert int(r.headers["content-length"]) == len(r.content)
+        others = {key: value for key, value in as_json.json().items() if key != field}  # /denoise: null fields
+        assert json.loads(r.headers.get("x-kpca-fields", "{}")) == others, route
+        answer = np.load(io.BytesIO(r.content), allow_pickle=False)
+        assert answer.dtype == np.float64 and np.array_equal(answer, np.asarray(as_json.json()[field])), route
+        assert api.post(f"/v1/models/six-lin/{route}?format=npy", json=body).content == r.content
+        both = api.post(f"/v1/models/six-lin/{route}", json=body,
+                        headers={"Accept": "application/json, application/octet-stream"})
+        assert both.headers["content-type"] == "application/json"  # JSON whenever the client takes it
+    many = np.random.default_rng(4).normal(size=(50_000, 6))  # 50,000 x 4 float64: 1.6 MB, streamed
+    with api.stream("POST", "/v1/models/six-lin/project", json={"rows": many.tolist()}, headers=npy) as r:
+        pieces = list(r.iter_raw())
+        assert r.status_code == 200 and int(r.headers["content-length"]) == sum(map(len, pieces))
+    assert len(pieces) > 1
+    streamed = np.load(io.BytesIO(b"".join(pieces)), allow_pickle=False)
+    assert streamed.shape == (50_000, 4)
+    assert np.array_equal(streamed[:1000], np.asarray(api.post("/v1/models/six-lin/project", json={
+        "rows": many[:1000].tolist()}).json()["components"]))
+
+
+def test_a_tuned_denoising_as_npy_carries_its_other_fields_in_a_header(api):
+    rows = np.random.default_rng(5).normal(size=(200, 6))
+    as_json = api.post("/v1/models/six-lin/denoise", json={"rows": rows.tolist(), "tune": "auto"})
+    assert as_json.status_code == 200, as_json.text[:300]
+    r = api.post("/v1/models/six-lin/denoise?format=npy", json={"rows": rows.tolist(), "tune": "auto"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/octet-stream"
+    fields = json.loads(r.headers["x-kpca-fields"])
+    expected = as_json.json()
+    assert sorted(fields) == sorted(key for key in expected if key != "rows")
+    assert fields["chosen"] == expected["chosen"] and fields["noise"] == expected["noise"]
+    assert np.array_equal(np.load(io.BytesIO(r.content), allow_pickle=False), np.asarray(expected["rows"]))
