@@ -3,8 +3,8 @@
 numpy reads every ``.npy`` header (``np.load``, each member of an ``.npz``) with ``ast.literal_eval``,
 and CPython before 3.11.8 and 3.12.2 builds that AST with a recursion counter shared by all threads
 (python/cpython#106905): two threads reading headers at once can fail with ``SystemError: AST
-constructor recursion depth mismatch``. It did, once in about 20,000 chunk uploads under
-bench/load.py, as a 500. So headers are parsed here (`read_header`): the ones numpy writes by a
+constructor recursion depth mismatch``. It did under bench/load.py, as a 500 on a chunk upload
+(docs/development.md). So headers are parsed here (`read_header`): the ones numpy writes by a
 regular expression, any other by ``ast.literal_eval`` under one lock and checked as numpy checks
 them; the data are read as numpy reads them.
 """
@@ -79,13 +79,18 @@ def parse_header(text: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     return shape, fortran, dtype
 
 
-def read_array(handle: IO[bytes]) -> np.ndarray:
+def read_array(handle: IO[bytes], size: int | None = None) -> np.ndarray:
     """The (writable) array of the ``.npy`` stream at ``handle`` (`read_header`; no pickles: object
-    arrays are a `ValueError`, as is a stream shorter than its header says). Cost O(array bytes)."""
+    arrays are a `ValueError`, as is a stream shorter than its header says). ``size``: the stream's
+    bytes when known; a header announcing more is refused before anything is allocated. Cost O(array
+    bytes)."""
     shape, fortran, dtype = read_header(handle)
     if dtype.hasobject:
         raise ValueError("the .npy array holds Python objects, which are never unpickled")
     n_bytes = math.prod(shape) * dtype.itemsize
+    if size is not None and handle.tell() + n_bytes > size:
+        raise ValueError(f"the .npy data are truncated: its header announces {n_bytes} bytes, the file holds "
+                         f"{max(0, size - handle.tell())}")
     data = bytearray(n_bytes)
     if n_bytes and handle.readinto(data) != n_bytes:
         raise ValueError(f"the .npy data are truncated: its header announces {n_bytes} bytes")
@@ -96,7 +101,7 @@ def read_array(handle: IO[bytes]) -> np.ndarray:
 def read_npy(path: str | os.PathLike) -> np.ndarray:
     """Load a whole ``.npy`` file (`read_array`). Cost O(file size) time and memory."""
     with open(path, "rb") as handle:
-        return read_array(handle)
+        return read_array(handle, os.fstat(handle.fileno()).st_size)
 
 
 def map_npy(path: str | os.PathLike) -> np.memmap:
@@ -128,8 +133,9 @@ class NpzArchive:
     def __getitem__(self, key: str) -> np.ndarray:
         if key not in self._members:
             raise KeyError(f"{key} is not a file in the archive")
-        with self._zip.open(self._members[key]) as member:
-            return read_array(member)
+        info = self._zip.getinfo(self._members[key])
+        with self._zip.open(info) as member:
+            return read_array(member, info.file_size)
 
     def close(self) -> None:
         self._zip.close()

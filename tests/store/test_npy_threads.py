@@ -86,6 +86,9 @@ def test_other_headers_are_parsed_as_numpy_would_and_bad_ones_refused():
             parse_header(text)
     with pytest.raises(ValueError, match="truncated"):
         read_array(io.BytesIO(npy_bytes(ARRAYS["rows"])[:-8]))
+    forged = npy_bytes(np.zeros((2, 2))).replace(b"(2, 2)", b"(1000000000000,)", 1)
+    with pytest.raises(ValueError, match="announces 8000000000000 bytes"):  # refused before a byte is allocated
+        read_array(io.BytesIO(forged), len(forged))
     with pytest.raises(ValueError, match="objects"):
         read_array(io.BytesIO(npy_bytes(np.array([None, 1], dtype=object))))
     with pytest.raises(ValueError):
