@@ -96,6 +96,12 @@ def field_from_loc(loc: Sequence[Any]) -> str | None:
     return root
 
 
+def validation_api_error(errors: Sequence[dict[str, Any]]) -> ApiError:
+    """The `ApiError` whose answer is the one a `RequestValidationError` of ``errors`` gets (pydantic's
+    errors, locations starting with ``body``), for a body validated outside FastAPI's own step."""
+    return ApiError(*_describe_validation_errors(errors))
+
+
 def _describe_validation_errors(errors: Sequence[dict[str, Any]]) -> tuple[int, str, str, str | None]:
     first = errors[0]
     if first.get("type") == "json_invalid":

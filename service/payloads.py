@@ -13,12 +13,12 @@ import re
 
 import numpy as np
 from fastapi.routing import APIRoute
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 
 from service.csv_rows import rows_from_csv  # noqa: F401  (the CSV parser, re-exported)
-from service.errors import ApiError
+from service.errors import ApiError, validation_api_error
 from service.limits import check_rows
 from service.schemas.datasets import ChunkRows
 from store.npy import read_array, read_header
@@ -34,29 +34,54 @@ INLINE_JSON_BYTES = 16 * 1024
 
 
 class ThreadParsedRequest(Request):
-    """A request whose JSON body is decoded in a worker thread (`json.loads`), not on the event loop,
-    when it is larger than `INLINE_JSON_BYTES`."""
+    """A request whose JSON body, when larger than `INLINE_JSON_BYTES`, is decoded (`json.loads`) and
+    validated as the route's body model (``validate_body``) in a worker thread, not on the event loop."""
+
+    validate_body = None  # FastAPI's body field's ``validate`` with its location, set by `ThreadParsedRoute`
 
     async def json(self):
-        """The body as JSON, decoded once; off the event loop when large. Cost O(body)."""
+        """The body as JSON, decoded once; large bodies decoded and validated off the event loop. Cost
+        O(body)."""
         if not hasattr(self, "_json"):
             body = await self.body()
             self._json = json.loads(body) if len(body) <= INLINE_JSON_BYTES else \
-                await run_in_threadpool(json.loads, body)
+                await run_in_threadpool(self._decoded_and_validated, body)
         return self._json
+
+    def _decoded_and_validated(self, body: bytes):
+        """The body's JSON as the route's body model (FastAPI's validation on the loop then takes the
+        instance as it is: pydantic does not validate a model instance again), or as decoded when the
+        route has no single body model. Invalid: the `ApiError` FastAPI's 422 would have been."""
+        data = json.loads(body)
+        if self.validate_body is None:
+            return data
+        value, errors = self.validate_body(data)
+        if errors:
+            raise validation_api_error(errors)
+        return value
 
 
 class ThreadParsedRoute(APIRoute):
-    """A FastAPI route whose JSON body is decoded off the event loop (`ThreadParsedRequest`), for the
-    routes whose bodies are large (rows): a 16 MB body no longer holds up every other request while it
-    is decoded."""
+    """A FastAPI route whose JSON body is decoded and validated off the event loop (`ThreadParsedRequest`),
+    for the routes whose bodies are large (rows): a 16 MB body no longer holds up every other request
+    while it is decoded, nor while its hundreds of thousands of numbers are validated."""
 
     def get_route_handler(self):
         """FastAPI's handler, given a `ThreadParsedRequest` over the same connection."""
         handler = super().get_route_handler()
+        field = self.body_field  # the body parameter itself when it is the only one and not embedded
+        annotation = getattr(getattr(field, "field_info", None), "annotation", None)
+        single_model = any(field is param for param in self.dependant.body_params) and \
+            len(self.dependant.body_params) == 1 and isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+        def validate_body(data):
+            return field.validate(data, {}, loc=("body",))
 
         async def parse_off_loop(request: Request):
-            return await handler(ThreadParsedRequest(request.scope, request.receive))
+            threaded = ThreadParsedRequest(request.scope, request.receive)
+            if single_model:
+                threaded.validate_body = validate_body
+            return await handler(threaded)
 
         return parse_off_loop
 
