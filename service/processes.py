@@ -90,7 +90,10 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
 
 def process_app():
     """The app of one API process (uvicorn's factory, called in each process): the supervisor's
-    settings, with the cluster the supervisor started and this process's share of the limits."""
+    settings, with the cluster the supervisor started and this process's share of the limits. Ctrl-C
+    (SIGINT) is left to the supervisor, which stops this process with SIGTERM (service/__main__.py)."""
+    if threading.current_thread() is threading.main_thread():  # as uvicorn calls it: its handler is in
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     stop_with_parent(int(os.environ.get(SUPERVISOR_ENV, os.getppid())))
     settings = Settings(_cli_settings_source=settings_source(json.loads(os.environ.get(ARGV_ENV, "[]"))))
     processes = api_process_count(settings)

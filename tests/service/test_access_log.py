@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import logging.config
+import subprocess
+import sys
 import threading
 import time
 
@@ -58,3 +60,14 @@ def test_the_logging_configuration_gives_uvicorns_access_logger_the_background_h
         for handler in logging.getLogger("uvicorn.access").handlers:
             handler.close()
         logging.getLogger("uvicorn.access").handlers = saved
+
+
+def test_the_handler_module_imports_without_the_app():
+    """uvicorn configures logging in each API process before its signal handling is in place, importing
+    this module: it must not import the whole app (`service/__init__.py` exports lazily), or a Ctrl-C
+    during that import ends the process with a KeyboardInterrupt traceback."""
+    code = ("import sys, service.access_log; "
+            "loaded = sorted(m for m in sys.modules if m.startswith(('service.', 'workers', 'kpca', 'store'))); "
+            "print(loaded)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['service.access_log']", out

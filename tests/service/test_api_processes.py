@@ -141,6 +141,28 @@ def test_a_fit_started_through_one_process_completes_once_and_serves(service):
     assert np.asarray(projected.json()["components"]).shape == (4, 3)
 
 
+def ignores_sigint(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGINT (its ``SigIgn`` mask in /proc)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    raise AssertionError(f"no SigIgn line for process {pid}")
+
+
+def test_ctrl_c_is_left_to_the_supervisor(service):
+    """Ctrl-C reaches the whole process group; an API process that ended on it was restarted by uvicorn's
+    supervisor before the supervisor saw its own (and one still starting printed a KeyboardInterrupt). The
+    API processes ignore SIGINT: the supervisor stops them with SIGTERM. Sent to one of them alone, it
+    changes nothing."""
+    supervisor, port, url = service["supervisor"], service["port"], service["url"]
+    api_processes = listeners(supervisor, port)
+    assert len(api_processes) == 2 and all(ignores_sigint(pid) for pid in api_processes)
+    assert not ignores_sigint(supervisor.pid)
+    os.kill(min(api_processes), signal.SIGINT)
+    time.sleep(1.0)
+    assert listeners(supervisor, port) == api_processes and healthy(url)
+
+
 def test_a_killed_api_process_is_replaced(service):
     supervisor, port, url = service["supervisor"], service["port"], service["url"]
     old = listeners(supervisor, port)
