@@ -9,16 +9,14 @@ large invalid body gets the same 422 as a small one.
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel, field_validator
 
+from bench._service import serving
 from service.errors import install_error_handlers
 from service.payloads import INLINE_JSON_BYTES, ThreadParsedRoute
 from service.schemas.common import Number
@@ -44,26 +42,18 @@ async def count_rows(body: RowsBody) -> dict:
     return {"rows": len(body.rows)}
 
 
+@router.get("/healthz")
+async def healthz() -> dict:
+    return {"status": "ok"}
+
+
 @pytest.fixture(scope="module")
 def url():
     app = FastAPI()
     install_error_handlers(app)
     app.include_router(router)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
+    with serving(app, lifespan="off") as base:  # uvicorn on loopback, in a thread of this process
         yield base
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        listener.close()
 
 
 def test_a_large_body_is_validated_in_a_worker_thread_and_a_small_one_inline(url):
