@@ -22,13 +22,14 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Body, Path, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.job_checks import checked_clustering_params
 from service.limits import FitOwner, check_rows
 from service import jobs
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
-from service.payloads import JSON_MEDIA_TYPE
+from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute
 from service.routes.models import ERRORS
 from service.routes.serving import checked_rows, serve, served_job
 from service.schemas.clusterings import (
@@ -48,7 +49,7 @@ from service.security import READ, WRITE, access
 from store.jobs.clusterings import ClusteringRecord
 from store.jobs.records import Placement
 
-router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"])
+router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"], route_class=ThreadParsedRoute)  # predict's rows
 
 ClusteringName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="clustering name")]
 
@@ -131,9 +132,10 @@ async def predict(name: ClusteringName, body: ProjectRequest, clusterings: Clust
                   backend: BackendDep, settings: SettingsDep) -> PredictResponse:
     """The cluster of each of ``rows`` (the data set's columns): the Nystrom extension of the eigenvectors,
     normalised, then the nearest k-means centre. A 409 naming the clustering's state until it completes;
-    at most ``max_rows_per_request`` rows (413 on ``rows``)."""
+    at most ``max_rows_per_request`` rows (413 on ``rows``). A large body is decoded, validated and
+    made an array off the event loop."""
     check_rows(len(body.rows), settings.max_rows_per_request)
     record, n_features = await served_job(name, clusterings, datasets)
-    rows = checked_rows(body.rows, n_features)
+    rows = await run_in_threadpool(checked_rows, body.rows, n_features)
     labels = await serve(clusterings, name, record, backend.predict_clusters, name, rows)
     return PredictResponse(labels=np.asarray(labels, dtype=np.int64).tolist())

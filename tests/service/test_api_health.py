@@ -136,8 +136,6 @@ def test_no_route_hands_a_trivial_dependency_to_the_thread_pool(tmp_path):
     import asyncio
     import inspect
 
-    from fastapi.routing import APIRoute
-
     from service import Settings, create_app
 
     app = create_app(Settings(data_dir=tmp_path, scheduler=None, n_workers=1))  # routes only: no lifespan runs
@@ -147,13 +145,6 @@ def test_no_route_hands_a_trivial_dependency_to_the_thread_pool(tmp_path):
             yield dependency.call
             yield from dependencies(dependency)
 
-    def api_routes(routes):  # FastAPI 0.165 wraps an included router's routes in an _IncludedRouter
-        for route in routes:
-            if isinstance(route, APIRoute):
-                yield route
-            elif getattr(route, "original_router", None) is not None:
-                yield from api_routes(route.original_router.routes)
-
     in_threads, seen = set(), 0
     for route in api_routes(app.routes):
         seen += 1
@@ -162,3 +153,34 @@ def test_no_route_hands_a_trivial_dependency_to_the_thread_pool(tmp_path):
                 in_threads.add(f"{call.__module__}.{call.__qualname__}")
     assert seen > 30  # the walk reached the API's routes
     assert in_threads == {"service.limits.fit_owner"}, in_threads  # lists the registries' records
+
+
+def api_routes(routes):
+    """Every `fastapi.routing.APIRoute` below ``routes`` (FastAPI 0.165 wraps an included router's routes
+    in an _IncludedRouter)."""
+    from fastapi.routing import APIRoute
+
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        elif getattr(route, "original_router", None) is not None:
+            yield from api_routes(route.original_router.routes)
+
+
+def test_every_body_of_rows_is_decoded_and_validated_off_the_event_loop(tmp_path):
+    """A route whose body model holds ``rows`` is a `service.payloads.ThreadParsedRoute`: a large body is
+    decoded and validated in a worker thread. ``/v1/clusterings/{name}/predict`` was not: a large
+    body held every other request while it was decoded, validated and made an array."""
+    from pydantic import BaseModel
+
+    from service import Settings, create_app
+    from service.payloads import ThreadParsedRoute
+
+    app = create_app(Settings(data_dir=tmp_path, scheduler=None, n_workers=1))
+    off_the_loop = {}
+    for route in api_routes(app.routes):
+        annotation = getattr(getattr(route.body_field, "field_info", None), "annotation", None)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and "rows" in annotation.model_fields:
+            off_the_loop[f"{sorted(route.methods)[0]} {route.path}"] = isinstance(route, ThreadParsedRoute)
+    assert len(off_the_loop) >= 4, off_the_loop  # project, reconstruct, denoise, predict
+    assert all(off_the_loop.values()), off_the_loop
