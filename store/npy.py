@@ -36,13 +36,15 @@ def write_npy(handle: IO[bytes], array: np.ndarray) -> None:
     npy_format.write_array(handle, array, allow_pickle=False)
 
 
-def read_header(handle: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
+def read_header(handle: IO[bytes], versions=((1, 0), (2, 0), (3, 0))) -> tuple[tuple[int, ...], bool, np.dtype]:
     """``(shape, fortran_order, dtype)`` of the ``.npy`` stream at ``handle``, left at its first data
-    byte; safe in any thread (module note). `ValueError` for anything but a ``.npy`` header of format
-    1.0, 2.0 or 3.0. Cost: a read of the header (usually 128 bytes)."""
+    byte; safe in any thread (module note). `ValueError` for anything but a ``.npy`` header of one of
+    the format ``versions`` (default all numpy writes: 1.0, 2.0, 3.0). Cost: a read of the header
+    (usually 128 bytes)."""
     major, minor = npy_format.read_magic(handle)
-    if (major, minor) not in ((1, 0), (2, 0), (3, 0)):
-        raise ValueError(f"unsupported .npy format version {major}.{minor}")
+    if (major, minor) not in versions:
+        raise ValueError(f".npy format version {major}.{minor} is not one of "
+                         f"{', '.join(f'{a}.{b}' for a, b in versions)}")
     size_field = handle.read(struct.calcsize(_LENGTH[major]))
     if len(size_field) != struct.calcsize(_LENGTH[major]):
         raise ValueError("the .npy header is truncated")

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from numpy.lib import format as npy_format
 from pydantic import ValidationError
 
 from store.jobs.checkpoint_format import _PARTS_KEY, _VERSION_KEY, open_checked
@@ -155,11 +154,7 @@ def open_rows(path: Path, dataset: dict) -> np.ndarray:
     """The rows member as a read-only memory map, its header checked against the manifest."""
     try:
         with open(path, "rb") as handle:
-            version = npy_format.read_magic(handle)
-            if version != (1, 0):
-                raise ValueError(f".npy format version {version} is not 1.0")
-            handle.seek(0)
-            shape, fortran, dtype = read_header(handle)  # in any thread (store.npy)
+            shape, fortran, dtype = read_header(handle, versions=((1, 0),))  # in any thread (store.npy)
             offset = handle.tell()
     except Exception as exc:  # ValueError, EOFError, SyntaxError: not a .npy header
         raise _refuse(f"{ROWS} is not a .npy array ({exc})") from None
