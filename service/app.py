@@ -23,7 +23,7 @@ from service import security
 from service.errors import install_error_handlers
 from service.event_hub import EventHub
 from service.record_views import RecordViews
-from service.limits import BodyLimitMiddleware, DataUsage, resolved_data_limit
+from service.limits import BodyLimitMiddleware, DataUsage, folder_bytes, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
 from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
@@ -119,8 +119,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
-    app.state.data_usage = DataUsage(Path(settings.data_dir).resolve(),
-                                     resolved_data_limit(settings.data_dir, settings.max_data_bytes))
+    data_dir = Path(settings.data_dir).resolve()
+    used = folder_bytes(str(data_dir)) if settings.max_data_bytes != 0 else 0  # one walk: the limit's and the figure's
+    app.state.data_usage = DataUsage(data_dir, resolved_data_limit(data_dir, settings.max_data_bytes, used), used=used)
     app.state.metrics.watch_models(lambda: app.state.models.list())
     app.state.record_views = RecordViews()
     app.state.event_hub = EventHub(lambda name: app.state.models.get(name), settings.max_event_streams)

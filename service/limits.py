@@ -177,14 +177,14 @@ class DataUsage:
     ``ttl_s`` (plus one walk) of other writers (workers).
     """
 
-    def __init__(self, data_dir, limit: int | None, ttl_s: float = 5.0):
+    def __init__(self, data_dir, limit: int | None, ttl_s: float = 5.0, used: int | None = None):
         self.data_dir = str(data_dir)
         self.limit = limit
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
         self._added = 0  # bytes counted by `add` since this was made
         self._walking = False
-        self._bytes = folder_bytes(self.data_dir) if limit is not None else 0
+        self._bytes = 0 if limit is None else folder_bytes(self.data_dir) if used is None else int(used)
         self._walked_at = time.monotonic()
 
     def used(self) -> int:
@@ -251,24 +251,27 @@ def folder_bytes(path: str) -> int:
 DATA_DISK_FRACTION = 0.8
 
 
-def automatic_data_limit(data_dir, fraction: float = DATA_DISK_FRACTION) -> int:
-    """The default ``max_data_bytes``: what the data folder holds now plus ``fraction`` of the free bytes
-    of the disk it is on (its nearest existing folder when it does not exist yet). Cost: one walk of the
-    folder (`folder_bytes`) and one ``statvfs``."""
+def automatic_data_limit(data_dir, fraction: float = DATA_DISK_FRACTION, used: int | None = None) -> int:
+    """The default ``max_data_bytes``: what the data folder holds now (``used`` if the caller has walked
+    it) plus ``fraction`` of the free bytes of the disk it is on (its nearest existing folder when it
+    does not exist yet). Cost: one walk of the folder (`folder_bytes`) unless ``used`` is given, and one
+    ``statvfs``."""
     folder = os.path.abspath(str(data_dir))
     probe = folder
     while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
         probe = os.path.dirname(probe)
     free = shutil.disk_usage(probe).free
-    used = folder_bytes(folder) if os.path.isdir(folder) else 0
+    if used is None:
+        used = folder_bytes(folder) if os.path.isdir(folder) else 0
     return used + max(1, int(fraction * free))
 
 
-def resolved_data_limit(data_dir, setting: int | None) -> int | None:
-    """``max_data_bytes`` as the service applies it: None (unset) -> `automatic_data_limit`; 0 -> None
-    (unlimited); otherwise the setting. Cost: `automatic_data_limit` when unset, else O(1)."""
+def resolved_data_limit(data_dir, setting: int | None, used: int | None = None) -> int | None:
+    """``max_data_bytes`` as the service applies it: None (unset) -> `automatic_data_limit` (with the
+    folder's ``used`` bytes if known); 0 -> None (unlimited); otherwise the setting. Cost:
+    `automatic_data_limit` when unset, else O(1)."""
     if setting is None:
-        return automatic_data_limit(data_dir)
+        return automatic_data_limit(data_dir, used=used)
     return setting or None
 
 
