@@ -3,8 +3,10 @@
 A serving request that ends early (past its deadline, or its client gone) cancels its tasks on the
 cluster, but a task already running is not interrupted by dask: it runs to its end. A task given a
 token looks at its flag between steps (a ``stat``) and stops when it is raised
-(`workers.image_jobs.JobProgress`); the file lives in the data folder that the API processes and the
-workers share, so any process can raise it.
+(`workers.image_jobs.JobProgress`, `checker`); the file lives in the data folder that the API processes
+and the workers share, so any process can raise it. A one-task request's task clears its flag when it
+ends; the flag of a request run as several blocks (`workers.backend.Backend.reconstruct`) is left for
+all of its running blocks to see, and removed with the stale ones.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import uuid
 from pathlib import Path
 
 STOPS_FOLDER = ".stops"
-STALE_S = 3600.0  # a flag older than this is left by a task that never ran; removed when another is raised
+#: a flag older than this was left behind (a task that never ran, a request's blocks): removed when another
+#: is raised
+STALE_S = 600.0
 
 
 class StopFlags:
@@ -44,6 +48,23 @@ class StopFlags:
     def raised(self, token: str | None) -> bool:
         """Whether ``token``'s flag is raised (False for None). One ``stat``."""
         return token is not None and (self.folder / _checked(token)).exists()
+
+    def checker(self, token: str | None, every_s: float = 0.1):
+        """A callable that answers whether ``token``'s flag is raised, looking (one ``stat``) at most
+        every ``every_s`` seconds and answering its last look in between: cheap enough to be asked
+        before every step of a numerical loop. None for a None token. O(1) a call."""
+        if token is None:
+            return None
+        _checked(token)
+        last = {"at": -float("inf"), "raised": False}
+
+        def raised() -> bool:
+            now = time.monotonic()
+            if not last["raised"] and now - last["at"] >= every_s:
+                last["at"], last["raised"] = now, self.raised(token)
+            return last["raised"]
+
+        return raised
 
     def clear(self, token: str | None) -> None:
         """Remove ``token``'s flag, if any. O(1)."""

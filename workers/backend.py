@@ -14,6 +14,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -375,16 +376,17 @@ class Backend:
         The rows go as tasks of ``block_rows`` rows (all in one without it) at `PREIMAGE_PRIORITY`, each
         computed in a thread of lowered OS priority (`workers.priority.run_niced`), so
         that a projection submitted meanwhile runs before the blocks still queued, and a request that
-        ends (its client gone, its deadline past: ``watch``) cancels the blocks not yet run. Blocking:
-        call it from a thread pool, not the event loop.
+        ends (its client gone, its deadline past: ``watch``) cancels the blocks not yet run and stops the
+        running ones at their next step (`_stoppable`). Blocking: call it from a thread pool, not the
+        event loop.
         """
         step = max(1, int(block_rows or len(rows)))
         resources = self._preimage_resources()
-        futures = (self.client.submit(serve_task.niced_reconstruct_rows, self.data_dir, model_name, rows[a:a + step],
-                                      method, options, pure=False, priority=PREIMAGE_PRIORITY, resources=resources)
-                   for a in range(0, len(rows), step))  # submitted as drawn, `BLOCKS_IN_FLIGHT` per worker
-        parts = watched_results(self.client, futures, watch, window=BLOCKS_IN_FLIGHT * self._preimage_workers())
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return np.concatenate(self._stoppable(watch, lambda stop: (
+            self.client.submit(serve_task.niced_reconstruct_rows, self.data_dir, model_name, rows[a:a + step],
+                               method, options, stop, pure=False, priority=PREIMAGE_PRIORITY, resources=resources)
+            for a in range(0, len(rows), step)),  # submitted as drawn, `BLOCKS_IN_FLIGHT` per worker
+            window=BLOCKS_IN_FLIGHT * self._preimage_workers()))
 
     def denoise_image(self, model_name: str, image: np.ndarray, patch: int, stride: int, method: str = "auto",
                       options: dict | None = None, upscale: int = 1, watch: "Watch | None" = None) -> np.ndarray:
@@ -409,16 +411,20 @@ class Backend:
             options, upscale, tune, n_components, constrained, job, second_stage, stop, pure=False,
             priority=PREIMAGE_PRIORITY, resources=self._preimage_resources()))
 
-    def _stoppable(self, watch: "Watch | None", submit):
-        """The result of the one task ``submit(stop_token)`` submits, watched (`watched_results`); when the
-        request ends, its stop flag is raised (`store.stop_flags`) so that the task, if already running,
-        stops at its next step instead of running to its end. Blocking."""
+    def _stoppable(self, watch: "Watch | None", submit, window: int | None = None):
+        """The results of the tasks ``submit(stop_token)`` submits (one future: its result; an iterable of
+        them: the list, at most ``window`` in flight), watched (`watched_results`); when the request ends,
+        its stop flag is raised (`store.stop_flags`) so that a task already running stops at its next step
+        instead of running to its end. Blocking."""
         token = StopFlags.new_token()
+        submitted = submit(token)
+        one = not isinstance(submitted, Iterator)
         try:
-            return watched_results(self.client, [submit(token)], watch)[0]
+            results = watched_results(self.client, [submitted] if one else submitted, watch, window=window)
         except RequestEnded:
             StopFlags(self.data_dir).raise_flag(token)
             raise
+        return results[0] if one else results
 
     def denoise_image_fit(self, image: np.ndarray, patch: int, stride: int, tile: int | None, tune: str = "auto",
                           fixed: dict | None = None, noise: float | None = None,

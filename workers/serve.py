@@ -27,6 +27,7 @@ from kpca.solvers import get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.errors import DamagedCheckpoint
 from store.jobs.records import ModelRecord
+from store.stop_flags import StopFlags
 from workers.fit import open_rows
 from workers.priority import run_niced
 
@@ -104,12 +105,13 @@ def project_rows(data_dir: str, model_name: str, X: np.ndarray) -> np.ndarray:
 
 
 def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str = "auto",
-                     options: dict | None = None) -> np.ndarray:
+                     options: dict | None = None, stop: str | None = None) -> np.ndarray:
     """Pre-images of the projections of the rows of X onto the model's components, shape (m, n).
 
     ``method``: "auto" or a method of `kpca.preimage.METHODS`; "learned" (a
     kernel ridge map from components to inputs) is fitted once per model and
-    kept by this worker.
+    kept by this worker. ``stop``: the request's stop flag (`store.stop_flags`), looked at between
+    the iterative methods' steps (`kpca.errors.Stopped` once it is raised).
     """
     loaded = load_model(data_dir, model_name)
     X = np.asarray(X, dtype=np.float64)
@@ -117,13 +119,13 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
         if loaded.inverse is None:
             loaded.inverse = LearnedInverse.fit(loaded.model, rng=np.random.default_rng(0))
         return loaded.inverse(X)
-    return reconstruct(loaded.model, X, method=method, **(options or {}))
+    return reconstruct(loaded.model, X, method=method, stop=StopFlags(data_dir).checker(stop), **(options or {}))
 
 
 def niced_reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str = "auto",
-                           options: dict | None = None) -> np.ndarray:
+                           options: dict | None = None, stop: str | None = None) -> np.ndarray:
     """`reconstruct_rows` at `workers.priority.PREIMAGE_NICE` (`workers.priority.run_niced`): a serving request's pre-image block."""
-    return run_niced(reconstruct_rows, data_dir, model_name, X, method, options)
+    return run_niced(reconstruct_rows, data_dir, model_name, X, method, options, stop)
 
 
 def component_images(data_dir: str, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:

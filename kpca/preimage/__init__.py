@@ -55,12 +55,12 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("fixed-point", fixed_point, "Mika et al.'s fixed-point iteration with restarts (radial kernels)",
            (Param("n_iter", int, 100, low=1, high=1000, description="fixed-point iterations per start"), TOL,
             Param("restarts", int, 3, low=1, high=20, description="starts per point"), N_NEIGHBORS),
-           ("init", "rng"), FIXED_POINT_KERNELS),
+           ("init", "rng", "stop"), FIXED_POINT_KERNELS),
     Method("kwok-tsang", kwok_tsang, "closed form from the distances to the nearest training points",
            (N_NEIGHBORS,), (), KWOK_TSANG_KERNELS),
     Method("gradient", gradient_descent, "L-BFGS-B on ||P Phi(x) - Phi(z)||^2 (any kernel)",
            (Param("max_iter", int, 200, low=1, high=5000, description="L-BFGS-B iterations per point"), TOL,
-            N_NEIGHBORS), ("init",)),
+            N_NEIGHBORS), ("init", "stop")),
     Method("learned", learned, "a kernel ridge map from components to inputs, fitted once per model",
            (), ("inverse", "n_samples", "alpha", "gamma", "rng")),
     Method("decoder", lambda model, X: model.reconstruct(X),
@@ -69,7 +69,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 PREIMAGE_METHODS = tuple(name for name in METHODS if name != "decoder")  # those of kernel expansions
 
 
-def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.ndarray:
+def reconstruct(model: KernelModel, X, method: str = "auto", stop=None, **options) -> np.ndarray:
     """Pre-images of the projections of the rows of X.
 
     Parameters
@@ -78,6 +78,10 @@ def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.nd
     X : ndarray of shape (m, n)
     method : {"auto", "fixed-point", "kwok-tsang", "gradient", "learned"}
         "auto" is "fixed-point" for the Gaussian kernel, "gradient" otherwise.
+    stop : callable, optional
+        For the iterative methods (fixed point, gradient), asked between
+        their steps: True raises `kpca.errors.Stopped`. The closed-form
+        methods run to their end (one kernel row per point).
     **options
         Keyword arguments of the chosen method; an unknown one raises
         ValueError naming it.
@@ -87,6 +91,8 @@ def reconstruct(model: KernelModel, X, method: str = "auto", **options) -> np.nd
     ndarray of shape (m, n). Cost: the method's.
     """
     chosen = _chosen_method(model, method, options)
+    if stop is not None and "stop" in chosen.python_options:
+        options = {**options, "stop": stop}
     return chosen.function(model, X, **options)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kpca.errors import Stopped
 from kpca.model import KernelModel
 from kpca.preimage._objective import kernel_moments, self_kernel
 from kpca.preimage.kwok_tsang import kwok_tsang_block
@@ -19,7 +20,7 @@ FIXED_POINT_KERNELS = ("gaussian", "laplacian")
 
 
 def _fixed_point_iterations(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm2: np.ndarray,
-                            n_iter: int, tol: float):
+                            n_iter: int, tol: float, stop=None):
     """Iterate ``z <- v / u`` (module note) for all rows of Z at once; best iterate by rho.
 
     Each iteration is one pass over the training data for the rows still
@@ -27,7 +28,9 @@ def _fixed_point_iterations(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm
     ``|u| <= 1e-12 sum_i |gamma_i f'_i|`` (the denominator vanishes or
     underflows, e.g. z far from all data) or when the new iterate is not
     finite. Returns the iterate of lowest rho seen per row (b, n) and that rho
-    (b,), inf if no iterate was evaluated finite.
+    (b,), inf if no iterate was evaluated finite. ``stop`` (a callable, or
+    None) is asked before each iteration: `kpca.errors.Stopped` when it
+    answers True.
     """
     Z = Z.copy()
     b = Z.shape[0]
@@ -37,6 +40,8 @@ def _fixed_point_iterations(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm
     for it in range(n_iter + 1):
         if active.size == 0:
             break
+        if stop is not None and stop():
+            raise Stopped("the pre-image was asked to stop")
         s0, u, v, a = kernel_moments(rows, Z[active], G[active])
         rho = norm2[active] - 2.0 * s0 + self_kernel(rows.kernel, Z[active])[0]
         better = np.isfinite(rho) & (rho < best_rho[active])
@@ -58,7 +63,7 @@ def _fixed_point_iterations(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm
 
 
 def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, restarts: int = 3,
-                n_neighbors: int = 10, init=None, rng=None, components=None) -> np.ndarray:
+                n_neighbors: int = 10, init=None, rng=None, components=None, stop=None) -> np.ndarray:
     """Pre-images by the fixed-point iteration of Mika et al. 1999 (seed 000 ref. [11]).
 
     Gaussian kernel: ``z <- sum_i gamma_i k(z, x_i) x_i / sum_i gamma_i k(z, x_i)``,
@@ -92,6 +97,9 @@ def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, 
     components : ndarray of shape (m, r), optional
         Pre-images of these projections instead of X's (the estimator's
         ``inverse_transform``); X is then only the second start.
+    stop : callable, optional
+        Asked before every iteration; True raises `kpca.errors.Stopped` (a
+        request that ended: its pre-images are not wanted any more).
 
     Returns
     -------
@@ -135,7 +143,7 @@ def fixed_point(model: KernelModel, X, *, n_iter: int = 100, tol: float = 1e-6, 
         Z0 = np.concatenate(starts)
         G = np.tile(target.gamma, (len(starts), 1))
         norm2 = np.tile(target.norm2, len(starts))
-        Z, rho = _fixed_point_iterations(model.rows, Z0, G, norm2, int(n_iter), float(tol))
+        Z, rho = _fixed_point_iterations(model.rows, Z0, G, norm2, int(n_iter), float(tol), stop)
         Z, rho = Z.reshape(len(starts), b, -1), rho.reshape(len(starts), b)
         pick = np.argmin(rho, axis=0)
         best = Z[pick, np.arange(b)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize
 
+from kpca.errors import Stopped
 from kpca.model import KernelModel, Target
 from kpca.preimage._objective import kernel_moments, rho_and_gradient
 from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS, kwok_tsang_block
@@ -24,7 +25,7 @@ def _gradient_starts(model: KernelModel, Xb: np.ndarray, target: Target, n_neigh
 
 
 def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, tol: float = 1e-8,
-                     n_neighbors: int = 10, components=None) -> np.ndarray:
+                     n_neighbors: int = 10, components=None, stop=None) -> np.ndarray:
     """Pre-images by minimising rho with L-BFGS-B and the analytic gradient (seed 002 §4.2).
 
     Works for every kernel of `kpca.kernels` (gradients in the module note;
@@ -46,6 +47,9 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
     components : ndarray of shape (m, r), optional
         Pre-images of these projections instead of X's (the estimator's
         ``inverse_transform``); X is then only a start.
+    stop : callable, optional
+        Asked before every function evaluation; True raises
+        `kpca.errors.Stopped`.
 
     Returns
     -------
@@ -69,6 +73,8 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
             G, norm2 = target.gamma[j : j + 1], target.norm2[j : j + 1]
 
             def fun(z, G=G, norm2=norm2):
+                if stop is not None and stop():
+                    raise Stopped("the pre-image was asked to stop")
                 rho, grad = rho_and_gradient(model.rows, z[None, :], G, norm2)
                 return float(rho[0]), grad[0]
 

@@ -8,6 +8,7 @@ the pre-image maths, not a solver.
 import numpy as np
 import pytest
 
+from kpca.errors import Stopped
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
 from kpca.model import KernelModel
@@ -251,6 +252,40 @@ def test_auto_dispatch(model32, digits, rng):
     poly, _ = random_model(KernelSpec("polynomial", degree=2), rng)
     Y = rng.normal(size=(2, 5))
     np.testing.assert_array_equal(reconstruct(poly, Y), gradient_descent(poly, Y))
+
+
+class AskedAfter:
+    """A ``stop`` callable that answers True from its ``n``-th call on, counting its calls."""
+
+    def __init__(self, n):
+        self.n, self.calls = n, 0
+
+    def __call__(self):
+        self.calls += 1
+        return self.calls >= self.n
+
+
+@pytest.mark.parametrize("method", ["fixed-point", "gradient"])
+def test_an_iterative_preimage_stops_when_asked_and_is_unchanged_when_not(method, model32, digits):
+    """``stop`` is asked between steps (issue 30: a request that ended stops its running pre-images): True
+    raises Stopped after a few steps, never True leaves the answer bit for bit as without it."""
+    X = digits[1500:1504]
+    options = {"n_iter": 500, "tol": 1e-300} if method == "fixed-point" else {"max_iter": 500, "tol": 1e-300}
+    never = AskedAfter(10**9)
+    np.testing.assert_array_equal(reconstruct(model32, X, method, stop=never, **options),
+                                  reconstruct(model32, X, method, **options))
+    assert never.calls > 50  # asked at every step
+    soon = AskedAfter(5)
+    with pytest.raises(Stopped):
+        reconstruct(model32, X, method, stop=soon, **options)
+    assert soon.calls == 5  # no step after the answer
+
+
+def test_closed_form_preimages_ignore_stop(model32, digits):
+    X = digits[1500:1504]
+    asked = AskedAfter(1)
+    np.testing.assert_array_equal(reconstruct(model32, X, "kwok-tsang", stop=asked), kwok_tsang(model32, X))
+    assert asked.calls == 0
 
 
 # -- learned inverse --------------------------------------------------------------------------

@@ -31,3 +31,18 @@ def test_stale_flags_go_when_another_is_raised(tmp_path):
 def test_only_tokens_name_files(tmp_path, token):
     with pytest.raises(ValueError, match="stop token"):
         StopFlags(tmp_path).raise_flag(token)
+
+
+def test_a_checker_looks_at_most_every_interval_and_keeps_a_raised_answer(tmp_path):
+    flags, token = StopFlags(tmp_path), StopFlags.new_token()
+    assert flags.checker(None) is None
+    asked = flags.checker(token, every_s=0.2)
+    assert not asked()
+    flags.raise_flag(token)
+    assert not asked()  # within the interval: its last look
+    time.sleep(0.25)
+    assert asked()
+    flags.clear(token)
+    assert asked()  # once raised, raised
+    with pytest.raises(ValueError, match="stop token"):
+        flags.checker("../x")
