@@ -38,6 +38,7 @@ from service.app import create_app
 from service.flags import settings_source
 from service.settings import Settings
 from workers import Backend
+from workers.environ import restore_environ, saved_environ
 from workers.placement import machine_cores
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,7 @@ def api_process_count(settings: Settings, cores: int | None = None) -> int:
 def serve_processes(settings: Settings, argv: list[str], processes: int) -> None:
     """Serve with ``processes`` API processes (module docstring) until SIGTERM or SIGINT; the
     embedded cluster is started first and closed last. Blocks."""
-    saved = {name: os.environ.get(name) for name in ("KPCA_SCHEDULER", EMBEDDED_ENV, METRICS_ENV, ARGV_ENV,
-                                                      SUPERVISOR_ENV)}
+    saved = saved_environ(("KPCA_SCHEDULER", EMBEDDED_ENV, METRICS_ENV, ARGV_ENV, SUPERVISOR_ENV))
     backend, metrics = None, tempfile.mkdtemp(prefix="kpca-metrics-")
     try:
         if settings.scheduler is None:
@@ -81,11 +81,7 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
         if backend is not None:
             backend.close(settings.shutdown_timeout_s)
         shutil.rmtree(metrics, ignore_errors=True)
-        for name, value in saved.items():  # this process's environment as it was (main() may be called again)
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        restore_environ(saved)  # this process's environment as it was (main() may be called again)
 
 
 def process_app():

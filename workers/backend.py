@@ -31,6 +31,7 @@ from workers import fit as fit_task
 from workers import image_jobs as image_job_task
 from workers import images as image_task
 from workers import serve as serve_task
+from workers.environ import restore_environ, saved_environ
 from workers.placement import machine_cores
 from workers.plugins import IgnoreInterrupts, ImportModules, WarmKernels, import_modules
 from workers.priority import run_niced
@@ -171,7 +172,7 @@ class Backend:
             environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
             # each nanny writes these (and PYTHONHASHSEED) into this process's environment before every
             # worker (re)start, by design (distributed.nanny's pre-spawn-environ): `close` puts them back
-            self._environ_before = {key: os.environ.get(key) for key in (*environ, "PYTHONHASHSEED")}
+            self._environ_before = saved_environ((*environ, "PYTHONHASHSEED"))
             with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WHEN_IDLE,
                                   **PRIORITIES_ON_WORKERS}):
                 # two threads per worker, at most one fit each (resource "fit"):
@@ -228,11 +229,7 @@ class Backend:
             except Exception:
                 log.warning("dask cluster did not close within %.0f s", timeout_s, exc_info=True)
             self.cluster = None
-        for key, value in self._environ_before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        restore_environ(self._environ_before)
         self._environ_before = {}
 
     def __enter__(self) -> "Backend":
