@@ -113,12 +113,14 @@ def leading(model: KernelModel, n_components: int) -> KernelModel:
     return KernelModel(rows=model.rows, A=model.A[:r], AK=model.AK[:r], eigenvalues=eigenvalues)
 
 
-def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | None = None) -> np.ndarray:
+def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | None = None,
+              stop=None) -> np.ndarray:
     """Pre-images of the projections of the patches P (m, n) by one of `PATCH_METHODS` (module note).
 
     Every method is a deterministic function of P: no restarts, no random starts, no tolerance tests
     (a fixed number of steps), so that the tuner's finite differences (`kpca.tuning`) see a smooth map
-    where the method is smooth. Cost: the method's (one pass over the tile's rows per step).
+    where the method is smooth. ``stop``: asked between the iterations of a fixed point of more than one
+    step (`kpca.preimage.fixed_point`). Cost: the method's (one pass over the tile's rows per step).
     """
     options = dict(options or {})
     neighbours = int(options.get("n_neighbors", 10))
@@ -126,7 +128,7 @@ def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | No
         n_iter = int(options.get("n_iter", 1))
         if n_iter == 1:
             return model.map_blocks(model.check_points(P), lambda B: _fixed_point_step(model, B), P.shape[1])
-        return fixed_point(model, P, n_iter=n_iter, tol=0.0, restarts=1, n_neighbors=neighbours, init=P)
+        return fixed_point(model, P, n_iter=n_iter, tol=0.0, restarts=1, n_neighbors=neighbours, init=P, stop=stop)
     if method == "kwok-tsang":
         return kwok_tsang(model, P, n_neighbors=neighbours)
     if method == "gradient":

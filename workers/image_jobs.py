@@ -46,13 +46,15 @@ class JobProgress:
 
     ``step(name)`` is a context manager around one step; ``report(done, total)`` is the callback the
     numerics call (written at most every `REPORT_EVERY_S`, and raising `Stopped` once a cancel was
-    asked for, or the request's stop flag ``stop`` raised: `store.stop_flags`). ``finish(status, chosen,
-    error)`` writes the end.
+    asked for, or the request's stop flag ``stop`` raised: `store.stop_flags`); ``asked_to_stop`` (None
+    without a flag) the ``stop`` callable of a long pre-image (`kpca.preimage.reconstruct`), which looks at
+    the flag between its steps. ``finish(status, chosen, error)`` writes the end.
     """
 
     def __init__(self, data_dir: str, job: str | None, kind: str, stop: str | None = None):
         self.store = ImageJobStore(Path(data_dir)) if job else None
         self.stops, self.stop = StopFlags(data_dir), stop
+        self.asked_to_stop = self.stops.checker(stop)
         self.job = job
         self.started = time.perf_counter()
         self.steps: list[dict] = []
@@ -165,11 +167,13 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
             raise ValueError("n_components: this model has its own decoder; it uses all its components")
         served = model if n_components is None else leading(model, n_components)
         info: dict = {"tune": "off" if own_decoder else tune}
-        if upscale > 1:
-            def rows(patches):
-                return reconstruct_rows(data_dir, model_name, patches, method, options) if n_components is None \
-                    else reconstruct(served, patches, method, **(options or {}))
 
+        def rows(patches):  # their pre-images through the served model, stopped with the request
+            if n_components is None:
+                return reconstruct_rows(data_dir, model_name, patches, method, options, progress.stop)
+            return reconstruct(served, patches, method, stop=progress.asked_to_stop, **(options or {}))
+
+        if upscale > 1:
             with progress.step("hyperresolution"):
                 start = "spline" if constrained else "replicate"
                 out = hyperresolve(unit, upscale, patch_reconstruction(rows, patch, stride), constrained,
@@ -180,9 +184,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
         if tune != "auto" or own_decoder:
             with progress.step("denoising"):
                 patches, grid = extract_patches(unit, patch, stride)
-                cleaned = reconstruct_rows(data_dir, model_name, patches, method, options) \
-                    if n_components is None else reconstruct(served, patches, method, **(options or {}))
-                out = assemble_patches(cleaned, grid)
+                out = assemble_patches(rows(patches), grid)
             if choice == WIENER:  # explicit: it needs the noise level, which nothing tuned estimated
                 with progress.step("noise"):
                     info.update(noise=noise_level(unit), noise_estimated=True)
@@ -288,7 +290,8 @@ def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: 
                                noise_of=noise_level_rows, report=progress.report)
         chosen = tuned.settings
         with progress.step("denoising"):
-            out = preimages(leading(model, chosen.n_components), values, chosen.method, chosen.options)
+            out = preimages(leading(model, chosen.n_components), values, chosen.method, chosen.options,
+                            progress.asked_to_stop)
         return out, {"tune": "auto", "chosen": chosen.to_dict(), "noise": tuned.noise, "noise_estimated": True}
 
     return _run(progress, work)
