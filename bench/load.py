@@ -21,6 +21,9 @@ The clients run in ``--generator-processes`` processes of their own (default 4, 
 among them) and the ``/healthz`` prober in one more: 32 client threads and the prober in one interpreter
 measured, besides the service, their own wait for that interpreter's lock (1: everything in this process,
 as before). The abusive threads stay in this process (their latency is not reported).
+``--generator-nice k`` runs the client processes k OS priority levels below the service and the prober, as
+clients on other machines would not take the service's cores; their latencies then include their own
+wait for a core.
 
 Any answer other than 2xx, or a transport error, is an error. Reports requests/s, errors (with the
 first few), p50 and p99 latency per kind, the slowest ``/healthz``, and the fits' state at the start
@@ -118,9 +121,12 @@ def client_loop(url: str, index: int, stop_at: float, results: list, errors: lis
                 errors.append(f"commit {dataset}: {response.status_code} {response.text[:200]}")
 
 
-def client_group(url: str, indices: list[int], start_at: float, stop_at: float) -> tuple[list, list]:
-    """In a generator process: the clients ``indices`` as threads from ``start_at`` (``time.monotonic``,
-    one clock for every process of the machine) until ``stop_at``; their (results, errors)."""
+def client_group(url: str, indices: list[int], start_at: float, stop_at: float, nice: int = 0) -> tuple[list, list]:
+    """In a generator process (its niceness raised by ``nice``): the clients ``indices`` as threads from
+    ``start_at`` (``time.monotonic``, one clock for every process of the machine) until ``stop_at``; their
+    (results, errors)."""
+    if nice:
+        os.nice(nice)
     time.sleep(max(0.0, start_at - time.monotonic()))
     results: list = []
     errors: list = []
@@ -193,7 +199,8 @@ def run_window(url: str, args) -> tuple[list, list, list, list]:
         groups = [list(range(args.clients))[k::processes] for k in range(processes)]
         with ProcessPoolExecutor(processes + 1, mp_context=multiprocessing.get_context("spawn")) as pool:
             prober = pool.submit(healthz_process, url, start_at, stop_at, args.prober_nice)
-            parts = [pool.submit(client_group, url, group, start_at, stop_at) for group in groups if group]
+            parts = [pool.submit(client_group, url, group, start_at, stop_at, args.generator_nice)
+                     for group in groups if group]
             results = [item for part in parts for item in part.result()[0]]
             errors = [item for part in parts for item in part.result()[1]]
             healthz = prober.result()
@@ -222,6 +229,9 @@ def main() -> None:
     ap.add_argument("--name", default=None, help="the result's name under bench/results (default load, load_quick)")
     ap.add_argument("--generator-processes", type=int, default=4,
                     help="processes the clients are split among, plus one for the /healthz prober (1: threads of this one)")
+    ap.add_argument("--generator-nice", type=int, default=0,
+                    help="niceness added to the client processes (their wait for a core then counts in their "
+                         "latencies, not the service's: as clients on other machines; the prober keeps its own)")
     ap.add_argument("--prober-nice", type=int, default=0,
                     help="niceness change of the /healthz prober's process (negative, as root: its own scheduling "
                          "on a saturated machine is then not counted in the service's answer time)")
@@ -266,6 +276,7 @@ def main() -> None:
         "server": "a thread of the load generator's process" if args.in_process else "a process of its own",
         "generator_processes": args.generator_processes,
         "prober_nice": args.prober_nice,
+        "generator_nice": args.generator_nice,
         "api_processes": 1 if args.in_process else api_process_count(Settings(**(
             {} if args.api_processes is None else {"api_processes": args.api_processes}))),
         "note": args.note,
