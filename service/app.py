@@ -25,6 +25,7 @@ from service.event_hub import EventHub
 from service.record_views import RecordViews
 from service.limits import BodyLimitMiddleware, DataUsage, folder_bytes, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
+from service.threads import set_thread_limits, wait_for_cluster
 from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
+    set_thread_limits(settings.api_threads, settings.api_wait_threads)  # service/threads.py
     data_dir = Path(settings.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     app.state.datasets = DatasetStore(data_dir)
@@ -80,7 +82,7 @@ async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], int
     while True:
         for registry in registries:
             try:
-                resubmitted = await run_in_threadpool(backend.recover, registry)
+                resubmitted = await wait_for_cluster(backend.recover, registry)
                 if resubmitted:
                     log.warning("resubmitted %s without a live runner: %s", registry.kind_folder,
                                 ", ".join(resubmitted))

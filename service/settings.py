@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     warm_workers : every dask worker loads the default fit's and serving's
         jitted code when it starts (``KPCA_WARM_WORKERS``, default true), so
         that the first fit does not; the test suite turns it off.
+    api_threads, api_wait_threads : threads of each API process for short blocking steps, and for waits
+        on the cluster (`service.threads`): the waits sleep until the workers answer, and have threads of
+        their own, so that no number of them can take the threads that the short steps need.
     access_log : ``python -m service`` writes uvicorn's line per request to standard output
         (``KPCA_ACCESS_LOG``, default true), from a thread, never the event loop
         (`service.access_log`); off saves the API processes the lines' cost under load.
@@ -158,6 +161,10 @@ class Settings(BaseSettings):
                                       "on one socket, clients of one dask cluster; unset: one per core, at most 4")
     warm_workers: bool = Field(default=True, description="dask workers load the default fit's and serving's "
                                "jitted code when they start")
+    api_threads: int = Field(default=40, ge=1, description="threads of each API process for short blocking steps "
+                             "(parsing, checks, reads, writes, small projections; service.threads)")
+    api_wait_threads: int = Field(default=64, ge=1, description="threads of each API process that wait for "
+                                  "the cluster's answers (projections, pre-images, imports on the workers)")
     access_log: bool = Field(default=True, description="one line per request on standard output, written by a "
                              "thread of each API process (service.access_log)")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1, description="largest request body (413 above)")

@@ -27,6 +27,7 @@ from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
 from service.security import READ, WRITE, access
+from service.threads import wait_for_cluster
 
 router = APIRouter(tags=["denoising"])
 
@@ -84,13 +85,13 @@ async def denoise_image_fit(
         data_usage(request).check(count * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4, "keep")
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
     try:
-        cleaned, info = await run_in_threadpool(backend.denoise_image_fit, image, patch, stride, tile or None, tune,
-                                                fixed, noise, job, second_stage)
+        cleaned, info = await wait_for_cluster(backend.denoise_image_fit, image, patch, stride, tile or None, tune,
+                                               fixed, noise, job, second_stage)
     except ValueError as exc:
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)
     if keep is not None:
-        headers["X-KPCA-Model"] = await run_in_threadpool(
+        headers["X-KPCA-Model"] = await wait_for_cluster(
             jobs.start_patch_model, keep, image, patch, stride, info["chosen"], datasets, models, backend, settings,
             owner)
     if compare:

@@ -29,6 +29,7 @@ from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import ModelPublic
 from service.security import READ, WRITE, access
+from service.threads import wait_for_cluster
 from store.jobs.archive import MEDIA_TYPE, ModelExport
 
 router = APIRouter(prefix=models_router.prefix, tags=["models"])
@@ -107,7 +108,7 @@ async def import_model(
     size = path.stat().st_size
     try:
         usage.check(size)
-        record = await run_in_threadpool(backend.import_model, path, name, dataset, principal(request))
+        record = await wait_for_cluster(backend.import_model, path, name, dataset, principal(request))
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -50,6 +50,7 @@ from service.schemas.serving import (
     Tune,
 )
 from service.security import READ, WRITE, access
+from service.threads import wait_for_cluster
 from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound, StoreError
 from store.jobs.records import JobRecord
@@ -194,7 +195,7 @@ async def watched(request: Request, settings, registry, name: str, job: JobRecor
 async def serve(registry, name: str, job: JobRecord, call, *args, **kwargs):
     """Run a blocking backend call; a job deleted or refitted meanwhile is a 404/409, not a 500."""
     try:
-        return await run_in_threadpool(call, *args, **kwargs)
+        return await wait_for_cluster(call, *args, **kwargs)
     except RequestEnded:
         raise
     except Exception:

@@ -30,7 +30,7 @@ LOCAL_WORK = 2**20  # the model's 400 x 64 values: projections of up to 40 rows 
 def app(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"), scheduler=None, n_workers=1,
                         max_serving_work=10**11, serving_block_work=5 * 10**7, serving_deadline_s=2.0,
-                        local_projection_work=LOCAL_WORK)
+                        local_projection_work=LOCAL_WORK, api_threads=2)
     return create_app(settings)
 
 
@@ -169,6 +169,29 @@ def test_a_request_that_ends_stops_its_running_block_at_its_next_step(app, model
     while running_tasks(app, "reconstruct_rows") > 0:
         assert time.monotonic() < deadline, "the running block went on after its request ended"
         time.sleep(0.1)
+
+
+def test_requests_waiting_for_the_cluster_leave_the_short_steps_their_threads(app, model, digits, base_url):
+    """Four heavy ``/denoise`` requests wait for the workers on threads of their own (`service.threads`),
+    not on the ``api_threads`` (here 2) that short steps run on: a data set listing (a plain ``def`` route,
+    run on those) is answered at once meanwhile, and no request runs more short steps at once."""
+    body = {"rows": digits[:200].tolist(), **HEAVY}  # each a 503 after the 2 s deadline
+    heavies = [threading.Thread(target=lambda: httpx.post(f"{base_url}/v1/models/{model}/denoise", json=body,
+                                                          timeout=30), daemon=True) for _ in range(4)]
+    for thread in heavies:
+        thread.start()
+    time.sleep(0.5)
+    assert cluster_tasks(app) > 0 and all(thread.is_alive() for thread in heavies)
+    seconds = []
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        for _ in range(10):
+            started = time.monotonic()
+            assert client.get("/v1/datasets").status_code == 200
+            seconds.append(time.monotonic() - started)
+    assert any(thread.is_alive() for thread in heavies)  # the listings ran while the four waited
+    for thread in heavies:
+        thread.join(timeout=30)
+    assert max(seconds) < 0.5, seconds  # behind the waits on 2 shared threads: until their deadline
 
 
 def test_four_heavy_requests_in_flight_leave_concurrent_projections_answered_at_once(api, app, model, digits,
