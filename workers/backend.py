@@ -14,7 +14,6 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -403,25 +402,22 @@ class Backend:
         (resource ``preimage``, low priority, niced). ``watch``: the request's deadline and disconnection
         (`watched_results`); when it ends the running task is asked to stop too (`_stoppable`). Blocking:
         call it from a thread pool."""
-        return self._stoppable(watch, lambda stop: self.client.submit(
+        return self._stoppable(watch, lambda stop: [self.client.submit(
             run_niced, image_job_task.denoise_with_model, self.data_dir, model_name, image, patch, stride, method,
             options, upscale, tune, n_components, constrained, job, second_stage, stop, pure=False,
-            priority=PREIMAGE_PRIORITY, resources=self._preimage_resources()))
+            priority=PREIMAGE_PRIORITY, resources=self._preimage_resources())])[0]
 
     def _stoppable(self, watch: "Watch | None", submit, window: int | None = None):
-        """The results of the tasks ``submit(stop_token)`` submits (one future: its result; an iterable of
-        them: the list, at most ``window`` in flight), watched (`watched_results`); when the request ends,
+        """The results of the tasks ``submit(stop_token)`` submits (a list of futures, or a stream of them
+        with at most ``window`` in flight), in order, watched (`watched_results`); when the request ends,
         its stop flag is raised (`store.stop_flags`) so that a task already running stops at its next step
         instead of running to its end. Blocking."""
         token = StopFlags.new_token()
-        submitted = submit(token)
-        one = not isinstance(submitted, Iterator)
         try:
-            results = watched_results(self.client, [submitted] if one else submitted, watch, window=window)
+            return watched_results(self.client, submit(token), watch, window=window)
         except RequestEnded:
             StopFlags(self.data_dir).raise_flag(token)
             raise
-        return results[0] if one else results
 
     def denoise_image_fit(self, image: np.ndarray, patch: int, stride: int, tile: int | None, tune: str = "auto",
                           fixed: dict | None = None, noise: float | None = None,
@@ -437,9 +433,9 @@ class Backend:
         (`workers.image_jobs.denoise_rows_tuned`), one task run as pre-image blocks are (resource ``preimage``,
         low priority, niced). ``watch``: the request's deadline and disconnection (`watched_results`).
         Blocking: call it from a thread pool."""
-        return self._stoppable(watch, lambda stop: self.client.submit(
+        return self._stoppable(watch, lambda stop: [self.client.submit(
             run_niced, image_job_task.denoise_rows_tuned, self.data_dir, model_name, rows, fixed, stop, pure=False,
-            priority=PREIMAGE_PRIORITY, resources=self._preimage_resources()))
+            priority=PREIMAGE_PRIORITY, resources=self._preimage_resources())])[0]
 
     def component_images(self, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The leading ``count`` components of a model in input space and their eigenvalues
