@@ -88,13 +88,20 @@ def npy_answer(values: np.ndarray, headers: dict | None = None) -> Response:
     `Response` up to `NPY_BLOCK_BYTES`, else streamed (`npy_stream`) from the array itself, without a
     copy of its bytes. Cost O(values)."""
     values = np.ascontiguousarray(values)
-    buffer = io.BytesIO()
-    npy_format.write_array_header_1_0(buffer, npy_format.header_data_from_array_1_0(values))
-    header = buffer.getvalue()
+    header = npy_header(values.dtype, values.shape)
     headers = {**(headers or {}), "Content-Length": str(len(header) + values.nbytes)}
     if values.nbytes <= NPY_BLOCK_BYTES:
         return Response(header + values.tobytes(), media_type=NPY_MEDIA_TYPE, headers=headers)
     return StreamingResponse(npy_stream(header, values), media_type=NPY_MEDIA_TYPE, headers=headers)
+
+
+def npy_header(dtype, shape: tuple[int, ...]) -> bytes:
+    """The ``.npy`` header (format 1.0, C order) of an array of ``dtype`` and ``shape``, as numpy writes
+    it. O(1)."""
+    buffer = io.BytesIO()
+    npy_format.write_array_header_1_0(buffer, {"descr": npy_format.dtype_to_descr(np.dtype(dtype)),
+                                               "fortran_order": False, "shape": tuple(int(n) for n in shape)})
+    return buffer.getvalue()
 
 
 def npy_stream(header: bytes, values: np.ndarray, block_bytes: int = NPY_BLOCK_BYTES) -> Iterator[bytes]:

@@ -7,21 +7,19 @@ the data set is committed.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from numpy.lib import format as npy_format
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import DatasetsDep
 from service.errors import ApiError
 from service.payloads import NPY_MEDIA_TYPE
-from service.responses import NPY_CONTENT, Format, wants_npy
+from service.responses import NPY_CONTENT, Format, npy_answer, npy_header, wants_npy
 from service.routes.datasets import ChunkIndex, DatasetName, router as datasets_router
 from service.schemas.errors import ErrorBody
 from service.security import READ, access
@@ -73,9 +71,7 @@ async def get_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     found, rows = await run_in_threadpool(_read_chunk, datasets, name, index, version)
     headers = {"X-Dataset-Version": str(found)}
     if wants_npy(request, format):
-        buffer = io.BytesIO()
-        npy_format.write_array(buffer, np.ascontiguousarray(rows), allow_pickle=False)
-        return Response(buffer.getvalue(), media_type=NPY_MEDIA_TYPE, headers=headers)
+        return npy_answer(rows, headers)
     body = {"dataset": name, "version": found, "index": index, "n_rows": int(rows.shape[0]), "rows": rows.tolist()}
     return JSONResponse(body, headers=headers)
 
@@ -101,11 +97,8 @@ def download(name: DatasetName, datasets: DatasetsDep, version: Version = None) 
     found, ranges = datasets.chunk_ranges(name, version)
     array = datasets.open_array(name, found)
     dtype = np.dtype(array.dtype)
-    buffer = io.BytesIO()
     n_rows, n_features = (int(s) for s in array.shape)
-    npy_format.write_array_header_1_0(
-        buffer, {"descr": npy_format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n_rows, n_features)})
-    header = buffer.getvalue()
+    header = npy_header(dtype, (n_rows, n_features))
     headers = {"Content-Length": str(len(header) + n_rows * n_features * dtype.itemsize),
                "Content-Disposition": f'attachment; filename="{name}-v{found}.npy"', "X-Dataset-Version": str(found)}
     return StreamingResponse(_npy_stream(array, ranges, header), media_type=NPY_MEDIA_TYPE, headers=headers)
