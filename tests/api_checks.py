@@ -1,6 +1,7 @@
 """Assertions on the service's error bodies, uploading small data sets, and waiting for fits, shared by
 the API tests."""
 
+import io
 import time
 
 import numpy as np
@@ -48,3 +49,10 @@ def wait_for_pass(api, name: str, n: int, timeout: float = 120, route: str = "/v
         assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
         time.sleep(0.02)
     return record
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    """``array`` as the bytes of a ``.npy`` file (never pickled)."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()

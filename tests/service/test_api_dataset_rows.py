@@ -10,15 +10,9 @@ import pytest
 
 from store import ClusteringRegistry, ModelRegistry
 from store.jobs.records import ModelRecord
-from tests.api_checks import assert_error
+from tests.api_checks import assert_error, npy_bytes
 
 OCTET = {"Accept": "application/octet-stream"}
-
-
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
 
 
 def load(body: bytes) -> np.ndarray:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import socket
 import threading
 from urllib.parse import urlparse
@@ -11,17 +10,11 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.api_checks import error_message
+from tests.api_checks import error_message, npy_bytes
 from tests.store_checks import version_checksum
 
 NPY = {"Content-Type": "application/octet-stream"}
 CSV = {"Content-Type": "text/csv"}
-
-
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
 
 
 def csv_bytes(rows, header: str | None = None) -> bytes:

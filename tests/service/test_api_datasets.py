@@ -7,19 +7,13 @@ import io
 import numpy as np
 import pytest
 
-from tests.api_checks import assert_error
+from tests.api_checks import assert_error, npy_bytes
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_IMPORT_BYTES = 2 * MAX_BODY_BYTES
 SERVER_SETTINGS = {"max_body_bytes": MAX_BODY_BYTES, "max_import_bytes": MAX_IMPORT_BYTES}
 
 NPY = {"Content-Type": "application/octet-stream"}
-
-
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
 
 
 def create(api, name: str, n_features: int = 4, dtype: str = "float32"):
