@@ -1,16 +1,20 @@
-"""A large serving answer as JSON against the same answer as ``.npy`` bytes, through the real service.
+"""A large serving request and answer as JSON against the same as ``.npy`` bytes, through the real service.
 
 A service (`python -m service` in a process of its own, embedded cluster, temporary data folder) fits
 a linear model (exact, r = 16) on ``--train`` rows of 64 features; then ``POST /v1/models/m/project``
 of ``--rows`` rows is timed ``--repeats`` times each way, one after the other, from the request to the
 array in this process:
 
-* ``json``: the default answer, ``np.asarray(r.json()["components"])``;
-* ``npy``: ``Accept: application/octet-stream``, ``np.load`` of the body.
+* ``json``: JSON rows in, the default answer, ``np.asarray(r.json()["components"])``;
+* ``npy``: the same JSON rows in, ``Accept: application/octet-stream``, ``np.load`` of the body;
+* ``npy_both``: the rows as ``.npy`` bytes in (``Content-Type: application/octet-stream``, as the
+  Python client sends them), the answer as ``npy``'s.
 
-Both get the same request body (JSON rows), so the difference is the answer's encoding, transfer and
-decoding. Reports the median and minimum seconds of each and their ratio, and checks that both answers
-are the same float64 values. Prints JSON and writes bench/results/answer_formats.json.
+``json`` and ``npy`` get the same request body, so their difference is the answer's encoding, transfer
+and decoding; ``npy_both`` also drops the request's JSON (written here, parsed and validated in the
+API process). Reports the median and minimum seconds of each and their ratios to ``json``, and checks
+that every answer holds the same float64 values. Prints JSON and writes
+bench/results/answer_formats.json.
 
     python bench/answer_formats.py [--rows 10000] [--train 2000] [--repeats 5]
 """
@@ -32,19 +36,26 @@ from bench._common import save  # noqa: E402
 from bench._service import service_process  # noqa: E402
 
 N_FEATURES, R = 64, 16
+KINDS = ("json", "npy", "npy_both")
 
 
-def timed(api: httpx.Client, body: dict, npy: bool) -> tuple[float, np.ndarray]:
-    """Seconds from sending the request to holding the answer as an array, and the array."""
+def timed(api: httpx.Client, rows: np.ndarray, kind: str) -> tuple[float, np.ndarray]:
+    """Seconds from making the request's body (``kind``: module note) to holding the answer as an
+    array, and the array."""
     started = time.perf_counter()
-    if npy:
-        r = api.post("/v1/models/m/project", json=body, headers={"Accept": "application/octet-stream"})
-        r.raise_for_status()
-        array = np.load(io.BytesIO(r.content), allow_pickle=False)
+    if kind == "npy_both":
+        buffer = io.BytesIO()
+        np.save(buffer, rows, allow_pickle=False)
+        r = api.post("/v1/models/m/project", content=buffer.getvalue(),
+                     headers={"Accept": "application/octet-stream", "Content-Type": "application/octet-stream"})
     else:
-        r = api.post("/v1/models/m/project", json=body)
-        r.raise_for_status()
+        headers = {"Accept": "application/octet-stream"} if kind == "npy" else {}
+        r = api.post("/v1/models/m/project", json={"rows": rows.tolist()}, headers=headers)
+    r.raise_for_status()
+    if kind == "json":
         array = np.asarray(r.json()["components"], dtype=np.float64)
+    else:
+        array = np.load(io.BytesIO(r.content), allow_pickle=False)
     return time.perf_counter() - started, array
 
 
@@ -59,7 +70,6 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     rows = rng.normal(size=(args.rows, N_FEATURES))
-    body = {"rows": rows.tolist()}
     with service_process() as url, httpx.Client(base_url=url, timeout=600) as api:
         upload_array(api, "train", rng.normal(size=(args.train, N_FEATURES)), progress=False)
         api.post("/v1/models", json={"name": "m", "dataset": "train", "n_components": R,
@@ -68,21 +78,23 @@ def main() -> None:
             time.sleep(0.2)
         if status != "completed":
             raise RuntimeError(f"model m: {status}")
-        timed(api, body, False), timed(api, body, True)  # warm both paths
-        seconds = {"json": [], "npy": []}
+        for kind in KINDS:  # warm every path
+            timed(api, rows, kind)
+        seconds = {kind: [] for kind in KINDS}
         answers = {}
         for _ in range(args.repeats):
-            for kind in ("json", "npy"):
-                s, answers[kind] = timed(api, body, kind == "npy")
+            for kind in KINDS:
+                s, answers[kind] = timed(api, rows, kind)
                 seconds[kind].append(s)
-    if not np.array_equal(answers["json"], answers["npy"]):
-        raise RuntimeError("the .npy answer differs from the JSON one")
+    if not all(np.array_equal(answers["json"], answers[kind]) for kind in KINDS):
+        raise RuntimeError("a .npy answer differs from the JSON one")
     summary = {kind: {"median_s": round(float(np.median(v)), 4), "min_s": round(min(v), 4),
                       "all_s": [round(x, 4) for x in v]} for kind, v in seconds.items()}
     save("answer_formats", {
         "rows": args.rows, "features": N_FEATURES, "components": R, "train": args.train, "repeats": args.repeats,
         "answer_values": int(args.rows * R), "seconds": summary,
         "npy_over_json_median": round(summary["npy"]["median_s"] / summary["json"]["median_s"], 3),
+        "npy_both_over_json_median": round(summary["npy_both"]["median_s"] / summary["json"]["median_s"], 3),
         "identical_values": True, "note": args.note,
     })
 

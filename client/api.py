@@ -187,18 +187,30 @@ class Client:
 
     def project(self, name: str, rows) -> np.ndarray:
         """Kernel principal components of ``rows`` (shape (m, n)): an array of shape (m, n_components)."""
-        body = {"rows": np.asarray(rows, dtype=np.float64).tolist()}
-        return self._rows("POST", f"/v1/models/{name}/project", body, "components")
+        return self._rows(f"/v1/models/{name}/project", rows, {}, "components")
 
     def denoise(self, name: str, rows, method: str = "auto") -> np.ndarray:
         """Denoised ``rows`` (shape (m, n)): pre-images of their projections, same shape."""
-        body = {"rows": np.asarray(rows, dtype=np.float64).tolist(), "method": method}
-        return self._rows("POST", f"/v1/models/{name}/denoise", body, "rows")
+        return self._rows(f"/v1/models/{name}/denoise", rows, {"method": method}, "rows")
 
-    def _rows(self, method: str, path: str, body: dict, field: str) -> np.ndarray:
-        """The rows a serving route answers, asked for as ``.npy`` bytes (no JSON text to parse; the
-        float64 values bit for bit); a service that answers JSON (an older one) is read as JSON."""
-        response = self.request(method, path, json=body, headers={"Accept": "application/octet-stream"})
+    def _rows(self, path: str, rows, fields: dict, field: str) -> np.ndarray:
+        """The rows a serving route answers for ``rows`` and the request's other ``fields``, both ways as
+        ``.npy`` bytes (the rows sent as float64 ``.npy``, the fields in the header ``X-KPCA-Fields``; the
+        answer's values bit for bit, no JSON text to write or parse). A service that refuses ``.npy`` rows
+        (415: an older one) is sent JSON; one that answers JSON is read as JSON."""
+        rows = np.ascontiguousarray(np.asarray(rows, dtype=np.float64))
+        accept = {"Accept": "application/octet-stream"}
+        buffer = io.BytesIO()
+        np.save(buffer, rows, allow_pickle=False)
+        headers = {**accept, "Content-Type": "application/octet-stream"}
+        if fields:
+            headers["X-KPCA-Fields"] = json.dumps(fields)
+        try:
+            response = self.request("POST", path, content=buffer.getvalue(), headers=headers)
+        except ApiError as exc:
+            if exc.status != 415:
+                raise
+            response = self.request("POST", path, json={"rows": rows.tolist(), **fields}, headers=accept)
         if response.headers.get("content-type", "").startswith("application/octet-stream"):
             return np.load(io.BytesIO(response.content), allow_pickle=False)
         return np.asarray(response.json()[field])

@@ -26,6 +26,10 @@ from store.npy import read_array, read_header
 NPY_MEDIA_TYPE = "application/octet-stream"
 JSON_MEDIA_TYPE = "application/json"
 CSV_MEDIA_TYPE = "text/csv"
+#: the header that holds a rows route's fields other than ``rows`` (a JSON object) when its rows come as
+#: ``.npy`` bytes; the same header carries a ``.npy`` answer's other fields (`service.responses`)
+FIELDS_HEADER = "X-KPCA-Fields"
+FIELDS_HEADER_BYTES = 16 * 1024
 
 
 #: JSON bodies up to this many bytes are decoded on the event loop: a trip to the thread pool costs more
@@ -61,10 +65,73 @@ class ThreadParsedRequest(Request):
         return value
 
 
+class NpyRowsRequest(ThreadParsedRequest):
+    """A request to a rows route whose ``rows`` came as ``.npy`` bytes (``Content-Type:
+    application/octet-stream``) and its other fields, if any, as a JSON object in the header
+    `FIELDS_HEADER`. FastAPI is shown a JSON request (`json_scope`) whose body is the route's body model,
+    built off the event loop by `npy_body_model` with ``rows`` the array as read: no JSON text, no
+    Python float per value."""
+
+    max_rows = None  # the body model's bound on rows, set by `ThreadParsedRoute`
+
+    async def json(self):
+        """The body model from the ``.npy`` rows and `FIELDS_HEADER`, built once in a worker thread. Cost
+        O(body)."""
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            self._json = await run_in_threadpool(npy_body_model, body, self.headers.get(FIELDS_HEADER),
+                                                 self.validate_body, self.max_rows)
+        return self._json
+
+
+def json_scope(scope: dict) -> dict:
+    """``scope`` (an ASGI request's) with its Content-Type replaced by JSON's and the original kept under
+    ``"kpca.body_media_type"``: what `NpyRowsRequest` shows FastAPI, whose body step reads a model only
+    from a JSON request. Cost O(headers)."""
+    headers = [(key, value) for key, value in scope["headers"] if key.lower() != b"content-type"]
+    original = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+    return {**scope, "headers": [*headers, (b"content-type", JSON_MEDIA_TYPE.encode())],
+            "kpca.body_media_type": original}
+
+
+def npy_body_model(body: bytes, fields: str | None, validate_body, max_rows: int | None):
+    """A rows route's body model from ``.npy`` rows (``body``, `rows_from_npy`: 400 on ``body`` if
+    unreadable, 413 on ``rows`` past ``max_rows``) and its other fields (``fields``, the `FIELDS_HEADER`
+    text: a JSON object without ``rows``; 400 naming the header if it is not one). The fields are
+    validated as a JSON body's would be (422 naming the field); ``rows`` is then the array itself, 2-D
+    with at least one row (422 on ``rows`` otherwise), checked for its width and values by the route
+    as JSON rows are. Cost O(body)."""
+    rows = rows_from_npy(body, max_rows)
+    if rows.ndim != 2 or rows.shape[0] == 0:
+        raise ApiError(422, "invalid", f"rows: the .npy array must be 2-D with at least one row (rows x "
+                       f"columns), got shape {rows.shape}", "rows")
+    extra = {}
+    if fields:
+        try:
+            extra = json.loads(fields) if len(fields) <= FIELDS_HEADER_BYTES else None
+        except ValueError:
+            extra = None
+        if not isinstance(extra, dict) or "rows" in extra:
+            raise ApiError(400, "bad_request", f"{FIELDS_HEADER} must be a JSON object of the request's fields "
+                           f"other than rows, at most {FIELDS_HEADER_BYTES} bytes", FIELDS_HEADER)
+    value, errors = validate_body({**extra, "rows": [[0.0]]})  # the fields checked; rows stand in
+    if errors:
+        raise validation_api_error(errors)
+    return value.model_copy(update={"rows": rows})
+
+
+def rows_bound(model: type[BaseModel]) -> int | None:
+    """The most rows ``model``'s ``rows`` field accepts (its ``max_length``), or None. O(1)."""
+    field = model.model_fields.get("rows")
+    return next((m.max_length for m in (field.metadata if field else ()) if hasattr(m, "max_length")), None)
+
+
 class ThreadParsedRoute(APIRoute):
     """A FastAPI route whose JSON body is decoded and validated off the event loop (`ThreadParsedRequest`),
     for the routes whose bodies are large (rows): a 16 MB body no longer holds up every other request
-    while it is decoded, nor while its hundreds of thousands of numbers are validated."""
+    while it is decoded, nor while its hundreds of thousands of numbers are validated. A route whose body
+    model has ``rows`` and that declares `NPY_MEDIA_TYPE` (`service.security.access`) also takes its rows
+    as ``.npy`` bytes (`NpyRowsRequest`)."""
 
     def get_route_handler(self):
         """FastAPI's handler, given a `ThreadParsedRequest` over the same connection."""
@@ -77,8 +144,17 @@ class ThreadParsedRoute(APIRoute):
         def validate_body(data):
             return field.validate(data, {}, loc=("body",))
 
+        from service.security import MEDIA_TYPES_KEY  # here: service.security imports this module
+
+        npy_rows = single_model and "rows" in annotation.model_fields and \
+            NPY_MEDIA_TYPE in ((self.openapi_extra or {}).get(MEDIA_TYPES_KEY) or ())
+
         async def parse_off_loop(request: Request):
-            threaded = ThreadParsedRequest(request.scope, request.receive)
+            if npy_rows and media_type(request) == NPY_MEDIA_TYPE:
+                threaded = NpyRowsRequest(json_scope(request.scope), request.receive)
+                threaded.max_rows = rows_bound(annotation)
+            else:
+                threaded = ThreadParsedRequest(request.scope, request.receive)
             if single_model:
                 threaded.validate_body = validate_body
             return await handler(threaded)
@@ -291,6 +367,8 @@ def _bad_row(piece: bytes, first_row: int, width: int) -> ApiError:
 
 def rows_to_array(rows: list[list[float]], n_columns: int = 0) -> np.ndarray:
     """A 2-D float64 array from a list of rows; ragged rows are a 422 on ``rows``."""
+    if isinstance(rows, np.ndarray):  # .npy rows (`NpyRowsRequest`): 2-D already
+        return rows.astype(np.float64, copy=False)
     if not rows:
         return np.empty((0, n_columns), dtype=np.float64)
     width = len(rows[0])

@@ -20,7 +20,7 @@ from fastapi.responses import StreamingResponse
 from numpy.lib import format as npy_format
 from pydantic import BaseModel, TypeAdapter
 
-from service.payloads import JSON_MEDIA_TYPE, NPY_MEDIA_TYPE
+from service.payloads import FIELDS_HEADER, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE
 
 #: The ``format`` query parameter of the routes that can answer rows as ``.npy``.
 Format = Annotated[Literal["npy", "json"] | None, Query(
@@ -58,7 +58,7 @@ def rows_answer(model: type[BaseModel], field: str, values, stream_above: int, n
     values = np.asarray(values, dtype=np.float64)
     if npy:
         fields = model(**{field: []}, **other).model_dump(mode="json", by_alias=True, exclude={field})
-        return npy_answer(values, {"X-KPCA-Fields": json.dumps(fields, separators=(",", ":"))} if fields else None)
+        return npy_answer(values, {FIELDS_HEADER: json.dumps(fields, separators=(",", ":"))} if fields else None)
     if values.size <= stream_above or values.ndim != 2:
         return model(**{field: values.tolist()}, **other)
     return StreamingResponse(json_rows_stream(model, field, values, other), media_type=JSON_MEDIA_TYPE)

@@ -31,7 +31,7 @@ from service import jobs
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute
 from service.routes.models import ERRORS
-from service.routes.serving import checked_rows, serve, served_job
+from service.routes.serving import checked_rows, rows_body, serve, served_job
 from service.schemas.clusterings import (
     LABELS_PAGE,
     MAX_LABELS_PAGE,
@@ -127,7 +127,7 @@ def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend
     return ClusteringPublic.of(jobs.resume(backend, clusterings, name, response, body.passes))
 
 
-@router.post("/{name}/predict", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ERRORS)
+@router.post("/{name}/predict", openapi_extra=rows_body(), responses=ERRORS)
 async def predict(name: ClusteringName, body: ProjectRequest, clusterings: ClusteringsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep) -> PredictResponse:
     """The cluster of each of ``rows`` (the data set's columns): the Nystrom extension of the eigenvectors,

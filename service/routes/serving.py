@@ -30,7 +30,8 @@ from service.images import (
 from service.job_checks import checked_preimage
 from service.limits import check_patches, check_rows
 from service.serving_work import check_serving_work
-from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute, read_body, rows_to_array
+from service.payloads import FIELDS_HEADER, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE, ThreadParsedRoute, read_body, \
+    rows_to_array
 from service.responses import NPY_CONTENT, Format, rows_answer, wants_npy
 from service.routes.models import ERRORS, ModelName
 from service.schemas.datasets import DatasetPublic
@@ -67,6 +68,16 @@ SERVING_ERRORS = {
 }
 #: ... and of those that answer rows, which may be JSON or .npy bytes (`service.responses`)
 ROWS_ANSWERS = {**SERVING_ERRORS, 200: NPY_CONTENT}
+
+
+def rows_body() -> dict:
+    """The ``openapi_extra`` of a read route that takes rows: its JSON body, or its rows as ``.npy`` bytes
+    with its other fields as a JSON object in the header ``X-KPCA-Fields`` (`service.payloads.NpyRowsRequest`).
+    A new dict per route (FastAPI merges it into the route's operation). O(1)."""
+    return {**access(READ, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE), "requestBody": {
+        "description": f"JSON, or the rows as .npy bytes ({NPY_MEDIA_TYPE}: a 2-D numeric array, never pickled) "
+                       f"with the other fields, if any, as a JSON object in the header {FIELDS_HEADER}",
+        "content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
 
 
 async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
@@ -212,7 +223,7 @@ def changed_while_serving(registry, name: str, job: JobRecord) -> None:
                        "name") from None
 
 
-@router.post("/{name}/project", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ROWS_ANSWERS)
+@router.post("/{name}/project", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
 async def project(name: ModelName, body: ProjectRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep, format: Format = None) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
@@ -268,7 +279,7 @@ async def _reconstruct(name, body, request, models, datasets, backend, settings,
     return rows_answer(answer, "rows", out, settings.stream_response_values, wants_npy(request, format))
 
 
-@router.post("/{name}/reconstruct", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ROWS_ANSWERS)
+@router.post("/{name}/reconstruct", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
 async def reconstruct(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
                       datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep,
                       format: Format = None) -> ReconstructResponse:
@@ -277,7 +288,7 @@ async def reconstruct(name: ModelName, body: ReconstructRequest, request: Reques
     return await _reconstruct(name, body, request, models, datasets, backend, settings, format=format)
 
 
-@router.post("/{name}/denoise", openapi_extra=access(READ, JSON_MEDIA_TYPE), responses=ROWS_ANSWERS)
+@router.post("/{name}/denoise", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
 async def denoise(name: ModelName, body: DenoiseRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
                   backend: BackendDep, settings: SettingsDep, format: Format = None) -> DenoiseResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as

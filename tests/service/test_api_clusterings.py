@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kpca.metrics import variation_of_information
-from tests.api_checks import assert_error, error_message, upload_rows, wait_for_fit, wait_for_pass
+from tests.api_checks import assert_error, error_message, npy_bytes, upload_rows, wait_for_fit, wait_for_pass
 
 ROUTE = "/v1/clusterings"
 PER_BLOB, N_FEATURES, SPREAD = 30, 4, 12.0
@@ -197,6 +197,10 @@ def test_predict_new_points_of_the_blobs(api, found, blobs):
     assert api.post(f"{ROUTE}/found/predict", json={"rows": X[:20].tolist()}).json()["labels"] == found["labels"][:20]
     assert_error(api.post(f"{ROUTE}/found/predict", json={"rows": [[0.0] * 3]}), 422, "invalid", "rows")
     assert_error(api.post(f"{ROUTE}/found/predict", json={"rows": []}), 422, "invalid", "rows")
+    as_npy = api.post(f"{ROUTE}/found/predict", content=npy_bytes(new.astype(np.float32)),
+                      headers={"Content-Type": "application/octet-stream"})  # the rows as .npy bytes
+    assert as_npy.status_code == 200, as_npy.text
+    assert as_npy.json()["labels"] == [cluster_of[c] for c in new_truth]
 
 
 def test_labels_come_a_page_at_a_time(api, found):
