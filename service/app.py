@@ -78,7 +78,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], interval_s: float) -> None:
     """At start-up and then every ``interval_s``: resubmit the fits (of models, of clusterings) that
-    lost their runner (service restart, dead worker); they resume from their last checkpoint."""
+    lost their runner (service restart, dead worker), which resume from their last checkpoint, and move
+    the fits waiting for a busy worker's fit slot to a free one (`workers.backend.Backend.balance_fits`)."""
     while True:
         for registry in registries:
             try:
@@ -88,6 +89,12 @@ async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], int
                                 ", ".join(resubmitted))
             except Exception:
                 log.exception("fit watchdog failed on %s; retrying in %.0f s", registry.kind_folder, interval_s)
+        try:
+            for key, source, target in await wait_for_cluster(backend.balance_fits):
+                log.info("fit task %s waits for a fit slot on %s; moving it to %s, whose slot is free", key, source,
+                         target)
+        except Exception:
+            log.exception("fit watchdog could not balance the fits; retrying in %.0f s", interval_s)
         await asyncio.sleep(interval_s)
 
 

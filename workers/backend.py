@@ -34,6 +34,7 @@ from workers.environ import restore_environ, saved_environ
 from workers.placement import machine_cores
 from workers.plugins import IgnoreInterrupts, ImportModules, WarmKernels, import_modules
 from workers.priority import run_niced
+from workers.fit_balance import balance_fits
 from workers.shards import FIT_RESOURCE, fit_workers
 from workers.watch import RequestEnded, Watch, watched_results
 
@@ -285,6 +286,12 @@ class Backend:
         )
         fire_and_forget(future)
         self._fits[(kind, name)] = future
+
+    def balance_fits(self) -> list[tuple[str, str, str]]:
+        """Move the fits that wait for a fit slot on one worker while another worker's slot is free
+        (`workers.fit_balance`: after a worker died, the fits submitted while its replacement started all
+        queued on the survivors). ``(key, from, to)`` of each move asked. One scheduler call."""
+        return self.client.run_on_scheduler(balance_fits, FIT_RESOURCE)
 
     def recover(self, registry, recent_s: float = SUBMITTED_RECENTLY_S) -> list[str]:
         """Resubmit the jobs of a registry (models, clusterings) that should be running but are not:

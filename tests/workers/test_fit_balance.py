@@ -1,0 +1,103 @@
+"""Fits queued on one worker while another's fit slot is free are moved there (`workers.fit_balance`).
+
+The case that shows it: a worker killed mid-fit; while its replacement starts, two fits are
+submitted, and dask places both on the surviving worker (the only one offering the ``fit`` resource).
+The second waits there for the first to end even after the replacement has joined: dask's work
+stealing counts threads, not resources. `Backend.balance_fits` (the fit watchdog's) moves it. Real
+LocalCluster, real worker kill."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from store import DatasetStore, ModelRegistry
+from store.jobs.records import ModelRecord
+from tests.store_checks import ended, wait_for_record
+from workers import Backend
+from workers.shards import FIT_RESOURCE
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, digits):
+    root = tmp_path_factory.mktemp("balance")
+    ds = DatasetStore(root)
+    ds.create("digits", 64, "float64")
+    ds.put_chunk("digits", 0, digits[:400])
+    ds.commit("digits")
+    return root
+
+
+def record(data_dir, name, passes):
+    return ModelRecord.new(name, DatasetStore(data_dir).get("digits"), kernel={"type": "gaussian", "sigma": 3.0},
+                           n_components=4, solver="kha-smd",
+                           params={"passes": passes, "seed": 5, "block_size": 50, "init": "random"})
+
+
+def wait_for(condition, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+    return value
+
+
+def fit_workers(backend) -> dict[str, list[str]]:
+    """Worker address -> the fit tasks processing there, for the workers offering the fit resource."""
+    offering = {address for address, worker in backend.client.scheduler_info()["workers"].items()
+                if (worker.get("resources") or {}).get(FIT_RESOURCE)}
+    return {address: [str(key) for key in keys if str(key).startswith("fit-")]
+            for address, keys in backend.client.processing().items() if address in offering}
+
+
+def test_fits_queued_behind_a_busy_worker_move_to_its_replacement(data_dir):
+    registry = ModelRegistry(data_dir)
+    names = ("first", "second")
+    with Backend(data_dir, n_workers=2) as backend:
+        dead = next(iter(backend.worker_pids().values()))
+        os.kill(dead, signal.SIGKILL)
+        wait_for(lambda: len(backend.client.scheduler_info()["workers"]) == 1, "the scheduler to drop the killed worker")
+        try:
+            for name in names:  # while the replacement starts: both go to the survivor
+                registry.create(record(data_dir, name, 10_000))
+                backend.submit_fit(name)
+            wait_for(lambda: len(fit_workers(backend)) == 2, "the replacement worker")
+            wait_for(lambda: registry.get("first").status == "running" or registry.get("second").status == "running",
+                     "a fit running")
+            busy = [address for address, keys in fit_workers(backend).items() if len(keys) == 2]
+            assert busy, f"the fits were not queued on one worker: {fit_workers(backend)}"
+            time.sleep(3.0)  # dask alone leaves the waiting fit where it is, the replacement idle
+            statuses = sorted(registry.get(name).status for name in names)
+            assert statuses == ["queued", "running"], statuses
+
+            moved = []
+            deadline = time.monotonic() + 30
+            while not all(registry.get(name).status == "running" for name in names):
+                assert time.monotonic() < deadline, (moved, fit_workers(backend))
+                moved += backend.balance_fits()
+                time.sleep(1.0)
+            assert moved and all(source == busy[0] and target != busy[0] for _, source, target in moved), moved
+            assert sorted(len(keys) for keys in fit_workers(backend).values()) == [1, 1]
+            assert backend.balance_fits() == []
+        finally:
+            for name in names:
+                registry.request_cancel(name)
+            for name in names:
+                wait_for_record(registry, name, ended)
+
+
+def test_nothing_moves_when_every_fit_has_its_slot(data_dir):
+    registry = ModelRegistry(data_dir)
+    with Backend(data_dir, n_workers=2) as backend:
+        for name in ("left", "right"):
+            registry.create(record(data_dir, name, 10_000))
+            backend.submit_fit(name)
+        try:
+            wait_for(lambda: all(registry.get(n).status == "running" for n in ("left", "right")), "both fits running")
+            assert backend.balance_fits() == []
+        finally:
+            for name in ("left", "right"):
+                registry.request_cancel(name)
+            for name in ("left", "right"):
+                wait_for_record(registry, name, ended)
