@@ -130,8 +130,9 @@ class ThreadParsedRoute(APIRoute):
     """A FastAPI route whose JSON body is decoded and validated off the event loop (`ThreadParsedRequest`),
     for the routes whose bodies are large (rows): a 16 MB body no longer holds up every other request
     while it is decoded, nor while its hundreds of thousands of numbers are validated. A route whose body
-    model has ``rows`` and that declares `NPY_MEDIA_TYPE` (`service.security.access`) also takes its rows
-    as ``.npy`` bytes (`NpyRowsRequest`)."""
+    model has ``rows`` and whose ``openapi_extra`` documents an `NPY_MEDIA_TYPE` request body (and accepts
+    the media type, `service.security.access`: `service.routes.serving.rows_body` gives both) also takes
+    its rows as ``.npy`` bytes (`NpyRowsRequest`)."""
 
     def get_route_handler(self):
         """FastAPI's handler, given a `ThreadParsedRequest` over the same connection."""
@@ -144,10 +145,8 @@ class ThreadParsedRoute(APIRoute):
         def validate_body(data):
             return field.validate(data, {}, loc=("body",))
 
-        from service.security import MEDIA_TYPES_KEY  # here: service.security imports this module
-
-        npy_rows = single_model and "rows" in annotation.model_fields and \
-            NPY_MEDIA_TYPE in ((self.openapi_extra or {}).get(MEDIA_TYPES_KEY) or ())
+        declared = ((self.openapi_extra or {}).get("requestBody") or {}).get("content") or {}
+        npy_rows = single_model and "rows" in annotation.model_fields and NPY_MEDIA_TYPE in declared
 
         async def parse_off_loop(request: Request):
             if npy_rows and media_type(request) == NPY_MEDIA_TYPE:
