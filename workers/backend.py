@@ -32,7 +32,7 @@ from workers import images as image_task
 from workers import serve as serve_task
 from workers.environ import restore_environ, saved_environ
 from workers.placement import machine_cores
-from workers.plugins import IgnoreInterrupts, ImportModules, WarmKernels, import_modules
+from workers.plugins import IgnoreInterrupts, ImportModules, QuietHeartbeatFailures, WarmKernels, import_modules
 from workers.priority import run_niced
 from workers.fit_balance import balance_fits
 from workers.shards import FIT_RESOURCE, fit_workers
@@ -190,6 +190,7 @@ class Backend:
                 )
             self.client = Client(self.cluster, set_as_default=False)
             self.client.register_plugin(IgnoreInterrupts())  # Ctrl-C stops them through the service
+            self.client.register_plugin(QuietHeartbeatFailures())  # a stop's race, not a traceback
         if self.plugins:
             import_modules(self.plugins)
             self.client.register_plugin(ImportModules(self.plugins))

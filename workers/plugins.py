@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import logging
 import signal
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -49,6 +50,38 @@ class IgnoreInterrupts(WorkerPlugin):
 
     def setup(self, worker) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker's event loop runs in its main thread
+
+
+#: the message a dask worker logs, with a traceback, when a heartbeat's connection to the scheduler closes
+HEARTBEAT_FAILED = "Failed to communicate with scheduler during heartbeat."
+
+
+class HeartbeatFailureLine(logging.Filter):
+    """Turns dask's heartbeat failure (`HEARTBEAT_FAILED`, an error with the traceback of a closed
+    connection) into a one-line warning naming the exception. dask logs it whenever the scheduler closes
+    a worker's connection while a heartbeat is on its way, which is a race of every cluster stop: the
+    service's embedded cluster stops with the service, and its terminal then showed a traceback that
+    said nothing wrong had happened. Other records pass unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() == HEARTBEAT_FAILED and record.exc_info:
+            exc = record.exc_info[1]
+            record.msg, record.args = "heartbeat to the scheduler failed: %s: %s", (type(exc).__name__, exc)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+class QuietHeartbeatFailures(WorkerPlugin):
+    """A dask worker plugin for the embedded cluster's worker processes: `HeartbeatFailureLine` on
+    dask's worker logger."""
+
+    name = "kpca-quiet-heartbeat-failures"
+
+    def setup(self, worker) -> None:
+        logger = logging.getLogger("distributed.worker")
+        if not any(isinstance(f, HeartbeatFailureLine) for f in logger.filters):
+            logger.addFilter(HeartbeatFailureLine())
 
 
 class WarmKernels(WorkerPlugin):
