@@ -15,9 +15,9 @@ runs; without it no key is configured and every route is open (the loopback defa
 
 Prints JSON (requests, statuses by code, failures with a curl command each, time) and writes
 bench/results/fuzz.json (``--keys``: fuzz_keys.json; ``--quick``: fuzz_quick.json or
-fuzz_keys_quick.json, 10 examples) with `bench._common.save`.
+fuzz_keys_quick.json, 10 examples; ``--name``: NAME.json) with `bench._common.save`.
 
-    python bench/fuzz.py [--examples 200] [--seed 18] [--minutes 3] [--keys] [--quick]
+    python bench/fuzz.py [--examples 200] [--seed 18] [--minutes 3] [--keys] [--quick] [--name NAME]
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=3.0, help="no new operation is started after this")
     ap.add_argument("--keys", action="store_true", help="API keys on the server, the write key in every request")
     ap.add_argument("--quick", action="store_true", help="10 examples, 1 minute")
+    ap.add_argument("--name", default=None, help="the result's name under bench/results (default as above)")
     args = ap.parse_args()
     if args.quick:
         args.examples, args.minutes = 10, 1.0
@@ -78,7 +79,7 @@ def main() -> None:
                                  api_key=key)
     figures = report.as_dict()
     name = "fuzz_keys" if args.keys else "fuzz"
-    save(f"{name}_quick" if args.quick else name, {
+    save(args.name or (f"{name}_quick" if args.quick else name), {
         "api_keys": "write key in every request" if args.keys else "none configured",
         "examples_per_operation_and_kind": args.examples,
         "seed": args.seed,
