@@ -85,13 +85,10 @@ class NpyRowsRequest(ThreadParsedRequest):
 
 
 def json_scope(scope: dict) -> dict:
-    """``scope`` (an ASGI request's) with its Content-Type replaced by JSON's and the original kept under
-    ``"kpca.body_media_type"``: what `NpyRowsRequest` shows FastAPI, whose body step reads a model only
-    from a JSON request. Cost O(headers)."""
+    """``scope`` (an ASGI request's) with its Content-Type replaced by JSON's: what `NpyRowsRequest` shows
+    FastAPI, whose body step reads a model only from a JSON request. Cost O(headers)."""
     headers = [(key, value) for key, value in scope["headers"] if key.lower() != b"content-type"]
-    original = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
-    return {**scope, "headers": [*headers, (b"content-type", JSON_MEDIA_TYPE.encode())],
-            "kpca.body_media_type": original}
+    return {**scope, "headers": [*headers, (b"content-type", JSON_MEDIA_TYPE.encode())]}
 
 
 def npy_body_model(body: bytes, fields: str | None, validate_body, max_rows: int | None):
@@ -365,7 +362,8 @@ def _bad_row(piece: bytes, first_row: int, width: int) -> ApiError:
 
 
 def rows_to_array(rows: list[list[float]], n_columns: int = 0) -> np.ndarray:
-    """A 2-D float64 array from a list of rows; ragged rows are a 422 on ``rows``."""
+    """A 2-D float64 array from a list of rows (or the 2-D array of ``.npy`` rows, `NpyRowsRequest`);
+    ragged rows are a 422 on ``rows``."""
     if isinstance(rows, np.ndarray):  # .npy rows (`NpyRowsRequest`): 2-D already
         return rows.astype(np.float64, copy=False)
     if not rows:
