@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 
-from client.upload import UploadError, upload_array
+from client.upload import UploadError, npy_bytes, upload_array
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: statuses in which a fit is still going
@@ -200,13 +200,11 @@ class Client:
         (415: an older one) is sent JSON; one that answers JSON is read as JSON."""
         rows = np.ascontiguousarray(np.asarray(rows, dtype=np.float64))
         accept = {"Accept": "application/octet-stream"}
-        buffer = io.BytesIO()
-        np.save(buffer, rows, allow_pickle=False)
         headers = {**accept, "Content-Type": "application/octet-stream"}
         if fields:
             headers["X-KPCA-Fields"] = json.dumps(fields)
         try:
-            response = self.request("POST", path, content=buffer.getvalue(), headers=headers)
+            response = self.request("POST", path, content=npy_bytes(rows), headers=headers)
         except ApiError as exc:
             if exc.status != 415:
                 raise
@@ -333,7 +331,5 @@ def load_npy(path) -> np.ndarray:
 
 def save_npy(path, array) -> None:
     """Write ``array`` to ``path`` as ``.npy``."""
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(array), allow_pickle=False)
     with open(path, "wb") as out:
-        out.write(buf.getvalue())
+        out.write(npy_bytes(np.asarray(array)))

@@ -129,6 +129,14 @@ def _ok(response: httpx.Response, *expected: int, raw: bool = False):
     return response.json() if response.content else {}
 
 
+def npy_bytes(array) -> bytes:
+    """``array`` as the bytes of a ``.npy`` file (never pickled): a chunk's or a serving request's body.
+    O(array)."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
 def _chunk_digest(rows, dtype: str) -> str:
     """sha256 hex of a chunk's rows cast to the set's dtype, C order: the server's chunk digest."""
     return hashlib.sha256(np.ascontiguousarray(np.asarray(rows), dtype=np.dtype(dtype)).data).hexdigest()
@@ -298,10 +306,8 @@ def upload_array(
     try:
         for i in missing:
             chunk = np.asarray(array[i * rows : min((i + 1) * rows, l)])
-            buf = io.BytesIO()
-            np.save(buf, chunk, allow_pickle=False)
             _ok(_request(client, "PUT", f"/v1/datasets/{name}/chunks/{first_index + i}", retries, backoff,
-                         content=buf.getvalue(), headers={"Content-Type": "application/octet-stream"}), 200)
+                         content=npy_bytes(chunk), headers={"Content-Type": "application/octet-stream"}), 200)
             if bar is not None:
                 bar.update(chunk.shape[0])
     finally:
