@@ -38,3 +38,15 @@ def wait_for_record(registry, name: str, predicate, timeout: float = 300):
 def ended(record) -> bool:
     """Whether a job's record is final: completed, failed or cancelled."""
     return record.status in ("completed", "failed", "cancelled")
+
+
+def committed_digits(root: Path, rows: np.ndarray, chunks: int = 1) -> Path:
+    """``root`` holding data set "digits" (64 float64 features): ``rows`` in ``chunks`` chunks, committed."""
+    from store import DatasetStore
+
+    ds = DatasetStore(root)
+    ds.create("digits", 64, "float64")
+    for i, chunk in enumerate(np.array_split(rows, chunks)):
+        ds.put_chunk("digits", i, chunk)
+    ds.commit("digits")
+    return root

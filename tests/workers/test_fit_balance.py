@@ -14,19 +14,14 @@ import pytest
 
 from store import DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord
-from tests.store_checks import ended, wait_for_record
+from tests.store_checks import committed_digits, ended, wait_for_record
 from workers import Backend
 from workers.shards import FIT_RESOURCE
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory, digits):
-    root = tmp_path_factory.mktemp("balance")
-    ds = DatasetStore(root)
-    ds.create("digits", 64, "float64")
-    ds.put_chunk("digits", 0, digits[:400])
-    ds.commit("digits")
-    return root
+    return committed_digits(tmp_path_factory.mktemp("balance"), digits[:400])
 
 
 def record(data_dir, name, passes):

@@ -10,19 +10,14 @@ from kpca.metrics import subspace_angles
 from kpca.solvers import ritz_components
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord
+from tests.store_checks import committed_digits
 from workers import Backend
 from workers.fit import run_fit
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory, digits):
-    root = tmp_path_factory.mktemp("data")
-    ds = DatasetStore(root)
-    ds.create("digits", 64, "float64")
-    for i, chunk in enumerate(np.array_split(digits[:400], 3)):
-        ds.put_chunk("digits", i, chunk)
-    ds.commit("digits")
-    return root
+    return committed_digits(tmp_path_factory.mktemp("data"), digits[:400], chunks=3)
 
 
 @pytest.fixture(scope="module")

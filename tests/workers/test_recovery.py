@@ -12,19 +12,14 @@ from kpca.rows import Centering
 from kpca.solvers import SOLVERS
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord
-from tests.store_checks import ended, wait_for_record
+from tests.store_checks import committed_digits, ended, wait_for_record
 from workers import Backend
 from workers.fit import open_rows
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory, digits):
-    root = tmp_path_factory.mktemp("recovery")
-    ds = DatasetStore(root)
-    ds.create("digits", 64, "float64")
-    ds.put_chunk("digits", 0, digits[:700])
-    ds.commit("digits")
-    return root
+    return committed_digits(tmp_path_factory.mktemp("recovery"), digits[:700])
 
 
 @pytest.fixture(scope="module")

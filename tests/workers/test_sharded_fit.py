@@ -21,7 +21,7 @@ from kpca.shards import make_group
 from kpca.solvers._ritz import ritz_components
 from store.jobs.records import ModelRecord, Placement
 from tests.naive import start_state
-from tests.store_checks import ended, wait_for_record
+from tests.store_checks import committed_digits, ended, wait_for_record
 from workers import Backend
 from workers.fit import FitJob
 from workers.placement import machine_cores
@@ -35,12 +35,7 @@ ARRAYS = ("A", "AK", "B", "BK", "rho", "gain", "eigenvalues", "centering_column_
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory, digits):
-    root = tmp_path_factory.mktemp("sharded")
-    ds = DatasetStore(root)
-    ds.create("digits", 64, "float64")
-    ds.put_chunk("digits", 0, digits[:ROWS])
-    ds.commit("digits")
-    return root
+    return committed_digits(tmp_path_factory.mktemp("sharded"), digits[:ROWS])
 
 
 @pytest.fixture(scope="module")
