@@ -1,7 +1,6 @@
 """`service.threads`: short blocking steps on few threads, waits for the cluster on threads of their own."""
 
 import threading
-import time
 
 import anyio
 from starlette.concurrency import run_in_threadpool
@@ -10,42 +9,46 @@ from service.threads import set_thread_limits, wait_for_cluster
 
 
 class Concurrency:
-    """A blocking call that records how many of its calls run at once."""
+    """A blocking call that records how many of its calls run at once. The calls wait until ``full`` of
+    them run together (or 5 s), so the count reached is the limit's, not how fast threads start."""
 
-    def __init__(self):
-        self.lock, self.now, self.most = threading.Lock(), 0, 0
+    def __init__(self, full: int):
+        self.lock, self.now, self.most, self.full = threading.Lock(), 0, 0, full
+        self.filled = threading.Event()
 
-    def __call__(self, seconds: float) -> None:
+    def __call__(self) -> None:
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(seconds)
+            if self.now >= self.full:
+                self.filled.set()
+        self.filled.wait(timeout=5.0)
         with self.lock:
             self.now -= 1
 
 
 def test_short_steps_and_cluster_waits_have_their_own_limits():
-    short, waits = Concurrency(), Concurrency()
+    short, waits = Concurrency(3), Concurrency(5)
 
     async def main():
         set_thread_limits(3, 5)
         assert anyio.to_thread.current_default_thread_limiter().total_tokens == 3
         async with anyio.create_task_group() as group:
             for _ in range(12):
-                group.start_soon(run_in_threadpool, short, 0.05)  # as starlette and FastAPI run them
-                group.start_soon(wait_for_cluster, waits, 0.05)
+                group.start_soon(run_in_threadpool, short)  # as starlette and FastAPI run them
+                group.start_soon(wait_for_cluster, waits)
 
     anyio.run(main)
     assert short.most == 3 and waits.most == 5  # the waits did not take the short steps' threads
 
 
 def test_cluster_waits_have_a_limit_where_none_was_set():
-    waits = Concurrency()
+    waits = Concurrency(40)
 
     async def main():
         async with anyio.create_task_group() as group:
             for _ in range(50):
-                group.start_soon(wait_for_cluster, waits, 0.05)
+                group.start_soon(wait_for_cluster, waits)
         return await wait_for_cluster(lambda a, b=0: a + b, 1, b=2)
 
     assert anyio.run(main) == 3 and waits.most == 40
