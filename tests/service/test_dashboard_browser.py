@@ -143,3 +143,25 @@ def test_every_view_opens_from_its_tab(server, browser, artefacts, view):
         assert not board.problems, board.problems
     finally:
         board.close()
+
+
+def test_a_delete_question_outlives_the_lists_refresh(api, server, browser, artefacts, rng):
+    """The lists are rebuilt every 2 s: a refresh between "delete" and "really delete?" must neither undo
+    the question nor make the second click ask again (it failed once in CI, 'delete' != 'really delete?')."""
+    upload_rows(api, "asked", rng.normal(size=(20, 3)))
+    board = Dashboard(browser, server, artefacts)
+    page = board.page
+    try:
+        board.open("datasets")
+        delete = "#datasets tbody tr[data-name=asked] button.danger"
+        page.wait_for_selector(delete)
+        page.click(delete)
+        asked = page.query_selector(delete)
+        page.wait_for_function("button => !button.isConnected", arg=asked)  # the refresh replaced the row
+        assert page.text_content(delete) == "really delete?"
+        page.click(delete)
+        page.wait_for_selector("#datasets tbody tr[data-name=asked]", state="detached")
+        assert api.get("/v1/datasets/asked").status_code == 404
+        assert not board.problems, board.problems
+    finally:
+        board.close()

@@ -51,7 +51,7 @@ function render({ datasets, clusterings }) {
       el("td", { className: "actions" },
         el("button", { type: "button", textContent: "labels", className: "labels-button", disabled: c.status !== "completed",
                        title: "save the labels as CSV", onclick: (e) => { e.stopPropagation(); exportLabels(c.name); } }),
-        deleteButton("delete", () => remove(c.name))));
+        deleteButton("delete", () => remove(c.name), "clustering:" + c.name)));
     row.dataset.name = c.name;
     row.addEventListener("click", () => { location.hash = "#/clusterings/" + encodeURIComponent(c.name); });
     return row;

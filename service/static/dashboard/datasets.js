@@ -44,7 +44,7 @@ function render({ datasets }) {
       el("td", { className: "actions" },
         el("button", { type: "button", textContent: "download", className: "download-button",
                        disabled: d.status !== "ready", onclick: (e) => { e.stopPropagation(); save(d.name); } }),
-        deleteButton("delete", () => remove(d.name, false))));
+        deleteButton("delete", () => remove(d.name, false), "dataset:" + d.name)));
     row.dataset.name = d.name;
     row.addEventListener("click", () => { location.hash = "#/datasets/" + encodeURIComponent(d.name); });
     return row;

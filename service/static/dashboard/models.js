@@ -45,7 +45,7 @@ function render({ datasets, models }) {
       el("td", { className: "actions" },
         el("button", { type: "button", textContent: "export", className: "export-button", disabled: m.status !== "completed",
                        onclick: (e) => { e.stopPropagation(); exportModel(m.name); } }),
-        deleteButton("delete", () => deleteModel(m.name))));
+        deleteButton("delete", () => deleteModel(m.name), "model:" + m.name)));
     row.dataset.name = m.name;
     row.addEventListener("click", () => { location.hash = "#/models/" + encodeURIComponent(m.name); });
     return row;

@@ -66,19 +66,31 @@ export function table(header, rows, className) {
     el("tbody", {}, ...rows.map((row) => el("tr", {}, ...row.map((v) => cell("td", v))))));
 }
 
-// A "delete" button that asks once more ("really delete?") before calling `action`.
-export function deleteButton(label, action) {
+// A "delete" button that asks once more ("really delete?") before calling `action`. The lists are rebuilt
+// on every refresh, so the question is kept by `key` (say "dataset:NAME"), not by the button: a refresh
+// between the two clicks shows the new button asking too, and its click deletes.
+const ASK_MS = 5000;
+const askedUntil = new Map(); // key -> Date.now() at which the question lapses
+
+export function deleteButton(label, action, key) {
   const button = el("button", { type: "button", className: "danger", textContent: label });
-  let armed = null;
+  const id = key || Symbol(label); // no key: the question belongs to this button alone
+  let timer = null;
+  const ask = (ms) => {
+    button.textContent = "really " + label + "?";
+    timer = setTimeout(() => { timer = null; button.textContent = label; }, ms);
+  };
+  const left = (askedUntil.get(id) || 0) - Date.now();
+  if (left > 0) ask(left);
   button.addEventListener("click", async (event) => {
     event.stopPropagation();
-    if (!armed) {
-      button.textContent = "really " + label + "?";
-      armed = setTimeout(() => { armed = null; button.textContent = label; }, 5000);
+    if (!((askedUntil.get(id) || 0) > Date.now())) {
+      askedUntil.set(id, Date.now() + ASK_MS);
+      ask(ASK_MS);
       return;
     }
-    clearTimeout(armed);
-    armed = null;
+    askedUntil.delete(id);
+    clearTimeout(timer);
     button.disabled = true;
     try {
       await action();
