@@ -186,6 +186,42 @@ def test_sigterm_stops_every_process(service):
     assert not alive, [p.cmdline() for p in alive]
 
 
+# A process that starts `stop_with_parent` and sleeps: its SIGTERM is the watch's only way out.
+WATCHED = """
+import sys, time
+from service.processes import stop_with_parent
+stop_with_parent(int(sys.argv[1]), interval_s=0.05)
+print("watching", flush=True)
+time.sleep(60)
+"""
+# A middle process (the supervisor's stand-in) that starts WATCHED with its own pid and waits.
+MIDDLE = """
+import os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid())], stdout=subprocess.PIPE, text=True)
+print(child.pid, child.stdout.readline().strip(), flush=True)
+child.wait()
+"""
+
+
+def test_stop_with_parent_sends_sigterm_once_the_parent_is_gone():
+    """The watch of `service.processes.stop_with_parent` on its own (the slow test below runs it in a
+    real service): a parent killed with SIGKILL, the child stops by its own SIGTERM within a second; a
+    child whose parent was already gone when it started stops at once."""
+    middle = subprocess.Popen([sys.executable, "-c", MIDDLE, WATCHED], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    pid, state = middle.stdout.readline().split()
+    assert state == "watching"
+    child = psutil.Process(int(pid))
+    middle.kill()
+    middle.wait()
+    child.wait(timeout=10)  # not our child: no status to read, but it sleeps 60 s unless signalled
+    assert not child.is_running()
+    late = subprocess.run([sys.executable, "-c", WATCHED, str(os.getpid() + 10**6)], capture_output=True, text=True,
+                          timeout=30, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert late.returncode == -signal.SIGTERM, late.stderr[-2000:]
+
+
+@pytest.mark.slow
 def test_a_supervisor_killed_outright_takes_its_api_processes(tmp_path):
     port = free_port()
     env = {**os.environ, "KPCA_N_WORKERS": "1"}

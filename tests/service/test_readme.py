@@ -42,6 +42,7 @@ def run(script: str, server: str, cwd: Path, timeout: float = 300) -> subprocess
                           cwd=cwd, env=env)
 
 
+@pytest.mark.slow  # among the longest cases; the route and the CLI it calls have their own tests (test_api_denoise, test_cli)
 def test_the_first_five_minutes_denoise_the_photograph(server, tmp_path):
     """The denoised photograph is at least 4 dB better than the noisy one."""
     done = run(block("README.md", "In a second terminal, in the same folder:"), server, tmp_path)
