@@ -19,6 +19,23 @@ def pytest_sessionstart(session):
         empty_artefacts()
 
 
+# The order in which pytest-xdist hands out test files (`make test`: --dist loadfile, a file at a time):
+# the folders whose modules start services and clusters, each long, first; the many short numerical
+# modules last, so that they fill the workers' ends instead of one long module running alone at the end.
+FIRST_FOLDERS = ("service", "workers", "e2e")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Items of `FIRST_FOLDERS` first, the rest after, each in collection order (a stable sort)."""
+    tests = os.path.dirname(__file__)
+
+    def late(item) -> bool:
+        folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]
+        return folder not in FIRST_FOLDERS
+
+    items.sort(key=late)
+
+
 @pytest.fixture
 def rng():
     """A fresh, seeded generator per test (never a global seed)."""
