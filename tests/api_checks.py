@@ -2,6 +2,7 @@
 the API tests."""
 
 import io
+import resource
 import time
 
 import numpy as np
@@ -56,3 +57,25 @@ def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
+
+
+def peak_rss_bytes() -> int:
+    """This process's (the in-process server's and the client's) peak resident memory since the last
+    `reset_peak_rss`: VmHWM, which Linux resets on request; else the peak since the process started."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) * 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+
+
+def reset_peak_rss() -> int:
+    """The peak of `peak_rss_bytes` set to the resident memory now (Linux >= 4.0: ``5`` to
+    /proc/self/clear_refs), so that what a request grows is measured whatever earlier tests in this
+    process peaked at (with the lifetime peak, a higher earlier peak hid the growth); then `peak_rss_bytes`."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        pass
+    return peak_rss_bytes()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import resource
 import tarfile
 import time
 import zipfile
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.api_checks import assert_error, upload_rows, wait_for_fit
+from tests.api_checks import assert_error, peak_rss_bytes, reset_peak_rss, upload_rows, wait_for_fit
 from tests.store.store_helpers import zip_bomb
 
 ROWS, FEATURES = 120, 5
@@ -125,14 +124,14 @@ def test_a_checkpoint_that_would_inflate_past_its_limit_is_refused_before_it_inf
     bomb = zip_bomb(parts["checkpoint.npz"], 2 << 30)
     assert len(bomb) < 16 << 20
     body = pack({**parts, "checkpoint.npz": bomb})
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB: this process runs the server
+    before = reset_peak_rss()  # this process runs the server
     started = time.monotonic()
     r = api.post("/v1/models/import?name=bombed&dataset=bombed-rows", content=body, headers=TAR)
     elapsed = time.monotonic() - started
     message = assert_error(r, 422, "invalid", "body")["message"]
     assert "bomb.npy" in message and "at most" in message, message
     assert elapsed < 10, elapsed
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1 << 20  # under 1 GiB more, not 2 GiB
+    assert peak_rss_bytes() - before < 1 << 30  # under 1 GiB more, not 2 GiB
     assert api.get("/v1/models/bombed").status_code == 404
     assert api.get("/v1/datasets/bombed-rows").status_code == 404
 
