@@ -1,11 +1,12 @@
 """Assertions on the service's error bodies, uploading small data sets, and waiting for fits, shared by
 the API tests."""
 
-import io
 import resource
 import time
 
 import numpy as np
+
+from client.upload import npy_bytes  # noqa: F401  (the client's .npy body, for the API tests)
 
 
 def upload_rows(api, name: str, X, chunks: int = 1, commit: bool = True) -> None:
@@ -50,13 +51,6 @@ def wait_for_pass(api, name: str, n: int, timeout: float = 120, route: str = "/v
         assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
         time.sleep(0.02)
     return record
-
-
-def npy_bytes(array: np.ndarray) -> bytes:
-    """``array`` as the bytes of a ``.npy`` file (never pickled)."""
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
 
 
 def peak_rss_bytes() -> int:
