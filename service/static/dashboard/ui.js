@@ -80,11 +80,11 @@ export function deleteButton(label, action, key) {
     button.textContent = "really " + label + "?";
     timer = setTimeout(() => { timer = null; button.textContent = label; }, ms);
   };
-  const left = (askedUntil.get(id) || 0) - Date.now();
-  if (left > 0) ask(left);
+  const left = () => (askedUntil.get(id) || 0) - Date.now(); // > 0 while the question stands
+  if (left() > 0) ask(left());
   button.addEventListener("click", async (event) => {
     event.stopPropagation();
-    if (!((askedUntil.get(id) || 0) > Date.now())) {
+    if (left() <= 0) {
       askedUntil.set(id, Date.now() + ASK_MS);
       ask(ASK_MS);
       return;
