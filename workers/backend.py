@@ -31,10 +31,10 @@ from workers import image_jobs as image_job_task
 from workers import images as image_task
 from workers import serve as serve_task
 from workers.environ import restore_environ, saved_environ
+from workers.fit_balance import balance_fits
 from workers.placement import machine_cores
 from workers.plugins import IgnoreInterrupts, ImportModules, QuietHeartbeatFailures, WarmKernels, import_modules
 from workers.priority import run_niced
-from workers.fit_balance import balance_fits
 from workers.shards import FIT_RESOURCE, fit_workers
 from workers.watch import RequestEnded, Watch, watched_results
 
