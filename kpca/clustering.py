@@ -51,7 +51,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.cluster import KMeans
 
 from kpca.affinity import AFFINITY_KERNELS, AffinityRows
 from kpca.driver import PassHooks
@@ -204,6 +203,8 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
         centres = np.asarray(state["cluster_centres"], dtype=np.float64)
         labels = np.asarray(state["cluster_labels"])
     else:
+        from sklearn.cluster import KMeans  # here, not at the top: 1.2 s of every API and worker start
+
         k = A.shape[0]
         centres = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(embedding).cluster_centers_
         labels = nearest(embedding, centres)

@@ -146,3 +146,22 @@ def test_bench_and_paper_import_nothing_from_tests():
         if bad:
             found[str(path.relative_to(ROOT))] = bad
     assert found == {}
+
+
+#: Libraries that only some requests need, each over a second of import (scikit-learn, for a clustering's
+#: k-means) or a good part of one (scipy.optimize, for the gradient pre-image): imported where they are used.
+#: Every API process and every dask worker imports the service's code when it starts, so a module-level
+#: import of one of them is paid by every start, every worker restart and every test module's cluster.
+LAZY_LIBRARIES = ("sklearn", "scipy.optimize", "matplotlib", "skimage")
+
+
+def test_starting_the_service_or_a_worker_imports_no_library_that_only_some_requests_need():
+    import subprocess
+    import sys
+
+    code = ("import sys, service, service.__main__, workers.plugins\n"
+            f"print(','.join(m for m in {LAZY_LIBRARIES!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"imported at start: {out.stdout.strip()}"

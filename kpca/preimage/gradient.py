@@ -4,7 +4,6 @@ gradient descent started at the Kwok–Tsang point); works for every kernel."""
 from __future__ import annotations
 
 import numpy as np
-import scipy.optimize
 
 from kpca.errors import Stopped
 from kpca.model import KernelModel, Target
@@ -80,6 +79,7 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
 
             z0 = Z0[j]
             rho0 = fun(z0)[0]
+            import scipy.optimize  # here, not at the top: a cost of every API and worker start
             with np.errstate(all="ignore"):
                 res = scipy.optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", options=options)
             finite = bool(np.isfinite(res.x).all() and np.isfinite(res.fun))
