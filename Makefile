@@ -29,9 +29,10 @@ run: $(STAMP)
 
 # Test processes (pytest-xdist; a module's tests stay in one, with its server and cluster). Each test
 # module's server runs its own small dask cluster, and the tests wait on it most of the time, so two
-# processes keep two cores busy.
+# processes keep two cores busy. The files are handed out in tests/conftest.py's order (long ones
+# first), which xdist would replace by one of its own without --no-loadscope-reorder.
 PYTEST_WORKERS ?= 2
-PYTEST_RUN = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST_RUN = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP) browser
 	$(PYTEST_RUN) -m "not slow"

@@ -1,4 +1,5 @@
 import os
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -19,21 +20,25 @@ def pytest_sessionstart(session):
         empty_artefacts()
 
 
-# The order in which pytest-xdist hands out test files (`make test`: --dist loadfile, a file at a time):
-# the folders whose modules start services and clusters, each long, first; the many short numerical
-# modules last, so that they fill the workers' ends instead of one long module running alone at the end.
+# The order in which pytest-xdist hands out test files (`make test`: --dist loadfile, a file at a time,
+# and --no-loadscope-reorder, without which xdist sorts the files by their number of tests and undoes
+# this order): the folders whose modules start services and clusters, each long, first; then the short
+# numerical modules, those with the most tests (the longest of them) first, so that the shortest fill the
+# workers' ends instead of one long module running alone at the end.
 FIRST_FOLDERS = ("service", "workers", "e2e")
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Items of `FIRST_FOLDERS` first, the rest after, each in collection order (a stable sort)."""
+    """Items of `FIRST_FOLDERS` first, in collection order; the rest after, a file's items together,
+    files with more tests first (a stable sort)."""
     tests = os.path.dirname(__file__)
+    per_file = Counter(str(item.path) for item in items)
 
-    def late(item) -> bool:
-        folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]
-        return folder not in FIRST_FOLDERS
+    def order(item) -> tuple[bool, int]:
+        late = os.path.relpath(str(item.path), tests).split(os.sep)[0] not in FIRST_FOLDERS
+        return late, -per_file[str(item.path)] if late else 0
 
-    items.sort(key=late)
+    items.sort(key=order)
 
 
 @pytest.fixture
