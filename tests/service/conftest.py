@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,7 +53,9 @@ def server(request, data_dir) -> Iterator[str]:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # as `python -m service` runs it: requests still running at the stop get settings.shutdown_timeout_s
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                       timeout_graceful_shutdown=settings.shutdown_timeout_s))
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
 
@@ -76,6 +79,8 @@ def server(request, data_dir) -> Iterator[str]:
         uv.should_exit = True
         thread.join(timeout=60)
         listener.close()
+        if thread.is_alive():
+            warnings.warn(f"the server of {request.module.__name__} did not stop within 60 s", stacklevel=1)
 
 
 @pytest.fixture(scope="module")
