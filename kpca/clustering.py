@@ -203,7 +203,7 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
         centres = np.asarray(state["cluster_centres"], dtype=np.float64)
         labels = np.asarray(state["cluster_labels"])
     else:
-        from sklearn.cluster import KMeans  # here, not at the top: 1.2 s of every API and worker start
+        from sklearn.cluster import KMeans  # here, not at the top: scikit-learn's import would slow every API and worker start
 
         k = A.shape[0]
         centres = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(embedding).cluster_centers_

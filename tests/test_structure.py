@@ -148,8 +148,8 @@ def test_bench_and_paper_import_nothing_from_tests():
     assert found == {}
 
 
-#: Libraries that only some requests need, each over a second of import (scikit-learn, for a clustering's
-#: k-means) or a good part of one (scipy.optimize, for the gradient pre-image): imported where they are used.
+#: Libraries that only some requests need, each slow to import (scikit-learn, for a clustering's k-means;
+#: scipy.optimize, for the gradient pre-image): imported where they are used.
 #: Every API process and every dask worker imports the service's code when it starts, so a module-level
 #: import of one of them is paid by every start, every worker restart and every test module's cluster.
 LAZY_LIBRARIES = ("sklearn", "scipy.optimize", "matplotlib", "skimage")

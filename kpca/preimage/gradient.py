@@ -56,6 +56,8 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
     that has the lower (or only finite) rho. Cost per function evaluation one
     kernel row and its gradient, O(l n); points are optimised one by one.
     """
+    import scipy.optimize  # here, not at the top: its import would slow every API and worker start
+
     X = model.check_points(X)
     init = None if init is None else model.check_points(init, "init")
     if init is not None and init.shape != X.shape:
@@ -79,7 +81,6 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
 
             z0 = Z0[j]
             rho0 = fun(z0)[0]
-            import scipy.optimize  # here, not at the top: a cost of every API and worker start
             with np.errstate(all="ignore"):
                 res = scipy.optimize.minimize(fun, z0, jac=True, method="L-BFGS-B", options=options)
             finite = bool(np.isfinite(res.x).all() and np.isfinite(res.fun))
