@@ -20,8 +20,8 @@ def lt(M):
 
 def kernel_matrix(X, Y, spec):
     """k(x_i, y_j) from the definitions in kpca.kernels, one row x_i at a time against every y_j (the
-    definitions written out per row, not through kpca's blocked code; a pair at a time made the digits
-    tests spend half a minute here)."""
+    definitions written out per row, not through kpca's blocked code; a pair at a time was the slowest
+    part of the digits tests)."""
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
     K = np.empty((X.shape[0], Y.shape[0]))
     for i, x in enumerate(X):

@@ -6,6 +6,8 @@ Read from the source (ast), nothing imported: kpca <- store <- workers <- servic
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,9 +158,6 @@ LAZY_LIBRARIES = ("sklearn", "scipy.optimize", "matplotlib", "skimage")
 
 
 def test_starting_the_service_or_a_worker_imports_no_library_that_only_some_requests_need():
-    import subprocess
-    import sys
-
     code = ("import sys, service, service.__main__, workers.plugins\n"
             f"print(','.join(m for m in {LAZY_LIBRARIES!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

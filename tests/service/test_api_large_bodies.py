@@ -82,7 +82,8 @@ def test_too_many_rows_are_refused_before_they_are_parsed(api):
     bodies["application/octet-stream"] = b"\x93NUMPY\x01\x00" + header.getvalue()[8:] + bytes(8 * too_many)
     # all three are refused from a count before parsing (CSV was read up to the limit: 12 times its body);
     # the body itself is held twice while the server reads it (`service.payloads.read_body`: its parts, then
-    # joined) and once more by the client sending it (this process); parsing 5 million JSON rows took 70x
+    # joined) and once more by the client sending it (this process); parsing them takes many times more
+    # (bench/body_memory.py)
     factors = {"application/json": 4, "text/csv": 4, "application/octet-stream": 4}
     for kind, body in bodies.items():
         before = reset_peak_rss()

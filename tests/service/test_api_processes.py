@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -201,6 +202,8 @@ child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid())], 
 print(child.pid, child.stdout.readline().strip(), flush=True)
 child.wait()
 """
+# Both import this checkout's service, whatever the working folder (as tests/service/test_readme.py's do).
+WATCH_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
 def test_stop_with_parent_sends_sigterm_once_the_parent_is_gone():
@@ -208,7 +211,7 @@ def test_stop_with_parent_sends_sigterm_once_the_parent_is_gone():
     real service): a parent killed with SIGKILL, the child stops by its own SIGTERM within a second; a
     child whose parent was already gone when it started stops at once."""
     middle = subprocess.Popen([sys.executable, "-c", MIDDLE, WATCHED], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+                              env=WATCH_ENV)
     pid, state = middle.stdout.readline().split()
     assert state == "watching"
     child = psutil.Process(int(pid))
@@ -217,7 +220,7 @@ def test_stop_with_parent_sends_sigterm_once_the_parent_is_gone():
     child.wait(timeout=10)  # not our child: no status to read, but it sleeps 60 s unless signalled
     assert not child.is_running()
     late = subprocess.run([sys.executable, "-c", WATCHED, str(os.getpid() + 10**6)], capture_output=True, text=True,
-                          timeout=30, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                          timeout=30, env=WATCH_ENV)
     assert late.returncode == -signal.SIGTERM, late.stderr[-2000:]
 
 
