@@ -9,8 +9,10 @@ checked: a 5xx fails the test that caused it.
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,7 +82,15 @@ def server(request, data_dir) -> Iterator[str]:
         thread.join(timeout=60)
         listener.close()
         if thread.is_alive():
-            warnings.warn(f"the server of {request.module.__name__} did not stop within 60 s", stacklevel=1)
+            warnings.warn(f"the server of {request.module.__name__} did not stop within 60 s; where this "
+                          f"process's threads are:\n{_thread_stacks()}", stacklevel=1)
+
+
+def _thread_stacks() -> str:
+    """The stack of every thread of this process, for a server that does not stop."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "\n".join(f"--- {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame))
+                     for ident, frame in sys._current_frames().items())
 
 
 @pytest.fixture(scope="module")
