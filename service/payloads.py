@@ -6,7 +6,6 @@ Only parsing and shape checks live here; the store validates the contents
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
@@ -21,7 +20,7 @@ from service.csv_rows import rows_from_csv  # noqa: F401  (the CSV parser, re-ex
 from service.errors import ApiError, validation_api_error
 from service.limits import check_rows
 from service.schemas.datasets import ChunkRows
-from store.npy import read_array, read_header
+from store.npy import array_in_buffer, read_buffer_header
 
 NPY_MEDIA_TYPE = "application/octet-stream"
 JSON_MEDIA_TYPE = "application/json"
@@ -42,6 +41,12 @@ class ThreadParsedRequest(Request):
     validated as the route's body model (``validate_body``) in a worker thread, not on the event loop."""
 
     validate_body = None  # FastAPI's body field's ``validate`` with its location, set by `ThreadParsedRoute`
+
+    async def body(self) -> bytearray:
+        """The body, read once into one buffer (`read_body`, where starlette's would hold it twice)."""
+        if not hasattr(self, "_body"):
+            self._body = await read_body(self)
+        return self._body
 
     async def json(self):
         """The body as JSON, decoded once; large bodies decoded and validated off the event loop. Cost
@@ -163,37 +168,50 @@ def media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
-async def read_body(request: Request) -> bytes:
-    """The whole request body (its size is bounded by `service.limits.BodyLimitMiddleware`).
+async def read_body(request: Request) -> bytearray:
+    """The whole request body, held once: received into one buffer sized from its ``Content-Length``
+    (which `service.limits.BodyLimitMiddleware` has bounded), not gathered in parts and then joined,
+    which held it twice. A body sent without a length grows its buffer as it comes. Cost O(body) time,
+    the body's bytes of memory.
 
     A client that disconnects mid-body gets (nobody reads it) a 400 on
     ``body`` instead of an "unhandled error" in the log; nothing is stored.
     """
+    declared = request.headers.get("content-length", "").strip()
+    buffer = bytearray(int(declared) if declared.isdigit() else 0)
+    filled = 0
     try:
-        parts = [part async for part in request.stream()]
+        async for part in request.stream():
+            end = filled + len(part)
+            if end <= len(buffer):
+                buffer[filled:end] = part  # in place: the buffer keeps its memory
+            else:
+                del buffer[filled:]
+                buffer += part
+            filled = end
     except ClientDisconnect:
         raise ApiError(
             400, "bad_request", "the client disconnected before the whole body arrived", "body"
         ) from None
-    return b"".join(parts)
+    del buffer[filled:]
+    return buffer
 
 
-def rows_from_npy(body: bytes, max_rows: int | None = None) -> np.ndarray:
-    """A numeric array from ``.npy`` bytes; never unpickles.
+def rows_from_npy(body: bytes | bytearray, max_rows: int | None = None) -> np.ndarray:
+    """A numeric array from ``.npy`` bytes, a view on ``body`` (no copy); never unpickles.
 
     The header is read first, and its declared shape must account for exactly
     the bytes that follow, so a forged header cannot make us allocate more
     than the (size-limited) body.
     """
-    stream = io.BytesIO(body)
     try:
-        shape, _, dtype = read_header(stream)  # in any thread (store.npy)
+        shape, fortran, dtype, offset = read_buffer_header(body)  # in any thread (store.npy)
     except Exception as exc:  # ValueError, EOFError... all mean "not a .npy file"
         raise ApiError(400, "bad_request", f"request body is not a readable .npy array: {exc}", "body") from None
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
         raise ApiError(422, "invalid", f"rows must be numeric; the .npy array has dtype {dtype}", "rows")
     expected = math.prod(shape) * dtype.itemsize
-    available = len(body) - stream.tell()
+    available = len(body) - offset
     if expected != available:
         raise ApiError(
             400,
@@ -204,10 +222,7 @@ def rows_from_npy(body: bytes, max_rows: int | None = None) -> np.ndarray:
         )
     if max_rows is not None and len(shape) >= 1:
         check_rows(int(shape[0]), max_rows)  # from the header, before the array is read
-    try:
-        return read_array(io.BytesIO(body))
-    except Exception as exc:
-        raise ApiError(400, "bad_request", f"request body is not a readable .npy array: {exc}", "body") from None
+    return array_in_buffer(body, shape, fortran, dtype, offset)
 
 
 #: JSON bodies above this many bytes are parsed piece by piece (`rows_from_large_json`).
@@ -334,7 +349,7 @@ def _piece_rows(piece: bytes, first_row: int, width: int | None) -> np.ndarray:
         raise _bad_row(piece, first_row, width)
     n_rows = piece.count(b"[")
     try:  # a value strtod stops in: numpy warns (an error where warnings are errors) and stops there
-        values = np.fromstring(piece.translate(_BRACKETS_TO_SPACES), dtype=np.float64, sep=",")
+        values = np.fromstring(bytes(piece.translate(_BRACKETS_TO_SPACES)), dtype=np.float64, sep=",")
     except (ValueError, DeprecationWarning):
         values = np.empty(0)
     if values.size != n_rows * width:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import math
 import os
 import re
@@ -97,6 +98,34 @@ def read_array(handle: IO[bytes], size: int | None = None) -> np.ndarray:
     if n_bytes and handle.readinto(data) != n_bytes:
         raise ValueError(f"the .npy data are truncated: its header announces {n_bytes} bytes")
     flat = np.frombuffer(data, dtype=dtype) if n_bytes else np.empty(0, dtype=dtype)
+    return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+
+
+#: the most bytes a ``.npy`` header in memory may take (`read_buffer_header`): numpy's own limit on the
+#: header it reads (``max_header_size``), with the magic and length fields
+MAX_BUFFER_HEADER_BYTES = 16 * 1024
+
+
+def read_buffer_header(buffer: bytes | bytearray) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """``(shape, fortran_order, dtype, offset of the data)`` of the ``.npy`` bytes in ``buffer``
+    (`read_header`); only the header's bytes are copied. `ValueError` as `read_header`, and for a header
+    over `MAX_BUFFER_HEADER_BYTES`. Cost O(header)."""
+    head = io.BytesIO(memoryview(buffer)[:MAX_BUFFER_HEADER_BYTES])
+    shape, fortran, dtype = read_header(head)
+    return shape, fortran, dtype, head.tell()
+
+
+def array_in_buffer(buffer: bytes | bytearray, shape: tuple[int, ...], fortran: bool, dtype: np.dtype,
+                    offset: int) -> np.ndarray:
+    """The array of the ``.npy`` bytes in ``buffer`` whose header `read_buffer_header` read: a view on
+    ``buffer``, no copy (writable if ``buffer`` is). `ValueError` for Python objects (never unpickled) or
+    a buffer shorter than the header says. Cost O(1)."""
+    if dtype.hasobject:
+        raise ValueError("the .npy array holds Python objects, which are never unpickled")
+    count = math.prod(shape)
+    if offset + count * dtype.itemsize > len(buffer):
+        raise ValueError(f"the .npy data are truncated: its header announces {count * dtype.itemsize} bytes")
+    flat = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset) if count else np.empty(0, dtype=dtype)
     return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
 
 

@@ -2,6 +2,7 @@
 the API tests."""
 
 import resource
+import tracemalloc
 import time
 
 import numpy as np
@@ -61,6 +62,19 @@ def peak_rss_bytes() -> int:
             return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) * 1024
     except (OSError, StopIteration):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+
+
+def traced_peak_bytes(call):
+    """``(call(), bytes)``: what ``call`` returns, and the most memory Python's allocators held for it at
+    once in this process (its server threads and its client), by `tracemalloc`. Unlike the resident
+    memory, it cannot be hidden by memory that earlier requests freed and this one reused. Slows the
+    process while it runs."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def reset_peak_rss() -> int:
