@@ -79,18 +79,20 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], interval_s: float) -> None:
     """At start-up and then every ``interval_s``: resubmit the fits (of models, of clusterings) that
     lost their runner (service restart, dead worker), which resume from their last checkpoint, and move
-    the fits waiting for a busy worker's fit slot to a free one (`workers.backend.Backend.balance_fits`)."""
+    the fits waiting for a busy worker's fit slot to a free one (`workers.backend.Backend.balance_fits`).
+    Cancelled (the service stops), it ends at once: a cluster call it waits for is left to its thread,
+    so a blocked scheduler cannot hold the stop."""
     while True:
         for registry in registries:
             try:
-                resubmitted = await wait_for_cluster(backend.recover, registry)
+                resubmitted = await wait_for_cluster(backend.recover, registry, abandon_on_cancel=True)
                 if resubmitted:
                     log.warning("resubmitted %s without a live runner: %s", registry.kind_folder,
                                 ", ".join(resubmitted))
             except Exception:
                 log.exception("fit watchdog failed on %s; retrying in %.0f s", registry.kind_folder, interval_s)
         try:
-            for key, source, target in await wait_for_cluster(backend.balance_fits):
+            for key, source, target in await wait_for_cluster(backend.balance_fits, abandon_on_cancel=True):
                 log.info("fit task %s waits for a fit slot on %s; moving it to %s, whose slot is free", key, source,
                          target)
         except Exception:

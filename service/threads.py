@@ -32,12 +32,17 @@ def set_thread_limits(short_steps: int, cluster_waits: int) -> None:
     _cluster_waits.set(anyio.CapacityLimiter(cluster_waits))
 
 
-async def wait_for_cluster(call, *args, **kwargs):
+async def wait_for_cluster(call, *args, abandon_on_cancel: bool = False, **kwargs):
     """``call(*args, **kwargs)`` (a blocking call that waits for the workers) in a thread of the cluster
-    waits' limiter (`set_thread_limits`; anyio's default 40 where it was not set). Its result."""
+    waits' limiter (`set_thread_limits`; anyio's default 40 where it was not set). Its result.
+
+    A cancelled wait waits for the call to return, unless ``abandon_on_cancel``: then it ends at once and
+    the call runs on in its thread, its result and errors dropped (for calls that nobody waits for, such
+    as the fit watchdog's at the service's stop)."""
     try:
         limiter = _cluster_waits.get()
     except LookupError:
         limiter = anyio.CapacityLimiter(40)
         _cluster_waits.set(limiter)
-    return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs), limiter=limiter)
+    return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs), limiter=limiter,
+                                          abandon_on_cancel=abandon_on_cancel)

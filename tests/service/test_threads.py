@@ -55,3 +55,24 @@ def test_cluster_waits_have_a_limit_where_none_was_set():
         return await wait_for_cluster(lambda a, b=0: a + b, 1, b=2)
 
     assert anyio.run(main) == 3 and waits.most == 40
+
+
+def test_a_cancelled_wait_that_abandons_its_call_ends_at_once_and_one_that_does_not_waits():
+    """The fit watchdog's waits abandon their call when the service stops: a scheduler call that
+    blocks must not hold the stop (the app's lifespan awaits the cancelled watchdog)."""
+    release = threading.Event()
+    returned = []
+
+    def blocked():
+        release.wait(timeout=10.0)
+        returned.append(True)
+
+    async def cancelled_after(seconds: float, abandon: bool) -> float:
+        begun = anyio.current_time()
+        with anyio.move_on_after(seconds):
+            await wait_for_cluster(blocked, abandon_on_cancel=abandon)
+        return anyio.current_time() - begun
+
+    threading.Timer(1.5, release.set).start()
+    assert anyio.run(cancelled_after, 0.2, True) < 1.0 and not returned  # ended; the call runs on
+    assert anyio.run(cancelled_after, 0.2, False) >= 1.0 and returned  # waited for the call's end
