@@ -14,12 +14,16 @@ export KPCA_DATA_DIR ?= ./data
 
 .PHONY: run test test-all browser bench bench-all paper install clean
 
+# The project is installed with uv (about twice as fast as pip here: it byte-compiles in parallel);
+# where uv cannot be had or cannot reach a package index, pip does it, reading pip's own configuration
+# (uv does not read pip.conf).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet uv || echo "uv could not be installed: pip will install the project"
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -e ".[test,bench]" || \
+		$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	touch $(STAMP)
 
 install: $(STAMP)
