@@ -144,7 +144,7 @@ class _State:
         self.n_rows = end
 
 
-def rows_from_csv(body: bytes, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
+def rows_from_csv(body: bytes | bytearray, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
     """A float64 array from CSV text: one row per line, values separated by commas.
 
     Format: UTF-8 (a byte-order mark is allowed), lines ending in ``\n``, ``\r\n`` or ``\r``, fields
@@ -157,7 +157,7 @@ def rows_from_csv(body: bytes, n_columns: int = 0, max_rows: int | None = None) 
 
     Parameters
     ----------
-    body : bytes
+    body : bytes or bytearray
         The request body.
     n_columns : int
         Columns of the empty array returned when there are no data lines.
@@ -188,7 +188,7 @@ def rows_from_csv(body: bytes, n_columns: int = 0, max_rows: int | None = None) 
     position, max_line = start, max_line_bytes(n_columns)
     while position < len(body):
         cut = _piece_end(body, position, max_line)
-        piece = body[position:cut]
+        piece = bytes(memoryview(body)[position:cut])  # bytes, as numpy's text parser wants, from a bytearray too
         if state.width is None or not _fast_piece(piece, state):
             _slow_piece(piece, position - start, state)
         state.lines += _line_count(piece)

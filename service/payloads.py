@@ -236,7 +236,7 @@ _NOT_ROWS_TEXT = re.compile(rb"[^0-9eE+\-.,\[\]\s]")
 _PIECE_START = re.compile(rb"\A\s*,")
 
 
-def rows_from_json(body: bytes, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
+def rows_from_json(body: bytes | bytearray, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
     """A float64 array from ``{"rows": [[...], ...]}``; no rows gives shape (0, n_columns).
 
     A body over `STREAM_JSON_BYTES` is read by `rows_from_large_json` (memory a few times the body,
@@ -265,7 +265,7 @@ def rows_from_json(body: bytes, n_columns: int = 0, max_rows: int | None = None)
     return rows_to_array(payload.rows, n_columns)
 
 
-def rows_from_large_json(body: bytes, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
+def rows_from_large_json(body: bytes | bytearray, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
     """A float64 array from a large ``{"rows": [[...], ...]}`` body, parsed `JSON_PIECE_BYTES` of rows
     at a time into arrays, so that Python objects exist for one piece only.
 
@@ -294,7 +294,7 @@ def rows_from_large_json(body: bytes, n_columns: int = 0, max_rows: int | None =
     while position < end:
         cut = body.find(b"]", min(position + JSON_PIECE_BYTES, end), end)
         cut = end if cut < 0 else cut + 1
-        piece = body[position:cut]
+        piece = bytes(memoryview(body)[position:cut])  # bytes, as numpy's text parser wants, from a bytearray too
         if position > begin:
             comma = _PIECE_START.match(piece)
             if comma is None:
@@ -349,7 +349,7 @@ def _piece_rows(piece: bytes, first_row: int, width: int | None) -> np.ndarray:
         raise _bad_row(piece, first_row, width)
     n_rows = piece.count(b"[")
     try:  # a value strtod stops in: numpy warns (an error where warnings are errors) and stops there
-        values = np.fromstring(bytes(piece.translate(_BRACKETS_TO_SPACES)), dtype=np.float64, sep=",")
+        values = np.fromstring(piece.translate(_BRACKETS_TO_SPACES), dtype=np.float64, sep=",")
     except (ValueError, DeprecationWarning):
         values = np.empty(0)
     if values.size != n_rows * width:
