@@ -89,7 +89,7 @@ def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -
     rows, width = _panel_shape(b, X.itemsize)
     kind = _PANEL_MAPS.get(fn)
     if kind is not None:
-        X, Y, Ct = np.ascontiguousarray(X), np.ascontiguousarray(Y), np.ascontiguousarray(C.T)
+        X, Y, Ct = _read_only(np.ascontiguousarray(X)), _read_only(np.ascontiguousarray(Y)), np.ascontiguousarray(C.T)
         Tm = np.zeros((0, 0), acc.dtype) if T is None else np.ascontiguousarray(T, dtype=acc.dtype)  # T start: acc's
         copy_start = T is None and start is not acc
 
@@ -132,6 +132,14 @@ def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -
                 acc[:, panel] += prod
 
     _shared(-(-m // width), run, threads)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of ``array``: numba types read-only arrays apart, so the panels see one type
+    whether the data are in memory or mapped from a file (one compilation, not two). O(1)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _tile_shape(b: int, itemsize: int) -> tuple[int, int]:
