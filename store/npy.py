@@ -118,14 +118,17 @@ def read_buffer_header(buffer: bytes | bytearray) -> tuple[tuple[int, ...], bool
 def array_in_buffer(buffer: bytes | bytearray, shape: tuple[int, ...], fortran: bool, dtype: np.dtype,
                     offset: int) -> np.ndarray:
     """The array of the ``.npy`` bytes in ``buffer`` whose header `read_buffer_header` read: a view on
-    ``buffer``, no copy (writable if ``buffer`` is). `ValueError` for Python objects (never unpickled) or
-    a buffer shorter than the header says. Cost O(1)."""
+    ``buffer``, no copy (writable if ``buffer`` is), unless the data are not aligned for their type (a
+    header not padded as numpy pads it): then a copy, which is. `ValueError` for Python objects (never
+    unpickled) or a buffer shorter than the header says. Cost O(1); O(array) for a copy."""
     if dtype.hasobject:
         raise ValueError("the .npy array holds Python objects, which are never unpickled")
     count = math.prod(shape)
     if offset + count * dtype.itemsize > len(buffer):
         raise ValueError(f"the .npy data are truncated: its header announces {count * dtype.itemsize} bytes")
     flat = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset) if count else np.empty(0, dtype=dtype)
+    if not flat.flags.aligned:
+        flat = flat.copy()
     return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
 
 

@@ -59,3 +59,15 @@ def test_damaged_buffers_are_refused():
         b" " * (MAX_BUFFER_HEADER_BYTES + 10)
     with pytest.raises(ValueError, match="truncated"):
         read_buffer_header(long_header)
+
+
+def test_data_a_short_header_leaves_unaligned_are_copied_into_an_aligned_array():
+    """numpy pads its headers so that the data start aligned; a hand-made one need not, and an unaligned
+    array is another type to numba (and slower to numpy)."""
+    rows = np.arange(12.0).reshape(4, 3)
+    text = b"{'descr': '<f8', 'fortran_order': False, 'shape': (4, 3), }\n"
+    data = npy_format.magic(1, 0) + len(text).to_bytes(2, "little") + text + rows.tobytes()
+    assert (len(data) - rows.nbytes) % 8 != 0  # the data start off an 8-byte boundary
+    array = read(bytearray(data))
+    assert array.flags.aligned
+    np.testing.assert_array_equal(array, rows)
