@@ -117,7 +117,12 @@ def test_bodies_of_many_pieces_are_stored_as_sent_in_every_format(api, rng):
         assert len(body) > 3 * (1 << 18) or kind == "application/octet-stream", (kind, len(body))
         r = api.put(f"/v1/datasets/formats/chunks/{index}", content=body, headers={"Content-Type": kind})
         assert r.status_code in (200, 201) and r.json()["n_rows"] == len(rows) * (index + 1), (kind, r.text)
+    # without a Content-Length (chunked), the buffer grows as the body comes
+    r = api.put("/v1/datasets/formats/chunks/3", content=pieces(bodies["text/csv"], 100_000),
+                headers={"Content-Type": "text/csv"})
+    assert r.status_code == 200 and r.json()["n_rows"] == 4 * len(rows), r.text
+    assert r.request.headers.get("transfer-encoding") == "chunked"
     api.post("/v1/datasets/formats/commit", json={}).raise_for_status()
-    for index, kind in enumerate(bodies):
+    for index, kind in enumerate([*bodies, "text/csv"]):
         stored = np.load(io.BytesIO(api.get(f"/v1/datasets/formats/chunks/{index}?format=npy").content))
         np.testing.assert_array_equal(stored, rows, err_msg=kind)
