@@ -97,8 +97,7 @@ def read_array(handle: IO[bytes], size: int | None = None) -> np.ndarray:
     data = bytearray(n_bytes)
     if n_bytes and handle.readinto(data) != n_bytes:
         raise ValueError(f"the .npy data are truncated: its header announces {n_bytes} bytes")
-    flat = np.frombuffer(data, dtype=dtype) if n_bytes else np.empty(0, dtype=dtype)
-    return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+    return array_in_buffer(data, shape, fortran, dtype, 0)
 
 
 #: the most bytes a ``.npy`` header in memory may take (`read_buffer_header`): numpy's own limit on the
