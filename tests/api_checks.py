@@ -2,8 +2,8 @@
 the API tests."""
 
 import resource
-import tracemalloc
 import time
+import tracemalloc
 
 import numpy as np
 

@@ -9,14 +9,9 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy_format
 
+from client.upload import npy_bytes
 from store.npy import MAX_BUFFER_HEADER_BYTES, array_in_buffer, read_buffer_header
 from tests.store.test_npy_threads import ARRAYS
-
-
-def npy_bytes(array: np.ndarray, version=None) -> bytes:
-    out = io.BytesIO()
-    npy_format.write_array(out, array, version=version, allow_pickle=False)
-    return out.getvalue()
 
 
 def npy_header(fields: dict) -> bytes:
