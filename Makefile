@@ -2,7 +2,7 @@
 #   make run      - create the virtual environment if missing, install, serve on 127.0.0.1:$(KPCA_PORT)
 #   make test     - create the virtual environment if missing, install, run the test suite but the cases
 #                   marked slow, in $(PYTEST_WORKERS) processes (first `make browser`: Chromium for the
-#                   dashboard's browser tests, see below)
+#                   dashboard's browser tests, and `make warm`: the jitted kernels compiled, see below)
 #   make test-all - the same with the slow cases: every test (what CI runs, .ci/run)
 #   make paper    - rerun the seed papers' experiments (scaled to 2 cores where needed) into paper/REPORT.md
 PYTHON ?= python3
@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export KPCA_PORT ?= 8000
 export KPCA_DATA_DIR ?= ./data
 
-.PHONY: run test test-all browser bench bench-all paper install clean
+.PHONY: run test test-all browser warm bench bench-all paper install clean
 
 # The project is installed with uv (about twice as fast as pip here: it byte-compiles in parallel);
 # where uv cannot be had or cannot reach a package index, pip does it, reading pip's own configuration
@@ -38,11 +38,19 @@ run: $(STAMP)
 PYTEST_WORKERS ?= 2
 PYTEST_RUN = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-test: $(STAMP) browser
+test: $(STAMP) browser warm
 	$(PYTEST_RUN) -m "not slow"
 
-test-all: $(STAMP) browser
+test-all: $(STAMP) browser warm
 	$(PYTEST_RUN)
+
+# make warm - compile the jitted kernels into numba's cache (kpca/warmup.py) before the tests, in two
+#             processes: the autoencoder solvers' part beside all the others'. On an empty cache (a new
+#             clone) the tests' processes would otherwise each compile the same kernels as they meet them,
+#             several at once; on a full cache it is a few seconds of loading.
+warm: $(STAMP)
+	$(BIN)/python -m kpca.warmup --part autoencoders & part=$$!; \
+		$(BIN)/python -m kpca.warmup --part others && wait $$part
 
 # make browser - Chromium for tests/service/test_dashboard_browser.py: apt-get installs Debian's chromium
 #                when /usr/bin/chromium is missing and we are root (about 2.5 minutes); otherwise it says
