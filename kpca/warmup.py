@@ -1,15 +1,17 @@
 """Compile (and cache) the jitted kernels before the first request: ``python -m kpca.warmup``.
 
-``--part autoencoders`` compiles the autoencoder solvers' runs alone and ``--part others`` the rest: the
-autoencoders' own jitted training code takes about as long to compile as every other kernel together,
-so two processes, one per part, fill an empty cache in about half the time (``make test`` does this).
-
 The kernels are ``numba.njit(cache=True)``: the first call of each, per argument types, compiles it
 (seconds) and writes the machine code under ``NUMBA_CACHE_DIR``. `warm_up` fits a tiny model of
 every registered solver, and of every kernel, on float32 and float64 rows with kernel tiles in the same
-precision (``kernel_precision``, where the solver has it), then projects and
-reconstructs through it, so that a container image built with this step starts with a full cache.
-Cost: the compilation of every kernel on an empty cache; on a full one only the tiny fits.
+precision (``kernel_precision``, where the solver has it), then projects and reconstructs through it;
+it also runs the default fit (`warm_default`) and the KHA family's stochastic passes. So a container
+image built with this step starts with a full cache. Cost: the compilation of every kernel on an empty
+cache; on a full one only the tiny fits.
+
+``--part autoencoders`` compiles the autoencoder solvers' runs alone and ``--part others`` the rest: the
+autoencoders' own jitted training code takes about as long to compile as every other kernel together,
+so two processes, one per part, fill an empty cache in about half the time (``make warm``, before the
+tests).
 """
 
 from __future__ import annotations
@@ -46,11 +48,18 @@ def warm_runs(part: str = "all") -> list[tuple[str, dict]]:
 
 def warm_up(n_rows: int = 60, n_features: int = 4, part: str = "all") -> list[str]:
     """Fit, project and reconstruct a 2-component model of each run of `warm_runs` (``part``) on
-    ``n_rows`` random rows, in float32 and float64; the ``solver/kernel/dtype`` runs done. Errors
-    propagate: a kernel that cannot compile fails here."""
+    ``n_rows`` random rows, in float32 and float64; with every part but the autoencoders' also the
+    default fit (`warm_default`: float32 tiles over float64 rows) and the KHA family's stochastic passes
+    (``init`` random: the paper's passes, jitted per sub-block). The runs done. Errors propagate: a
+    kernel that cannot compile fails here."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n_rows, n_features))
     done = []
+    if part != "autoencoders":
+        done += warm_default()
+        for solver in ("kha", "kha-smd"):
+            KernelHebbianPCA(n_components=2, solver=solver, passes=2, solver_params={"init": "random"}).fit(X)
+            done.append(f"{solver}/stochastic")
     for solver, kernel in warm_runs(part):
         for dtype in (np.float32, np.float64):
             rows = X.astype(dtype)
