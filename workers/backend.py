@@ -35,7 +35,7 @@ from workers.fit_balance import balance_fits
 from workers.placement import machine_cores
 from workers.plugins import IgnoreInterrupts, ImportModules, QuietHeartbeatFailures, WarmKernels, import_modules
 from workers.priority import run_niced
-from workers.shards import FIT_RESOURCE, fit_workers
+from workers.shards import FIT_RESOURCE, fit_workers, scheduler_workers
 from workers.watch import RequestEnded, Watch, watched_results
 
 log = logging.getLogger(__name__)
@@ -202,8 +202,7 @@ class Backend:
     def describe(self) -> str:
         """One readable line on the started cluster: its scheduler, workers and dask threads, and the
         dask dashboard's address, or why there is none (it needs the ``bokeh`` package)."""
-        info = self.client.scheduler_info()
-        workers = info.get("workers", {})
+        workers = scheduler_workers(self.client)
         threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
         where = "embedded" if self.cluster is not None else f"external ({self.scheduler})"
         line = f"dask cluster ready: {where}, {len(workers)} worker(s), {threads} dask thread(s) in all"
@@ -253,7 +252,7 @@ class Backend:
         now = time.monotonic()
         cached = getattr(self, "_preimage_cache", None)
         if cached is None or now - cached[0] > 30:
-            workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+            workers = scheduler_workers(self.client)
             offering = sum(PREIMAGE_RESOURCE in (w.get("resources") or {}) for w in workers.values())
             cached = self._preimage_cache = (now, {PREIMAGE_RESOURCE: 1} if offering else None,
                                              max(1, offering or len(workers)))
@@ -262,7 +261,7 @@ class Backend:
     def _fit_resources(self) -> dict | None:
         """``{"fit": 1}`` if some worker offers the resource (workers started with
         ``--resources fit=1``), so that each worker runs at most one fit."""
-        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        workers = scheduler_workers(self.client)
         if any(FIT_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
             return {FIT_RESOURCE: 1}
         return None

@@ -33,7 +33,7 @@ from store.datasets.segments import RowWindow
 from workers.placement import fit_threads, machine_cores
 from workers.priority import fit_nice, keep_below_process
 
-__all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "host_of", "COLUMN_KEYS"]
+__all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "scheduler_workers", "host_of", "COLUMN_KEYS"]
 
 FIT_RESOURCE = "fit"  # the resource a worker offers for fits: at most one fit each (`workers.backend`)
 # what a shard's checkpoint part holds: A, AK, the guard vectors and LOBPCG's previous step (Rayleigh-Ritz
@@ -54,9 +54,20 @@ def host_of(address: str) -> str:
     return address.rsplit(":", 1)[0]
 
 
+def scheduler_workers(client) -> dict[str, dict]:
+    """The scheduler's workers now, ``{address: info}`` (resources, threads, ...): one query of the
+    scheduler, answered to this call alone.
+
+    Not ``client.scheduler_info(n_workers=-1)["workers"]``: that fetches the workers into the client's
+    shared copy and returns the copy, which the client's own periodic refresh (without the workers) can
+    replace in between, so that it at times read no workers at all (distributed 2026.8; a sharded fit
+    then placed no shards, tests/workers/test_scheduler_workers.py)."""
+    return dict(client.sync(client.scheduler.identity, n_workers=-1).get("workers", {}))
+
+
 def fit_workers(client) -> list[str]:
     """Addresses of the workers that offer the ``fit`` resource (every worker if none does), sorted."""
-    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    workers = scheduler_workers(client)
     offering = [a for a, w in workers.items() if FIT_RESOURCE in (w.get("resources") or {})]
     return sorted(offering or workers)
 

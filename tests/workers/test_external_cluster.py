@@ -131,13 +131,14 @@ def test_a_fit_sharded_over_the_external_workers_equals_the_one_process_fit(sche
 def test_only_workers_offering_fits_count_for_sharding(scheduler_address):
     """`Backend.fit_workers` counts the workers started with ``--resources fit=1``, not the others."""
     from workers import Backend
+    from workers.shards import scheduler_workers
 
     plain = subprocess.Popen([DASK, "worker", scheduler_address, "--nthreads", "1", "--no-dashboard",
                               "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     try:
         with Backend("unused", scheduler=scheduler_address) as backend:
             backend.client.wait_for_workers(WORKERS + 1, timeout=60)
-            assert len(backend.client.scheduler_info(n_workers=-1)["workers"]) == WORKERS + 1
+            assert len(scheduler_workers(backend.client)) == WORKERS + 1
             assert backend.fit_workers() == WORKERS
     finally:
         plain.terminate()

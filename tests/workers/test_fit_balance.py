@@ -16,7 +16,7 @@ from store import DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord
 from tests.store_checks import committed_digits, ended, wait_for_record
 from workers import Backend
-from workers.shards import FIT_RESOURCE
+from workers.shards import FIT_RESOURCE, scheduler_workers
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def wait_for(condition, what: str, timeout: float = 60.0):
 
 def fit_workers(backend) -> dict[str, list[str]]:
     """Worker address -> the fit tasks processing there, for the workers offering the fit resource."""
-    offering = {address for address, worker in backend.client.scheduler_info()["workers"].items()
+    offering = {address for address, worker in scheduler_workers(backend.client).items()
                 if (worker.get("resources") or {}).get(FIT_RESOURCE)}
     return {address: [str(key) for key in keys if str(key).startswith("fit-")]
             for address, keys in backend.client.processing().items() if address in offering}
@@ -52,7 +52,7 @@ def test_fits_queued_behind_a_busy_worker_move_to_its_replacement(data_dir):
     with Backend(data_dir, n_workers=2) as backend:
         dead = next(iter(backend.worker_pids().values()))
         os.kill(dead, signal.SIGKILL)
-        wait_for(lambda: len(backend.client.scheduler_info()["workers"]) == 1, "the scheduler to drop the killed worker")
+        wait_for(lambda: len(scheduler_workers(backend.client)) == 1, "the scheduler to drop the killed worker")
         try:
             for name in names:  # while the replacement starts: both go to the survivor
                 registry.create(record(data_dir, name, 10_000))
