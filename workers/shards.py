@@ -186,7 +186,10 @@ class ActorGroup(ShardGroup):
               kind_folder: str = "models", kind: str = "model", running: int = 1) -> "ActorGroup":
         """One `ShardActor` per ``(address, bounds)``, created on that worker (and only there); ``running``
         fits share the cores (this one included), and each machine's cores are split among the shards
-        on it (`ShardActor`'s ``share``)."""
+        on it (`ShardActor`'s ``share``). No address is `ShardLost`: the coordinator looks for workers
+        again, then gives up saying what to do (`workers.sharded_fit.fit_sharded`)."""
+        if not addresses:
+            raise ShardLost("no fit worker is left to hold a shard of the fit")
         tag = uuid.uuid4().hex[:12]
         hosts = [host_of(address) for address in addresses]
         futures = [client.submit(ShardActor, data_dir, dataset, version, kernel.to_dict(), precision, first, stop,

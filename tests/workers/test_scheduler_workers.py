@@ -11,7 +11,8 @@ import dask
 import pytest
 from distributed import Client, LocalCluster
 
-from workers.shards import fit_workers, scheduler_workers
+from kpca.kernels import KernelSpec
+from workers.shards import ActorGroup, ShardLost, fit_workers, scheduler_workers
 
 ASKED = 1000  # answers read; before the fix tens of them were empty (the refresh below every 5 ms)
 
@@ -38,3 +39,12 @@ def test_the_workers_come_with_their_details(client):
     workers = scheduler_workers(client)
     assert len(workers) == 2
     assert all(info["nthreads"] == 1 for info in workers.values())
+
+
+def test_a_group_of_no_workers_is_a_lost_shard_not_an_empty_fit(client, tmp_path):
+    """Before: a group started on no addresses had no shards, and the fit failed later with an
+    AttributeError; now the coordinator is told at once that no worker holds a shard."""
+    with pytest.raises(ShardLost, match="no fit worker"):
+        ActorGroup.start(client, [], [], data_dir=str(tmp_path), dataset="any", version=1,
+                         kernel=KernelSpec("gaussian", sigma=1.0), precision="float64", unit_rows=64,
+                         n_components=2, d=2)
