@@ -52,6 +52,7 @@ def warm_up(n_rows: int = 60, n_features: int = 4, part: str = "all") -> list[st
     default fit (`warm_default`: float32 tiles over float64 rows) and the KHA family's stochastic passes
     (``init`` random: the paper's passes, jitted per sub-block). The runs done. Errors propagate: a
     kernel that cannot compile fails here."""
+    runs = warm_runs(part)  # an unknown part is refused before anything compiles
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n_rows, n_features))
     done = []
@@ -60,7 +61,7 @@ def warm_up(n_rows: int = 60, n_features: int = 4, part: str = "all") -> list[st
         for solver in ("kha", "kha-smd"):
             KernelHebbianPCA(n_components=2, solver=solver, passes=2, solver_params={"init": "random"}).fit(X)
             done.append(f"{solver}/stochastic")
-    for solver, kernel in warm_runs(part):
+    for solver, kernel in runs:
         for dtype in (np.float32, np.float64):
             rows = X.astype(dtype)
             # float32 tiles are the fit's kernel_precision, not the data's dtype (the rows cast it)

@@ -4,7 +4,7 @@ import pytest
 
 from kpca.kernels import KERNELS
 from kpca.solvers import SOLVERS
-from kpca.warmup import PARTS, main, warm_runs
+from kpca.warmup import PARTS, main, warm_runs, warm_up
 
 
 def test_the_two_parts_share_every_run_once():
@@ -20,6 +20,8 @@ def test_the_two_parts_share_every_run_once():
 def test_an_unknown_part_is_refused_by_name(capsys):
     with pytest.raises(ValueError, match="part"):
         warm_runs("most")
+    with pytest.raises(ValueError, match="part"):  # before the default fit's compilation, not after it
+        warm_up(part="most")
     with pytest.raises(SystemExit):
         main(["--part", "most"])
     assert "--part" in capsys.readouterr().err
