@@ -90,6 +90,30 @@ def service_process(n_workers: int | None = None, cwd: str | None = None, **envi
                 shutil.copyfile(log_path, os.environ["KPCA_BENCH_SERVICE_LOG"])
 
 
+@contextlib.contextmanager
+def bare_server() -> Iterator[str]:
+    """`bench/_bare_server.py` (uvicorn and an app that only answers ``{"status": "ok"}``) on a free
+    loopback port in a process of its own; yield its base URL; stop it on exit. RuntimeError if it does
+    not answer within 120 s."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_bare_server.py")), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, lambda: proc.poll() is None, "the bare server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def wait_healthy(url: str, alive, failure: str, detail=lambda: "", timeout: float = 120.0) -> None:
     """Poll ``url``/healthz every 0.2 s until it answers 200; RuntimeError(``failure``: ``detail()``) when
     ``alive()`` turns false or ``timeout`` seconds pass first."""

@@ -15,7 +15,10 @@ Beside them (issue 30) ``--abusive`` threads (4) each send, again and again, a `
 limit (fixed point, ``n_iter`` 1000, ``restarts`` 20, ``tol`` 1e-300, as many rows as
 ``KPCA_MAX_SERVING_WORK`` allows) and give up after 3 s, as the issue's abandoned requests did; their
 answers (503 past the deadline, client timeouts) are counted apart, not as errors. One more thread polls
-``/healthz`` every 50 ms and records its slowest answer.
+``/healthz`` every 50 ms and records its slowest answer. Unless ``--no-control``, one more prober asks
+a bare server (`bench/_bare_server.py`: uvicorn on the service's stack and an app that only answers, in
+a process of its own at the same priority) the same way through the same window: the control, what
+the machine's own scheduling makes of an answer that costs nothing ("control_healthz").
 
 The clients run in ``--generator-processes`` processes of their own (default 4, the clients split evenly
 among them) and the ``/healthz`` prober in one more: 32 client threads and the prober in one interpreter
@@ -26,7 +29,7 @@ clients on other machines would not take the service's cores; their latencies th
 wait for a core.
 
 Any answer other than 2xx, or a transport error, is an error. Reports requests/s, errors (with the
-first few), p50 and p99 latency per kind, the slowest ``/healthz``, and the fits' state at the start
+first few), p50 and p99 latency per kind, the slowest ``/healthz`` (and the control's), and the fits' state at the start
 and end of the window.
 Prints JSON and writes bench/results/load.json (``--quick``: 8 clients, 10 s, load_quick.json) with
 `bench._common.save`.
@@ -37,6 +40,7 @@ Prints JSON and writes bench/results/load.json (``--quick``: 8 clients, 10 s, lo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -49,7 +53,7 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from bench._service import running_service, service_process  # noqa: E402
+from bench._service import bare_server, running_service, service_process  # noqa: E402
 from service.processes import api_process_count  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
@@ -174,9 +178,10 @@ def healthz_loop(url: str, stop_at: float, seconds: list) -> None:
             time.sleep(0.05)
 
 
-def run_window(url: str, args) -> tuple[list, list, list, list]:
-    """The measured window: the clients, the abusive threads and the ``/healthz`` prober, from the same
-    start to the same stop; (results, errors, healthz seconds, abusive outcomes)."""
+def run_window(url: str, args, control_url: str | None = None) -> tuple[list, list, list, list, list]:
+    """The measured window: the clients, the abusive threads, the ``/healthz`` prober and the control's
+    prober (when ``control_url``), from the same start to the same stop; (results, errors, healthz
+    seconds, abusive outcomes, control seconds)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -189,24 +194,37 @@ def run_window(url: str, args) -> tuple[list, list, list, list]:
                for _ in range(args.abusive)]
     for thread in threads:
         thread.start()
+    probed = [url] + ([control_url] if control_url else [])
     if processes == 1:
-        healthz: list = []
-        prober = threading.Thread(target=healthz_loop, args=(url, stop_at, healthz))
-        prober.start()
+        answers: list = [[] for _ in probed]
+        probers = [threading.Thread(target=healthz_loop, args=(target, stop_at, seconds))
+                   for target, seconds in zip(probed, answers)]
+        for prober in probers:
+            prober.start()
         results, errors = client_group(url, list(range(args.clients)), start_at, stop_at)
-        prober.join()
+        for prober in probers:
+            prober.join()
     else:
         groups = [list(range(args.clients))[k::processes] for k in range(processes)]
-        with ProcessPoolExecutor(processes + 1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            prober = pool.submit(healthz_process, url, start_at, stop_at, args.prober_nice)
+        with ProcessPoolExecutor(processes + len(probed), mp_context=multiprocessing.get_context("spawn")) as pool:
+            probers = [pool.submit(healthz_process, target, start_at, stop_at, args.prober_nice) for target in probed]
             parts = [pool.submit(client_group, url, group, start_at, stop_at, args.generator_nice)
                      for group in groups if group]
             results = [item for part in parts for item in part.result()[0]]
             errors = [item for part in parts for item in part.result()[1]]
-            healthz = prober.result()
+            answers = [prober.result() for prober in probers]
     for thread in threads:
         thread.join()
-    return results, errors, [(s, at - start_at) for s, at in healthz], abusive
+    healthz, control = ([(s, at - start_at) for s, at in seconds] for seconds in (answers + [[]])[:2])
+    return results, errors, healthz, abusive, control
+
+
+def probe_summary(answers: list) -> dict:
+    """p50, p99, the slowest and the five slowest (with their time in the window) of a prober's
+    ``(seconds, at)`` answers."""
+    return {**percentiles([s for s, _ in answers]),
+            "max_ms": round(max(s for s, _ in answers) * 1000, 1) if answers else None,
+            "slowest": [{"ms": round(s * 1000, 1), "at_s": round(at, 2)} for s, at in sorted(answers)[-5:]]}
 
 
 def percentiles(seconds: list[float]) -> dict:
@@ -235,6 +253,8 @@ def main() -> None:
     ap.add_argument("--prober-nice", type=int, default=0,
                     help="niceness change of the /healthz prober's process (negative, as root: its own scheduling "
                          "on a saturated machine is then not counted in the service's answer time)")
+    ap.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
+                    help="probe a bare server beside /healthz (bench/_bare_server.py): the machine's own delay")
     ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
     ap.add_argument("--in-process", action="store_true",
                     help="serve from a thread of this process (the load generator then shares its interpreter)")
@@ -244,11 +264,12 @@ def main() -> None:
 
     environ = {} if args.api_processes is None else {"KPCA_API_PROCESSES": str(args.api_processes)}
     serving = running_service(n_workers=args.workers) if args.in_process else service_process(args.workers, **environ)
-    with serving as url, httpx.Client(base_url=url, timeout=120) as api:
+    control = bare_server() if args.control else contextlib.nullcontext()
+    with serving as url, control as control_url, httpx.Client(base_url=url, timeout=120) as api:
         prepare(api, args.rows, args.passes)
         time.sleep(1.0)
         fits_before = fits_state(api)
-        results, errors, healthz, abusive = run_window(url, args)
+        results, errors, healthz, abusive, control_answers = run_window(url, args, control_url)
         elapsed = args.seconds
         fits_after = fits_state(api)
         for name in ("fit-1", "fit-2"):
@@ -268,9 +289,8 @@ def main() -> None:
         "latency": {**by_kind, "all": percentiles([s for _, s in results])},
         "abusive_threads": args.abusive,
         "abusive_outcomes": {outcome: abusive.count(outcome) for outcome in sorted(set(abusive))},
-        "healthz": {**percentiles([s for s, _ in healthz]),
-                    "max_ms": round(max(s for s, _ in healthz) * 1000, 1) if healthz else None,
-                    "slowest": [{"ms": round(s * 1000, 1), "at_s": round(at, 2)} for s, at in sorted(healthz)[-5:]]},
+        "healthz": probe_summary(healthz),
+        "control_healthz": probe_summary(control_answers) if args.control else None,
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
         "server": "a thread of the load generator's process" if args.in_process else "a process of its own",
