@@ -14,10 +14,17 @@ import contextlib
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse.linalg
 
 from kpca._threads import serial_blas
 
 SERIAL_MAX = 4096  # largest matrix order run on one BLAS thread (bench/dense_threads.py)
+KRYLOV_MIN_ORDER = 400  # `leading_eigh`: smallest order given to ARPACK (bench/leading_eigh.py)
+KRYLOV_MAX_SHARE = 32  # ... and only for q <= max(KRYLOV_MIN_Q, order // KRYLOV_MAX_SHARE)
+KRYLOV_MIN_Q = 16
+RESIDUAL_TOL = 1e-9  # an ARPACK pair is kept when ||a v - w v|| <= RESIDUAL_TOL * |w_max|
+RANK_TOL = 1e-10  # ... and its least w > RANK_TOL * |w_max| (kpca.solvers._ritz.RELATIVE_RANK_TOL's level)
+CHECK_TOL = 1e-8  # `_none_missed`: relative accuracy of the largest eigenvalue outside the span
 
 
 def sized_blas(order: int):
@@ -31,6 +38,63 @@ def eigh(a: np.ndarray, **options):
     ``eigvals_only``), BLAS threads by `sized_blas`. Cost O(n^3)."""
     with sized_blas(a.shape[0]):
         return scipy.linalg.eigh(a, **options)
+
+
+def leading_eigh(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``q`` largest eigenpairs of the symmetric ``a`` (n, n), ascending as `eigh`'s
+    ``subset_by_index=[n - q, n - 1]`` gives them: ``(w (q,), V (n, q))``.
+
+    Where q is small against n (n >= `KRYLOV_MIN_ORDER`, q <= max(`KRYLOV_MIN_Q`, n / `KRYLOV_MAX_SHARE`))
+    implicitly restarted Lanczos (ARPACK, `scipy.sparse.linalg.eigsh`, to machine precision, from a
+    fixed-seed start so that the answer does not vary between calls) costs O(n^2 q) per restart
+    against LAPACK's O(n^3) reduction, as scikit-learn's KernelPCA chooses ``arpack`` for few components
+    of many rows. Each pair it returns must satisfy ||a v - w v|| <= `RESIDUAL_TOL` |w_max|, the
+    smallest w must be above `RANK_TOL` |w_max| (a rank-deficient a, whose trailing pairs Lanczos finds
+    slowly and not uniquely), and no eigenvalue outside their span may exceed the smallest
+    (`_none_missed`: Lanczos can miss copies of a multiple eigenvalue, and would then answer the
+    next eigenvalue down in their place); otherwise, or if ARPACK does not converge, LAPACK's `eigh`
+    answers.
+    BLAS threads by `sized_blas`. Cost O(n^2 q) per restart, O(n^3) on the fallback.
+    """
+    n, q = a.shape[0], int(q)
+    if n < KRYLOV_MIN_ORDER or q > max(KRYLOV_MIN_Q, n // KRYLOV_MAX_SHARE) or q >= n - 1:
+        return eigh(a, subset_by_index=[n - q, n - 1])
+    start = np.random.default_rng(0).standard_normal(n)
+    with sized_blas(n):
+        try:
+            w, V = scipy.sparse.linalg.eigsh(a, k=q, which="LA", tol=0.0, v0=start)
+        except scipy.sparse.linalg.ArpackNoConvergence:
+            return eigh(a, subset_by_index=[n - q, n - 1])
+        order = np.argsort(w)
+        w, V = w[order], V[:, order]
+        top = max(abs(float(w[-1])), np.finfo(float).tiny)
+        residual = float(np.linalg.norm(a @ V - V * w, axis=0).max())
+        if residual <= RESIDUAL_TOL * top and float(w[0]) > RANK_TOL * top and _none_missed(a, V, w[0], top):
+            return w, V
+    return eigh(a, subset_by_index=[n - q, n - 1])
+
+
+def _none_missed(a: np.ndarray, V: np.ndarray, least: float, top: float) -> bool:
+    """Whether no eigenvalue of the symmetric ``a`` outside the span of the orthonormal V exceeds
+    ``least`` (to `RESIDUAL_TOL` ``top``): the largest eigenvalue of (I - V V^T) a (I - V V^T), by
+    Lanczos for one value. Lanczos finds each distinct eigenvalue once, so an eigenvalue of multiplicity
+    above what its restarts kept can leave copies out of V; its value is still found here. False too
+    when that Lanczos does not converge. Cost O(n^2) per step."""
+    n = a.shape[0]
+
+    def deflated(x):
+        x = np.asarray(x, dtype=np.float64).reshape(n)
+        x = x - V @ (V.T @ x)
+        y = a @ x
+        return y - V @ (V.T @ y)
+
+    operator = scipy.sparse.linalg.LinearOperator((n, n), matvec=deflated, dtype=np.float64)
+    try:
+        outside = scipy.sparse.linalg.eigsh(operator, k=1, which="LA", tol=CHECK_TOL,
+                                            v0=np.random.default_rng(1).standard_normal(n), return_eigenvectors=False)
+    except scipy.sparse.linalg.ArpackNoConvergence:
+        return False
+    return float(outside[0]) <= least + RESIDUAL_TOL * top
 
 
 def eigvalsh(a: np.ndarray, **options) -> np.ndarray:

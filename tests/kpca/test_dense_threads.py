@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 import scipy.linalg
+import scipy.sparse.linalg
 
 from kpca._dense import SERIAL_MAX
 from kpca._threads import _controller_, _set_threads, blas_threads, serial_blas
@@ -31,7 +32,8 @@ from kpca.metrics import subspace_angles
 
 @pytest.fixture
 def eigh_threads(monkeypatch):
-    """Every scipy.linalg.eigh call's matrix order and the BLAS threads in effect during it."""
+    """Every scipy.linalg.eigh and scipy.sparse.linalg.eigsh call's matrix order and the BLAS threads in
+    effect during it."""
     seen = []
     real = scipy.linalg.eigh
 
@@ -40,6 +42,13 @@ def eigh_threads(monkeypatch):
         return real(a, *args, **options)
 
     monkeypatch.setattr(scipy.linalg, "eigh", spy)
+    real_eigsh = scipy.sparse.linalg.eigsh
+
+    def spy_eigsh(a, *args, **options):
+        seen.append((a.shape[0], blas_threads()))
+        return real_eigsh(a, *args, **options)
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", spy_eigsh)
     return seen
 
 

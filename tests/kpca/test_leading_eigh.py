@@ -1,0 +1,100 @@
+"""`kpca._dense.leading_eigh`: ARPACK where few pairs of a large matrix are asked, with the same answer
+as LAPACK's eigh, and LAPACK wherever ARPACK's answer could be wrong."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse.linalg
+from sklearn.datasets import load_digits
+
+from kpca import _dense
+from kpca._dense import leading_eigh
+from kpca.solvers import exact_components
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The names of the eigensolvers called ("eigh", "eigsh"), in order."""
+    seen = []
+    real_eigh, real_eigsh = scipy.linalg.eigh, scipy.sparse.linalg.eigsh
+
+    def eigh(*args, **options):
+        seen.append("eigh")
+        return real_eigh(*args, **options)
+
+    def eigsh(*args, **options):
+        seen.append("eigsh")
+        return real_eigsh(*args, **options)
+
+    monkeypatch.setattr(scipy.linalg, "eigh", eigh)
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", eigsh)
+    return seen
+
+
+def centred_digits_kernel(n: int, sigma: float = 3.0) -> np.ndarray:
+    X = load_digits().data[:n] / 16.0
+    sq = (X * X).sum(axis=1)
+    K = np.exp(-np.maximum(sq[:, None] + sq[None, :] - 2.0 * X @ X.T, 0.0) / (2.0 * sigma**2))
+    return K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()
+
+
+def with_spectrum(rng, spectrum) -> np.ndarray:
+    """A symmetric matrix of the given eigenvalues and random eigenvectors."""
+    Q, _ = np.linalg.qr(rng.normal(size=(len(spectrum), len(spectrum))))
+    return (Q * np.asarray(spectrum)) @ Q.T
+
+
+def assert_same_pairs(a, q, w, V):
+    """w, V are the q largest eigenpairs of a, as LAPACK gives them (the same subspace)."""
+    n = a.shape[0]
+    w0, V0 = scipy.linalg.eigh(a, subset_by_index=[n - q, n - 1])
+    np.testing.assert_allclose(w, w0, rtol=0, atol=1e-11 * abs(w0[-1]))
+    np.testing.assert_allclose(V.T @ V, np.eye(q), atol=1e-10)
+    cosines = np.linalg.svd(V0.T @ V, compute_uv=False)  # of the principal angles between the two subspaces
+    np.testing.assert_allclose(cosines, 1.0, atol=1e-8)
+
+
+@pytest.mark.parametrize("q", [4, 16])
+def test_few_pairs_of_a_kernel_matrix_come_from_arpack_and_equal_lapack(calls, q):
+    Kc = centred_digits_kernel(600)
+    w, V = leading_eigh(Kc, q)
+    assert calls[0] == "eigsh" and "eigh" not in calls, calls
+    assert_same_pairs(Kc, q, w, V)
+
+
+def test_a_multiple_eigenvalue_that_lanczos_leaves_copies_of_is_answered_by_lapack(rng, calls):
+    """Twenty copies of the largest eigenvalue and 24 pairs asked: ARPACK returns true eigenpairs but
+    leaves copies out (the next eigenvalue down in their place); the check sees it."""
+    a = with_spectrum(rng, [1.0] * 20 + list(np.linspace(0.9, 0.0, 780)))
+    w, V = leading_eigh(a, 24)
+    assert calls[:1] == ["eigsh"] and calls[-1] == "eigh", calls
+    assert_same_pairs(a, 24, w, V)
+
+
+def test_a_rank_deficient_matrix_is_answered_by_lapack(rng, calls):
+    X = rng.normal(size=(500, 3))
+    a = X @ X.T  # rank 3, 8 pairs asked
+    w, V = leading_eigh(a, 8)
+    assert calls[-1] == "eigh", calls
+    np.testing.assert_allclose(w[:5], 0.0, atol=1e-9 * w[-1])
+    np.testing.assert_allclose(V.T @ V, np.eye(8), atol=1e-10)  # the null space's basis is arbitrary
+    np.testing.assert_allclose(np.sort(w[-3:]), np.sort(np.linalg.eigvalsh(X.T @ X)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n, q", [(_dense.KRYLOV_MIN_ORDER - 1, 4), (600, 600 // _dense.KRYLOV_MAX_SHARE + 17)])
+def test_small_matrices_and_many_pairs_go_to_lapack(rng, calls, n, q):
+    a = with_spectrum(rng, np.linspace(1.0, 0.0, n))
+    w, V = leading_eigh(a, q)
+    assert calls == ["eigh"]
+    assert_same_pairs(a, q, w, V)
+
+
+def test_the_exact_solver_takes_the_arpack_path_and_its_components_are_unchanged(calls):
+    Kc = centred_digits_kernel(700)
+    eigenvalues, A = exact_components(Kc, 8)
+    assert calls[0] == "eigsh", calls
+    w0, V0 = scipy.linalg.eigh(Kc, subset_by_index=[700 - 8, 699])
+    np.testing.assert_allclose(eigenvalues, w0[::-1], rtol=1e-11)
+    np.testing.assert_allclose(A @ Kc @ A.T, np.eye(8), atol=1e-9)  # the components are orthonormal
+    signs = np.sign(V0[np.abs(V0).argmax(axis=0), np.arange(8)])[::-1]
+    np.testing.assert_allclose(A, (V0[:, ::-1] * signs / np.sqrt(w0[::-1])).T, atol=1e-8 * np.abs(A).max())
