@@ -162,6 +162,18 @@ def start_iterative(solver_name: str, rows, n_components: int, mean_diagonal: fl
     return params, solver.start(rows, n_components, params)
 
 
+def best_of(repeat: int, call) -> tuple[float, object]:
+    """The shortest wall time of ``repeat`` calls of ``call``, and the last result."""
+    import time
+
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - started)
+    return min(times), result
+
+
 def jittered_digits(l: int, seed: int = 0):
     """The 1797 digits (pixels / 16, n = 64) repeated to l rows, plus Gaussian jitter of 0.05 drawn
     with ``seed``: a data set of any size with the digits' structure. O(l n)."""

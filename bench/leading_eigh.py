@@ -1,7 +1,7 @@
 """The leading eigenpairs of a centred kernel matrix: ARPACK with its check against LAPACK's eigh.
 
 For each order n (``--sizes``) the centred Gaussian kernel matrix K' of n rows of scikit-learn's
-digits (scaled to [0, 1], sigma 3, the width of bench/solvers.py), and for each number of pairs q
+digits (`bench._common.jittered_digits`, as bench/solvers.py; sigma 3), and for each number of pairs q
 (``--ranks``): the seconds of `scipy.linalg.eigh` with ``subset_by_index`` (LAPACK, what the exact
 solver ran before) and of `kpca._dense.leading_eigh` forced to take its ARPACK path (Lanczos, then the
 check that no eigenvalue was missed), best of ``--repeat``, both on one BLAS thread as the exact solver
@@ -19,47 +19,26 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
 
 import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
 
-from bench._common import save  # noqa: E402
+from bench._common import best_of, jittered_digits, save  # noqa: E402
 from kpca import _dense  # noqa: E402
 from kpca._threads import serial_blas  # noqa: E402
 
 SIGMA = 3.0
 
 
-def digits(n: int) -> np.ndarray:
-    """The first n digits, pixels / 16 (repeated with a little jitter past 1,797 rows, as bench/solvers.py)."""
-    X = load_digits().data / 16.0
-    rng = np.random.default_rng(0)
-    while len(X) < n:
-        X = np.vstack([X, X[: n - len(X)] + rng.normal(0.0, 0.05, X[: n - len(X)].shape)])
-    return X[:n]
-
-
 def centred_kernel(n: int) -> np.ndarray:
-    """K' of `digits` (n), Gaussian kernel of width `SIGMA`."""
-    X = digits(n)
+    """K' of `bench._common.jittered_digits` (n rows, as bench/solvers.py), Gaussian kernel of width `SIGMA`."""
+    X = jittered_digits(n)
     sq = (X * X).sum(axis=1)
     K = np.exp(-np.maximum(sq[:, None] + sq[None, :] - 2.0 * X @ X.T, 0.0) / (2.0 * SIGMA**2))
     return K - K.mean(axis=0) - K.mean(axis=1)[:, None] + K.mean()
-
-
-def best_of(repeat: int, call) -> tuple[float, object]:
-    """The least seconds of ``repeat`` calls of ``call`` and its last answer."""
-    seconds = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        answer = call()
-        seconds.append(time.perf_counter() - started)
-    return min(seconds), answer
 
 
 def main() -> None:
@@ -90,13 +69,13 @@ def main() -> None:
 
 
 def exact_fit(n: int, repeat: int, r: int = 16) -> dict:
-    """Seconds of the exact fit of r components of `digits` (n): as it runs, with LAPACK forced, and
-    scikit-learn's KernelPCA with ARPACK on the same rows and kernel."""
+    """Seconds of the exact fit of r components of n rows: as it runs, with LAPACK forced, and
+    scikit-learn's KernelPCA with ARPACK on the same rows and kernel (`jittered_digits`)."""
     from sklearn.decomposition import KernelPCA
 
     from kpca.estimator import KernelHebbianPCA
 
-    X = digits(n)
+    X = jittered_digits(n)
     KernelHebbianPCA(r, sigma=SIGMA, solver="exact").fit(X[:500])  # compiled before it is timed
     fit = lambda: KernelHebbianPCA(r, sigma=SIGMA, solver="exact").fit(X)  # noqa: E731
     arpack, _ = best_of(repeat, fit)

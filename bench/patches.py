@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench._common
@@ -21,18 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 import numpy as np  # noqa: E402
 from sklearn.feature_extraction.image import extract_patches_2d, reconstruct_from_patches_2d  # noqa: E402
 
-from bench._common import save  # noqa: E402
+from bench._common import best_of, save  # noqa: E402
 from kpca.images import assemble_patches, extract_patches  # noqa: E402
-
-
-def best_of(repeat: int, call) -> tuple[float, object]:
-    """The shortest wall time of ``repeat`` calls, and the last result."""
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - started)
-    return min(times), result
 
 
 def main(argv=None) -> dict:
