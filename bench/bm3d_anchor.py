@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # as on the service's workers
@@ -98,22 +99,13 @@ def main() -> None:
 
     save("bm3d_anchor", {
         "table": str(args.table.relative_to(ROOT) if args.table.is_relative_to(ROOT) else args.table),
-        "bm3d_version": getattr(bm3d, "__version__", None) or _version("bm3d"),
+        "bm3d_version": version("bm3d"),
         "goal_db": GOAL_DB, "cases": rows,
         "service_over_linear": summary("service_minus_linear_db"),
         "bm3d_over_linear": summary("bm3d_minus_linear_db"),
         "service_minus_bm3d_mean_db": float(np.mean([r["service_minus_bm3d_db"] for r in rows])),
         "service_at_or_above_bm3d": int(sum(r["service_minus_bm3d_db"] >= 0 for r in rows)),
     })
-
-
-def _version(package: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":
