@@ -22,6 +22,7 @@ from pydantic_settings import SettingsError
 from service.access_log import log_config
 from service.app import create_app
 from service.flags import settings_source
+from service.health_protocol import HTTP_PROTOCOL
 from service.processes import api_process_count, serve_processes
 from service.security import LOOPBACK_HOSTS, allowed_hosts
 from service.settings import Settings
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     app = create_app(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s,
-                log_config=log_config(), access_log=settings.access_log)
+                log_config=log_config(), http=HTTP_PROTOCOL, access_log=settings.access_log)
 
 
 def _log_access_policy(settings: Settings) -> None:

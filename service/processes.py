@@ -36,6 +36,7 @@ import uvicorn
 from service.access_log import log_config
 from service.app import create_app
 from service.flags import settings_source
+from service.health_protocol import HTTP_PROTOCOL
 from service.settings import Settings
 from workers import Backend
 from workers.environ import restore_environ, saved_environ
@@ -76,7 +77,7 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
                  os.environ.get("KPCA_SCHEDULER", settings.scheduler))
         uvicorn.run("service.processes:process_app", factory=True, workers=processes, host=settings.host,
                     port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s, log_config=log_config(),
-                    access_log=settings.access_log)
+                    http=HTTP_PROTOCOL, access_log=settings.access_log)
     finally:
         if backend is not None:
             backend.close(settings.shutdown_timeout_s)

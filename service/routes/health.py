@@ -11,7 +11,9 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz", openapi_extra=access(PUBLIC))
 async def healthz() -> dict[str, str]:
-    """Liveness: answered on the event loop, so that it never waits for a request thread (issue 30)."""
+    """Liveness: answered on the event loop, so that it never waits for a request thread (issue 30).
+    ``python -m service`` answers it earlier still, in its HTTP protocol (`service.health_protocol`), with
+    the same bytes; this route answers where the app is served another way (embedded, tests)."""
     return {"status": "ok"}
 
 

@@ -23,6 +23,7 @@ import pytest
 import uvicorn
 
 from service import Settings, create_app
+from service.health_protocol import HTTP_PROTOCOL
 from tests.service.browser import artefacts, browser  # noqa: F401 (fixtures of the dashboard tests)
 
 STARTUP_TIMEOUT_S = 90.0
@@ -55,8 +56,9 @@ def server(request, data_dir) -> Iterator[str]:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    # as `python -m service` runs it: requests still running at the stop get settings.shutdown_timeout_s
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+    # as `python -m service` runs it: its HTTP protocol, and requests still running at the stop get
+    # settings.shutdown_timeout_s
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=HTTP_PROTOCOL,
                                        timeout_graceful_shutdown=settings.shutdown_timeout_s))
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()

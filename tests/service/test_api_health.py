@@ -10,13 +10,13 @@ def test_healthz(api):
 
 
 def test_metrics_count_requests_by_route_and_status(api):
-    api.get("/healthz")
+    api.get("/v1/datasets")
     api.get("/v1/datasets/absent")
     response = api.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
-    assert 'kpca_http_requests_total{method="GET",route="/healthz",status="200"}' in text
+    assert 'kpca_http_requests_total{method="GET",route="/v1/datasets",status="200"}' in text
     assert 'kpca_http_requests_total{method="GET",route="/v1/datasets/{name}",status="404"}' in text
     assert "kpca_http_request_duration_seconds_bucket" in text
 

@@ -103,6 +103,17 @@ def test_both_processes_answer_and_the_metrics_are_summed_over_them(service):
     assert pids == listeners(service["supervisor"], service["port"])  # both recorded requests
 
 
+def test_every_api_process_answers_healthz_in_its_protocol(service):
+    """Each API process serves with `service.health_protocol`: ``/healthz`` is answered before the app, so
+    the app's request metrics, summed over the processes, never count it."""
+    url = service["url"]
+    for _ in range(10):  # a connection each: both processes answer some
+        assert httpx.get(f"{url}/healthz", timeout=10).json() == {"status": "ok"}
+    assert httpx.get(f"{url}/v1/datasets", timeout=10).status_code == 200
+    assert counted(url, "/v1/datasets") > 0  # the scrape counts what the apps saw
+    assert counted(url, "/healthz") == 0
+
+
 def test_every_api_process_writes_its_access_lines_in_order(service):
     """uvicorn's line per request reaches standard output through `service.access_log` (its handler class
     is named by the logging configuration each API process loads), from both processes, in order."""
