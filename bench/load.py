@@ -29,8 +29,9 @@ clients on other machines would not take the service's cores; their latencies th
 wait for a core.
 
 Any answer other than 2xx, or a transport error, is an error. Reports requests/s, errors (with the
-first few), p50 and p99 latency per kind, the slowest ``/healthz`` (and the control's), and the fits' state at the start
-and end of the window.
+first few), p50 and p99 latency per kind, the slowest ``/healthz`` (and the control's), the fits' state at the start
+and end of the window, and where the machine's CPU went in the window (``cpu``: the API processes, the
+rest of the service, the load generator, anything else, idle; the API processes' CPU per request).
 Prints JSON and writes bench/results/load.json (``--quick``: 8 clients, 10 s, load_quick.json) with
 `bench._common.save`.
 
@@ -51,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+import psutil  # noqa: E402
 
 from bench._common import save  # noqa: E402
 from bench._service import bare_server, running_service, service_process  # noqa: E402
@@ -178,10 +180,10 @@ def healthz_loop(url: str, stop_at: float, seconds: list) -> None:
             time.sleep(0.05)
 
 
-def run_window(url: str, args, control_url: str | None = None) -> tuple[list, list, list, list, list]:
+def run_window(url: str, args, control_url: str | None = None) -> tuple[list, list, list, list, list, list]:
     """The measured window: the clients, the abusive threads, the ``/healthz`` prober and the control's
     prober (when ``control_url``), from the same start to the same stop; (results, errors, healthz
-    seconds, abusive outcomes, control seconds)."""
+    seconds, abusive outcomes, control seconds, the `cpu_seconds` at the start and at the stop)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -194,6 +196,10 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
                for _ in range(args.abusive)]
     for thread in threads:
         thread.start()
+    port = int(url.rsplit(":", 1)[1])
+    snapshots: list = []
+    sampler = threading.Thread(target=sample_cpu, args=(port, (start_at, stop_at), snapshots))
+    sampler.start()
     probed = [url] + ([control_url] if control_url else [])
     if processes == 1:
         answers: list = [[] for _ in probed]
@@ -213,10 +219,65 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
             results = [item for part in parts for item in part.result()[0]]
             errors = [item for part in parts for item in part.result()[1]]
             answers = [prober.result() for prober in probers]
-    for thread in threads:
+    for thread in threads + [sampler]:
         thread.join()
     healthz, control = ([(s, at - start_at) for s, at in seconds] for seconds in (answers + [[]])[:2])
-    return results, errors, healthz, abusive, control
+    return results, errors, healthz, abusive, control, snapshots
+
+
+def cpu_seconds(port: int) -> dict:
+    """CPU seconds (user + system, every thread) used so far by each group of the machine's processes:
+    ``api`` (the service's processes listening on ``port``), ``service_other`` (the rest of the service's
+    tree: a supervisor, the dask nannies and workers), ``generator`` (this process and its other
+    children: client processes, probers, the control's server) and ``other`` (everything else), with
+    ``idle`` and ``total`` from the machine's own counters. O(processes)."""
+    me = psutil.Process()
+    mine = {child.pid for child in me.children(recursive=True)} | {me.pid}
+    service_tree: set[int] = set()
+    listening: set[int] = set()
+    for child in me.children(recursive=True):
+        try:
+            if "service" in child.cmdline()[1:3] and child.cmdline()[1] == "-m":
+                service_tree |= {child.pid} | {c.pid for c in child.children(recursive=True)}
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in child.net_connections("tcp")):
+                listening.add(child.pid)
+        except psutil.Error:
+            continue
+    groups = dict.fromkeys(("api", "service_other", "generator", "other"), 0.0)
+    for process in psutil.process_iter():
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        used = times.user + times.system
+        if process.pid in listening:
+            groups["api"] += used
+        elif process.pid in service_tree:
+            groups["service_other"] += used
+        elif process.pid in mine:
+            groups["generator"] += used
+        else:
+            groups["other"] += used
+    machine = psutil.cpu_times()
+    return {**groups, "idle": machine.idle + getattr(machine, "iowait", 0.0),
+            "total": sum(machine) - getattr(machine, "guest", 0.0) - getattr(machine, "guest_nice", 0.0)}
+
+
+def sample_cpu(port: int, moments: tuple[float, ...], snapshots: list) -> None:
+    """`cpu_seconds` at each of ``moments`` (``time.monotonic``), appended to ``snapshots``."""
+    for moment in moments:
+        time.sleep(max(0.0, moment - time.monotonic()))
+        snapshots.append(cpu_seconds(port))
+
+
+def cpu_shares(before: dict, after: dict, requests: int) -> dict:
+    """What each group of `cpu_seconds` used between two snapshots, in CPU seconds and as a share of
+    the machine's, with the API processes' CPU milliseconds per request. O(1)."""
+    used = {group: after[group] - before[group] for group in before}
+    total = used.pop("total")
+    return {"cpu_s": {group: round(seconds, 2) for group, seconds in used.items()},
+            "share": {group: round(seconds / total, 3) for group, seconds in used.items()} if total > 0 else {},
+            "api_cpu_ms_per_request": round(1000 * used["api"] / requests, 3) if requests else None}
 
 
 def probe_summary(answers: list) -> dict:
@@ -269,7 +330,7 @@ def main() -> None:
         prepare(api, args.rows, args.passes)
         time.sleep(1.0)
         fits_before = fits_state(api)
-        results, errors, healthz, abusive, control_answers = run_window(url, args, control_url)
+        results, errors, healthz, abusive, control_answers, cpu = run_window(url, args, control_url)
         elapsed = args.seconds
         fits_after = fits_state(api)
         for name in ("fit-1", "fit-2"):
@@ -291,6 +352,7 @@ def main() -> None:
         "abusive_outcomes": {outcome: abusive.count(outcome) for outcome in sorted(set(abusive))},
         "healthz": probe_summary(healthz),
         "control_healthz": probe_summary(control_answers) if args.control else None,
+        "cpu": cpu_shares(*cpu, len(results)),
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
         "server": "a thread of the load generator's process" if args.in_process else "a process of its own",
