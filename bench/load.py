@@ -232,12 +232,13 @@ def cpu_seconds(port: int) -> dict:
     children: client processes, probers, the control's server) and ``other`` (everything else), with
     ``idle`` and ``total`` from the machine's own counters. O(processes)."""
     me = psutil.Process()
-    mine = {child.pid for child in me.children(recursive=True)} | {me.pid}
+    children = me.children(recursive=True)
+    mine = {child.pid for child in children} | {me.pid}
     service_tree: set[int] = set()
     listening: set[int] = set()
-    for child in me.children(recursive=True):
+    for child in children:
         try:
-            if "service" in child.cmdline()[1:3] and child.cmdline()[1] == "-m":
+            if child.cmdline()[1:3] == ["-m", "service"]:
                 service_tree |= {child.pid} | {c.pid for c in child.children(recursive=True)}
             if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in child.net_connections("tcp")):
                 listening.add(child.pid)
