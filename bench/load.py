@@ -3,7 +3,9 @@
 A service (`python -m service` in a process of its own, uvicorn on loopback, embedded dask cluster of
 ``--workers`` workers, temporary data folder; ``--in-process``: a thread of this one) gets a data set "train" (``--rows`` x 16, float32) and one completed model "m" on it; two
 KHA fits of ``--passes`` passes on "train" are started ("fit-1", "fit-2") and keep running through
-the window. Then ``--clients`` threads, each with its own httpx client, send requests for
+the window. Then ``--clients`` threads, each with its own keep-alive connection (``--client``: the
+standard library's `http.client`, `bench._lean_http`, by default; httpx, which costs about three times
+its CPU per request on the cores the service shares, with ``--client httpx``), send requests for
 ``--seconds`` seconds, each request one of (seeded per client):
 
 * ``project`` (40 %): ``POST /v1/models/m/project`` with 4 rows;
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import os
 import sys
 import threading
@@ -55,6 +58,7 @@ import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
 from bench._common import save  # noqa: E402
+from bench._lean_http import LeanClient  # noqa: E402
 from bench._service import bare_server, running_service, service_process  # noqa: E402
 from service.processes import api_process_count  # noqa: E402
 from service.settings import Settings  # noqa: E402
@@ -94,13 +98,27 @@ def fits_state(api: httpx.Client) -> dict:
     return state
 
 
-def client_loop(url: str, index: int, stop_at: float, results: list, errors: list) -> None:
-    """One client: weighted random requests until ``stop_at``; (kind, seconds) appended to ``results``."""
+def http_client(kind: str, url: str):
+    """A client of ``url`` of ``kind``: "stdlib" (`bench._lean_http.LeanClient`) or "httpx"."""
+    return LeanClient(url) if kind == "stdlib" else httpx.Client(base_url=url, timeout=60)
+
+
+def transport_errors(kind: str) -> tuple:
+    """The exceptions a client of ``kind`` (`http_client`) raises when the exchange itself failed."""
+    return (OSError, http.client.HTTPException) if kind == "stdlib" else (httpx.HTTPError,)
+
+
+def client_loop(url: str, index: int, stop_at: float, results: list, errors: list, client: str = "stdlib") -> None:
+    """One client (`http_client` of kind ``client``): weighted random requests until ``stop_at``; (kind,
+    seconds) appended to ``results``."""
     rng = np.random.default_rng(1000 + index)
     dataset = f"u{index}"
     chunk = 0
-    with httpx.Client(base_url=url, timeout=60) as api:
-        api.post("/v1/datasets", json={"name": dataset, "n_features": N_FEATURES}).raise_for_status()
+    failures = transport_errors(client)
+    with http_client(client, url) as api:
+        created = api.post("/v1/datasets", json={"name": dataset, "n_features": N_FEATURES})
+        if not created.is_success:
+            raise RuntimeError(f"data set {dataset}: {created.status_code} {created.text[:200]}")
         while time.monotonic() < stop_at:
             kind = KINDS[rng.choice(len(KINDS), p=WEIGHTS)]
             started = time.perf_counter()
@@ -116,7 +134,7 @@ def client_loop(url: str, index: int, stop_at: float, results: list, errors: lis
                     chunk += 1
                 failed = not response.is_success
                 detail = f"{response.status_code} {response.text[:200]}"
-            except httpx.HTTPError as exc:
+            except failures as exc:
                 failed, detail = True, f"{type(exc).__name__}: {exc}"
             results.append((kind, time.perf_counter() - started))
             if failed:
@@ -127,16 +145,18 @@ def client_loop(url: str, index: int, stop_at: float, results: list, errors: lis
                 errors.append(f"commit {dataset}: {response.status_code} {response.text[:200]}")
 
 
-def client_group(url: str, indices: list[int], start_at: float, stop_at: float, nice: int = 0) -> tuple[list, list]:
-    """In a generator process (its niceness raised by ``nice``): the clients ``indices`` as threads from
-    ``start_at`` (``time.monotonic``, one clock for every process of the machine) until ``stop_at``; their
-    (results, errors)."""
+def client_group(url: str, indices: list[int], start_at: float, stop_at: float, nice: int = 0,
+                 client: str = "stdlib") -> tuple[list, list]:
+    """In a generator process (its niceness raised by ``nice``): the clients ``indices`` (`client_loop`, of
+    kind ``client``) as threads from ``start_at`` (``time.monotonic``, one clock for every process of the
+    machine) until ``stop_at``; their (results, errors)."""
     if nice:
         os.nice(nice)
     time.sleep(max(0.0, start_at - time.monotonic()))
     results: list = []
     errors: list = []
-    threads = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors)) for i in indices]
+    threads = [threading.Thread(target=client_loop, args=(url, i, stop_at, results, errors, client))
+               for i in indices]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -144,14 +164,14 @@ def client_group(url: str, indices: list[int], start_at: float, stop_at: float, 
     return results, errors
 
 
-def healthz_process(url: str, start_at: float, stop_at: float, nice: int = 0) -> list:
+def healthz_process(url: str, start_at: float, stop_at: float, nice: int = 0, client: str = "stdlib") -> list:
     """In a process of its own (its niceness changed by ``nice``): `healthz_loop` from ``start_at``; its
     seconds."""
     if nice:
         os.nice(nice)
     time.sleep(max(0.0, start_at - time.monotonic()))
     seconds: list = []
-    healthz_loop(url, stop_at, seconds)
+    healthz_loop(url, stop_at, seconds, client)
     return seconds
 
 
@@ -169,10 +189,10 @@ def abusive_loop(url: str, rows: int, stop_at: float, outcomes: list) -> None:
             outcomes.append(type(exc).__name__)
 
 
-def healthz_loop(url: str, stop_at: float, seconds: list) -> None:
-    """GET /healthz every 50 ms until ``stop_at``; each answer's (seconds, time.monotonic() at its start)
-    appended."""
-    with httpx.Client(base_url=url, timeout=60) as api:
+def healthz_loop(url: str, stop_at: float, seconds: list, client: str = "stdlib") -> None:
+    """GET /healthz every 50 ms (an `http_client` of kind ``client``) until ``stop_at``; each answer's
+    (seconds, time.monotonic() at its start) appended."""
+    with http_client(client, url) as api:
         while time.monotonic() < stop_at:
             at, started = time.monotonic(), time.perf_counter()
             api.get("/healthz")
@@ -203,18 +223,19 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
     probed = [url] + ([control_url] if control_url else [])
     if processes == 1:
         answers: list = [[] for _ in probed]
-        probers = [threading.Thread(target=healthz_loop, args=(target, stop_at, seconds))
+        probers = [threading.Thread(target=healthz_loop, args=(target, stop_at, seconds, args.client))
                    for target, seconds in zip(probed, answers)]
         for prober in probers:
             prober.start()
-        results, errors = client_group(url, list(range(args.clients)), start_at, stop_at)
+        results, errors = client_group(url, list(range(args.clients)), start_at, stop_at, client=args.client)
         for prober in probers:
             prober.join()
     else:
         groups = [list(range(args.clients))[k::processes] for k in range(processes)]
         with ProcessPoolExecutor(processes + len(probed), mp_context=multiprocessing.get_context("spawn")) as pool:
-            probers = [pool.submit(healthz_process, target, start_at, stop_at, args.prober_nice) for target in probed]
-            parts = [pool.submit(client_group, url, group, start_at, stop_at, args.generator_nice)
+            probers = [pool.submit(healthz_process, target, start_at, stop_at, args.prober_nice, args.client)
+                       for target in probed]
+            parts = [pool.submit(client_group, url, group, start_at, stop_at, args.generator_nice, args.client)
                      for group in groups if group]
             results = [item for part in parts for item in part.result()[0]]
             errors = [item for part in parts for item in part.result()[1]]
@@ -317,6 +338,9 @@ def main() -> None:
                          "on a saturated machine is then not counted in the service's answer time)")
     ap.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
                     help="probe a bare server beside /healthz (bench/_bare_server.py): the machine's own delay")
+    ap.add_argument("--client", choices=("stdlib", "httpx"), default="stdlib",
+                    help="the clients' and probers' HTTP client: the standard library's (bench/_lean_http.py), or "
+                         "httpx, which takes about three times its CPU per request from the cores it shares with the service")
     ap.add_argument("--quick", action="store_true", help="8 clients for 10 s")
     ap.add_argument("--in-process", action="store_true",
                     help="serve from a thread of this process (the load generator then shares its interpreter)")
@@ -358,6 +382,7 @@ def main() -> None:
         "fits_at_end": fits_after,
         "server": "a thread of the load generator's process" if args.in_process else "a process of its own",
         "generator_processes": args.generator_processes,
+        "client": args.client,
         "prober_nice": args.prober_nice,
         "generator_nice": args.generator_nice,
         "api_processes": 1 if args.in_process else api_process_count(Settings(**(
