@@ -163,12 +163,12 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     not a number is a 400 on ``body`` naming its line; lines of different
     lengths a 422 on ``rows`` naming the line.
     """
-    dataset = await run_in_threadpool(datasets.get, name)  # 404 before reading the body
+    n_features = await run_in_threadpool(datasets.n_features, name)  # 404 before reading the body
     kind = media_type(request)  # one of the declared three: SecurityMiddleware refused any other
     body = await read_body(request)
     data_usage(request).check(len(body))
     max_rows = request.app.state.settings.max_rows_per_request  # 413 while parsing, before the rows are built
-    rows, record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, dataset.n_features,
+    rows, record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, n_features,
                                            max_rows)  # one hand-over to the pool for both (docs/development.md)
     data_usage(request).add(rows.nbytes)
     return DatasetPublic.model_validate(record)

@@ -219,18 +219,20 @@ class DatasetStore:
 
         Notes
         -----
-        Cost: two reads of a small file plus a listing of the staging folder
-        and one ``stat`` per staged chunk (row counts come from the ``.npy``
-        headers and are cached); ``chunks`` is O(number of chunks) long.
+        Cost: a read of a small file and two ``stat`` of it (a second read when
+        it was written meanwhile), plus a listing of the staging folder and one
+        ``stat`` per staged chunk (row counts come from the ``.npy`` headers and
+        are cached); ``chunks`` is O(number of chunks) long.
         """
         validate_name(name)
         for _attempt in range(3):
+            before = self._folders.signature(name, META)
             meta = self._read_meta(name)
             try:
                 staged = staged_rows(self._folders.path(name)) or {}
             except FileNotFoundError:
                 continue  # a chunk vanished mid-listing: a commit just finished; read again
-            if self._read_meta(name).version != meta.version:
+            if self._folders.signature(name, META) != before and self._read_meta(name).version != meta.version:
                 continue  # a commit happened while listing: the listing may mix two states
             return meta.info(staged)
         raise Conflict(f"data set {name!r} is changing; try again", field="name")
@@ -286,6 +288,11 @@ class DatasetStore:
         """Whether data set ``name`` exists: its ``meta.json`` does, readable or damaged. `Invalid` for a
         bad name. Cost one ``stat``."""
         return (self._folders.path(name) / META).exists()
+
+    def n_features(self, name: str) -> int:
+        """The columns of data set ``name``, as `get` would say, without listing its staged chunks:
+        `NotFound`, or `Damaged` for an unreadable ``meta.json``, as `get`. Cost: one read of a small file."""
+        return self._read_meta(validate_name(name)).n_features
 
     # ----------------------------------------------------------------- upload
     def put_chunk(self, name: str, index: int, rows: np.ndarray) -> DatasetInfo:

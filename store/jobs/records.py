@@ -41,6 +41,7 @@ version 3 names its ``progress.pass``, digest unknown.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -69,8 +70,28 @@ def _kernel_spec(value: Any) -> KernelSpec:
     if isinstance(value, KernelSpec):
         return value
     if isinstance(value, Mapping):
-        return KernelSpec.from_dict(value)
+        key = _spec_key(value)
+        return KernelSpec.from_dict(value) if key is None else _known_spec(key)
     raise ValueError(f'kernel: expected an object such as {{"type": "gaussian", "sigma": 3.0}}, got {value!r}')
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _spec_key(value: Mapping) -> tuple | None:
+    """A hashable key of a kernel's JSON object whose values are all scalars, each with its type (``1``,
+    ``1.0`` and ``True`` are equal keys in Python but not the same parameter); None otherwise. O(size)."""
+    if len(value) > 16 or not all(isinstance(k, str) and type(v) in _SCALARS for k, v in value.items()):
+        return None
+    return tuple(sorted((k, type(v).__name__, v) for k, v in value.items()))
+
+
+@functools.lru_cache(maxsize=256)
+def _known_spec(key: tuple) -> KernelSpec:
+    """`KernelSpec.from_dict` of the object `_spec_key` made ``key`` of, kept: every record read (each
+    `/project` reads the model's twice) checked the same kernel against the table again. A `KernelSpec` is
+    immutable, so one is shared; a refused object raises each time (errors are not kept). O(1) when kept."""
+    return KernelSpec.from_dict({k: v for k, _type, v in key})
 
 
 def kernel_json_schema() -> dict:

@@ -144,3 +144,51 @@ def test_a_damaged_digest_document_is_refused_naming_its_file(root, rng):
         record.segments[0].read_digests(root / "datasets" / "d")
     assert SegmentDigests(segment=1, first_chunk=0, chunk_sha256=["a"], chunk_rows=[3]).document() == {
         "schema_version": 1, "segment": 1, "first_chunk": 0, "chunk_sha256": ["a"], "chunk_rows": [3]}
+
+
+def test_n_features_reads_only_the_meta_json(root, rng):
+    """`DatasetStore.n_features` (the upload's check before it reads a body) answers as `get` does, and
+    its errors are `get`'s: NotFound, and Damaged for an unreadable meta.json."""
+    store = DatasetStore(root)
+    store.create("d", 3, "float32")
+    store.put_chunk("d", 0, rng.normal(size=(4, 3)))
+    assert store.n_features("d") == store.get("d").n_features == 3
+    with pytest.raises(NotFound):
+        store.n_features("none")
+    path = root / "datasets" / "d" / "meta.json"
+    path.write_text(path.read_text()[:-20])
+    with pytest.raises(Damaged, match="meta.json"):
+        store.n_features("d")
+
+
+def test_get_reads_the_meta_json_again_only_when_it_changed_while_listing(root, rng, monkeypatch):
+    """`DatasetStore.get` lists the staged chunks between two looks at meta.json: the same file (a
+    ``stat``) is read once; one written meanwhile (a commit) is read again, and its new version makes
+    the listing be taken again."""
+    from store.datasets import dataset_store, records
+
+    store = DatasetStore(root)
+    store.create("d", 3, "float32")
+    store.put_chunk("d", 0, rng.normal(size=(4, 3)))
+    reads = []
+    real_read = records.DatasetRecord.read.__func__
+    monkeypatch.setattr(records.DatasetRecord, "read", classmethod(
+        lambda cls, folders, name: reads.append(name) or real_read(cls, folders, name)))
+    assert store.get("d").staged == [0] and reads == ["d"]
+
+    listings = []
+    real_staged = dataset_store.staged_rows
+
+    def commit_during_first_listing(folder):
+        listed = real_staged(folder)
+        if not listings:
+            monkeypatch.setattr(dataset_store, "staged_rows", real_staged)
+            store.commit("d")
+        listings.append(listed)
+        return listed
+
+    reads.clear()
+    monkeypatch.setattr(dataset_store, "staged_rows", commit_during_first_listing)
+    described = store.get("d")
+    assert (described.status, described.version, described.staged, described.n_rows) == ("ready", 1, [], 4)
+    assert len(listings) == 1  # the second listing ran the real staged_rows, after the commit

@@ -334,3 +334,31 @@ def test_delete_one_checkpoint(root):
     checkpoints.delete("m", 2)
     checkpoints.delete("m", 2)
     assert [c["pass"] for c in checkpoints.list("m")] == [1, 3]
+
+
+@pytest.mark.parametrize("kernel", [{"type": "gaussian", "sigma": 3}, {"type": "gaussian", "sigma": 3.0},
+                                    {"type": "gaussian", "sigma": "auto"}, {"type": "rbf", "gamma": 0.5},
+                                    {"type": "polynomial", "degree": 2, "offset": 1}, {"type": "linear"}])
+def test_a_kernel_read_back_is_the_spec_from_dict_builds_and_is_checked_once(root, kernel):
+    """Record reads keep the kernels they checked (`store.jobs.records._known_spec`): what is read is
+    exactly what `KernelSpec.from_dict` builds (values of equal value and other type, 3 and 3.0, stay
+    apart), and a second read of the same kernel shares the first one's spec."""
+    from kpca.kernels import KernelSpec
+
+    registry = ModelRegistry(root)
+    registry.create(record("a", kernel=kernel))
+    registry.create(record("b", kernel=kernel))
+    first, second = registry.get("a").kernel, registry.get("b").kernel
+    built = KernelSpec.from_dict(kernel)
+    assert first == built and json.dumps(first.to_dict()) == json.dumps(built.to_dict())
+    assert second is first
+
+
+@pytest.mark.parametrize("kernel", [{"type": "gaussian", "sigma": -1.0}, {"type": "gaussian", "width": 2.0},
+                                    {"type": "nope"}])
+def test_a_refused_kernel_is_refused_on_every_read(kernel):
+    from pydantic import ValidationError
+
+    for _ in range(2):
+        with pytest.raises(ValidationError, match="kernel"):
+            record("a", kernel=kernel)
