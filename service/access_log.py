@@ -88,11 +88,12 @@ class BackgroundStreamHandler(logging.StreamHandler):
         return True
 
     def _write_lines(self, lines: list[str], last) -> None:
+        """Write ``lines`` and flush the stream, without the handler's lock: ``logging.shutdown`` holds it
+        while `flush` waits for this thread."""
         if lines:
             try:
-                with self.lock:
-                    self.stream.write("".join(lines))
-                    self.stream.flush()
+                self.stream.write("".join(lines))
+                self.stream.flush()
             except Exception:
                 self.handleError(last)
 

@@ -115,3 +115,24 @@ def test_a_line_that_cannot_be_formatted_is_reported_and_the_others_written(caps
     assert "".join(stream.writes).splitlines() == ["before", "after"]
     assert "not a number" in capsys.readouterr().err  # logging's own report of a record it could not emit
     handler.close()
+
+
+def test_closing_under_the_handlers_lock_writes_everything_at_once():
+    """``logging.shutdown`` holds a handler's lock while it flushes and closes it: the writer thread must
+    not need that lock, or the exit waits for `flush`'s and `close`'s time-outs and loses the lines."""
+    stream = CountingStream()
+    handler = BackgroundStreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.Logger("access-shutdown")
+    logger.addHandler(handler)
+    for index in range(10):
+        logger.info("request %d", index)
+    started = time.perf_counter()
+    handler.acquire()
+    try:
+        handler.flush()
+        handler.close()
+    finally:
+        handler.release()
+    assert time.perf_counter() - started < 2.0
+    assert "".join(stream.writes).splitlines() == [f"request {index}" for index in range(10)]
