@@ -17,7 +17,8 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class LeanResponse:
-    """What `LeanClient.request` answers: ``status_code``, ``is_success`` and ``text``, as httpx names them."""
+    """What `LeanClient.request` answers: ``status_code``, ``is_success`` and ``text``, as httpx names them
+    (what bench/load.py's clients read)."""
 
     __slots__ = ("status_code", "content")
 
@@ -32,9 +33,6 @@ class LeanResponse:
     @property
     def text(self) -> str:
         return self.content.decode(errors="replace")
-
-    def json(self):
-        return json.loads(self.content)
 
 
 class LeanClient:

@@ -30,12 +30,19 @@ class BlockedStream:
         pass
 
 
-def test_emitting_never_waits_for_the_stream_and_lines_keep_their_order():
-    stream = BlockedStream()
+def message_logger(stream, name: str) -> tuple[BackgroundStreamHandler, logging.Logger]:
+    """A logger of its own whose records reach ``stream`` as their bare messages through a
+    `BackgroundStreamHandler`: (the handler, the logger)."""
     handler = BackgroundStreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.Logger("access-test")
+    logger = logging.Logger(name)
     logger.addHandler(handler)
+    return handler, logger
+
+
+def test_emitting_never_waits_for_the_stream_and_lines_keep_their_order():
+    stream = BlockedStream()
+    handler, logger = message_logger(stream, "access-test")
     started = time.perf_counter()
     for index in range(200):
         logger.info("request %d", index)
@@ -90,10 +97,7 @@ def test_lines_that_come_together_are_written_together():
     """The writer gathers the lines emitted within `GATHER_S` into one write: under load, one wake-up
     and one system call per batch, not per request."""
     stream = CountingStream()
-    handler = BackgroundStreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.Logger("access-batch")
-    logger.addHandler(handler)
+    handler, logger = message_logger(stream, "access-batch")
     for index in range(100):
         logger.info("request %d", index)
     handler.flush()
@@ -104,10 +108,7 @@ def test_lines_that_come_together_are_written_together():
 
 def test_a_line_that_cannot_be_formatted_is_reported_and_the_others_written(capsys):
     stream = CountingStream()
-    handler = BackgroundStreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.Logger("access-bad")
-    logger.addHandler(handler)
+    handler, logger = message_logger(stream, "access-bad")
     logger.info("before")
     logger.info("bad %d", "not a number")
     logger.info("after")
@@ -121,10 +122,7 @@ def test_closing_under_the_handlers_lock_writes_everything_at_once():
     """``logging.shutdown`` holds a handler's lock while it flushes and closes it: the writer thread must
     not need that lock, or the exit waits for `flush`'s and `close`'s time-outs and loses the lines."""
     stream = CountingStream()
-    handler = BackgroundStreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.Logger("access-shutdown")
-    logger.addHandler(handler)
+    handler, logger = message_logger(stream, "access-shutdown")
     for index in range(10):
         logger.info("request %d", index)
     started = time.perf_counter()
