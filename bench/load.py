@@ -20,7 +20,10 @@ answers (503 past the deadline, client timeouts) are counted apart, not as error
 ``/healthz`` every 50 ms and records its slowest answer. Unless ``--no-control``, one more prober asks
 a bare server (`bench/_bare_server.py`: uvicorn on the service's stack and an app that only answers, in
 a process of its own at the same priority) the same way through the same window: the control, what
-the machine's own scheduling makes of an answer that costs nothing ("control_healthz").
+the machine's own scheduling makes of an answer that costs nothing ("control_healthz"). Unless
+``--no-stall-meter``, a thread at real-time priority measures the machine's own stalls through the window
+(`bench._stall_meter`; "machine_stalls"), and each of the probers' slowest answers says how much of it
+such a stall covered ("machine_stall_ms"): that part no scheduling inside the machine could avoid.
 
 The clients run in ``--generator-processes`` processes of their own (default 4, the clients split evenly
 among them) and the ``/healthz`` prober in one more: 32 client threads and the prober in one interpreter
@@ -60,6 +63,7 @@ import psutil  # noqa: E402
 from bench._common import save  # noqa: E402
 from bench._lean_http import LeanClient  # noqa: E402
 from bench._service import bare_server, running_service, service_process  # noqa: E402
+from bench._stall_meter import stall_during, stall_process, stall_summary  # noqa: E402
 from service.processes import api_process_count  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
@@ -200,14 +204,19 @@ def healthz_loop(url: str, stop_at: float, seconds: list, client: str = "stdlib"
             time.sleep(0.05)
 
 
-def run_window(url: str, args, control_url: str | None = None) -> tuple[list, list, list, list, list, list]:
-    """The measured window: the clients, the abusive threads, the ``/healthz`` prober and the control's
-    prober (when ``control_url``), from the same start to the same stop; (results, errors, healthz
-    seconds, abusive outcomes, control seconds, the `cpu_seconds` at the start and at the stop)."""
+def run_window(url: str, args, control_url: str | None = None) -> tuple[list, list, list, list, list, list, dict]:
+    """The measured window: the clients, the abusive threads, the ``/healthz`` prober, the control's
+    prober (when ``control_url``) and the stall meter (when ``args.stall_meter``), from the same start to
+    the same stop; (results, errors, healthz seconds, abusive outcomes, control seconds, the
+    `cpu_seconds` at the start and at the stop, what `bench._stall_meter.stall_process` measured). Every
+    time in them is seconds after the window's start."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     processes = max(1, args.generator_processes)
+    meter = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) if args.stall_meter else None
+    if meter:
+        meter.submit(time.monotonic).result()  # its process started and imported before the window
     start_at = time.monotonic() + (5.0 if processes > 1 else 0.0)  # spawned interpreters import first
     stop_at = start_at + args.seconds
     abusive: list = []
@@ -221,6 +230,7 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
     sampler = threading.Thread(target=sample_cpu, args=(port, (start_at, stop_at), snapshots))
     sampler.start()
     probed = [url] + ([control_url] if control_url else [])
+    measured = meter.submit(stall_process, start_at, stop_at) if meter else None
     if processes == 1:
         answers: list = [[] for _ in probed]
         probers = [threading.Thread(target=healthz_loop, args=(target, stop_at, seconds, args.client))
@@ -243,7 +253,14 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
     for thread in threads + [sampler]:
         thread.join()
     healthz, control = ([(s, at - start_at) for s, at in seconds] for seconds in (answers + [[]])[:2])
-    return results, errors, healthz, abusive, control, snapshots
+    stalls = {"available": False, "why": "not asked (--no-stall-meter)"}
+    if meter:
+        with meter:
+            stalls = measured.result()
+        if stalls["available"]:
+            stalls["began"] -= start_at
+            stalls["stalls"] = [(start - start_at, late) for start, late in stalls["stalls"]]
+    return results, errors, healthz, abusive, control, snapshots, stalls
 
 
 def cpu_seconds(port: int) -> dict:
@@ -302,12 +319,15 @@ def cpu_shares(before: dict, after: dict, requests: int) -> dict:
             "api_cpu_ms_per_request": round(1000 * used["api"] / requests, 3) if requests else None}
 
 
-def probe_summary(answers: list) -> dict:
-    """p50, p99, the slowest and the five slowest (with their time in the window) of a prober's
-    ``(seconds, at)`` answers."""
+def probe_summary(answers: list, stalls: list) -> dict:
+    """p50, p99, the slowest and the five slowest of a prober's ``(seconds, at)`` answers, each with its
+    time in the window and the milliseconds of it that the longest overlapping machine stall covered
+    (``stalls``: `bench._stall_meter.stall_process`'s, in the same clock)."""
     return {**percentiles([s for s, _ in answers]),
             "max_ms": round(max(s for s, _ in answers) * 1000, 1) if answers else None,
-            "slowest": [{"ms": round(s * 1000, 1), "at_s": round(at, 2)} for s, at in sorted(answers)[-5:]]}
+            "slowest": [{"ms": round(s * 1000, 1), "at_s": round(at, 2),
+                         "machine_stall_ms": round(stall_during(stalls, at, s) * 1000, 1)}
+                        for s, at in sorted(answers)[-5:]]}
 
 
 def percentiles(seconds: list[float]) -> dict:
@@ -338,6 +358,9 @@ def main() -> None:
                          "on a saturated machine is then not counted in the service's answer time)")
     ap.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
                     help="probe a bare server beside /healthz (bench/_bare_server.py): the machine's own delay")
+    ap.add_argument("--stall-meter", action=argparse.BooleanOptionalAction, default=True,
+                    help="measure the machine's own stalls beside the probers (bench/_stall_meter.py; a "
+                         "real-time thread, as root): the part of a slow answer no scheduling here could avoid")
     ap.add_argument("--client", choices=("stdlib", "httpx"), default="stdlib",
                     help="the clients' and probers' HTTP client: the standard library's (bench/_lean_http.py), or "
                          "httpx, which takes about three times its CPU per request from the cores it shares with the service")
@@ -355,7 +378,7 @@ def main() -> None:
         prepare(api, args.rows, args.passes)
         time.sleep(1.0)
         fits_before = fits_state(api)
-        results, errors, healthz, abusive, control_answers, cpu = run_window(url, args, control_url)
+        results, errors, healthz, abusive, control_answers, cpu, stalls = run_window(url, args, control_url)
         elapsed = args.seconds
         fits_after = fits_state(api)
         for name in ("fit-1", "fit-2"):
@@ -375,8 +398,9 @@ def main() -> None:
         "latency": {**by_kind, "all": percentiles([s for _, s in results])},
         "abusive_threads": args.abusive,
         "abusive_outcomes": {outcome: abusive.count(outcome) for outcome in sorted(set(abusive))},
-        "healthz": probe_summary(healthz),
-        "control_healthz": probe_summary(control_answers) if args.control else None,
+        "healthz": probe_summary(healthz, stalls.get("stalls", [])),
+        "control_healthz": probe_summary(control_answers, stalls.get("stalls", [])) if args.control else None,
+        "machine_stalls": stall_summary(stalls),
         "cpu": cpu_shares(*cpu, len(results)),
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
