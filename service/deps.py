@@ -7,7 +7,7 @@ the interpreter lock (py-spy, bench/load.py; docs/development.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from fastapi import Depends, Request
 
@@ -53,6 +53,21 @@ async def get_backend(request: Request) -> Backend:
     return _state(request, "backend")
 
 
+class Serving(NamedTuple):
+    """What the serving routes use, as one dependency: FastAPI's work per dependency and request (a
+    sub-solve, its cache, the call) cost a ``/project`` about as much as its own checks did, four times."""
+
+    models: ModelRegistry
+    datasets: DatasetStore
+    backend: Backend
+    settings: Settings
+
+
+async def get_serving(request: Request) -> Serving:
+    return Serving(_state(request, "models"), _state(request, "datasets"), _state(request, "backend"),
+                   request.app.state.settings)
+
+
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 DatasetsDep = Annotated[DatasetStore, Depends(get_datasets)]
 ModelsDep = Annotated[ModelRegistry, Depends(get_models)]
@@ -60,3 +75,4 @@ ClusteringsDep = Annotated[ClusteringRegistry, Depends(get_clusterings)]
 CheckpointsDep = Annotated[CheckpointStore, Depends(get_checkpoints)]
 BackendDep = Annotated[Backend, Depends(get_backend)]
 ImageJobsDep = Annotated[ImageJobStore, Depends(get_image_jobs)]
+ServingDep = Annotated[Serving, Depends(get_serving)]

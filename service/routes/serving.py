@@ -15,7 +15,7 @@ import numpy as np
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import BackendDep, DatasetsDep, ModelsDep, SettingsDep
+from service.deps import BackendDep, DatasetsDep, ModelsDep, ServingDep
 from service import plots
 from service.errors import ApiError
 from service.images import (
@@ -224,14 +224,15 @@ def changed_while_serving(registry, name: str, job: JobRecord) -> None:
 
 
 @router.post("/{name}/project", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
-async def project(name: ModelName, body: ProjectRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep, settings: SettingsDep, format: Format = None) -> ProjectResponse:
+async def project(name: ModelName, body: ProjectRequest, request: Request, serving: ServingDep,
+                  format: Format = None) -> ProjectResponse:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
     (at most ``max_rows_per_request`` rows: 413 on ``rows``; at most ``max_serving_work``, rows x model
     points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``). A small
     model's projection is checked and computed in one trip to the thread pool (`project_now`); a larger
     one goes to the workers, watched for its deadline and its client. ``Accept: application/octet-stream``
     (or ``format=npy``): the components as ``.npy`` bytes."""
+    models, datasets, backend, settings = serving
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, rows, values, components = await run_in_threadpool(project_now, name, body.rows, models, datasets,
                                                               backend, settings)
@@ -280,17 +281,16 @@ async def _reconstruct(name, body, request, models, datasets, backend, settings,
 
 
 @router.post("/{name}/reconstruct", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
-async def reconstruct(name: ModelName, body: ReconstructRequest, request: Request, models: ModelsDep,
-                      datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep,
+async def reconstruct(name: ModelName, body: ReconstructRequest, request: Request, serving: ServingDep,
                       format: Format = None) -> ReconstructResponse:
     """Rows -> their projection onto the components -> back to input space (a pre-image per row).
     Bounded as ``/denoise``; ``.npy`` bytes as ``/project``."""
-    return await _reconstruct(name, body, request, models, datasets, backend, settings, format=format)
+    return await _reconstruct(name, body, request, *serving, format=format)
 
 
 @router.post("/{name}/denoise", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
-async def denoise(name: ModelName, body: DenoiseRequest, request: Request, models: ModelsDep, datasets: DatasetsDep,
-                  backend: BackendDep, settings: SettingsDep, format: Format = None) -> DenoiseResponse:
+async def denoise(name: ModelName, body: DenoiseRequest, request: Request, serving: ServingDep,
+                  format: Format = None) -> DenoiseResponse:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
     ``/reconstruct``; the name says what it is for). With ``tune="auto"`` the noise is estimated from
     the rows (they must be more than their columns) and the rank and pre-image chosen by an unbiased
@@ -302,6 +302,7 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, model
     priority; either way past ``serving_deadline_s`` a 503 with ``Retry-After``, and a client that
     disconnects has its tasks not yet run cancelled. ``.npy`` bytes as ``/project``; a tuned answer's
     ``chosen``, ``noise`` and ``steps`` then come as JSON in the header ``X-KPCA-Fields``."""
+    models, datasets, backend, settings = serving
     if body.tune == "off":
         if body.n_components is not None:
             raise ApiError(422, "invalid", "n_components is for tune=auto; with tune=off every component is used",
@@ -339,10 +340,7 @@ JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX
 async def denoise_image(
     name: ModelName,
     request: Request,
-    models: ModelsDep,
-    datasets: DatasetsDep,
-    backend: BackendDep,
-    settings: SettingsDep,
+    serving: ServingDep,
     stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
     method: Annotated[PreimageMethod, Query()] = "auto",
     upscale: Annotated[int, Query(ge=1, le=8, description="pixel-replication factor (hyperresolution)")] = 1,
@@ -381,6 +379,7 @@ async def denoise_image(
     the denoised image side by side, each labelled and both enlarged by the same integer factor when
     small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
     option lives on this route rather than on another."""
+    models, datasets, backend, settings = serving
     if upscale > 1 and second_stage == "wiener":
         raise ApiError(422, "invalid", "second_stage: hyperresolution (upscale > 1) has no second stage; use "
                        "auto or off", "second_stage")
