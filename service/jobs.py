@@ -61,8 +61,7 @@ def start(backend, registry, record: JobRecord, response: Response, owner: str |
     record (409 on a name clash; ``owner``: the principal that asked, `service.limits.fit_owner`) and
     submit it: the stored record."""
     check_workers(backend, record.placement)
-    record.owner = owner
-    stored = registry.create(record)
+    stored = registry.create(record.model_copy(update={"owner": owner}))
     submit(backend, registry, record.name, response)
     return stored
 
