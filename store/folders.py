@@ -41,6 +41,7 @@ class ResourceFolders:
     def __init__(self, root: Path | str, kind_folder: str, not_found_kind: str, noun: str | None = None):
         self.root = Path(root)
         self.folder = self.root / kind_folder
+        self._folder = str(self.folder)  # for `signature`'s path: joining strings, not `Path` objects
         self.kind = not_found_kind
         self.noun = noun or not_found_kind
 
@@ -80,7 +81,7 @@ class ResourceFolders:
         is written (every write is a new file renamed over it, `store.atomic`), so a view computed from
         the document can be kept under it. `NotFound` if missing. Cost: one ``stat``."""
         try:
-            st = os.stat(self.path(name) / document)
+            st = os.stat(os.path.join(self._folder, validate_name(name), document))
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(self.kind, name) from None
         return st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
