@@ -41,11 +41,12 @@ class _KeptRecords:
     """The records this process read last, each under the signature of its file when it was read
     (`store.folders.ResourceFolders.signature`: inode, mtime, ctime and size; every write renames a new
     file over the old, and restoring an mtime with ``utime`` still changes the ctime). A ``/project``
-    reads its model's record twice and a fit's status poll once; each read was a JSON parse and a
-    validation. Records are frozen (`store.jobs.records.JobRecord`), so one object can be given to every
-    reader. At most ``size`` records, the least recently read dropped first; thread-safe."""
+    reads its model's record twice (its checks, then the served model's key), each read a JSON parse and
+    a validation. Records are frozen (`store.jobs.records.JobRecord`), so one object can be given to
+    every reader. At most ``size`` records, the least recently read dropped first (a long fit's record,
+    its history of every pass, is the largest); thread-safe."""
 
-    def __init__(self, size: int = 256):
+    def __init__(self, size: int = 64):
         self.size = size
         self._records: OrderedDict[tuple[Path, str], tuple[tuple, JobRecord]] = OrderedDict()
         self._lock = threading.Lock()
