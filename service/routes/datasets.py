@@ -163,22 +163,20 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     not a number is a 400 on ``body`` naming its line; lines of different
     lengths a 422 on ``rows`` naming the line.
     """
+    n_features = await run_in_threadpool(datasets.n_features, name)  # 404 before reading the body
     kind = media_type(request)  # one of the declared three: SecurityMiddleware refused any other
     body = await read_body(request)
+    data_usage(request).check(len(body))
     max_rows = request.app.state.settings.max_rows_per_request  # 413 while parsing, before the rows are built
-    usage = data_usage(request)
-    rows, record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, max_rows,
-                                           usage)  # one hand-over to the pool for all (docs/development.md)
-    usage.add(rows.nbytes)
+    rows, record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, n_features,
+                                           max_rows)  # one hand-over to the pool for both (docs/development.md)
+    data_usage(request).add(rows.nbytes)
     return DatasetPublic.model_validate(record)
 
 
-def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, max_rows: int, usage):
-    """``(rows, record)``: the data set's width read (404 if there is none), the body checked against the
-    data folder's limit (``usage``, `service.limits.DataUsage`), parsed as its media type says and stored
-    (`DatasetStore.put_chunk`). Blocking: call it from the thread pool."""
-    n_features = datasets.n_features(name)
-    usage.check(len(body))
+def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, n_features: int, max_rows: int):
+    """``(rows, record)``: a chunk's body parsed as its media type says and stored (`DatasetStore.put_chunk`).
+    Blocking: call it from the thread pool."""
     if kind == NPY_MEDIA_TYPE:
         rows = rows_from_npy(body, max_rows)
     elif kind == CSV_MEDIA_TYPE:
