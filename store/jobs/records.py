@@ -209,7 +209,8 @@ class JobRecord(_Document):
     (``kind``, ``route``) in the messages of `resumed`. Every kind has ``n_components``, the components
     its solver fits (a field of a model, a property of a clustering)."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)  # shared by readers (`store.jobs.registry`)
+    # frozen: the registry gives one record read to every reader (`store.jobs.registry._KeptRecords`)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 
     kind: ClassVar[str] = "job"
     route: ClassVar[str] = "/v1/jobs"
