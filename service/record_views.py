@@ -11,9 +11,9 @@ its content.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
+
+from store.kept import KeptBySignature
 
 #: views kept at most (the least recently used is dropped)
 MAX_VIEWS = 256
@@ -24,8 +24,7 @@ class RecordViews:
 
     def __init__(self, max_views: int = MAX_VIEWS):
         self.max_views = max_views
-        self._views: OrderedDict[tuple, tuple] = OrderedDict()
-        self._lock = threading.Lock()
+        self._views = KeptBySignature(max_views)
         self.hits = self.misses = 0
 
     def kept(self, registry, name: str) -> bytes | None:
@@ -42,23 +41,14 @@ class RecordViews:
         if body is not None:
             return body
         body = render(registry.get(name))  # read after the signature was taken (module note)
-        with self._lock:
-            self.misses += 1
-            key = (registry.kind, name)
-            self._views[key] = (signature, body)
-            self._views.move_to_end(key)
-            while len(self._views) > self.max_views:
-                self._views.popitem(last=False)
+        self._views.put((registry.kind, name), signature, body)
+        self.misses += 1
         return body
 
     def _lookup(self, registry, name: str) -> tuple[tuple, bytes | None]:
         """``(signature, kept view or None)`` of the record of ``name`` now. One ``stat``."""
-        key = (registry.kind, name)
         signature = registry.signature(name)
-        with self._lock:
-            kept = self._views.get(key)
-            if kept is not None and kept[0] == signature:
-                self._views.move_to_end(key)
-                self.hits += 1
-                return signature, kept[1]
-        return signature, None
+        body = self._views.get((registry.kind, name), signature)
+        if body is not None:
+            self.hits += 1
+        return signature, body

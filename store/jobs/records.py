@@ -209,7 +209,7 @@ class JobRecord(_Document):
     (``kind``, ``route``) in the messages of `resumed`. Every kind has ``n_components``, the components
     its solver fits (a field of a model, a property of a clustering)."""
 
-    # frozen: the registry gives one record read to every reader (`store.jobs.registry._KeptRecords`)
+    # frozen: the registry gives one record read to every reader (`store.jobs.registry._KEPT`)
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 
     kind: ClassVar[str] = "job"

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from pydantic import ValidationError
 from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
 from store.errors import Invalid, NotFound
 from store.folders import ResourceFolders
+from store.kept import KeptBySignature
 from store.jobs.records import JobRecord
 from store.timestamps import utc_now
 
@@ -37,40 +36,11 @@ MANAGED_FIELDS = ("name", "schema_version", "created_at", "updated_at")
 _CREATE_ATTEMPTS = 5
 
 
-class _KeptRecords:
-    """The records this process read last, each under the signature of its file when it was read
-    (`store.folders.ResourceFolders.signature`: inode, mtime, ctime and size; every write renames a new
-    file over the old, and restoring an mtime with ``utime`` still changes the ctime). A ``/project``
-    reads its model's record twice (its checks, then the served model's key), each read a JSON parse and
-    a validation. Records are frozen (`store.jobs.records.JobRecord`), so one object can be given to
-    every reader. At most ``size`` records, the least recently read dropped first (a long fit's record,
-    its history of every pass, is the largest); thread-safe."""
-
-    def __init__(self, size: int = 64):
-        self.size = size
-        self._records: OrderedDict[tuple[Path, str], tuple[tuple, JobRecord]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, folder: Path, name: str, signature: tuple, record_type: type) -> JobRecord | None:
-        """The kept record of ``name`` under ``folder`` if its file still has ``signature``, else None. O(1)."""
-        key = (folder, name)
-        with self._lock:
-            kept = self._records.get(key)
-            if kept is None or kept[0] != signature or type(kept[1]) is not record_type:
-                return None
-            self._records.move_to_end(key)
-            return kept[1]
-
-    def put(self, folder: Path, name: str, signature: tuple, record: JobRecord) -> None:
-        """Keep ``record``, read from a file that had ``signature`` before it was read. O(1)."""
-        with self._lock:
-            self._records[(folder, name)] = (signature, record)
-            self._records.move_to_end((folder, name))
-            while len(self._records) > self.size:
-                self._records.popitem(last=False)
-
-
-_KEPT = _KeptRecords()
+#: the records this process read last (`store.kept`), by folder, name and record type. A ``/project``
+#: reads its model's record twice (its checks, then the served model's key), each read a JSON parse and a
+#: validation. Records are frozen (`store.jobs.records.JobRecord`), so one object can go to every reader.
+#: At most 64: a long fit's record, its history of every pass, is the largest.
+_KEPT = KeptBySignature(64)
 
 
 class JobRegistry:
@@ -149,12 +119,13 @@ class JobRegistry:
         """The record of ``name`` (migrated to the current version); `NotFound` if missing.
 
         A stored document that is not a valid record raises ValueError naming
-        its file (the data folder was damaged). The record read is kept by the process (`_KeptRecords`)
+        its file (the data folder was damaged). The record read is kept by the process (`_KEPT`)
         under its file's signature and given again, the same frozen object, until the file changes. Cost:
         one ``stat``; O(record size) when the record was written since it was last read.
         """
         signature = self.signature(name)  # before the read: a write between the two is read next time
-        kept = _KEPT.get(self.folder, name, signature, self.record_type)
+        key = (self.folder, name, self.record_type)
+        kept = _KEPT.get(key, signature)
         if kept is not None:
             return kept
         doc = self.folders.read(name, self.document, max_version=self.schema_version)
@@ -163,7 +134,7 @@ class JobRegistry:
         except ValidationError as exc:
             raise ValueError(f"{self.folders.path(name) / self.document}: not a valid {self.kind} record: "
                              f"{exc}") from None
-        _KEPT.put(self.folder, name, signature, record)
+        _KEPT.put(key, signature, record)
         return record
 
     def signature(self, name: str) -> tuple:

@@ -1,5 +1,5 @@
-"""Records kept by the process that read them (`store.jobs.registry._KeptRecords`): one ``stat`` per
-read while the file is unchanged, and never a record its file no longer holds."""
+"""Records kept by the process that read them (`store.jobs.registry._KEPT`, a `store.kept.KeptBySignature`):
+one ``stat`` per read while the file is unchanged, and never a record its file no longer holds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from store import ModelRegistry
 from store.jobs.records import ModelRecord
-from store.jobs.registry import _KeptRecords
+from store.kept import KeptBySignature
 
 
 def created(root, name: str = "m") -> ModelRegistry:
@@ -60,12 +60,12 @@ def test_records_are_frozen(root):
 
 
 def test_at_most_size_records_are_kept(root):
-    kept = _KeptRecords(size=2)
+    kept = KeptBySignature(size=2)
     registry = created(root, "a")
     created(root, "b")
     created(root, "c")
     for name in ("a", "b", "c"):
-        kept.put(registry.folder, name, registry.signature(name), registry.get(name))
-    assert kept.get(registry.folder, "a", registry.signature("a"), ModelRecord) is None  # the oldest went
-    assert kept.get(registry.folder, "c", registry.signature("c"), ModelRecord).name == "c"
-    assert kept.get(registry.folder, "c", ("other",), ModelRecord) is None  # another signature: not kept
+        kept.put(name, registry.signature(name), registry.get(name))
+    assert kept.get("a", registry.signature("a")) is None  # the oldest went
+    assert kept.get("c", registry.signature("c")).name == "c"
+    assert kept.get("c", ("other",)) is None  # another signature: not kept
