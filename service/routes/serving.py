@@ -15,7 +15,7 @@ import numpy as np
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import BackendDep, DatasetsDep, ModelsDep, ServingDep
+from service.deps import BackendDep, DatasetsDep, ModelsDep, Serving, ServingDep
 from service import plots
 from service.errors import ApiError
 from service.images import (
@@ -261,10 +261,10 @@ def project_now(name: str, body_rows: list, models, datasets, backend, settings)
         raise
 
 
-async def _reconstruct(name, body, request, models, datasets, backend, settings, answer=ReconstructResponse,
-                       format=None):
+async def _reconstruct(name, body, request, serving: Serving, answer=ReconstructResponse, format=None):
     """``/reconstruct`` (and ``/denoise`` with ``tune="off"``): the rows' pre-images as ``answer``
     (`service.responses.rows_answer`: the model, or its JSON streamed when large)."""
+    models, datasets, backend, settings = serving
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features, points = await run_in_threadpool(served_job_now, name, models, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
@@ -285,7 +285,7 @@ async def reconstruct(name: ModelName, body: ReconstructRequest, request: Reques
                       format: Format = None) -> ReconstructResponse:
     """Rows -> their projection onto the components -> back to input space (a pre-image per row).
     Bounded as ``/denoise``; ``.npy`` bytes as ``/project``."""
-    return await _reconstruct(name, body, request, *serving, format=format)
+    return await _reconstruct(name, body, request, serving, format=format)
 
 
 @router.post("/{name}/denoise", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
@@ -307,7 +307,7 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, servi
         if body.n_components is not None:
             raise ApiError(422, "invalid", "n_components is for tune=auto; with tune=off every component is used",
                            "n_components")
-        return await _reconstruct(name, body, request, models, datasets, backend, settings, DenoiseResponse, format)
+        return await _reconstruct(name, body, request, serving, DenoiseResponse, format)
     check_rows(len(body.rows), settings.max_rows_per_request)
     model, n_features, points = await run_in_threadpool(served_job_now, name, models, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
