@@ -21,7 +21,7 @@ answers (503 past the deadline, client timeouts) are counted apart, not as error
 a bare server (`bench/_bare_server.py`: uvicorn on the service's stack and an app that only answers, in
 a process of its own at the same priority) the same way through the same window: the control, what
 the machine's own scheduling makes of an answer that costs nothing ("control_healthz"). Unless
-``--no-stall-meter``, a thread at real-time priority measures the machine's own stalls through the window
+``--no-stall-meter``, a process at real-time priority measures the machine's own stalls through the window
 (`bench._stall_meter`; "machine_stalls"), and each of the probers' slowest answers says how much of it
 such a stall covered ("machine_stall_ms"): that part no scheduling inside the machine could avoid.
 
@@ -360,7 +360,7 @@ def main() -> None:
                     help="probe a bare server beside /healthz (bench/_bare_server.py): the machine's own delay")
     ap.add_argument("--stall-meter", action=argparse.BooleanOptionalAction, default=True,
                     help="measure the machine's own stalls beside the probers (bench/_stall_meter.py; a "
-                         "real-time thread, as root): the part of a slow answer no scheduling here could avoid")
+                         "real-time process, as root): the part of a slow answer no scheduling here could avoid")
     ap.add_argument("--client", choices=("stdlib", "httpx"), default="stdlib",
                     help="the clients' and probers' HTTP client: the standard library's (bench/_lean_http.py), or "
                          "httpx, which takes about three times its CPU per request from the cores it shares with the service")
