@@ -24,6 +24,10 @@ the machine's own scheduling makes of an answer that costs nothing ("control_hea
 ``--no-stall-meter``, a process at real-time priority measures the machine's own stalls through the window
 (`bench._stall_meter`; "machine_stalls"), and each of the probers' slowest answers says how much of it
 such a stall covered ("machine_stall_ms"): that part no scheduling inside the machine could avoid.
+With ``--loop-states`` (Linux perf, as root), the machine's scheduler events are recorded through the
+window, and "loop_states" says where each API process's event loop spent the window and, for the five
+slowest ``/healthz`` answers, where the loop of the process that answered spent each: running, waiting
+for a core, waiting for its interpreter's lock, idle (`bench._loop_states`).
 
 The clients run in ``--generator-processes`` processes of their own (default 4, the clients split evenly
 among them) and the ``/healthz`` prober in one more: 32 client threads and the prober in one interpreter
@@ -49,7 +53,9 @@ import argparse
 import contextlib
 import http.client
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -60,6 +66,7 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
+from bench import _loop_states as loop_states  # noqa: E402
 from bench._common import save  # noqa: E402
 from bench._lean_http import LeanClient  # noqa: E402
 from bench._service import bare_server, running_service, service_process  # noqa: E402
@@ -195,21 +202,28 @@ def abusive_loop(url: str, rows: int, stop_at: float, outcomes: list) -> None:
 
 def healthz_loop(url: str, stop_at: float, seconds: list, client: str = "stdlib") -> None:
     """GET /healthz every 50 ms (an `http_client` of kind ``client``) until ``stop_at``; each answer's
-    (seconds, time.monotonic() at its start) appended."""
+    (seconds, time.monotonic() at its start, the connection's local port or None) appended."""
     with http_client(client, url) as api:
         while time.monotonic() < stop_at:
             at, started = time.monotonic(), time.perf_counter()
             api.get("/healthz")
-            seconds.append((time.perf_counter() - started, at))
+            seconds.append((time.perf_counter() - started, at, local_port(api)))
             time.sleep(0.05)
 
 
-def run_window(url: str, args, control_url: str | None = None) -> tuple[list, list, list, list, list, list, dict]:
+def local_port(api) -> int | None:
+    """The local port of a `bench._lean_http.LeanClient`'s open connection; None for httpx or none open."""
+    sock = getattr(getattr(api, "connection", None), "sock", None)
+    return sock.getsockname()[1] if sock is not None else None
+
+
+def run_window(url: str, args, control_url: str | None = None) -> tuple[list, list, list, list, list, list, dict, dict]:
     """The measured window: the clients, the abusive threads, the ``/healthz`` prober, the control's
-    prober (when ``control_url``) and the stall meter (when ``args.stall_meter``), from the same start to
-    the same stop; (results, errors, healthz seconds, abusive outcomes, control seconds, the
-    `cpu_seconds` at the start and at the stop, what `bench._stall_meter.stall_process` measured). Every
-    time in them is seconds after the window's start."""
+    prober (when ``control_url``), the stall meter (when ``args.stall_meter``) and the recording of the
+    event loops' states (when ``args.loop_states``), from the same start to the same stop; (results,
+    errors, healthz (seconds, at), abusive outcomes, control (seconds, at), the `cpu_seconds` at the start
+    and at the stop, what `bench._stall_meter.stall_process` measured, `loop_states`' report). Every time
+    in them is seconds after the window's start."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -231,6 +245,7 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
     sampler.start()
     probed = [url] + ([control_url] if control_url else [])
     measured = meter.submit(stall_process, start_at, stop_at) if meter else None
+    states = LoopStates(port, start_at, stop_at) if args.loop_states else None
     if processes == 1:
         answers: list = [[] for _ in probed]
         probers = [threading.Thread(target=healthz_loop, args=(target, stop_at, seconds, args.client))
@@ -252,7 +267,8 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
             answers = [prober.result() for prober in probers]
     for thread in threads + [sampler]:
         thread.join()
-    healthz, control = ([(s, at - start_at) for s, at in seconds] for seconds in (answers + [[]])[:2])
+    loops = states.report(answers[0]) if states else {"available": False, "why": "not asked (--loop-states)"}
+    healthz, control = ([(s, at - start_at) for s, at, _ in seconds] for seconds in (answers + [[]])[:2])
     stalls = {"available": False, "why": "not asked (--no-stall-meter)"}
     if meter:
         with meter:
@@ -260,7 +276,57 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
         if stalls["available"]:
             stalls["began"] -= start_at
             stalls["stalls"] = [(start - start_at, late) for start, late in stalls["stalls"]]
-    return results, errors, healthz, abusive, control, snapshots, stalls
+    return results, errors, healthz, abusive, control, snapshots, stalls, loops
+
+
+class LoopStates:
+    """`bench._loop_states` through a window: the machine's scheduler events recorded from now to
+    ``stop_at``, the API processes (those listening on ``port``) and the ``/healthz`` prober's
+    connections to them noted at the window's start and near its end, and `report` on the slowest
+    answers."""
+
+    def __init__(self, port: int, start_at: float, stop_at: float):
+        self.folder = tempfile.TemporaryDirectory(prefix="kpca-loop-states-")
+        self.recording, self.why = loop_states.record(Path(self.folder.name) / "sched.data",
+                                                      stop_at - time.monotonic() + 0.5)
+        self.port, self.start_at, self.stop_at, self.api_of_port = port, start_at, stop_at, {}
+        self.noting = threading.Thread(target=self.note_connections, args=((start_at + 1.0, stop_at - 1.0),))
+        self.noting.start()
+
+    def note_connections(self, moments: tuple[float, ...]) -> None:
+        """At each of ``moments``: which API process holds each connection to ``port`` (by the client's port)."""
+        for moment in moments:
+            time.sleep(max(0.0, moment - time.monotonic()))
+            for pid in listening_pids(self.port):
+                with contextlib.suppress(psutil.Error):
+                    self.api_of_port.update({c.raddr.port: pid for c in psutil.Process(pid).net_connections("tcp")
+                                             if c.raddr and c.laddr.port == self.port})
+
+    def report(self, answers: list) -> dict:
+        """Each API process's event loop (its main thread) over the window, in each of
+        `bench._loop_states.STATES` (milliseconds), and the same for the process that answered each of the
+        five slowest of ``answers`` (the prober's (seconds, at, local port)), over that answer (None where
+        that process is not known)."""
+        self.noting.join()
+        with self.folder:
+            if self.recording is None:
+                return {"available": False, "why": self.why}
+            if self.recording.wait() != 0:
+                return {"available": False, "why": f"perf record failed: {self.recording.stderr.read()[-300:]}"}
+            pids = sorted(set(self.api_of_port.values()))
+            try:
+                intervals = loop_states.loop_intervals(Path(self.folder.name) / "sched.data", pids)
+            except subprocess.CalledProcessError as exc:
+                return {"available": False, "why": f"perf sched timehist failed: {exc.stderr[-300:]}"}
+        slowest = []
+        for s, at, port in sorted(answers)[-5:]:
+            pid = self.api_of_port.get(port)
+            slowest.append({"ms": round(s * 1000, 1), "at_s": round(at - self.start_at, 2), "api_pid": pid,
+                            "loop_ms": loop_states.states_during(intervals[pid], at, at + s) if pid in intervals
+                            else None})
+        return {"available": True, "slowest_healthz": slowest,
+                "window_ms": {str(pid): loop_states.states_during(intervals.get(pid, []), self.start_at, self.stop_at)
+                              for pid in pids}}
 
 
 def cpu_seconds(port: int) -> dict:
@@ -273,15 +339,11 @@ def cpu_seconds(port: int) -> dict:
     children = me.children(recursive=True)
     mine = {child.pid for child in children} | {me.pid}
     service_tree: set[int] = set()
-    listening: set[int] = set()
     for child in children:
-        try:
+        with contextlib.suppress(psutil.Error):
             if child.cmdline()[1:3] == ["-m", "service"]:
                 service_tree |= {child.pid} | {c.pid for c in child.children(recursive=True)}
-            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in child.net_connections("tcp")):
-                listening.add(child.pid)
-        except psutil.Error:
-            continue
+    listening = listening_pids(port)
     groups = dict.fromkeys(("api", "service_other", "generator", "other"), 0.0)
     for process in psutil.process_iter():
         try:
@@ -300,6 +362,16 @@ def cpu_seconds(port: int) -> dict:
     machine = psutil.cpu_times()
     return {**groups, "idle": machine.idle + getattr(machine, "iowait", 0.0),
             "total": sum(machine) - getattr(machine, "guest", 0.0) - getattr(machine, "guest_nice", 0.0)}
+
+
+def listening_pids(port: int) -> set[int]:
+    """This process's descendants listening on ``port``: the service's API processes. O(processes)."""
+    listening = set()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in child.net_connections("tcp")):
+                listening.add(child.pid)
+    return listening
 
 
 def sample_cpu(port: int, moments: tuple[float, ...], snapshots: list) -> None:
@@ -361,6 +433,9 @@ def main() -> None:
     ap.add_argument("--stall-meter", action=argparse.BooleanOptionalAction, default=True,
                     help="measure the machine's own stalls beside the probers (bench/_stall_meter.py; a "
                          "real-time process, as root): the part of a slow answer no scheduling here could avoid")
+    ap.add_argument("--loop-states", action="store_true",
+                    help="record the machine's scheduler events (Linux perf, as root) and say where each API "
+                         "process's event loop spent the slowest /healthz answers (bench/_loop_states.py)")
     ap.add_argument("--client", choices=("stdlib", "httpx"), default="stdlib",
                     help="the clients' and probers' HTTP client: the standard library's (bench/_lean_http.py), or "
                          "httpx, which takes about three times its CPU per request from the cores it shares with the service")
@@ -378,7 +453,7 @@ def main() -> None:
         prepare(api, args.rows, args.passes)
         time.sleep(1.0)
         fits_before = fits_state(api)
-        results, errors, healthz, abusive, control_answers, cpu, stalls = run_window(url, args, control_url)
+        results, errors, healthz, abusive, control_answers, cpu, stalls, loops = run_window(url, args, control_url)
         elapsed = args.seconds
         fits_after = fits_state(api)
         for name in ("fit-1", "fit-2"):
@@ -401,6 +476,7 @@ def main() -> None:
         "healthz": probe_summary(healthz, stalls.get("stalls", [])),
         "control_healthz": probe_summary(control_answers, stalls.get("stalls", [])) if args.control else None,
         "machine_stalls": stall_summary(stalls),
+        "loop_states": loops,
         "cpu": cpu_shares(*cpu, len(results)),
         "fits_at_start": fits_before,
         "fits_at_end": fits_after,
