@@ -405,7 +405,7 @@ def probe_summary(answers: list, stalls: list) -> dict:
 def percentiles(seconds: list[float]) -> dict:
     ms = np.asarray(seconds) * 1000
     return {"count": int(ms.size), "p50_ms": round(float(np.percentile(ms, 50)), 1),
-            "p99_ms": round(float(np.percentile(ms, 99)), 1)} if ms.size else {"count": 0}
+            "p99_ms": round(float(np.percentile(ms, 99)), 1), "max_ms": round(float(ms.max()), 1)} if ms.size else {"count": 0}
 
 
 def main() -> None:
