@@ -46,7 +46,7 @@ from store.errors import Corrupt
 from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
 from workers.placement import fit_threads, machine_cores, running_fits
-from workers.priority import fit_nice, run_niced
+from workers.priority import fit_nice, run_niced, thread_policy
 from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completed_checkpoint, completion_warnings,
                               save_while_present, still_ours)
 from workers.sharded_fit import fit_sharded, shard_request
@@ -190,8 +190,8 @@ def _fit(job: FitJob, record: JobRecord) -> str:
     if shards is not None:
         return fit_sharded(job, record, rows, *shards)
     threads = fit_threads(machine_cores(), running_fits(job.root))
-    log.info("%s %s: kernel tiles on %d thread(s) at niceness %d", job.registry.kind, record.name, threads,
-             thread_niceness())
+    log.info("%s %s: kernel tiles on %d thread(s) at niceness %d, %s policy", job.registry.kind, record.name,
+             threads, thread_niceness(), thread_policy())
     with tile_threads(threads):
         if not iterative:
             return _fit_once(job, record, rows, job.prepare(record, rows))

@@ -1,17 +1,25 @@
-"""The OS scheduling priority of work on a worker: serving first, then fits, then pre-images.
+"""The OS scheduling priority of work on a worker: serving first, then fits and pre-images.
 
 Projections run at the worker's own priority. A fit (its driver thread, the threads it starts, its
 shards' actor threads) runs ``KPCA_FIT_NICE`` (default `FIT_NICE`) lower, and a serving request's
-pre-image work `PREIMAGE_NICE` lower: on a busy machine the kernel's scheduler then gives the cores to
-the API process and to projections first, so a fit cannot take serving's capacity away (DESIGN.md,
-*Every request has a budget*), while on an idle machine a niced fit still gets every core. Linux keeps
-a niceness per thread, and an unprivileged thread can raise its niceness but never lower it again; so
-work is niced in a thread of its own (`run_niced`), never in a dask thread that serves next. Elsewhere
-everything runs at the usual priority.
+pre-image work `PREIMAGE_NICE` lower. Linux keeps a niceness per thread, and an unprivileged thread can
+raise its niceness but never lower it again; so work is niced in a thread of its own (`run_niced`),
+never in a dask thread that serves next. Elsewhere everything runs at the usual priority.
+
+Niceness only weighs a thread's share: a niced fit that holds a core still runs out its time slice
+before a woken API thread gets it. So the lowered threads also take Linux's idle policy (``SCHED_IDLE``,
+`background_policy`, ``KPCA_BACKGROUND_POLICY``): the scheduler runs them only on a core no other thread
+wants, and a thread of the usual policy waking on their core takes it at once. On a busy machine the API
+processes and projections get the cores first, so a fit cannot take serving's capacity away (DESIGN.md,
+*Every request has a budget*), while on an idle machine a fit still gets every core. Among themselves,
+threads of the idle policy share by their niceness no longer: fits and pre-images take equal turns at
+what serving leaves. ``KPCA_BACKGROUND_POLICY=normal`` keeps them at the usual policy, niced only (fits
+then keep a share of a busy machine's cores by their niceness, at the cost of serving's latency).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import threading
@@ -20,6 +28,8 @@ import threading
 PREIMAGE_NICE = 19
 #: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
 FIT_NICE = 10
+#: The scheduling policy of lowered threads unless ``KPCA_BACKGROUND_POLICY`` says otherwise.
+BACKGROUND_POLICY = "idle"
 
 
 def fit_nice() -> int:
@@ -29,27 +39,59 @@ def fit_nice() -> int:
     return min(19, max(0, int(value))) if value else FIT_NICE
 
 
+def background_policy() -> str:
+    """``KPCA_BACKGROUND_POLICY`` (default `BACKGROUND_POLICY`): "idle", lowered threads also take Linux's
+    ``SCHED_IDLE``, or "normal", niceness only. O(1)."""
+    value = os.environ.get("KPCA_BACKGROUND_POLICY", "").strip().lower() or BACKGROUND_POLICY
+    if value not in ("idle", "normal"):
+        raise ValueError(f'KPCA_BACKGROUND_POLICY must be "idle" or "normal", not {value!r}')
+    return value
+
+
+def _idle_policy(tid: int) -> None:
+    """Move thread ``tid`` to ``SCHED_IDLE`` where `background_policy` asks for it and the platform has it
+    (needs no privilege); irreversible for an unprivileged thread. O(1)."""
+    if background_policy() == "idle" and hasattr(os, "SCHED_IDLE"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+
+
+def thread_policy() -> str:
+    """The calling thread's scheduling policy: "idle" (``SCHED_IDLE``) or "normal" (any other). O(1), one
+    system call."""
+    try:
+        return "idle" if os.sched_getscheduler(0) == os.SCHED_IDLE else "normal"
+    except (AttributeError, OSError):
+        return "normal"
+
+
 def lower_priority(nice: int) -> int | None:
-    """Raise the calling thread's niceness by ``nice`` (at most to 19); returns its niceness now, or
-    None where the platform has no per-thread priority. Irreversible for this thread. O(1)."""
+    """Raise the calling thread's niceness by ``nice`` (at most to 19) and, for ``nice`` > 0, move it to the
+    idle policy (`background_policy`); returns its niceness now, or None where the platform has no
+    per-thread priority. Irreversible for this thread. O(1)."""
     try:
         tid = threading.get_native_id()
         target = min(19, os.getpriority(os.PRIO_PROCESS, tid) + max(0, int(nice)))
         os.setpriority(os.PRIO_PROCESS, tid, target)
-        return target
     except (AttributeError, OSError):  # no per-thread priority here: run as it is
         return None
+    if nice > 0:
+        _idle_policy(tid)
+    return target
 
 
 def keep_below_process(nice: int) -> int | None:
     """Make the calling thread (one that keeps running work of one kind: a shard's actor thread) at
-    least ``nice`` lower than the process's main thread, without lowering it further on each call;
-    returns its niceness now, or None where the platform has no per-thread priority. O(1)."""
+    least ``nice`` lower than the process's main thread, without lowering it further on each call, and
+    for ``nice`` > 0 of the idle policy (`background_policy`); returns its niceness now, or None where the
+    platform has no per-thread priority. O(1)."""
     try:
         tid = threading.get_native_id()
         target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + max(0, int(nice)))
         if os.getpriority(os.PRIO_PROCESS, tid) < target:
             os.setpriority(os.PRIO_PROCESS, tid, target)
+        if nice > 0:
+            _idle_policy(tid)
         return os.getpriority(os.PRIO_PROCESS, tid)
     except (AttributeError, OSError):
         return None

@@ -132,6 +132,14 @@ def test_invalid_flags_exit_2_naming_the_flag_without_echoing_values(clean_setti
     assert named in err and "very-secret-key" not in err, err
 
 
+def test_an_unknown_background_policy_stops_the_start_naming_its_variable(clean_settings, capsys):
+    clean_settings.setenv("KPCA_BACKGROUND_POLICY", "fastest")
+    with pytest.raises(SystemExit) as done:
+        entry.main([])
+    assert done.value.code == 2
+    assert "KPCA_BACKGROUND_POLICY" in capsys.readouterr().err
+
+
 def test_api_processes_one_per_core_at_most_four_unless_configured(clean_settings):
     from service.processes import api_process_count
 

@@ -160,31 +160,33 @@ def fitted_niceness() -> int:
 
 
 def test_a_fit_runs_below_serving_priority_and_its_tiles_with_it(data_dir, caplog, monkeypatch):
-    """A fit's thread runs KPCA_FIT_NICE (default 10) below the thread that starts it, so that projections and
-    the API process get the cores first on a busy machine; its kernel tiles' pool threads share its niceness,
-    and KPCA_FIT_NICE=0 keeps a fit at the caller's priority."""
+    """A fit's thread runs KPCA_FIT_NICE (default 10) below the thread that starts it and at the idle policy,
+    so that projections and the API process get the cores first on a busy machine; its kernel tiles' pool
+    threads share both, and KPCA_FIT_NICE=0 keeps a fit at the caller's priority and policy."""
     import logging
 
     from kpca import _tiles
-    from workers.priority import FIT_NICE
+    from workers.priority import FIT_NICE, thread_policy
 
     registry = ModelRegistry(data_dir)
     base = _tiles.thread_niceness()
     monkeypatch.delenv("KPCA_FIT_NICE", raising=False)
+    monkeypatch.delenv("KPCA_BACKGROUND_POLICY", raising=False)
     registry.create(model_record(data_dir, "niced", passes=2))
     with caplog.at_level(logging.INFO, logger="workers.fit"):
         assert run_fit(str(data_dir), "niced") == "completed"
-    assert f"at niceness {min(19, base + FIT_NICE)}" in caplog.text and FIT_NICE == 10
-    assert _tiles.thread_niceness() == base  # the calling (dask) thread keeps its own priority
+    assert f"at niceness {min(19, base + FIT_NICE)}, idle policy" in caplog.text and FIT_NICE == 10
+    assert _tiles.thread_niceness() == base and thread_policy() == "normal"  # the calling (dask) thread's own
     if min(19, base + FIT_NICE) in _tiles._pools:  # tiles shared among threads: their pool runs at the fit's
         pool = _tiles._pools[min(19, base + FIT_NICE)]
-        assert pool.submit(_tiles.thread_niceness).result() == min(19, base + FIT_NICE)
+        assert pool.submit(lambda: (_tiles.thread_niceness(), thread_policy())).result() == (
+            min(19, base + FIT_NICE), "idle")
     monkeypatch.setenv("KPCA_FIT_NICE", "0")
     registry.create(model_record(data_dir, "not-niced", passes=1))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="workers.fit"):
         assert run_fit(str(data_dir), "not-niced") == "completed"
-    assert "model not-niced: kernel tiles on" in caplog.text and f"at niceness {base}" in caplog.text
+    assert "model not-niced: kernel tiles on" in caplog.text and f"at niceness {base}, normal policy" in caplog.text
     registry.delete("niced")
     registry.delete("not-niced")
 

@@ -1,12 +1,14 @@
-"""The OS priorities of work on a worker (`workers.priority`): serving, then fits, then pre-images."""
+"""The OS priorities of work on a worker (`workers.priority`): serving first, then fits and pre-images."""
 
 import contextvars
+import os
 import threading
 
 import pytest
 
 from kpca._tiles import thread_niceness
-from workers.priority import FIT_NICE, PREIMAGE_NICE, fit_nice, keep_below_process, run_niced
+from workers.priority import (FIT_NICE, PREIMAGE_NICE, background_policy, fit_nice, keep_below_process,
+                              run_niced, thread_policy)
 
 WHO = contextvars.ContextVar("who")  # as dask's worker context variable (`distributed.get_worker`)
 
@@ -46,3 +48,34 @@ def test_fit_nice_reads_its_variable_and_clips_it(monkeypatch):
     for value, expected in (("0", 0), ("4", 4), ("40", 19), ("-3", 0)):
         monkeypatch.setenv("KPCA_FIT_NICE", value)
         assert fit_nice() == expected
+
+
+def started_thread_policy() -> int:
+    """The scheduling policy of a thread the calling thread starts (as a fit starts its tile pool)."""
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+def test_lowered_threads_run_at_the_idle_policy_and_the_caller_keeps_its_own(monkeypatch):
+    """A fit's or pre-image's thread (and the threads it starts) only gets a core no usual thread wants: a
+    woken API or projection thread takes the core at once instead of waiting out a niced thread's slice."""
+    monkeypatch.delenv("KPCA_BACKGROUND_POLICY", raising=False)
+    assert background_policy() == "idle"
+    assert run_niced(os.sched_getscheduler, 0, nice=1) == os.SCHED_IDLE
+    assert run_niced(thread_policy, nice=1) == "idle" and thread_policy() == "normal"
+    assert run_niced(started_thread_policy, nice=FIT_NICE) == os.SCHED_IDLE
+    assert run_niced(os.sched_getscheduler, 0, nice=0) == os.SCHED_OTHER  # not lowered: the usual policy
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller, a dask thread that serves next
+    assert run_niced(lambda: (keep_below_process(2), os.sched_getscheduler(0))[1], nice=0) == os.SCHED_IDLE
+
+
+def test_the_normal_background_policy_lowers_by_niceness_only(monkeypatch):
+    monkeypatch.setenv("KPCA_BACKGROUND_POLICY", "Normal ")
+    assert run_niced(lambda: (thread_niceness(), os.sched_getscheduler(0)), nice=3) == (
+        min(19, thread_niceness() + 3), os.SCHED_OTHER)
+    monkeypatch.setenv("KPCA_BACKGROUND_POLICY", "fastest")
+    with pytest.raises(ValueError, match="KPCA_BACKGROUND_POLICY"):
+        background_policy()
