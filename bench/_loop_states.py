@@ -17,7 +17,8 @@ thread off a core (``sched:sched_switch``, with the kernel's stack at that momen
 
 `states_during` sums them over an answer's interval. Needs Linux ``perf`` and root (or
 ``perf_event_paranoid`` at most 1); `record` says why where it cannot run. Its cost: the events of every
-thread of the machine, about 10-15 MB a second on this load, in a temporary file read once.
+thread of the machine in a temporary file, read once, and the cores perf takes from the load it watches
+(the requests/s it costs are in docs/development.md).
 """
 
 from __future__ import annotations
