@@ -59,7 +59,9 @@ def test_projections_are_those_served_before(api, expected, name):
 def test_denoising_is_that_served_before(api, expected):
     rows = api.post("/v1/models/digits-smd/denoise", json={"rows": expected["probe"].tolist(),
                                                            "method": "fixed-point"}).json()["rows"]
-    np.testing.assert_allclose(rows, expected["digits-smd-denoised"], atol=1e-8)
+    # Fixed-point iterations carry the rounding of the kernel's jitted exp, which numba compiles for the
+    # host's CPU: another host's answer differs in the seventh digit, another model's in the first.
+    np.testing.assert_allclose(rows, expected["digits-smd-denoised"], atol=1e-6)
 
 
 def test_the_cancelled_model_resumes_to_where_an_uninterrupted_fit_ends(api, data_dir, expected):
