@@ -89,6 +89,20 @@ def warm_default(n_rows: int = 300, n_features: int = 4) -> list[str]:
     return done
 
 
+def warm_projection(n_rows: int = 40, n_features: int = 4) -> list[str]:
+    """Compile (or load from the cache) the code of a projection through a Gaussian model whose rows are
+    float32 and float64: one KHA pass over ``n_rows`` rows of each, and a projection of two float64 rows
+    through it. What a process that projects small models itself (an API process) needs before its first
+    projection, which would otherwise load it with the interpreter lock held. Returns the runs done."""
+    X = np.random.default_rng(0).normal(size=(n_rows, n_features))
+    done = []
+    for dtype in (np.float32, np.float64):
+        model = KernelHebbianPCA(n_components=2, solver="kha", passes=1, solver_params={"init": "random"})
+        model.fit(X.astype(dtype)).transform(X[:2])
+        done.append(f"projection/{np.dtype(dtype).name}")
+    return done
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m kpca.warmup [--part autoencoders|others]``: compile a part of the kernels (all by
     default) into numba's cache and say how many fits ran."""

@@ -38,7 +38,9 @@ class Settings(BaseSettings):
         are one process whatever it says.
     warm_workers : every dask worker loads the default fit's and serving's
         jitted code when it starts (``KPCA_WARM_WORKERS``, default true), so
-        that the first fit does not; the test suite turns it off.
+        that the first fit does not, and every API process that projects small
+        models itself loads a projection's before it answers; the test suite
+        turns it off.
     api_threads, api_wait_threads : threads of each API process for short blocking steps, and for waits
         on the cluster (`service.threads`): the waits sleep until the workers answer, and have threads of
         their own, so that no number of them can take the threads that the short steps need.
@@ -160,7 +162,7 @@ class Settings(BaseSettings):
     api_processes: int | None = Field(default=None, ge=1, le=64, description="processes answering requests, "
                                       "on one socket, clients of one dask cluster; unset: one per core, at most 4")
     warm_workers: bool = Field(default=True, description="dask workers load the default fit's and serving's "
-                               "jitted code when they start")
+                               "jitted code when they start, API processes a projection's")
     api_threads: int = Field(default=40, ge=1, description="threads of each API process for short blocking steps "
                              "(parsing, checks, reads, writes, small projections; service.threads)")
     api_wait_threads: int = Field(default=64, ge=1, description="threads of each API process that wait for "

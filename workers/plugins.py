@@ -84,6 +84,23 @@ class QuietHeartbeatFailures(WorkerPlugin):
             logger.addFilter(HeartbeatFailureLine())
 
 
+def warm_projections_here() -> bool:
+    """Load the jitted code of a projection in this process now (`kpca.warmup.warm_projection`), as each
+    worker does at its start (`WarmKernels`): for an API process that projects small models itself, whose
+    first ``/project`` would otherwise load it with the interpreter lock held, and every request of the
+    process with it. Whether it ran; a failure is logged, never raised (the first projection then loads
+    the code instead). Blocking: call it from a thread."""
+    try:
+        from kpca.warmup import warm_projection
+
+        warm_projection()
+    except Exception as exc:  # a warm-up never stops a start
+        logging.getLogger(__name__).warning("loading a projection's jitted code failed (%s: %s); the first "
+                                            "/project will load it", type(exc).__name__, exc)
+        return False
+    return True
+
+
 class WarmKernels(WorkerPlugin):
     """A dask worker plugin that loads the default fit's and serving's jitted code when a worker starts
     (`kpca.warmup.warm_default`), in a thread of its own so that the worker starts at once: a fresh

@@ -39,3 +39,16 @@ def test_a_warmed_worker_has_the_default_fits_code_before_its_first_fit(tmp_path
     with Backend(tmp_path, n_workers=1) as cold:  # not asked: nothing runs, nothing is compiled
         assert set(cold.client.run(warm_state).values()) == {None}
         assert set(cold.client.run(compiled, "float32").values()) == {False}
+
+
+def test_an_api_process_loads_a_projections_code_before_its_first_request():
+    """`workers.plugins.warm_projections_here`, which each API process runs at its start (with
+    KPCA_WARM_WORKERS, where it projects small models itself), leaves a fresh process with serving's
+    Gaussian code loaded: the first /project then loads nothing with the interpreter lock held."""
+    import subprocess
+    import sys
+
+    code = ("from tests.workers.test_warm_up import compiled; from workers.plugins import warm_projections_here; "
+            "print(compiled('float64'), warm_projections_here(), compiled('float64'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split() == ["False", "True", "True"], out.stderr[-2000:]
