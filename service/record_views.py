@@ -23,9 +23,7 @@ class RecordViews:
     """Encoded public views of job records by ``(kind, name)``, each under the signature it was made at."""
 
     def __init__(self, max_views: int = MAX_VIEWS):
-        self.max_views = max_views
         self._views = KeptBySignature(max_views)
-        self.hits = self.misses = 0
 
     def kept(self, registry, name: str) -> bytes | None:
         """The kept view of the current record of ``name``, or None when it was written since (or never
@@ -42,13 +40,9 @@ class RecordViews:
             return body
         body = render(registry.get(name))  # read after the signature was taken (module note)
         self._views.put((registry.kind, name), signature, body)
-        self.misses += 1
         return body
 
     def _lookup(self, registry, name: str) -> tuple[tuple, bytes | None]:
         """``(signature, kept view or None)`` of the record of ``name`` now. One ``stat``."""
         signature = registry.signature(name)
-        body = self._views.get((registry.kind, name), signature)
-        if body is not None:
-            self.hits += 1
-        return signature, body
+        return signature, self._views.get((registry.kind, name), signature)
