@@ -58,8 +58,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                       local_projections=(settings.local_projection_values, settings.local_projection_work),
                       warm_workers=settings.warm_workers)
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
-    if settings.warm_workers and settings.local_projection_values > 0:  # small projections run here: their
-        await run_in_threadpool(warm_projections_here)  # jitted code loaded before the first request, not in it
+    # Small projections run in this process: their jitted code loaded before the first request, not in it.
+    if settings.warm_workers and settings.local_projection_values > 0:
+        await run_in_threadpool(warm_projections_here)
     app.state.backend = backend
     # What the imports and the start made lives as long as the process: kept out of the collector's full
     # collections, which otherwise scan it all with the event loop stopped (about 0.1 s on an idle 2-core
