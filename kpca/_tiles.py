@@ -216,27 +216,38 @@ def _pool_of(threads: int) -> ThreadPoolExecutor:
 
 
 @numba.njit(inline="always", fastmath=FASTMATH_FLAGS)
-def _squared_distance(xi, yj, g, zero):
-    """``max(|x|^2 + |y|^2 - 2 <x, y>, 0)``: clipped, as rounding can make it negative."""
-    return max(xi + yj - (g + g), zero)
+def _squared_distance(xi, yj, g, zero, rounding):
+    """``|x|^2 + |y|^2 - 2 <x, y>``, or 0 where it is below its own rounding (``rounding`` times ``|x|^2 +
+    |y|^2``, `_rounding`; negative values included): a point's distance to itself comes out 0, not the
+    residue of the GEMM's rounding, whose square root the Laplacian kernel would turn into a distance."""
+    d = xi + yj - (g + g)
+    return d if d > rounding * (xi + yj) else zero
+
+
+@numba.njit(inline="always")
+def _rounding(T, zero):
+    """64 machine epsilons of the tile's precision, in that precision (`_squared_distance`)."""
+    return zero + np.float32(64.0) * np.finfo(T.dtype).eps
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
 def gaussian_tile(T, out, r0, c0, xn, yn, a, c, scale):
     zero = scale - scale  # in the tile's precision
+    rounding = _rounding(T, zero)
     for i in range(T.shape[0]):
         t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
         for j in range(t.shape[0]):
-            o[j] = exp_nonpositive(scale * _squared_distance(xi, yn[j], t[j], zero)) + (ai + c[j])
+            o[j] = exp_nonpositive(scale * _squared_distance(xi, yn[j], t[j], zero, rounding)) + (ai + c[j])
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
 def laplacian_tile(T, out, r0, c0, xn, yn, a, c, scale):
     zero = scale - scale
+    rounding = _rounding(T, zero)
     for i in range(T.shape[0]):
         t, o, xi, ai = T[i], out[r0 + i, c0 : c0 + T.shape[1]], xn[i], a[i]
         for j in range(t.shape[0]):
-            o[j] = exp_nonpositive(scale * np.sqrt(_squared_distance(xi, yn[j], t[j], zero))) + (ai + c[j])
+            o[j] = exp_nonpositive(scale * np.sqrt(_squared_distance(xi, yn[j], t[j], zero, rounding))) + (ai + c[j])
 
 
 @numba.njit(nogil=True, cache=True)

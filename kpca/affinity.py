@@ -195,8 +195,8 @@ class AffinityRows(KernelRows):
         """``M[indices, :]`` of shape (b, l). Cost one pass, ``2 b l n`` flops + O(b l)."""
         indices = np.asarray(indices)
         s = self._scales()
-        X = self.take(indices)
-        K = self.raw_block(X, None if self._sqnorms is None else self._sqnorms[indices])
+        X = self.take_local(indices)
+        K = self.local_block(X, None if self._sqnorms is None else self._sqnorms[indices])
         K *= s[indices, None]
         K *= s[None, :]
         fix = self._diagonal_fix(indices, X)
@@ -207,7 +207,7 @@ class AffinityRows(KernelRows):
     def square(self, indices: np.ndarray) -> np.ndarray:
         """``M[indices][:, indices]`` of shape (b, b) from the b points alone. Cost ``2 b^2 n`` flops."""
         indices = np.asarray(indices)
-        X = self.take(indices)
+        X = self.take_local(indices)
         xn = None if self._sqnorms is None else self._sqnorms[indices]
         s = self._scales()[indices]
         out = kernel_block_into(np.empty((indices.size, indices.size), dtype=self.dtype), 0, X, X, self.kernel, xn, xn)
@@ -230,7 +230,7 @@ class AffinityRows(KernelRows):
         if out.shape != (C.shape[0], self.n_rows) or C.shape[1] != indices.size:
             raise ValueError(f"out, C: expected shapes ({C.shape[0]}, {self.n_rows}) and ({C.shape[0]}, "
                              f"{indices.size}), got {out.shape} and {C.shape}")
-        X = self.take(indices)
+        X = self.take_local(indices)
         xn = None if self._sqnorms is None else self._sqnorms[indices]
         product = np.zeros(out.shape, dtype=out.dtype)
         scaled = np.ascontiguousarray(C * s[indices][None, :])
@@ -261,7 +261,7 @@ class AffinityRows(KernelRows):
         ``[(diag(s) M)^T; 1^T] K(data, X)`` are accumulated data chunk by data chunk with the fused tile
         product (the new points' degrees ``d(x)`` are the last row), then divided by ``sqrt(d(x))``.
         Cost one pass, ``2 b l (n + d)`` flops; memory O(b d) besides the tiles."""
-        X = np.ascontiguousarray(X, dtype=self.compute_dtype)
+        X = self.to_local(X)
         s = 1.0 / np.sqrt(self.degrees)
         C = np.vstack([(np.asarray(M, dtype=np.float64) * s[:, None]).T, np.ones((1, self.n_rows))])
         acc = np.zeros((C.shape[0], X.shape[0]))

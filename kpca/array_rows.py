@@ -63,7 +63,9 @@ def _kernel_map(xp, spec: KernelSpec, G, xn, yn):
     """The kernel values of a block from its Gram matrix ``G = X Y^T`` (and the squared norms of a
     radial kernel's arguments), elementwise in ``xp`` (`kpca.kernels.KERNELS`' formulas)."""
     if spec.type in ("gaussian", "laplacian"):
-        d2 = xp.clip(xn[:, None] + yn[None, :] - 2.0 * G, 0.0, None)
+        norms = xn[:, None] + yn[None, :]
+        d2 = norms - 2.0 * G  # below its own rounding it is 0, as in the numba tiles (`kpca._tiles`)
+        d2 = xp.where(d2 > (64 * float(xp.finfo(G.dtype).eps)) * norms, d2, 0.0)
         if spec.type == "gaussian":
             return xp.exp(d2 * (-0.5 / spec.sigma**2))
         return xp.exp(xp.sqrt(d2) * (-1.0 / spec.sigma))
@@ -105,7 +107,7 @@ class ArrayRows(KernelRows):
         """The data and its squared norms on the device (copied on first use)."""
         if self._device_data is None:
             xp = self.xp
-            host = np.concatenate([chunk for _, chunk in self.chunks()]).astype(self.compute_dtype, copy=False)
+            host = np.concatenate([chunk for _, chunk in self.chunks(local=True)]).astype(self.compute_dtype, copy=False)
             Y = xp.asarray(host)
             self._device_data = (Y, xp.sum(Y * Y, axis=1))
         return self._device_data

@@ -229,9 +229,10 @@ def shadow_estimate(rows, epsilon: float, max_centres: int | None = None) -> Red
     O(m n) memory, one read of every chunk.
     """
     shadow = ShadowSet(epsilon, rows.n_features, max_centres)
-    for _, Y in rows.chunks():
+    for _, Y in rows.chunks(local=True):  # distances from local coordinates (`kpca.rows`): no offset to cancel
         shadow.add(Y)
-    return shadow.result()
+    found = shadow.result()
+    return ReducedSet(np.asarray(rows.from_local(found.centres), dtype=np.float64), found.counts, found.epsilon)
 
 
 def uniform_subset(n_rows: int, size: int, seed: int) -> np.ndarray:
@@ -278,13 +279,14 @@ def kmeans_estimate(rows, n_centres: int, seed: int, passes: int) -> ReducedSet:
 
     m = int(n_centres)
     rng = np.random.default_rng([seed, 5])
-    sample = np.asarray(rows.sample(max(KMEANS_INIT_ROWS, 5 * m), seed), dtype=np.float64)
+    # distances from local coordinates (`kpca.rows`), the centroids back in the data's at the end
+    sample = rows.to_local(rows.sample(max(KMEANS_INIT_ROWS, 5 * m), seed), np.float64)
     start, _ = kmeans_plusplus(sample, m, random_state=int(rng.integers(2**31)))
     batch = max(2 * m, 1024)
     km = MiniBatchKMeans(m, init=start, n_init=1, batch_size=batch, random_state=int(rng.integers(2**31)))
     held: list[np.ndarray] = []
     for _ in range(int(passes)):
-        for _, Y in rows.chunks():
+        for _, Y in rows.chunks(local=True):
             held.append(np.asarray(Y, dtype=np.float64))
             if sum(h.shape[0] for h in held) >= batch:
                 km.partial_fit(np.concatenate(held))
@@ -296,13 +298,13 @@ def kmeans_estimate(rows, n_centres: int, seed: int, passes: int) -> ReducedSet:
     norms = squared_norms(centres)
     sums = np.zeros_like(centres)
     counts = np.zeros(m)
-    for _, Y in rows.chunks():
+    for _, Y in rows.chunks(local=True):
         Y = np.asarray(Y, dtype=np.float64)
         labels = nearest_centres(Y, centres, norms)
         np.add.at(sums, labels, Y)
         counts += np.bincount(labels, minlength=m)
     kept = counts > 0
-    return ReducedSet(sums[kept] / counts[kept, None], counts[kept])
+    return ReducedSet(np.asarray(rows.from_local(sums[kept] / counts[kept, None]), dtype=np.float64), counts[kept])
 
 
 def herding_estimate(rows, n_centres: int) -> ReducedSet:

@@ -10,11 +10,25 @@ matrix on the left (`KernelRows.left_product`) costs the same pass and
 
 The centring (seed 000 eq. 4-5) lives in `kpca.centering`; `Centering` and `center_block` are
 imported here as well.
+
+*An origin for translation-invariant kernels.* A radial kernel (Gaussian, Laplacian) depends on
+``||x - y||`` only, and its tiles form ``||x||^2 + ||y||^2 - 2 <x, y>`` (one GEMM). Far from the
+origin that is a difference of large numbers: rows at distance 3 from each other but 1e4 from 0
+lose 14 of float64's 16 digits there, and every digit of float32's. `KernelRows` therefore keeps its
+rows as ``x - o`` for an origin o near the data (`default_origin`: the mean of the first chunk;
+the same distances, so the same kernel values, to rounding that is now relative to the data's spread).
+Every kernel computed from its rows is computed from these *local* coordinates: its cached chunks,
+`points`, `points_left_product`, and the tiles of `block`, `left_product` and the centring pass.
+What it hands out as data (`take`, `chunks`, `sample`) and what it takes as new points
+(`raw_block`, `transform_block`) are in the data's own coordinates, converted at that boundary
+(`to_local`; float64 when there is an origin). Dot-product kernels have no such invariance and no
+origin.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +54,22 @@ def default_cache_bytes() -> int:
     except (ValueError, OSError, AttributeError):
         ram = 2**32
     return max(64 * 2**20, ram // 16)
+
+
+ORIGIN_ROWS = 1024  # rows whose mean is the default origin (`default_origin`)
+
+
+def default_origin(source, kernel: KernelSpec) -> np.ndarray | None:
+    """The origin of `KernelRows`' local coordinates (module docstring): for a translation-invariant
+    (radial) kernel, the float64 mean of the first `ORIGIN_ROWS` rows of ``source``, a point near the
+    data that any process opening the same source finds again, however it chunks it; None for a
+    dot-product kernel. Cost: those rows' reads, O(ORIGIN_ROWS n)."""
+    if not kernel.kernel.radial or source.shape[0] == 0:
+        return None
+    rows, step = min(ORIGIN_ROWS, int(source.shape[0])), default_chunk_rows(source)  # read as the source is chunked
+    first = np.concatenate([np.asarray(source[a : min(a + step, rows)], dtype=np.float64) for a in range(0, rows, step)])
+    # correctly rounded sums (math.fsum): the same origin, bit for bit, however the rows were read
+    return np.array([math.fsum(column) for column in first.T]) / rows
 
 
 def default_chunk_rows(source) -> int:
@@ -74,13 +104,18 @@ class KernelRows:
     prefetch : bool, default True
         While one chunk's kernel block is computed, read the next chunk in a
         background thread (zarr decompression releases the GIL).
+    origin : ndarray of shape (n,), None or "auto" (default)
+        Origin of the local coordinates (module docstring): "auto" is
+        `default_origin`; None keeps the data's coordinates. The shards of one
+        fit are given the same origin (`kpca.shards.make_group`), since they
+        exchange points in local coordinates.
 
     Cost: `block` of b rows is ``2 b l n`` flops (GEMMs) plus ``O(b l)``;
     `fit_centering` is one pass of all l rows, ``2 l^2 n`` flops.
     """
 
     def __init__(self, source, kernel: KernelSpec, dtype=np.float64, chunk_rows: int | None = None,
-                 cache_bytes: int | None = None, prefetch: bool = True, compute_dtype=None):
+                 cache_bytes: int | None = None, prefetch: bool = True, compute_dtype=None, origin="auto"):
         if len(source.shape) != 2:
             raise ValueError(f"data: expected a 2-D array, got shape {source.shape}")
         self.source = source
@@ -96,9 +131,14 @@ class KernelRows:
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cached_bytes = 0
         self.centering: Centering | None = None
+        if isinstance(origin, str) and origin == "auto":
+            origin = default_origin(source, kernel)
+        self.origin = None if origin is None else np.ascontiguousarray(origin, dtype=np.float64)
+        if self.origin is not None and self.origin.shape != (self.n_features,):
+            raise ValueError(f"origin: expected shape ({self.n_features},), got {self.origin.shape}")
         self._sqnorms = None
         if kernel.needs_norms:
-            self._sqnorms = np.concatenate([squared_norms(c) for _, c in self.chunks()])
+            self._sqnorms = np.concatenate([squared_norms(c) for _, c in self.chunks(local=True)])
 
     # -- data access -------------------------------------------------------
     @property
@@ -106,9 +146,24 @@ class KernelRows:
         return -(-self.n_rows // self.chunk_rows)
 
     def _read(self, c: int) -> np.ndarray:
-        """Chunk c from the source, converted to ``compute_dtype`` (no caching; thread-safe)."""
+        """Chunk c from the source in local coordinates, converted to ``compute_dtype`` (no caching;
+        thread-safe)."""
         a = c * self.chunk_rows
-        return np.ascontiguousarray(self.source[a : min(a + self.chunk_rows, self.n_rows)], dtype=self.compute_dtype)
+        return self.to_local(self.source[a : min(a + self.chunk_rows, self.n_rows)])
+
+    def to_local(self, X, dtype=None) -> np.ndarray:
+        """Points X (b, n) of the data's coordinates in local ones (``X - origin``, module docstring),
+        C-contiguous in ``dtype`` (default ``compute_dtype``); the subtraction is done in float64.
+        O(b n)."""
+        dtype = self.compute_dtype if dtype is None else np.dtype(dtype)
+        if self.origin is None:
+            return np.ascontiguousarray(X, dtype=dtype)
+        return np.ascontiguousarray(np.asarray(X, dtype=np.float64) - self.origin, dtype=dtype)
+
+    def from_local(self, X) -> np.ndarray:
+        """Local points back in the data's coordinates: float64 ``X + origin`` (X itself, as it is,
+        without an origin). O(b n)."""
+        return X if self.origin is None else np.asarray(X, dtype=np.float64) + self.origin
 
     def _remember(self, c: int, data: np.ndarray) -> np.ndarray:
         self.reads += 1
@@ -127,12 +182,17 @@ class KernelRows:
             return hit
         return self._remember(c, self._read(c))
 
-    def chunks(self):
-        """Yield ``(start, rows)`` for every chunk of the source, in order.
+    def chunks(self, local: bool = False):
+        """Yield ``(start, rows)`` for every chunk of the source, in order: in the data's coordinates
+        (`from_local`), or with ``local`` in local ones as the kernels see them (``compute_dtype``).
 
         With ``prefetch``, the next uncached chunk is read in a background
         thread while the caller works on the current one.
         """
+        if not local and self.origin is not None:
+            for start, data in self.chunks(local=True):
+                yield start, self.from_local(data)
+            return
         pending = None
         for c in range(self.n_chunks):
             if pending is not None:
@@ -169,7 +229,7 @@ class KernelRows:
             picked.append(data)
             held += data.shape[0]
         rows = np.concatenate(picked)
-        return rows[np.sort(rng.choice(rows.shape[0], size=size, replace=False))]
+        return self.from_local(rows[np.sort(rng.choice(rows.shape[0], size=size, replace=False))])
 
     def resolve_kernel(self, size: int = AUTO_SAMPLE_ROWS, seed: int = 0) -> KernelSpec:
         """Set every ``"auto"`` kernel parameter from a fixed-seed `sample` of the data
@@ -180,7 +240,13 @@ class KernelRows:
         return self.kernel
 
     def take(self, indices: np.ndarray) -> np.ndarray:
-        """Data rows ``source[indices]`` of shape (b, n) in ``compute_dtype``."""
+        """Data rows ``source[indices]`` of shape (b, n) in the data's coordinates: ``compute_dtype``, or
+        float64 where there is an origin (`from_local`)."""
+        return self.from_local(self.take_local(indices))
+
+    def take_local(self, indices: np.ndarray) -> np.ndarray:
+        """Data rows ``source[indices]`` (b, n) in local coordinates and ``compute_dtype``: what the kernel
+        tiles take."""
         indices = np.asarray(indices)
         out = np.empty((indices.size, self.n_features), dtype=self.compute_dtype)
         chunk_of = indices // self.chunk_rows
@@ -190,11 +256,16 @@ class KernelRows:
         return out
 
     # -- kernel rows --------------------------------------------------------
-    def raw_block(self, X: np.ndarray, x_sqnorms: np.ndarray | None = None,
-                  row_shift: np.ndarray | None = None, col_shift: np.ndarray | None = None) -> np.ndarray:
-        """Kernel rows ``K(X, data)`` of shape (b, l), plus ``row_shift[i] + col_shift[j]``
-        if given (shapes (b,) and (l,)). One pass over the data; each chunk's block
-        is written in place (`kpca.kernels.kernel_block_into`)."""
+    def raw_block(self, X: np.ndarray) -> np.ndarray:
+        """Kernel rows ``K(X, data)`` of shape (b, l) of points X (b, n) in the data's coordinates. One
+        pass over the data (`local_block`)."""
+        return self.local_block(self.to_local(X))
+
+    def local_block(self, X: np.ndarray, x_sqnorms: np.ndarray | None = None,
+                    row_shift: np.ndarray | None = None, col_shift: np.ndarray | None = None) -> np.ndarray:
+        """Kernel rows ``K(X, data)`` of shape (b, l) of points X in local coordinates, plus ``row_shift[i]
+        + col_shift[j]`` if given (shapes (b,) and (l,)). One pass over the data; each chunk's block is
+        written in place (`kpca.kernels.kernel_block_into`)."""
         X = np.ascontiguousarray(X, dtype=self.compute_dtype)
         if self.kernel.needs_norms and x_sqnorms is None:
             x_sqnorms = squared_norms(X)
@@ -205,8 +276,8 @@ class KernelRows:
         return out
 
     def _chunks_with_norms(self):
-        """`chunks`, each with its rows' squared norms (None if the kernel needs none)."""
-        for start, Y in self.chunks():
+        """`chunks` in local coordinates, each with its rows' squared norms (None if the kernel needs none)."""
+        for start, Y in self.chunks(local=True):
             yield start, Y, None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
 
     def restore_centering(self, state: dict) -> Centering:
@@ -247,7 +318,7 @@ class KernelRows:
         diag_sum = 0.0
         for a in range(0, self.n_rows, block_size):
             idx = np.arange(a, min(a + block_size, self.n_rows))
-            X = self.take(idx)
+            X = self.take_local(idx)
             xn = None if self._sqnorms is None else self._sqnorms[idx]
             C = np.ascontiguousarray(left[:, idx], dtype=self.dtype)
             for start, Y, yn in self._chunks_with_norms():
@@ -265,21 +336,21 @@ class KernelRows:
     def block(self, indices: np.ndarray) -> np.ndarray:
         """Centred training kernel rows ``K'[indices, :]`` of shape (b, l). Eq. 5."""
         X, xn, row_shift = self._training_points(indices)
-        return self.raw_block(X, xn, row_shift, -self.centering.column_means)
+        return self.local_block(X, xn, row_shift, -self.centering.column_means)
 
     def points(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Data rows ``source[indices]`` (b, n) in ``compute_dtype`` and their squared norms (b,), None
-        if the kernel needs none: what `points_left_product` takes."""
+        """Data rows ``source[indices]`` (b, n) in local coordinates and ``compute_dtype``, and their squared
+        norms (b,), None if the kernel needs none: what `points_left_product` takes."""
         indices = np.asarray(indices)
-        return self.take(indices), None if self._sqnorms is None else self._sqnorms[indices]
+        return self.take_local(indices), None if self._sqnorms is None else self._sqnorms[indices]
 
     def _training_points(self, indices: np.ndarray):
-        """Data rows ``source[indices]``, their squared norms (or None) and the row shifts
+        """Data rows ``source[indices]`` in local coordinates, their squared norms (or None) and the row shifts
         ``m_bar - m[i]`` that fold eq. 5 into the kernel pass: ``K'[i, j] = K[i, j] + (m_bar - m[i]) - m[j]``."""
         c = self._require_centering()
         indices = np.asarray(indices)
         xn = None if self._sqnorms is None else self._sqnorms[indices]
-        return self.take(indices), xn, (c.grand_mean - c.column_means[indices]).astype(self.dtype)
+        return self.take_local(indices), xn, (c.grand_mean - c.column_means[indices]).astype(self.dtype)
 
     def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
                      start: np.ndarray | None = None) -> np.ndarray:
@@ -303,7 +374,7 @@ class KernelRows:
         ``B[i, j] = k(X[i], x_j) + row_shift[i] - m[j]`` over this source's rows x_j (without ``- m[j]``
         if not ``centred``, and without any shift when ``row_shift`` is None).
 
-        ``X`` (b, n) in ``compute_dtype`` with squared norms ``x_sqnorms`` (b,) where the kernel needs
+        ``X`` (b, n) in local coordinates (`points`, `to_local`) and ``compute_dtype`` with squared norms ``x_sqnorms`` (b,) where the kernel needs
         them; ``C`` (d, b) is used in its own dtype (`left_product` casts it to the rows'). A shard of a
         sharded fit (`kpca.shards`) multiplies the block's points, rows of other shards, against its
         own rows with it. Cost as `left_product`. Returns ``out``.

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_block_into
-from kpca.rows import Centering, KernelRows
+from kpca.rows import Centering, KernelRows, default_origin
 from kpca.shard_ritz import RitzGroup, RitzShard
 from kpca.solvers._blocked import _scatter_add
 from kpca.solvers._sharded import SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate
@@ -362,7 +362,10 @@ def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str,
                **rows_options) -> ShardGroup:
     """A group of shards over ``data[first:stop]`` for each of ``bounds`` (`shard_bounds`), with no
     state yet (`split_state` or `sharded_centering` then fills it), reducing per ``unit_rows`` rows
-    (`Shard`; default per shard). ``rows_options`` go to KernelRows."""
+    (`Shard`; default per shard). ``rows_options`` go to KernelRows; the shards share one origin, the
+    whole data's (`kpca.rows.default_origin`, unless ``origin`` is given), since they exchange points."""
+    if "origin" not in rows_options:
+        rows_options["origin"] = default_origin(data, kernel)
     shards = [Shard(KernelRows(data[first:stop], kernel, **rows_options), first, unit_rows) for first, stop in bounds]
     return ShardGroup(shards, kernel, n_components, state_rows(n_components, solver), rows_dtype=shards[0].rows.dtype)
 

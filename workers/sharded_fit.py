@@ -107,7 +107,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
                              dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
                              precision=job.request(record).kernel_precision(l), unit_rows=unit,
                              n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
-                             kind=registry.kind, running=running_fits(registry.root))
+                             kind=registry.kind, running=running_fits(registry.root), origin=rows.origin)
     try:
         latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK

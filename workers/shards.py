@@ -92,6 +92,9 @@ class ShardActor(Shard):
         The reduction unit (`kpca.shards.reduction_unit`).
     kind_folder, kind : str
         The job registry's folder and kind (`store.jobs.registry.JobRegistry`): where the checkpoints are.
+    origin : list of float or None
+        The origin of the rows' local coordinates (`kpca.rows.KernelRows`), the coordinator's: the
+        shards exchange points in them.
     share : int
         What shares its machine's cores: the fit's shards on that machine times the fits running. Its
         kernel tiles run on ``cores // share`` threads (`workers.placement.fit_threads`), so the shards of
@@ -99,11 +102,13 @@ class ShardActor(Shard):
     """
 
     def __init__(self, data_dir: str, dataset: str, version: int, kernel: dict, precision: str, first: int,
-                 stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model", share: int = 1):
+                 stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model", share: int = 1,
+                 origin: list | None = None):
         source = RowWindow(DatasetStore(data_dir).open_array(dataset, version), int(first), int(stop))
         dtype = np.dtype(precision)
-        super().__init__(KernelRows(source, KernelSpec.from_dict(kernel), dtype=dtype, compute_dtype=dtype), first,
-                         unit_rows)
+        super().__init__(KernelRows(source, KernelSpec.from_dict(kernel), dtype=dtype, compute_dtype=dtype,
+                                    origin=None if origin is None else np.asarray(origin, dtype=np.float64)),
+                         first, unit_rows)
         self._checkpoints = CheckpointStore(data_dir, kind_folder, kind)
         self.threads = fit_threads(machine_cores(), share)
 
@@ -183,7 +188,8 @@ class ActorGroup(ShardGroup):
     @classmethod
     def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int,
               kernel: KernelSpec, precision: str, unit_rows: int, n_components: int, d: int,
-              kind_folder: str = "models", kind: str = "model", running: int = 1) -> "ActorGroup":
+              kind_folder: str = "models", kind: str = "model", running: int = 1,
+              origin: np.ndarray | None = None) -> "ActorGroup":
         """One `ShardActor` per ``(address, bounds)``, created on that worker (and only there); ``running``
         fits share the cores (this one included), and each machine's cores are split among the shards
         on it (`ShardActor`'s ``share``). No address is `ShardLost`: the coordinator looks for workers
@@ -194,7 +200,7 @@ class ActorGroup(ShardGroup):
         hosts = [host_of(address) for address in addresses]
         futures = [client.submit(ShardActor, data_dir, dataset, version, kernel.to_dict(), precision, first, stop,
                                  unit_rows, kind_folder, kind, max(1, running) * hosts.count(hosts[i]),
-                                 actor=True, workers=[address],
+                                 None if origin is None else [float(v) for v in origin], actor=True, workers=[address],
                                  allow_other_workers=False, pure=False, key=f"shard-{tag}-{i}")
                    for i, (address, (first, stop)) in enumerate(zip(addresses, bounds))]
         try:

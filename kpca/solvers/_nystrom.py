@@ -75,15 +75,16 @@ from kpca.solvers._ritz import whitening
 
 def landmark_moments(rows, landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """One streaming pass: ``m_S = mean_i k_S(x_i)`` (m,), ``M = mean_i k_S(x_i) k_S(x_i)^T`` (m, m) and
-    ``mean_i k(x_i, x_i)``, all float64. Cost O(l m (n + m)); memory O(m^2) plus a block of
-    kernel values (never l x m)."""
+    ``mean_i k(x_i, x_i)``, all float64, the kernel values from the rows' local coordinates
+    (`kpca.rows.KernelRows.to_local`; ``landmarks`` in the data's). Cost O(l m (n + m)); memory O(m^2)
+    plus a block of kernel values (never l x m)."""
     kernel = rows.kernel
-    S = np.ascontiguousarray(landmarks, dtype=np.float64)
+    S = rows.to_local(landmarks, np.float64)
     s_norms = squared_norms(S)
     m = S.shape[0]
     total, M, diagonal = np.zeros(m), np.zeros((m, m)), 0.0
     step = max(1, BLOCK_ENTRIES // m)
-    for _, Y in rows.chunks():
+    for _, Y in rows.chunks(local=True):
         Y = np.ascontiguousarray(Y, dtype=np.float64)
         diagonal += float(kernel_diagonal(Y, kernel).sum())
         for a in range(0, Y.shape[0], step):
@@ -153,7 +154,8 @@ def _fit(rows, n_components: int, params: dict, context: FitContext, report=None
     S = uniform_subset(rows.n_rows, params["landmarks"], params["seed"])
     landmarks = np.ascontiguousarray(rows.take(S), dtype=np.float64)
     mean_row, M, mean_diagonal = landmark_moments(rows, landmarks)
-    W = kernel_block(landmarks, landmarks, rows.kernel)
+    local = rows.to_local(landmarks, np.float64)
+    W = kernel_block(local, local, rows.kernel)
     W = 0.5 * (W + W.T)
     nu, A, AK, b = ritz_landmark_components(W, mean_row, M, n_components)
     centering = Centering.weighted(W, b, normalize=False)

@@ -157,7 +157,7 @@ def test_float32_compute_with_float64_rows(rng):
     exact.fit_centering(), mixed.fit_centering()
     idx = rng.permutation(700)[:90]
     K = mixed.block(idx)
-    assert K.dtype == np.float64 and mixed.take(idx).dtype == np.float32
+    assert K.dtype == np.float64 and mixed.take_local(idx).dtype == np.float32
     np.testing.assert_allclose(K, exact.block(idx), atol=2e-6)
 
 
