@@ -14,7 +14,8 @@ and scores what it serves against the dense reference:
 * ``eigenvalue_error = max_i |mu_i - lambda_i| / lambda_1`` over the served eigenvalues;
 * a verdict (`verdict`): ``right`` (within the configuration's promise, `promise`), ``warned`` (not,
   and the model's ``warnings_`` say so with a figure), ``refused`` (a clear error naming what to
-  change), or ``silently wrong``: the one verdict the suite exists to rule out.
+  change), ``crashed`` (any other exception: a bug), or ``silently wrong``: the one verdict the suite
+  exists to rule out.
 
 The reference is computed so that it is right where a solver could go wrong: radial kernels from the
 centred rows (translation invariance) as ``expm1`` of the distances (K minus its constant diagonal,
@@ -234,6 +235,9 @@ def audit(case: Case, config: Config) -> Outcome:
     except (ParamError, Degenerate, ValueError) as exc:
         out.error = f"{type(exc).__name__}: {exc}"
         return out
+    except Exception as exc:  # noqa: BLE001 - a crash is a verdict of its own
+        out.error = f"crashed: {type(exc).__name__}: {exc}"
+        return out
     sigma = model.kernel_.get("sigma")
     Kc, lam = reference(case, sigma)
     Z = model.transform(case.X)
@@ -258,7 +262,7 @@ def verdict(outcome: Outcome, config: Config, benign: Outcome | None) -> str:
     truth by more than the promise is wrong whatever the configuration (no solver here may serve a
     variance the rows do not have)."""
     if outcome.error is not None:
-        return "refused"
+        return "crashed" if outcome.error.startswith("crashed") else "refused"
     excess_bound, eigenvalue_bound = promise(config, benign)
     above = outcome.eigenvalue_excess > max(EIGENVALUE_PROMISE, 1e-6)
     if outcome.excess <= excess_bound and outcome.eigenvalue_error <= eigenvalue_bound and not above:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 from bench._adversarial import CONFIGS, run_suite  # noqa: E402
 from bench._common import save  # noqa: E402
 
-MARKS = {"right": "right", "warned": "warned", "refused": "refused", "silently wrong": "**WRONG**"}
+MARKS = {"right": "right", "warned": "warned", "refused": "refused", "crashed": "CRASH", "silently wrong": "**WRONG**"}
 
 
 def table(outcomes) -> str:

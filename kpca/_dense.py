@@ -35,9 +35,21 @@ def sized_blas(order: int):
 
 def eigh(a: np.ndarray, **options):
     """`scipy.linalg.eigh` of the symmetric ``a`` (n, n) (``options`` passed on: ``subset_by_index``,
-    ``eigvals_only``), BLAS threads by `sized_blas`. Cost O(n^3)."""
+    ``eigvals_only``), BLAS threads by `sized_blas`. A ``subset_by_index`` that LAPACK answers with fewer
+    pairs than asked (its index range on a cluster of equal eigenvalues, such as K' = I - 1 1^T / l, can
+    return none) is answered from the whole decomposition instead. Cost O(n^3)."""
     with sized_blas(a.shape[0]):
-        return scipy.linalg.eigh(a, **options)
+        found = scipy.linalg.eigh(a, **options)
+        subset = options.get("subset_by_index")
+        if subset is None:
+            return found
+        values = found if options.get("eigvals_only") else found[0]
+        if values.shape[0] == subset[1] - subset[0] + 1:
+            return found
+        whole = scipy.linalg.eigh(a, **{k: v for k, v in options.items() if k != "subset_by_index"})
+        if options.get("eigvals_only"):
+            return whole[subset[0] : subset[1] + 1]
+        return whole[0][subset[0] : subset[1] + 1], whole[1][:, subset[0] : subset[1] + 1]
 
 
 def leading_eigh(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,8 +64,9 @@ def leading_eigh(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
     smallest w must be above `RANK_TOL` |w_max| (a rank-deficient a, whose trailing pairs Lanczos finds
     slowly and not uniquely), and no eigenvalue outside their span may exceed the smallest
     (`_none_missed`: Lanczos can miss copies of a multiple eigenvalue, and would then answer the
-    next eigenvalue down in their place); otherwise, or if ARPACK does not converge, LAPACK's `eigh`
-    answers.
+    next eigenvalue down in their place); otherwise, or if ARPACK fails (no convergence, or no shift to
+    apply on a matrix with one eigenvalue of multiplicity n - 1, such as K' = I - 1 1^T / l), LAPACK's
+    `eigh` answers.
     BLAS threads by `sized_blas`. Cost O(n^2 q) per restart, O(n^3) on the fallback.
     """
     n, q = a.shape[0], int(q)
@@ -63,7 +76,7 @@ def leading_eigh(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
     with sized_blas(n):
         try:
             w, V = scipy.sparse.linalg.eigsh(a, k=q, which="LA", tol=0.0, v0=start)
-        except scipy.sparse.linalg.ArpackNoConvergence:
+        except scipy.sparse.linalg.ArpackError:  # no convergence, or no shift to apply (K' = I - 1 1^T / l)
             return eigh(a, subset_by_index=[n - q, n - 1])
         order = np.argsort(w)
         w, V = w[order], V[:, order]
@@ -92,7 +105,7 @@ def _none_missed(a: np.ndarray, V: np.ndarray, least: float, top: float) -> bool
     try:
         outside = scipy.sparse.linalg.eigsh(operator, k=1, which="LA", tol=CHECK_TOL,
                                             v0=np.random.default_rng(1).standard_normal(n), return_eigenvectors=False)
-    except scipy.sparse.linalg.ArpackNoConvergence:
+    except scipy.sparse.linalg.ArpackError:
         return False
     return float(outside[0]) <= least + RESIDUAL_TOL * top
 

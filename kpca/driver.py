@@ -83,7 +83,7 @@ def run_passes(rows, state: dict, passes: int, block_size: int, hooks: PassHooks
     # gain nothing from more, and idle BLAS threads would spin next to the tiles
     with blas_limit(1):
         if state.get("update") == "rayleigh-ritz" and solver.refine is not None:
-            return refine_passes(state, passes, hooks, tol, lambda state: solver.refine(state, rows, block_size))
+            return refine_passes(state, passes, hooks, tol, lambda state: solver.refine(state, rows, block_size, tol=tol))
         if converged(state, tol):
             return dict(state, converged=True), False
         return drive_passes(state, l, passes, block_size, hooks, begin_pass=solver.begin_pass,

@@ -136,8 +136,13 @@ class PreparedFit:
         gets it or is told why not. Empty when it converged, has no such figure or runs every pass
         (``tol`` 0 or None). O(1)."""
         tol, residual = self.params.get("tol"), state.get("residual")
-        if not self.solver.iterative or not tol or residual is None or state.get("converged"):
+        if not self.solver.iterative or not tol or state.get("converged"):
             return []
+        if residual is None:
+            if state.get("update") != "rayleigh-ritz":
+                return []
+            return [f"params.tol {tol:g} not met in {int(state.get('pass', 0))} passes (the last pass moved the fit "
+                    "to float64 and measured no residual): resume the fit with more passes"]
         return [f"params.tol {tol:g} not met in {int(state.get('pass', 0))} passes (relative residual "
                 f"{float(residual):.3g}): resume the fit with more passes, or ask for a larger tol"]
 

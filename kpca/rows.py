@@ -275,6 +275,27 @@ class KernelRows:
             kernel_block_into(out, start, X, Y, self.kernel, x_sqnorms, yn, row_shift, cs)
         return out
 
+    def float64_block(self, indices: np.ndarray) -> np.ndarray:
+        """Raw kernel rows ``K[indices, :]`` (b, l) in float64 computed from the source's data read in float64,
+        whatever the rows' precision: what a float32 pass is checked against
+        (`kpca.solvers._rounding`). Reads the chunks holding ``indices``, then every chunk once, none kept.
+        Cost ``2 b l n`` flops, and one read of the source."""
+        indices = np.asarray(indices)
+        X = np.empty((indices.size, self.n_features))
+        chunk_of = indices // self.chunk_rows
+        for c in np.unique(chunk_of):
+            sel = chunk_of == c
+            X[sel] = self._source_chunk(int(c))[indices[sel] - c * self.chunk_rows]
+        out = np.empty((indices.size, self.n_rows))
+        for c in range(self.n_chunks):
+            kernel_block_into(out, c * self.chunk_rows, X, self._source_chunk(c), self.kernel)
+        return out
+
+    def _source_chunk(self, c: int) -> np.ndarray:
+        """Chunk c read from the source in float64 local coordinates (not cached)."""
+        a = c * self.chunk_rows
+        return self.to_local(self.source[a : min(a + self.chunk_rows, self.n_rows)], np.float64)
+
     def _chunks_with_norms(self):
         """`chunks` in local coordinates, each with its rows' squared norms (None if the kernel needs none)."""
         for start, Y in self.chunks(local=True):
@@ -428,14 +449,16 @@ class KernelRows:
         """Compute the kernel tiles, and hand the rows, in ``dtype`` (float64 or float32) from now on:
         `kpca.fitting.prepare_fit` sets a fit's resolved ``kernel_precision`` on the rows it was given.
         The data chunks kept are dropped (they are kept in the tiles' precision); the centring and the
-        kernel stay. O(l) for the squared norms."""
+        kernel stay. O(l) for the squared norms (a read of the data, O(l n), for a finer precision)."""
         dtype = np.dtype(dtype)
         if dtype == self.dtype and dtype == self.compute_dtype:
             return
+        finer = dtype.itemsize > self.compute_dtype.itemsize
         self.dtype = self.compute_dtype = dtype
         self._cache, self._cached_bytes = OrderedDict(), 0
-        if self._sqnorms is not None:
-            self._sqnorms = self._sqnorms.astype(dtype)
+        if self._sqnorms is not None:  # a finer precision needs the norms of its own rows, not rounded ones
+            self._sqnorms = (np.concatenate([squared_norms(c) for _, c in self.chunks(local=True)]) if finer
+                             else self._sqnorms.astype(dtype))
 
     def _require_centering(self) -> Centering:
         if self.centering is None:

@@ -15,7 +15,7 @@ from kpca.rows import Centering
 from kpca.shards import ShardGroup
 from kpca.solvers import get_solver
 from kpca.solvers._blocked import require_complete
-from kpca.solvers._rayleigh_ritz import GUARD_KEYS, PLAIN_BELOW, kept_directions
+from kpca.solvers._rayleigh_ritz import GUARD_KEYS, PLAIN_BELOW, kept_directions, relative_residuals
 from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
@@ -156,8 +156,8 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) 
         C, points, sqnorms, column_means = group.coefficients(indices, k)
         group.add_images(points, sqnorms, column_means, C)
     mu = group.squared_norms(k)[0]  # ||z_i||^2: the variances of the k components before the pass
-    squared = np.maximum(group.residuals(mu), 0.0)  # ||Q w_i - mu_i w_i||^2
-    residual = float(np.divide(np.sqrt(squared[:r]), mu[:r], out=np.zeros(r), where=mu[:r] > 0).max(initial=0.0))
+    squared = group.residuals(mu)  # ||Q w_i - mu_i w_i||^2, as computed: a negative one is rounding, never 0
+    residual = float(relative_residuals(squared[:r], mu[:r]).max(initial=0.0))
     if group.guards and group.rows_dtype == np.float64 and residual >= PLAIN_BELOW:
         _sharded_accelerated_step(group, mu, squared)
     else:

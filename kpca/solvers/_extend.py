@@ -48,7 +48,7 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     only); ``residual``, the relative
     residual of the reduced model's components measured by the extension's pass
     (`kpca.solvers._rayleigh_ritz.power_step`; its components are orthonormal in feature space),
-    None for ``rskpca`` (whose are not); with ``served`` (<= r), the residual of the first ``served``
+    None for ``rskpca`` (whose are not) and over float32 rows (unchecked); with ``served`` (<= r), the residual of the first ``served``
     components only, the others being guard vectors (`kpca.solvers._rayleigh_ritz`)."""
     r, l = int(n_components), int(rows.n_rows)
     reduced = get_solver(solver_name)
@@ -71,7 +71,10 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     else:
         AK, _ = power_step(rows, A, block_size)
     q = r if served is None else int(served)
-    residual = projections_residual(A[:q], AK[:q])  # the reduced model's components come by variance
+    # the reduced model's components come by variance; over float32 tiles the figure would be unchecked
+    # (`kpca.solvers._rounding` checks a pass's): the first pass measures it instead
+    float32 = np.dtype(getattr(rows, "dtype", np.float64)) != np.float64
+    residual = None if float32 else projections_residual(A[:q], AK[:q])
     if not np.all(np.einsum("ij,ij->i", AK, A) > 0):
         raise Degenerate(f"the {solver_name} start has components without variance on these rows; "
                          "use init 'subset' or 'random'")

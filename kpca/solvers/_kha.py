@@ -304,13 +304,15 @@ def served_components(state: dict):
     return ritz_components(state["A"], state["AK"])
 
 
-USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions", "update")
+USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions", "update", "kernel_precision",
+             "kernel_precision_reason")
 
 
 def used(state: dict) -> dict:
     """What the fit settled on besides its resolved parameters: the gains it runs with (after any
-    reduction by the divergence guard, `damped`, counted in ``gain_reductions``) and the start it
-    took. O(1)."""
+    reduction by the divergence guard, `damped`, counted in ``gain_reductions``), the start it
+    took, and the precision it ran in where a pass moved it to float64 (`kpca.solvers._rounding`, with
+    ``kernel_precision_reason``). O(1)."""
     return {key: state[key] for key in USED_KEYS if key in state}
 
 

@@ -65,7 +65,7 @@ def guard_count(n_components: int, span: int) -> int:
 def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.ndarray, np.ndarray]:
     """``(Z K', residual)`` for the projections ``Z`` (r, l) of the training rows onto orthonormal
     components (module docstring): ``Z K'`` (r, l) from one pass of kernel rows and the relative
-    residual ``max_i sqrt(z_i K' z_i^T - ||z_i||^4) / ||z_i||^2`` of those components (0 for a
+    residual ``max_i sqrt(|z_i K' z_i^T - ||z_i||^4|) / ||z_i||^2`` of those components (0 for a
     component without variance). ``rows`` is a row source with its centring set. Cost: one pass,
     ``2 l^2 (n + r)`` flops."""
     Z = np.ascontiguousarray(Z, dtype=np.float64)
@@ -73,34 +73,62 @@ def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.nd
     return ZK, residual(Z, ZK)
 
 
-def residual(Z: np.ndarray, ZK: np.ndarray, X: np.ndarray | None = None) -> float:
-    """The relative residual ``max_i sqrt(z_i K' z_i^T - ||z_i||^4) / ||z_i||^2`` of orthonormal
-    components from their training projections ``Z`` and ``Z K'`` (r, l) (module docstring); 0 for a
-    component without variance. Given the components' coefficients X (``Z = X K'``), the same figure as
-    ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)``, differences of vectors whose rounding is relative to the
-    residual, not to its square. O(r l)."""
+def residual_squares(Z: np.ndarray, ZK: np.ndarray, X: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(squared, mu)``: the squared residuals ``||Q w_i - mu_i w_i||^2 = z_i K' z_i^T - mu_i^2`` of
+    orthonormal components from their training projections ``Z`` and ``Z K'`` (r, l), as computed, sign
+    and all, and their variances ``mu_i = ||z_i||^2`` (module docstring). Given the components'
+    coefficients X (``Z = X K'``), the same figure as ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)``,
+    differences of vectors whose rounding is relative to the residual, not to its square. A negative
+    value is rounding or products inconsistent with the components (float32 tiles): never a small
+    residual (`residual`). Float64 sums. O(r l)."""
+    Z, ZK = np.asarray(Z, dtype=np.float64), np.asarray(ZK, dtype=np.float64)
     mu = np.einsum("ij,ij->i", Z, Z)
     if X is None:
-        squared = np.maximum(np.einsum("ij,ij->i", ZK, Z) - mu**2, 0.0)
-    else:
-        squared = np.maximum(np.einsum("ij,ij->i", ZK - mu[:, None] * Z, Z - mu[:, None] * X), 0.0)
-    return float(np.divide(np.sqrt(squared), mu, out=np.zeros_like(mu), where=mu > 0).max(initial=0.0))
+        return np.einsum("ij,ij->i", ZK, Z) - mu**2, mu
+    return np.einsum("ij,ij->i", ZK - mu[:, None] * Z, Z - mu[:, None] * np.asarray(X, dtype=np.float64)), mu
 
 
-def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:
+def relative_residuals(squared: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """``sqrt(|squared_i|) / mu_i`` (0 for a component without variance): the absolute value, so that
+    rounding and inconsistency make the figure larger, never 0. O(r)."""
+    return np.divide(np.sqrt(np.abs(squared)), mu, out=np.zeros_like(mu), where=mu > 0)
+
+
+def residual(Z: np.ndarray, ZK: np.ndarray, X: np.ndarray | None = None) -> float:
+    """The relative residual ``max_i sqrt(|z_i K' z_i^T - ||z_i||^4|) / ||z_i||^2`` of orthonormal
+    components (`residual_squares`, `relative_residuals`); 0 for components without variance. O(r l)."""
+    return float(relative_residuals(*residual_squares(Z, ZK, X)).max(initial=0.0))
+
+
+def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS, tol: float | None = None) -> dict:
     """One deterministic pass of a KHA-family state (module docstring): the projections ``Z`` of the
     served components and of the state's guard vectors become the coefficients, ``A K'`` is ``Z K'``
     from one pass of kernel rows, the leading r are served (``A``, ``AK``) and the rest kept as guards,
-    and ``residual`` is the figure of the r components served before the pass. Gains and SMD's B, BK, rho are
-    left as they are. Returns a new state; the driver counts the pass. Cost as `power_step`."""
+    and ``residual`` is the figure of the r components served before the pass. Over float32 kernel tiles
+    the figure is checked against float64 (`kpca.solvers._rounding.checked_pass`: a bound of the tiles'
+    rounding from a row sample, or the pass redone in float64), and the rows move to float64 when
+    float32 cannot resolve it at ``tol`` (``kernel_precision`` and its reason in the state). LOBPCG's
+    step needs images consistent with their coefficients: after a pass over float32 tiles (state
+    ``float32_images``) the next pass takes the power step. Gains and SMD's B, BK, rho are left as they
+    are. Returns a new state; the driver counts the pass. Cost as `power_step`, plus the check's (its
+    module)."""
+    from kpca.solvers._rounding import checked_pass
+
     r = np.asarray(state["A"]).shape[0]
     pairs = (("A", "guard_A"), ("AK", "guard_AK")) if "guard_A" in state else (("A",), ("AK",))
     A, AK = (np.concatenate([np.asarray(state[key], dtype=np.float64) for key in keys]) for keys in pairs)
     X, Z, _ = ritz_components(A, AK)
-    ZK = rows.times(np.ascontiguousarray(Z), block_size)
+    Z = np.ascontiguousarray(Z)
+    ZK = rows.times(Z, block_size)
+    checked = checked_pass(rows, X, Z, ZK, r, block_size, (int(state["seed"]), int(state["pass"])), tol)
+    ZK = checked.ZK
+    if checked.switched:  # the components X with their float64 images take the power step's place
+        Z = X
     dtype = np.asarray(state["A"]).dtype
-    out = dict(state, residual=residual(Z[:r], ZK[:r], X[:r]), t=int(state["t"]) + int(rows.n_rows), position=0)
-    plain = out["residual"] < PLAIN_BELOW or np.dtype(getattr(rows, "dtype", np.float64)) != np.float64
+    out = dict(state, residual=checked.residual, t=int(state["t"]) + int(rows.n_rows), position=0, **checked.notes,
+               float32_images=checked.float32_product)
+    plain = (checked.residual is None or checked.residual < PLAIN_BELOW or checked.float32_product
+             or bool(state.get("float32_images")))
     if "guard_A" not in state or plain:  # a power step: the Ritz components of span(Z)
         A, AK, mu = ritz_components(Z, ZK)  # kept orthonormal, as after a warm start: a stochastic pass may follow
         out = {key: value for key, value in out.items() if key not in ("previous_A", "previous_AK")}

@@ -179,7 +179,8 @@ class Solver:
     begin_pass : callable
         ``begin_pass(state) -> state`` once at the start of every pass.
     refine : callable, optional
-        ``refine(state, rows, block_size) -> state``: a whole deterministic pass, run instead of the
+        ``refine(state, rows, block_size, tol=None) -> state``: a whole deterministic pass (``tol``, the
+        fit's, for a pass that checks its own figure against it), run instead of the
         steps when ``state["update"] == "rayleigh-ritz"`` (the KHA family's Rayleigh-Ritz pass,
         `kpca.solvers._rayleigh_ritz`); it sets ``state["residual"]``, the figure a ``tol`` stops on.
     restore : callable

@@ -98,3 +98,22 @@ def test_the_exact_solver_takes_the_arpack_path_and_its_components_are_unchanged
     np.testing.assert_allclose(A @ Kc @ A.T, np.eye(8), atol=1e-9)  # the components are orthonormal
     signs = np.sign(V0[np.abs(V0).argmax(axis=0), np.arange(8)])[::-1]
     np.testing.assert_allclose(A, (V0[:, ::-1] * signs / np.sqrt(w0[::-1])).T, atol=1e-8 * np.abs(A).max())
+
+
+
+
+def test_a_matrix_with_one_eigenvalue_of_multiplicity_n_minus_1_is_answered_by_lapack(calls):
+    """K' of a Gaussian kernel a thousand times narrower than the rows' distances: I - 1 1^T / n to
+    rounding. ARPACK stops there with "no shifts could be applied" (issue 51: the exact solver raised it
+    on the adversarial suite's case); LAPACK answers."""
+    from bench._adversarial import digits, median_distance
+    from kpca.kernels import KernelSpec
+    from kpca.rows import KernelRows
+
+    X = digits(400)
+    rows = KernelRows(X, KernelSpec("gaussian", sigma=1e-3 * median_distance(X)))
+    rows.fit_centering()
+    w, V = leading_eigh(rows.dense(), 8)
+    assert calls[-1] == "eigh", calls
+    np.testing.assert_allclose(w, 1.0, rtol=1e-12)
+    np.testing.assert_allclose(V.T @ V, np.eye(8), atol=1e-10)

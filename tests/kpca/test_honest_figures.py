@@ -1,0 +1,74 @@
+"""A convergence figure that rounding can only make larger (issue 51): no clamped squared residual, float32
+passes checked against float64 (`kpca.solvers._rounding`), a fit that cannot be resolved in float32 moved
+to float64 and saying so."""
+
+import numpy as np
+import pytest
+
+from bench._adversarial import digits, median_distance, reference, score, Case
+from kpca.estimator import KernelHebbianPCA
+from kpca.fitting import FitRequest, prepare_fit
+from kpca.kernels import KernelSpec
+from kpca.rows import KernelRows
+from kpca.solvers._rayleigh_ritz import rayleigh_ritz_pass, residual
+
+R = 8
+LARGE_L_PATH = {"init": "nystrom", "init_size": 100}  # the default's start and passes on more than ~1000 rows
+
+
+def served_excess(model, X, kernel):
+    case = Case("x", X, kernel, R, "")
+    Kc, lam = reference(case, model.kernel_.get("sigma"))
+    return score(Kc, lam, model.transform(X), model.eigenvalues_, R)
+
+
+def test_a_negative_squared_residual_reads_as_a_residual_not_as_zero(rng):
+    """Products inconsistent with their components (``z K' z^T`` below ``||z||^4``): the old figure clamped the
+    negative square to 0 and read "converged"."""
+    Z = rng.normal(size=(3, 50))
+    mu = np.einsum("ij,ij->i", Z, Z)
+    ZK = Z * (0.9 * mu)[:, None]  # z K' z^T = 0.9 mu^2
+    assert residual(Z, ZK) == pytest.approx(np.sqrt(0.1), rel=1e-12)
+
+
+@pytest.mark.parametrize("factor", [30.0, 1e3])
+def test_a_wide_kernel_moves_a_float32_fit_to_float64_and_serves_the_exact_components(factor):
+    """K near constant: float32 tiles cannot resolve K' (issue 51: sigma 1000 served excess 2.7, "converged").
+    The fit ends in float64, says why, and serves what the exact solver serves."""
+    X = digits(600)
+    sigma = factor * median_distance(X)
+    model = KernelHebbianPCA(R, sigma=sigma, solver_params={**LARGE_L_PATH, "kernel_precision": "float32"}).fit(X)
+    got = served_excess(model, X, {"kernel": "gaussian", "sigma": sigma})
+    assert got["excess"] <= 1e-6 and got["eigenvalue_error"] <= 1e-6, got
+    if factor > 100:
+        assert model.params_used_["kernel_precision"] == "float64"
+        assert "float32" in model.params_used_["kernel_precision_reason"]
+
+
+def test_a_float32_pass_reports_at_least_the_float64_residual():
+    """The same state, one pass over float32 tiles and one over float64 tiles: the float32 figure (the
+    residual as computed plus its sampled rounding bound) is not below the float64 one, and stays within
+    a few times it (the float32 pass stays in float32)."""
+    X = digits(800)
+    spec = KernelSpec("gaussian", sigma=3.0)
+    rows = KernelRows(X, spec)
+    prepared = prepare_fit(rows, FitRequest("kha-smd", R, {**LARGE_L_PATH, "kernel_precision": "float64"}))
+    figures = {}
+    for precision in ("float32", "float64"):
+        twin = KernelRows(X, spec)
+        twin.use_precision(precision)
+        twin.centering = rows.centering
+        out = rayleigh_ritz_pass(prepared.state, twin, 256, tol=1e-3)
+        assert "kernel_precision" not in out, out.get("kernel_precision_reason")
+        figures[precision] = out["residual"]
+    assert figures["float64"] <= figures["float32"] <= 3 * figures["float64"] + 1e-5, figures
+
+
+def test_a_kernel_that_is_the_identity_on_the_rows_is_not_converged_at_the_start():
+    """K = I on the rows (a width a thousand times below their distances): the float32 start's figure is
+    not taken (issue 51: "residual 0.0, converged at pass 0", eigenvalues 0.957-0.998 served for 1)."""
+    X = digits(600)
+    model = KernelHebbianPCA(R, sigma=1e-3 * median_distance(X),
+                             solver_params={**LARGE_L_PATH, "kernel_precision": "float32"}).fit(X)
+    assert model.state_["pass"] >= 1
+    np.testing.assert_allclose(model.eigenvalues_, 1.0, rtol=1e-6)  # K' = I - 1 1^T / l
