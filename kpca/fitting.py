@@ -7,7 +7,9 @@ of the job that runs it). Preparing it over a row source (`kpca.rows.KernelRows`
 
 1. check the given parameters against the solver's declaration and the data's size
    (`kpca.solvers.Solver.check`), before any row is read;
-2. resolve the kernel's ``"auto"`` widths from the data (`kpca.rows.KernelRows.resolve_kernel`);
+2. resolve the kernel's ``"auto"`` widths from the data (`kpca.rows.KernelRows.resolve_kernel`), and measure
+   how far K' is below the kernel's scale on a sample (`kpca.rows.KernelRows.kernel_spread`), for a
+   ``kernel_precision: auto`` to decide by;
 3. for an iterative solver: centre the rows (the centring pass, or the caller's, e.g. a sharded
    one), or take the centring of the checkpoint it resumes from, extending the checkpoint to rows
    appended since (seed 002 appendix A, `kpca.streaming.extend_state`);
@@ -61,10 +63,11 @@ class FitRequest:
     params: Mapping[str, Any] = field(default_factory=dict)
     exact_limit: int = defaults.EXACT_LIMIT
 
-    def context(self, n_rows: int, kernel=None, mean_diagonal: float | None = None) -> FitContext:
+    def context(self, n_rows: int, kernel=None, mean_diagonal: float | None = None,
+                kernel_spread: float | None = None) -> FitContext:
         """What the solver may know of data with ``n_rows`` rows (`kpca.solvers.FitContext`). O(1)."""
         return FitContext(n_rows=int(n_rows), n_components=int(self.n_components), mean_diagonal=mean_diagonal,
-                          exact_limit=int(self.exact_limit), kernel=kernel)
+                          exact_limit=int(self.exact_limit), kernel=kernel, kernel_spread=kernel_spread)
 
     def checked_params(self, n_rows: int, kernel=None, where: str = "params") -> dict:
         """The given parameters checked against the solver and data of ``n_rows`` rows (unknown names,
@@ -73,16 +76,18 @@ class FitRequest:
         ``n_components`` or ``solver``. Cost O(parameters)."""
         return get_solver(self.solver).check(self.params, self.context(n_rows, kernel), where)
 
-    def kernel_precision(self, n_rows: int, where: str = "params") -> str:
+    def kernel_precision(self, n_rows: int, where: str = "params", kernel_spread: float | None = None) -> str:
         """The precision the fit's kernel tiles compute in over data of ``n_rows`` rows: its resolved
-        ``kernel_precision`` (``auto`` resolved by the solver, `kpca.solvers._kha.auto_precision`), float64
-        for a solver without the parameter: what the shards of a sharded fit open their rows in, and what
-        the service checks a kernel's range in, before any row is read (`prepare_fit` sets it on the
-        coordinator's rows itself). Errors as `checked_params`. Cost O(parameters)."""
+        ``kernel_precision`` (``auto`` resolved by the solver, `kpca.solvers._kha.auto_precision`, from the
+        rows' ``kernel_spread`` where it is known), float64 for a solver without the parameter: what the
+        shards of a sharded fit open their rows in, and what the service checks a kernel's range in, before
+        any row is read (`prepare_fit` sets it on the coordinator's rows itself). Errors as
+        `checked_params`. Cost O(parameters)."""
         solver = get_solver(self.solver)
         if solver.param("kernel_precision") is None:
             return "float64"
-        return solver.resolved(self.params, self.context(n_rows), where)["kernel_precision"]
+        context = self.context(n_rows, kernel_spread=kernel_spread)
+        return solver.resolved(self.params, context, where)["kernel_precision"]
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,18 @@ def _in_precision(rows, params: dict) -> dict:
     if asked is None or not hasattr(rows, "use_precision"):
         return params
     rows.use_precision(asked)
-    return {**params, "kernel_precision": str(rows.compute_dtype)}
+    ran = str(rows.compute_dtype)
+    if ran == asked:
+        return {**params, "kernel_precision": ran}
+    return {**params, "kernel_precision": ran, "kernel_precision_reason": f"these rows compute in {ran} only"}
+
+
+def _measures_spread(solver: Solver, rows) -> bool:
+    """Whether ``kernel_precision: auto`` needs the rows' kernel spread: a solver with an ``auto``
+    precision, over rows that can be computed in float32 (`kpca.rows.KernelRows`)."""
+    param = solver.param("kernel_precision")
+    return param is not None and param.default == "auto" and hasattr(rows, "kernel_spread") and \
+        hasattr(rows, "use_precision")
 
 
 def _fit_centering(rows) -> Centering:
@@ -190,13 +206,14 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
 
     Raises `kpca.params.ParamError` naming the field at fault before any row is read;
     `kpca.errors.Degenerate` if the rows have no variance in feature space. Cost: the kernel's
-    resolution (a sample), the centring pass (``2 l^2 n`` flops) or the new rows' kernel rows of a
+    resolution and spread (samples, ``O(m^2 n)``), the centring pass (``2 l^2 n`` flops) or the new rows' kernel rows of a
     grown checkpoint, and the solver's start (a warm start: m kernel rows).
     """
     solver = get_solver(request.solver)
     request.checked_params(rows.n_rows, rows.kernel, where)
     rows.resolve_kernel()
-    context = request.context(rows.n_rows, rows.kernel)
+    spread = rows.kernel_spread() if _measures_spread(solver, rows) else None
+    context = request.context(rows.n_rows, rows.kernel, kernel_spread=spread)
     if not solver.iterative:
         return PreparedFit(solver, request, _in_precision(rows, solver.resolved(request.params, context, where)),
                            context)

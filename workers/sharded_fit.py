@@ -105,7 +105,8 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     rows.resolve_kernel()  # the shards compute their own kernel tiles: they need the widths first
     group = ActorGroup.start(client, addresses[: len(bounds)], bounds, data_dir=str(job.registry.root),
                              dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
-                             precision=job.request(record).kernel_precision(l), unit_rows=unit,
+                             precision=job.request(record).kernel_precision(l, kernel_spread=rows.kernel_spread()),
+                             unit_rows=unit,
                              n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
                              kind=registry.kind, running=running_fits(registry.root), origin=rows.origin)
     try:

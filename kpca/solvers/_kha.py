@@ -88,15 +88,29 @@ INIT_SIZE = Param("init_size", int, None, low=1,
 #: entry) leaves the served excess error near 1e-8, within the 1e-6 that a tol of 1e-3 promises
 #: (bench/results/time_to_accuracy.json, "default float32"), not within what a tighter tol promises.
 FLOAT32_TOL = 1e-3
+#: The largest kernel spread (`kpca.rows.KernelRows.kernel_spread`: the kernel's scale over K''s) at which
+#: ``auto`` takes float32: K' then has at least 1/100 of the kernel's scale, so float32's 1e-7 relative
+#: rounding of a kernel value is at most about 1e-5 of K''s entries (issue 51: a width 30 times the
+#: median distance has a spread near 2e3, and float32 could not resolve it).
+FLOAT32_SPREAD = 100.0
 
 
-def auto_precision(params: dict) -> str:
-    """``kernel_precision`` ``auto`` of resolved KHA parameters: float32 for Rayleigh-Ritz passes from a
-    Nystrom start with ``tol >= FLOAT32_TOL`` (they take the plain power step over float32 tiles,
-    `kpca.solvers._rayleigh_ritz`), float64 for everything else: an exact (subset) start, the paper's
-    stochastic passes (`make paper`'s experiments), ``tol`` 0 or a tighter tol. O(1)."""
-    fast = params["update"] == "rayleigh-ritz" and params["init"] == "nystrom" and (params["tol"] or 0) >= FLOAT32_TOL
-    return "float32" if fast else "float64"
+def auto_precision(params: dict, spread: float | None = None) -> tuple[str, str]:
+    """``kernel_precision`` ``auto`` of resolved KHA parameters, and why: float32 for Rayleigh-Ritz passes
+    from a Nystrom start with ``tol >= FLOAT32_TOL`` (they take the plain power step over float32 tiles,
+    `kpca.solvers._rayleigh_ritz`) on data whose kernel ``spread`` is at most `FLOAT32_SPREAD` (or not
+    measured yet: before any row is read), float64 for everything else: an exact (subset) start, the
+    paper's stochastic passes (`make paper`'s experiments), ``tol`` 0 or a tighter tol, a spread float32
+    cannot resolve. O(1)."""
+    if not (params["update"] == "rayleigh-ritz" and params["init"] == "nystrom"
+            and (params["tol"] or 0) >= FLOAT32_TOL):
+        return "float64", "auto: float32 runs only the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 or more"
+    if spread is not None and not spread <= FLOAT32_SPREAD:
+        return "float64", (f"auto: on a sample of the rows the kernel's largest value is {spread:.3g} times the mean "
+                           f"diagonal of K' (float32 resolves at most {FLOAT32_SPREAD:g} times)")
+    measured = "" if spread is None else (f" (on a sample of the rows the kernel's largest value is {spread:.3g} "
+                                          "times the mean diagonal of K')")
+    return "float32", f"auto: float32 tiles resolve this kernel matrix at the tol{measured}"
 
 
 def resolve(params: dict, context, *, gain_scale: float) -> dict:
@@ -130,7 +144,7 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
     if out["tol"] is None and out["update"] == "rayleigh-ritz":
         out["tol"] = defaults.RESIDUAL_TOL
     if out["kernel_precision"] == "auto":
-        out["kernel_precision"] = auto_precision(out)
+        out["kernel_precision"], out["kernel_precision_reason"] = auto_precision(out, context.kernel_spread)
     if out["update"] != "rayleigh-ritz" or out["init"] not in ("subset", "nystrom"):
         out["guards"] = 0  # only a start that knows the leading directions makes them
     else:

@@ -57,8 +57,10 @@ AUTO_KERNEL_PRECISION = Param(
     description="precision of the kernel tiles (GEMM and exp) and of the solver's product with them; centring "
                 "and the solver state stay float64. float32 is faster, at about 1e-7 relative error per kernel "
                 "entry. auto: float32 for the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 or "
-                "more (the default fit of more than 1000 rows), whose served error it leaves within the tol's "
-                "promise; float64 otherwise")
+                "more (the default fit of more than 1000 rows) where the data allow it (K' within 1/100 of the "
+                "kernel's scale on a sample of the rows: not a kernel far wider than the rows' distances, nor "
+                "a dot-product kernel on rows far from the origin), float64 otherwise; params_used says which "
+                "ran and why, and a float32 fit that cannot resolve its tol moves to float64")
 ITERATIVE_PARAMS = (PASSES, SEED, BLOCK_SIZE, TOL, AUTO_KERNEL_PRECISION)
 
 
@@ -86,6 +88,9 @@ class FitContext:
         be ``"auto"``): a solver may refuse a parameter the kernel cannot
         serve (the shadow estimate of a kernel without a width). None: not
         known yet; the fit sees it in ``rows.kernel``.
+    kernel_spread : float or None
+        How far K' is below the kernel's scale (`kpca.rows.KernelRows.kernel_spread`), from a sample
+        of the rows: what ``kernel_precision`` ``auto`` decides by. None before any row is read.
     """
 
     n_rows: int
@@ -93,6 +98,7 @@ class FitContext:
     mean_diagonal: float | None = None
     exact_limit: int = defaults.EXACT_LIMIT
     kernel: Any = None
+    kernel_spread: float | None = None
 
 
 def _identity(state: dict, *args) -> dict:

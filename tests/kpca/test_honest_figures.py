@@ -2,6 +2,8 @@
 passes checked against float64 (`kpca.solvers._rounding`), a fit that cannot be resolved in float32 moved
 to float64 and saying so."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,22 @@ def test_a_kernel_that_is_the_identity_on_the_rows_is_not_converged_at_the_start
                              solver_params={**LARGE_L_PATH, "kernel_precision": "float32"}).fit(X)
     assert model.state_["pass"] >= 1
     np.testing.assert_allclose(model.eigenvalues_, 1.0, rtol=1e-6)  # K' = I - 1 1^T / l
+
+
+@pytest.mark.parametrize("case, precision", [("digits", "float32"), ("offset 1e+06", "float32"),
+                                             ("width 30 x median", "float64"), ("width 1000 x median", "float64"),
+                                             ("linear, offset 1e4", "float64")])
+def test_kernel_precision_auto_follows_the_data(case, precision):
+    """``kernel_precision: auto`` decides by the data (the kernel's scale against K''s on a sample), not by
+    the solver's settings alone, and says why in params_used (issue 51: auto took float32 for a width 1000
+    times the distances, and for rows 1000 from the origin)."""
+    from bench._adversarial import cases
+
+    found = {c.name: c for c in cases(600)}[case]
+    kernel = dict(found.kernel)
+    kind = kernel.pop("kernel")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        used = KernelHebbianPCA(4, kernel=kind, **kernel, solver_params=LARGE_L_PATH).fit(found.X).params_used_
+    assert used["kernel_precision"] == precision, used
+    assert used["kernel_precision_reason"].startswith("auto:"), used
