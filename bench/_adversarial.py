@@ -105,14 +105,16 @@ def cases(l: int = 400, seed: int = 0) -> list[Case]:
                         f"the digits plus {offset:g} in every pixel: the Gaussian kernel does not change"))
     out.append(Case("offset 1e4, auto width", X + 1e4, {"kernel": "gaussian"}, 8,
                     "the same offset with the width resolved from the data"))
+    out.append(Case("digits, laplacian", X, {"kernel": "laplacian", "sigma": 3.0}, 8,
+                    "benign for the Laplacian kernel", benign="digits, laplacian"))
     out.append(Case("offset 1e4, laplacian", X + 1e4, {"kernel": "laplacian", "sigma": 3.0}, 8,
-                    "a constant offset under the Laplacian kernel"))
+                    "a constant offset under the Laplacian kernel", benign="digits, laplacian"))
     for factor in (1e-3, 30.0, 1e3):
         label = "K near I" if factor < 1 else ("K near constant" if factor > 100 else "wide kernel")
         out.append(Case(f"width {factor:g} x median", X, {"kernel": "gaussian", "sigma": factor * med}, 8,
                         f"{label}: sigma {factor:g} times the median distance"))
     out.append(Case("width 1e3 x median, laplacian", X, {"kernel": "laplacian", "sigma": 1e3 * med}, 8,
-                    "K near constant under the Laplacian kernel"))
+                    "K near constant under the Laplacian kernel", benign="digits, laplacian"))
     distinct = X[:10]
     out.append(Case("10 distinct rows", np.resize(distinct, (l, 64)), {"kernel": "gaussian", "sigma": 3.0}, 16,
                     "rank 9 in feature space (10 points, centred) below r 16"))

@@ -9,7 +9,7 @@ from kpca.solvers._registry import KERNEL_PRECISION, FitContext, Solver, registe
 from kpca.solvers._ritz import RELATIVE_RANK_TOL
 
 
-def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_components(Kc: np.ndarray, n_components: int, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Leading eigenpairs of the centred kernel matrix, as KHA-style coefficients.
 
     Parameters
@@ -17,6 +17,9 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
     Kc : ndarray of shape (l, l)
         Centred kernel matrix K' (symmetric).
     n_components : int
+    floor : float
+        An eigenvalue not above it is rounding too (`kpca.solvers._ritz.rounding_floor` of the raw
+        kernel matrix K' was centred from, where the caller has it).
 
     Returns
     -------
@@ -38,7 +41,7 @@ def exact_components(Kc: np.ndarray, n_components: int) -> tuple[np.ndarray, np.
     # deterministic sign: largest-magnitude entry of each eigenvector positive
     signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(r)])
     V = V * np.where(signs == 0, 1, signs)
-    kept = w > RELATIVE_RANK_TOL * max(float(w[0]), 0.0)
+    kept = (w > RELATIVE_RANK_TOL * max(float(w[0]), 0.0)) & (w > floor)
     w = np.where(kept, w, 0.0)
     scale = np.where(kept, 1.0 / np.sqrt(np.where(kept, w, 1.0)), 0.0)
     return w, np.ascontiguousarray((V * scale).T)

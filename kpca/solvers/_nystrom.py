@@ -70,14 +70,17 @@ from kpca.reduced_sets import BLOCK_ENTRIES, uniform_subset
 from kpca.rows import Centering
 from kpca.solvers._reduced import LANDMARKS, check_centres
 from kpca.solvers._registry import SEED, FitContext, Solver, register
-from kpca.solvers._ritz import whitening
+from kpca.solvers._ritz import rounding_floor, whitening
 
 
-def landmark_moments(rows, landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """One streaming pass: ``m_S = mean_i k_S(x_i)`` (m,), ``M = mean_i k_S(x_i) k_S(x_i)^T`` (m, m) and
-    ``mean_i k(x_i, x_i)``, all float64, the kernel values from the rows' local coordinates
-    (`kpca.rows.KernelRows.to_local`; ``landmarks`` in the data's). Cost O(l m (n + m)); memory O(m^2)
-    plus a block of kernel values (never l x m)."""
+def landmark_moments(rows, landmarks: np.ndarray, about: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """One streaming pass: ``m_S = mean_i k_S(x_i)`` (m,), the second moment ``M = mean_i (k_S(x_i) - c)
+    (k_S(x_i) - c)^T`` (m, m) about ``c = about`` (m,), and ``mean_i k(x_i, x_i)``, all float64, the kernel
+    values from the rows' local coordinates (`kpca.rows.KernelRows.to_local`; ``landmarks`` in the data's).
+    A ``c`` near ``m_S`` (the landmarks' own mean kernel row) keeps M's entries at the size of the kernel
+    values' spread, not of the values: a moment about 0 of values far from 0 (a kernel far wider than the
+    rows' distances; a dot-product kernel on rows far from the origin) lost its digits when centred (issue
+    51). Cost O(l m (n + m)); memory O(m^2) plus a block of kernel values (never l x m)."""
     kernel = rows.kernel
     S = rows.to_local(landmarks, np.float64)
     s_norms = squared_norms(S)
@@ -88,49 +91,60 @@ def landmark_moments(rows, landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarra
         Y = np.ascontiguousarray(Y, dtype=np.float64)
         diagonal += float(kernel_diagonal(Y, kernel).sum())
         for a in range(0, Y.shape[0], step):
-            block = kernel_block(Y[a : a + step], S, kernel, y_sqnorms=s_norms)
+            block = kernel_block(Y[a : a + step], S, kernel, y_sqnorms=s_norms) - about
             total += block.sum(axis=0)
             M += block.T @ block
     l = rows.n_rows
-    return total / l, 0.5 * (M + M.T) / l, diagonal / l
+    return about + total / l, 0.5 * (M + M.T) / l, diagonal / l
 
 
-def ritz_landmark_components(W: np.ndarray, mean_row: np.ndarray, M: np.ndarray, n_components: int):
+def ritz_landmark_components(W: np.ndarray, mean_row: np.ndarray, M: np.ndarray, n_components: int,
+                             about: np.ndarray | None = None):
     """The Rayleigh-Ritz components in span(S) (module docstring): ``(nu, A, AK, b)``.
 
     Parameters
     ----------
     W : (m, m) the landmarks' kernel matrix K_SS.
     mean_row : (m,) m_S.
-    M : (m, m) ``mean_i k_S(x_i) k_S(x_i)^T``.
+    M : (m, m) ``mean_i (k_S(x_i) - c) (k_S(x_i) - c)^T``, the second moment about ``c = about`` (default 0:
+        ``mean_i k_S(x_i) k_S(x_i)^T``; `landmark_moments`).
 
     Returns
     -------
-    nu : (r,) variances along the components (per row), descending.
+    nu : (r,) variances along the components (per row): their Rayleigh quotients ``a M'_c a^T / a W'_c a^T``
+        over all rows, never above what the rows support; descending up to rounding.
     A : (r, m) coefficients over the centred landmarks, ``A W' A^T = I`` (zero
         rows where W' has fewer than r directions).
     AK : (r, m) ``A W'``.
     b : (m,) weights of mu_S, ``W^+ m_S`` over W's kept directions.
 
-    Each component's sign makes its largest-magnitude entry of AK positive.
+    Each component's sign makes its largest-magnitude entry of AK positive. The whitening keeps only
+    directions above W's rounding (`kpca.solvers._ritz.rounding_floor`): past them, zero components.
     Cost O(m^3).
     """
     m, r = W.shape[0], int(n_components)
-    Z = whitening(W)
+    floor = rounding_floor(W)  # W_c is W less numbers of its size: its directions below this are rounding
+    Z = whitening(W, floor=floor)
     b = Z @ (Z.T @ mean_row)
     g = W @ b
-    centred_moment = M - np.outer(mean_row, g) - np.outer(g, mean_row) + np.outer(g, g)
+    shift = g - (0.0 if about is None else about)  # the moment about g from the one about c: M - d s^T - s d^T + s s^T
+    drift = mean_row - (0.0 if about is None else about)
+    centred_moment = M - np.outer(drift, shift) - np.outer(shift, drift) + np.outer(shift, shift)
     M_c = _projected(centred_moment, b)
     W_c = _projected(W, b)
-    Zc = whitening(W_c)
+    Zc = whitening(W_c, floor=floor)
     k = Zc.shape[1]
     q = min(r, k)
     nu, A = np.zeros(r), np.zeros((r, m))
     if q:
         H = Zc.T @ M_c @ Zc
-        values, beta = eigh(0.5 * (H + H.T), subset_by_index=[k - q, k - 1])
-        nu[:q] = np.maximum(values[::-1], 0.0)
+        _, beta = eigh(0.5 * (H + H.T), subset_by_index=[k - q, k - 1])
         A[:q] = (Zc @ beta[:, ::-1]).T
+        # the Rayleigh quotients over all rows (M_c holds their second moment) of the components as they
+        # are, variance over squared norm: never above what the rows support
+        norms = np.einsum("ij,jk,ik->i", A[:q], W_c, A[:q])
+        nu[:q] = np.divide(np.einsum("ij,jk,ik->i", A[:q], M_c, A[:q]), norms, out=np.zeros(q), where=norms > 0)
+        nu[:q] = np.maximum(nu[:q], 0.0)
     AK = A @ W_c
     flip = np.sign(AK[np.arange(r), np.abs(AK).argmax(axis=1)])
     flip[flip == 0] = 1.0
@@ -153,11 +167,12 @@ def _fit(rows, n_components: int, params: dict, context: FitContext, report=None
     """Landmarks, one pass for m_S and M, then `ritz_landmark_components`. Module docstring for the cost."""
     S = uniform_subset(rows.n_rows, params["landmarks"], params["seed"])
     landmarks = np.ascontiguousarray(rows.take(S), dtype=np.float64)
-    mean_row, M, mean_diagonal = landmark_moments(rows, landmarks)
     local = rows.to_local(landmarks, np.float64)
     W = kernel_block(local, local, rows.kernel)
     W = 0.5 * (W + W.T)
-    nu, A, AK, b = ritz_landmark_components(W, mean_row, M, n_components)
+    about = W.mean(axis=0)  # the landmarks' mean kernel row, near m_S
+    mean_row, M, mean_diagonal = landmark_moments(rows, landmarks, about)
+    nu, A, AK, b = ritz_landmark_components(W, mean_row, M, n_components, about)
     centering = Centering.weighted(W, b, normalize=False)
     # trace(K')/l of the rows, up to ||mu||^2 - ||mu_S||^2 >= 0 (exact when mu lies in span(S))
     centering = dataclasses.replace(centering, mean_diagonal=mean_diagonal - centering.grand_mean).require_variance()

@@ -49,10 +49,11 @@ def eigenvalue_estimates(A: np.ndarray, AK: np.ndarray) -> np.ndarray:
     return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
 
 
-def whitening(G: np.ndarray, rtol: float = RELATIVE_RANK_TOL) -> np.ndarray:
+def whitening(G: np.ndarray, rtol: float = RELATIVE_RANK_TOL, floor: float = 0.0) -> np.ndarray:
     """``W = U_k diag(d_k)^-1/2`` (r x k) with ``W^T G W = I``, from ``G = U diag(d) U^T`` (symmetrised).
 
-    Keeps the k directions with ``d > rtol * max(d)``, so that a generalised
+    Keeps the k directions with ``d > rtol * max(d)`` and ``d > floor`` (an absolute rounding level of
+    G's entries, where the caller knows it: `rounding_floor`), so that a generalised
     eigenproblem ``H v = mu G v`` becomes the ordinary one of ``W^T H W``
     without inverting G; k = 0 if G is not finite or has no positive
     eigenvalue. Shared by `ritz_components` and the warm start
@@ -65,8 +66,18 @@ def whitening(G: np.ndarray, rtol: float = RELATIVE_RANK_TOL) -> np.ndarray:
     top = float(d[-1]) if d.size else 0.0
     if not top > 0:
         return np.zeros((G.shape[0], 0))
-    keep = d > rtol * top
+    keep = (d > rtol * top) & (d > floor)
     return U[:, keep] / np.sqrt(d[keep])
+
+
+def rounding_floor(K: np.ndarray) -> float:
+    """The eigenvalue below which a symmetric m x m matrix computed from ``K``'s entries (K itself, or
+    ``K`` centred, which subtracts numbers of K's size) is rounding: ``64 m eps max |K_ij|``, the
+    rounding of its entries summed over a row. A direction under it is noise, whose whitening would blow
+    a component up (issue 51: nystrom with a width 1000 times the data's distances served eigenvalues
+    6.8e6 times too large). O(m^2)."""
+    K = np.asarray(K)
+    return float(64 * K.shape[0] * np.finfo(np.float64).eps * np.max(np.abs(K), initial=0.0))
 
 
 def ritz_transform(H: np.ndarray, G: np.ndarray, rtol: float = RELATIVE_RANK_TOL):

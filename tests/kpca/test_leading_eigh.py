@@ -102,10 +102,10 @@ def test_the_exact_solver_takes_the_arpack_path_and_its_components_are_unchanged
 
 
 
-def test_a_matrix_with_one_eigenvalue_of_multiplicity_n_minus_1_is_answered_by_lapack(calls):
+
+def identity_kernel_matrix() -> np.ndarray:
     """K' of a Gaussian kernel a thousand times narrower than the rows' distances: I - 1 1^T / n to
-    rounding. ARPACK stops there with "no shifts could be applied" (issue 51: the exact solver raised it
-    on the adversarial suite's case); LAPACK answers."""
+    rounding (the adversarial suite's case, 400 digits)."""
     from bench._adversarial import digits, median_distance
     from kpca.kernels import KernelSpec
     from kpca.rows import KernelRows
@@ -113,7 +113,18 @@ def test_a_matrix_with_one_eigenvalue_of_multiplicity_n_minus_1_is_answered_by_l
     X = digits(400)
     rows = KernelRows(X, KernelSpec("gaussian", sigma=1e-3 * median_distance(X)))
     rows.fit_centering()
-    w, V = leading_eigh(rows.dense(), 8)
-    assert calls[-1] == "eigh", calls
-    np.testing.assert_allclose(w, 1.0, rtol=1e-12)
-    np.testing.assert_allclose(V.T @ V, np.eye(8), atol=1e-10)
+    return rows.dense()
+
+
+def test_a_matrix_with_one_eigenvalue_of_multiplicity_n_minus_1_gets_its_pairs():
+    """Issue 51: the exact solver failed there, ARPACK stopping with "no shifts could be applied", and
+    LAPACK's index range (``subset_by_index``) returning no pair at all. Both now answer (LAPACK's whole
+    decomposition where its range comes back short)."""
+    a = identity_kernel_matrix()
+    n = a.shape[0]
+    w, V = _dense.eigh(a, subset_by_index=[n - 8, n - 1])
+    assert w.shape == (8,) and V.shape == (n, 8)
+    for w, V in ((w, V), leading_eigh(a, 8)):
+        np.testing.assert_allclose(w, 1.0, rtol=1e-12)
+        np.testing.assert_allclose(V.T @ V, np.eye(8), atol=1e-10)
+        np.testing.assert_allclose(a @ V, V * w, atol=1e-10)
