@@ -154,7 +154,7 @@ CONFIGS: dict[str, Config] = {c.name: c for c in (
     Config("default", {}),
     # the default's path on more than ~1000 rows (a Nystrom start, Rayleigh-Ritz passes, float32 tiles where
     # its precision rule allows them), taken on the suite's small data
-    Config("default, large-l path", {"init": "nystrom", "init_size": 100}),
+    Config("default at scale", {"init": "nystrom", "init_size": 100}),
     Config("kha", {"solver": "kha"}),
     Config("kha-t", {"solver": "kha-t"}),
     Config("kha-et", {"solver": "kha-et"}),

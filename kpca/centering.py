@@ -84,8 +84,14 @@ class Centering:
 
     def require_variance(self) -> Centering:
         """Itself, or `Degenerate` if the centred rows have no variance in feature space
-        (``trace(K')/l`` at rounding level relative to the kernel's mean diagonal and mean). O(1)."""
+        (``trace(K')/l`` at rounding level relative to the kernel's mean diagonal and mean), or a negative
+        one (an indefinite kernel, said so). O(1)."""
         scale = abs(self.mean_diagonal + self.grand_mean) + abs(self.grand_mean)
+        if self.mean_diagonal < -_VARIANCE_RTOL * scale:  # a positive semi-definite K' has no negative trace
+            raise Degenerate(f"the kernel is not positive semi-definite on these rows (trace(K')/l = "
+                             f"{self.mean_diagonal:.3g} < 0: K' has negative eigenvalues and no feature space "
+                             "holds the rows): kernel PCA needs a positive semi-definite kernel; change the "
+                             "kernel or its parameters (tanh's gamma and offset)")
         if not self.mean_diagonal > _VARIANCE_RTOL * scale:
             raise Degenerate("the rows have no variance in feature space (trace(K')/l = "
                              f"{self.mean_diagonal:.3g}): all rows are equal, or the kernel maps them to one "

@@ -111,8 +111,9 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         projecting every point to 0), which ``warnings_`` names.
     warnings_ : list of str
         What a user should know of the fitted components (those without
-        variance, `kpca.solvers.rank_warnings`; a tol its passes did not
-        meet, `kpca.fitting.PreparedFit.unmet_tol`); each is also issued as a
+        variance, `kpca.solvers.rank_warnings`; what the solver says of the
+        fit and a tol its passes did not meet, `kpca.fitting.PreparedFit.notes`);
+        each is also issued as a
         `UserWarning` by ``fit``.
     params_used_ : dict
         Parameters actually used (defaults resolved, gain reductions applied).
@@ -237,7 +238,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.kernel_ = rows.kernel.to_dict()
         self.params_used_ = prepared.used(state)
         self.warnings_ = [] if model.eigenvalues is None else rank_warnings(model.eigenvalues)
-        self.warnings_ += prepared.unmet_tol(state)
+        self.warnings_ += prepared.notes(state)
         for message in self.warnings_:
             warnings.warn(message, UserWarning, stacklevel=3)
 

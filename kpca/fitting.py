@@ -107,6 +107,9 @@ class PreparedFit:
         None for one-shot solvers.
     started : bool
         Whether ``state`` is a new start (not a resumed checkpoint).
+    data_notes : tuple of str
+        What preparing the fit found of the data that a user should read with the model (an indefinite
+        kernel on a sample of the rows, `kernel_notes`).
     """
 
     solver: Solver
@@ -115,6 +118,7 @@ class PreparedFit:
     context: FitContext
     state: dict | None = None
     started: bool = False
+    data_notes: tuple[str, ...] = ()
 
     def run(self, rows, hooks: PassHooks | None = None, passes: int | None = None,
             report: Callable | None = None) -> tuple[dict, bool]:
@@ -151,6 +155,13 @@ class PreparedFit:
         return [f"params.tol {tol:g} not met in {int(state.get('pass', 0))} passes (relative residual "
                 f"{float(residual):.3g}): resume the fit with more passes, or ask for a larger tol"]
 
+    def notes(self, state: Mapping[str, Any]) -> list[str]:
+        """What a fit says of itself besides its components' rank (`kpca.solvers.rank_warnings`): the
+        solver's own note (``solver_note`` in the state: lines such as an indefinite kernel's) and a tol
+        not met (`unmet_tol`). What the estimator's ``warnings_`` and a model's ``warnings`` hold. O(1)."""
+        own = [line for line in str(state.get("solver_note") or "").split("\n") if line]
+        return list(self.data_notes) + own + self.unmet_tol(state)
+
     def used(self, state: Mapping[str, Any]) -> dict:
         """``params_used`` of the fit at ``state``: the resolved parameters, what the solver settled on
         (`kpca.solvers.Solver.used`) and ``n_rows``, the rows it fits; None values left out.
@@ -171,6 +182,21 @@ def _in_precision(rows, params: dict) -> dict:
     if ran == asked:
         return {**params, "kernel_precision": ran}
     return {**params, "kernel_precision": ran, "kernel_precision_reason": f"these rows compute in {ran} only"}
+
+
+def kernel_notes(rows) -> tuple[str, ...]:
+    """What a fit says of a kernel that is not positive semi-definite by its kind (tanh) where a sample of
+    the rows shows negative eigenvalues of K' (`kpca.rows.KernelRows.negative_share`): kernel PCA then
+    serves the leading positive eigenpairs, as scikit-learn's KernelPCA does. Cost: the sample's
+    ``O(m^2 n + m^3)``, only for such kernels."""
+    if rows.kernel.kernel.definite or not hasattr(rows, "negative_share"):
+        return ()
+    share = rows.negative_share()
+    if share <= 0:
+        return ()
+    return (f"the {rows.kernel.type} kernel is not positive semi-definite on these rows (on a sample, K' has a "
+            f"negative eigenvalue {share:.3g} times its largest): the model serves the leading positive "
+            "eigenpairs, as if the kernel were its positive part",)
 
 
 def _measures_spread(solver: Solver, rows) -> bool:
@@ -214,9 +240,10 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     rows.resolve_kernel()
     spread = rows.kernel_spread() if _measures_spread(solver, rows) else None
     context = request.context(rows.n_rows, rows.kernel, kernel_spread=spread)
+    notes = kernel_notes(rows)
     if not solver.iterative:
         return PreparedFit(solver, request, _in_precision(rows, solver.resolved(request.params, context, where)),
-                           context)
+                           context, data_notes=notes)
     given, state, grown = dict(request.params), resume, False
     if state is not None:
         state = {key: value for key, value in state.items() if key != "converged"}  # judged anew, on this tol
@@ -230,7 +257,7 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
             rows.centering.require_variance()
             context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
             params = _in_precision(rows, solver.resolved(given, context, where))
-            return PreparedFit(solver, request, params, context, solver.regain(state, params), True)
+            return PreparedFit(solver, request, params, context, solver.regain(state, params), True, notes)
         rows.centering = centre(rows).require_variance()
     elif int(state["n_rows"]) != rows.n_rows:
         state, _ = extend_state(state, Centering.from_state(state), rows)
@@ -241,7 +268,8 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
     params = _in_precision(rows, solver.resolved(given, context, where))
     if state is None:
-        return PreparedFit(solver, request, params, context, solver.start(rows, context.n_components, params), True)
+        return PreparedFit(solver, request, params, context, solver.start(rows, context.n_components, params), True,
+                           notes)
     if grown:
         state = solver.regain(state, params)
-    return PreparedFit(solver, request, params, context, state)
+    return PreparedFit(solver, request, params, context, state, data_notes=notes)

@@ -69,6 +69,9 @@ class Kernel:
     check : callable or None
         ``check(spec)`` raises `ParamError` for values that pass the bounds but break the
         arithmetic whatever the data (a width whose square under- or overflows).
+    definite : bool
+        Positive semi-definite whatever its parameters and the data (False: ``tanh``, whose K' a fit
+        checks on a sample of the rows, `kpca.rows.KernelRows.negative_share`).
     """
 
     name: str
@@ -81,6 +84,7 @@ class Kernel:
     gram_map: Callable | None = None
     inverse: Callable | None = None
     check: Callable | None = None
+    definite: bool = True
 
 
 _SIGMA = Param("sigma", float, "auto", low=0.0, low_open=True, auto=True,
@@ -178,7 +182,7 @@ KERNELS: dict[str, Kernel] = {
         Kernel("linear", "<x, y>", (), False, lambda spec, t: (t, np.ones_like(t)), inverse=lambda spec, k: k),
         Kernel("tanh", "tanh(gamma <x, y> + offset); not positive semi-definite in general",
                (_GAMMA, Param("offset", float, 0.0, description="added to the scaled inner product")),
-               False, _tanh_profile, gram_map=_tanh_gram),
+               False, _tanh_profile, gram_map=_tanh_gram, definite=False),
     )
 }
 KERNEL_TYPES = tuple(KERNELS)

@@ -256,6 +256,20 @@ class KernelRows:
             self._spread = float(np.abs(K).max() / trace) if trace > 0 else float("inf")
         return self._spread
 
+    def negative_share(self, size: int = SPREAD_SAMPLE_ROWS, seed: int = 0) -> float:
+        """``-lambda_min / lambda_max`` of K' over a fixed-seed `sample` of m rows, or 0 where it has no
+        negative eigenvalue beyond rounding: how far from positive semi-definite an indefinite kernel
+        (`kpca.kernels.Kernel.definite` False: tanh) is on these rows. Cost O(m^2 n + m^3)."""
+        from kpca._dense import eigvalsh
+        from kpca.kernels import kernel_block
+
+        points = self.to_local(self.sample(size, seed), np.float64)
+        K = kernel_block(points, points, self.kernel.require_resolved())
+        K = K - K.mean(axis=0)[None, :] - K.mean(axis=1)[:, None] + K.mean()
+        values = eigvalsh(0.5 * (K + K.T))
+        top = max(float(values[-1]), np.finfo(np.float64).tiny)
+        return max(0.0, -float(values[0]) / top - 1e-12 * K.shape[0])
+
     def take(self, indices: np.ndarray) -> np.ndarray:
         """Data rows ``source[indices]`` of shape (b, n) in the data's coordinates: ``compute_dtype``, or
         float64 where there is an origin (`from_local`)."""

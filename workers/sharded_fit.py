@@ -148,7 +148,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
         return "cancelled"
     final = checkpoints.load(name)  # the last pass's cut, joined from its parts (once, at the end)
     rows.restore_centering(final)
-    warnings = completion_warnings(rows, final) + prepared.unmet_tol(state)
+    warnings = completion_warnings(rows, final) + prepared.notes(state)
     registry.update(name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
                     warnings=warnings, **job.finish(record, rows, final), **completed_checkpoint(checkpoints, name))
     return "completed"

@@ -34,22 +34,25 @@ import numpy as np
 from kpca.errors import Degenerate
 from kpca.solvers._registry import FitContext, get_solver, served_model
 from kpca.solvers._rayleigh_ritz import power_step, residual as projections_residual
-from kpca.solvers._ritz import ritz_components
+from kpca.solvers._ritz import RELATIVE_RANK_TOL, ritz_components
 
 REDUCED_INITS = ("nystrom", "rskpca")
 
 
 def extended_start(solver_name: str, rows, n_components: int, seed: int, block_size: int = 1024,
                    landmarks: int | None = None, served: int | None = None):
-    """``(A, AK, residual)``: the components of solver ``solver_name`` (fitted with its defaults,
+    """``(A, AK, residual, note)``: the components of solver ``solver_name`` (fitted with its defaults,
     ``seed`` and, for nystrom, ``landmarks``) extended to all rows of ``rows`` (a
     `kpca.rows.KernelRows`), A and AK (r, l); rows without a centring are centred in the extension's
     pass, which then is the only full pass (a nystrom fit reads kernel values against its landmarks
     only); ``residual``, the relative
     residual of the reduced model's components measured by the extension's pass
     (`kpca.solvers._rayleigh_ritz.power_step`; its components are orthonormal in feature space),
-    None for ``rskpca`` (whose are not) and over float32 rows (unchecked); with ``served`` (<= r), the residual of the first ``served``
-    components only, the others being guard vectors (`kpca.solvers._rayleigh_ritz`)."""
+    None for ``rskpca`` (whose are not) and over float32 rows (unchecked); with ``served`` (<= r), the
+    residual of the first ``served`` components only, the others being guard vectors
+    (`kpca.solvers._rayleigh_ritz`). Where the rows span fewer than r directions in feature space, A and
+    AK have only as many rows (the start then serves zero components past them); `Degenerate` only where
+    they span none. ``note``: what the reduced fit said of itself (its ``solver_note``, or None)."""
     r, l = int(n_components), int(rows.n_rows)
     reduced = get_solver(solver_name)
     context = FitContext(n_rows=l, n_components=r)
@@ -75,10 +78,14 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     # (`kpca.solvers._rounding` checks a pass's): the first pass measures it instead
     float32 = np.dtype(getattr(rows, "dtype", np.float64)) != np.float64
     residual = None if float32 else projections_residual(A[:q], AK[:q])
-    if not np.all(np.einsum("ij,ij->i", AK, A) > 0):
-        raise Degenerate(f"the {solver_name} start has components without variance on these rows; "
-                         "use init 'subset' or 'random'")
-    A_r, AK_r, mu = ritz_components(A, AK)  # orthonormal, by variance: the same span, the best start in it
-    if not np.all(mu > 0):  # fewer directions than rows: keep the rows themselves, which KHA can still move
-        A_r, AK_r = A, AK
-    return np.ascontiguousarray(A_r), np.ascontiguousarray(AK_r), residual if solver_name == "nystrom" else None
+    variance = np.einsum("ij,ij->i", AK, A)  # the rows' variance along each extended component
+    live = variance > RELATIVE_RANK_TOL * max(float(np.max(variance, initial=0.0)), 0.0)
+    if not np.any(live):
+        raise Degenerate(f"the {solver_name} start found no direction with variance on these rows: all rows are "
+                         "the same point in feature space (check the data, or the kernel's width or scale)")
+    # orthonormal, by variance: the same span, the best start in it; past the data's rank in feature space
+    # (fewer directions than asked, r and the guard vectors) only those the span holds
+    A_r, AK_r, mu = ritz_components(A[live], AK[live])
+    kept = mu > 0
+    return (np.ascontiguousarray(A_r[kept]), np.ascontiguousarray(AK_r[kept]),
+            residual if solver_name == "nystrom" else None, state.get("solver_note"))

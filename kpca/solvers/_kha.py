@@ -188,11 +188,14 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
         if m == l:  # exact kernel PCA: its residual is rounding
             extra["residual"] = 0.0
     elif init in REDUCED_INITS:
-        A, AK, residual = extended_start(init, rows, r + guards, seed, landmarks=params.get("init_size"), served=r)
+        A, AK, residual, note = extended_start(init, rows, r + guards, seed, landmarks=params.get("init_size"),
+                                               served=r)
         if init == "nystrom":
             extra["init_size"] = int(params["init_size"])
         if residual is not None:
             extra["residual"] = residual
+        if note:
+            extra["solver_note"] = note
     else:
         rng = np.random.default_rng([seed, 2**31])
         s = min(l, max(_INIT_COLUMNS, 4 * r))
@@ -210,8 +213,10 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     gains = {k: float(params[k]) for k in ("eta0", "mu", "xi") if params.get(k) is not None}
     gains.setdefault("eta0", 0.0)  # unresolved before the centring (`centres_at_start`): set by regain
     norm_limit = NORM_LIMIT * max(1.0, float(np.max(np.einsum("ij,ij->i", AK, A))))
-    if guards and A.shape[0] == r + guards:  # iterated beside the served r (`kpca.solvers._rayleigh_ritz`)
-        extra.update(guard_A=A[r:], guard_AK=AK[r:])
+    if guards and A.shape[0] > r:  # iterated beside the served r (`kpca.solvers._rayleigh_ritz`): as many as the
+        extra.update(guard_A=A[r:], guard_AK=AK[r:])  # start's span holds beside them
+    if A.shape[0] < r:  # the rows span fewer directions than r: the others are served as zero components
+        A, AK = (np.vstack([M, np.zeros((r - M.shape[0], l), dtype=M.dtype)]) for M in (A, AK))
     A, AK = A[:r], AK[:r]
     state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, gains["eta0"]),
              "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": seed,

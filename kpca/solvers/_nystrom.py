@@ -64,7 +64,7 @@ import dataclasses
 
 import numpy as np
 
-from kpca._dense import eigh
+from kpca._dense import eigh, eigvalsh
 from kpca.kernels import kernel_block, kernel_diagonal, squared_norms
 from kpca.reduced_sets import BLOCK_ENTRIES, uniform_subset
 from kpca.rows import Centering
@@ -174,10 +174,19 @@ def _fit(rows, n_components: int, params: dict, context: FitContext, report=None
     mean_row, M, mean_diagonal = landmark_moments(rows, landmarks, about)
     nu, A, AK, b = ritz_landmark_components(W, mean_row, M, n_components, about)
     centering = Centering.weighted(W, b, normalize=False)
-    # trace(K')/l of the rows, up to ||mu||^2 - ||mu_S||^2 >= 0 (exact when mu lies in span(S))
-    centering = dataclasses.replace(centering, mean_diagonal=mean_diagonal - centering.grand_mean).require_variance()
+    notes = {}
+    smallest = float(eigvalsh(W, subset_by_index=[0, 0])[0])
+    if smallest < -rounding_floor(W):  # no feature space: ||mu_S||^2 is not the rows' grand mean of K
+        trace = mean_diagonal - float(mean_row.mean())  # mean_S of the rows' mean kernel rows: the grand mean
+        if rows.kernel.kernel.definite:  # an indefinite kind (tanh) is said of the fit (`kpca.fitting.kernel_notes`)
+            notes["solver_note"] = (f"the kernel is not positive semi-definite on the landmarks (their kernel "
+                                    f"matrix has an eigenvalue {smallest:.3g}): the model serves the leading "
+                                    "components of its positive part only")
+    else:  # trace(K')/l of the rows, up to ||mu||^2 - ||mu_S||^2 >= 0 (exact when mu lies in span(S))
+        trace = mean_diagonal - centering.grand_mean
+    centering = dataclasses.replace(centering, mean_diagonal=trace).require_variance()
     return {"solver": "nystrom", "centres": landmarks, "A": A, "AK": AK, "eigenvalues": rows.n_rows * nu,
-            "n_rows": rows.n_rows, **centering.to_state(), "used_landmarks": int(S.size)}
+            "n_rows": rows.n_rows, **centering.to_state(), "used_landmarks": int(S.size), **notes}
 
 
 register(Solver("nystrom", "uniform-landmark Nystrom KPCA, Rayleigh-Ritz form: the components in the span of m "

@@ -123,3 +123,48 @@ def test_reduced_set_solvers_serve_eigenvalues_the_rows_support(solver):
     assert np.all(model.eigenvalues_ <= lam[:R] * (1 + 1e-9)), (model.eigenvalues_, lam[:R])
     Z = model.transform(X)
     np.testing.assert_allclose(((Z - Z.mean(axis=0)) ** 2).sum(axis=0), model.eigenvalues_, rtol=1e-8)
+
+
+@pytest.mark.parametrize("case, rank", [("10 distinct rows", 9), ("linear, rank 5", 5), ("swiss roll, cubic", 19)])
+def test_the_default_start_past_the_rank_serves_zero_components_with_a_warning(case, rank):
+    """Rank below r + guard vectors: the Nystrom start keeps the directions its span holds, and the fit
+    serves zero components past the rank, named in warnings_ (issue 51: it raised "the nystrom start has
+    components without variance")."""
+    from bench._adversarial import cases
+
+    found = {c.name: c for c in cases(400)}[case]
+    kernel = dict(found.kernel)
+    kind = kernel.pop("kernel")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = KernelHebbianPCA(found.n_components, kernel=kind, **kernel, solver_params=LARGE_L_PATH).fit(found.X)
+    assert np.count_nonzero(model.eigenvalues_) == rank
+    assert any(f"only {rank} directions" in w for w in model.warnings_), model.warnings_
+    Kc, lam = reference(found, model.kernel_.get("sigma"))
+    got = score(Kc, lam, model.transform(found.X), model.eigenvalues_, found.n_components)
+    assert got["excess"] <= 1e-6 and got["eigenvalue_error"] <= 1e-6, got
+
+
+@pytest.mark.parametrize("solver", ["exact", "nystrom", "kha-smd"])
+def test_an_indefinite_kernel_serves_its_leading_positive_pairs_and_says_so(solver):
+    """tanh(0.05 <x, y> - 1) on digits: K' has negative eigenvalues. Every fit serves the leading positive
+    eigenpairs and says the kernel is indefinite (issue 51: the default and nystrom refused it as "all
+    rows are equal")."""
+    from bench._adversarial import cases
+
+    found = {c.name: c for c in cases(400)}["tanh, indefinite"]
+    options = {"solver_params": LARGE_L_PATH} if solver == "kha-smd" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = KernelHebbianPCA(R, kernel="tanh", gamma=0.05, offset=-1.0, solver=solver, **options).fit(found.X)
+    assert any("not positive semi-definite" in w for w in model.warnings_), model.warnings_
+    Kc, lam = reference(found, None)
+    assert lam[-1] < 0 and np.all(model.eigenvalues_ > 0)
+
+
+def test_a_negative_trace_is_diagnosed_as_an_indefinite_kernel():
+    from kpca.centering import Centering
+    from kpca.errors import Degenerate
+
+    with pytest.raises(Degenerate, match="not positive semi-definite"):
+        Centering(np.zeros(3), grand_mean=0.2, mean_diagonal=-0.2).require_variance()
