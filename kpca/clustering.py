@@ -59,7 +59,6 @@ from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
 from kpca.solvers import SOLVERS, served_components
-from kpca.solvers._extend import REDUCED_INITS
 N_INIT = 10  # k-means restarts
 
 
@@ -134,7 +133,8 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
                      params: dict | None = None) -> None:
     """`kpca.params.ParamError` naming ``n_clusters`` (not an integer in 2 .. l - 1), ``solver`` (not a
     `clustering_solvers`), ``kernel.type`` (values that are not positive affinities) or ``params.init``
-    (a reduced-set start, which centres the rows its own way). What a request can be checked for before
+    (the rskpca start, whose weighted centres stand for the rows of K; the Nystrom start, which ``auto``
+    takes on more rows than its subset holds, extends its components to the rows of L in the degree pass). What a request can be checked for before
     any pass; the solver's own parameters are checked by its ``check``. O(1)."""
     if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)):
         raise ParamError("n_clusters", f"must be an integer, got {n_clusters!r}")
@@ -147,9 +147,9 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
     if kernel is not None and kernel.type not in AFFINITY_KERNELS:
         raise ParamError("kernel.type", f"spectral clustering needs positive affinities: use "
                                         f"{' or '.join(AFFINITY_KERNELS)}, not {kernel.type!r}")
-    if params and params.get("init") in REDUCED_INITS:
+    if params and params.get("init") == "rskpca":  # its shadow centres stand for the rows of K, not of L
         raise ParamError("params.init", f"{params['init']!r} is not available for spectral clustering; use "
-                                        "'subset' or 'random'")
+                                        "'subset', 'nystrom' or 'random'")
 
 
 def affinity_rows(rows_or_X, kernel: KernelSpec | dict | None = None) -> AffinityRows:

@@ -127,7 +127,6 @@ def test_list_read_and_delete(api, found):
     ({"kernel": {"type": "polynomial", "degree": 2}}, 422, "invalid", "kernel.type"),
     ({"kernel": {"type": "gaussian", "sigma": -1}}, 422, "invalid", "kernel.sigma"),
     ({"params": {"eta0": -1.0}}, 422, "invalid", "params.eta0"),
-    ({"params": {"init": "nystrom"}}, 422, "invalid", "params.init"),
     ({"params": {"landmarks": 10}}, 422, "invalid", "params.landmarks"),
     ({"params": {"init": "rskpca"}}, 422, "invalid", "params.init"),
     ({"params": {"init": "subset", "init_size": 2}}, 422, "invalid", "params.init_size"),
