@@ -249,6 +249,8 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
         state = {key: value for key, value in state.items() if key != "converged"}  # judged anew, on this tol
         if "update" in state:  # a resumed fit goes on as it went, unless asked otherwise
             given.setdefault("update", state["update"])
+        if state.get("kernel_precision") == "float64":  # a fit that float32 could not resolve stays in float64
+            given.setdefault("kernel_precision", "float64")
     if state is None:
         early = _in_precision(rows, solver.resolved(given, context, where))  # what the start needs
         if centre is _fit_centering and solver.centres_at_start(early):  # one pass for both
@@ -262,7 +264,9 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     elif int(state["n_rows"]) != rows.n_rows:
         state, _ = extend_state(state, Centering.from_state(state), rows)
         state.pop("residual", None)  # measured on the old rows
-        given["init"], grown = "random", True  # the gains of a start that knows nothing of the new rows
+        grown = True
+        if state.get("update") != "rayleigh-ritz":  # the gains of a start that knows nothing of the new rows;
+            given["init"] = "random"  # Rayleigh-Ritz passes go on from the fitted subspace, guard vectors too
     else:
         rows.restore_centering(state)
     context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)

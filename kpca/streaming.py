@@ -4,8 +4,9 @@ When rows are appended (l0 -> l1 = l0 + k), the solver state is carried over
 instead of starting again: the expansion coefficients of the new rows start at
 zero (``a_ij = 0`` for rows not yet seen, appendix A.2), the centring
 statistics are updated to the new mean in feature space (appendix A.3), and
-``A K'`` (and KHA-SMD's ``B K'``) is brought up to date for the new
-centring. All of it costs the k kernel rows of the new points,
+``A K'`` (KHA-SMD's ``B K'``, the Rayleigh-Ritz passes' guard vectors' images)
+is brought up to date for the new centring, so that the passes continue from
+the fitted subspace as they left it. All of it costs the k kernel rows of the new points,
 ``2 k l1 n`` flops, plus O(r l1): the old rows' kernel values are never
 recomputed.
 
@@ -23,7 +24,6 @@ import numpy as np
 
 from kpca.kernels import kernel_diagonal
 from kpca.rows import Centering, KernelRows
-from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 
 
 def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[dict, Centering]:
@@ -63,12 +63,14 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
     new_centering = Centering(m1, mbar1, diag_sum / l1 - mbar1)
 
     out = dict(state, n_rows=l1, position=0, **new_centering.to_state())
-    for key in GUARD_KEYS:  # guard vectors of the old rows: the passes on the grown rows run without
+    out.pop("float32_images", None)  # the images are recomputed here, in the rows' precision
+    for key in ("previous_A", "previous_AK"):  # LOBPCG's last step, a direction of the old rows' problem
         out.pop(key, None)
-    for M, MK in (("A", "AK"), ("B", "BK")):  # B K' as A K' (KHA-SMD)
+    # B K' as A K' (KHA-SMD); the guard vectors of the Rayleigh-Ritz passes carry on as the components do
+    for M, MK in (("A", "AK"), ("B", "BK"), ("guard_A", "guard_AK")):
         if MK in state:
             out[MK] = _recentred_image(state[M], state[MK], m0, m1, mbar0, mbar1, R)
-    for M in ("A", "B"):
+    for M in ("A", "B", "guard_A"):
         if M in state:
             out[M] = _pad(state[M], l1)
     rows.centering = new_centering

@@ -168,3 +168,20 @@ def test_a_negative_trace_is_diagnosed_as_an_indefinite_kernel():
 
     with pytest.raises(Degenerate, match="not positive semi-definite"):
         Centering(np.zeros(3), grand_mean=0.2, mean_diagonal=-0.2).require_variance()
+
+
+def test_appended_rows_continue_from_the_fitted_subspace():
+    """partial_fit after the default fit: the passes go on from the fitted components with their guard
+    vectors (Rayleigh-Ritz passes, not a restart without guards), and reach the tol's accuracy in a few
+    passes, twice over (issue 51: 15 passes to an excess of 7.1e-7, and a second append missed its tol)."""
+    X = digits(1400, seed=3)
+    model = KernelHebbianPCA(R, sigma=3.0, solver_params=LARGE_L_PATH).fit(X[:1000])
+    for stop in (1200, 1400):
+        before = model.state_["pass"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a tol not met would say so
+            model.partial_fit(X[stop - 200 : stop])
+        assert model.state_["pass"] - before <= 5, model.state_["pass"] - before
+        assert "guard_A" in model.state_ and model.state_["guard_A"].shape[1] == stop
+        got = served_excess(model, X[:stop], {"kernel": "gaussian", "sigma": 3.0})
+        assert got["excess"] <= 1e-6 and got["eigenvalue_error"] <= 1e-6, got
