@@ -238,7 +238,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.kernel_ = rows.kernel.to_dict()
         self.params_used_ = prepared.used(state)
         self.warnings_ = [] if model.eigenvalues is None else rank_warnings(model.eigenvalues)
-        self.warnings_ += prepared.notes(state)
+        self.warnings_ += prepared.notes(state, rows)
         for message in self.warnings_:
             warnings.warn(message, UserWarning, stacklevel=3)
 

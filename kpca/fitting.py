@@ -8,7 +8,7 @@ of the job that runs it). Preparing it over a row source (`kpca.rows.KernelRows`
 1. check the given parameters against the solver's declaration and the data's size
    (`kpca.solvers.Solver.check`), before any row is read;
 2. resolve the kernel's ``"auto"`` widths from the data (`kpca.rows.KernelRows.resolve_kernel`), and measure
-   how far K' is below the kernel's scale on a sample (`kpca.rows.KernelRows.kernel_spread`), for a
+   how far K' is below the kernel's scale on a sample (`kpca.sampled_kernel.kernel_spread`), for a
    ``kernel_precision: auto`` to decide by;
 3. for an iterative solver: centre the rows (the centring pass, or the caller's, e.g. a sharded
    one), or take the centring of the checkpoint it resumes from, extending the checkpoint to rows
@@ -35,6 +35,7 @@ from typing import Any
 from kpca import defaults
 from kpca.driver import PassHooks, run_passes
 from kpca.rows import Centering
+from kpca.sampled_kernel import kernel_spread, negative_share
 from kpca.solvers import FitContext, Solver, get_solver
 from kpca.streaming import extend_state
 
@@ -155,12 +156,15 @@ class PreparedFit:
         return [f"params.tol {tol:g} not met in {int(state.get('pass', 0))} passes (relative residual "
                 f"{float(residual):.3g}): resume the fit with more passes, or ask for a larger tol"]
 
-    def notes(self, state: Mapping[str, Any]) -> list[str]:
-        """What a fit says of itself besides its components' rank (`kpca.solvers.rank_warnings`): the
-        solver's own note (``solver_note`` in the state: lines such as an indefinite kernel's) and a tol
-        not met (`unmet_tol`). What the estimator's ``warnings_`` and a model's ``warnings`` hold. O(1)."""
+    def notes(self, state: Mapping[str, Any], rows=None) -> list[str]:
+        """What a fit says of itself besides its components' rank (`kpca.solvers.rank_warnings`): what
+        preparing it found of the data (`data_notes`), the solver's own note (``solver_note`` in the
+        state), a tol not met (`unmet_tol`), and, given the training ``rows``, the solver's audit of the
+        fitted model's accuracy (`kpca.solvers.Solver.audit`). What the estimator's ``warnings_`` and a
+        model's ``warnings`` hold. O(1), plus the audit's cost."""
         own = [line for line in str(state.get("solver_note") or "").split("\n") if line]
-        return list(self.data_notes) + own + self.unmet_tol(state)
+        audited = [] if rows is None or self.solver.audit is None else self.solver.audit(state, rows)
+        return list(self.data_notes) + own + self.unmet_tol(state) + audited
 
     def used(self, state: Mapping[str, Any]) -> dict:
         """``params_used`` of the fit at ``state``: the resolved parameters, what the solver settled on
@@ -186,12 +190,12 @@ def _in_precision(rows, params: dict) -> dict:
 
 def kernel_notes(rows) -> tuple[str, ...]:
     """What a fit says of a kernel that is not positive semi-definite by its kind (tanh) where a sample of
-    the rows shows negative eigenvalues of K' (`kpca.rows.KernelRows.negative_share`): kernel PCA then
+    the rows shows negative eigenvalues of K' (`kpca.sampled_kernel.negative_share`): kernel PCA then
     serves the leading positive eigenpairs, as scikit-learn's KernelPCA does. Cost: the sample's
     ``O(m^2 n + m^3)``, only for such kernels."""
-    if rows.kernel.kernel.definite or not hasattr(rows, "negative_share"):
+    if rows.kernel.kernel.definite or not hasattr(rows, "sample"):
         return ()
-    share = rows.negative_share()
+    share = negative_share(rows)
     if share <= 0:
         return ()
     return (f"the {rows.kernel.type} kernel is not positive semi-definite on these rows (on a sample, K' has a "
@@ -203,7 +207,7 @@ def _measures_spread(solver: Solver, rows) -> bool:
     """Whether ``kernel_precision: auto`` needs the rows' kernel spread: a solver with an ``auto``
     precision, over rows that can be computed in float32 (`kpca.rows.KernelRows`)."""
     param = solver.param("kernel_precision")
-    return param is not None and param.default == "auto" and hasattr(rows, "kernel_spread") and \
+    return param is not None and param.default == "auto" and hasattr(rows, "sample") and \
         hasattr(rows, "use_precision")
 
 
@@ -238,7 +242,7 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     solver = get_solver(request.solver)
     request.checked_params(rows.n_rows, rows.kernel, where)
     rows.resolve_kernel()
-    spread = rows.kernel_spread() if _measures_spread(solver, rows) else None
+    spread = kernel_spread(rows) if _measures_spread(solver, rows) else None
     context = request.context(rows.n_rows, rows.kernel, kernel_spread=spread)
     notes = kernel_notes(rows)
     if not solver.iterative:

@@ -71,7 +71,7 @@ class Kernel:
         arithmetic whatever the data (a width whose square under- or overflows).
     definite : bool
         Positive semi-definite whatever its parameters and the data (False: ``tanh``, whose K' a fit
-        checks on a sample of the rows, `kpca.rows.KernelRows.negative_share`).
+        checks on a sample of the rows, `kpca.sampled_kernel.negative_share`).
     """
 
     name: str

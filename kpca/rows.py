@@ -45,7 +45,6 @@ from kpca.kernels import (
 )
 
 AUTO_SAMPLE_ROWS = 1000  # rows sampled to resolve a kernel parameter "auto" (resolve_kernel)
-SPREAD_SAMPLE_ROWS = 512  # rows sampled to measure how far K' is below the kernel's scale (kernel_spread)
 
 
 def default_cache_bytes() -> int:
@@ -239,36 +238,6 @@ class KernelRows:
         if self.kernel.unresolved:
             self.kernel = self.kernel.resolved(self.sample(size, seed))
         return self.kernel
-
-    def kernel_spread(self, size: int = SPREAD_SAMPLE_ROWS, seed: int = 0) -> float:
-        """How far K' is below the kernel's own scale: ``max |K| / (trace(K') / m)`` over a fixed-seed
-        `sample` of m rows (the kernel resolved first), computed in float64 from local coordinates; inf
-        where the sample's K' has no positive trace. Float32 tiles resolve a K' whose entries are within
-        about 1e-7 times this spread of their own size (`kpca.solvers._kha.auto_precision`): a kernel far
-        wider than the data's distances, or a dot-product kernel on rows far from the origin, has a large
-        one. Cost O(m^2 n), kept after the first call."""
-        if getattr(self, "_spread", None) is None:
-            from kpca.kernels import kernel_block
-
-            points = self.to_local(self.sample(size, seed), np.float64)
-            K = kernel_block(points, points, self.kernel.require_resolved())
-            trace = float(np.trace(K) - K.sum() / K.shape[0]) / K.shape[0]  # trace(K') / m
-            self._spread = float(np.abs(K).max() / trace) if trace > 0 else float("inf")
-        return self._spread
-
-    def negative_share(self, size: int = SPREAD_SAMPLE_ROWS, seed: int = 0) -> float:
-        """``-lambda_min / lambda_max`` of K' over a fixed-seed `sample` of m rows, or 0 where it has no
-        negative eigenvalue beyond rounding: how far from positive semi-definite an indefinite kernel
-        (`kpca.kernels.Kernel.definite` False: tanh) is on these rows. Cost O(m^2 n + m^3)."""
-        from kpca._dense import eigvalsh
-        from kpca.kernels import kernel_block
-
-        points = self.to_local(self.sample(size, seed), np.float64)
-        K = kernel_block(points, points, self.kernel.require_resolved())
-        K = K - K.mean(axis=0)[None, :] - K.mean(axis=1)[:, None] + K.mean()
-        values = eigvalsh(0.5 * (K + K.T))
-        top = max(float(values[-1]), np.finfo(np.float64).tiny)
-        return max(0.0, -float(values[0]) / top - 1e-12 * K.shape[0])
 
     def take(self, indices: np.ndarray) -> np.ndarray:
         """Data rows ``source[indices]`` of shape (b, n) in the data's coordinates: ``compute_dtype``, or

@@ -221,7 +221,7 @@ def complete(job: FitJob, record: JobRecord, rows: KernelRows, state: dict, repo
     """The record of a fit whose passes are over: ``completed``, with its warnings and what the job adds
     (`FitJob.finish`); a state no pass of this run recorded is reported first (`PassReporter.settle`)."""
     report.settle(state)
-    warnings = completion_warnings(rows, state) + report.prepared.notes(state)
+    warnings = completion_warnings(rows, state) + report.prepared.notes(state, rows)
     job.registry.update(record.name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
                         warnings=warnings, **job.finish(record, rows, state),
                         **completed_checkpoint(job.checkpoints, record.name))

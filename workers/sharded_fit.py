@@ -31,6 +31,7 @@ from kpca.driver import PassHooks
 from kpca.shard_passes import ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start, unit_bounds
 from kpca.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
+from kpca.sampled_kernel import kernel_spread
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 from kpca.solvers._ritz import ritz_values
 from store.jobs.records import JobRecord
@@ -105,7 +106,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     rows.resolve_kernel()  # the shards compute their own kernel tiles: they need the widths first
     group = ActorGroup.start(client, addresses[: len(bounds)], bounds, data_dir=str(job.registry.root),
                              dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
-                             precision=job.request(record).kernel_precision(l, kernel_spread=rows.kernel_spread()),
+                             precision=job.request(record).kernel_precision(l, kernel_spread=kernel_spread(rows)),
                              unit_rows=unit,
                              n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
                              kind=registry.kind, running=running_fits(registry.root), origin=rows.origin)
@@ -148,7 +149,7 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
         return "cancelled"
     final = checkpoints.load(name)  # the last pass's cut, joined from its parts (once, at the end)
     rows.restore_centering(final)
-    warnings = completion_warnings(rows, final) + prepared.notes(state)
+    warnings = completion_warnings(rows, final) + prepared.notes(final, rows)
     registry.update(name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
                     warnings=warnings, **job.finish(record, rows, final), **completed_checkpoint(checkpoints, name))
     return "completed"

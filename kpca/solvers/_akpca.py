@@ -42,6 +42,7 @@ import numpy as np
 
 from kpca.params import ParamError
 from kpca.solvers._autoencoder import (
+    audit,
     NORM_LIMIT,
     gains,
     used,
@@ -188,4 +189,4 @@ register(Solver(
           "subgradient descent; reconstructs x itself, not phi(x). Kernel {type: polynomial, degree: 2, offset: 0, "
           "gamma: 1} only; keeps 2 k d^2 numbers",
     params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
-    diverged=diverged, damped=damped, model=model, used=used, gains=gains))
+    diverged=diverged, damped=damped, model=model, used=used, gains=gains, audit=audit))

@@ -36,6 +36,7 @@ import numba
 import numpy as np
 
 from kpca.solvers._autoencoder import (
+    audit,
     NORM_LIMIT,
     gains,
     used,
@@ -182,4 +183,4 @@ register(Solver(
           "points, O(k l) memory and Lanczos products O(l d) per step: for many features and few rows "
           "(limited to exact_limit rows). Kernel {type: polynomial, degree: 2, offset: 0, gamma: 1} only",
     params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
-    diverged=diverged, damped=damped, resolve=resolve, model=model, used=used, gains=gains))
+    diverged=diverged, damped=damped, resolve=resolve, model=model, used=used, gains=gains, audit=audit))

@@ -88,7 +88,7 @@ INIT_SIZE = Param("init_size", int, None, low=1,
 #: entry) leaves the served excess error near 1e-8, within the 1e-6 that a tol of 1e-3 promises
 #: (bench/results/time_to_accuracy.json, "default float32"), not within what a tighter tol promises.
 FLOAT32_TOL = 1e-3
-#: The largest kernel spread (`kpca.rows.KernelRows.kernel_spread`: the kernel's scale over K''s) at which
+#: The largest kernel spread (`kpca.sampled_kernel.kernel_spread`: the kernel's scale over K''s) at which
 #: ``auto`` takes float32: K' then has at least 1/100 of the kernel's scale, so float32's 1e-7 relative
 #: rounding of a kernel value is at most about 1e-5 of K''s entries (issue 51: a width 30 times the
 #: median distance has a spread near 2e3, and float32 could not resolve it).

@@ -48,7 +48,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from kpca.solvers._residual import residual
 from kpca.solvers._ritz import ritz_components
+from kpca.solvers._rounding import checked_pass
 
 BLOCK_ROWS = 1024  # rows of K' multiplied per call (memory O(r l) whatever it is)
 # what a pass iterates beside the served r (module docstring): the g guard vectors, the previous step
@@ -73,33 +75,6 @@ def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.nd
     return ZK, residual(Z, ZK)
 
 
-def residual_squares(Z: np.ndarray, ZK: np.ndarray, X: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(squared, mu)``: the squared residuals ``||Q w_i - mu_i w_i||^2 = z_i K' z_i^T - mu_i^2`` of
-    orthonormal components from their training projections ``Z`` and ``Z K'`` (r, l), as computed, sign
-    and all, and their variances ``mu_i = ||z_i||^2`` (module docstring). Given the components'
-    coefficients X (``Z = X K'``), the same figure as ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)``,
-    differences of vectors whose rounding is relative to the residual, not to its square. A negative
-    value is rounding or products inconsistent with the components (float32 tiles): never a small
-    residual (`residual`). Float64 sums. O(r l)."""
-    Z, ZK = np.asarray(Z, dtype=np.float64), np.asarray(ZK, dtype=np.float64)
-    mu = np.einsum("ij,ij->i", Z, Z)
-    if X is None:
-        return np.einsum("ij,ij->i", ZK, Z) - mu**2, mu
-    return np.einsum("ij,ij->i", ZK - mu[:, None] * Z, Z - mu[:, None] * np.asarray(X, dtype=np.float64)), mu
-
-
-def relative_residuals(squared: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """``sqrt(|squared_i|) / mu_i`` (0 for a component without variance): the absolute value, so that
-    rounding and inconsistency make the figure larger, never 0. O(r)."""
-    return np.divide(np.sqrt(np.abs(squared)), mu, out=np.zeros_like(mu), where=mu > 0)
-
-
-def residual(Z: np.ndarray, ZK: np.ndarray, X: np.ndarray | None = None) -> float:
-    """The relative residual ``max_i sqrt(|z_i K' z_i^T - ||z_i||^4|) / ||z_i||^2`` of orthonormal
-    components (`residual_squares`, `relative_residuals`); 0 for components without variance. O(r l)."""
-    return float(relative_residuals(*residual_squares(Z, ZK, X)).max(initial=0.0))
-
-
 def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS, tol: float | None = None) -> dict:
     """One deterministic pass of a KHA-family state (module docstring): the projections ``Z`` of the
     served components and of the state's guard vectors become the coefficients, ``A K'`` is ``Z K'``
@@ -112,8 +87,6 @@ def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS, tol: flo
     ``float32_images``) the next pass takes the power step. Gains and SMD's B, BK, rho are left as they
     are. Returns a new state; the driver counts the pass. Cost as `power_step`, plus the check's (its
     module)."""
-    from kpca.solvers._rounding import checked_pass
-
     r = np.asarray(state["A"]).shape[0]
     pairs = (("A", "guard_A"), ("AK", "guard_AK")) if "guard_A" in state else (("A",), ("AK",))
     A, AK = (np.concatenate([np.asarray(state[key], dtype=np.float64) for key in keys]) for keys in pairs)
@@ -127,6 +100,8 @@ def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS, tol: flo
     dtype = np.asarray(state["A"]).dtype
     out = dict(state, residual=checked.residual, t=int(state["t"]) + int(rows.n_rows), position=0, **checked.notes,
                float32_images=checked.float32_product)
+    if checked.residual is None:  # the pass measured nothing (it moved the fit to float64): no figure, not 0
+        del out["residual"]
     plain = (checked.residual is None or checked.residual < PLAIN_BELOW or checked.float32_product
              or bool(state.get("float32_images")))
     if "guard_A" not in state or plain:  # a power step: the Ritz components of span(Z)

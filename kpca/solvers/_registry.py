@@ -89,7 +89,7 @@ class FitContext:
         serve (the shadow estimate of a kernel without a width). None: not
         known yet; the fit sees it in ``rows.kernel``.
     kernel_spread : float or None
-        How far K' is below the kernel's scale (`kpca.rows.KernelRows.kernel_spread`), from a sample
+        How far K' is below the kernel's scale (`kpca.sampled_kernel.kernel_spread`), from a sample
         of the rows: what ``kernel_precision`` ``auto`` decides by. None before any row is read.
     """
 
@@ -227,6 +227,11 @@ class Solver:
         ``n_features``, ``eigenvalues`` ((r,) or None) and ``figure(X) -> (metric,
         value)``, its convergence figure on training rows X. Default: a
         `kpca.model.KernelModel` of `components`.
+    audit : callable, optional
+        ``audit(state, rows) -> list[str]``: what a fitted model should say of its own accuracy where it
+        is far from what it could be, with the figure (autoencoder KPCA's reconstructions against the
+        rows' mean, rskpca's captured variance against an estimate of the best), measured at the end of
+        a fit on the training rows (`kpca.fitting.PreparedFit.notes`). Default: nothing.
     """
 
     name: str
@@ -252,6 +257,7 @@ class Solver:
     used: Callable = used_params
     gains: Callable = _no_gains
     model: Callable | None = None
+    audit: Callable | None = None
 
     def __post_init__(self):
         if self.serves not in SERVES:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kpca.solvers._rayleigh_ritz import relative_residuals, residual_squares
+from kpca.solvers._residual import relative_residuals, residual_squares
 
 CHECK_ROWS = 128  # rows of K' computed in float64 to bound a float32 pass's rounding
 MARGIN = 3.0  # standard errors of the sampled estimate added to it

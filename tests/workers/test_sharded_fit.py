@@ -169,7 +169,9 @@ def test_the_default_fit_sharded_iterates_its_guard_vectors_and_resumes_with_the
     exact limit, as one process's does. Before, the shards dropped the guards (a sharded default fit needed
     about three times the passes), took only the power step and showed the eigenvalues' change."""
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
-    asked = {"init": "nystrom", "init_size": 20, "tol": 1e-12, "kernel_precision": precision}
+    # tol 0 over float32: a one-process fit asked for 1e-12 would move to float64 (`kpca.solvers._rounding`)
+    asked = {"init": "nystrom", "init_size": 20, "tol": 1e-12 if precision == "float64" else 0,
+             "kernel_precision": precision}
     one, two = f"guards-one-{precision}", f"guards-two-{precision}"
     reference = in_process(data_dir, one, passes=5, **asked)
     # above the exact limit, as large fits are: the record shows the residual the passes measure
@@ -186,8 +188,13 @@ def test_the_default_fit_sharded_iterates_its_guard_vectors_and_resumes_with_the
     assert final.status == "completed", final.error
     assert final.progress.workers == 2 and [h.pass_ for h in final.history] == [1, 2, 3, 4, 5]
     assert {h.convergence.metric for h in final.history} == {"residual"}
-    np.testing.assert_allclose([h.convergence.residual for h in final.history],
-                               [h.convergence.residual for h in registry.get(one).history], rtol=1e-3)
+    sharded = [h.convergence.residual for h in final.history]
+    whole = [h.convergence.residual for h in registry.get(one).history]
+    if precision == "float64":
+        np.testing.assert_allclose(sharded, whole, rtol=1e-3)
+    else:  # one process adds its float32 rounding bound to the figure; the sharded passes do not check theirs
+        np.testing.assert_allclose(sharded, whole, rtol=1e-2)
+        assert all(w >= s * (1 - 1e-6) for w, s in zip(whole, sharded))
     got = checkpoints.load(two)
     assert checkpoints.parts_of(two, 5) is not None and got["guard_A"].shape == (guards, ROWS)
     _, served_got, mu_got = ritz_components(got["A"], got["AK"])
