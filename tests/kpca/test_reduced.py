@@ -227,7 +227,7 @@ def test_defaults_and_limits():
     assert default_centres(5, 400, 3000) == 400 and default_centres(5, 10**6, 3000) == 1000
     assert default_centres(200, 10**6, 3000) == 2000 and default_centres(200, 10**6, 1500) == 1500
     context = FitContext(n_rows=5000, n_components=R, exact_limit=3000, kernel=SPEC)
-    assert SOLVERS["rskpca"].resolved({}, context)["max_centres"] == 500  # a tenth of the rows
+    assert SOLVERS["rskpca"].resolved({}, context)["max_centres"] is None  # the fit's own (a tenth, doubled...)
     assert default_max_centres(5, 200, 3000) == 50 and default_max_centres(5, 10**6, 3000) == 3000
     assert default_max_centres(40, 1000, 3000) == 400 and default_max_centres(40, 300, 3000) == 300
     with pytest.raises(ParamError, match="herding"):
@@ -237,16 +237,22 @@ def test_defaults_and_limits():
     assert info.value.field == "params.size" and "exact limit" in str(info.value)
 
 
-def test_by_default_the_centres_are_a_tenth_of_the_rows_and_the_error_is_stated(digits):
+def test_by_default_the_centres_start_at_a_tenth_of_the_rows_and_the_error_is_stated(digits):
     """Issue 28: at the median width (sigma "auto") and ell 4 the shadow keeps most digits (67 % of these
-    1437); by default rskpca keeps at most a tenth, reports the ell in effect, and the bound of seed 004
-    eq. 21 that it guarantees, sqrt(2 (1 - exp(-1 / ell^2))) for the Gaussian kernel."""
+    1437); by default rskpca starts from at most a tenth, reports the ell in effect, and the bound of seed
+    004 eq. 21 that it guarantees, sqrt(2 (1 - exp(-1 / ell^2))) for the Gaussian kernel. Issue 51: a tenth
+    captured far less than it could (excess 0.15-0.97 at r 16, unsaid); the default doubles its cap while
+    its components capture less than 95 % of what exact KPCA of as many uniform rows captures, and reports
+    the ratio."""
     X = digits[:1437]
     est = KernelHebbianPCA(R, solver="rskpca").fit(X)
     used = est.params_used_
-    assert used["ell"] < DEFAULT_ELL and used["centres"] <= 144 == used["max_centres"]
-    assert est.model_.rows.n_rows == used["centres"]
+    assert used["max_centres"] in (144, 288, 576, 1152, 1437) and used["centres"] <= used["max_centres"]
+    assert used["ell"] < DEFAULT_ELL and est.model_.rows.n_rows == used["centres"]
+    assert used["variance_ratio"] >= 0.95 or any("promise" in w for w in est.warnings_)
     assert used["mmd_bound"] == pytest.approx(np.sqrt(2 * (1 - np.exp(-1 / used["ell"] ** 2))), rel=1e-12)
+    tenth = KernelHebbianPCA(R, solver="rskpca", solver_params={"max_centres": 144}).fit(X)
+    assert tenth.params_used_["centres"] <= 144 and "variance_ratio" in tenth.params_used_  # a cap given holds
     wide = KernelHebbianPCA(R, solver="rskpca", solver_params={"max_centres": 1437}).fit(X).params_used_
     assert wide["ell"] == DEFAULT_ELL and wide["centres"] > 0.5 * 1437  # what the default guards against
     assert wide["mmd_bound"] < used["mmd_bound"]
