@@ -95,16 +95,20 @@ FLOAT32_TOL = 1e-3
 FLOAT32_SPREAD = 100.0
 
 
-def auto_precision(params: dict, spread: float | None = None) -> tuple[str, str]:
+def auto_precision(params: dict, spread: float | None = None, kernel=None) -> tuple[str, str]:
     """``kernel_precision`` ``auto`` of resolved KHA parameters, and why: float32 for Rayleigh-Ritz passes
     from a Nystrom start with ``tol >= FLOAT32_TOL`` (they take the plain power step over float32 tiles,
-    `kpca.solvers._rayleigh_ritz`) on data whose kernel ``spread`` is at most `FLOAT32_SPREAD` (or not
-    measured yet: before any row is read), float64 for everything else: an exact (subset) start, the
-    paper's stochastic passes (`make paper`'s experiments), ``tol`` 0 or a tighter tol, a spread float32
-    cannot resolve. O(1)."""
+    `kpca.solvers._rayleigh_ritz`) of a distance kernel (computed from centred rows, `kpca.rows`: an
+    offset does not reach them; a dot-product kernel's products sum its values in float32 too, whose
+    eigenvalues then carry about 1e-6 of their size) on data whose kernel ``spread`` is at most
+    `FLOAT32_SPREAD` (or not measured yet: before any row is read), float64 for everything else: an exact
+    (subset) start, the paper's stochastic passes (`make paper`'s experiments), ``tol`` 0 or a tighter
+    tol, a dot-product kernel, a spread float32 cannot resolve. O(1)."""
     if not (params["update"] == "rayleigh-ritz" and params["init"] == "nystrom"
             and (params["tol"] or 0) >= FLOAT32_TOL):
         return "float64", "auto: float32 runs only the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 or more"
+    if kernel is not None and not kernel.kernel.radial:
+        return "float64", f"auto: float32 runs only distance kernels (from centred rows), not {kernel.type}"
     if spread is not None and not spread <= FLOAT32_SPREAD:
         return "float64", (f"auto: on a sample of the rows the kernel's largest value is {spread:.3g} times the mean "
                            f"diagonal of K' (float32 resolves at most {FLOAT32_SPREAD:g} times)")
@@ -144,7 +148,8 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
     if out["tol"] is None and out["update"] == "rayleigh-ritz":
         out["tol"] = defaults.RESIDUAL_TOL
     if out["kernel_precision"] == "auto":
-        out["kernel_precision"], out["kernel_precision_reason"] = auto_precision(out, context.kernel_spread)
+        out["kernel_precision"], out["kernel_precision_reason"] = auto_precision(out, context.kernel_spread,
+                                                                                 context.kernel)
     if out["update"] != "rayleigh-ritz" or out["init"] not in ("subset", "nystrom"):
         out["guards"] = 0  # only a start that knows the leading directions makes them
     else:

@@ -294,13 +294,15 @@ def _resolve_rskpca(params: dict, context: FitContext) -> dict:
     return out
 
 
-def _shadow(rows, params: dict, n_components: int, max_centres: int) -> tuple[ReducedSet, dict]:
-    """The shadow estimate of the rows at ``ell`` with at most ``max_centres`` centres, and at least r + 1:
-    where a width far above the rows' distances leaves fewer (every row within epsilon of one centre),
-    epsilon halves until it does not, as m centres serve at most m - 1 components. O(l m n) a try."""
+def _shadow(rows, params: dict, n_components: int, max_centres: int, least: int | None = None):
+    """``(reduced set, used values)``: the shadow estimate of the rows at ``ell`` with at most ``max_centres``
+    centres, and at least ``least`` (default r + 1, as m centres serve at most m - 1 components): where a
+    width far above the rows' distances leaves fewer (every row within epsilon of a few centres, issue 51:
+    one), epsilon halves until it does not. O(l m n) a try."""
     epsilon = shadow_epsilon(rows.kernel, params["ell"])
     reduced = shadow_estimate(rows, epsilon, max_centres)
-    while reduced.size <= n_components and reduced.epsilon > 1e-12 * epsilon:
+    least = min(n_components + 1 if least is None else least, max_centres, rows.n_rows)
+    while reduced.size < least and reduced.epsilon > 1e-12 * epsilon:
         reduced = shadow_estimate(rows, reduced.epsilon / 2, max_centres)
     ell = params["ell"] * epsilon / reduced.epsilon
     return reduced, {"used_ell": ell, "used_epsilon": reduced.epsilon,
@@ -324,8 +326,8 @@ def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, repo
     cap = params["max_centres"]
     grow = cap is None and params["density"] == "shadow"
     cap = default_max_centres(n_components, rows.n_rows, context.exact_limit) if cap is None else cap
-    while True:
-        state = _rskpca_state(rows, n_components, dict(params, max_centres=cap))
+    while True:  # the default also keeps at least ten centres per component, the landmark solvers' rule
+        state = _rskpca_state(rows, n_components, dict(params, max_centres=cap), 10 * n_components if grow else None)
         ratio = _variance_ratio(state, rows, n_components, params["seed"])
         if not grow or ratio >= VARIANCE_TARGET or cap >= top:
             break
@@ -350,12 +352,12 @@ def _variance_ratio(state: dict, rows, n_components: int, seed: int) -> float:
     return float(np.sum(state["eigenvalues"])) / captured if captured > 0 else 1.0
 
 
-def _rskpca_state(rows, n_components: int, params: dict) -> dict:
+def _rskpca_state(rows, n_components: int, params: dict, least: int | None = None) -> dict:
     """One fit of seed 004 Algorithm 1 over the chosen density estimate, at most ``params["max_centres"]``
-    centres (a shadow estimate's cap)."""
+    centres (a shadow estimate's cap) and at least ``least`` (`_shadow`)."""
     density, used = params["density"], {}
     if density == "shadow":
-        reduced, used = _shadow(rows, params, n_components, params["max_centres"])
+        reduced, used = _shadow(rows, params, n_components, params["max_centres"], least)
     else:
         m = params["centres"]
         if m is None:  # as in seed 004 §6: the m the shadow estimate keeps (kernels without a width: the rule)

@@ -57,9 +57,9 @@ AUTO_KERNEL_PRECISION = Param(
     description="precision of the kernel tiles (GEMM and exp) and of the solver's product with them; centring "
                 "and the solver state stay float64. float32 is faster, at about 1e-7 relative error per kernel "
                 "entry. auto: float32 for the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 or "
-                "more (the default fit of more than 1000 rows) where the data allow it (K' within 1/100 of the "
-                "kernel's scale on a sample of the rows: not a kernel far wider than the rows' distances, nor "
-                "a dot-product kernel on rows far from the origin), float64 otherwise; params_used says which "
+                "more (the default fit of more than 1000 rows) of a distance kernel (gaussian, laplacian, computed "
+                "from centred rows) where the data allow it (K' within 1/100 of the kernel's scale on a sample "
+                "of the rows: not a width far above the rows' distances), float64 otherwise; params_used says which "
                 "ran and why, and a float32 fit that cannot resolve its tol moves to float64")
 ITERATIVE_PARAMS = (PASSES, SEED, BLOCK_SIZE, TOL, AUTO_KERNEL_PRECISION)
 

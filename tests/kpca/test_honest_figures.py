@@ -79,7 +79,7 @@ def test_a_kernel_that_is_the_identity_on_the_rows_is_not_converged_at_the_start
 
 @pytest.mark.parametrize("case, precision", [("digits", "float32"), ("offset 1e+06", "float32"),
                                              ("width 30 x median", "float64"), ("width 1000 x median", "float64"),
-                                             ("linear, offset 1e4", "float64")])
+                                             ("linear, offset 1e4", "float64"), ("equal eigenvalues", "float64")])
 def test_kernel_precision_auto_follows_the_data(case, precision):
     """``kernel_precision: auto`` decides by the data (the kernel's scale against K''s on a sample), not by
     the solver's settings alone, and says why in params_used (issue 51: auto took float32 for a width 1000
