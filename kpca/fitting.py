@@ -127,14 +127,19 @@ class PreparedFit:
 
         Iterative solvers run passes ``state["pass"] .. passes - 1`` (default ``params["passes"]``;
         `kpca.driver.run_passes` with ``hooks`` and the fit's ``tol``: the state comes back marked
-        ``converged`` where it stopped on it); ``stopped`` is True when a hook asked to stop.
+        ``converged`` where it stopped on it), then, where the passes measure no figure (stochastic
+        steps), the solver's ``measure`` gives the served components theirs (one pass more); ``stopped``
+        is True when a hook asked to stop.
         One-shot solvers fit in one call, with ``report`` after each iteration (a True answer raises
         `kpca.errors.Stopped`); an expansion over the rows leaves its centring on ``rows``. Cost: the
         solver's.
         """
         if self.solver.iterative:
-            return run_passes(rows, self.state, self.params["passes"] if passes is None else passes,
-                              self.params["block_size"], hooks, tol=self.params.get("tol"))
+            state, stopped = run_passes(rows, self.state, self.params["passes"] if passes is None else passes,
+                                        self.params["block_size"], hooks, tol=self.params.get("tol"))
+            if not stopped and self.solver.measure is not None and state.get("update") != "rayleigh-ritz":
+                state = self.solver.measure(state, rows, self.params["block_size"])  # the served figure
+            return state, stopped
         state = self.solver.fit(rows, self.context.n_components, self.params, self.context, report=report)
         if self.solver.serves == "expansion" and "centering_column_means" in state:
             rows.restore_centering(state)
@@ -149,10 +154,12 @@ class PreparedFit:
         if not self.solver.iterative or not tol or state.get("converged"):
             return []
         if residual is None:
-            if state.get("update") != "rayleigh-ritz":
+            if self.solver.measure is None and state.get("update") != "rayleigh-ritz":
                 return []
             return [f"params.tol {tol:g} not met in {int(state.get('pass', 0))} passes (the last pass moved the fit "
                     "to float64 and measured no residual): resume the fit with more passes"]
+        if float(residual) <= tol:  # met (a stochastic fit's figure, measured at its end)
+            return []
         return [f"params.tol {tol:g} not met in {int(state.get('pass', 0))} passes (relative residual "
                 f"{float(residual):.3g}): resume the fit with more passes, or ask for a larger tol"]
 

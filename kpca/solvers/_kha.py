@@ -42,7 +42,7 @@ from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._extend import REDUCED_INITS, extended_start
 from kpca.solvers._reduced import check_centres
-from kpca.solvers._rayleigh_ritz import guard_count, rayleigh_ritz_pass
+from kpca.solvers._rayleigh_ritz import guard_count, measured_residual, rayleigh_ritz_pass
 from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start
 
 _INIT_COLUMNS = 64
@@ -145,7 +145,7 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
         out["init_size"] = default_init_size(r, l)
     if out["update"] == "auto":
         out["update"] = "stochastic" if out["init"] == "random" else "rayleigh-ritz"
-    if out["tol"] is None and out["update"] == "rayleigh-ritz":
+    if out["tol"] is None:  # Rayleigh-Ritz passes stop on it; stochastic ones are judged by it at the end
         out["tol"] = defaults.RESIDUAL_TOL
     if out["kernel_precision"] == "auto":
         out["kernel_precision"], out["kernel_precision_reason"] = auto_precision(out, context.kernel_spread,
@@ -353,6 +353,7 @@ def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: flo
         clusterable=True, refine=rayleigh_ritz_pass,
         gain_scale=gain_scale, start=partial(start, name=name), centres_at_start=centres_at_start,
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
+        measure=measured_residual,
         resolve=partial(resolve, gain_scale=gain_scale), components=served_components, used=used, gains=gains))
 
 

@@ -119,6 +119,19 @@ def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS, tol: flo
                 previous_AK=PK.astype(dtype))
 
 
+def measured_residual(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:
+    """The state with the ``residual`` of the components it serves (their Ritz components) measured by one
+    pass of kernel rows, the components left as they are: the end of a fit whose passes measure nothing
+    (the paper's stochastic steps), so that its figure, and the tol judged by it, are the served
+    components' (issue 51). Over float32 rows the figure carries its rounding bound
+    (`kpca.solvers._rounding.checked_pass`). Cost: one pass, ``2 l^2 (n + r)`` flops."""
+    X, Z, _ = ritz_components(np.asarray(state["A"], dtype=np.float64), np.asarray(state["AK"], dtype=np.float64))
+    Z = np.ascontiguousarray(Z)
+    ZK = rows.times(Z, block_size)
+    checked = checked_pass(rows, X, Z, ZK, Z.shape[0], block_size, (int(state["seed"]), int(state["pass"])))
+    return dict(state, residual=checked.residual)
+
+
 #: Below this residual of the served components a pass takes the plain power step (with the guards):
 #: LOBPCG's step carries ``A K'`` by combinations whose rounding grows from pass to pass once its
 #: directions are near rounding (a run of 500 passes at tol 0 ended with an excess error of 3.5), while

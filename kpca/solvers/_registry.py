@@ -227,6 +227,11 @@ class Solver:
         ``n_features``, ``eigenvalues`` ((r,) or None) and ``figure(X) -> (metric,
         value)``, its convergence figure on training rows X. Default: a
         `kpca.model.KernelModel` of `components`.
+    measure : callable, optional
+        ``measure(state, rows, block_size) -> state``: the served components' convergence figure
+        (``residual``) measured at the end of a fit whose passes measure none (the KHA family's
+        stochastic steps, `kpca.solvers._rayleigh_ritz.measured_residual`), so that ``tol`` is judged by
+        it (`kpca.fitting.PreparedFit.run`).
     audit : callable, optional
         ``audit(state, rows) -> list[str]``: what a fitted model should say of its own accuracy where it
         is far from what it could be, with the figure (autoencoder KPCA's reconstructions against the
@@ -257,6 +262,7 @@ class Solver:
     used: Callable = used_params
     gains: Callable = _no_gains
     model: Callable | None = None
+    measure: Callable | None = None
     audit: Callable | None = None
 
     def __post_init__(self):

@@ -73,10 +73,11 @@ def check_invariants(model: KernelModel, messages: list[str], r: int, rank: int)
     assert np.abs(G - np.eye(int(kept.sum()))).max() < 1e-6, "kept components are not orthonormal"
     empty = ~kept
     assert np.all(lam[empty] == 0) and np.all(A[empty] == 0) and np.all(AK[empty] == 0)
+    rank_messages = [m for m in messages if "carry no variance" in m]  # besides, a stochastic fit's unmet tol
     if empty.any():
-        assert any(f"{int(empty.sum())} of the {r}" in m for m in messages), messages
+        assert any(f"{int(empty.sum())} of the {r}" in m for m in rank_messages), messages
     else:
-        assert messages == []
+        assert rank_messages == []
 
 
 @pytest.mark.parametrize("name, init, r", list(cases()))
