@@ -8,12 +8,13 @@ Each takes the kind's registry (`store.jobs.registry.JobRegistry`); the record
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from fastapi import Response, status
 
 from service.errors import ApiError
-from store.errors import NotFound
+from store.errors import Damaged, NotFound
 from store.jobs.records import ACTIVE, JobRecord
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,11 @@ def start(backend, registry, record: JobRecord, response: Response, owner: str |
 
 
 def delete(registry, name: str) -> Response:
-    """Ask a running job to stop, then delete it with its checkpoints: 204."""
-    registry.request_cancel(name)
+    """Ask a running job to stop, then delete it with its checkpoints: 204. A job whose record is damaged
+    (`store.quarantine`) is deleted all the same: a fit of it still running stops at its next write,
+    which finds the job gone."""
+    with contextlib.suppress(Damaged):
+        registry.request_cancel(name)
     registry.delete(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -134,15 +138,6 @@ def delete_dataset(datasets, name: str, registries, cascade: bool) -> Response:
         delete(registry, record.name)
     datasets.delete(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-def exists(registry, name: str) -> bool:
-    """Whether a job ``name`` of the registry's kind exists. Cost: one record read."""
-    try:
-        registry.get(name)
-    except NotFound:
-        return False
-    return True
 
 
 def start_patch_model(name: str, image, patch: int, stride: int, chosen: dict, datasets, models, backend, settings,

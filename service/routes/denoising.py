@@ -80,7 +80,7 @@ async def denoise_image_fit(
         if await run_in_threadpool(datasets.exists, keep):
             raise ApiError(409, "conflict", f"data set {keep!r} already exists; choose another name for keep",
                            "keep")
-        if await run_in_threadpool(jobs.exists, models, keep):
+        if await run_in_threadpool(models.exists, keep):
             raise ApiError(409, "conflict", f"model {keep!r} already exists; choose another name for keep", "keep")
         data_usage(request).check(count * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4, "keep")
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
