@@ -6,7 +6,9 @@ watchdog logs it once, and ``DELETE`` removes it."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -111,3 +113,26 @@ def test_the_watchdog_skips_a_damaged_record_and_logs_it_once(api, data_dir, dat
     assert len(noted) == 1, [r.getMessage() for r in noted]
     assert not [r for r in caplog.records if "watchdog failed" in r.getMessage()]
     assert api.delete("/v1/models/watched").status_code == 204
+
+
+@pytest.mark.parametrize("edit", [{"n_rows": ROWS - 7}, {"n_features": FEATURES + 1}], ids=["n_rows", "n_features"])
+def test_an_edited_meta_json_is_corrupt_when_opened_not_served_as_ready(api, data_dir, train, edit):
+    """Issue 52, item 4: an edit of meta.json that keeps it valid JSON (its mtime put back) was served as
+    ready with the edited values until a chunk was read, and /project then gave a misleading 422."""
+    name = f"edited-{next(iter(edit))}".replace("_", "-")
+    upload_rows(api, name, train, chunks=2)
+    assert fit(api, f"on-{name}", name)["status"] == "completed"
+    path = data_dir / "datasets" / name / "meta.json"
+    info = path.stat()
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, **edit}, indent=1, sort_keys=True))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+    error = assert_error(api.get(f"/v1/datasets/{name}"), 409, "corrupt", "name")
+    assert "meta.json" in error["message"] and "digest" in error["message"]
+    listed = {d["name"]: d for d in api.get("/v1/datasets").json()["datasets"]}
+    assert listed[name]["status"] == "corrupt" and listed["rows"]["status"] == "ready"
+    r = api.post(f"/v1/models/on-{name}/project", json={"rows": train[:2].tolist()})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "corrupt", r.text
+    assert api.delete(f"/v1/datasets/{name}?cascade=true").status_code == 204
+    assert_error(api.get(f"/v1/models/on-{name}"), 404, "not_found", "name")
