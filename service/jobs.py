@@ -15,6 +15,7 @@ from fastapi import Response, status
 
 from service.errors import ApiError
 from store.errors import Damaged, NotFound
+from store.jobs.checkpoints import CheckpointStore
 from store.jobs.records import ACTIVE, JobRecord
 
 log = logging.getLogger(__name__)
@@ -89,9 +90,16 @@ def cancel(registry, name: str) -> JobRecord:
 
 def resume(backend, registry, name: str, response: Response, passes: int | None,
            dataset_version: int | None = None, versions: list[int] = ()) -> JobRecord:
-    """Continue a cancelled, failed or completed job from its last checkpoint (`JobRecord.resumed`
-    says what makes no sense, naming the field); the queued record."""
-    changes = registry.get(name).resumed(passes, dataset_version, versions)
+    """Continue a cancelled, failed or completed job from its last intact checkpoint (`JobRecord.resumed`
+    says what makes no sense, naming the field); the queued record. A completed job whose checkpoint is
+    damaged goes back to its last intact one, so that the resume its 409 advises runs its passes again.
+    Cost: a record read; for a completed job, a verification of its checkpoint (O(its bytes))."""
+    record = registry.get(name)
+    back_to = None
+    if record.status == "completed" and record.checkpoint is not None:
+        back_to = CheckpointStore.of(registry).damaged_back_to(name, record.checkpoint.pass_,
+                                                               record.checkpoint.sha256)
+    changes = record.resumed(passes, dataset_version, versions, back_to)
     registry.clear_cancel(name)
     registry.update(name, **changes)
     submit(backend, registry, name, response)
