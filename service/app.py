@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from service import security
 from service.errors import install_error_handlers
 from service.event_hub import EventHub
+from service.http_protocol import STATE_KEY as HTTP_GUARDS, Guards
 from service.record_views import RecordViews
 from service.limits import BodyLimitMiddleware, DataUsage, folder_bytes, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     settings: Settings = app.state.settings
     set_thread_limits(settings.api_threads, settings.api_wait_threads)  # service/threads.py
     data_dir = Path(settings.data_dir).resolve()
@@ -70,7 +71,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     watchdog = asyncio.create_task(_watch_fits(backend, (app.state.models, app.state.clusterings),
                                                settings.watchdog_s))
     try:
-        yield
+        # the lifespan state: what the HTTP protocol of `python -m service` reads (service/http_protocol.py)
+        yield {HTTP_GUARDS: Guards(header_timeout_s=settings.header_timeout_s)}
     finally:
         watchdog.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -151,7 +153,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # added last = outermost: metrics see every response, including 413s
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
                        max_serving_body_bytes=settings.max_serving_body_bytes,
-                       max_import_bytes=settings.max_import_bytes)
+                       max_import_bytes=settings.max_import_bytes, body_timeout_s=settings.body_timeout_s,
+                       body_min_bytes_per_s=settings.body_min_bytes_per_s)
     _install_security(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     install_openapi(app)  # 400/415 documented on every operation that reads a body

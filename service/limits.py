@@ -9,16 +9,19 @@ past: a declared length over the limit is refused before the route runs (the
 body is never read into memory), and the bytes actually received are counted
 while the route reads the stream; crossing the limit raises `BodyTooLarge`
 (a 413 `ApiError`) from ``receive``, which FastAPI's body reader and our own
-chunk reader let through to the error handlers.
+chunk reader let through to the error handlers. A body that arrives too slowly
+is a 408 the same way (`BodyTimeout`).
 
-The unread rest of a refused body is left to uvicorn, which discards it to
-reach the next request on the connection. (Answering with ``Connection:
-close`` instead would close the socket with unread data, and the kernel's
-reset could reach the client before the 413 does.)
+An answer given before the body has all arrived carries ``Connection: close``
+(when the route had begun to read it, or refused it unread), and the HTTP
+protocol ends such a connection instead of reading the rest of the body to reach
+the next request (`service.http_protocol`: the answer, the end of the stream,
+a linger of at most 1 MiB or 2 s, the close).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -43,17 +46,33 @@ class BodyTooLarge(ApiError):
                          f"{advice}", "body")
 
 
+class BodyTimeout(ApiError):
+    """408: the body arrived more slowly than the settings allow (`BodyLimitMiddleware`)."""
+
+    def __init__(self, received: int, waited_s: float, timeout_s: float, min_rate: int):
+        super().__init__(408, "timeout", f"the request body arrived too slowly: {received} bytes in {waited_s:.0f} s "
+                         f"of waiting for it; a body may take {timeout_s:g} s plus one second per {min_rate} bytes "
+                         "(KPCA_BODY_TIMEOUT_S, KPCA_BODY_MIN_BYTES_PER_S); send it faster, or in smaller chunks",
+                         "body")
+
+
 class BodyLimitMiddleware:
     """Refuse request bodies over ``max_body_bytes`` (over ``max_serving_body_bytes`` on the serving
     routes, `SERVING_PATH`; over ``max_import_bytes`` on the model import, `IMPORT_PATH`, which streams
-    its archive to disk) with 413."""
+    its archive to disk) with 413, and bodies that arrive too slowly with 408: while the route waits for
+    its body it may wait ``body_timeout_s`` plus one second per ``body_min_bytes_per_s`` bytes received,
+    in all (the time the route spends elsewhere does not count). An answer sent after the route began to
+    read the body and before its end carries ``Connection: close`` (module docstring)."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int, max_serving_body_bytes: int | None = None,
-                 max_import_bytes: int | None = None):
+                 max_import_bytes: int | None = None, body_timeout_s: float | None = None,
+                 body_min_bytes_per_s: int = 1024):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_serving_body_bytes = max_serving_body_bytes
         self.max_import_bytes = max_import_bytes
+        self.body_timeout_s = body_timeout_s
+        self.body_min_bytes_per_s = body_min_bytes_per_s
 
     def _limit(self, path: str) -> BodyTooLarge:
         """The refusal a body over this path's limit gets (its ``limit`` attribute is the limit)."""
@@ -74,22 +93,47 @@ class BodyLimitMiddleware:
         limit = error.limit
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            response = error_response(error.status_code, error.code, error.message, error.field)
+            response = error_response(error.status_code, error.code, error.message, error.field,
+                                      headers={"Connection": "close"})  # the body is not read: end the connection
             await response(scope, receive, send)
             return
 
-        received = 0
+        received, waited, begun, ended = 0, 0.0, False, False
+        timeout, rate = self.body_timeout_s, self.body_min_bytes_per_s
+        loop = asyncio.get_running_loop()
 
         async def counting_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, waited, begun, ended
+            if ended or timeout is None:
+                message = await receive()  # after the body (a wait for the client to leave): no deadline
+            else:
+                begun = True
+                budget = timeout + received / rate - waited
+                if budget <= 0:
+                    raise BodyTimeout(received, waited, timeout, rate)
+                started = loop.time()
+                try:
+                    message = await asyncio.wait_for(receive(), budget)
+                except asyncio.TimeoutError:
+                    raise BodyTimeout(received, waited + budget, timeout, rate) from None
+                finally:
+                    waited += loop.time() - started
             if message["type"] == "http.request":
+                begun = True
                 received += len(message.get("body", b""))
+                ended = ended or not message.get("more_body", False)
                 if received > limit:
                     raise error
+            else:
+                ended = True  # the client left
             return message
 
-        await self.app(scope, counting_receive, send)
+        async def closing_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and begun and not ended:
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, counting_receive, closing_send)
 
 
 # --- per-request and per-principal limits (Settings.max_*) -------------------------------------------
