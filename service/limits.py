@@ -235,11 +235,13 @@ class DataUsage:
         """Bytes in the data folder: the last walk's figure plus what `add` counted since it began.
         O(1); starts a walk in a thread of its own when the figure is older than ``ttl_s``."""
         with self._lock:
-            if time.monotonic() - self._walked_at > self.ttl_s and not self._walking:
-                self._walking = True
-                threading.Thread(target=self._walk, args=(self._added,), name="data-usage-walk",
-                                 daemon=True).start()
-            return self._bytes
+            return self._used_locked()
+
+    def _used_locked(self) -> int:
+        if time.monotonic() - self._walked_at > self.ttl_s and not self._walking:
+            self._walking = True
+            threading.Thread(target=self._walk, args=(self._added,), name="data-usage-walk", daemon=True).start()
+        return self._bytes
 
     def _walk(self, added_before: int) -> None:
         """Walk the folder (`folder_bytes`) and keep its figure plus the bytes added during the walk."""
@@ -265,9 +267,30 @@ class DataUsage:
             return
         used = self.used()
         if used + n_bytes > self.limit:
-            raise ApiError(413, "storage_full", f"the data folder holds {used} bytes; {n_bytes} more would exceed "
-                           f"the limit of {self.limit} bytes (KPCA_MAX_DATA_BYTES); delete data sets or models "
-                           "you no longer need", field)
+            raise self._full(used, n_bytes, field)
+
+    def take(self, n_bytes: int, field: str = "body") -> None:
+        """`check` and `add` at once, under one lock: ``n_bytes`` about to be written are counted, or a 413
+        ``storage_full`` on ``field`` if they would exceed the limit. Writers that take each piece before
+        they write it (an import streamed to disk) together never hold more than the limit. O(1)."""
+        with self._lock:
+            used = self._used_locked()
+            if self.limit is not None and used + n_bytes > self.limit:
+                raise self._full(used, n_bytes, field)
+            self._bytes += max(0, int(n_bytes))
+            self._added += max(0, int(n_bytes))
+
+    def release(self, n_bytes: int) -> None:
+        """Uncount ``n_bytes`` counted (`take`, `add`) and removed since, and walk the folder again at the
+        next look: the figure may stay above the folder's bytes until that walk ends, never below. O(1)."""
+        with self._lock:
+            self._bytes = max(0, self._bytes - max(0, int(n_bytes)))
+            self._walked_at = float("-inf")
+
+    def _full(self, used: int, n_bytes: int, field: str) -> ApiError:
+        return ApiError(413, "storage_full", f"the data folder holds {used} bytes; {n_bytes} more would exceed "
+                        f"the limit of {self.limit} bytes (KPCA_MAX_DATA_BYTES); delete data sets or models "
+                        "you no longer need", field)
 
 
 def folder_bytes(path: str) -> int:
