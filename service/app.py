@@ -32,6 +32,7 @@ from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
 from store.image_jobs import ImageJobStore
+from store.running import RunningRequests
 from store.jobs.archive import sweep_imports
 from store.jobs.registry import JobRegistry
 from workers import Backend
@@ -51,6 +52,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     app.state.image_jobs = ImageJobStore(data_dir)
     app.state.checkpoints = CheckpointStore(data_dir)
     app.state.clusterings = ClusteringRegistry(data_dir)
+    app.state.running = RunningRequests(data_dir)  # the /v1/denoise-image requests running, by key
     swept = await run_in_threadpool(sweep_imports, data_dir)
     if swept:
         log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), data_dir / ".imports")

@@ -182,8 +182,9 @@ def principal(request: Request) -> str | None:
 
 def fit_owner(request: Request) -> str | None:
     """Route dependency of the job-creating routes: the request's principal, after checking that it has
-    fewer than ``max_fits_per_key`` queued or running jobs (models and clusterings together); 429 with
-    ``Retry-After`` otherwise. Cost: one listing of each registry."""
+    fewer than ``max_fits_per_key`` queued or running jobs (models and clusterings together, and the
+    ``/v1/denoise-image`` requests it runs now, `store.running`); 429 with ``Retry-After`` otherwise.
+    Cost: one listing of each registry and of the running requests."""
     owner = principal(request)
     limit = request.app.state.settings.max_fits_per_key
     active = 0
@@ -191,6 +192,9 @@ def fit_owner(request: Request) -> str | None:
         registry = getattr(request.app.state, attribute, None)
         if registry is not None:
             active += sum(1 for r in registry.list() if r.status in ACTIVE and getattr(r, "owner", None) == owner)
+    running = getattr(request.app.state, "running", None)
+    if running is not None:
+        active += running.count(owner)
     if active >= limit:
         raise FitsBusy(active, limit)
     return owner
@@ -205,9 +209,9 @@ class FitsBusy(ApiError):
     RETRY_AFTER_S = 30
 
     def __init__(self, active: int, limit: int):
-        super().__init__(429, "too_many_fits", f"{active} fits (models and clusterings) of this API key are queued "
-                         f"or running, the limit is {limit} (KPCA_MAX_FITS_PER_KEY); wait for one to finish, or "
-                         "cancel one, and retry", "name")
+        super().__init__(429, "too_many_fits", f"{active} fits (models, clusterings and /v1/denoise-image "
+                         f"requests) of this API key are queued or running, the limit is {limit} "
+                         "(KPCA_MAX_FITS_PER_KEY); wait for one to finish, or cancel one, and retry", "name")
         self.headers = {"Retry-After": str(self.RETRY_AFTER_S)}
 
 

@@ -22,7 +22,7 @@ from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, dec
 from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.routes.models import ERRORS
-from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage
+from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage, until_ended
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
@@ -67,7 +67,9 @@ async def denoise_image_fit(
     Bounded before any work like ``/v1/models/{name}/denoise-image``: the PNG's pixels at most
     ``max_image_pixels`` (413 on ``body``), its patches at most ``max_patches`` (422 on ``stride``); a
     stride over the patch is a 422 on ``stride``. The tuning reads the kernel candidates' risk on at
-    most 16384 pixels of the image."""
+    most 16384 pixels of the image. While it runs it counts as a fit of its API key
+    (``max_fits_per_key``: a 429 beyond); past ``serving_deadline_s`` it is a 503 with ``Retry-After``,
+    and when its client leaves it stops, at its next tuning candidate or tile either way."""
     image = decode_png(await read_body(request), settings.max_image_pixels)
     height, width = image.shape[:2]
     if patch > min(height, width):
@@ -85,8 +87,10 @@ async def denoise_image_fit(
         data_usage(request).check(count * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4, "keep")
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
     try:
-        cleaned, info = await wait_for_cluster(backend.denoise_image_fit, image, patch, stride, tile or None, tune,
-                                               fixed, noise, job, second_stage)
+        with request.app.state.running.hold(owner):  # counted as a fit of its key while it runs
+            cleaned, info = await until_ended(request, settings, lambda watch: wait_for_cluster(
+                backend.denoise_image_fit, image, patch, stride, tile or None, tune, fixed, noise, job, second_stage,
+                watch=watch), "body", "with a smaller image, a larger stride or tune=off")
     except ValueError as exc:
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)
