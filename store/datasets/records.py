@@ -92,8 +92,8 @@ class SegmentRecord(_Document):
             return _checked(SegmentDigests, read_json(path), path)
         except (OSError, ValueError) as exc:
             raise Corrupt(name, None, range(self.first_chunk, self.first_chunk + self.n_chunks),
-                          f"the digest document of segment {self.segment} cannot be read "
-                          f"({type(exc).__name__})") from None
+                          f"the digest document of segment {self.segment}, {self.digests}, cannot be read: "
+                          f"{getattr(exc, 'cause', None) or type(exc).__name__}") from None
 
 
 class SegmentDigests(_Document):
