@@ -98,7 +98,7 @@ def get_clustering(
     record = clusterings.get(name)
     if record.status != "completed" or labels_limit == 0:
         return ClusteringLabelled.of(record)
-    labels, total = clusterings.labels(name, labels_offset, labels_limit)
+    labels, total = clusterings.labels(name, labels_offset, labels_limit, record.labels_sha256)
     after = labels_offset + len(labels)
     following = f"{router.prefix}/{name}?labels_offset={after}&labels_limit={labels_limit}" if after < total else None
     return ClusteringLabelled.of(record, labels=labels, labels_offset=labels_offset, labels_total=total,

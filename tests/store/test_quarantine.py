@@ -123,3 +123,17 @@ def test_every_document_carries_its_digest_and_an_older_one_without_it_is_read(r
     path.write_text('{"schema_version": 1, "x": [1.5, 2], "n": 4, "%s": "%s"}' % (DIGEST_KEY, document_digest(doc)))
     with pytest.raises(ValueError, match="digest"):
         read_json(path)
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damaged_labels_of_a_completed_clustering_are_refused_naming_their_file(root, how):
+    registry = ClusteringRegistry(root)
+    registry.create(ClusteringRecord(name="c", dataset="d", solver="exact", kernel=KERNEL, n_clusters=2))
+    digest = registry.save_labels("c", np.arange(40) % 2)
+    assert registry.labels("c", 0, 5, digest) == ([0, 1, 0, 1, 0], 40)
+    damage(root / "clusterings" / "c" / "labels.npy", how)
+    with pytest.raises(Damaged, match="labels.npy") as raised:
+        registry.labels("c", 0, 5, digest)
+    assert raised.value.field == "name" and "DELETE /v1/clusterings/c" in raised.value.message
+    registry.delete("c")
+    assert not registry.exists("c")
