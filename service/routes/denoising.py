@@ -118,3 +118,11 @@ def cancel_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
     """Ask the running image request ``job`` to stop at its next tile (it then answers 409 on ``job``);
     409 if it has ended."""
     return ImageJobPublic.of(image_jobs.request_cancel(job))
+
+
+@router.delete("/v1/image-jobs/{job}", openapi_extra=access(WRITE), status_code=204, responses=ERRORS)
+def delete_image_job(job: str, image_jobs: ImageJobsDep) -> Response:
+    """Remove the record of the image request named ``job`` once it has ended (409 while it runs), or
+    whose record is damaged; 404 if there is none."""
+    image_jobs.delete(job)
+    return Response(status_code=204)
