@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,6 +38,16 @@ SCHEMA_VERSION = 1
 DIGEST_KEY = "document_sha256"
 
 _LINK_UNSUPPORTED = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK}
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # numpy's report of a write the disk cut short
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the process's file-size limit) refused a write: ENOSPC, EFBIG,
+    EDQUOT, or numpy's short-write OSError, which carries no errno. O(1)."""
+    return isinstance(exc, OSError) and (exc.errno in _DISK_FULL or bool(_SHORT_WRITE.search(str(exc))))
 
 
 def temp_path(path: Path) -> Path:

@@ -42,6 +42,7 @@ from kpca.params import ParamError
 from kpca.rows import KernelRows
 from kpca.solvers import Diverged, Iteration, Stopped, get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
+from store.atomic import disk_full
 from store.errors import Corrupt, Damaged
 from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
@@ -169,6 +170,12 @@ class FitJob:
         except ParamError as exc:  # a parameter the data refuses, found only now (the data set changed)
             registry.update(name, status="failed", error={"code": "invalid", "message": str(exc)})
         except Exception as exc:  # the record must say why, whatever happened
+            if disk_full(exc):  # the last checkpoint is intact (atomic writes): a resume continues from it
+                registry.update(name, status="failed", error={
+                    "code": "insufficient_storage",
+                    "message": f"no space left on the data folder's disk ({exc}); free space (delete data sets, "
+                               f"models or old checkpoints), then resume: POST {record.route}/{name}/resume"})
+                return "failed"
             log.error("fit %s failed:\n%s", name, traceback.format_exc())
             registry.update(name, status="failed", error={
                 "code": "internal",
