@@ -30,7 +30,7 @@ HTTP_PROTOCOL = "service.http_protocol:GuardedProtocol"
 #: the lifespan state's key of the guards' settings (`Guards`)
 STATE_KEY = "http_guards"
 #: after an early answer: at most this many more bytes read (and discarded), and for at most this long
-LINGER_BYTES = 1 << 20
+LINGER_BYTES = 1 << 18
 LINGER_S = 2.0
 _TIMEOUT_BODY = (b'{"error":{"code":"timeout","message":"the request\'s headers did not arrive in time '
                  b'(KPCA_HEADER_TIMEOUT_S)","field":null}}')

@@ -16,7 +16,7 @@ An answer given before the body has all arrived carries ``Connection: close``
 (when the route had begun to read it, or refused it unread), and the HTTP
 protocol ends such a connection instead of reading the rest of the body to reach
 the next request (`service.http_protocol`: the answer, the end of the stream,
-a linger of at most 1 MiB or 2 s, the close).
+a linger of at most 256 KiB or 2 s, the close).
 """
 
 from __future__ import annotations
