@@ -8,12 +8,16 @@ answered first (`service.health_protocol`), and two guards of its connections (i
   sending its headers a byte at a time held its connection for ever. (The body's own timeout is an ASGI
   matter, `service.limits.BodyLimitMiddleware`.)
 * **No draining after an early answer.** An answer sent before the request's body has all arrived (a 413
-  over a limit, a 404 before the body is read, a 408) ends the connection: the answer is sent, then the
-  end of the stream (``write_eof``), and the connection is closed once the client has sent
-  `LINGER_BYTES` more or `LINGER_S` seconds have passed, whichever comes first. uvicorn instead read and
-  discarded the rest of the body to reach the next request, for ever with a chunked body (10-20 GiB in
-  25 s). The short linger (as nginx's ``lingering_close``) lets the answer reach a client still sending:
-  a socket closed with unread data is reset, and a reset can destroy an answer not yet delivered.
+  over a limit, a 404 before the body is read, a 408) ends the connection, unless what is left of the body
+  is declared and small (at most `DRAIN_BYTES`: the ``{}`` of a ``POST .../cancel`` whose second packet
+  comes after the answer), which is read and dropped as before, the connection kept. Ending it: the
+  answer is sent, then the end of the stream (``write_eof``), and the connection is closed once the
+  client has sent `LINGER_BYTES` more or `LINGER_S` seconds have passed, whichever comes first. uvicorn
+  instead read and discarded the rest of any body to reach the next request, for ever with a chunked body
+  (10-20 GiB in 25 s). The short linger (as nginx's ``lingering_close``) lets the answer reach a client
+  still sending: a socket closed with unread data is reset, and a reset can destroy an answer not yet
+  delivered. Such answers say ``Connection: close`` (`service.limits.BodyLimitMiddleware` adds it), so
+  that a client does not send its next request on the connection.
 
 The timeouts come from the app (`service.app.lifespan` hands them over as the lifespan state
 ``http_guards``, `Guards`); without it the defaults of `service.settings.Settings` apply.
@@ -32,6 +36,9 @@ STATE_KEY = "http_guards"
 #: after an early answer: at most this many more bytes read (and discarded), and for at most this long
 LINGER_BYTES = 1 << 18
 LINGER_S = 2.0
+#: what is left of a body with a declared length, at most, that an early answer still reads and drops (the
+#: connection kept); more, or a chunked body, ends the connection
+DRAIN_BYTES = 1 << 16
 _TIMEOUT_BODY = (b'{"error":{"code":"timeout","message":"the request\'s headers did not arrive in time '
                  b'(KPCA_HEADER_TIMEOUT_S)","field":null}}')
 #: what a connection whose request's headers came too late is sent before it is closed
@@ -54,6 +61,8 @@ class GuardedProtocol(HealthFirstProtocol):
     _lingering = False
     _linger_left = 0
     _linger_timer = None
+    _declared: int | None = 0  # the request's body length as declared (None: chunked), and its bytes seen
+    _seen = 0
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -77,18 +86,28 @@ class GuardedProtocol(HealthFirstProtocol):
 
     def on_headers_complete(self) -> None:
         self._cancel_header_timer()
+        self._declared, self._seen = body_length(self.headers), 0
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
             cycle.transport = _CycleTransport(self, cycle)
 
+    def on_body(self, body: bytes) -> None:
+        self._seen += len(body)
+        super().on_body(body)
+
     def on_response_complete(self) -> None:
         cycle = self.cycle
-        if self._lingering or (cycle is not None and cycle.more_body and not self.transport.is_closing()):
+        if self._lingering or (cycle is not None and cycle.more_body and not self.transport.is_closing()
+                               and not self._small_rest()):
             self.server_state.total_requests += 1  # answered before its body arrived: end, don't drain
             self._linger()
             return
         super().on_response_complete()
+
+    def _small_rest(self) -> bool:
+        """Whether what is left of the request's body is declared and at most `DRAIN_BYTES`."""
+        return self._declared is not None and self._declared - self._seen <= DRAIN_BYTES
 
     # --------------------------------------------------------------- guards
     def _guards(self) -> Guards:
@@ -130,6 +149,18 @@ class GuardedProtocol(HealthFirstProtocol):
         self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
         if self.transport.can_write_eof():
             self.transport.write_eof()
+
+
+def body_length(headers) -> int | None:
+    """The body length a request's ``headers`` (lower-case name, value pairs of bytes) declare: its
+    ``Content-Length``, 0 without one, None for a chunked body (or a length that is not a number). O(headers)."""
+    length = 0
+    for name, value in headers or ():
+        if name == b"transfer-encoding":
+            return None
+        if name == b"content-length":
+            length = int(value) if value.strip().isdigit() else None
+    return length
 
 
 class _CycleTransport:

@@ -13,10 +13,11 @@ chunk reader let through to the error handlers. A body that arrives too slowly
 is a 408 the same way (`BodyTimeout`).
 
 An answer given before the body has all arrived carries ``Connection: close``
-(when the route had begun to read it, or refused it unread), and the HTTP
-protocol ends such a connection instead of reading the rest of the body to reach
-the next request (`service.http_protocol`: the answer, the end of the stream,
-a linger of at most 256 KiB or 2 s, the close).
+(when the route had begun to read it, refused it unread, or never read a body
+that is chunked or declared larger than 64 KiB), and the HTTP protocol ends such a
+connection instead of reading the rest of the body to reach the next request
+(`service.http_protocol`: the answer, the end of the stream, a linger of at most
+256 KiB or 2 s, the close).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kpca.images import patch_count
 from service.errors import ApiError, error_response
+from service.http_protocol import DRAIN_BYTES, body_length
 from store.jobs.records import ACTIVE
 
 
@@ -128,12 +130,21 @@ class BodyLimitMiddleware:
                 ended = True  # the client left
             return message
 
+        small = declared_small(scope)
+
         async def closing_send(message: Message) -> None:
-            if message["type"] == "http.response.start" and begun and not ended:
+            if message["type"] == "http.response.start" and not ended and (begun or not small):
                 message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
             await send(message)
 
         await self.app(scope, counting_receive, closing_send)
+
+
+def declared_small(scope: Scope) -> bool:
+    """Whether a request's body is declared and at most `service.http_protocol.DRAIN_BYTES` (none: 0): an
+    answer that leaves it unread keeps the connection, which reads and drops it. O(headers)."""
+    length = body_length(scope.get("headers"))
+    return length is not None and length <= DRAIN_BYTES
 
 
 # --- per-request and per-principal limits (Settings.max_*) -------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api_checks import upload_rows
-from tests.service.raw_http import flood, request_head
+from tests.service.raw_http import connect, flood, request_head
 
 LIMIT = 1 << 20
 SERVER_SETTINGS = {"max_body_bytes": LIMIT}
@@ -36,3 +36,39 @@ def test_an_early_answer_closes_the_connection_instead_of_draining_the_body(serv
 
 def test_the_service_still_answers_after_the_floods(api, dataset):
     assert api.get("/v1/datasets/target").status_code == 200
+
+
+def test_an_early_answer_that_ends_the_connection_says_so(server, dataset):
+    answer, _sent, _after = flood(server, request_head("PUT", "/v1/datasets/missing/chunks/5",
+                                                       "application/octet-stream", "Transfer-Encoding: chunked"), CAP)
+    head = answer.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 404") and b"connection: close" in head, head
+
+
+def test_a_small_body_left_unread_keeps_the_connection(server, dataset):
+    """The ``{}`` of a route that reads no body, arriving after its answer (httpx sends a body in a second
+    packet), is read and dropped as before: the next request on the connection is answered. Ending the
+    connection there instead raced a client that reused it at once ("Server disconnected")."""
+    sock = connect(server)
+    try:
+        sock.sendall(b"POST /v1/models/nothing/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n")
+        first = read_answer(sock)
+        assert first.startswith(b"HTTP/1.1 404") and b"connection: close" not in first.lower(), first
+        sock.sendall(b"{}")
+        sock.sendall(b"GET /v1/datasets/target HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert read_answer(sock).startswith(b"HTTP/1.1 200")
+    finally:
+        sock.close()
+
+
+def read_answer(sock) -> bytes:
+    """One answer with a ``Content-Length`` from ``sock``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536) or pytest.fail(f"the connection was closed: {data!r}")
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(next(line.split(b":")[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-length")))
+    while len(body) < length:
+        body += sock.recv(65536) or pytest.fail(f"the connection was closed: {data!r}")
+    return head + b"\r\n\r\n" + body
