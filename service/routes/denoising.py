@@ -10,6 +10,7 @@ width and rank is also kept under that name (a data set of the patches and a fit
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -28,6 +29,7 @@ from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
 from service.security import READ, WRITE, access
 from service.threads import wait_for_cluster
+from store.errors import Damaged, NotFound
 
 router = APIRouter(tags=["denoising"])
 
@@ -124,5 +126,9 @@ def cancel_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
 def delete_image_job(job: str, image_jobs: ImageJobsDep) -> Response:
     """Remove the record of the image request named ``job`` once it has ended (409 while it runs), or
     whose record is damaged; 404 if there is none."""
+    with contextlib.suppress(NotFound, Damaged):
+        if image_jobs.get(job).status == "running":
+            raise ApiError(409, "conflict", f"image job {job!r} is running; cancel it first (POST "
+                           f"/v1/image-jobs/{job}/cancel)", "job")
     image_jobs.delete(job)
     return Response(status_code=204)
