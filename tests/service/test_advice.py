@@ -14,7 +14,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from tests.api_checks import assert_error, upload_rows, wait_for_fit
+from tests.api_checks import assert_error, fitted, upload_rows, wait_for_fit
 from tests.damage import damage
 
 SERVER_SETTINGS = {"max_fits_per_key": 2}
@@ -29,14 +29,6 @@ def rows() -> np.ndarray:
 def model(name: str, dataset: str = "rows", solver: str = "exact", **params) -> dict:
     return {"name": name, "dataset": dataset, "n_components": 2, "solver": solver, "kernel": KERNEL,
             **({"params": params} if params else {})}
-
-
-def fitted(api, body: dict, route: str = "/v1/models") -> dict:
-    r = api.post(route, json=body)
-    assert r.status_code == 202, r.text
-    record = wait_for_fit(api, body["name"], route=route)
-    assert record["status"] == "completed", record
-    return record
 
 
 @pytest.fixture(scope="module")

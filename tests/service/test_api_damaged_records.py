@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.api_checks import assert_error, upload_rows, wait_for_fit
+from tests.api_checks import assert_error, fitted, upload_rows, wait_for_fit
 
 ROWS, FEATURES = 40, 3
 WATCHDOG_S = 0.2
@@ -34,11 +34,8 @@ def dataset(api, train) -> str:
 
 
 def fit(api, name: str, dataset: str, solver: str = "exact", **params) -> dict:
-    body = {"name": name, "dataset": dataset, "n_components": 2, "solver": solver,
-            "kernel": {"type": "gaussian", "sigma": 2.0}, **({"params": params} if params else {})}
-    r = api.post("/v1/models", json=body)
-    assert r.status_code == 202, r.text
-    return wait_for_fit(api, name)
+    return fitted(api, {"name": name, "dataset": dataset, "n_components": 2, "solver": solver,
+                        "kernel": {"type": "gaussian", "sigma": 2.0}, **({"params": params} if params else {})})
 
 
 def damage(path: Path, how: str) -> None:
@@ -87,15 +84,13 @@ def test_a_damaged_model_record_breaks_nothing_else_and_can_be_deleted(api, data
 def test_a_damaged_clustering_record_is_listed_as_corrupt_and_can_be_deleted(api, data_dir, dataset):
     body = {"name": "grouped", "dataset": dataset, "n_clusters": 2, "solver": "exact",
             "kernel": {"type": "gaussian", "sigma": 2.0}}
-    assert api.post("/v1/clusterings", json=body).status_code == 202
-    assert wait_for_fit(api, "grouped", route="/v1/clusterings")["status"] == "completed"
+    fitted(api, body, "/v1/clusterings")
     damage(data_dir / "clusterings" / "grouped" / "clustering.json", "emptied")
     error = assert_error(api.get("/v1/clusterings/grouped"), 409, "corrupt", "name")
     assert "clustering.json" in error["message"]
     listed = {c["name"]: c for c in api.get("/v1/clusterings").json()["clusterings"]}
     assert listed["grouped"]["status"] == "corrupt"
-    assert api.post("/v1/clusterings", json={**body, "name": "grouped-2"}).status_code == 202
-    assert wait_for_fit(api, "grouped-2", route="/v1/clusterings")["status"] == "completed"
+    fitted(api, {**body, "name": "grouped-2"}, "/v1/clusterings")
     assert api.delete("/v1/clusterings/grouped").status_code == 204
     assert_error(api.get("/v1/clusterings/grouped"), 404, "not_found", "name")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.api_checks import assert_error, upload_rows, wait_for_fit
+from tests.api_checks import assert_error, fitted, upload_rows
 from tests.damage import DAMAGES, damage
 from tests.service.test_api_denoise_tuned import PNG, noisy_of, png, scene
 
@@ -29,14 +29,6 @@ def rows() -> np.ndarray:
     return np.random.default_rng(52).normal(size=(60, 4))
 
 
-def fit(api, route: str, body: dict) -> dict:
-    r = api.post(route, json=body)
-    assert r.status_code == 202, r.text
-    record = wait_for_fit(api, body["name"], route=route)
-    assert record["status"] == "completed", record
-    return record
-
-
 @pytest.fixture(scope="module")
 def world(api, data_dir, rows) -> dict:
     """Every kind of resource, and a neighbour of each that must stay untouched; the passes served."""
@@ -44,17 +36,17 @@ def world(api, data_dir, rows) -> dict:
         upload_rows(api, name, rows, chunks=2)
     upload_rows(api, "staged", rows, chunks=3, commit=False)
     model = {"dataset": "rows", "n_components": 2, "solver": "exact", "kernel": KERNEL}
-    served = {name: fit(api, "/v1/models", {**model, "name": name})["checkpoint"]["pass"]
+    served = {name: fitted(api, {**model, "name": name})["checkpoint"]["pass"]
               for name in ("plain", "other")}
-    fit(api, "/v1/models", {**model, "name": "on-dset", "dataset": "dset"})
-    sharded = fit(api, "/v1/models", {**model, "name": "sharded", "solver": "kha", "placement": {"workers": 2},
+    fitted(api, {**model, "name": "on-dset", "dataset": "dset"})
+    sharded = fitted(api, {**model, "name": "sharded", "solver": "kha", "placement": {"workers": 2},
                                       "params": {"passes": 2, "seed": 0}})
     served["sharded"] = sharded["checkpoint"]["pass"]
     parts = data_dir / "models" / "sharded" / "checkpoints" / f"pass-{served['sharded']:05d}.parts"
     assert len(list(parts.iterdir())) == 2, "the sharded fit left no parts"
     clustering = {"dataset": "rows", "n_clusters": 2, "solver": "exact", "kernel": KERNEL}
     for name in ("groups", "other-groups"):
-        fit(api, "/v1/clusterings", {**clustering, "name": name})
+        fitted(api, {**clustering, "name": name}, "/v1/clusterings")
     image = png(noisy_of(scene(24, 1), 0.1, 2))
     for job in ("job", "other-job"):
         r = api.post(f"/v1/denoise-image?job={job}&tune=off&patch=5&stride=2", content=image, headers=PNG)
