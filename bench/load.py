@@ -16,7 +16,9 @@ its CPU per request on the cores the service shares, with ``--client httpx``), s
 Beside them (issue 30) ``--abusive`` threads (4) each send, again and again, a ``/denoise`` at the work
 limit (fixed point, ``n_iter`` 1000, ``restarts`` 20, ``tol`` 1e-300, as many rows as
 ``KPCA_MAX_SERVING_WORK`` allows) and give up after 3 s, as the issue's abandoned requests did; their
-answers (503 past the deadline, client timeouts) are counted apart, not as errors. One more thread polls
+answers (503 past the deadline, client timeouts) are counted apart, not as errors; with ``--slow-sockets N``
+and ``--floods N`` (issue 52) that many connections send their headers a byte at a time and that many
+threads flood chunked bodies past their early 404 (`bench._hostile`). One more thread polls
 ``/healthz`` every 50 ms and records its slowest answer. Unless ``--no-control``, one more prober asks
 a bare server (`bench/_bare_server.py`: uvicorn on the service's stack and an app that only answers, in
 a process of its own at the same priority) the same way through the same window: the control, what
@@ -68,6 +70,7 @@ import psutil  # noqa: E402
 
 from bench import _loop_states as loop_states  # noqa: E402
 from bench._common import save  # noqa: E402
+from bench._hostile import Hostile  # noqa: E402
 from bench._lean_http import LeanClient  # noqa: E402
 from bench._service import bare_server, running_service, service_process  # noqa: E402
 from bench._stall_meter import stall_during, stall_process, stall_summary  # noqa: E402
@@ -186,20 +189,6 @@ def healthz_process(url: str, start_at: float, stop_at: float, nice: int = 0, cl
     return seconds
 
 
-def abusive_loop(url: str, rows: int, stop_at: float, outcomes: list) -> None:
-    """Heavy /denoise requests at the work limit, each abandoned after 3 s; outcomes (status or the
-    transport error's name) appended."""
-    limit = 10**11  # KPCA_MAX_SERVING_WORK's default
-    n = max(1, limit // (rows * N_FEATURES * 1000 * 20))
-    body = {"rows": np.random.default_rng(7).normal(size=(n, N_FEATURES)).round(4).tolist(),
-            "method": "fixed-point", "options": {"n_iter": 1000, "restarts": 20, "tol": 1e-300}}
-    while time.monotonic() < stop_at:
-        try:
-            outcomes.append(str(httpx.post(f"{url}/v1/models/m/denoise", json=body, timeout=3.0).status_code))
-        except httpx.HTTPError as exc:
-            outcomes.append(type(exc).__name__)
-
-
 def healthz_loop(url: str, stop_at: float, seconds: list, client: str = "stdlib") -> None:
     """GET /healthz every 50 ms (an `http_client` of kind ``client``) until ``stop_at``; each answer's
     (seconds, time.monotonic() at its start, the connection's local port or None) appended."""
@@ -221,7 +210,7 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
     """The measured window: the clients, the abusive threads, the ``/healthz`` prober, the control's
     prober (when ``control_url``), the stall meter (when ``args.stall_meter``) and the recording of the
     event loops' states (when ``args.loop_states``), from the same start to the same stop; (results,
-    errors, healthz (seconds, at), abusive outcomes, control (seconds, at), the `cpu_seconds` at the start
+    errors, healthz (seconds, at), what the hostile clients met, control (seconds, at), the `cpu_seconds` at the start
     and at the stop, what `bench._stall_meter.stall_process` measured, `loop_states`' report). Every time
     in them is seconds after the window's start."""
     import multiprocessing
@@ -233,12 +222,8 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
         meter.submit(time.monotonic).result()  # its process started and imported before the window
     start_at = time.monotonic() + (5.0 if processes > 1 else 0.0)  # spawned interpreters import first
     stop_at = start_at + args.seconds
-    abusive: list = []
-    threads = [threading.Thread(target=lambda: (time.sleep(max(0.0, start_at - time.monotonic())),
-                                                abusive_loop(url, args.rows, stop_at, abusive)))
-               for _ in range(args.abusive)]
-    for thread in threads:
-        thread.start()
+    hostile = Hostile(url, args.rows, args.abusive, args.slow_sockets, args.floods, start_at, stop_at)
+    hostile.start()
     port = int(url.rsplit(":", 1)[1])
     snapshots: list = []
     sampler = threading.Thread(target=sample_cpu, args=(port, (start_at, stop_at), snapshots))
@@ -265,8 +250,8 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
             results = [item for part in parts for item in part.result()[0]]
             errors = [item for part in parts for item in part.result()[1]]
             answers = [prober.result() for prober in probers]
-    for thread in threads + [sampler]:
-        thread.join()
+    hostile.join()
+    sampler.join()
     loops = states.report(answers[0]) if states else {"available": False, "why": "not asked (--loop-states)"}
     healthz, control = ([(s, at - start_at) for s, at, _ in seconds] for seconds in (answers + [[]])[:2])
     stalls = {"available": False, "why": "not asked (--no-stall-meter)"}
@@ -276,7 +261,7 @@ def run_window(url: str, args, control_url: str | None = None) -> tuple[list, li
         if stalls["available"]:
             stalls["began"] -= start_at
             stalls["stalls"] = [(start - start_at, late) for start, late in stalls["stalls"]]
-    return results, errors, healthz, abusive, control, snapshots, stalls, loops
+    return results, errors, healthz, hostile.report(), control, snapshots, stalls, loops
 
 
 class LoopStates:
@@ -417,6 +402,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--note", default="", help="what else ran on the machine (recorded with the figures)")
     ap.add_argument("--abusive", type=int, default=4, help="threads sending /denoise at the work limit")
+    ap.add_argument("--slow-sockets", type=int, default=0, help="connections sending headers a byte at a time")
+    ap.add_argument("--floods", type=int, default=0, help="threads flooding chunked bodies past their early 404")
     ap.add_argument("--api-processes", type=int, default=None,
                     help="the service's API processes (KPCA_API_PROCESSES; default: its own, one per core up to 4)")
     ap.add_argument("--name", default=None, help="the result's name under bench/results (default load, load_quick)")
@@ -453,7 +440,7 @@ def main() -> None:
         prepare(api, args.rows, args.passes)
         time.sleep(1.0)
         fits_before = fits_state(api)
-        results, errors, healthz, abusive, control_answers, cpu, stalls, loops = run_window(url, args, control_url)
+        results, errors, healthz, hostile, control_answers, cpu, stalls, loops = run_window(url, args, control_url)
         elapsed = args.seconds
         fits_after = fits_state(api)
         for name in ("fit-1", "fit-2"):
@@ -472,7 +459,9 @@ def main() -> None:
         "error_examples": errors[:10],
         "latency": {**by_kind, "all": percentiles([s for _, s in results])},
         "abusive_threads": args.abusive,
-        "abusive_outcomes": {outcome: abusive.count(outcome) for outcome in sorted(set(abusive))},
+        "slow_socket_count": args.slow_sockets,
+        "flood_threads": args.floods,
+        **hostile,
         "healthz": probe_summary(healthz, stalls.get("stalls", [])),
         "control_healthz": probe_summary(control_answers, stalls.get("stalls", [])) if args.control else None,
         "machine_stalls": stall_summary(stalls),

@@ -22,7 +22,7 @@ from pydantic_settings import SettingsError
 from service.access_log import log_config
 from service.app import create_app
 from service.flags import settings_source
-from service.health_protocol import HTTP_PROTOCOL
+from service.http_protocol import HTTP_PROTOCOL
 from service.processes import api_process_count, serve_processes
 from service.security import LOOPBACK_HOSTS, allowed_hosts
 from service.settings import Settings

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from service import security
 from service.errors import install_error_handlers
 from service.event_hub import EventHub
+from service.http_protocol import STATE_KEY as HTTP_GUARDS, Guards
 from service.record_views import RecordViews
 from service.limits import BodyLimitMiddleware, DataUsage, folder_bytes, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
@@ -31,6 +32,7 @@ from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
 from store.image_jobs import ImageJobStore
+from store.running import RunningRequests
 from store.jobs.archive import sweep_imports
 from store.jobs.registry import JobRegistry
 from workers import Backend
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     settings: Settings = app.state.settings
     set_thread_limits(settings.api_threads, settings.api_wait_threads)  # service/threads.py
     data_dir = Path(settings.data_dir).resolve()
@@ -50,6 +52,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.image_jobs = ImageJobStore(data_dir)
     app.state.checkpoints = CheckpointStore(data_dir)
     app.state.clusterings = ClusteringRegistry(data_dir)
+    app.state.running = RunningRequests(data_dir)  # the /v1/denoise-image requests running, by key
     swept = await run_in_threadpool(sweep_imports, data_dir)
     if swept:
         log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), data_dir / ".imports")
@@ -70,7 +73,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     watchdog = asyncio.create_task(_watch_fits(backend, (app.state.models, app.state.clusterings),
                                                settings.watchdog_s))
     try:
-        yield
+        # the lifespan state: what the HTTP protocol of `python -m service` reads (service/http_protocol.py)
+        yield {HTTP_GUARDS: Guards(header_timeout_s=settings.header_timeout_s)}
     finally:
         watchdog.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -151,7 +155,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # added last = outermost: metrics see every response, including 413s
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
                        max_serving_body_bytes=settings.max_serving_body_bytes,
-                       max_import_bytes=settings.max_import_bytes)
+                       max_import_bytes=settings.max_import_bytes, body_timeout_s=settings.body_timeout_s,
+                       body_min_bytes_per_s=settings.body_min_bytes_per_s)
     _install_security(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     install_openapi(app)  # 400/415 documented on every operation that reads a body

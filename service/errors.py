@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import re
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kpca.params import ParamError
 from service.schemas.errors import ErrorBody, ErrorDetail
+from store.atomic import disk_full
 from store.errors import NotFound, StoreError
 
 log = logging.getLogger(__name__)
@@ -206,16 +206,6 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 async def _param_error(request: Request, exc: ParamError) -> JSONResponse:
     return error_response(422, "invalid", str(exc), exc.field)
-
-
-_DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
-_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # numpy's report of a write the disk cut short
-
-
-def disk_full(exc: BaseException) -> bool:
-    """Whether ``exc`` says the disk (or the process's file-size limit) refused a write: ENOSPC, EFBIG,
-    EDQUOT, or numpy's short-write OSError, which carries no errno."""
-    return isinstance(exc, OSError) and (exc.errno in _DISK_FULL or bool(_SHORT_WRITE.search(str(exc))))
 
 
 async def _os_error(request: Request, exc: OSError) -> JSONResponse:

@@ -12,7 +12,8 @@ pipelined behind one still in flight, or one with a body, goes to the app as bef
 neither in the access log nor in the request metrics (``kpca_http_*``). Every other request is the
 parent's, unchanged.
 
-Used as ``uvicorn.run(..., http=HTTP_PROTOCOL)`` by ``python -m service``. Needs httptools (a dependency).
+``python -m service`` runs it as the base of `service.http_protocol.GuardedProtocol` (``uvicorn.run(...,
+http=service.http_protocol.HTTP_PROTOCOL)``). Needs httptools (a dependency).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from __future__ import annotations
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-#: what ``http=`` takes: uvicorn imports the class by this name in each API process
-HTTP_PROTOCOL = "service.health_protocol:HealthFirstProtocol"
 HEALTH_PATH = b"/healthz"
 #: the body of `service.routes.health.healthz` as FastAPI serialises it
 HEALTH_BODY = b'{"status":"ok"}'

@@ -8,12 +8,14 @@ Each takes the kind's registry (`store.jobs.registry.JobRegistry`); the record
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from fastapi import Response, status
 
 from service.errors import ApiError
-from store.errors import NotFound
+from store.errors import Damaged, NotFound
+from store.jobs.checkpoints import CheckpointStore
 from store.jobs.records import ACTIVE, JobRecord
 
 log = logging.getLogger(__name__)
@@ -67,8 +69,11 @@ def start(backend, registry, record: JobRecord, response: Response, owner: str |
 
 
 def delete(registry, name: str) -> Response:
-    """Ask a running job to stop, then delete it with its checkpoints: 204."""
-    registry.request_cancel(name)
+    """Ask a running job to stop, then delete it with its checkpoints: 204. A job whose record is damaged
+    (`store.quarantine`) is deleted all the same: a fit of it still running stops at its next write,
+    which finds the job gone."""
+    with contextlib.suppress(Damaged):
+        registry.request_cancel(name)
     registry.delete(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -85,9 +90,16 @@ def cancel(registry, name: str) -> JobRecord:
 
 def resume(backend, registry, name: str, response: Response, passes: int | None,
            dataset_version: int | None = None, versions: list[int] = ()) -> JobRecord:
-    """Continue a cancelled, failed or completed job from its last checkpoint (`JobRecord.resumed`
-    says what makes no sense, naming the field); the queued record."""
-    changes = registry.get(name).resumed(passes, dataset_version, versions)
+    """Continue a cancelled, failed or completed job from its last intact checkpoint (`JobRecord.resumed`
+    says what makes no sense, naming the field); the queued record. A completed job whose checkpoint is
+    damaged goes back to its last intact one, so that the resume its 409 advises runs its passes again.
+    Cost: a record read; for a completed job, a verification of its checkpoint (O(its bytes))."""
+    record = registry.get(name)
+    back_to = None
+    if record.status == "completed" and record.checkpoint is not None:
+        back_to = CheckpointStore.of(registry).damaged_back_to(name, record.checkpoint.pass_,
+                                                               record.checkpoint.sha256)
+    changes = record.resumed(passes, dataset_version, versions, back_to)
     registry.clear_cancel(name)
     registry.update(name, **changes)
     submit(backend, registry, name, response)
@@ -134,15 +146,6 @@ def delete_dataset(datasets, name: str, registries, cascade: bool) -> Response:
         delete(registry, record.name)
     datasets.delete(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-def exists(registry, name: str) -> bool:
-    """Whether a job ``name`` of the registry's kind exists. Cost: one record read."""
-    try:
-        registry.get(name)
-    except NotFound:
-        return False
-    return True
 
 
 def start_patch_model(name: str, image, patch: int, stride: int, chosen: dict, datasets, models, backend, settings,

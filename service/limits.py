@@ -9,16 +9,20 @@ past: a declared length over the limit is refused before the route runs (the
 body is never read into memory), and the bytes actually received are counted
 while the route reads the stream; crossing the limit raises `BodyTooLarge`
 (a 413 `ApiError`) from ``receive``, which FastAPI's body reader and our own
-chunk reader let through to the error handlers.
+chunk reader let through to the error handlers. A body that arrives too slowly
+is a 408 the same way (`BodyTimeout`).
 
-The unread rest of a refused body is left to uvicorn, which discards it to
-reach the next request on the connection. (Answering with ``Connection:
-close`` instead would close the socket with unread data, and the kernel's
-reset could reach the client before the 413 does.)
+An answer given before the body has all arrived carries ``Connection: close``
+(when the route had begun to read it, refused it unread, or never read a body
+that is chunked or declared larger than 64 KiB), and the HTTP protocol ends such a
+connection instead of reading the rest of the body to reach the next request
+(`service.http_protocol`: the answer, the end of the stream, a linger of at most
+256 KiB or 2 s, the close).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -32,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kpca.images import patch_count
 from service.errors import ApiError, error_response
+from service.http_protocol import DRAIN_BYTES, body_length
 from store.jobs.records import ACTIVE
 
 
@@ -43,17 +48,33 @@ class BodyTooLarge(ApiError):
                          f"{advice}", "body")
 
 
+class BodyTimeout(ApiError):
+    """408: the body arrived more slowly than the settings allow (`BodyLimitMiddleware`)."""
+
+    def __init__(self, received: int, waited_s: float, timeout_s: float, min_rate: int):
+        super().__init__(408, "timeout", f"the request body arrived too slowly: {received} bytes in {waited_s:.0f} s "
+                         f"of waiting for it; a body may take {timeout_s:g} s plus one second per {min_rate} bytes "
+                         "(KPCA_BODY_TIMEOUT_S, KPCA_BODY_MIN_BYTES_PER_S); send it faster, or in smaller chunks",
+                         "body")
+
+
 class BodyLimitMiddleware:
     """Refuse request bodies over ``max_body_bytes`` (over ``max_serving_body_bytes`` on the serving
     routes, `SERVING_PATH`; over ``max_import_bytes`` on the model import, `IMPORT_PATH`, which streams
-    its archive to disk) with 413."""
+    its archive to disk) with 413, and bodies that arrive too slowly with 408: while the route waits for
+    its body it may wait ``body_timeout_s`` plus one second per ``body_min_bytes_per_s`` bytes received,
+    in all (the time the route spends elsewhere does not count). An answer sent after the route began to
+    read the body and before its end carries ``Connection: close`` (module docstring)."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int, max_serving_body_bytes: int | None = None,
-                 max_import_bytes: int | None = None):
+                 max_import_bytes: int | None = None, body_timeout_s: float | None = None,
+                 body_min_bytes_per_s: int = 1024):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_serving_body_bytes = max_serving_body_bytes
         self.max_import_bytes = max_import_bytes
+        self.body_timeout_s = body_timeout_s
+        self.body_min_bytes_per_s = body_min_bytes_per_s
 
     def _limit(self, path: str) -> BodyTooLarge:
         """The refusal a body over this path's limit gets (its ``limit`` attribute is the limit)."""
@@ -74,22 +95,56 @@ class BodyLimitMiddleware:
         limit = error.limit
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            response = error_response(error.status_code, error.code, error.message, error.field)
+            response = error_response(error.status_code, error.code, error.message, error.field,
+                                      headers={"Connection": "close"})  # the body is not read: end the connection
             await response(scope, receive, send)
             return
 
-        received = 0
+        received, waited, begun, ended = 0, 0.0, False, False
+        timeout, rate = self.body_timeout_s, self.body_min_bytes_per_s
+        loop = asyncio.get_running_loop()
 
         async def counting_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, waited, begun, ended
+            if ended or timeout is None:
+                message = await receive()  # after the body (a wait for the client to leave): no deadline
+            else:
+                begun = True
+                budget = timeout + received / rate - waited
+                if budget <= 0:
+                    raise BodyTimeout(received, waited, timeout, rate)
+                started = loop.time()
+                try:
+                    message = await asyncio.wait_for(receive(), budget)
+                except asyncio.TimeoutError:
+                    raise BodyTimeout(received, waited + budget, timeout, rate) from None
+                finally:
+                    waited += loop.time() - started
             if message["type"] == "http.request":
+                begun = True
                 received += len(message.get("body", b""))
+                ended = ended or not message.get("more_body", False)
                 if received > limit:
                     raise error
+            else:
+                ended = True  # the client left
             return message
 
-        await self.app(scope, counting_receive, send)
+        small = declared_small(scope)
+
+        async def closing_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and not ended and (begun or not small):
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, counting_receive, closing_send)
+
+
+def declared_small(scope: Scope) -> bool:
+    """Whether a request's body is declared and at most `service.http_protocol.DRAIN_BYTES` (none: 0): an
+    answer that leaves it unread keeps the connection, which reads and drops it. O(headers)."""
+    length = body_length(scope.get("headers"))
+    return length is not None and length <= DRAIN_BYTES
 
 
 # --- per-request and per-principal limits (Settings.max_*) -------------------------------------------
@@ -138,8 +193,9 @@ def principal(request: Request) -> str | None:
 
 def fit_owner(request: Request) -> str | None:
     """Route dependency of the job-creating routes: the request's principal, after checking that it has
-    fewer than ``max_fits_per_key`` queued or running jobs (models and clusterings together); 429 with
-    ``Retry-After`` otherwise. Cost: one listing of each registry."""
+    fewer than ``max_fits_per_key`` queued or running jobs (models and clusterings together, and the
+    ``/v1/denoise-image`` requests it runs now, `store.running`); 429 with ``Retry-After`` otherwise.
+    Cost: one listing of each registry and of the running requests."""
     owner = principal(request)
     limit = request.app.state.settings.max_fits_per_key
     active = 0
@@ -147,6 +203,9 @@ def fit_owner(request: Request) -> str | None:
         registry = getattr(request.app.state, attribute, None)
         if registry is not None:
             active += sum(1 for r in registry.list() if r.status in ACTIVE and getattr(r, "owner", None) == owner)
+    running = getattr(request.app.state, "running", None)
+    if running is not None:
+        active += running.count(owner)
     if active >= limit:
         raise FitsBusy(active, limit)
     return owner
@@ -161,9 +220,9 @@ class FitsBusy(ApiError):
     RETRY_AFTER_S = 30
 
     def __init__(self, active: int, limit: int):
-        super().__init__(429, "too_many_fits", f"{active} fits (models and clusterings) of this API key are queued "
-                         f"or running, the limit is {limit} (KPCA_MAX_FITS_PER_KEY); wait for one to finish, or "
-                         "cancel one, and retry", "name")
+        super().__init__(429, "too_many_fits", f"{active} fits (models, clusterings and /v1/denoise-image "
+                         f"requests) of this API key are queued or running, the limit is {limit} "
+                         "(KPCA_MAX_FITS_PER_KEY); wait for one to finish, or cancel one, and retry", "name")
         self.headers = {"Retry-After": str(self.RETRY_AFTER_S)}
 
 
@@ -191,11 +250,13 @@ class DataUsage:
         """Bytes in the data folder: the last walk's figure plus what `add` counted since it began.
         O(1); starts a walk in a thread of its own when the figure is older than ``ttl_s``."""
         with self._lock:
-            if time.monotonic() - self._walked_at > self.ttl_s and not self._walking:
-                self._walking = True
-                threading.Thread(target=self._walk, args=(self._added,), name="data-usage-walk",
-                                 daemon=True).start()
-            return self._bytes
+            return self._used_locked()
+
+    def _used_locked(self) -> int:
+        if time.monotonic() - self._walked_at > self.ttl_s and not self._walking:
+            self._walking = True
+            threading.Thread(target=self._walk, args=(self._added,), name="data-usage-walk", daemon=True).start()
+        return self._bytes
 
     def _walk(self, added_before: int) -> None:
         """Walk the folder (`folder_bytes`) and keep its figure plus the bytes added during the walk."""
@@ -221,9 +282,30 @@ class DataUsage:
             return
         used = self.used()
         if used + n_bytes > self.limit:
-            raise ApiError(413, "storage_full", f"the data folder holds {used} bytes; {n_bytes} more would exceed "
-                           f"the limit of {self.limit} bytes (KPCA_MAX_DATA_BYTES); delete data sets or models "
-                           "you no longer need", field)
+            raise self._full(used, n_bytes, field)
+
+    def take(self, n_bytes: int, field: str = "body") -> None:
+        """`check` and `add` at once, under one lock: ``n_bytes`` about to be written are counted, or a 413
+        ``storage_full`` on ``field`` if they would exceed the limit. Writers that take each piece before
+        they write it (an import streamed to disk) together never hold more than the limit. O(1)."""
+        with self._lock:
+            used = self._used_locked()
+            if self.limit is not None and used + n_bytes > self.limit:
+                raise self._full(used, n_bytes, field)
+            self._bytes += max(0, int(n_bytes))
+            self._added += max(0, int(n_bytes))
+
+    def release(self, n_bytes: int) -> None:
+        """Uncount ``n_bytes`` counted (`take`, `add`) and removed since, and walk the folder again at the
+        next look: the figure may stay above the folder's bytes until that walk ends, never below. O(1)."""
+        with self._lock:
+            self._bytes = max(0, self._bytes - max(0, int(n_bytes)))
+            self._walked_at = float("-inf")
+
+    def _full(self, used: int, n_bytes: int, field: str) -> ApiError:
+        return ApiError(413, "storage_full", f"the data folder holds {used} bytes; {n_bytes} more would exceed "
+                        f"the limit of {self.limit} bytes (KPCA_MAX_DATA_BYTES); delete data sets or models "
+                        "you no longer need", field)
 
 
 def folder_bytes(path: str) -> int:

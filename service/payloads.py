@@ -168,20 +168,26 @@ def media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
-async def read_body(request: Request) -> bytearray:
+async def read_body(request: Request, room=None) -> bytearray:
     """The whole request body, held once: received into one buffer sized from its ``Content-Length``
     (which `service.limits.BodyLimitMiddleware` has bounded), not gathered in parts and then joined,
-    which held it twice. A body sent without a length grows its buffer as it comes. Cost O(body) time,
-    the body's bytes of memory.
+    which held it twice. A body sent without a length grows its buffer as it comes. With ``room`` (a
+    `service.limits.DataUsage`, for a body to be stored), its bytes are checked against the room left in
+    the data folder as they arrive: a 413 ``storage_full`` (before any byte for a declared length) instead
+    of the whole body first. Cost O(body) time, the body's bytes of memory.
 
     A client that disconnects mid-body gets (nobody reads it) a 400 on
     ``body`` instead of an "unhandled error" in the log; nothing is stored.
     """
     declared = request.headers.get("content-length", "").strip()
+    if room is not None:
+        room.check(int(declared) if declared.isdigit() else 0)
     buffer = bytearray(int(declared) if declared.isdigit() else 0)
     filled = 0
     try:
         async for part in request.stream():
+            if room is not None and not declared.isdigit():
+                room.check(filled + len(part))
             end = filled + len(part)
             if end <= len(buffer):
                 buffer[filled:end] = part  # in place: the buffer keeps its memory

@@ -36,7 +36,7 @@ import uvicorn
 from service.access_log import log_config
 from service.app import create_app
 from service.flags import settings_source
-from service.health_protocol import HTTP_PROTOCOL
+from service.http_protocol import HTTP_PROTOCOL
 from service.settings import Settings
 from workers import Backend
 from workers.environ import restore_environ, saved_environ

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from store.errors import NotFound
 from store.kept import KeptBySignature
 
 #: views kept at most (the least recently used is dropped)
@@ -43,6 +44,11 @@ class RecordViews:
         return body
 
     def _lookup(self, registry, name: str) -> tuple[tuple, bytes | None]:
-        """``(signature, kept view or None)`` of the record of ``name`` now. One ``stat``."""
-        signature = registry.signature(name)
+        """``(signature, kept view or None)`` of the record of ``name`` now. One ``stat`` (and, if the record
+        is missing, a look for the job's files without it: `store.errors.Damaged` then, not `NotFound`)."""
+        try:
+            signature = registry.signature(name)
+        except NotFound:
+            registry.get(name)  # raises Damaged where the job's files are there without its record
+            raise
         return signature, self._views.get((registry.kind, name), signature)

@@ -139,6 +139,15 @@ class Settings(BaseSettings):
         ``storage_full``. Default None: automatic, the folder's bytes at
         start plus `DATA_DISK_FRACTION` of the disk's free bytes then
         (`service.limits.automatic_data_limit`); 0 (or ``unlimited``): no limit.
+    header_timeout_s : seconds a request's headers may take to arrive, from the
+        connection (or the request's first byte on a kept-alive one); then
+        the connection is closed, with a 408 if a request began
+        (`service.http_protocol`). Default 10.
+    body_timeout_s, body_min_bytes_per_s : while a route waits for a request's
+        body, it may wait ``body_timeout_s`` plus one second per
+        ``body_min_bytes_per_s`` bytes received, in all; past that the request
+        is a 408 on ``body`` and its connection is closed
+        (`service.limits.BodyLimitMiddleware`). Defaults 30 s and 1024 B/s.
     shutdown_timeout_s : seconds ``python -m service`` waits for running
         requests on SIGTERM/SIGINT before cancelling them (uvicorn
         ``timeout_graceful_shutdown``); the dask cluster is then closed
@@ -224,6 +233,12 @@ class Settings(BaseSettings):
     max_data_bytes: int | None = Field(default=None, ge=0, description="total bytes of the data folder "
                                        "(413 storage_full above); unset: the folder's bytes at start plus 80 % of "
                                        "the disk's free bytes then; 0 or 'unlimited': no limit")
+    header_timeout_s: float = Field(default=10.0, gt=0, description="seconds a request's headers may take to "
+                                    "arrive; then the connection is closed (408)")
+    body_timeout_s: float = Field(default=30.0, gt=0, description="seconds a route may wait for a request's "
+                                  "body, plus one per body_min_bytes_per_s bytes received (408 past them)")
+    body_min_bytes_per_s: int = Field(default=1024, ge=1, description="bytes a second a request's body must "
+                                      "average, after body_timeout_s (408 below)")
     shutdown_timeout_s: float = Field(default=5.0, gt=0, description="seconds running requests get on "
                                       "SIGTERM/SIGINT before they are cancelled")
 

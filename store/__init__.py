@@ -6,8 +6,9 @@ and locks, names, errors, checksums, .npy files, timestamps).
 No HTTP and no dask here; numpy, zarr, pydantic (the typed records: a model's,
 `store.jobs.records`; a data set's, `store.datasets.records`) and the standard library. Every write
 is atomic (temporary name, fsync, rename) and every stored document carries a ``schema_version``
-(model records 3, clustering records 2, the others 1). Names are validated by `validate_name`, so
-no input can address a path outside the data folder.
+(model records 4, clustering records 3, the others 1) and the sha256 of its own content, checked when it
+is read; a damaged record is quarantined, never fatal to another resource (`store.quarantine`). Names
+are validated by `validate_name`, so no input can address a path outside the data folder.
 """
 
 from store.jobs.checkpoints import CheckpointStore

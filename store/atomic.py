@@ -7,6 +7,11 @@ name (``os.replace``) or linked to it when the name must not exist yet
 (``os.link``, atomic exclusive creation). A reader therefore sees the old file,
 the new file or no file, never a partial one; a crash leaves at most a hidden
 temporary file, which listings ignore.
+
+Every JSON document carries the sha256 of its own content (`DIGEST_KEY`, `document_digest`), checked by
+`read_json` whenever it is read: a document damaged on disk (a bit flipped, a value edited, the file's
+mtime put back) is a `DamagedDocument`, never a record read as if it were intact. A document without
+the key (written before digests were kept) is read unchecked.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,7 +34,20 @@ import numpy as np
 SCHEMA_VERSION = 1
 """Version of every JSON document and checkpoint the store writes."""
 
+#: the key of a stored JSON document that holds the sha256 of the rest of it (`document_digest`)
+DIGEST_KEY = "document_sha256"
+
 _LINK_UNSUPPORTED = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK}
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # numpy's report of a write the disk cut short
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the process's file-size limit) refused a write: ENOSPC, EFBIG,
+    EDQUOT, or numpy's short-write OSError, which carries no errno. O(1)."""
+    return isinstance(exc, OSError) and (exc.errno in _DISK_FULL or bool(_SHORT_WRITE.search(str(exc))))
 
 
 def temp_path(path: Path) -> Path:
@@ -120,8 +140,18 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+def document_digest(doc: dict) -> str:
+    """The sha256 (hex) of a JSON document's canonical text: its plain JSON values (`_json_default`) with
+    sorted keys and no white space, `DIGEST_KEY` left out, so that it is the same before the document is
+    written and after it is read back. Cost O(size of the document)."""
+    plain = json.loads(json.dumps({k: v for k, v in doc.items() if k != DIGEST_KEY}, default=_json_default,
+                                  allow_nan=False))  # keys as strings, numbers as Python's: as read back
+    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def dump_json(obj: dict) -> bytes:
-    """Encode a stored document as strict UTF-8 JSON.
+    """Encode a stored document as strict UTF-8 JSON, under its digest (`DIGEST_KEY`).
 
     The document must be a dict carrying ``"schema_version"``. numpy scalars
     and arrays are converted to Python values; NaN and infinities are refused
@@ -129,7 +159,8 @@ def dump_json(obj: dict) -> bytes:
     """
     if not isinstance(obj, dict) or "schema_version" not in obj:
         raise ValueError("a stored JSON document must be a dict with a 'schema_version'")
-    text = json.dumps(obj, default=_json_default, allow_nan=False, indent=1, sort_keys=True)
+    signed = {**obj, DIGEST_KEY: document_digest(obj)}
+    text = json.dumps(signed, default=_json_default, allow_nan=False, indent=1, sort_keys=True)
     return (text + "\n").encode("utf-8")
 
 
@@ -141,20 +172,45 @@ def atomic_write_json(path: Path, obj: dict, exclusive: bool = False) -> None:
     atomic_write_bytes(path, dump_json(obj), exclusive=exclusive)
 
 
-def read_json(path: Path, max_version: int = SCHEMA_VERSION) -> dict:
-    """Read a stored JSON document.
+class DamagedDocument(ValueError):
+    """A stored JSON document that cannot be trusted: empty, truncated or otherwise not JSON, not an
+    object, of a ``schema_version`` this code does not read, failing its digest, or a folder in its
+    place. ``cause`` says which, in a few words (the message names the file too)."""
 
-    Raises `FileNotFoundError` if it is missing and `ValueError` if it is not a
-    dict or has a ``schema_version`` above ``max_version`` (newer than this
-    code understands). Cost O(size of the file).
+    def __init__(self, path: Path, cause: str):
+        super().__init__(f"{path}: {cause}")
+        self.path = Path(path)
+        self.cause = cause
+
+
+def read_json(path: Path, max_version: int = SCHEMA_VERSION) -> dict:
+    """Read a stored JSON document, checked against its digest (`DIGEST_KEY`, which is left out of the
+    returned dict).
+
+    Raises `FileNotFoundError` (or `NotADirectoryError`) if it is missing and
+    `DamagedDocument` (a ValueError) if it is empty or not JSON, not a dict,
+    has a ``schema_version`` above ``max_version`` (newer than this code
+    understands), fails its digest, or is a folder. Cost O(size of the file).
     """
-    with open(path, "rb") as handle:
-        doc = json.loads(handle.read().decode("utf-8"))
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except IsADirectoryError:
+        raise DamagedDocument(path, "a folder stands in its place") from None
+    if not data.strip():
+        raise DamagedDocument(path, "the file is empty")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DamagedDocument(path, f"not JSON, truncated or altered: {type(exc).__name__}") from None
     if not isinstance(doc, dict):
-        raise ValueError(f"{path}: not a JSON object")
+        raise DamagedDocument(path, "not a JSON object")
     version = doc.get("schema_version")
     if not isinstance(version, int) or version > max_version:
-        raise ValueError(f"{path}: unsupported schema_version {version!r}")
+        raise DamagedDocument(path, f"unsupported schema_version {version!r}")
+    recorded = doc.pop(DIGEST_KEY, None)
+    if recorded is not None and recorded != document_digest(doc):
+        raise DamagedDocument(path, "its content does not match its digest: altered on disk")
     return doc
 
 
@@ -205,17 +261,18 @@ def file_lock(path: Path, shared: bool = False) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def try_file_lock(path: Path) -> Iterator[bool]:
-    """Try to take an exclusive ``flock`` on ``path`` without waiting.
+def try_file_lock(path: Path, shared: bool = False) -> Iterator[bool]:
+    """Try to take an exclusive (or ``shared``) ``flock`` on ``path`` without waiting.
 
     Yields True while the lock is held, False if another descriptor (thread
-    or process) holds it. The kernel releases the lock when its holder dies,
-    so a held lock means a live holder. Cost: an open and a flock.
+    or process) holds it (exclusively, for a shared lock). The kernel releases
+    the lock when its holder dies, so a held lock means a live holder. Cost:
+    an open and a flock.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return

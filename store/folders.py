@@ -18,9 +18,10 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from store.atomic import atomic_write_json, file_lock, read_json
+from store.atomic import atomic_write_json, file_lock, read_json, try_file_lock
 from store.errors import Conflict, Invalid, NotFound
 from store.names import validate_name
+from store.quarantine import holds_files
 
 
 class ResourceFolders:
@@ -85,6 +86,28 @@ class ResourceFolders:
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(self.kind, name) from None
         return st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
+
+    def orphaned(self, name: str, document: str) -> bool:
+        """Whether the folder of ``name`` holds the resource's files but not its ``document`` (deleted or
+        lost: the resource is then damaged, not absent). Looked at under the resource's shared lock, taken
+        without waiting: while a claim (`claim`, whose ``before`` may write files first), a delete or
+        this very thread holds it exclusively, the answer is False. Cost: a flock, a ``stat`` and a folder
+        listing; False at once when the folder does not exist."""
+        folder = self.path(name)
+        if not os.path.isdir(folder):
+            return False
+        try:
+            with try_file_lock(folder / ".lock", shared=True) as held:
+                return held and not os.path.lexists(folder / document) and holds_files(folder, document)
+        except (FileNotFoundError, NotADirectoryError):  # deleted meanwhile
+            return False
+
+    def present(self, name: str, document: str) -> bool:
+        """Whether resource ``name`` is there, readable or damaged: its ``document`` exists (a folder in its
+        place too) or its folder holds its files without it. Without a lock: for a caller that holds the
+        resource's lock (`orphaned` otherwise). Cost: a ``stat``; a folder listing when it is missing."""
+        folder = self.path(name)
+        return os.path.lexists(folder / document) or holds_files(folder, document)
 
     def names(self) -> list[str]:
         """Sorted names of the resource folders, without hidden entries, tombstones and invalid names.

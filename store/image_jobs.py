@@ -10,7 +10,8 @@ under the data folder ``root``::
     image-jobs/{name}/.lock       flock taken by start, update and delete
 
 A name is reused by the next request that names it once its job has ended (status not
-``running``); a running job of that name is a `Conflict`.
+``running``) or its record is damaged (`ImageJobStore.get`: a `store.errors.Damaged`); a running job of
+that name is a `Conflict`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store import quarantine
 from store.atomic import atomic_write_json, remove_tree
-from store.errors import Conflict, NotFound
+from store.errors import Conflict, Damaged, NotFound
 from store.folders import ResourceFolders
 from store.timestamps import utc_now
 
@@ -77,8 +79,8 @@ class ImageJobStore:
         with contextlib.suppress(FileExistsError):
             os.mkdir(folder)
         with self.folders.locked(name):
-            with contextlib.suppress(FileNotFoundError):
-                if ImageJobRecord.model_validate_json((folder / DOCUMENT).read_bytes()).status == "running":
+            with contextlib.suppress(NotFound, Damaged):  # a damaged record is replaced: the request takes the name
+                if self.get(name).status == "running":
                     raise Conflict(f"image job {name!r} is running; wait for it or choose another name", "job")
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(folder / "cancel")
@@ -88,12 +90,21 @@ class ImageJobStore:
         return record
 
     def get(self, name: str) -> ImageJobRecord:
-        """The record of ``name``; `NotFound` naming ``job``. Cost: one small read."""
+        """The record of ``name``; `NotFound` naming ``job``, `Damaged` (a 409 ``corrupt`` on ``job``, logged
+        once: `store.quarantine`) if it cannot be read (empty, not JSON, altered, not a record, a folder).
+        Cost: one small read."""
+        self.folders.path(name, field="job")
         try:
-            data = (self.folders.path(name, field="job") / DOCUMENT).read_bytes()
-        except FileNotFoundError:
+            return ImageJobRecord.model_validate(self.folders.read(name, DOCUMENT,
+                                                                   max_version=IMAGE_JOB_SCHEMA_VERSION))
+        except NotFound:
             raise NotFound("image job", name, field="job") from None
-        return ImageJobRecord.model_validate_json(data)
+        except (ValueError, OSError) as exc:  # DamagedDocument, a document that is not a record
+            cause = getattr(exc, "cause", None) or f"not a valid image job record ({type(exc).__name__})"
+            error = Damaged(f"image job {name!r}: its record image-jobs/{name}/{DOCUMENT} cannot be read "
+                            f"({cause}); a new request naming job={name} replaces it", field="job", cause=cause)
+            quarantine.note(self.folders.path(name) / DOCUMENT, error)
+            raise error from None
 
     def update(self, name: str, **fields) -> ImageJobRecord:
         """Set ``fields`` of the record (validated), ``updated_at`` now; `NotFound` if it is gone."""
@@ -116,7 +127,7 @@ class ImageJobStore:
         return (self.folders.path(name, field="job") / "cancel").exists()
 
     def delete(self, name: str) -> None:
-        """Remove the job's folder; `NotFound` if there is none."""
+        """Remove the job's folder, its record damaged or not; `NotFound` if there is none. Cost O(files)."""
         folder = self.folders.path(name, field="job")
         if not folder.exists():
             raise NotFound("image job", name, field="job")

@@ -45,6 +45,16 @@ def wait_for_fit(api, name: str, timeout: float = 180, route: str = "/v1/models"
     return record
 
 
+def fitted(api, body: dict, route: str = "/v1/models") -> dict:
+    """``POST {route}`` ``body`` (a model or, with ``route="/v1/clusterings"``, a clustering), asserting its
+    202, then `wait_for_fit`; the record, asserted completed."""
+    r = api.post(route, json=body)
+    assert r.status_code == 202, r.text
+    record = wait_for_fit(api, body["name"], route=route)
+    assert record["status"] == "completed", record
+    return record
+
+
 def wait_for_pass(api, name: str, n: int, timeout: float = 120, route: str = "/v1/models") -> dict:
     """Poll ``GET {route}/{name}`` until the running fit has completed ``n`` passes; the record then."""
     deadline = time.monotonic() + timeout

@@ -428,11 +428,15 @@ class Backend:
 
     def denoise_image_fit(self, image: np.ndarray, patch: int, stride: int, tile: int | None, tune: str = "auto",
                           fixed: dict | None = None, noise: float | None = None,
-                          job: str | None = None, second_stage: str = "auto") -> tuple[np.ndarray, dict]:
+                          job: str | None = None, second_stage: str = "auto",
+                          watch: "Watch | None" = None) -> tuple[np.ndarray, dict]:
         """The one-call path: the image denoised by models of its own tiles, tuned on it
-        (`workers.image_jobs.denoise_with_own_models`). Blocking: call it from a thread pool."""
-        return self.client.submit(image_job_task.denoise_with_own_models, self.data_dir, image, patch, stride,
-                                  tile, tune, fixed, noise, job, second_stage, pure=False).result()
+        (`workers.image_jobs.denoise_with_own_models`). ``watch``: the request's deadline and disconnection
+        (`watched_results`); when it ends the task is asked to stop at its next tuning candidate or tile
+        (`_stoppable`). Blocking: call it from a thread pool."""
+        return self._stoppable(watch, lambda stop: [self.client.submit(
+            image_job_task.denoise_with_own_models, self.data_dir, image, patch, stride, tile, tune, fixed, noise,
+            job, second_stage, stop, pure=False)])[0]
 
     def denoise_rows_tuned(self, model_name: str, rows: np.ndarray, fixed: dict | None = None,
                            watch: "Watch | None" = None) -> tuple[np.ndarray, dict]:

@@ -106,8 +106,8 @@ class ClusteringJob(FitJob):
         if clustering is None or clustering.state["pass"] != state["pass"]:  # no pass ran (crash recovery)
             clustering = clustering_from_state(solver_state(state), rows, self.seed)
         still_ours(self.registry, record)
-        self.registry.save_labels(record.name, clustering.labels)
-        return {"variation_of_information": self._against_reference(clustering.labels)}
+        digest = self.registry.save_labels(record.name, clustering.labels)
+        return {"variation_of_information": self._against_reference(clustering.labels), "labels_sha256": digest}
 
     def _against_reference(self, labels: np.ndarray) -> float | None:
         return None if self.reference is None else variation_of_information(self.reference, labels)

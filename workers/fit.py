@@ -42,7 +42,8 @@ from kpca.params import ParamError
 from kpca.rows import KernelRows
 from kpca.solvers import Diverged, Iteration, Stopped, get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
-from store.errors import Corrupt
+from store.atomic import disk_full
+from store.errors import Corrupt, Damaged
 from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
 from workers.placement import fit_threads, machine_cores, running_fits
@@ -150,6 +151,9 @@ class FitJob:
         except (NotFound, ModelGone):
             log.info("%s %s was deleted or replaced during its fit; stopped", registry.kind, name)
             return "deleted"
+        except Damaged as exc:  # its record cannot be read: nothing to fit, nowhere to write (store.quarantine)
+            log.warning("%s %s not fitted: %s", registry.kind, name, exc.message)
+            return "corrupt"
 
     def _guarded(self, record: JobRecord) -> str:
         name, registry = record.name, self.registry
@@ -161,11 +165,17 @@ class FitJob:
             registry.update(name, status="failed", error={"code": "diverged", "message": str(exc)})
         except Degenerate as exc:
             registry.update(name, status="failed", error={"code": "degenerate", "message": str(exc)})
-        except Corrupt as exc:  # stored rows failed their digest: the set is marked; the message says what to do
+        except (Corrupt, Damaged) as exc:  # stored rows or documents damaged; the message says what to do
             registry.update(name, status="failed", error={"code": "corrupt", "message": exc.message})
         except ParamError as exc:  # a parameter the data refuses, found only now (the data set changed)
             registry.update(name, status="failed", error={"code": "invalid", "message": str(exc)})
         except Exception as exc:  # the record must say why, whatever happened
+            if disk_full(exc):  # the last checkpoint is intact (atomic writes): a resume continues from it
+                registry.update(name, status="failed", error={
+                    "code": "insufficient_storage",
+                    "message": f"no space left on the data folder's disk ({exc}); free space (delete data sets, "
+                               f"models or old checkpoints), then resume: POST {record.route}/{name}/resume"})
+                return "failed"
             log.error("fit %s failed:\n%s", name, traceback.format_exc())
             registry.update(name, status="failed", error={
                 "code": "internal",

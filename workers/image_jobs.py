@@ -221,7 +221,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
 def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, stride: int = 1,
                             tile: int | None = 32, tune: str = "auto", fixed: dict | None = None,
                             noise: float | None = None, job: str | None = None,
-                            second_stage: bool | str = "auto") -> tuple[np.ndarray, dict]:
+                            second_stage: bool | str = "auto", stop: str | None = None) -> tuple[np.ndarray, dict]:
     """The one-call path: a decoded PNG's pixels denoised by kernel PCA models of its own tiles
     (`kpca.patch_denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
     (`kpca.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept), followed by the Wiener
@@ -230,9 +230,10 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
     the values of ``fixed`` over `PatchSettings`' defaults, and ``"auto"`` is off. Returns the image
     (input's dtype) and ``info``, whose ``chosen`` includes ``sigma``, the kernel width used,
     ``second_stage`` (``"wiener"``, a variant's name or None) and ``second_stage_risks`` (None where not
-    estimated)."""
+    estimated). ``stop``: the request's stop flag (`store.stop_flags`), looked at at each tuning candidate
+    and tile (`Stopped` when raised)."""
     choice = stage_choice(second_stage)
-    progress = JobProgress(data_dir, job, "denoise-image-fit")
+    progress = JobProgress(data_dir, job, "denoise-image-fit", stop)
 
     def work():
         unit, unit_info = to_unit(image)

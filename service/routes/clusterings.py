@@ -44,6 +44,7 @@ from service.schemas.clusterings import (
 )
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
+from service.schemas.jobs import listed
 from service.schemas.serving import ProjectRequest
 from service.security import READ, WRITE, access
 from store.jobs.clusterings import ClusteringRecord
@@ -80,8 +81,8 @@ def list_clusterings(
     clusterings: ClusteringsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT,
 ) -> ClusteringsPublic:
     """A page of clusterings' records (without labels), sorted by name (`service.pagination`)."""
-    records, next_cursor = page(clusterings.list, cursor, limit)
-    return ClusteringsPublic(clusterings=[ClusteringPublic.of(r) for r in records], next_cursor=next_cursor)
+    records, next_cursor = page(clusterings.entries, cursor, limit)
+    return ClusteringsPublic(clusterings=[listed(r, ClusteringPublic.of) for r in records], next_cursor=next_cursor)
 
 
 @router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
@@ -97,7 +98,7 @@ def get_clustering(
     record = clusterings.get(name)
     if record.status != "completed" or labels_limit == 0:
         return ClusteringLabelled.of(record)
-    labels, total = clusterings.labels(name, labels_offset, labels_limit)
+    labels, total = clusterings.labels(name, labels_offset, labels_limit, record.labels_sha256)
     after = labels_offset + len(labels)
     following = f"{router.prefix}/{name}?labels_offset={after}&labels_limit={labels_limit}" if after < total else None
     return ClusteringLabelled.of(record, labels=labels, labels_offset=labels_offset, labels_total=total,

@@ -91,8 +91,9 @@ def download(name: DatasetName, datasets: DatasetsDep, version: Version = None) 
     n_features), streamed chunk by chunk (memory: one chunk) with its ``Content-Length``.
 
     A set without a committed version is a 409 on ``name``, an unknown version a 404 on ``version``.
-    Rows found damaged while streaming end the response early (the client sees fewer bytes than
-    ``Content-Length``) and mark the set corrupt.
+    The first chunk is read (and checked) before the answer starts: damaged, it is a 409 ``corrupt``.
+    Rows found damaged while streaming the others end the response early (the client sees fewer bytes
+    than ``Content-Length``) and mark the set corrupt.
     """
     found, ranges = datasets.chunk_ranges(name, version)
     array = datasets.open_array(name, found)
@@ -101,4 +102,6 @@ def download(name: DatasetName, datasets: DatasetsDep, version: Version = None) 
     header = npy_header(dtype, (n_rows, n_features))
     headers = {"Content-Length": str(len(header) + n_rows * n_features * dtype.itemsize),
                "Content-Disposition": f'attachment; filename="{name}-v{found}.npy"', "X-Dataset-Version": str(found)}
-    return StreamingResponse(_npy_stream(array, ranges, header), media_type=NPY_MEDIA_TYPE, headers=headers)
+    first = [np.ascontiguousarray(array[a:b]).tobytes() for a, b in ranges[:1]]  # a 409 if damaged, not a cut stream
+    return StreamingResponse(_npy_stream(array, ranges[1:], header + b"".join(first)), media_type=NPY_MEDIA_TYPE,
+                             headers=headers)

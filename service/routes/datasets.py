@@ -165,18 +165,19 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     """
     n_features = await run_in_threadpool(datasets.n_features, name)  # 404 before reading the body
     kind = media_type(request)  # one of the declared three: SecurityMiddleware refused any other
-    body = await read_body(request)
-    data_usage(request).check(len(body))
+    usage = data_usage(request)
+    body = await read_body(request, usage)  # 413 storage_full as soon as it is past the room left
     max_rows = request.app.state.settings.max_rows_per_request  # 413 while parsing, before the rows are built
-    rows, record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, n_features,
-                                           max_rows)  # one hand-over to the pool for both (docs/development.md)
-    data_usage(request).add(rows.nbytes)
+    record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, n_features,
+                                     max_rows, usage)  # one hand-over to the pool for both (docs/development.md)
     return DatasetPublic.model_validate(record)
 
 
-def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, n_features: int, max_rows: int):
-    """``(rows, record)``: a chunk's body parsed as its media type says and stored (`DatasetStore.put_chunk`).
-    Blocking: call it from the thread pool."""
+def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, n_features: int, max_rows: int,
+                     usage):
+    """A chunk's body parsed as its media type says, its rows' bytes taken from the data folder's room
+    (``usage``, `service.limits.DataUsage.take`) and stored (`DatasetStore.put_chunk`): the data set's
+    record. Blocking: call it from the thread pool."""
     if kind == NPY_MEDIA_TYPE:
         rows = rows_from_npy(body, max_rows)
     elif kind == CSV_MEDIA_TYPE:
@@ -184,7 +185,8 @@ def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, n_
     else:
         rows = rows_from_json(body, n_features, max_rows)
     check_rows(rows.shape[0], max_rows)
-    return rows, datasets.put_chunk(name, index, rows)
+    usage.take(rows.nbytes)
+    return datasets.put_chunk(name, index, rows)
 
 
 @router.post("/{name}/commit", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), responses=_ERRORS)

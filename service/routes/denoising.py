@@ -10,6 +10,7 @@ width and rank is also kept under that name (a data set of the patches and a fit
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -22,12 +23,13 @@ from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, dec
 from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.routes.models import ERRORS
-from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage
+from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage, until_ended
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
 from service.security import READ, WRITE, access
 from service.threads import wait_for_cluster
+from store.errors import Damaged, NotFound
 
 router = APIRouter(tags=["denoising"])
 
@@ -67,7 +69,9 @@ async def denoise_image_fit(
     Bounded before any work like ``/v1/models/{name}/denoise-image``: the PNG's pixels at most
     ``max_image_pixels`` (413 on ``body``), its patches at most ``max_patches`` (422 on ``stride``); a
     stride over the patch is a 422 on ``stride``. The tuning reads the kernel candidates' risk on at
-    most 16384 pixels of the image."""
+    most 16384 pixels of the image. While it runs it counts as a fit of its API key
+    (``max_fits_per_key``: a 429 beyond); past ``serving_deadline_s`` it is a 503 with ``Retry-After``,
+    and when its client leaves it stops, at its next tuning candidate or tile either way."""
     image = decode_png(await read_body(request), settings.max_image_pixels)
     height, width = image.shape[:2]
     if patch > min(height, width):
@@ -80,13 +84,15 @@ async def denoise_image_fit(
         if await run_in_threadpool(datasets.exists, keep):
             raise ApiError(409, "conflict", f"data set {keep!r} already exists; choose another name for keep",
                            "keep")
-        if await run_in_threadpool(jobs.exists, models, keep):
+        if await run_in_threadpool(models.exists, keep):
             raise ApiError(409, "conflict", f"model {keep!r} already exists; choose another name for keep", "keep")
         data_usage(request).check(count * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4, "keep")
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
     try:
-        cleaned, info = await wait_for_cluster(backend.denoise_image_fit, image, patch, stride, tile or None, tune,
-                                               fixed, noise, job, second_stage)
+        with request.app.state.running.hold(owner):  # counted as a fit of its key while it runs
+            cleaned, info = await until_ended(request, settings, lambda watch: wait_for_cluster(
+                backend.denoise_image_fit, image, patch, stride, tile or None, tune, fixed, noise, job, second_stage,
+                watch=watch), "body", "with a smaller image, a larger stride or tune=off")
     except ValueError as exc:
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)
@@ -114,3 +120,15 @@ def cancel_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
     """Ask the running image request ``job`` to stop at its next tile (it then answers 409 on ``job``);
     409 if it has ended."""
     return ImageJobPublic.of(image_jobs.request_cancel(job))
+
+
+@router.delete("/v1/image-jobs/{job}", openapi_extra=access(WRITE), status_code=204, responses=ERRORS)
+def delete_image_job(job: str, image_jobs: ImageJobsDep) -> Response:
+    """Remove the record of the image request named ``job`` once it has ended (409 while it runs), or
+    whose record is damaged; 404 if there is none."""
+    with contextlib.suppress(NotFound, Damaged):
+        if image_jobs.get(job).status == "running":
+            raise ApiError(409, "conflict", f"image job {job!r} is running; cancel it first (POST "
+                           f"/v1/image-jobs/{job}/cancel)", "job")
+    image_jobs.delete(job)
+    return Response(status_code=204)

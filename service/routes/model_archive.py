@@ -34,6 +34,10 @@ from store.jobs.archive import MEDIA_TYPE, ModelExport
 
 router = APIRouter(prefix=models_router.prefix, tags=["models"])
 
+#: what an import writes besides the archive streamed to disk, in archives' bytes: its members extracted
+#: for their checks (`store.jobs.archive.import_archive`), then its rows as a data set (at most as large)
+IMPORT_COPIES = 2
+
 _TAR = {"content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
 _IMPORT_BODY = {"requestBody": {"required": True, "description": "a model archive made by GET "
                                 "/v1/models/{name}/export (an uncompressed tar)", **_TAR}}
@@ -59,22 +63,27 @@ async def export_model(name: ModelName, models: ModelsDep) -> StreamingResponse:
 
 async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
     """The request body written to a new file in ``folder`` (its size bounded by
-    `service.limits.BodyLimitMiddleware`, ``max_import_bytes``, its bytes by ``max_data_bytes``); removed on failure."""
+    `service.limits.BodyLimitMiddleware`, ``max_import_bytes``), each piece counted against ``max_data_bytes``
+    before it is written (`service.limits.DataUsage.take`), so that no import, nor all of them together,
+    holds more on disk than the limit at any moment, with or without a ``Content-Length`` (a declared one
+    over the room left is refused before any byte is read); removed on failure."""
     declared = request.headers.get("content-length", "")
     usage.check(int(declared) if declared.isdigit() else 0)
     folder.mkdir(parents=True, exist_ok=True)
     handle, path = tempfile.mkstemp(dir=folder, prefix=".upload-", suffix=".tar")
-    path = FilePath(path)
+    path, taken = FilePath(path), 0
     try:
         with os.fdopen(handle, "wb") as out:
             async for part in request.stream():
+                usage.take(len(part))
+                taken += len(part)
                 await run_in_threadpool(out.write, part)
-    except ClientDisconnect:
+    except BaseException as exc:
         path.unlink(missing_ok=True)
-        raise ApiError(400, "bad_request", "the client disconnected before the whole archive arrived", "body") \
-            from None
-    except BaseException:
-        path.unlink(missing_ok=True)
+        usage.release(taken)
+        if isinstance(exc, ClientDisconnect):
+            raise ApiError(400, "bad_request", "the client disconnected before the whole archive arrived",
+                           "body") from None
         raise
     return path
 
@@ -94,7 +103,10 @@ async def import_model(
 ) -> ModelPublic:
     """Create a completed model from an archive of ``GET /v1/models/{name}/export`` (body
     ``application/x-tar``, at most ``max_import_bytes``: it is streamed to disk); it serves ``/project``,
-    ``/reconstruct`` and ``/denoise`` at once, with the same results as the original.
+    ``/reconstruct`` and ``/denoise`` at once, with the same results as the original. While it runs it
+    holds up to three times the archive's bytes on disk (the archive, its members extracted, its rows as
+    a data set): all three are counted against ``max_data_bytes`` before they are written (413
+    ``storage_full``), the archive piece by piece as it arrives.
 
     Everything is verified before anything is created: member names (no paths, links or duplicates),
     sizes and sha256 against the manifest, the format version, the record, the checkpoint against the
@@ -107,11 +119,15 @@ async def import_model(
     path = await _body_to_file(request, folder, usage)
     size = path.stat().st_size
     try:
-        usage.check(size)
-        record = await wait_for_cluster(backend.import_model, path, name, dataset, principal(request))
+        usage.take(IMPORT_COPIES * size)  # the members extracted for their checks, then the rows as a data set
+        try:
+            record = await wait_for_cluster(backend.import_model, path, name, dataset, principal(request))
+        except BaseException:
+            usage.release(IMPORT_COPIES * size)  # a failed import leaves nothing behind
+            raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-    usage.add(size)
+        usage.release(size)  # the archive itself is gone
     response.headers["Location"] = f"{router.prefix}/{record.name}"
     return ModelPublic.of(record)

@@ -20,6 +20,7 @@ from service import jobs
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.payloads import JSON_MEDIA_TYPE
 from service.schemas.errors import ErrorBody
+from service.schemas.jobs import listed
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.schemas.models import (
     CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic, ModelSummary,
@@ -63,9 +64,10 @@ def list_models(
     full: Annotated[bool, Query(description="every field of each model (history included), not a summary")] = False,
 ) -> ModelsPublic:
     """A page of models sorted by name (`service.pagination`): a summary of each (status, progress,
-    no history) unless ``full=true``."""
-    records, next_cursor = page(models.list, cursor, limit)
-    return ModelsPublic(models=[ModelSummary.of(r, full) for r in records], next_cursor=next_cursor)
+    no history) unless ``full=true``; a model whose record cannot be read shows status ``corrupt`` and why."""
+    records, next_cursor = page(models.entries, cursor, limit)
+    return ModelsPublic(models=[listed(r, lambda record: ModelSummary.of(record, full)) for r in records],
+                        next_cursor=next_cursor)
 
 
 @router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)

@@ -177,8 +177,17 @@ def points_of(job: JobRecord, dataset: DatasetInfo) -> int:
 
 async def watched(request: Request, settings, registry, name: str, job: JobRecord, call, *args, **kwargs):
     """`serve` with the request's deadline (``serving_deadline_s``) and its client's disconnection
-    watched (`workers.watch.Watch`, passed to ``call`` as ``watch``): past the deadline a 503 with
-    ``Retry-After``, a client gone a 400 nobody reads; either way the tasks not yet run are cancelled."""
+    watched (`until_ended`, the watch passed to ``call`` as ``watch``)."""
+    return await until_ended(request, settings, lambda watch: serve(registry, name, job, call, *args, watch=watch,
+                                                                    **kwargs))
+
+
+async def until_ended(request: Request, settings, run, field: str = "rows",
+                      smaller: str = "with fewer rows or fewer iterations"):
+    """``await run(watch)`` with the request's deadline (``serving_deadline_s``) and its client's
+    disconnection watched (`workers.watch.Watch`): past the deadline a 503 on ``field`` with
+    ``Retry-After`` (the message suggests a retry ``smaller``), a client gone a 400 nobody reads; either
+    way the tasks not yet run are cancelled and the running ones asked to stop."""
     watch = Watch(time.monotonic() + settings.serving_deadline_s)
 
     async def follow_client() -> None:
@@ -190,12 +199,11 @@ async def watched(request: Request, settings, registry, name: str, job: JobRecor
 
     follower = asyncio.create_task(follow_client())
     try:
-        return await serve(registry, name, job, call, *args, watch=watch, **kwargs)
+        return await run(watch)
     except RequestEnded as ended:
         if ended.reason == "deadline":
             error = ApiError(503, "unavailable", f"the request ran past its deadline of {settings.serving_deadline_s:g}"
-                             " s (KPCA_SERVING_DEADLINE_S) and was stopped; retry later, with fewer rows or fewer "
-                             "iterations", "rows")
+                             f" s (KPCA_SERVING_DEADLINE_S) and was stopped; retry later, {smaller}", field)
             error.headers = {"Retry-After": "10"}
             raise error from None
         raise ApiError(400, "bad_request", "the client disconnected; its work was cancelled", "body") from None

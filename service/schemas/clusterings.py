@@ -15,7 +15,7 @@ from kpca.clustering import clustering_solvers
 from kpca.params import ParamError
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverParams, check_solver_params
-from service.schemas.jobs import public_model
+from service.schemas.jobs import JobDamaged, public_model
 from store.jobs.clusterings import ClusteringRecord
 
 LABELS_PAGE = 10_000  # labels in a GET unless labels_limit says otherwise
@@ -87,7 +87,9 @@ class ClusteringLabelled(ClusteringPublic):
 class ClusteringsPublic(BaseModel):
     """A page of clusterings (records without labels), sorted by name."""
 
-    clusterings: list[ClusteringPublic] = Field(description="the clusterings of this page (without labels), in name order")
+    clusterings: list[ClusteringPublic | JobDamaged] = Field(
+        description="the clusterings of this page (without labels), in name order; a clustering whose record "
+                    "cannot be read is listed with status corrupt and why")
     next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")
 
 

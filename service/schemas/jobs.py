@@ -9,12 +9,13 @@ less `PRIVATE_FIELDS`), so the two cannot drift apart, and built from a record b
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, create_model
 
 from kpca.params import Param
-from store.jobs.records import JobRecord
+from store.jobs.records import FitError, JobRecord
+from store.quarantine import DamagedEntry
 
 #: fields of a stored record that the API does not show
 PRIVATE_FIELDS = ("schema_version", "owner", "fit_kernel")
@@ -75,3 +76,23 @@ def public_model(name: str, record_type: type[JobRecord], doc: str, base: type[J
     model = create_model(name, __base__=base, __module__=__name__, **fields)
     model.__doc__ = doc
     return model
+
+
+class JobDamaged(BaseModel):
+    """A job in a list whose record cannot be read (quarantined, `store.quarantine`): its name, status
+    ``corrupt`` and, in ``error``, which file, why, and what to do (delete it). ``GET`` of it is a 409
+    ``corrupt`` with the same message."""
+
+    name: str = Field(description="the job's name")
+    status: Literal["corrupt"] = Field(default="corrupt", description="corrupt: its record cannot be read")
+    error: FitError = Field(description="code corrupt; the message names the damaged file and what to do")
+
+    @classmethod
+    def of(cls, entry: DamagedEntry) -> "JobDamaged":
+        """The list entry of a damaged job. O(1)."""
+        return cls(name=entry.name, error=FitError(code="corrupt", message=entry.message))
+
+
+def listed(entry: JobRecord | DamagedEntry, view):
+    """A list's entry: ``view(record)`` for a readable job, `JobDamaged` for a damaged one. O(record size)."""
+    return JobDamaged.of(entry) if isinstance(entry, DamagedEntry) else view(entry)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverName, SolverParams, check_solver_params
-from service.schemas.jobs import PlacementPublic, public_model
+from service.schemas.jobs import JobDamaged, PlacementPublic, public_model
 from store.jobs.records import FitError, ModelRecord, Progress
 
 
@@ -94,6 +94,7 @@ class ModelSummary(BaseModel):
 class ModelsPublic(BaseModel):
     """A page of models, sorted by name."""
 
-    models: list[ModelSummary] = Field(
-        description="the models of this page, in name order (summaries; ?full=true: whole records)")
+    models: list[ModelSummary | JobDamaged] = Field(
+        description="the models of this page, in name order (summaries; ?full=true: whole records); a model "
+                    "whose record cannot be read is listed with status corrupt and why")
     next_cursor: str | None = Field(default=None, description="pass as cursor= for the next page; None on the last")

@@ -22,7 +22,9 @@ from store.errors import Invalid
 from store.npy import DAMAGED, npy_damage
 from store.datasets.integrity import file_digest
 from store.datasets.repair import repair_staged
-from store.datasets.staging import check_staged, damaged_message, read_staged, staged_paths, staged_rows
+from store.datasets.staging import (
+    check_staged, damaged_message, read_staged, staged_digests, staged_paths, staged_rows,
+)
 from store.timestamps import utc_now
 from store.datasets.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
 
@@ -60,6 +62,10 @@ def commit_staged(folder: Path, meta: DatasetRecord) -> DatasetInfo:
     committed = meta.committed_chunks
     _repair(folder, meta, {i: path for i, path in staged_paths(folder).items() if i < committed})
     staged = {i: path for i, path in staged_paths(folder).items() if i >= committed}
+    marks = staged_digests(folder)
+    gone = sorted(i for i in marks if i >= committed and i not in staged)
+    if gone:  # uploaded (marked), its file since deleted: never left out of the version silently
+        raise Invalid("chunks", damaged_message(gone[0], "its file is missing"))
     if not staged:
         if meta.status == "ready":
             shutil.rmtree(staging, ignore_errors=True)  # only leftovers of a crashed commit
@@ -77,7 +83,7 @@ def commit_staged(folder: Path, meta: DatasetRecord) -> DatasetInfo:
     segments_dir = folder / "segments"
     segments_dir.mkdir(exist_ok=True)
     final = segments_dir / f"{segment:04d}.zarr"
-    digests, counts, stored = _write_segment(final, staged, new_rows, meta, chunk_rows)
+    digests, counts, stored = _write_segment(final, staged, new_rows, meta, chunk_rows, marks)
     fsync_dir(segments_dir)
     doc_name = f"segments/{segment:04d}.json"
     atomic_write_json(folder / doc_name, SegmentDigests(
@@ -119,9 +125,10 @@ def _refuse_gaps(meta: DatasetRecord, committed: int, staged: dict[int, Path]) -
 
 
 def _write_segment(final: Path, staged: dict[int, Path], n_rows: int, meta: DatasetRecord,
-                   chunk_rows: int) -> tuple[list[str], list[int], list[str]]:
+                   chunk_rows: int, marks: dict[int, set[str]]) -> tuple[list[str], list[int], list[str]]:
     """Write the ``staged`` chunks in index order as the zarr array ``final``; their digests and rows,
-    and the digests of the zarr chunks written."""
+    and the digests of the zarr chunks written. A chunk whose rows match none of its ``marks`` (the
+    digests taken when it was staged, `store.datasets.staging.staged_digests`) is refused as damaged."""
     n_features, dtype = meta.n_features, meta.dtype
     _remove_leftover_arrays(final.parent, final)
     tmp = temp_path(final)
@@ -132,6 +139,9 @@ def _write_segment(final: Path, staged: dict[int, Path], n_rows: int, meta: Data
             block = read_staged(staged[index], index)
             check_staged(block, index, n_features, dtype)
             digests.append(chunk_digest(block))
+            if index in marks and digests[-1] not in marks[index]:
+                raise Invalid("chunks", damaged_message(index, "its rows do not match the digest taken when it "
+                                                               "was uploaded: altered on disk"))
             counts.append(int(block.shape[0]))
             writer.append(block)
         writer.close()

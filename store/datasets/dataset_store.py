@@ -45,6 +45,7 @@ Checksums (one sha256 per chunk, one per version): see `store.checksums`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -226,7 +227,11 @@ class DatasetStore:
         """
         validate_name(name)
         for _attempt in range(3):
-            before = self._folders.signature(name, META)
+            try:
+                before = self._folders.signature(name, META)
+            except NotFound:
+                self._read_meta(name)  # Damaged if the set's files are there without it
+                raise
             meta = self._read_meta(name)
             try:
                 staged = staged_rows(self._folders.path(name)) or {}
@@ -281,13 +286,15 @@ class DatasetStore:
         folder = self._folders.path(name)
         self._require(name)
         with self._folders.locked(name, shared=False):
-            self._require(name)
+            if not self._folders.present(name, META):
+                raise NotFound(self._folders.kind, name)  # deleted meanwhile
             remove_tree(folder)
 
     def exists(self, name: str) -> bool:
-        """Whether data set ``name`` exists: its ``meta.json`` does, readable or damaged. `Invalid` for a
-        bad name. Cost one ``stat``."""
-        return (self._folders.path(name) / META).exists()
+        """Whether data set ``name`` exists: its ``meta.json`` does, readable or damaged, or its files do
+        without it (`store.folders.ResourceFolders.orphaned`). `Invalid` for a bad name. Cost one
+        ``stat``; a listing when ``meta.json`` is missing."""
+        return os.path.lexists(self._folders.path(name) / META) or self._folders.orphaned(name, META)
 
     def n_features(self, name: str) -> int:
         """The columns of data set ``name``, as `get` would say, without listing its staged chunks:

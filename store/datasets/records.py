@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from store import quarantine
 from store.atomic import SCHEMA_VERSION, atomic_write_json, read_json
 from store.errors import Corrupt, Damaged, Invalid, NotFound
 from store.timestamps import utc_now
@@ -91,8 +92,8 @@ class SegmentRecord(_Document):
             return _checked(SegmentDigests, read_json(path), path)
         except (OSError, ValueError) as exc:
             raise Corrupt(name, None, range(self.first_chunk, self.first_chunk + self.n_chunks),
-                          f"the digest document of segment {self.segment} cannot be read "
-                          f"({type(exc).__name__})") from None
+                          f"the digest document of segment {self.segment}, {self.digests}, cannot be read: "
+                          f"{getattr(exc, 'cause', None) or type(exc).__name__}") from None
 
 
 class SegmentDigests(_Document):
@@ -210,16 +211,24 @@ class DatasetRecord(_Document):
         """The ``meta.json`` of set ``name`` in ``folders`` (`store.folders.ResourceFolders`), checked.
 
         `NotFound` if it is missing; `store.errors.Damaged` (a 409 ``corrupt`` on
-        ``name``, its ``cause`` the kind of failure) if it does not parse, has
-        a newer ``schema_version`` (`store.atomic.read_json`) or does not fit
-        the record. Cost O(document size).
+        ``name``, its ``cause`` the kind of failure, logged once: `store.quarantine`)
+        if it is empty or does not parse, fails its digest, has a newer
+        ``schema_version`` (`store.atomic.read_json`), does not fit the record,
+        is a folder, or is missing beside the set's other files. Cost
+        O(document size).
         """
         try:
             return _checked(cls, folders.read(name, META), folders.path(name) / META)
+        except NotFound:
+            if not folders.orphaned(name, META):
+                raise
+            cause = "it is missing, but the data set's other files are there"
         except (ValueError, UnicodeDecodeError, OSError) as exc:
-            raise Damaged(f"data set {name!r}: its {META} cannot be read ({type(exc).__name__}); its rows "
-                          f"cannot be served; delete the data set (DELETE /v1/datasets/{name})",
-                          field="name", cause=type(exc).__name__) from None
+            cause = getattr(exc, "cause", None) or type(exc).__name__
+        error = Damaged(f"data set {name!r}: its {META} cannot be read ({cause}); its rows cannot be served; "
+                        f"delete the data set (DELETE /v1/datasets/{name})", field="name", cause=cause)
+        quarantine.note(folders.path(name) / META, error)
+        raise error
 
     def document(self) -> dict:
         """The document stored on disk (``corrupt`` absent when empty). Cost O(document size)."""

@@ -64,7 +64,8 @@ def register_array(datasets: ResourceFolders, name: str, url: str, dtype: str | 
                      version_checksum(digests), utc_now())
     doc = SegmentDigests(segment=1, first_chunk=0, chunk_sha256=digests, chunk_rows=counts).document()
     folder = datasets.path(name)
-    datasets.claim(name, META, meta.document(), before=lambda: _write_new_doc(folder, doc_name, doc))
+    datasets.claim(name, META, meta.document(), before=lambda: _write_new_doc(folder, doc_name, doc),
+                   under_lock=True)  # its digest document before the claim, under the lock: never an orphan
 
 
 def refuse_own_folder(root: Path, url: str) -> None:

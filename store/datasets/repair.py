@@ -55,7 +55,11 @@ class _Mismatch(Exception):
 def _open_stored(path: Path, meta: DatasetRecord, segment: SegmentRecord, doc: SegmentDigests):
     """The uploaded segment at ``path``, its ``zarr.json`` checked against the digest recorded at commit
     and its dtype, shape and row chunk against the records (`_Mismatch` saying what differs)."""
-    if doc.zarr_json_sha256 is not None and file_digest(path / "zarr.json") != doc.zarr_json_sha256:
+    try:
+        digest = file_digest(path / "zarr.json") if doc.zarr_json_sha256 is not None else None
+    except OSError as exc:  # missing, or a folder in its place
+        raise _Mismatch(f"its zarr.json cannot be read: {type(exc).__name__}") from None
+    if digest != doc.zarr_json_sha256:
         raise _Mismatch("its zarr.json (dtype, shape, chunks, codecs) differs from the one committed")
     array = zarr.open_array(str(path), mode="r")
     found = (str(np.dtype(array.dtype)), tuple(int(s) for s in array.shape), int(array.chunks[0]))
@@ -118,7 +122,8 @@ def open_segment(folders, meta: DatasetRecord, segment: SegmentRecord, version: 
             chunks.update(upload_chunks_of(doc.chunk_rows, segment.first_chunk, number * step,
                                            min((number + 1) * step, n_rows)))
         mark(folders, name, add=chunks)
-        raise Corrupt(name, version, chunks, reason)
+        files = ", ".join(f"{segment.location}/{array.metadata.encode_chunk_key((n, 0))}" for n in numbers[:5])
+        raise Corrupt(name, version, chunks, f"stored file {files}: {reason}")
 
     return VerifiedRows(array, path, stored, on_corrupt)
 

@@ -3,6 +3,12 @@
 Paths are relative to the data set folder (see `store.datasets.dataset_store` for the
 layout). The callers hold the data set's lock: shared for `stage_chunk`,
 exclusive for a commit.
+
+Each staged chunk is marked, after its file is written, by an empty hidden file
+``staging/.{index:06d}.{sha256}.sha256`` naming the digest of its rows (`store.checksums.chunk_digest`):
+a staged file whose rows no longer match it (a bit flipped on disk) is refused at the commit, and a
+marked chunk whose file is gone is damaged, not silently left out of the version (`staged_rows`,
+`staged_digests`). A chunk staged before marks were kept (none) is read unchecked, as before.
 """
 
 from __future__ import annotations
@@ -13,14 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from store.atomic import write_via_temp
+from store.atomic import fsync_dir, remove_tree, write_via_temp
 from store.checksums import chunk_digest
 from store.datasets.records import DatasetRecord
 from store.errors import Conflict, Invalid
-from store.npy import npy_damage, npy_rows, read_npy, write_npy
+from store.npy import DAMAGED, npy_damage, npy_rows, read_npy, write_npy
 from store.datasets.rows import prepare_rows
 
 _STAGED = re.compile(r"(\d{6,7})\.npy")
+_MARK = re.compile(r"\.(\d{6,7})\.([0-9a-f]{64})\.sha256")
 
 
 def stage_chunk(folder: Path, name: str, meta: DatasetRecord, index: int, rows: np.ndarray) -> bool:
@@ -81,8 +88,11 @@ def stage_chunk(folder: Path, name: str, meta: DatasetRecord, index: int, rows: 
             field="index",
         )
     staging.mkdir(exist_ok=True)
-    if target.exists() and npy_damage(target) is not None:  # a damaged staged file: this upload replaces it
-        write_via_temp(target, lambda handle: write_npy(handle, converted))
+    if (target.exists() or _marked(staging, index)) and npy_damage(target) is not None:
+        if target.is_dir():  # a folder in its place
+            remove_tree(target)
+        write_via_temp(target, lambda handle: write_npy(handle, converted))  # damaged or gone: this upload replaces it
+        _mark(staging, index, chunk_digest(converted))
         return True
     if not target.exists():
         try:
@@ -90,14 +100,45 @@ def stage_chunk(folder: Path, name: str, meta: DatasetRecord, index: int, rows: 
         except FileExistsError:
             pass  # a concurrent upload of the same index won: compare with it below
         else:
+            _mark(staging, index, chunk_digest(converted))
             return True
-    if not same_rows(read_npy(target), converted):
+    stored = read_npy(target)
+    if not same_rows(stored, converted):
+        marks = staged_digests(folder).get(index)
+        if marks and chunk_digest(stored) not in marks:  # altered on disk since its upload: this one replaces it
+            write_via_temp(target, lambda handle: write_npy(handle, converted))
+            _mark(staging, index, chunk_digest(converted))
+            return True
         raise Conflict(
             f"chunk {index} of data set {name!r} was already uploaded with different "
             "content; staged chunks are immutable until committed or the set is deleted",
             field="index",
         )
     return False
+
+
+def _mark(staging: Path, index: int, digest: str) -> None:
+    """Mark chunk ``index`` as staged with rows of ``digest`` (module docstring). Cost: a file created, an fsync."""
+    os.close(os.open(staging / f".{index:06d}.{digest}.sha256", os.O_CREAT | os.O_WRONLY, 0o644))
+    fsync_dir(staging)
+
+
+def _marked(staging: Path, index: int) -> bool:
+    return index in staged_digests(staging.parent)
+
+
+def staged_digests(folder: Path) -> dict[int, set[str]]:
+    """Index -> the row digests chunk ``index`` was staged with (its marks; two when an upload replaced a
+    damaged file with other rows) in the set in ``folder``. Cost: a folder listing."""
+    marks: dict[int, set[str]] = {}
+    try:
+        with os.scandir(folder / "staging") as entries:
+            for entry in entries:
+                if match := _MARK.fullmatch(entry.name):
+                    marks.setdefault(int(match.group(1)), set()).add(match.group(2))
+    except FileNotFoundError:
+        pass
+    return marks
 
 
 def staged_paths(folder: Path) -> dict[int, Path]:
@@ -117,6 +158,7 @@ def staged_rows(folder: Path) -> dict[int, int] | None:
     """Index -> rows of each staged chunk (`store.npy.DAMAGED`, -1, for a damaged file), or None if
     there is no staging folder.
 
+    A marked chunk (module docstring) whose file is gone is damaged too.
     Raises `FileNotFoundError` if a chunk vanishes while listed (a commit
     removed staging). Cost: a folder listing and one ``stat`` per chunk (row
     counts come from the cached ``.npy`` headers, see `npy_rows`).
@@ -125,12 +167,16 @@ def staged_rows(folder: Path) -> dict[int, int] | None:
         listing = os.scandir(folder / "staging")
     except FileNotFoundError:
         return None
+    rows, marked = {}, set()
     with listing as entries:
-        return {
-            int(match.group(1)): npy_rows(entry)
-            for entry in entries
-            if (match := _STAGED.fullmatch(entry.name))
-        }
+        for entry in entries:
+            if match := _STAGED.fullmatch(entry.name):
+                rows[int(match.group(1))] = npy_rows(entry)
+            elif match := _MARK.fullmatch(entry.name):
+                marked.add(int(match.group(1)))
+    for index in marked - set(rows):
+        rows[index] = DAMAGED  # marked as staged, its file gone
+    return rows
 
 
 def read_staged(path: Path, index: int) -> np.ndarray:

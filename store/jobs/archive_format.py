@@ -90,12 +90,25 @@ def _extract(path: Path, folder: Path) -> dict[str, tuple[int, str]]:
                 if copied != info.size:
                     raise _refuse(f"member {info.name!r} is truncated ({copied} of {info.size} bytes)")
                 found[info.name] = (copied, digest.hexdigest())
+            _check_end(path, archive.offset)
     except (tarfile.TarError, EOFError) as exc:
         raise _refuse(f"not a readable tar archive, or a truncated one ({exc})") from None
     missing = [m for m in MEMBERS if m not in found]
     if missing:
         raise _refuse(f"members {missing} are missing (truncated?); an archive holds {', '.join(MEMBERS)}")
     return found
+
+
+def _check_end(path: Path, offset: int) -> None:
+    """After the last member (at ``offset``) a tar holds only its end, zero blocks: anything else (a
+    truncated header of one more member, which `tarfile` takes for the end and skips) is refused. Cost:
+    a read of the bytes after the last member (its end: 1 KiB from an export)."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while block := handle.read(COPY_BYTES):
+            if block.count(0) != len(block):
+                raise _refuse(f"bytes after the last member at offset {offset} are not the archive's end (zero "
+                              "blocks): a truncated or damaged member follows; export the model again")
 
 
 def _read_json(folder: Path, member: str) -> dict:

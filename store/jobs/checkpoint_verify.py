@@ -24,7 +24,7 @@ MAX_PASS = 10**9
 
 class CheckpointVerification:
     """What `CheckpointStore` does to check the checkpoints it reads back (it supplies ``_dir``,
-    ``_parts_dir``, ``_passes``, ``_open_manifest`` and ``_field``)."""
+    ``_parts_dir``, ``_passes``, ``_open_manifest``, ``_jobs`` and ``_field``)."""
 
     def verify(self, model: str, pass_index: int, expect: str | None = None) -> str | None:
         """Read every member of checkpoint ``pass_index`` (and of its parts) and check it against its
@@ -65,6 +65,17 @@ class CheckpointVerification:
             return pass_index
         return None
 
+    def damaged_back_to(self, model: str, pass_index: int, sha256: str | None = None) -> int | None:
+        """For a job that completed with checkpoint ``pass_index`` (of digest ``sha256`` if known): None if
+        that checkpoint is intact (`verify`), else the pass a resume goes back to, that of the last intact
+        checkpoint (`latest_intact`; 0 if none is: the fit starts over). Cost: `verify` of that checkpoint,
+        and `latest_intact` when it is damaged."""
+        try:
+            self.verify(model, pass_index, expect=sha256)
+            return None
+        except (NotFound, DamagedCheckpoint):
+            return self.latest_intact(model) or 0
+
     def identity(self, model: str, pass_index: int) -> tuple | None:
         """What changes whenever checkpoint ``pass_index``'s file does (device, inode, size, mtime and
         ctime in ns: see `store.datasets.integrity`), for caches of what was built from it; None if it
@@ -77,9 +88,12 @@ class CheckpointVerification:
 
     def _damaged(self, model: str, pass_index: int, exc: Exception) -> DamagedCheckpoint:
         detail = str(exc) or type(exc).__name__
+        route = f"/v1/{self._jobs.folder.name}/{model}"
         return DamagedCheckpoint(f"{self._field} {model!r}: its checkpoint of pass {pass_index} is damaged "
-                                 f"({detail}); resume the fit to go back to its last intact checkpoint, or "
-                                 "delete it", field="name", cause=type(exc).__name__)
+                                 f"({detail}); resume it (POST {route}/resume, body {{}}) to go back to its last "
+                                 f"intact checkpoint and run the passes after it again (a fit made in one go is "
+                                 f"made again), or delete it (DELETE {route})", field="name",
+                                 cause=type(exc).__name__)
 
 
 

@@ -19,12 +19,17 @@ against them (Meila's VI, nats; `kpca.metrics.variation_of_information`)
 and ``labels_change``, the VI between consecutive passes' labellings (with
 or without reference labels); the record keeps the final
 ``variation_of_information``. The labels themselves are one ``.npy`` file,
-written atomically when the clustering completes and read a page at a time
-(`ClusteringRegistry.labels`), so the record stays small whatever the rows.
+written atomically when the clustering completes, its sha256 kept in the record (``labels_sha256``), and
+read a page at a time (`ClusteringRegistry.labels`, which checks that digest), so the record stays small
+whatever the rows.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+import stat
 from pathlib import Path
 from typing import ClassVar
 
@@ -32,9 +37,11 @@ import numpy as np
 from pydantic import Field
 
 from kpca import defaults
+from store import quarantine
 from store.atomic import write_via_temp
 from store.datasets.records import DatasetInfo
-from store.errors import Invalid, NotFound
+from store.errors import Damaged, Invalid, NotFound
+from store.kept import KeptBySignature
 from store.jobs.registry import JobRegistry
 from store.npy import map_npy, write_npy
 from store.jobs.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_checkpoint, migrate_placement
@@ -69,6 +76,9 @@ class ClusteringRecord(JobRecord):
     history: list[ClusteringPassRecord] = Field(default_factory=list, description="one record per completed pass")
     variation_of_information: float | None = Field(
         default=None, description="VI (nats) of the final labels against the reference labels")
+    labels_sha256: str | None = Field(default=None, description="sha256 of labels.npy as written when the "
+                                      "clustering completed, checked when they are read; None before, and in "
+                                      "records written before it was kept")
 
     @property
     def n_components(self) -> int:
@@ -118,27 +128,44 @@ class ClusteringRegistry(JobRegistry):
             doc = migrate_checkpoint(doc, 3)
         return doc
 
-    def save_labels(self, name: str, labels: np.ndarray) -> None:
-        """Write the labels (l,) of clustering ``name`` atomically as int64, replacing earlier ones;
-        `NotFound` if the clustering was deleted. Cost O(l) plus two fsyncs."""
+    def save_labels(self, name: str, labels: np.ndarray) -> str:
+        """Write the labels (l,) of clustering ``name`` atomically as int64, replacing earlier ones; the
+        sha256 of the file written (for the record's ``labels_sha256``). `NotFound` if the clustering was
+        deleted. Cost O(l) plus two fsyncs."""
         labels = np.ascontiguousarray(labels, dtype=np.int64)
         if labels.ndim != 1:
             raise ValueError(f"labels: expected a 1-D array, got shape {labels.shape}")
+        buffer = io.BytesIO()
+        write_npy(buffer, labels)
         try:
-            write_via_temp(self._labels_path(name), lambda handle: write_npy(handle, labels))
+            write_via_temp(self._labels_path(name), lambda handle: handle.write(buffer.getbuffer()))
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(self.kind, name) from None
+        return hashlib.sha256(buffer.getbuffer()).hexdigest()
 
-    def labels(self, name: str, offset: int = 0, limit: int | None = None) -> tuple[list[int], int]:
+    def labels(self, name: str, offset: int = 0, limit: int | None = None,
+               sha256: str | None = None) -> tuple[list[int], int]:
         """``(labels[offset : offset + limit], total)`` of clustering ``name``; `NotFound` (field ``name``)
-        if it has no labels (not completed), `Invalid` naming ``labels_offset`` past the end. The file
-        is memory-mapped: cost O(limit), whatever the rows."""
+        if it has no labels (not completed), `Invalid` naming ``labels_offset`` past the end. With
+        ``sha256`` (the record's ``labels_sha256``: the labels were written), a labels file that is
+        missing, unreadable or fails that digest is a `store.errors.Damaged` (a 409 ``corrupt`` naming
+        it). The file is memory-mapped: cost O(limit), whatever the rows, plus one hash of the file
+        (O(l)) the first time this process reads it after it changed (`store.kept`)."""
+        path = self._labels_path(name)
         try:
-            stored = map_npy(self._labels_path(name))
+            if sha256 is not None:
+                _check_digest(path, sha256)
+            stored = map_npy(path)
+            if stored.ndim != 1:
+                raise ValueError(f"a labels file holds one label a row, not shape {stored.shape}")
         except (FileNotFoundError, NotADirectoryError):
+            if sha256 is not None:
+                raise self._damaged_labels(name, "it is missing") from None
             raise NotFound("labels", name, field="name",
                            message=f"clustering {name!r} has no labels yet: they are written when it completes") \
                 from None
+        except (ValueError, OSError, EOFError) as exc:
+            raise self._damaged_labels(name, str(exc) or type(exc).__name__) from None
         total = int(stored.shape[0])
         if offset > total:
             raise Invalid("labels_offset", f"labels_offset must be at most the {total} labels, got {offset}")
@@ -147,3 +174,32 @@ class ClusteringRegistry(JobRegistry):
 
     def _labels_path(self, name: str) -> Path:
         return self.folders.path(name) / _LABELS
+
+    def _damaged_labels(self, name: str, cause: str) -> Damaged:
+        error = Damaged(f"clustering {name!r}: its labels, {self.kind_folder}/{name}/{_LABELS}, cannot be read "
+                        f"({cause}); delete the clustering (DELETE /v1/clusterings/{name}) and create it again",
+                        field="name", cause=cause)
+        quarantine.note(self._labels_path(name), error)
+        return error
+
+
+#: the labels files this process found intact, by path, under their file's signature (`store.kept`)
+_INTACT = KeptBySignature(256)
+
+
+def _check_digest(path: Path, sha256: str) -> None:
+    """A ValueError unless the file at ``path`` has the digest ``sha256``; an intact file is hashed once
+    per change (`_INTACT`). `FileNotFoundError` if it is missing. Cost: a ``stat``; O(file) when hashed."""
+    info = os.stat(path)
+    if stat.S_ISDIR(info.st_mode):
+        raise ValueError("a folder stands in its place")
+    signature = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+    if _INTACT.get(str(path), signature) == sha256:
+        return
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    if digest.hexdigest() != sha256:
+        raise ValueError("it does not match its digest: altered on disk")
+    _INTACT.put(str(path), signature, sha256)

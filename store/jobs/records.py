@@ -271,7 +271,8 @@ class JobRecord(_Document):
         """Passes completed so far (0 before the first)."""
         return self.progress.pass_ if self.progress is not None else 0
 
-    def resumed(self, passes: int | None, dataset_version: int | None = None, versions: list[int] = ()) -> dict:
+    def resumed(self, passes: int | None, dataset_version: int | None = None, versions: list[int] = (),
+                back_to: int | None = None) -> dict:
         """The fields a resume sets: status ``queued``, the new total ``params.passes`` and
         ``dataset_version``; `Conflict` / `Invalid` naming the field when the resume makes no sense.
 
@@ -279,16 +280,22 @@ class JobRecord(_Document):
         it a resume on a newer ``dataset_version`` runs the job's passes
         again over the grown data, and a resume of an unfinished fit runs to
         the passes it had. ``versions`` are the data set's committed versions.
-        Cost O(1).
+        ``back_to``: the pass of the last intact checkpoint when the checkpoint
+        the job completed with is damaged
+        (`store.jobs.checkpoints.CheckpointStore.damaged_back_to`; None: intact):
+        the passes after it count as not done, so a plain resume runs them again
+        (to the same total), and a job fit in one go is fit again. Cost O(1).
         """
         kind = self.kind
         if self.status in ACTIVE:
             raise Conflict(f"{kind} {self.name!r} is already {self.status}", field="name")
         solver = SOLVERS.get(self.solver)
+        if solver is not None and not solver.iterative and back_to is not None:
+            return {"status": "queued", "error": None, "stopped_early": None, "checkpoint": None}  # fit again
         if solver is None or not solver.iterative:
             raise Conflict(f"a {self.solver} {kind} is fit in one go and has nothing to resume; fit a new {kind} "
                            "instead", field="name")
-        done = self.passes_done
+        done = self.passes_done if back_to is None else min(back_to, self.passes_done)
         total = passes if passes is not None else self.passes
         if total <= done and (passes is not None or dataset_version is None):
             if passes is None and self.status == "completed":

@@ -10,7 +10,11 @@ Layout under the data folder ``root``, for a kind stored in ``{kind_folder}``
     {kind_folder}/{name}/checkpoints/   see `store.jobs.checkpoints`
 
 The service creates records and reads them; the worker running the job
-writes status, progress and history with `JobRegistry.update`. The registry
+writes status, progress and history with `JobRegistry.update`. A record that cannot be read (empty,
+truncated, altered, of an unknown version, a folder in its place, or missing beside the job's files) is
+quarantined (`store.quarantine`): `JobRegistry.get` raises `store.errors.Damaged`, `JobRegistry.list`
+skips it (logged once), `JobRegistry.entries` lists it as a `store.quarantine.DamagedEntry`, and
+`JobRegistry.delete` removes it. The registry
 manages ``name``, ``schema_version``, ``created_at`` and ``updated_at``. A kind
 is a subclass naming its record type, folder, document and migration
 (`store.jobs.models.ModelRegistry`, `store.jobs.clusterings.ClusteringRegistry`).
@@ -23,12 +27,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from store import quarantine
 from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
-from store.errors import Invalid, NotFound
+from store.errors import Damaged, Invalid, NotFound
 from store.folders import ResourceFolders
 from store.kept import KeptBySignature
+from store.quarantine import DamagedEntry
 from store.jobs.records import JobRecord
 from store.timestamps import utc_now
 
@@ -118,38 +122,72 @@ class JobRegistry:
     def get(self, name: str) -> JobRecord:
         """The record of ``name`` (migrated to the current version); `NotFound` if missing.
 
-        A stored document that is not a valid record raises ValueError naming
-        its file (the data folder was damaged). The record read is kept by the process (`_KEPT`)
-        under its file's signature and given again, the same frozen object, until the file changes. Cost:
-        one ``stat``; O(record size) when the record was written since it was last read.
+        A stored record that cannot be read (module docstring) raises `Damaged` (a 409 ``corrupt`` on
+        ``name``) naming its file, why, and that the job can be deleted. The record read is kept by the
+        process (`_KEPT`) under its file's signature and given again, the same frozen object, until the
+        file changes. Cost: one ``stat``; O(record size) when the record was written since it was last read.
         """
-        signature = self.signature(name)  # before the read: a write between the two is read next time
+        try:
+            signature = self.signature(name)  # before the read: a write between the two is read next time
+        except NotFound:
+            if self.folders.orphaned(name, self.document):
+                raise self._damaged(name, "it is missing, but the job's other files are there") from None
+            raise
         key = (self.folder, name, self.record_type)
         kept = _KEPT.get(key, signature)
         if kept is not None:
             return kept
-        doc = self.folders.read(name, self.document, max_version=self.schema_version)
         try:
-            record = self.record_type.model_validate(self.migrate(doc))
-        except ValidationError as exc:
-            raise ValueError(f"{self.folders.path(name) / self.document}: not a valid {self.kind} record: "
-                             f"{exc}") from None
+            record = self.record_type.model_validate(self.migrate(self.folders.read(
+                name, self.document, max_version=self.schema_version)))
+        except (ValueError, KeyError, TypeError) as exc:  # DamagedDocument, a record that does not validate
+            raise self._damaged(name, getattr(exc, "cause", None) or f"not a valid {self.kind} record "
+                                f"({type(exc).__name__}: {_first_line(exc)})") from None
         _KEPT.put(key, signature, record)
         return record
+
+    def _damaged(self, name: str, cause: str) -> Damaged:
+        """The `Damaged` that reading the damaged record of ``name`` raises, noted once (`store.quarantine`)."""
+        path = self.folders.path(name) / self.document
+        error = Damaged(f"{self.kind} {name!r}: its record {self.kind_folder}/{name}/{self.document} cannot be "
+                        f"read ({cause}); the {self.kind} cannot be served or resumed. Delete it (DELETE "
+                        f"/v1/{self.kind_folder}/{name}) and create it again", field="name", cause=cause)
+        quarantine.note(path, error)
+        return error
 
     def signature(self, name: str) -> tuple:
         """A value that changes whenever the record of ``name`` is written (`ResourceFolders.signature`);
         `NotFound` if missing. One ``stat``."""
         return self.folders.signature(name, self.document)
 
+    def exists(self, name: str) -> bool:
+        """Whether job ``name`` exists, readable or damaged (its record is there, or its files are without
+        it). `Invalid` for a bad name. Cost: one ``stat``; a listing when the record is missing."""
+        return os.path.lexists(self.folders.path(name) / self.document) or self.folders.orphaned(name, self.document)
+
     def list(self, after: str | None = None, limit: int | None = None) -> list[JobRecord]:
-        """All records, sorted by name; only names after ``after`` and at most ``limit`` of them if
-        given (a page). Cost: a folder listing and one `get` per record returned."""
+        """The readable records, sorted by name; only names after ``after`` and at most ``limit`` of them if
+        given (a page). A damaged record is skipped (and logged once, `store.quarantine`): what the
+        fits that must go on read (the watchdog, the count of a key's fits). Cost: a folder listing and
+        one `get` per record returned."""
         def read(name: str) -> JobRecord | None:
             try:
                 return self.get(name)
+            except (NotFound, Invalid, Damaged):
+                return None  # folders without a record; damaged records
+
+        return self.folders.page(read, after, limit)
+
+    def entries(self, after: str | None = None, limit: int | None = None) -> list[JobRecord | DamagedEntry]:
+        """As `list`, with each damaged record listed as a `store.quarantine.DamagedEntry` (status
+        ``corrupt`` and the reason): what the API's list shows. Cost: as `list`."""
+        def read(name: str) -> JobRecord | DamagedEntry | None:
+            try:
+                return self.get(name)
             except (NotFound, Invalid):
-                return None  # folders without a record
+                return None
+            except Damaged as exc:
+                return DamagedEntry.of(name, exc)
 
         return self.folders.page(read, after, limit)
 
@@ -175,15 +213,18 @@ class JobRegistry:
         return record
 
     def delete(self, name: str) -> None:
-        """Delete a job: record, cancel flag, checkpoints and whatever else its folder holds.
+        """Delete a job: record, cancel flag, checkpoints and whatever else its folder holds, a job whose
+        record is damaged (`exists`) too.
 
         The folder is renamed to a hidden tombstone before removal, so a
         half-deleted job is never visible. Raises `NotFound` if there is no
-        record. Cost O(files).
+        such job. Cost O(files).
         """
-        self.get(name)
+        if not self.exists(name):
+            raise NotFound(self.kind, name)
         with self.folders.locked(name):
-            self.get(name)
+            if not self.folders.present(name, self.document):
+                raise NotFound(self.kind, name)  # deleted meanwhile
             remove_tree(self.folders.path(name))
 
     def request_cancel(self, name: str) -> None:
@@ -233,6 +274,11 @@ class JobRegistry:
         """Whether some live process holds ``name``'s lease. Cost O(1)."""
         with self.fit_lease(name) as acquired:
             return not acquired
+
+
+def _first_line(exc: Exception) -> str:
+    """The first line of an error's message, at most 200 characters (pydantic's run to many lines)."""
+    return (str(exc).splitlines() or [""])[0][:200]
 
 
 def _plain(value):

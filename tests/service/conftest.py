@@ -23,7 +23,7 @@ import pytest
 import uvicorn
 
 from service import Settings, create_app
-from service.health_protocol import HTTP_PROTOCOL
+from service.http_protocol import HTTP_PROTOCOL
 from tests.service.browser import artefacts, browser  # noqa: F401 (fixtures of the dashboard tests)
 
 STARTUP_TIMEOUT_S = 90.0

@@ -166,3 +166,38 @@ def test_an_imported_record_keeps_no_error_text(api, dataset, train):
     assert api.get("/v1/models/clean").json()["checkpoint"]["sha256"]
     np.testing.assert_allclose(project(api, "clean", train[:3]).json()["components"],
                                project(api, "exported-3", train[:3]).json()["components"])
+
+
+@pytest.mark.parametrize("body", [{}, {"passes": 3}], ids=["plain", "same-passes"])
+def test_the_advice_of_a_damaged_checkpoint_works_as_given(api, data_dir, dataset, train, body):
+    """Issue 52, item 5: the 409 of a completed model's damaged checkpoint says to resume it; a plain
+    resume (and one to the same passes) was refused as "completed all passes". It now goes back to the
+    last intact checkpoint and runs the passes after it again, to the same total."""
+    name = f"advised-{len(body)}"
+    fit(api, name, dataset, passes=3, seed=1, init="random")
+    flip(checkpoint(data_dir, name, 3))
+    message = assert_error(project(api, name, train[:4]), 409, "corrupt", "name")["message"]
+    assert f"POST /v1/models/{name}/resume" in message, message
+    r = api.post(f"/v1/models/{name}/resume", json=body)
+    assert r.status_code == 202, r.text
+    resumed = wait_for_fit(api, name)
+    assert resumed["status"] == "completed", resumed
+    assert resumed["checkpoint"]["pass"] == 3 and [h["pass"] for h in resumed["history"]] == [1, 2, 3]
+    assert project(api, name, train[:4]).status_code == 200
+
+
+def test_a_damaged_checkpoint_of_a_fit_made_in_one_go_is_made_again_by_the_advised_resume(api, data_dir, dataset,
+                                                                                        train):
+    fit(api, "once", dataset, solver="exact")
+    served = api.get("/v1/models/once").json()["checkpoint"]["pass"]
+    before = project(api, "once", train[:4]).json()["components"]
+    checkpoint(data_dir, "once", served).write_bytes(b"")
+    message = assert_error(project(api, "once", train[:4]), 409, "corrupt", "name")["message"]
+    assert "POST /v1/models/once/resume" in message, message
+    r = api.post("/v1/models/once/resume", json={})
+    assert r.status_code == 202, r.text
+    assert wait_for_fit(api, "once")["status"] == "completed"
+    np.testing.assert_allclose(np.abs(project(api, "once", train[:4]).json()["components"]), np.abs(before),
+                               rtol=1e-6, atol=1e-9)
+    # the plain advice still holds for an intact completed fit made in one go: nothing to resume
+    assert_error(api.post("/v1/models/once/resume", json={}), 409, "conflict", "name")

@@ -143,7 +143,8 @@ def test_a_data_set_whose_meta_json_is_damaged_is_listed_as_corrupt_and_can_be_d
     listed = {m["name"]: m for m in api.get("/v1/datasets").json()["datasets"]}
     entry = listed["unreadable"]
     assert (entry["status"], entry["n_features"], entry["dtype"], entry["n_rows"]) == ("corrupt", 0, "unknown", 0)
-    assert entry["error"] == "its metadata cannot be read (JSONDecodeError); delete the data set"
+    assert entry["error"] == ("its metadata cannot be read (not JSON, truncated or altered: JSONDecodeError); "
+                              "delete the data set")
     assert set(entry) == set(listed["other"]) and listed["other"]["error"] is None
     assert api.delete("/v1/datasets/unreadable").status_code == 204
     assert "unreadable" not in {m["name"] for m in api.get("/v1/datasets").json()["datasets"]}

@@ -289,3 +289,19 @@ def test_a_tuned_request_past_its_deadline_is_a_503_too(api, app, model, digits)
         assert time.monotonic() < deadline, "the tuned task ran on after its request ended"
         time.sleep(0.1)
     assert set(stops.iterdir()) == earlier  # the task cleared its flag
+
+
+def test_a_one_call_denoise_image_past_its_deadline_is_a_503_and_stops(api, app):
+    """Issue 52, item 8: ``POST /v1/denoise-image`` had no deadline. A 256 x 256 image tuned on its own tiles
+    takes far longer than the 2 s deadline: a 503 with ``Retry-After``, and its task stops at its next
+    tuning candidate or tile (its named job ends cancelled)."""
+    from tests.service.test_api_denoise_tuned import PNG, noisy_of, png, scene
+
+    r = api.post("/v1/denoise-image?job=late", content=png(noisy_of(scene(256, 3), 0.1, 4)), headers=PNG)
+    error = assert_error(r, 503, "unavailable", "body")
+    assert "KPCA_SERVING_DEADLINE_S" in error["message"] and r.headers["retry-after"] == "10"
+    deadline = time.monotonic() + 120
+    while (job := api.get("/v1/image-jobs/late").json())["status"] == "running":
+        assert time.monotonic() < deadline, "the image request's task ran on after its request ended"
+        time.sleep(0.1)
+    assert job["status"] == "cancelled", job

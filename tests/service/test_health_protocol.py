@@ -21,7 +21,8 @@ import time
 import httpx
 import uvicorn
 
-from service.health_protocol import HEALTH_BODY, HTTP_PROTOCOL
+from service.health_protocol import HEALTH_BODY
+from service.http_protocol import HTTP_PROTOCOL
 
 
 class RecordingApp:

@@ -287,3 +287,23 @@ def test_a_damaged_or_missing_checkpoint_is_not_exported(fitted, tmp_path):
     assert (copy / "models" / "m" / "checkpoints" / "pass-00002.npz").exists()  # not exported instead
     with pytest.raises(DamagedCheckpoint, match="missing"):
         ModelExport(copy, "m")
+
+
+@pytest.mark.parametrize("where", ["instead of the end", "after the end"])
+def test_a_trailing_truncated_member_declaring_8_gib_is_refused(fitted, archive, tmp_path, where):
+    """Issue 52, item 7: a member header cut short after the last member (declaring 8 GiB) was taken by
+    `tarfile` for the archive's end, and the archive was accepted."""
+    info = tarfile.TarInfo("rows.npy")
+    info.size = 8 << 30
+    header = info.tobuf(format=tarfile.GNU_FORMAT)[:300]
+    body = archive.read_bytes()
+    end = len(body) - 1024 if where == "instead of the end" else len(body)
+    assert body[end:] == bytes(len(body) - end)
+    damaged = tmp_path / "trailing.tar"
+    damaged.write_bytes(body[:end] + header)
+    target = tmp_path / "target"
+    target.mkdir()
+    with pytest.raises(Invalid, match="after the last member") as refused:
+        import_archive(target, damaged, name="copy", dataset="rows", check_served=check_served)
+    assert refused.value.field == "body"
+    assert not ModelRegistry(target).list() and not DatasetStore(target).list()

@@ -1,4 +1,5 @@
-"""The typed ``meta.json`` (`DatasetRecord`) keeps the on-disk layout of the dicts it replaced: documents
+"""The typed ``meta.json`` (`DatasetRecord`) keeps the on-disk layout of the dicts it replaced (plus the
+digest every stored document now carries, `store.atomic.DIGEST_KEY`, which older code ignores): documents
 written by older code load and are written back key for key; a damaged document lists the set as corrupt
 and the set can still be deleted."""
 
@@ -13,7 +14,7 @@ import pytest
 import zarr
 
 from store import DatasetInfo, DatasetRecord, DatasetStore, NotFound
-from store.atomic import read_json
+from store.atomic import DIGEST_KEY, read_json
 from store.errors import Damaged
 from store.datasets.records import SegmentDigests
 from store.folders import ResourceFolders
@@ -34,7 +35,7 @@ def on_disk(root: Path, name: str) -> dict:
 
 
 def assert_layout(doc: dict) -> None:
-    assert set(doc) in (META_KEYS, META_KEYS | {"corrupt"})
+    assert set(doc) in (META_KEYS | {DIGEST_KEY}, META_KEYS | {"corrupt", DIGEST_KEY})
     assert all(set(s) == SEGMENT_KEYS for s in doc["segments"])
     assert all(set(v) == VERSION_KEYS for v in doc["versions"])
 

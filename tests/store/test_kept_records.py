@@ -10,6 +10,8 @@ import pydantic
 import pytest
 
 from store import ModelRegistry
+from store.atomic import DIGEST_KEY
+from store.errors import Damaged
 from store.jobs.records import ModelRecord
 from store.kept import KeptBySignature
 
@@ -35,7 +37,8 @@ def test_an_unchanged_record_is_read_once(root):
 
 def test_a_record_changed_in_place_with_its_mtime_restored_is_read_again(root):
     """An edit that keeps the file (same inode, same size) and puts its mtime back still changes its
-    ctime: the next read sees the edit."""
+    ctime: the next read reads the file again, and finds it altered (it fails its digest); the same edit
+    with the digest dropped (a record written before records had digests) is read as edited."""
     registry = created(root)
     assert registry.get("m").params == {"passes": 3}
     path = root / "models" / "m" / "model.json"
@@ -47,8 +50,13 @@ def test_a_record_changed_in_place_with_its_mtime_restored_is_read_again(root):
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     after = os.stat(path)
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    with pytest.raises(Damaged, match="digest"):
+        registry.get("m")
+    doc = json.loads(path.read_text())
+    assert doc["params"] == {"passes": 4}
+    del doc[DIGEST_KEY]
+    path.write_text(json.dumps(doc))
     assert registry.get("m").params == {"passes": 4}
-    assert json.loads(path.read_text())["params"] == {"passes": 4}
 
 
 def test_records_are_frozen(root):

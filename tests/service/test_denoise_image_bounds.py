@@ -1,0 +1,72 @@
+"""``POST /v1/denoise-image`` is bounded (issue 52, item 8): it was not stopped when its client left (four
+abandoned requests kept the workers busy for minutes) and did not count against ``KPCA_MAX_FITS_PER_KEY``.
+Now it stops at its next tuning candidate or tile when its client leaves, and counts as a fit of its key
+while it runs. (Its deadline: tests/service/test_api_serving_budget.py. Here the deadline is far away, so
+that only the client's leaving, or a cancel, ends a request.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.api_checks import assert_error, upload_rows, wait_for_fit
+from tests.service.test_api_denoise_tuned import PNG, noisy_of, png, scene
+
+SERVER_SETTINGS = {"serving_deadline_s": 3600.0, "max_fits_per_key": 1}
+BIG = png(noisy_of(scene(256, 3), 0.1, 4))  # tuned on its own tiles: far longer than the deadline
+
+
+def job_status(api, job: str, timeout: float = 600) -> dict:
+    """Poll image job ``job`` until it has ended; its record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = api.get(f"/v1/image-jobs/{job}")
+        if r.status_code == 200 and r.json()["status"] != "running":
+            return r.json()
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.1)
+
+
+def running(api, job: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not (api.get(f"/v1/image-jobs/{job}").json().get("status") == "running"):
+        assert time.monotonic() < deadline, f"image job {job} did not start"
+        time.sleep(0.05)
+
+
+def denoise(server: str, job: str) -> httpx.Response:
+    """The request, by a client of its own (the module's `api` fails a test on any 5xx)."""
+    return httpx.post(f"{server}/v1/denoise-image?job={job}", content=BIG, headers=PNG, timeout=600)
+
+
+def test_a_request_whose_client_leaves_stops(server, api):
+    def abandon() -> None:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{server}/v1/denoise-image?job=abandoned", content=BIG, headers=PNG, timeout=1.0)
+
+    thread = threading.Thread(target=abandon)
+    thread.start()
+    thread.join(timeout=120)
+    assert job_status(api, "abandoned")["status"] == "cancelled"
+
+
+def test_it_counts_as_a_fit_of_its_key_while_it_runs(server, api):
+    upload_rows(api, "rows", np.random.default_rng(8).normal(size=(30, 3)))
+    model = {"name": "m", "dataset": "rows", "n_components": 2, "solver": "exact",
+             "kernel": {"type": "gaussian", "sigma": 2.0}}
+    answer = {}
+    thread = threading.Thread(target=lambda: answer.update(r=denoise(server, "counted")))
+    thread.start()
+    running(api, "counted")
+    r = api.post("/v1/models", json=model)
+    assert_error(r, 429, "too_many_fits", "name")
+    assert "denoise-image" in r.json()["error"]["message"]
+    assert api.post("/v1/image-jobs/counted/cancel", json={}).status_code == 202
+    thread.join(timeout=600)
+    assert_error(answer["r"], 409, "conflict", "job")  # cancelled
+    assert api.post("/v1/models", json=model).status_code == 202
+    assert wait_for_fit(api, "m")["status"] == "completed"
