@@ -34,8 +34,15 @@ def _fields(pairs: list[tuple[str, object]]) -> str:
 
 
 def _kernel(record: dict) -> str:
-    kernel = record.get("fit_kernel") or record.get("kernel") or {}
+    """The kernel as the fit used it (``params_used.kernel``: a width ``"auto"`` resolved), else as asked."""
+    kernel = (record.get("params_used") or {}).get("kernel") or record.get("kernel") or {}
     return ", ".join([kernel.get("type", "?")] + [f"{k}={_number(v)}" for k, v in kernel.items() if k != "type"])
+
+
+def _precision(used: dict) -> str | None:
+    """The precision the kernel tiles computed in, and why (``params_used.kernel_precision`` and its reason)."""
+    precision, reason = used.get("kernel_precision"), used.get("kernel_precision_reason")
+    return None if precision is None else (precision if not reason else f"{precision} ({reason})")
 
 
 def _progress(record: dict) -> str | None:
@@ -77,7 +84,9 @@ def describe_job(record: dict, kind: str) -> str:
              ("solver", record.get("solver")), ("kernel", _kernel(record)),
              ("clusters" if clustering else "components", record.get("n_clusters" if clustering else "n_components")),
              ("progress", _progress(record)),
-             ("parameters used", ", ".join(f"{k}={_number(v)}" for k, v in used.items() if k != "kernel")),
+             ("precision", _precision(used)),
+             ("parameters used", ", ".join(f"{k}={_number(v)}" for k, v in used.items()
+                                           if k not in ("kernel", "kernel_precision", "kernel_precision_reason"))),
              ("stopped early", "yes (params.tol met)" if record.get("stopped_early") else None),
              ("error", f"{error.get('code')}: {error.get('message')}" if error else None),
              ("labels", (record.get("labels_total") or record.get("n_rows")) if clustering else None),

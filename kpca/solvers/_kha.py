@@ -145,7 +145,7 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
         out["init_size"] = default_init_size(r, l)
     if out["update"] == "auto":
         out["update"] = "stochastic" if out["init"] == "random" else "rayleigh-ritz"
-    if out["tol"] is None:  # Rayleigh-Ritz passes stop on it; stochastic ones are judged by it at the end
+    if out["tol"] is None and out["update"] == "rayleigh-ritz":
         out["tol"] = defaults.RESIDUAL_TOL
     if out["kernel_precision"] == "auto":
         out["kernel_precision"], out["kernel_precision_reason"] = auto_precision(out, context.kernel_spread,

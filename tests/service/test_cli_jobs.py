@@ -106,11 +106,18 @@ def test_cancel_resume_with_passes_and_show(kpca, api, rng):
     assert shown.exit_code == 0, shown.output
     text = shown.stdout
     assert re.search(r"^status\s+completed$", text, re.M) and "parameters used" in text, text
+    assert re.search(r"^kernel\s+gaussian, sigma=3$", text, re.M), text  # as fitted (issue 53)
+    assert re.search(r"^precision\s+float64 \(auto: ", text, re.M), text
     assert re.search(r"^pass\s+elapsed_s\s+excess_error\s+iterate", text, re.M), text
     rows = re.findall(r"^(\d+)\s+\d", text, re.M)
     assert [int(r) for r in rows] == list(range(1, done + 3)), text
     as_json = json.loads(kpca("--json", "show", "long").stdout)
     assert as_json["kind"] == "models" and len(as_json["history"]) == done + 2
+
+    auto = kpca("fit", "auto-width", "--dataset", "long-set", "--components", "2", "--passes", "2", "--wait")
+    assert auto.exit_code == 0, auto.output
+    width = api.get("/v1/models/auto-width").json()["params_used"]["kernel"]["sigma"]
+    assert isinstance(width, float) and f"sigma={width:.4g}" in kpca("show", "auto-width").stdout
 
     data_set = kpca("show", "long-set")
     assert data_set.exit_code == 0 and "400 x 6 features" in data_set.stdout and "versions:" in data_set.stdout
