@@ -128,8 +128,10 @@ def rounding_bound(rows, X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, mu: np.nd
     m = np.asarray(c.column_means, dtype=np.float64)
     dm = m[S] - K.mean(axis=1)  # the fit's column means at S against the exact ones (K symmetric)
     K += (c.grand_mean - m[S])[:, None] - m[None, :]  # K'[S, :] with the fit's centring
-    e = ZK[:, S] - Z @ K.T  # the product's error at S, centring aside
-    dz = Z[:, S] - X @ K.T  # the projections' error at S, centring aside
+    k = Z.shape[0]
+    exact = np.vstack([Z, X]) @ K.T  # (Z K')[:, S] and (X K')[:, S] in one product (K' symmetric)
+    e = ZK[:, S] - exact[:k]  # the product's error at S, centring aside
+    dz = Z[:, S] - exact[k:]  # the projections' error at S, centring aside
     # c = Z - mu X, g = ZK - mu Z and w = 2 g - mu c - 2 kappa Z (module docstring), at S and summed over all
     # columns, from inner products over all columns rather than (k, l) temporaries
     zx, kx = np.einsum("ij,ij->i", Z, X), np.einsum("ij,ij->i", ZK, X)
