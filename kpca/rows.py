@@ -277,18 +277,29 @@ class KernelRows:
 
     def float64_block(self, indices: np.ndarray) -> np.ndarray:
         """Raw kernel rows ``K[indices, :]`` (b, l) in float64 computed from the source's data read in float64,
-        whatever the rows' precision: what a float32 pass is checked against
-        (`kpca.solvers._rounding`). Reads the chunks holding ``indices``, then every chunk once, none kept.
-        Cost ``2 b l n`` flops, and one read of the source."""
+        whatever the rows' precision: what a float32 pass is checked against (`kpca.solvers._rounding`).
+        Reads the chunks holding ``indices``, then every chunk once, none kept. Cost ``2 b l n`` flops, and
+        one read of the source."""
+        return self.float64_kernel(self.float64_points(indices))
+
+    def float64_points(self, indices: np.ndarray) -> np.ndarray:
+        """Data rows ``source[indices]`` (b, n) in float64 local coordinates, read from the source (not
+        the rows' cache, which holds them in the rows' precision). Reads the chunks holding them."""
         indices = np.asarray(indices)
         X = np.empty((indices.size, self.n_features))
         chunk_of = indices // self.chunk_rows
         for c in np.unique(chunk_of):
             sel = chunk_of == c
             X[sel] = self._source_chunk(int(c))[indices[sel] - c * self.chunk_rows]
-        out = np.empty((indices.size, self.n_rows))
+        return X
+
+    def float64_kernel(self, points: np.ndarray) -> np.ndarray:
+        """Raw kernel rows ``K(points, data)`` (b, l) in float64 for float64 points in local coordinates
+        (`float64_points`, or another shard's with the same origin), the data read in float64 from the
+        source, none kept. Cost ``2 b l n`` flops and one read of the source."""
+        out = np.empty((points.shape[0], self.n_rows))
         for c in range(self.n_chunks):
-            kernel_block_into(out, c * self.chunk_rows, X, self._source_chunk(c), self.kernel)
+            kernel_block_into(out, c * self.chunk_rows, points, self._source_chunk(c), self.kernel)
         return out
 
     def _source_chunk(self, c: int) -> np.ndarray:

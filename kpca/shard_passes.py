@@ -17,6 +17,7 @@ from kpca.solvers import get_solver
 from kpca.solvers._blocked import require_complete
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS, PLAIN_BELOW, kept_directions
 from kpca.solvers._residual import relative_residuals
+from kpca.solvers._rounding import FAR_ABOVE, sample_columns, sampled_bound
 from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
 from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
@@ -140,15 +141,17 @@ def join_state(state: dict, group: ShardGroup) -> dict:
     return out
 
 
-def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) -> dict:
+def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int, tol: float | None = None) -> dict:
     """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group (`kpca.shard_ritz`): each
     shard's k = r + g iterated rows (the served components and the guard vectors) become the Ritz
     components' projections, their images ``Z K'`` are added segment by segment (the segment's
     coefficients and points gathered from their owners, sent to every shard: O(k s + s n) per segment
     and shard), then the served r's residual (the same form as one process's) and the step one process
     takes: LOBPCG's (`_sharded_accelerated_step`) with guards over float64 tiles above `PLAIN_BELOW`,
-    else the power step, each from reductions of at most 3k x 3k. Returns the coordinator's new state.
-    Cost: one pass of kernel rows, spread over the shards."""
+    else the power step, each from reductions of at most 3k x 3k. Over float32 tiles the figure carries
+    the sampled bound of their rounding (`kpca.solvers._rounding`, the sample's rows computed on the
+    shards), where it decides something (within `FAR_ABOVE` times ``tol``). Returns the coordinator's new
+    state. Cost: one pass of kernel rows, spread over the shards, and the check's sample."""
     r, k, l = group.n_components, group.iterated, group.n_rows
     group.to_projections(_ritz_rotation(group, k))
     step = message_rows(group, block_size)
@@ -159,6 +162,12 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int) 
     mu = group.squared_norms(k)[0]  # ||z_i||^2: the variances of the k components before the pass
     squared = group.residuals(mu)  # ||Q w_i - mu_i w_i||^2, as computed: a negative one is rounding, never 0
     residual = float(relative_residuals(squared[:r], mu[:r]).max(initial=0.0))
+    if group.rows_dtype != np.float64 and not (tol and residual > FAR_ABOVE * tol):
+        # as one process does (`kpca.solvers._rounding`): the figure carries its sampled rounding bound; a
+        # sharded fit does not move its shards to float64, so a tol float32 cannot resolve is left unmet
+        sample = group.rounding_sample(sample_columns(l, (int(state["seed"]), int(state["pass"]))), r)
+        bound = sampled_bound(sample, mu[:r])
+        residual = float(relative_residuals(np.abs(squared[:r]) + bound, mu[:r]).max(initial=0.0))
     if group.guards and group.rows_dtype == np.float64 and residual >= PLAIN_BELOW:
         _sharded_accelerated_step(group, mu, squared)
     else:
@@ -314,7 +323,7 @@ def run_sharded_passes(state: dict, group: ShardGroup, passes: int, block_size: 
     with blas_limit(1):
         if state.get("update") == "rayleigh-ritz":
             return refine_passes(state, passes, hooks, tol,
-                                 lambda state: sharded_rayleigh_ritz_pass(state, group, block_size))
+                                 lambda state: sharded_rayleigh_ritz_pass(state, group, block_size, tol))
         if converged(state, tol):
             return dict(state, converged=True), False
         return drive_passes(state, group.n_rows, passes, block_size, hooks,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from kpca.solvers._rayleigh_ritz import step_basis
+from kpca.solvers._rounding import Sample
 
 __all__ = ["RitzShard", "RitzGroup"]
 
@@ -117,6 +118,33 @@ class RitzShard:
         """``(P, PK)``: this shard's part of LOBPCG's previous step."""
         return self.previous
 
+    def sample_points(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(positions, float64 points, fit's column means)`` of the sampled global rows S this shard owns,
+        the points read from its source in float64 local coordinates (the group's shared origin): what a
+        float32 pass's check computes exact kernel rows of (`kpca.solvers._rounding`). O(s n)."""
+        pos = self.owned(S)
+        local = S[pos] - self.first
+        return pos, self.rows.float64_points(local), np.asarray(self.rows.centering.column_means[local])
+
+    def sampled_parts(self, points: np.ndarray, S: np.ndarray, column_means: np.ndarray, grand_mean: float,
+                      k: int) -> dict:
+        """This shard's parts of a float32 pass's check (`kpca.solvers._rounding.Sample`) for its first k
+        rows, on its own columns: ``(Z K')[:, S]`` and ``(X K')[:, S]`` from float64 kernel rows of the
+        sampled points (fit's centring: ``column_means`` at S, the shards' ``grand_mean``), the raw rows'
+        sums (for the exact column means at S), the owned columns of S's Z, ZK and X, and ``z . x``, ``zk .
+        x`` and the rows' sums. Cost ``2 s size (n + 2 k)`` flops and a read of its rows in float64."""
+        K = self.rows.float64_kernel(points)  # raw (s, size)
+        sums = K.sum(axis=1)
+        m = np.asarray(self.rows.centering.column_means, dtype=np.float64)
+        K += (grand_mean - column_means)[:, None] - m[None, :]
+        Z, ZK, X = (np.asarray(M[:k], dtype=np.float64) for M in (self.Z, self.ZK, self._coefficients))
+        pos = self.owned(S)
+        local = S[pos] - self.first
+        return {"exact": np.vstack([Z, X]) @ K.T, "row_sums": sums, "pos": pos, "Z": Z[:, local],
+                "ZK": ZK[:, local], "X": X[:, local], "zx": np.einsum("ij,ij->i", Z, X),
+                "kx": np.einsum("ij,ij->i", ZK, X), "z_sum": Z.sum(axis=1), "x_sum": X.sum(axis=1),
+                "k_sum": ZK.sum(axis=1)}
+
 
 class RitzGroup:
     """A `kpca.shards.ShardGroup`'s calls of the `RitzShard` methods (module docstring), through its
@@ -154,6 +182,27 @@ class RitzGroup:
         self._call("add_images", points, sqnorms, column_means, C)
         self.bytes_out += (points.nbytes + column_means.nbytes + C.nbytes
                            + (0 if sqnorms is None else sqnorms.nbytes)) * len(self)
+
+    def rounding_sample(self, S: np.ndarray, k: int):
+        """`kpca.solvers._rounding.Sample` of a float32 Rayleigh-Ritz pass's first k rows at the sampled
+        global columns S: their float64 points gathered from their shards, every shard's parts
+        (`Shard.sampled_parts`) summed. O(s n + k s) numbers each way per shard."""
+        points, means = None, np.empty(S.size)
+        for pos, P, m in self._call("sample_points", S):
+            if points is None:
+                points = np.empty((S.size, P.shape[1]))
+            points[pos], means[pos] = P, m
+        parts = self._call("sampled_parts", points, S, means, float(self.grand_mean), int(k))
+        total = {key: sum(part[key] for part in parts) for key in ("exact", "row_sums", "zx", "kx", "z_sum",
+                                                                    "x_sum", "k_sum")}
+        at_S = {key: np.empty((k, S.size)) for key in ("Z", "ZK", "X")}
+        for part in parts:
+            for key, M in at_S.items():
+                M[:, part["pos"]] = part[key]
+        self.bytes_out += (points.nbytes + means.nbytes) * len(self)
+        return Sample(self.n_rows, at_S["Z"], at_S["ZK"], at_S["X"], total["exact"][:k], total["exact"][k:],
+                      means - total["row_sums"] / self.n_rows, total["zx"], total["kx"], total["z_sum"],
+                      total["x_sum"], total["k_sum"])
 
     def rotate(self, V: np.ndarray) -> None:
         """Every shard's columns rotated by ``V`` (`Shard.rotate`)."""

@@ -115,14 +115,40 @@ def switch_to_float64(rows, X: np.ndarray, block_size: int, why: str) -> Checked
     return CheckedPass(rows.times(np.ascontiguousarray(X), block_size), None, False, notes)
 
 
-def rounding_bound(rows, X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, mu: np.ndarray, seed) -> np.ndarray:
-    """How far (k,) the squared residuals of `residual_squares` may be from their float64 values: the
-    first-order difference estimated from ``CHECK_ROWS`` random columns, in absolute value, plus
-    `MARGIN` standard errors of that estimate (module docstring). Cost: those rows' float64 kernel rows,
-    ``2 s l (n + 2 k)`` flops, and O(k l)."""
-    l = rows.n_rows
+@dataclass
+class Sample:
+    """What `sampled_bound` needs of a pass's first k components, at ``s = CHECK_ROWS`` sampled columns S
+    of l and summed over all l: their projections ``Z``, images ``ZK`` and coefficients ``X`` at S (k, s),
+    the float64 ``(Z K')[:, S]`` and ``(X K')[:, S]`` with the fit's centring (k, s), the fit's column
+    means at S less the exact ones (``dm``, s), and over all columns ``z . x``, ``zk . x`` and the sums
+    of the rows of Z, X and ZK (k,). One process (`rounding_bound`) or a shard group
+    (`kpca.shard_passes`) gathers it."""
+
+    n_rows: int
+    Z: np.ndarray
+    ZK: np.ndarray
+    X: np.ndarray
+    exact_Z: np.ndarray
+    exact_X: np.ndarray
+    dm: np.ndarray
+    zx: np.ndarray
+    kx: np.ndarray
+    z_sum: np.ndarray
+    x_sum: np.ndarray
+    k_sum: np.ndarray
+
+
+def sample_columns(n_rows: int, seed) -> np.ndarray:
+    """The sorted columns S of the check (`CHECK_ROWS` of them, or all), drawn by ``seed`` (pass and fit)."""
     rng = np.random.default_rng([*seed, 51])
-    S = np.sort(rng.choice(l, size=min(l, CHECK_ROWS), replace=False))
+    return np.sort(rng.choice(n_rows, size=min(n_rows, CHECK_ROWS), replace=False))
+
+
+def rounding_bound(rows, X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, mu: np.ndarray, seed) -> np.ndarray:
+    """How far (k,) the squared residuals of `residual_squares` may be from their float64 values, for a
+    pass in one process (`sampled_bound` of its `Sample`). Cost: ``CHECK_ROWS`` float64 kernel rows, ``2 s
+    l (n + 2 k)`` flops, and O(k l)."""
+    S = sample_columns(rows.n_rows, seed)
     K = rows.float64_block(S)  # raw K[S, :], float64 from float64 data
     c = rows.centering
     m = np.asarray(c.column_means, dtype=np.float64)
@@ -130,20 +156,28 @@ def rounding_bound(rows, X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, mu: np.nd
     K += (c.grand_mean - m[S])[:, None] - m[None, :]  # K'[S, :] with the fit's centring
     k = Z.shape[0]
     exact = np.vstack([Z, X]) @ K.T  # (Z K')[:, S] and (X K')[:, S] in one product (K' symmetric)
-    e = ZK[:, S] - exact[:k]  # the product's error at S, centring aside
-    dz = Z[:, S] - exact[k:]  # the projections' error at S, centring aside
+    sample = Sample(rows.n_rows, Z[:, S], ZK[:, S], X[:, S], exact[:k], exact[k:], dm,
+                    np.einsum("ij,ij->i", Z, X), np.einsum("ij,ij->i", ZK, X), Z.sum(axis=1), X.sum(axis=1),
+                    ZK.sum(axis=1))
+    return sampled_bound(sample, mu)
+
+
+def sampled_bound(sample: Sample, mu: np.ndarray) -> np.ndarray:
+    """The bound of the module docstring from a `Sample`: the first-order difference of the squared residuals
+    estimated from its columns, in absolute value, plus `MARGIN` standard errors. O(k s)."""
+    q = sample
+    e = q.ZK - q.exact_Z  # the product's error at S, centring aside
+    dz = q.Z - q.exact_X  # the projections' error at S, centring aside
     # c = Z - mu X, g = ZK - mu Z and w = 2 g - mu c - 2 kappa Z (module docstring), at S and summed over all
     # columns, from inner products over all columns rather than (k, l) temporaries
-    zx, kx = np.einsum("ij,ij->i", Z, X), np.einsum("ij,ij->i", ZK, X)
-    kappa = (mu - mu * zx) + (kx - mu * zx)  # z . c + g . x, with z . z = mu
-    z_sum, x_sum, k_sum = Z.sum(axis=1), X.sum(axis=1), ZK.sum(axis=1)
-    c_sum = z_sum - mu * x_sum
-    w_sum = 2 * (k_sum - mu * z_sum) - mu * c_sum - 2 * kappa * z_sum
-    c_S = Z[:, S] - mu[:, None] * X[:, S]
-    w_S = 2 * (ZK[:, S] - mu[:, None] * Z[:, S]) - mu[:, None] * c_S - 2 * kappa[:, None] * Z[:, S]
+    kappa = (mu - mu * q.zx) + (q.kx - mu * q.zx)  # z . c + g . x, with z . z = mu
+    c_sum = q.z_sum - mu * q.x_sum
+    w_sum = 2 * (q.k_sum - mu * q.z_sum) - mu * c_sum - 2 * kappa * q.z_sum
+    c_S = q.Z - mu[:, None] * q.X
+    w_S = 2 * (q.ZK - mu[:, None] * q.Z) - mu[:, None] * c_S - 2 * kappa[:, None] * q.Z
     terms = e * c_S + dz * w_S  # (k, s): the difference's terms at the sampled columns
     # the centring's error moves each row of Z K' by -(z . dm) 1 and of X K' by -(x . dm) 1
-    terms -= (Z[:, S] * dm) * c_sum[:, None] + (X[:, S] * dm) * w_sum[:, None]
-    estimate = l * terms.mean(axis=1)
-    error = l * terms.std(axis=1) / np.sqrt(S.size)
+    terms -= (q.Z * q.dm) * c_sum[:, None] + (q.X * q.dm) * w_sum[:, None]
+    estimate = q.n_rows * terms.mean(axis=1)
+    error = q.n_rows * terms.std(axis=1) / np.sqrt(terms.shape[1])
     return np.abs(estimate) + MARGIN * error

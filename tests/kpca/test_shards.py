@@ -374,10 +374,9 @@ def test_sharded_rayleigh_ritz_passes_iterate_the_guard_vectors(data, split):
     assert not stopped and got["pass"] == want["pass"] == 3 and "guard_rows" not in got
     assert got["guard_A"].shape == got["guard_AK"].shape == (g, data.shape[0])
     assert got["B"].shape == (R, data.shape[0]) and not np.any(got["B"])
-    # the one-process figure adds the float32 tiles' rounding bound (`kpca.solvers._rounding`); the sharded
-    # passes report the residual as computed
-    np.testing.assert_allclose(residuals["sharded"], residuals["whole"], rtol=1e-2)
-    assert all(w >= s * (1 - 1e-6) for w, s in zip(residuals["whole"], residuals["sharded"]))
+    # both figures carry the float32 tiles' sampled rounding bound (`kpca.solvers._rounding`), the sharded
+    # one's sample computed on the shards
+    np.testing.assert_allclose(residuals["sharded"], residuals["whole"], rtol=1e-3)
     assert residuals["whole"][2] < residuals["whole"][0]
     np.testing.assert_allclose(got["eigenvalues"], want["eigenvalues"], rtol=1e-5)
     dense = KernelRows(data, KERNEL, chunk_rows=128)

@@ -188,13 +188,9 @@ def test_the_default_fit_sharded_iterates_its_guard_vectors_and_resumes_with_the
     assert final.status == "completed", final.error
     assert final.progress.workers == 2 and [h.pass_ for h in final.history] == [1, 2, 3, 4, 5]
     assert {h.convergence.metric for h in final.history} == {"residual"}
-    sharded = [h.convergence.residual for h in final.history]
-    whole = [h.convergence.residual for h in registry.get(one).history]
-    if precision == "float64":
-        np.testing.assert_allclose(sharded, whole, rtol=1e-3)
-    else:  # one process adds its float32 rounding bound to the figure; the sharded passes do not check theirs
-        np.testing.assert_allclose(sharded, whole, rtol=1e-2)
-        assert all(w >= s * (1 - 1e-6) for w, s in zip(whole, sharded))
+    # over float32 both figures carry the tiles' sampled rounding bound, the sharded one's computed on the shards
+    np.testing.assert_allclose([h.convergence.residual for h in final.history],
+                               [h.convergence.residual for h in registry.get(one).history], rtol=1e-3)
     got = checkpoints.load(two)
     assert checkpoints.parts_of(two, 5) is not None and got["guard_A"].shape == (guards, ROWS)
     _, served_got, mu_got = ritz_components(got["A"], got["AK"])
