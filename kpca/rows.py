@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from kpca.centering import Centering, center_block
+from kpca.dense_rows import DenseRows  # noqa: F401 (re-exported: the row source over a dense K')
 from kpca.kernels import (
     KernelSpec,
     kernel_block_into,
@@ -475,34 +476,3 @@ class KernelRows:
         if self.centering is None:
             raise RuntimeError("call fit_centering() (or set .centering) before asking for centred rows")
         return self.centering
-
-
-class DenseRows:
-    """A row source over an in-memory centred kernel matrix K' (small l): the same interface as
-    `KernelRows` for the solvers and the driver (``n_rows``, ``block``, ``square``, ``left_product``).
-    It has no ``centering``: K' is given centred."""
-
-    centering = None
-
-    def __init__(self, Kc: np.ndarray):
-        self.Kc = Kc
-        self.n_rows = Kc.shape[0]
-
-    def block(self, indices: np.ndarray) -> np.ndarray:
-        """``K'[indices, :]``."""
-        return self.Kc[indices]
-
-    def square(self, indices: np.ndarray) -> np.ndarray:
-        """``K'[indices][:, indices]``."""
-        return self.Kc[np.ix_(indices, indices)]
-
-    def times(self, C: np.ndarray, block_size: int = 0) -> np.ndarray:
-        """``C K'`` (d, l)."""
-        return np.asarray(C, dtype=np.float64) @ self.Kc
-
-    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
-                     start: np.ndarray | None = None) -> np.ndarray:
-        """``out = T start + C K'[indices, :]`` (T the identity and start ``out`` by default)."""
-        start = out if start is None else start
-        out[:] = (start if T is None else T @ start) + C @ self.Kc[indices]
-        return out
