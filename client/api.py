@@ -98,7 +98,7 @@ class Client:
         return self._json("POST", f"/v1/datasets/{name}/from-image", content=png,
                           params={"patch": patch, "stride": stride}, headers={"Content-Type": "image/png"})
 
-    def fit(self, name: str, dataset: str, kernel: dict, n_components: int, solver: str = "kha-smd",
+    def fit(self, name: str, dataset: str, kernel: dict, n_components: int, solver: str = "ritz",
             params: dict | None = None) -> dict:
         """Create model ``name`` on ``dataset`` and start its fit; the queued model record."""
         body = {"name": name, "dataset": dataset, "kernel": kernel, "n_components": n_components,
@@ -144,7 +144,7 @@ class Client:
                 if value is not None}
         return self._json("POST", f"{_route(kind)}/{name}/resume", json=body)
 
-    def cluster(self, name: str, dataset: str, n_clusters: int, kernel: dict, solver: str = "kha-smd",
+    def cluster(self, name: str, dataset: str, n_clusters: int, kernel: dict, solver: str = "ritz",
                 params: dict | None = None, labels_dataset: str | None = None) -> dict:
         """Create clustering ``name`` of ``dataset`` into ``n_clusters`` and start it; the queued record."""
         body = {"name": name, "dataset": dataset, "n_clusters": n_clusters, "kernel": kernel, "solver": solver,

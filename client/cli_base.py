@@ -136,7 +136,7 @@ def kernel_options(command):
 def solver_options(command):
     """The solver options of ``fit`` and ``cluster``: --solver, --passes, --param, --wait."""
     for option in reversed((
-        click.option("--solver", default="kha-smd", show_default=True, help="solver (see GET /v1/solvers)"),
+        click.option("--solver", default="ritz", show_default=True, help="solver (see GET /v1/solvers)"),
         click.option("--passes", type=click.IntRange(min=1), default=None,
                      help="passes over the data, at most (default: the solver's)"),
         click.option("--param", "params", multiple=True, metavar="KEY=VALUE",

@@ -129,7 +129,7 @@ def clustering_solvers() -> tuple[str, ...]:
     return tuple(name for name, solver in SOLVERS.items() if solver.clusterable)
 
 
-def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, solver: str = "kha-smd",
+def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, solver: str = "ritz",
                      params: dict | None = None) -> None:
     """`kpca.params.ParamError` naming ``n_clusters`` (not an integer in 2 .. l - 1), ``solver`` (not a
     `clustering_solvers`), ``kernel.type`` (values that are not positive affinities) or ``params.init``
@@ -165,7 +165,7 @@ def affinity_rows(rows_or_X, kernel: KernelSpec | dict | None = None) -> Affinit
     return AffinityRows(np.asarray(rows_or_X), kernel)
 
 
-def prepare_clustering(rows: AffinityRows, n_clusters: int, solver: str = "kha-smd", params: dict | None = None,
+def prepare_clustering(rows: AffinityRows, n_clusters: int, solver: str = "ritz", params: dict | None = None,
                        resume: dict | None = None, exact_limit: int | None = None) -> PreparedFit:
     """The fit of the k leading eigenvectors of L ready to run (`kpca.fitting.prepare_fit` over the rows
     of L: the degree pass is its centring pass, ``resume`` a checkpointed solver state, `solver_state`);
@@ -212,7 +212,7 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
                       coefficients=A * extension[:, None], rows=rows, state=state)
 
 
-def spectral_clustering(rows_or_X, n_clusters: int, kernel: KernelSpec | dict | None = None, solver: str = "kha-smd",
+def spectral_clustering(rows_or_X, n_clusters: int, kernel: KernelSpec | dict | None = None, solver: str = "ritz",
                         params: dict | None = None, seed: int = 0, on_pass: Callable | None = None,
                         n_init: int = N_INIT) -> Clustering:
     """Spectral clustering of the rows (seed 000 §5.3; module docstring) into ``n_clusters``.

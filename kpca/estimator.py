@@ -41,7 +41,8 @@ _SKLEARN_KERNELS = {"rbf": "gaussian", "poly": "polynomial", "sigmoid": "tanh"}
 
 
 class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Kernel PCA by any solver of `kpca.solvers.SOLVERS` (by default KHA-SMD, seed 000).
+    """Kernel PCA by any solver of `kpca.solvers.SOLVERS` (by default ``ritz``: a warm start and Rayleigh-Ritz
+    passes; the KHA family of seed 000 by name).
 
     Parameters
     ----------
@@ -58,8 +59,9 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     coef0 : float or None
         scikit-learn's name for ``offset`` (``"poly"``, ``"sigmoid"``; default 1);
         give one of the two.
-    solver : str, default "kha-smd"
-        A solver of `kpca.solvers.SOLVERS`.
+    solver : str, default "ritz"
+        A solver of `kpca.solvers.SOLVERS`: by default ``ritz`` (a warm start and Rayleigh-Ritz passes to
+        ``tol``); ``kha``, ``kha-t``, ``kha-et``, ``kha-smd`` run seed 000's update rules with their gains.
     passes : int, default 20
     eta0, mu, xi : float or None
         Gains; None uses the scale-free defaults of `kpca.defaults`.
@@ -124,7 +126,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     """
 
     def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
-                 solver="kha-smd", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
+                 solver="ritz", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
                  init="auto", init_size=None, solver_params=None, coef0=None, inverse_method="auto",
                  inverse_params=None, device="auto"):
         self.n_components = n_components

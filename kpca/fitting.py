@@ -265,7 +265,7 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
     given, state, grown = dict(request.params), resume, False
     if state is not None:
         state = {key: value for key, value in state.items() if key != "converged"}  # judged anew, on this tol
-        if "update" in state:  # a resumed fit goes on as it went, unless asked otherwise
+        if "update" in state and solver.param("update") is not None:  # a resumed fit goes on as it went
             given.setdefault("update", state["update"])
         if state.get("kernel_precision") == "float64":  # a fit that float32 could not resolve stays in float64
             given.setdefault("kernel_precision", "float64")

@@ -35,12 +35,12 @@ PARTS = ("all", "autoencoders", "others")
 
 def warm_runs(part: str = "all") -> list[tuple[str, dict]]:
     """The ``(solver, kernel parameters)`` fits `warm_up` runs: every solver on its kernel (Gaussian by
-    default), and KHA-SMD on every other kernel; ``part`` ``"autoencoders"`` keeps the solvers of
+    default), and the default solver (ritz) on every other kernel; ``part`` ``"autoencoders"`` keeps the solvers of
     `_KERNEL_OF` (seed 003's autoencoders), ``"others"`` the rest, ``"all"`` both. O(1)."""
     if part not in PARTS:
         raise ValueError(f"part: {part!r} is not one of {PARTS}")
     runs = [(name, _KERNEL_OF.get(name, {"kernel": "gaussian"})) for name in SOLVERS]
-    runs += [("kha-smd", {"kernel": kernel}) for kernel in KERNELS if kernel != "gaussian"]
+    runs += [("ritz", {"kernel": kernel}) for kernel in KERNELS if kernel != "gaussian"]
     if part == "all":
         return runs
     return [(solver, kernel) for solver, kernel in runs if (solver in _KERNEL_OF) == (part == "autoencoders")]

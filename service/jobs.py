@@ -162,7 +162,7 @@ def start_patch_model(name: str, image, patch: int, stride: int, chosen: dict, d
     dataset = backend.patch_dataset(name, image, patch, stride)
     linear = chosen.get("sigma") is None  # the method "linear": linear PCA of the patches
     kernel = KernelSpec("linear") if linear else KernelSpec("gaussian", sigma=float(chosen["sigma"]))
-    solver = "exact" if dataset.n_rows <= settings.exact_limit else "kha-smd"
+    solver = "exact" if dataset.n_rows <= settings.exact_limit else "ritz"
     r = int(chosen["n_components"])
     params = checked_fit_params(datasets, dataset, kernel, solver, r, {}, settings.exact_limit)
     record = ModelRecord.new(name, dataset, kernel=kernel, n_components=r, solver=solver, params=params,

@@ -181,7 +181,8 @@ class PassReporter:
         if value is not None and (not self.best or value <= self.best["value"]):
             self.best = {"pass": done, "value": value}
         # Rayleigh-Ritz passes stop on their residual (`kpca.driver.run_passes`), stochastic ones on this figure
-        by_figure = state.get("update") != "rayleigh-ritz" and self.tol is not None and value is not None
+        # tol 0 runs every pass: a figure at rounding level (an exact start's excess error, -2e-16) is no stop
+        by_figure = state.get("update") != "rayleigh-ritz" and bool(self.tol) and value is not None
         if state.get("converged") or (by_figure and value < self.tol):
             self.stop_early = True
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)

@@ -1,9 +1,16 @@
-"""The Kernel Hebbian Algorithm family (seed 000): ``kha``, ``kha-t``, ``kha-et``, ``kha-smd``.
+"""The Kernel Hebbian Algorithm family (seed 000): ``kha``, ``kha-t``, ``kha-et``, ``kha-smd``, and the
+default solver ``ritz`` that shares their start and state.
 
 ``kha`` uses a constant gain (eq. 8-10), ``kha-t`` the gain
 ``eta0 l / (t + l)``, ``kha-et`` per-component gains from the eigenvalue
 estimates (eq. 11-14) and ``kha-smd`` adapts them by stochastic
-meta-descent (eq. 15-21, Algorithm 1). Their state:
+meta-descent (eq. 15-21, Algorithm 1): named, each runs its paper's
+update rule, row by row with its gains (``update: "stochastic"``, the
+default), from the best start (``init: "auto"``: a warm start where one
+is affordable). ``ritz`` is what the service fits by default: the same
+warm start, then the deterministic limit of a KHA pass (Rayleigh-Ritz
+passes, `kpca.solvers._rayleigh_ritz`) until ``tol``; it takes no gain
+(issue 53: the four KHA names ran exactly this, bit for bit). Their state:
 
 ==============  ============================================================
 key             value
@@ -67,16 +74,14 @@ INIT = Param("init", str, "auto", choices=(*INITS, *REDUCED_INITS),
                          "auto (the default): subset where it is exact kernel PCA (all rows in the subset), else "
                          "nystrom on max(256, 8 n_components) landmarks (streamed, O(m^2) memory at any size)")
 UPDATE = Param("update", str, "auto", choices=("auto", "stochastic", "rayleigh-ritz"),
-               description="what a pass does: stochastic, the paper's KHA steps row by row with the gains; "
-                           "rayleigh-ritz, the deterministic limit of a KHA pass (its update summed over the pass: a "
-                           "block power step, made orthonormal), which also measures the residual of the components "
-                           "served before it; auto (the default): rayleigh-ritz after a warm start (its gains' noise "
-                           "would undo it), stochastic after the random one")
+               description="what a pass does: stochastic (auto, the default), the paper's KHA steps row by row with "
+                           "the gains; rayleigh-ritz, the deterministic limit of a KHA pass (its update summed over "
+                           "the pass: a block power step, made orthonormal; what the default solver ritz runs), which "
+                           "also measures the residual of the components served before it, and takes no gain")
 GUARDS = Param("guards", int, None, low=0, high=1024,
                description="vectors the rayleigh-ritz passes iterate beside the served ones, so that the served "
                            "converge where the spectrum has no gap after them (default: min(max(n_components, 8), "
-                           "32) after a subset or nystrom start, within the start's span; 0: none; a fit sharded "
-                           "over several workers runs without)")
+                           "32) after a subset or nystrom start, within the start's span; 0: none)")
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory), or the "
@@ -117,9 +122,12 @@ def auto_precision(params: dict, spread: float | None = None, kernel=None) -> tu
     return "float32", f"auto: float32 tiles resolve this kernel matrix at the tol{measured}"
 
 
-def resolve(params: dict, context, *, gain_scale: float) -> dict:
-    """Gains from the data: a user's eta0 and mu unchanged, else the scale-free defaults of
-    `kpca.defaults` for the solver's ``gain_scale`` (smaller after the warm start); checks
+def resolve(params: dict, context, *, gain_scale: float | None) -> dict:
+    """The start (``init`` auto: exact where the subset holds every row, else the streamed Nystrom start),
+    the passes (``update`` auto: a KHA name's stochastic steps; ``ritz``, which has no ``update``:
+    Rayleigh-Ritz passes, with guard vectors and the default ``tol``), the kernel precision, and gains
+    from the data: a user's eta0 and mu unchanged, else the scale-free defaults of `kpca.defaults` for the
+    solver's ``gain_scale`` (smaller after the warm start; None: a solver without gains); checks
     ``init_size`` against the data. Cost O(1)."""
     try:
         if params["init"] not in REDUCED_INITS:
@@ -143,8 +151,9 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
             out["init_size"] = check_centres("init_size", out["init_size"], context)
     if out["init"] == "subset" and out["init_size"] is None:
         out["init_size"] = default_init_size(r, l)
-    if out["update"] == "auto":
-        out["update"] = "stochastic" if out["init"] == "random" else "rayleigh-ritz"
+    if out.get("update", "rayleigh-ritz") == "auto":  # a KHA name runs its paper's rule; ``ritz`` has no choice
+        out["update"] = "stochastic"
+    out.setdefault("update", "rayleigh-ritz")
     if out["tol"] is None and out["update"] == "rayleigh-ritz":
         out["tol"] = defaults.RESIDUAL_TOL
     if out["kernel_precision"] == "auto":
@@ -155,7 +164,7 @@ def resolve(params: dict, context, *, gain_scale: float) -> dict:
     else:
         span = min(l, int(out["init_size"]))
         out["guards"] = guard_count(r, span) if out["guards"] is None else max(0, min(int(out["guards"]), span - r))
-    if context.mean_diagonal is not None:
+    if context.mean_diagonal is not None and gain_scale is not None:
         s, init, m = context.mean_diagonal, out["init"], out["init_size"]
         if out["eta0"] is None:
             out["eta0"] = defaults.default_eta0(gain_scale, s, init, l, m)
@@ -265,7 +274,8 @@ def regain(state: dict, params: dict) -> dict:
     """The state with eta0 (and mu) of ``params`` and the base gains they give (`begin_pass` recomputes
     KHA/et's and KHA-SMD's at the next pass): for a fit continued on appended rows, and for a start
     that centred the rows itself (`centres_at_start`), whose gains needed that centring. O(r)."""
-    state = dict(state, eta0=float(params["eta0"]), gain=np.full(state["A"].shape[0], float(params["eta0"])))
+    eta0 = float(params.get("eta0") or 0.0)  # ``ritz`` takes no gain
+    state = dict(state, eta0=eta0, gain=np.full(state["A"].shape[0], eta0))
     if params.get("mu") is not None:
         state["mu"] = float(params["mu"])
     return state
@@ -330,6 +340,7 @@ def served_components(state: dict):
 
 USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions", "update", "kernel_precision",
              "kernel_precision_reason")
+RITZ_USED_KEYS = tuple(key for key in USED_KEYS if key not in ("eta0", "mu", "xi", "gain_reductions"))
 
 
 def used(state: dict) -> dict:
@@ -357,9 +368,21 @@ def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: flo
         resolve=partial(resolve, gain_scale=gain_scale), components=served_components, used=used, gains=gains))
 
 
-_kha_solver("kha", "Kernel Hebbian Algorithm with a constant gain; the baseline the others improve on", (), 0.05)
+_kha_solver("kha", "Kernel Hebbian Algorithm with a constant gain, row by row from the best start; the baseline "
+            "the others improve on", (), 0.05)
 _kha_solver("kha-t", "KHA with a gain that decays as eta0 l / (t + l) over the steps t", (), 0.5)
-_kha_solver("kha-et", "KHA with per-component gains from the eigenvalue estimates; cheap "
-            "per step, fast on well-separated spectra", (), 0.1)
-_kha_solver("kha-smd", "KHA with gains adapted by stochastic meta-descent (each gain tuned as the fit runs); the "
-            "default: the fewest passes to a given error", (MU, XI), 0.05)
+_kha_solver("kha-et", "KHA with per-component gains from the eigenvalue estimates; cheap per step, fast on "
+            "well-separated spectra", (), 0.1)
+_kha_solver("kha-smd", "KHA with gains adapted by stochastic meta-descent: each gain tuned as the fit runs; the "
+            "fewest passes of the paper's algorithms", (MU, XI), 0.05)
+
+register(Solver(
+    "ritz", "the default: a warm start (the leading components within the span of all rows where they fit, "
+            "else of 256 Nystrom landmarks, streamed), then Rayleigh-Ritz passes (the deterministic limit of a "
+            "KHA pass: a block power step with guard vectors and LOBPCG's step) until the served components' "
+            "relative residual meets tol; no gains",
+    params=(*ITERATIVE_PARAMS, INIT, INIT_SIZE, GUARDS), shardable=True, clusterable=True, refine=rayleigh_ritz_pass,
+    start=partial(start, name="ritz"), centres_at_start=centres_at_start, step=step_block, begin_pass=begin_pass,
+    restore=restore, regain=regain, diverged=diverged, damped=damped, measure=measured_residual,
+    resolve=partial(resolve, gain_scale=None), components=served_components,
+    used=lambda state: {key: state[key] for key in RITZ_USED_KEYS if key in state}, gains=lambda state: None))

@@ -48,7 +48,7 @@ class ClusteringCreate(BaseModel):
     n_clusters: int = Field(ge=2, description="number of clusters k, 2 .. n_rows - 1 of the data set")
     kernel: Kernel = Field(default={"type": "gaussian", "sigma": "auto"}, validate_default=True,
                            description="the affinity: gaussian or laplacian (positive values)")
-    solver: ClusteringSolver = "kha-smd"
+    solver: ClusteringSolver = "ritz"
     params: SolverParams
     labels_dataset: Name | None = Field(
         default=None, description="a committed data set of reference labels: one column, one row per row of "

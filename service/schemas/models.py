@@ -28,7 +28,7 @@ class ModelCreate(BaseModel):
     dataset: Name
     kernel: Kernel
     n_components: int = Field(ge=1, description="number of components; must be below the data set's n_rows")
-    solver: SolverName = "kha-smd"
+    solver: SolverName = "ritz"
     params: SolverParams
     placement: PlacementPublic = Field(default_factory=PlacementPublic,
                                        description="where the fit runs (not a parameter of its solver)")

@@ -87,7 +87,7 @@ def test_guard_vectors_take_fewer_passes_where_the_spectrum_has_no_gap():
     runs = {}
     for guarded in (True, False):
         rows = KernelRows(X, spec)
-        prepared = prepare_fit(rows, FitRequest("kha-smd", R, {"init_size": 100, "tol": 1e-3, "passes": 200}))
+        prepared = prepare_fit(rows, FitRequest("ritz", R, {"init_size": 100, "tol": 1e-3, "passes": 200}))
         assert prepared.state["guard_A"].shape == prepared.state["guard_AK"].shape == (R, 800)
         state = prepared.state if guarded else {k: v for k, v in prepared.state.items() if not k.startswith("guard")}
         final, _ = dataclasses.replace(prepared, state=state).run(rows)

@@ -63,7 +63,7 @@ def test_kpca_imports_no_io_or_service_libraries():
 
 def test_partial_fit_appends_rows_and_continues(digits):
     """The paper's algorithm (a random start, stochastic passes): passes continue over all rows."""
-    est = KernelHebbianPCA(4, sigma=3.0, passes=5, random_state=2, init="random")
+    est = KernelHebbianPCA(4, sigma=3.0, passes=5, random_state=2, init="random", solver="kha-smd")
     est.partial_fit(digits[:200])
     first_t = est.state_["t"]
     est.partial_fit(digits[200:300])

@@ -247,7 +247,7 @@ def test_a_subset_start_with_guard_vectors_is_sent_as_one_update(data):
     from kpca.fitting import FitRequest, prepare_fit
 
     rows = KernelRows(data, KERNEL, chunk_rows=128)
-    first = prepare_fit(rows, FitRequest("kha-smd", R, {"init": "subset", "init_size": 60})).state
+    first = prepare_fit(rows, FitRequest("kha-smd", R, {"init": "subset", "init_size": 60, "update": "rayleigh-ritz"})).state
     g = first["guard_A"].shape[0]
     assert g > 0 and np.count_nonzero(np.any(first["A"] != 0, axis=0)) == 60  # a sparse start with guards
     group = make_group(data, KERNEL, shard_bounds(data.shape[0], [97, 211, 112]), R, "kha-smd", chunk_rows=64)
@@ -356,7 +356,7 @@ def test_sharded_rayleigh_ritz_passes_iterate_the_guard_vectors(data, split):
     float32 = {"dtype": np.float32, "compute_dtype": np.float32}
     rows = KernelRows(data, KERNEL, chunk_rows=128, **float32)
     prepared = prepare_fit(rows, FitRequest("kha-smd", R, {"init_size": 100, "tol": 0, "passes": 3,
-                                                           "kernel_precision": "float32"}))
+                                                           "kernel_precision": "float32", "update": "rayleigh-ritz"}))
     first = prepared.state
     g = first["guard_A"].shape[0]
     assert g > 0 and first["update"] == "rayleigh-ritz"
@@ -396,7 +396,7 @@ def test_sharded_rayleigh_ritz_passes_take_lobpcg_steps_over_float64_tiles(data,
 
     rows = KernelRows(data, KERNEL, chunk_rows=128)
     prepared = prepare_fit(rows, FitRequest("kha-smd", R, {"init_size": 100, "tol": 0, "passes": 3,
-                                                           "kernel_precision": "float64"}))
+                                                           "kernel_precision": "float64", "update": "rayleigh-ritz"}))
     first = prepared.state
     residuals = {"whole": [], "sharded": []}
 
@@ -444,6 +444,6 @@ def test_the_sharded_centring_pass_makes_the_start_extension_too(data):
     call = group._call
     group._call = lambda method, *args: calls.append(method) or call(method, *args)  # counts, still calls
     prepared = prepare_fit(ShardedProducts(KernelRows(data, KERNEL, chunk_rows=128), group),
-                           FitRequest("kha-smd", R, {"init_size": 100}))
+                           FitRequest("kha-smd", R, {"init_size": 100, "update": "rayleigh-ritz"}))
     assert prepared.started and prepared.params["init"] == "nystrom"
     assert calls.count("add_column_sums") > 0 and calls.count("add_images") == 0, calls  # no second pass

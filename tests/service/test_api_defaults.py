@@ -29,7 +29,7 @@ def test_sigma_auto_is_resolved_once_reported_and_served(api, digits_set, digits
     assert sigma == pytest.approx(np.median(distances[distances > 0]), rel=1e-12)  # 400 rows: all are sampled
     # the warm start is the default; on 400 rows it is exact kernel PCA, and the passes keep it
     assert record["params_used"]["init"] == "subset" and record["params_used"]["init_size"] == 400
-    assert record["params_used"]["eta0"] == 0.0
+    assert record["solver"] == "ritz" and "eta0" not in record["params_used"]  # the default takes no gain
     exact = KernelHebbianPCA(4, sigma=sigma, solver="exact").fit(digits_set)
     Z = np.asarray(api.post("/v1/models/auto/project", json={"rows": digits[1000:1010].tolist()}).json()["components"])
     Z_exact = exact.transform(digits[1000:1010])
@@ -38,7 +38,7 @@ def test_sigma_auto_is_resolved_once_reported_and_served(api, digits_set, digits
 
 def test_each_pass_reports_both_figures(api, digits_set):
     body = {"name": "figures", "dataset": "digits", "kernel": {"type": "gaussian", "sigma": 3.0},
-            "n_components": 4, "params": {"passes": 3, "init": "random"}}
+            "n_components": 4, "solver": "kha-smd", "params": {"passes": 3, "init": "random"}}
     api.post("/v1/models", json=body)
     record = wait_for_fit(api, "figures")
     assert record["status"] == "completed", record["error"]

@@ -141,7 +141,8 @@ def test_the_default_start_and_its_rayleigh_ritz_passes_sharded_equal_the_one_wo
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
     # no guards, so that one process takes the power step too; float64 tiles (auto takes float32 at this tol),
     # for agreement to float64 rounding
-    asked = {"init": "nystrom", "init_size": 20, "tol": 5e-3, "passes": 12, "guards": 0, "kernel_precision": "float64"}
+    asked = {"init": "nystrom", "init_size": 20, "tol": 5e-3, "passes": 12, "guards": 0, "kernel_precision": "float64",
+             "update": "rayleigh-ritz"}
     reference = in_process(data_dir, "rr-one", **asked)
     registry.create(record(data_dir, "rr-two", workers=2, **asked))
     backend.submit_fit("rr-two")
@@ -171,7 +172,7 @@ def test_the_default_fit_sharded_iterates_its_guard_vectors_and_resumes_with_the
     registry, checkpoints = ModelRegistry(data_dir), CheckpointStore(data_dir)
     # tol 0 over float32: a one-process fit asked for 1e-12 would move to float64 (`kpca.solvers._rounding`)
     asked = {"init": "nystrom", "init_size": 20, "tol": 1e-12 if precision == "float64" else 0,
-             "kernel_precision": precision}
+             "kernel_precision": precision, "update": "rayleigh-ritz"}
     one, two = f"guards-one-{precision}", f"guards-two-{precision}"
     reference = in_process(data_dir, one, passes=5, **asked)
     # above the exact limit, as large fits are: the record shows the residual the passes measure

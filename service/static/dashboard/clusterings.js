@@ -141,7 +141,7 @@ export function closeClustering() {
 // The solvers spectral clustering may use, once the catalogue has loaded.
 export function clusteringCatalogue() {
   const form = $("cluster-form");
-  fillSelect(form.solver, solvers.filter((s) => s.clusterable).map((s) => s.name), "kha-smd");
+  fillSelect(form.solver, solvers.filter((s) => s.clusterable).map((s) => s.name), "ritz");
   fillSelect(form.kernel, AFFINITIES, "gaussian");
 }
 

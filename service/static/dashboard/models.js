@@ -77,7 +77,7 @@ export async function loadCatalogue() {
   const form = $("fit-form");
   try {
     solvers = (await getJson("/v1/solvers")).solvers;
-    fillSelect(form.solver, solvers.map((s) => s.name), form.solver.value || "kha-smd");
+    fillSelect(form.solver, solvers.map((s) => s.name), form.solver.value || "ritz");
     solverChanged();
     kernels = (await getJson("/v1/kernels")).kernels;
     fillSelect(form.kernel, kernels.map((k) => k.type), form.kernel.value || "gaussian");
@@ -100,7 +100,7 @@ export function jobBody(form) {
     throw new Error("other parameters: not JSON (" + error.message + ")");
   }
   if (form.passes.value !== "" && !form.passes.disabled) params.passes = Number(form.passes.value);
-  return { kernel, solver: form.solver.value || "kha-smd", params };
+  return { kernel, solver: form.solver.value || "ritz", params };
 }
 
 // Submit a job form (a fit, a clustering): POST /v1/{kind} with the form's name, data set, kernel, solver
