@@ -336,3 +336,15 @@ def test_a_gpu_placement_where_none_is_visible_fails_saying_so(api):
     assert response.status_code == 202, response.text
     record = wait_for_fit(api, "on-gpu")
     assert record["status"] == "failed" and "no CUDA device" in record["error"]["message"], record
+
+
+@pytest.mark.parametrize("solver, params, field", [
+    ("ritz", {"eta0": 0.1}, "params.eta0"),  # the default's passes take no gain
+    ("ritz", {"mu": 1.0}, "params.mu"),
+    ("kha-et", {"mu": 1.0}, "params.mu"),  # SMD's meta-gain, not KHA/et's
+    ("kha", {"xi": 0.9}, "params.xi"),
+])
+def test_a_gain_the_solver_does_not_use_is_422_saying_so(api, solver, params, field):
+    """Issue 53: a request that names a gain its solver does not use is refused, naming it and the solver."""
+    error = assert_error(api.post("/v1/models", json=model_body(solver=solver, params=params)), 422, "invalid", field)
+    assert solver in error["message"], error
