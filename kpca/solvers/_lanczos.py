@@ -208,6 +208,8 @@ def lobpcg(product, X0: np.ndarray, n_wanted: int, tol: float, max_iter: int, no
     -------
     eigenvalues : ndarray of shape (n_wanted,), descending
     vectors : ndarray of shape (l, n_wanted), orthonormal Ritz vectors
+    images : ndarray of shape (l, n_wanted)
+        ``product(vectors)`` as computed in the iteration (no extra product).
     iterations : int
         Products taken.
     residual : float
@@ -231,7 +233,7 @@ def lobpcg(product, X0: np.ndarray, n_wanted: int, tol: float, max_iter: int, no
         if on_iteration is not None and on_iteration(iteration, lam[:n_wanted].copy(), residual):
             raise Stopped(f"stopped after {iteration} iterations")
         if best is None or residual <= best[0]:
-            best = (residual, lam[:n_wanted], X[:, :n_wanted], iteration)
+            best = (residual, lam[:n_wanted], X[:, :n_wanted], AX[:, :n_wanted])
         elif residual > GROWTH * best[0]:  # rounding took over the direction P: restart without it
             P = AP = None
         if residual <= tol or iteration >= max_iter:
@@ -253,8 +255,8 @@ def lobpcg(product, X0: np.ndarray, n_wanted: int, tol: float, max_iter: int, no
         # the next direction: the part of the step outside the old X
         P, AP = _combine(blocks[1:], C[k:]), _combine(images[1:], C[k:])
         X, AX = X_new, AX_new
-    residual, lam, X, _ = best
-    return lam, X, iteration, residual
+    residual, lam, X, AX = best
+    return lam, X, AX, iteration, residual
 
 
 def _start(rows, k: int, params: dict) -> np.ndarray:
@@ -278,16 +280,19 @@ def _start(rows, k: int, params: dict) -> np.ndarray:
     return X0
 
 
-def components(eigenvalues: np.ndarray, V: np.ndarray) -> np.ndarray:
+def components(eigenvalues: np.ndarray, V: np.ndarray, KV: np.ndarray | None = None):
     """``A`` (r, l): rows ``v_i / sqrt(lambda_i)``, each v_i's largest-magnitude entry made positive;
     zero rows where lambda_i is not above ``RELATIVE_RANK_TOL lambda_1`` (as `exact_components`
-    does for lambda_i <= 0). O(r l)."""
+    does for lambda_i <= 0). With ``KV`` (K' V as the iteration computed it) also ``A K'`` (r, l),
+    the same scaling of KV: the training rows' projections as served, which differ from
+    ``diag(lambda) A`` by the Ritz residual. O(r l)."""
     r = V.shape[1]
     signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(r)])
-    V = V * np.where(signs == 0, 1.0, signs)
+    signs = np.where(signs == 0, 1.0, signs)
     kept = eigenvalues > RELATIVE_RANK_TOL * max(float(eigenvalues[0]), 0.0)
-    scale = np.where(kept, 1.0 / np.sqrt(np.where(kept, eigenvalues, 1.0)), 0.0)
-    return np.ascontiguousarray((V * scale).T)
+    scale = signs * np.where(kept, 1.0 / np.sqrt(np.where(kept, eigenvalues, 1.0)), 0.0)
+    A = np.ascontiguousarray((V * scale).T)
+    return A if KV is None else (A, np.ascontiguousarray((KV * scale).T))
 
 
 def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
@@ -305,9 +310,10 @@ def _fit(rows, n_components: int, params: dict, context: FitContext, report=None
     # the tiles run in numba's threads, each with one BLAS thread (as kpca.driver.run_passes does)
     with blas_limit(1):
         X0 = _start(rows, k, params)
-        eigenvalues, V, iterations, residual = lobpcg(lambda V: block_product(rows, V), X0, r, params["tol"],
-                                                      params["max_iter"], noise, on_iteration)
-    return {"solver": "lanczos", "A": components(eigenvalues, V), "eigenvalues": eigenvalues,
+        eigenvalues, V, KV, iterations, residual = lobpcg(lambda V: block_product(rows, V), X0, r, params["tol"],
+                                                          params["max_iter"], noise, on_iteration)
+    A, AK = components(eigenvalues, V, KV)
+    return {"solver": "lanczos", "A": A, "AK": AK, "eigenvalues": eigenvalues,
             "n_rows": rows.n_rows, "iterations": iterations, "residual": residual,
             "converged": bool(residual <= params["tol"]), **centering.to_state()}
 
