@@ -41,19 +41,20 @@ def output_path(filename: str) -> Path:
     return results_dir() / filename
 
 
-def git_state() -> dict:
+def git_state(root: Path = ROOT) -> dict:
     """``{"commit": full hash or None, "dirty": bool or None}`` of the repository the code ran from;
-    dirty counts untracked files too (a new module changes what runs)."""
+    dirty counts untracked files too (a new module changes what runs), but not the results folders
+    (bench/results): a script that adds to a saved result has changed it, not the code."""
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=30)
+            done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root, timeout=30)
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain")
+    status = git("status", "--porcelain", "--", ".", ":(exclude)bench/results")
     return {"commit": commit.strip() if commit else None, "dirty": None if status is None else bool(status.strip())}
 
 
