@@ -1,15 +1,17 @@
 """`make paper`: run every experiment module ``paper/exp_*.py`` and write paper/REPORT.md.
 
 Each module (the contract in its docstring's terms) has ``TITLE``, ``SEED`` and ``run(figures, quick)``
-returning ``{"markdown", "claims", "seconds"}``; each claim is ``{"claim", "criterion", "verdict",
-"figure"}``: the paper's words, the numeric rule that decides ``reproduced`` / ``partly`` / ``not
-reproduced`` (fixed in the code before any number is measured, and printed in the report before the
-numbers), the verdict that rule gives on the numbers of this run, and the figure. Every experiment runs
-its computations from the code at HEAD in this process: nothing is read from stored bench output. The
-modules run in order of (seed, name), their PNGs go to ``paper/figures/`` and the report (written to a
-temporary name, then renamed) has a header (the machine, library versions, commit, whether the tree was
-clean, minutes), a table of every claim with its criterion, verdict and figure, and one ``## TITLE``
-section per experiment. An experiment that raises gets a section saying so and the run goes on.
+returning ``{"markdown", "claims", "seconds"}``; each claim is the record `paper._criteria.Criterion.result`
+makes, ``{"id", "claim", "criterion", "verdict", "figure"}``: its stable id, the paper's words, the rule that
+decides ``reproduced`` / ``partly`` / ``not reproduced`` (read from ``paper/criteria/<id>.json``, committed before
+the run; ``"not testable here"`` with its ``reason`` where that file says the data here cannot decide it), the
+verdict that rule gives on the numbers of this run, and the figure. The claims a module returns are exactly
+those whose criteria files name it. Every experiment runs its computations from the code at HEAD in this
+process: nothing is read from stored bench output. The modules run in order of (seed, name), their PNGs go to
+``paper/figures/`` and the report (written to a temporary name, then renamed) has a header (the machine,
+library versions, commit, whether the tree was clean, minutes), a table of every claim with its id, the commit
+of its criteria file, criterion, verdict and figure, and one ``## TITLE`` section per experiment. An experiment
+that raises gets a section saying so, its claims the verdict ``"the experiment raised"``, and the run goes on.
 
 The numbers must come from a commit: the run refuses to start from a tree with uncommitted changes
 (untracked files included) unless ``--allow-dirty`` is given, and refuses to write the report if HEAD or
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,9 +37,10 @@ sys.path.insert(0, str(ROOT))  # the repository root: kpca, bench
 
 from bench._common import environment  # noqa: E402
 from bench._common import git_state as environment_git  # noqa: E402
+from paper._criteria import CRITERIA_DIR, NOT_TESTABLE, VERDICTS, of_module  # noqa: E402
 
 HERE = ROOT / "paper"
-VERDICTS = ("reproduced", "partly", "not reproduced")
+RAISED = "the experiment raised"
 
 
 class DirtyTree(SystemExit):
@@ -88,20 +92,56 @@ def experiments(only: list[str] | None = None) -> list:
     return sorted(modules, key=lambda m: (m.SEED, m.__name__))
 
 
+def module_name(module) -> str:
+    """``exp_...``: how criteria files name a module."""
+    return module.__name__.rsplit(".", 1)[-1]
+
+
+def check_claims(module, claims: list[dict]) -> None:
+    """ValueError unless ``claims`` are the module's criteria files' claims, each once, with a verdict its file
+    allows: one of `VERDICTS` where testable, ``"not testable here"`` where the file says so."""
+    name, criteria = module_name(module), {c.id: c for c in of_module(module_name(module))}
+    ids = [c.get("id") for c in claims]
+    if sorted(ids) != sorted(criteria) or len(set(ids)) != len(ids):
+        raise ValueError(f"{name}: claims {ids} are not those of its criteria files ({sorted(criteria)}, "
+                         f"{CRITERIA_DIR.name}/<id>.json)")
+    for claim in claims:
+        c = criteria[claim["id"]]
+        allowed = (NOT_TESTABLE,) if not c.testable else VERDICTS
+        if not claim.get("criterion") or claim.get("verdict") not in (*allowed, RAISED):
+            raise ValueError(f"{name}: claim {c.id} needs a criterion and a verdict in {allowed}: {claim}")
+
+
 def run_one(module, figures: Path, quick: bool) -> dict:
-    """``module.run`` with its wall time; an exception becomes a section that shows it."""
+    """``module.run`` with its wall time and its claims checked (`check_claims`); an exception becomes a section
+    that shows it, and each of the module's claims the verdict `RAISED`."""
     t0 = time.perf_counter()
     try:
         result = dict(module.run(figures, quick=quick))
     except Exception:  # noqa: BLE001 - one broken experiment must not hide the others
         result = {"markdown": f"**This experiment failed:**\n\n```\n{traceback.format_exc()}```\n",
-                  "claims": [{"claim": "(the experiment raised)", "criterion": "it runs", "verdict": "not reproduced",
-                              "figure": ""}]}
-    for claim in result["claims"]:
-        if not claim.get("criterion") or claim.get("verdict") not in VERDICTS:
-            raise ValueError(f"{module.__name__}: every claim needs a criterion and a verdict in {VERDICTS}: {claim}")
+                  "claims": [{"id": c.id, "claim": c.claim, "criterion": c.text, "verdict": RAISED, "figure": ""}
+                             for c in of_module(module_name(module))]}
+    check_claims(module, result["claims"])
     result["seconds"] = time.perf_counter() - t0
     return result
+
+
+def criterion_commits() -> dict[str, str]:
+    """The commit that last changed each criteria file, by claim id (one ``git log``); ids missing where git
+    cannot tell or the file is not committed."""
+    try:
+        done = subprocess.run(["git", "log", "--format=commit %H", "--name-only", "--", str(CRITERIA_DIR)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found, commit = {}, None
+    for line in done.stdout.splitlines() if done.returncode == 0 else []:
+        if line.startswith("commit "):
+            commit = line.split()[1]
+        elif line.endswith(".json") and commit:
+            found.setdefault(Path(line).stem, commit)
+    return found
 
 
 def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, float]], tree: str = "clean") -> str:
@@ -125,8 +165,11 @@ def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, floa
                                    if tree == "clean" else f"**not clean** ({tree}; written with --allow-dirty).") ,
         "",
         "Every experiment reran here, from the code at that commit; nothing is read from stored bench results. "
-        "Each claim is quoted as the paper states it, with the numeric rule that decides its verdict, fixed in the "
-        "code before the run (paper/exp_*.py) and stated in each section before its numbers.",
+        "Each claim is quoted as the paper states it, with the rule that decides its verdict: its own file, "
+        "`paper/criteria/<id>.json` (every threshold the rule uses is there, none in the experiments' code), "
+        "committed before the run (the table gives the commit that last changed each file) and stated in each "
+        "section before its numbers. A claim the data here cannot decide is marked *not testable here*, with "
+        "the reason, and gets no verdict.",
         "",
         "Time per experiment: " + ", ".join(f"{name} {s:.0f} s" for name, s in timings) + ".",
         "",
@@ -134,56 +177,87 @@ def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, floa
     return "\n".join(lines)
 
 
-def claims_table(results: list[tuple]) -> str:
-    rows = ["| seed | experiment | claim (the paper's words) | criterion | verdict | figure |", "|---|---|---|---|---|---|"]
+def claims_table(results: list[tuple], commits: dict[str, str] | None = None) -> str:
+    """The report's table of every claim: id (linked to its criteria file, with the commit that last changed it),
+    seed, experiment, the paper's words, criterion, verdict (or *not testable here* and why) and figure."""
+    commits = commits or {}
+    rows = ["| id (criteria file, its commit) | seed | experiment | claim (the paper's words) | criterion | verdict "
+            "| figure |", "|---|---|---|---|---|---|---|"]
+
+    def cell(text) -> str:
+        return " ".join(str(text).split()).replace("|", "\\|")
+
     for module, result in results:
         for c in result["claims"]:
             fig = f"[{Path(c['figure']).name}]({c['figure']})" if c.get("figure") else ""
-            claim, criterion = (" ".join(str(c[key]).split()).replace("|", "\\|") for key in ("claim", "criterion"))
-            rows.append(f"| {module.SEED} | {module.TITLE.split(':')[0]} | {claim} | {criterion} | {c['verdict']} | {fig} |")
+            done = commits.get(c["id"])
+            ident = f"[`{c['id']}`](criteria/{c['id']}.json) " + (f"`{done[:7]}`" if done else "(not committed)")
+            verdict = (f"**{NOT_TESTABLE}**: {cell(c['reason'])}" if c["verdict"] == NOT_TESTABLE
+                       else f"**{c['verdict']}**" if c["verdict"] == RAISED else c["verdict"])
+            rows.append(f"| {ident} | {module.SEED} | {module.TITLE.split(':')[0]} | {cell(c['claim'])} | "
+                        f"{cell(c['criterion'])} | {verdict} | {fig} |")
     return "## Claims and verdicts\n\n" + "\n".join(rows) + "\n"
 
 
-def write_report(out: Path, results: list[tuple], total_s: float, quick: bool, env: dict, tree: str = "clean") -> Path:
+def write_report(out: Path, results: list[tuple], total_s: float, quick: bool, env: dict, tree: str = "clean",
+                 commits: dict[str, str] | None = None) -> Path:
     """paper/REPORT.md (or ``out/REPORT.md``), atomically; ``env`` is `bench._common.environment` at the start,
-    ``tree`` what `check_tree` said of it."""
-    timings = [(m.__name__.split(".")[-1][4:], r["seconds"]) for m, r in results]
-    parts = [header(env, total_s, quick, timings, tree), claims_table(results)]
+    ``tree`` what `check_tree` said of it, ``commits`` `criterion_commits`."""
+    timings = [(module_name(m)[4:], r["seconds"]) for m, r in results]
+    parts = [header(env, total_s, quick, timings, tree), claims_table(results, commits)]
     parts += [f"## {m.TITLE}\n\n{r['markdown'].strip()}\n\n*Run time: {r['seconds']:.0f} s.*\n" for m, r in results]
-    path = out / "REPORT.md"
-    tmp = out / f".REPORT.md.{os.getpid()}.tmp"
-    tmp.write_text("\n".join(parts))
+    return write_atomic(out / "REPORT.md", "\n".join(parts))
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """``text`` to ``path`` through a temporary name in its folder."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_text(text)
     os.replace(tmp, path)
     return path
 
 
 def main(argv: list[str] | None = None) -> Path:
+    """Run the experiments (module docstring); the report's path."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="tiny runs (seconds): checks the machinery only")
+    ap.add_argument("--quick", action="store_true", help="the quick forms only (seconds to a minute each)")
     ap.add_argument("--out", type=Path, default=HERE, help="folder for REPORT.md and figures/")
     ap.add_argument("--only", default="", help="comma-separated module names without exp_ (prefixes)")
     ap.add_argument("--allow-dirty", action="store_true",
                     help="run and write the report from a tree with uncommitted changes (the header says so)")
     args = ap.parse_args(argv)
-    figures = args.out / "figures"
-    start = tree_state(args.out)
+    # Stochastic fits run the passes an experiment gives them and then say that the default tol was not met:
+    # expected here, and a warning never changes a verdict.
+    warnings.filterwarnings("ignore", message="the default tol .* not met")
+    only = [o for o in args.only.split(",") if o] or None
+    out = args.out
+    figures = out / "figures"
+    start = tree_state(out)
     tree = check_tree(start, args.allow_dirty, "at the start")  # before minutes of work, not after
     figures.mkdir(parents=True, exist_ok=True)
     t0, env = time.perf_counter(), environment()  # the commit and tree the run started from
-    results = []
-    for module in experiments([o for o in args.only.split(",") if o] or None):
-        print(f"running {module.__name__} ...", file=sys.stderr, flush=True)
-        results.append((module, run_one(module, figures, args.quick)))
-        print(f"  {results[-1][1]['seconds']:.0f} s", file=sys.stderr, flush=True)
-    end = tree_state(args.out)
+    modules = experiments(only)
+    results = run_all(modules, figures, args.quick)
+    end = tree_state(out)
     if end["commit"] != start["commit"]:
         end["changed"] = [f"HEAD moved from {start['commit']} to {end['commit']}"] + list(end["changed"] or [])
     ended = check_tree(end, args.allow_dirty, "at the end (something changed while it ran)")
     if tree == "clean" and ended != "clean":
         tree = f"clean at the start; at the end {ended}"
-    path = write_report(args.out, results, time.perf_counter() - t0, args.quick, env, tree)
+    commits = criterion_commits()
+    path = write_report(out, results, time.perf_counter() - t0, args.quick, env, tree, commits)
     print(f"wrote {path}", file=sys.stderr)
     return path
+
+
+def run_all(modules: list, figures: Path, quick: bool) -> list[tuple]:
+    """``[(module, result)]`` of `run_one` for each module, progress on stderr."""
+    results = []
+    for module in modules:
+        print(f"running {module.__name__}{' (quick)' if quick else ''} ...", file=sys.stderr, flush=True)
+        results.append((module, run_one(module, figures, quick)))
+        print(f"  {results[-1][1]['seconds']:.0f} s", file=sys.stderr, flush=True)
+    return results
 
 
 if __name__ == "__main__":
