@@ -1,4 +1,4 @@
-"""`make paper`: run every experiment module ``paper/exp_*.py`` and write paper/REPORT.md.
+"""`make paper`: run every experiment module ``paper/exp_*.py`` and write paper/REPORT.md and paper/verdicts.json.
 
 Each module (the contract in its docstring's terms) has ``TITLE``, ``SEED`` and ``run(figures, quick)``
 returning ``{"markdown", "claims", "seconds"}``; each claim is the record `paper._criteria.Criterion.result`
@@ -13,20 +13,34 @@ library versions, commit, whether the tree was clean, minutes), a table of every
 of its criteria file, criterion, verdict and figure, and one ``## TITLE`` section per experiment. An experiment
 that raises gets a section saying so, its claims the verdict ``"the experiment raised"``, and the run goes on.
 
+verdicts.json (beside the report) records, per claim id, the verdict of this run (``full``) and of the quick
+form of its experiment (``quick``), with the commit they came from: a full run also runs every quick form, after
+the full ones (their figures to a temporary folder), so that both come from the same code; a ``--quick`` run
+records its quick verdicts and leaves the full ones pending (null). With ``--only``, the other claims' records are
+kept. ``--check`` (``make paper-quick``, in CI) runs the quick forms and exits 1, listing them, where a quick
+verdict differs from the recorded one, a claim has no record or a record no claim, or an experiment raises: a
+change that moves a verdict cannot land without rerunning the report. A claim whose criterion compares
+wall-clock times (``timed`` in its file) is listed when it differs but does not fail the check: on a shared
+machine its quick verdict follows the load.
+
 The numbers must come from a commit: the run refuses to start from a tree with uncommitted changes
 (untracked files included) unless ``--allow-dirty`` is given, and refuses to write the report if HEAD or
-any file outside the report's own outputs changed while it ran (same flag); the header says which.
+any file outside the report's own outputs changed while it ran (same flag); the header says which. ``--check``
+writes no report of record and runs from any tree.
 
     python paper/run.py [--quick] [--out paper] [--only 000_fig1,...] [--allow-dirty]
+    python paper/run.py --quick --check [--verdicts paper/verdicts.json] [--only ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -37,10 +51,11 @@ sys.path.insert(0, str(ROOT))  # the repository root: kpca, bench
 
 from bench._common import environment  # noqa: E402
 from bench._common import git_state as environment_git  # noqa: E402
-from paper._criteria import CRITERIA_DIR, NOT_TESTABLE, VERDICTS, of_module  # noqa: E402
+from paper._criteria import CRITERIA_DIR, NOT_TESTABLE, VERDICTS, load_all, of_module  # noqa: E402
 
 HERE = ROOT / "paper"
 RAISED = "the experiment raised"
+VERDICTS_FILE = "verdicts.json"
 
 
 class DirtyTree(SystemExit):
@@ -77,9 +92,9 @@ def check_tree(state: dict, allow_dirty: bool, when: str) -> str:
 
 
 def tree_state(out: Path) -> dict:
-    """HEAD and the paths changed outside the report's outputs (``out``'s REPORT.md and figures/)."""
+    """HEAD and the paths changed outside the report's outputs (``out``'s REPORT.md, verdicts.json, figures/)."""
     git = environment_git()
-    return {"commit": git["commit"], "changed": changed_paths((out / "figures", out / "REPORT.md"))}
+    return {"commit": git["commit"], "changed": changed_paths((out / "figures", out / "REPORT.md", out / VERDICTS_FILE))}
 
 
 def experiments(only: list[str] | None = None) -> list:
@@ -156,7 +171,7 @@ def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, floa
         " Read it with the paper open: each section quotes the claim with its section and figure numbers.",
         "",
         f"Reproduce: `make paper` (or `python paper/run.py`); {total_s / 60:.1f} minutes for this run"
-        + (" (**quick run: the numbers mean nothing**)" if quick else "") + ".",
+        + (" (**quick run: the numbers mean nothing**)" if quick else ", the quick forms included") + ".",
         "",
         f"Machine: {env['cpu']}, {env['available_cores']} cores available ({env['logical_cores']} logical), "
         f"Python {env['python']}, {env['platform']}. Libraries: {libs}. Commit `{env['commit']}`, run started "
@@ -169,7 +184,8 @@ def header(env: dict, total_s: float, quick: bool, timings: list[tuple[str, floa
         "`paper/criteria/<id>.json` (every threshold the rule uses is there, none in the experiments' code), "
         "committed before the run (the table gives the commit that last changed each file) and stated in each "
         "section before its numbers. A claim the data here cannot decide is marked *not testable here*, with "
-        "the reason, and gets no verdict.",
+        "the reason, and gets no verdict. `paper/verdicts.json` records every verdict of this run and of the "
+        "quick form of each experiment; `make paper-quick` (in CI) fails where a quick verdict moves.",
         "",
         "Time per experiment: " + ", ".join(f"{name} {s:.0f} s" for name, s in timings) + ".",
         "",
@@ -217,20 +233,80 @@ def write_atomic(path: Path, text: str) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> Path:
-    """Run the experiments (module docstring); the report's path."""
+def read_verdicts(path: Path) -> dict:
+    """A verdicts.json (module docstring), or an empty record where there is none."""
+    return json.loads(path.read_text()) if path.is_file() else {"claims": {}}
+
+
+def record_verdicts(path: Path, full: list[tuple] | None, quick: list[tuple], env: dict, tree: str,
+                    commits: dict[str, str]) -> Path:
+    """verdicts.json at ``path``: the claims of the modules run (``full``: their full run's results, None for a
+    quick run; ``quick``: their quick forms'), over the record there for the others. Atomic."""
+    doc = read_verdicts(path)
+    full_verdicts = {c["id"]: c["verdict"] for _, r in full or [] for c in r["claims"]}
+    criteria = load_all()
+    for module, result in quick:
+        for stale in [k for k, v in doc["claims"].items() if v.get("module") == module_name(module)]:
+            del doc["claims"][stale]
+        for c in result["claims"]:
+            doc["claims"][c["id"]] = {"module": module_name(module), "full": full_verdicts.get(c["id"]),
+                                      "quick": c["verdict"], "commit": env["commit"], "clean": tree == "clean",
+                                      "criterion_commit": commits.get(c["id"]), "timed": criteria[c["id"]].timed}
+    doc = {"about": "paper/run.py's record of each claim's verdict in the full run (full: null while pending) and "
+                    "in the quick form of its experiment, with the commit they came from; make paper-quick compares "
+                    "the quick verdicts",
+           "commit": env["commit"], "tree": tree, "full_pending": any(v["full"] is None for v in doc["claims"].values()),
+           "claims": dict(sorted(doc["claims"].items()))}
+    return write_atomic(path, json.dumps(doc, indent=1) + "\n")
+
+
+def compare_verdicts(recorded: dict, quick: list[tuple]) -> tuple[list[str], list[str]]:
+    """``(failures, notes)`` of `--check`: a quick verdict other than the recorded one, a claim without a record,
+    a record of a module run without its claim, an experiment that raised; a timed claim's change is a note."""
+    failures, notes = [], []
+    records = recorded.get("claims", {})
+    seen = set()
+    for module, result in quick:
+        for c in result["claims"]:
+            seen.add(c["id"])
+            was = records.get(c["id"])
+            if c["verdict"] == RAISED:
+                failures.append(f"{c['id']}: {RAISED} (section {module.TITLE.split(':')[0]})")
+            elif was is None:
+                failures.append(f"{c['id']}: no recorded verdict (a new claim: rerun make paper)")
+            elif was.get("quick") != c["verdict"]:
+                line = f"{c['id']}: quick verdict {c['verdict']!r}, recorded {was.get('quick')!r} (commit {was.get('commit')})"
+                (notes if was.get("timed") else failures).append(line + (" [timed: wall-clock times on this machine]"
+                                                                         if was.get("timed") else ""))
+        run_name = module_name(module)
+        failures += [f"{k}: recorded, but {run_name} no longer returns it" for k, v in records.items()
+                     if v.get("module") == run_name and k not in seen]
+    return failures, notes
+
+
+def main(argv: list[str] | None = None) -> Path | None:
+    """Run the experiments (module docstring); the report's path, or None after a passing ``--check`` (a failing
+    one exits with status 1)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the quick forms only (seconds to a minute each)")
-    ap.add_argument("--out", type=Path, default=HERE, help="folder for REPORT.md and figures/")
+    ap.add_argument("--check", action="store_true", help="with --quick: compare the quick verdicts with --verdicts "
+                                                         "and exit 1 where one differs (writes no report of record)")
+    ap.add_argument("--verdicts", type=Path, default=HERE / VERDICTS_FILE, help="the record --check compares with")
+    ap.add_argument("--out", type=Path, default=None, help="folder for REPORT.md, verdicts.json and figures/ "
+                                                           "(default paper/; --check: a temporary folder)")
     ap.add_argument("--only", default="", help="comma-separated module names without exp_ (prefixes)")
     ap.add_argument("--allow-dirty", action="store_true",
                     help="run and write the report from a tree with uncommitted changes (the header says so)")
     args = ap.parse_args(argv)
+    if args.check and not args.quick:
+        ap.error("--check compares quick verdicts: give --quick too")
     # Stochastic fits run the passes an experiment gives them and then say that the default tol was not met:
     # expected here, and a warning never changes a verdict.
     warnings.filterwarnings("ignore", message="the default tol .* not met")
     only = [o for o in args.only.split(",") if o] or None
-    out = args.out
+    if args.check:
+        return check(args, only)
+    out = args.out or HERE
     figures = out / "figures"
     start = tree_state(out)
     tree = check_tree(start, args.allow_dirty, "at the start")  # before minutes of work, not after
@@ -238,6 +314,7 @@ def main(argv: list[str] | None = None) -> Path:
     t0, env = time.perf_counter(), environment()  # the commit and tree the run started from
     modules = experiments(only)
     results = run_all(modules, figures, args.quick)
+    quick = results if args.quick else quick_forms(modules)
     end = tree_state(out)
     if end["commit"] != start["commit"]:
         end["changed"] = [f"HEAD moved from {start['commit']} to {end['commit']}"] + list(end["changed"] or [])
@@ -246,7 +323,8 @@ def main(argv: list[str] | None = None) -> Path:
         tree = f"clean at the start; at the end {ended}"
     commits = criterion_commits()
     path = write_report(out, results, time.perf_counter() - t0, args.quick, env, tree, commits)
-    print(f"wrote {path}", file=sys.stderr)
+    record_verdicts(out / VERDICTS_FILE, None if args.quick else results, quick, env, tree, commits)
+    print(f"wrote {path} and {out / VERDICTS_FILE}", file=sys.stderr)
     return path
 
 
@@ -258,6 +336,41 @@ def run_all(modules: list, figures: Path, quick: bool) -> list[tuple]:
         results.append((module, run_one(module, figures, quick)))
         print(f"  {results[-1][1]['seconds']:.0f} s", file=sys.stderr, flush=True)
     return results
+
+
+def quick_forms(modules: list) -> list[tuple]:
+    """The quick form of each module, its figures to a temporary folder (the full run's stay)."""
+    with tempfile.TemporaryDirectory(prefix="paper-quick-") as tmp:
+        figures = Path(tmp) / "figures"
+        figures.mkdir()
+        return run_all(modules, figures, True)
+
+
+def check(args, only: list[str] | None) -> None:
+    """`--check`: the quick forms against the record (`compare_verdicts`); SystemExit(1) listing what differs."""
+    t0 = time.perf_counter()
+    recorded = read_verdicts(args.verdicts)
+    with tempfile.TemporaryDirectory(prefix="paper-check-") as tmp:
+        out = args.out or Path(tmp)
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+        modules = experiments(only)
+        results = run_all(modules, out / "figures", True)
+        if args.out:
+            write_report(out, results, time.perf_counter() - t0, True, environment(), "not recorded (--check)",
+                         criterion_commits())
+    failures, notes = compare_verdicts(recorded, results)
+    count = sum(len(r["claims"]) for _, r in results)
+    print(f"paper-quick: {count} claims of {len(modules)} experiments in {time.perf_counter() - t0:.0f} s against "
+          f"{args.verdicts} (commit {recorded.get('commit')})", file=sys.stderr)
+    for line in notes:
+        print(f"  differs, not failing: {line}", file=sys.stderr)
+    if failures:
+        print("paper-quick FAILED: a verdict moved; rerun the report (make paper) from a clean tree and commit "
+              "paper/REPORT.md with paper/verdicts.json:", file=sys.stderr)
+        for line in failures:
+            print(f"  {line}", file=sys.stderr)
+        raise SystemExit(1)
+    print("paper-quick: every quick verdict as recorded", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ def test_quick_report_has_its_sections_claims_and_figures(tmp_path):
     assert "This experiment failed" not in text
     rows = [line for line in text.splitlines() if re.match(r"\| \[`00[03]_\w+`\]\(criteria/00[03]_\w+\.json\)", line)]
     assert len(rows) >= 3 and all(re.search(r"\| (reproduced|partly|not reproduced) \|", row) for row in rows)
+    assert (tmp_path / "verdicts.json").is_file()  # beside the report: the quick verdicts, the full ones pending
     assert text.count("**Verdict:**") == 2
     links = re.findall(r"\]\((figures/[^)]+\.png)\)", text)
     assert "figures/000_fig1_convergence.png" in links and "figures/003_akpca.png" in links
