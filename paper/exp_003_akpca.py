@@ -2,8 +2,8 @@
 
 Runs `bench/akpca.py`'s experiment (`bench.akpca.run`) in this process, from the code at HEAD, at its full
 size (about 4 minutes on 2 cores; ``quick``: 30 digits per class, k 2 and 8, 5 passes). Each claim is quoted
-from seed 003 §6 with the rule that decides its verdict (`CRITERIA`, fixed here before any number is
-measured); the verdicts are computed from this run's numbers.
+from seed 003 §6 with the rule that decides its verdict (`CRITERIA`, read from paper/criteria/003_*.json,
+committed before the run); the verdicts are computed from this run's numbers.
 """
 
 from __future__ import annotations

@@ -194,7 +194,8 @@ all four of the paper's data sets, Gaussian kernel, r = 5 (the paper's k for ger
 as the paper does; errors against exact KPCA on the same 80 % (embedding error: ``||O - O_hat A||_F /
 ||O||_F`` on the held-out 20 % after the r x r alignment of §6); times of the fit from the rows to a
 served model and of projecting the held-out rows, speed-ups over exact KPCA's, on a shared 2-core
-machine (so noisy). Means over splits at ell 3, 4 and 5:
+machine (so noisy). "m (kept)" is the rows a model keeps to project a point: all training rows for
+`nystrom-paper`, whose m landmarks are rskpca's m like every other method's. Means over splits at ell 3, 4 and 5:
 
 | width | ell | m (kept) | method | eigenvalue deviation | embedding error | fit (s) | train speed-up | test speed-up | 3-NN |
 |---|---|---|---|---|---|---|---|---|---|
