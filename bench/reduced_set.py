@@ -102,14 +102,22 @@ def knn_accuracy(model, X: np.ndarray, y: np.ndarray) -> float:
     return float(cross_val_score(KNeighborsClassifier(3), model.project(X), y, cv=10).mean())
 
 
-def measure(solver: str, given: dict, split: dict, repeats: int) -> tuple[dict, dict]:
-    """``(figures, state)`` of one method on one split (module docstring's metrics; ``m``, ``fit_s``)."""
+def measure(solver: str, given: dict, split: dict, repeats: int, fitter=None) -> tuple[dict, dict]:
+    """``(figures, state)`` of one method on one split (module docstring's metrics; ``m``, ``fit_s``). ``fitter``
+    (a method that is no library solver): ``fitter(train, spec, given) -> model`` with ``project``,
+    ``eigenvalues`` and ``retained_rows``, timed from the rows to the model like a solver's fit (state: {})."""
     train, test, O, lam = split["train"], split["test"], split["O"], split["lam"]
-    state, model, seconds = fit(solver, train, split["spec"], given)
-    size = model.rows.n_rows
+    if fitter is None:
+        state, model, seconds = fit(solver, train, split["spec"], given)
+        eigenvalues, size = state["eigenvalues"], model.rows.n_rows
+    else:
+        started = time.perf_counter()
+        model = fitter(train, split["spec"], given)
+        seconds = time.perf_counter() - started
+        state, eigenvalues, size = {}, model.eigenvalues, model.retained_rows
     T, *_ = np.linalg.lstsq(model.project(test), O, rcond=None)
     figures = {
-        "eigenvalue_deviation": float(np.linalg.norm(state["eigenvalues"] - lam) / np.linalg.norm(lam)),
+        "eigenvalue_deviation": float(np.linalg.norm(eigenvalues - lam) / np.linalg.norm(lam)),
         "embedding_error": float(np.linalg.norm(O - model.project(test) @ T) / np.linalg.norm(O)),
         "train_speedup": split["exact_fit"] / seconds,
         "test_speedup": split["exact_test"] / projection_seconds(model, test, repeats),
@@ -121,9 +129,11 @@ def measure(solver: str, given: dict, split: dict, repeats: int) -> tuple[dict, 
     return figures, state
 
 
-def one_split(X, y, spec, ells, seed, repeats) -> dict:
+def one_split(X, y, spec, ells, seed, repeats, extra=None) -> dict:
     """Every method at every ell on one 80/20 split, then at rskpca's defaults: ``{method: {metric: [value
-    per ell]}}``, ``{"defaults": {method: {metric: value}}}`` and the exact model's figures."""
+    per ell]}}``, ``{"defaults": {method: {metric: value}}}`` and the exact model's figures. ``extra``: methods
+    that are no library solver, ``{name: fitter}`` (`measure`), each given ``{"m": rskpca's m, "seed": seed}``."""
+    extra = extra or {}
     order = np.random.default_rng([seed, 80]).permutation(X.shape[0])
     cut = int(round(0.8 * X.shape[0]))
     train, test = X[np.sort(order[:cut])], X[np.sort(order[cut:])]
@@ -132,7 +142,7 @@ def one_split(X, y, spec, ells, seed, repeats) -> dict:
     split = {"train": train, "test": test, "O": exact_model.project(test), "lam": exact_state["eigenvalues"],
              "spec": spec, "exact_fit": exact_fit, "exact_test": exact_test, "X": X, "y": y}
     out = {"exact": {"fit_s": exact_fit, "project_s": exact_test, "knn_accuracy": knn_accuracy(exact_model, X, y)},
-           **{name: {metric: [] for metric in (*METRICS, "m", "fit_s")} for name in METHODS}, "defaults": {}}
+           **{name: {metric: [] for metric in (*METRICS, "m", "fit_s")} for name in [*METHODS, *extra]}, "defaults": {}}
     for ell in [*ells, None]:  # None: rskpca's defaults
         m = None
         for name, (solver, m_param, fixed) in METHODS.items():
@@ -144,17 +154,27 @@ def one_split(X, y, spec, ells, seed, repeats) -> dict:
             figures, state = measure(solver, given, split, repeats)
             if name == "rskpca":
                 m = figures["m"]
-            if ell is None:
-                if name == "rskpca":
+                if ell is None:
                     figures.update(ell=float(state["used_ell"]), mmd_bound=float(state["used_mmd_bound"]))
-                out["defaults"][name] = figures
-                continue
-            for metric, value in figures.items():
-                out[name][metric].append(value)
+            record(out, name, ell, figures)
+        for name, fitter in extra.items():
+            record(out, name, ell, measure(name, {"m": m, "seed": seed}, split, repeats, fitter)[0])
     return out
 
 
-def run(widths, ells, splits, repeats) -> dict:
+def record(out: dict, name: str, ell, figures: dict) -> None:
+    """One method's figures into `one_split`'s ``out``: appended per ell, or its defaults' (``ell`` None)."""
+    if ell is None:
+        out["defaults"][name] = figures
+        return
+    for metric, value in figures.items():
+        out[name][metric].append(value)
+
+
+def run(widths, ells, splits, repeats, extra=None) -> dict:
+    """Every method (and ``extra``'s, `one_split`) at every width and ell, means and deviations over
+    ``splits`` splits; ``methods`` names them in order."""
+    extra = extra or {}
     digits = load_digits()
     X, y = np.ascontiguousarray(digits.data / 16.0), digits.target
     median = median_distance(X)
@@ -162,22 +182,25 @@ def run(widths, ells, splits, repeats) -> dict:
     for solver, m_param, fixed in METHODS.values():  # compile the jitted kernels before anything is timed
         fit(solver, X[:200], warm, {**fixed, **({m_param: 20} if m_param else {})})
     fit("exact", X[:200], warm, {})
+    for fitter in extra.values():
+        fitter(X[:200], warm, {"m": 20, "seed": 0})
+    names = [*METHODS, *extra]
     results = {}
     for factor in widths:
         spec = KernelSpec("gaussian", sigma=factor * median)
-        runs = [one_split(X, y, spec, ells, seed, repeats) for seed in range(splits)]
+        runs = [one_split(X, y, spec, ells, seed, repeats, extra) for seed in range(splits)]
         summary = {"sigma": spec.sigma, "sigma_over_median": factor,
                    "exact": {k: float(np.mean([r["exact"][k] for r in runs])) for k in runs[0]["exact"]}}
-        for name in METHODS:
+        for name in names:
             summary[name] = {metric: {"mean": np.mean([r[name][metric] for r in runs], axis=0).tolist(),
                                       "std": np.std([r[name][metric] for r in runs], axis=0).tolist()}
                              for metric in runs[0][name]}
         summary["defaults"] = {name: {metric: {"mean": float(np.mean([r["defaults"][name][metric] for r in runs])),
                                                "std": float(np.std([r["defaults"][name][metric] for r in runs]))}
-                                      for metric in runs[0]["defaults"][name]} for name in METHODS}
+                                      for metric in runs[0]["defaults"][name]} for name in names}
         results[f"{factor:g}x median"] = summary
         print(f"sigma = {factor:g} x median done", file=sys.stderr)
-    return {"ells": list(ells), "median_distance": median, "widths": results}
+    return {"ells": list(ells), "median_distance": median, "widths": results, "methods": names}
 
 
 def plot(payload: dict, path: Path) -> None:
@@ -192,7 +215,7 @@ def plot(payload: dict, path: Path) -> None:
     ells = payload["ells"]
     for row, (label, summary) in zip(axes, widths.items()):
         for ax, metric in zip(row, METRICS):
-            for name in METHODS:
+            for name in payload.get("methods", METHODS):
                 mean, std = np.asarray(summary[name][metric]["mean"]), np.asarray(summary[name][metric]["std"])
                 ax.errorbar(ells, mean, yerr=std, label=name, marker="o", ms=3, capsize=2)
             if metric == "knn_accuracy":

@@ -17,6 +17,7 @@ import numpy as np
 from bench._common import start_iterative
 from kpca.driver import Diverged, PassHooks, run_passes
 from kpca.metrics import excess_error
+from paper._criteria import NOT_TESTABLE
 
 SOLVER_LABELS = {"kha": "KHA (constant gain)", "kha-t": "KHA/t", "kha-et": "KHA/et", "kha-smd": "KHA-SMD"}
 
@@ -121,26 +122,32 @@ def save_figure(fig, path, dpi: int = 100) -> None:
     plt.close(fig)
 
 
-GRADED = "reproduced if it holds in every case, not reproduced if in none, partly otherwise"
-SHARE = "reproduced if it holds in at least 80 % of the cases, not reproduced if in under 20 %, partly otherwise"
-
-
 def graded(holds: int, total: int) -> str:
-    """The verdict `GRADED` states for a claim that holds in ``holds`` of ``total`` cases checked."""
+    """The graded verdict of a claim that holds in ``holds`` of ``total`` cases checked: reproduced if in
+    every case, not reproduced if in none, partly otherwise (the rule the criteria files state in words)."""
     return "reproduced" if holds == total else ("not reproduced" if holds == 0 else "partly")
 
 
-def share(holds: int, total: int) -> str:
-    """The verdict `SHARE` states for a claim that holds in ``holds`` of ``total`` cases (a claim over a
-    range, ells or noise levels, where one case may fall either way)."""
-    fraction = holds / total if total else 0.0
-    return "reproduced" if fraction >= 0.8 else ("not reproduced" if fraction < 0.2 else "partly")
+def share(holds: int, total: int, criterion) -> str:
+    """The verdict of a claim over a range (ells, noise levels, faces: one case may fall either way) that holds
+    in ``holds`` of ``total`` cases: reproduced if in at least ``criterion["reproduced_share_pct"]`` % of them,
+    not reproduced if in under ``criterion["not_reproduced_below_pct"]`` %, partly otherwise (``criterion``: a
+    `paper._criteria.Criterion`)."""
+    percent = 100.0 * holds / total if total else 0.0
+    if percent >= criterion["reproduced_share_pct"]:
+        return "reproduced"
+    return "not reproduced" if percent < criterion["not_reproduced_below_pct"] else "partly"
+
+
+def ordered(values: dict, order) -> bool:
+    """Whether ``values[order[0]] < values[order[1]] < ...`` (a criterion's ``order``, best first)."""
+    return all(values[a] < values[b] for a, b in zip(order, order[1:]))
 
 
 def overall(verdicts) -> str:
     """A section's verdict from its claims': reproduced if all are, not reproduced if none is even partly,
-    partly otherwise."""
-    verdicts = set(verdicts)
+    partly otherwise; claims not testable here do not count (all of them: "not testable here")."""
+    verdicts = set(verdicts) - {NOT_TESTABLE} or {NOT_TESTABLE}
     return verdicts.pop() if len(verdicts) == 1 and verdicts != {"partly"} else "partly"
 
 

@@ -22,15 +22,12 @@ from kpca.images import assemble_patches, downscale_mean, extract_patches, upsca
 from kpca.kernels import median_distance
 from kpca.metrics import excess_error, minimal_error
 from kpca.preimage import reconstruct
-from paper._common import save_figure
+from paper._common import overall, save_figure, verdict_word
+from paper._criteria import criterion
 
 TITLE = "Seed 002 Fig. 5: natural-image hyperresolution from KHA components of patches (camera)"
-CRITERIA = {  # the paper's comparison is visual; PSNR against the original is ours
-    "kha": "the KHA's PSNR (overlapping windows) above both PCA's and bilinear interpolation's: reproduced, else not "
-           "reproduced",
-    "pca": "bilinear's PSNR above PCA's by more than 0.5 dB: reproduced; above by less: partly; else not reproduced",
-    "overlap": "overlapping windows' PSNR above the blocks': reproduced, else not reproduced",
-}
+CRITERIA = {"kha": criterion("002_fig5_kha_best"), "pca": criterion("002_fig5_pca_fails"),  # the paper's comparison
+            "overlap": criterion("002_fig5_overlap")}  # is visual; PSNR against the original is ours
 SEED = "002"
 NAME = "002_fig5_natural"
 FACTOR = 4  # the paper's 100 x 100 -> 400 x 400
@@ -148,7 +145,8 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
           "interpolation (Fig. 5.d) produces better results but ... fails to recover the complex local structure "
           "... the reconstruction from KHA appears to be much better than the other two methods\"; without overlap "
           "\"the resulting image as a whole shows a block structure\", which overlapping windows reduce.", "",
-          "**Criteria (fixed before the run).** " + "; ".join(f"{k}: {v}" for k, v in CRITERIA.items()) + ".", "",
+          "**Criteria (paper/criteria/002_fig5_*.json, committed before the run).** "
+          + "; ".join(f"{k}: {c.text}" for k, c in CRITERIA.items()) + ".", "",
           f"**Setup and scaling.** Test: `camera`, block means to {original.shape[0]} × {original.shape[1]} (the "
           f"original, a), input {low.shape[0]} × {low.shape[1]} (factor {FACTOR}, as the paper's 100 → 400), "
           "replicated back (b). Training: "
@@ -170,11 +168,9 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
     md += [f"| {k} | {v:.2f} |" for k, v in scores.items()]
     verdict_kha = "reproduced" if kha_best else "not reproduced"
     gap = scores["d. bilinear"] - scores["c. PCA"]
-    verdict_pca = "reproduced" if gap > 0.5 else "partly" if gap > 0 else "not reproduced"
+    verdict_pca = "reproduced" if gap > CRITERIA["pca"]["gap_db"] else "partly" if gap > 0 else "not reproduced"
     verdict_overlap = "reproduced" if overlap_helps else "not reproduced"
-    words = {"reproduced": "reproduced", "partly": "partly reproduced", "not reproduced": "not reproduced"}
-    verdicts = {verdict_kha, verdict_pca, verdict_overlap}
-    overall = verdicts.pop() if len(verdicts) == 1 else "partly"
+    verdicts = {"kha": verdict_kha, "pca": verdict_pca, "overlap": verdict_overlap}
     md += ["", f"KHA (overlapping) vs the better of PCA and bilinear: {'better' if kha_best else 'worse'} in PSNR "
            f"({scores['e. KHA, overlapping']:.2f} vs {max(scores['c. PCA'], scores['d. bilinear']):.2f} dB); "
            f"exact KPCA {scores['exact KPCA, overlapping']:.2f} dB; PCA {'below' if gap > 0 else 'not below'} "
@@ -192,17 +188,9 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
            f"{scores['e. KHA, overlapping']:.2f} → {scores['KHA, overlapping + constraint']:.2f} dB, PCA "
            f"{scores['c. PCA']:.2f} → {scores['PCA + constraint']:.2f} dB, bicubic {scores['bicubic']:.2f} → "
            f"{scores['bicubic + constraint']:.2f} dB.",
-           "", f"**Verdict:** {words[overall]} "
-           f"— KHA better than PCA and bilinear: {words[verdict_kha]}; PCA below bilinear: {words[verdict_pca]}; "
-           f"overlap reduces the block structure: {words[verdict_overlap]}; with {l} training patches and {r} "
+           "", f"**Verdict:** {verdict_word(overall(verdicts.values()))} "
+           f"— KHA better than PCA and bilinear: {verdict_word(verdict_kha)}; PCA below bilinear: "
+           f"{verdict_word(verdict_pca)}; overlap reduces the block structure: {verdict_word(verdict_overlap)}; with {l} training patches and {r} "
            "components instead of 7,000 and 300" + (" (quick run: numbers mean nothing)." if quick else ".")]
-    claims = [{"claim": "In this respect, the reconstruction from KHA appears to be much better than the other two methods",
-               "criterion": CRITERIA["kha"], "verdict": verdict_kha, "figure": f"figures/{fig_name}"},
-              {"claim": "PCA completely fails to get a hyperresolution image (Fig. 5.c). [...] Bilinear interpolation "
-                        "(Fig. 5.d) produces better results", "criterion": CRITERIA["pca"], "verdict": verdict_pca,
-               "figure": f"figures/{fig_name}"},
-              {"claim": "To reduce this effect [the block structure], the windows are configured to slightly overlap into "
-                        "their neighboring windows (Fig. 5.e). In the final reconstruction, the overlapping regions are "
-                        "averaged", "criterion": CRITERIA["overlap"], "verdict": verdict_overlap,
-               "figure": f"figures/{fig_name}"}]
+    claims = [c.result(verdicts[k], f"figures/{fig_name}") for k, c in CRITERIA.items()]
     return {"markdown": "\n".join(md), "claims": claims, "seconds": time.perf_counter() - t0}

@@ -30,6 +30,6 @@ def test_quick_run_keeps_the_contract(name, tmp_path):
         assert link.split("/")[-1].startswith(prefix)
     assert out["claims"]
     for claim in out["claims"]:
-        assert set(claim) == {"claim", "criterion", "verdict", "figure"}
+        assert set(claim) == {"id", "claim", "criterion", "verdict", "figure"} and claim["id"].startswith("002_")
         assert claim["claim"] and claim["criterion"] and claim["verdict"] in VERDICTS
         assert (tmp_path / claim["figure"]).is_file()
