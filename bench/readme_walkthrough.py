@@ -87,6 +87,7 @@ def stop_on_sigterm() -> None:
 
 
 def main() -> None:
+    """Start the service, run the README's second terminal line by line, save what each did."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--step-timeout", type=float, default=900.0, help="seconds one README line may take")
     args = ap.parse_args()

@@ -267,6 +267,7 @@ def test_the_hyperresolution_table_and_goal_are_hyperresolution():
 
 
 def limits() -> str:
+    """docs/limits.md, white space flattened."""
     return flat(page("docs/limits.md"))
 
 
@@ -339,6 +340,7 @@ def test_the_hostile_client_table_is_its_load_runs():
 
 
 def scaling() -> str:
+    """docs/scaling.md, white space flattened."""
     return flat(page("docs/scaling.md"))
 
 
