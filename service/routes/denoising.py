@@ -25,6 +25,7 @@ from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.routes.models import ERRORS
 from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage, until_ended
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.public import image_job_public
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
 from service.security import READ, WRITE, access
@@ -111,7 +112,7 @@ async def denoise_image_fit(
 def get_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
     """The progress of the image request named ``job``: the step running now and its units done, the
     steps finished with their times, and at the end what was chosen."""
-    return ImageJobPublic.of(image_jobs.get(job))
+    return image_job_public(image_jobs.get(job))
 
 
 @router.post("/v1/image-jobs/{job}/cancel", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=202,
@@ -119,7 +120,7 @@ def get_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
 def cancel_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
     """Ask the running image request ``job`` to stop at its next tile (it then answers 409 on ``job``);
     409 if it has ended."""
-    return ImageJobPublic.of(image_jobs.request_cancel(job))
+    return image_job_public(image_jobs.request_cancel(job))
 
 
 @router.delete("/v1/image-jobs/{job}", openapi_extra=access(WRITE), status_code=204, responses=ERRORS)

@@ -27,6 +27,7 @@ from service.limits import DataUsageDep, principal
 from service.routes.models import ERRORS, ModelName, router as models_router
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
+from service.public import model_public
 from service.schemas.models import ModelPublic
 from service.security import READ, WRITE, access
 from service.threads import wait_for_cluster
@@ -130,4 +131,4 @@ async def import_model(
             path.unlink()
         usage.release(size)  # the archive itself is gone
     response.headers["Location"] = f"{router.prefix}/{record.name}"
-    return ModelPublic.of(record)
+    return model_public(record)

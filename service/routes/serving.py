@@ -34,6 +34,7 @@ from service.payloads import FIELDS_HEADER, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE, Thr
     rows_to_array
 from service.responses import NPY_CONTENT, Format, rows_answer, wants_npy
 from service.routes.models import ERRORS, ModelName
+from service.public import dataset_public
 from service.schemas.datasets import DatasetPublic
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
@@ -449,4 +450,4 @@ async def transform_dataset(name: ModelName, body: TransformRequest, models: Mod
     except ValueError as exc:  # as /denoise: the output was deleted by the backend
         raise invalid_preimage(exc) from None
     response.headers["Location"] = f"/v1/datasets/{body.output}"
-    return DatasetPublic.model_validate(meta)
+    return dataset_public(meta)
