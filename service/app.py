@@ -86,7 +86,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
 async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], interval_s: float) -> None:
     """At start-up and then every ``interval_s``: resubmit the fits (of models, of clusterings) that
     lost their runner (service restart, dead worker), which resume from their last checkpoint, and move
-    the fits waiting for a busy worker's fit slot to a free one (`workers.backend.Backend.balance_fits`).
+    the fits waiting for a busy worker's fit slot to a free one (`workers.fits.Fits.balance`).
     Cancelled (the service stops), it ends at once: a cluster call it waits for is left to its thread,
     so a blocked scheduler cannot hold the stop."""
     while True:

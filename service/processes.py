@@ -13,7 +13,7 @@ With ``api_processes`` n > 1 the process the user starts is a supervisor:
 * request counts and latencies (``kpca_http_*``) are summed over the processes at every scrape
   (prometheus_client's multiprocess mode, a folder the supervisor makes and removes);
 * what must run once runs under an flock in the data folder: the fit watchdog's recovery
-  (`workers.backend.Backend.recover`); the store's writes already lock across processes.
+  (`workers.fits.Fits.recover`); the store's writes already lock across processes.
 
 SIGTERM or SIGINT stop the processes (each finishing its requests within ``shutdown_timeout_s``), then
 the cluster; a supervisor killed outright takes its API processes with it (`stop_with_parent`) and its

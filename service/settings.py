@@ -29,7 +29,7 @@ class Settings(BaseSettings):
     n_workers : worker processes of the embedded cluster; None (the default,
         ``KPCA_N_WORKERS`` unset) sizes it to the machine: min(cores, 8)
         workers, each with numba kernels on cores // workers threads
-        (`workers.backend.embedded_sizing`). Unused with ``scheduler``.
+        (`workers.dask_cluster.embedded_sizing`). Unused with ``scheduler``.
     api_processes : processes answering requests (`service.processes`): with more
         than one, ``python -m service`` starts the embedded cluster in its own
         process and runs that many API processes on one socket, each a client
@@ -116,7 +116,7 @@ class Settings(BaseSettings):
         one more is a 503 with ``Retry-After``. Default 256.
     local_projection_values : training values (model points x features) up to
         which a model's ``/project`` is computed in the API process (the model
-        cached there, `workers.backend.Backend.project`) instead of on a
+        cached there, `workers.operations.Project`) instead of on a
         worker: no round trip through the scheduler, and no wait behind fits
         and pre-images. 0: every projection on the workers. Default 2^22
         (32 MiB of float64 rows per cached model, at most 4 cached).

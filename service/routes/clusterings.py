@@ -5,7 +5,7 @@ page of labels), delete, cancel, resume, and predict the clusters of new
 rows. The record (`store.jobs.clusterings.ClusteringRecord`) is the only source
 of a clustering's state: the service writes it once (``queued``), the worker
 (`workers.cluster`) writes the rest; routes share the models' job helpers
-(`service.jobs`) and serving checks (`service.routes.serving`).
+(`service.jobs`) and serving checks (`service.routes.served`).
 
 Labels come with the record, a page at a time: ``GET
 /v1/clusterings/{name}?labels_offset=0&labels_limit=10000`` gives ``labels``
@@ -32,7 +32,7 @@ from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLi
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute
 from service.public import clustering_labelled, clustering_public, listed
 from service.routes.models import ERRORS
-from service.routes.serving import checked_rows, rows_body, serve, served_job
+from service.routes.served import checked_rows, rows_body, serve, served_job
 from service.schemas.clusterings import (
     LABELS_PAGE,
     MAX_LABELS_PAGE,
@@ -49,6 +49,7 @@ from service.schemas.serving import ProjectRequest
 from service.security import READ, WRITE, access
 from store.jobs.clusterings import ClusteringRecord
 from store.jobs.records import Placement
+from workers.operations import PredictClusters
 
 router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"], route_class=ThreadParsedRoute)  # predict's rows
 
@@ -138,5 +139,5 @@ async def predict(name: ClusteringName, body: ProjectRequest, clusterings: Clust
     check_rows(len(body.rows), settings.max_rows_per_request)
     record, n_features = await served_job(name, clusterings, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)
-    labels = await serve(clusterings, name, record, backend.predict_clusters, name, rows)
+    labels = await serve(clusterings, name, record, backend, PredictClusters(name, rows))
     return PredictResponse(labels=np.asarray(labels, dtype=np.int64).tolist())

@@ -30,6 +30,7 @@ from service.schemas.errors import ErrorBody
 from service.security import READ, WRITE, access
 from service.sources import allowed_source
 from service.threads import wait_for_cluster
+from workers.operations import PatchDataset
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -238,7 +239,7 @@ async def dataset_from_image(
     n_bytes = rows * patch * patch * channels * 4  # float32 rows
     data_usage(request).check(n_bytes)
     image = await run_in_threadpool(decode_png, body, settings.max_image_pixels)
-    meta = await wait_for_cluster(backend.patch_dataset, name, image, patch, stride)
+    meta = await wait_for_cluster(backend.serve, PatchDataset(name, image, patch, stride))
     data_usage(request).add(n_bytes)
     response.headers["Location"] = f"{router.prefix}/{name}"
     return dataset_public(meta)

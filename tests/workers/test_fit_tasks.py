@@ -140,7 +140,7 @@ def test_the_embedded_workers_are_sized_to_the_machine(backend):
     """One configured worker on c cores: its numba kernels get all c threads, BLAS one; it offers one fit."""
     import os
 
-    from workers.backend import embedded_sizing, machine_cores
+    from workers.dask_cluster import embedded_sizing, machine_cores
 
     environ = backend.client.run(lambda: {k: os.environ.get(k) for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS",
                                                                         "OPENBLAS_NUM_THREADS")})
