@@ -59,7 +59,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
                       plugins=settings.solver_plugins,
                       local_projections=(settings.local_projection_values, settings.local_projection_work),
-                      warm_workers=settings.warm_workers)
+                      warm_workers=settings.warm_workers, worker_environ=settings.worker_environ())
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
     # Small projections run in this process: their jitted code loaded before the first request, not in it.
     if settings.warm_workers and settings.local_projection_values > 0:

@@ -40,13 +40,17 @@ class Backend:
     warm_workers : bool
         Every worker loads the default fit's and serving's jitted code when it starts
         (`workers.plugins.WarmKernels`).
+    worker_environ : dict or None
+        What the embedded cluster's workers read from their environment (`workers.settings`), as
+        variables: the service's values (`workers.settings.WorkerGroup.worker_environ`). None: this
+        process's environment, as it is.
     """
 
     def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int | None = None,
                  plugins: list[str] | tuple[str, ...] = (), local_projections: tuple[int, int] = (0, 0),
-                 warm_workers: bool = False):
+                 warm_workers: bool = False, worker_environ: dict[str, str] | None = None):
         self.data_dir = str(Path(data_dir).resolve())
-        self.dask = DaskCluster(scheduler, n_workers, plugins, warm_workers)
+        self.dask = DaskCluster(scheduler, n_workers, plugins, warm_workers, worker_environ)
         self.fits = Fits(self.dask, self.data_dir)
         self.serving = Serving(self.dask, self.data_dir, local_projections)
 

@@ -77,12 +77,16 @@ class DaskCluster:
     on one. `start` logs the sizing. An external cluster is sized by whoever starts its workers
     (docs/scaling.md, *Sizing an external cluster*). ``plugins``: modules every worker imports (and this
     process, at `start`); ``warm_workers``: every worker loads the default fit's and serving's jitted
-    code when it starts (`workers.plugins.WarmKernels`).
+    code when it starts (`workers.plugins.WarmKernels`); ``worker_environ``: variables the embedded
+    cluster's workers start with (the service's `workers.settings` values), besides this process's
+    environment.
     """
 
     def __init__(self, scheduler: str | None = None, n_workers: int | None = None,
-                 plugins: list[str] | tuple[str, ...] = (), warm_workers: bool = False):
+                 plugins: list[str] | tuple[str, ...] = (), warm_workers: bool = False,
+                 worker_environ: dict[str, str] | None = None):
         self.scheduler = scheduler
+        self.worker_environ = dict(worker_environ or {})
         self.n_workers = n_workers
         self.plugins = list(plugins)
         self.warm_workers = bool(warm_workers)
@@ -102,7 +106,7 @@ class DaskCluster:
             log.info("embedded dask cluster: %d worker processes (%s) x 3 threads on %d cores; numba kernels "
                      "on %d thread(s) per worker, BLAS on 1", n_workers,
                      "automatic" if self.n_workers is None else "configured", cores, kernel_threads)
-            environ = {**_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
+            environ = {**self.worker_environ, **_SINGLE_THREAD_ENV, "NUMBA_NUM_THREADS": str(kernel_threads)}
             # each nanny writes these (and PYTHONHASHSEED) into this process's environment before every
             # worker (re)start, by design (distributed.nanny's pre-spawn-environ): `close` puts them back
             self._environ_before = saved_environ((*environ, "PYTHONHASHSEED"))
