@@ -147,14 +147,15 @@ def test_a_request_that_ends_stops_its_running_block_at_its_next_step(app, model
     """A block already running when its request ends (here one block of all 200 rows, tens of seconds of
     work) is stopped at its next fixed-point iteration through the request's stop flag, instead of
     holding the worker's pre-image thread to its end (dask cancels only the blocks not yet run)."""
+    from workers.operations import Reconstruct
     from workers.watch import RequestEnded, Watch
 
     ended = []
 
     def request() -> None:
         try:
-            app.state.backend.reconstruct(model, digits[:200], "fixed-point", HEAVY["options"],
-                                          watch=Watch(time.monotonic() + 1.5), block_rows=200)
+            app.state.backend.serve(Reconstruct(model, digits[:200], "fixed-point", HEAVY["options"], block_rows=200),
+                                    watch=Watch(time.monotonic() + 1.5))
         except RequestEnded as exc:
             ended.append(exc.reason)
 
