@@ -8,10 +8,10 @@ use of it is listed below, and ``tests/service/test_framework_internals.py`` ass
 installed uvicorn, so that the first version that renames or drops one fails there, by name, before a
 connection misbehaves.
 
-Checked on uvicorn 0.30.0, the lower bound in pyproject.toml (its process manager replaces an API
-process that dies, which `service.processes` relies on), by reading its source, and on 0.55.0, installed,
-by the test suite (tests/service/test_health_protocol.py, test_slow_clients.py). The same items are in
-every release from 0.21.0 (when ``app_state``, the lifespan state, came) to 0.35.0.
+Checked on uvicorn 0.36.0, the lower bound in pyproject.toml (the first whose ``http=`` takes a protocol
+class by its import string, as ``python -m service`` gives it), and on 0.55.0, installed, by the test suite
+(tests/service/test_health_protocol.py, test_slow_clients.py and this list's own test); by reading the
+source, every release from 0.21.0 (when ``app_state``, the lifespan state, came) to 0.51.0 has them.
 
 Of `HttpToolsProtocol`:
 
@@ -35,7 +35,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 __all__ = ["ATTRIBUTES", "CHECKED_ON", "HOOKS", "METHODS", "STATUS_LINE", "HttpToolsProtocol"]
 
 #: the uvicorn versions this list was checked on (module docstring)
-CHECKED_ON = ("0.30.0", "0.55.0")
+CHECKED_ON = ("0.36.0", "0.55.0")
 HOOKS = ("connection_made", "connection_lost", "data_received", "on_message_begin", "on_headers_complete",
          "on_body", "on_message_complete", "on_response_complete")
 ATTRIBUTES = ("parser", "url", "headers", "cycle", "pipeline", "server_state", "transport", "flow", "loop",
