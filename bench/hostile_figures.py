@@ -11,7 +11,7 @@
   as many landmarks as the default's centres.
 
 Scored by `bench._adversarial` (the reference the adversarial suite uses). Prints JSON and writes
-``bench/results/hostile_figures.json``. About a minute on 2 cores.
+``bench/results/hostile_figures.json``. About 15 seconds on 2 cores.
 
 Usage: python bench/hostile_figures.py
 """
