@@ -11,7 +11,7 @@
    and ``t_comm = k alpha + (w out(b) + in(b)) / beta`` (c), k the round trips per block (2 per
    segment of `SEGMENT_ROWS` rows: gather with products, apply; 1 for the divergence guard's norms),
    ``out`` the bytes of a `SegmentUpdate` sent to each shard, ``in`` the gathered columns, points and
-   the reductions' parts (from all shards together). Measured: (a) `kpca.shards.Shard.apply` in this
+   the reductions' parts (from all shards together). Measured: (a) `kpca.sharded.shards.Shard.apply` in this
    process (threads capped at 1, as a worker) for shards of l, l/2, l/4 rows -> F (least squares);
    (b) `sharded_step_block` over a local group minus the time of its shard calls, at b = 512, 1024,
    2048 -> c1, c2; (c) on the cluster, real actors (`workers.shards.ActorGroup`) over a small data
@@ -51,11 +51,11 @@ from kpca._threads import blas_limit  # noqa: E402
 from kpca.driver import permutation  # noqa: E402
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.rows import KernelRows  # noqa: E402
-from kpca.shard_passes import (reduction_unit, send_start, sharded_centering, split_state,  # noqa: E402
+from kpca.sharded.passes import (reduction_unit, send_start, sharded_centering, split_state,  # noqa: E402
                                unit_bounds)
-from kpca.shards import Shard, SegmentUpdate, make_group, shard_bounds  # noqa: E402
+from kpca.sharded.shards import Shard, SegmentUpdate, make_group, shard_bounds  # noqa: E402
 from kpca.solvers._blocked import SEGMENT_ROWS  # noqa: E402
-from kpca.solvers._sharded import sharded_begin_pass, sharded_step_block  # noqa: E402
+from kpca.sharded.kha_step import sharded_begin_pass, sharded_step_block  # noqa: E402
 
 if TYPE_CHECKING:
     from store import DatasetInfo

@@ -26,8 +26,8 @@ import numpy as np
 from kpca._threads import map_threads, tile_threads
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.shards import Shard, ShardGroup
-from kpca.solvers._sharded import SegmentUpdate
+from kpca.sharded.shards import Shard, ShardGroup
+from kpca.sharded.kha_step import SegmentUpdate
 from store import CheckpointStore, DatasetStore
 from store.datasets.segments import RowWindow
 from workers.placement import fit_threads, machine_cores
@@ -73,7 +73,7 @@ def fit_workers(client) -> list[str]:
 
 
 class ShardActor(Shard):
-    """A `kpca.shards.Shard` over rows ``first .. stop-1`` of a data set version, opened from the store
+    """A `kpca.sharded.shards.Shard` over rows ``first .. stop-1`` of a data set version, opened from the store
     on the worker it lives on, with its part of the fit's checkpoints.
 
     Parameters
@@ -89,7 +89,7 @@ class ShardActor(Shard):
     first, stop : int
         The shard's rows.
     unit_rows : int
-        The reduction unit (`kpca.shards.reduction_unit`).
+        The reduction unit (`kpca.sharded.passes.reduction_unit`).
     kind_folder, kind : str
         The job registry's folder and kind (`store.jobs.registry.JobRegistry`): where the checkpoints are.
     origin : list of float or None
@@ -113,7 +113,7 @@ class ShardActor(Shard):
         self.threads = fit_threads(machine_cores(), share)
 
     def run_calls(self, updates: list, calls: list) -> list:
-        """Apply the segment ``updates`` in order (`kpca.shards.Shard.apply`), then run ``calls``
+        """Apply the segment ``updates`` in order (`kpca.sharded.shards.Shard.apply`), then run ``calls``
         (``(method, args)`` pairs of this shard's methods) in order; their results. One message of
         `ActorGroup` carries a segment's update with the call that follows it."""
         with tile_threads(self.threads):
@@ -165,7 +165,7 @@ class ShardActor(Shard):
 
 
 class ActorGroup(ShardGroup):
-    """A `kpca.shards.ShardGroup` whose shards are `ShardActor` s on dask workers.
+    """A `kpca.sharded.shards.ShardGroup` whose shards are `ShardActor` s on dask workers.
 
     Each call is sent to every shard at once and the replies collected in shard order, so the
     shards compute in parallel and the reductions keep their fixed order. Every message is one
@@ -277,7 +277,7 @@ class ActorGroup(ShardGroup):
     def load(self, job: str, pass_index: int, state: dict) -> None:
         """Every shard reads its columns of checkpoint ``pass_index``; ``state`` the coordinator's (its
         ``centering_grand_mean``, ``centering_mean_diagonal``, ``guard_rows`` and ``previous_rows``,
-        `kpca.shard_passes.coordinator_state`)."""
+        `kpca.sharded.passes.coordinator_state`)."""
         grand, diag = float(state["centering_grand_mean"]), float(state["centering_mean_diagonal"])
         self.set_guards(int(state.get("guard_rows", 0)))
         self.previous_rows = int(state.get("previous_rows", 0))

@@ -16,8 +16,8 @@ import pytest
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.shard_passes import join_state, reduction_unit, run_sharded_passes, split_state, unit_bounds
-from kpca.shards import make_group
+from kpca.sharded.passes import join_state, reduction_unit, run_sharded_passes, split_state, unit_bounds
+from kpca.sharded.shards import make_group
 from kpca.solvers._ritz import ritz_components
 from store.jobs.records import ModelRecord, Placement
 from tests.naive import start_state

@@ -1,4 +1,4 @@
-"""Sharded passes (kpca.shards, kpca.solvers._sharded) against the one-process driver.
+"""Sharded passes (kpca.sharded.shards, kpca.sharded.kha_step) against the one-process driver.
 
 Every shard runs in this process, in a fixed order; the sharded fit must equal `run_passes` over the
 whole data from the same start to 1e-10 relative (norm-wise: ``|sharded - whole| <= 1e-10 max|whole|``),
@@ -15,9 +15,9 @@ from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
 from kpca.solvers._ritz import ritz_components
-from kpca.shard_passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
-                               split_state, unit_bounds)
-from kpca.shards import make_group, shard_bounds
+from kpca.sharded.passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
+                                 split_state, unit_bounds)
+from kpca.sharded.shards import make_group, shard_bounds
 from tests.naive import start_state
 
 KHA_FAMILY = ["kha", "kha-t", "kha-et", "kha-smd"]
@@ -92,10 +92,10 @@ def test_two_sharded_passes_equal_the_one_process_passes(data, solver, split):
 def test_segments_shorter_than_the_block(data, solver, monkeypatch):
     """Several gathers and applies per block (segments of 40 rows in blocks of 64)."""
     import kpca.solvers._blocked as blocked
-    import kpca.solvers._sharded as sharded
+    import kpca.sharded.kha_step as kha_step
 
     monkeypatch.setattr(blocked, "SEGMENT_ROWS", 40)
-    monkeypatch.setattr(sharded, "SEGMENT_ROWS", 40)
+    monkeypatch.setattr(kha_step, "SEGMENT_ROWS", 40)
     first, want = whole_fit(data, solver, 1)
     got, _, _ = sharded_fit(data, first, 1, [150, 270])
     assert_same_state(got, want)
@@ -309,7 +309,7 @@ def test_a_sharded_rayleigh_ritz_pass_sends_messages_of_many_blocks(data):
     """The coefficients do not change during a Rayleigh-Ritz pass, so its messages to the shards carry as
     many rows as `message_rows` allows, whatever the block size: two calls per message (coefficients,
     images) plus a fixed few for the reductions, not two per block of rows."""
-    from kpca.shard_passes import message_rows
+    from kpca.sharded.passes import message_rows
 
     rows = KernelRows(data, KERNEL, chunk_rows=128)
     rows.fit_centering()
@@ -328,7 +328,7 @@ def test_sharded_times_equal_the_one_process_product(data):
     """`sharded_times`, the start's extension pass of a sharded fit: ``C K'`` for coefficients the
     coordinator holds, summed over the shards, equals the one-process product; and `ShardedProducts`
     forwards everything else to the rows (setting the centring sets the rows')."""
-    from kpca.shard_passes import ShardedProducts, sharded_times
+    from kpca.sharded.passes import ShardedProducts, sharded_times
 
     rows = KernelRows(data, KERNEL, chunk_rows=128)
     centering = rows.fit_centering()
@@ -424,7 +424,7 @@ def test_the_sharded_centring_pass_makes_the_start_extension_too(data):
     process's, every shard keeps its columns' centring, and a prepared default fit over the proxy takes
     one sharded pass of points, not two (before: the centring pass, then the extension's)."""
     from kpca.fitting import FitRequest, prepare_fit
-    from kpca.shard_passes import ShardedProducts
+    from kpca.sharded.passes import ShardedProducts
 
     C = np.random.default_rng(5).normal(size=(7, data.shape[0]))
     rows = KernelRows(data, KERNEL, chunk_rows=128)

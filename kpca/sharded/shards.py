@@ -10,9 +10,9 @@ order: it gathers columns and points from the shards that own them, broadcasts s
 sums the shards' partial products in shard order (deterministic; with a reduction unit, `Shard`, in
 global order of units, so that the result does not depend on the split). This module runs every shard in
 this process; the dask layer (`workers/`) puts each `Shard` on its own worker behind a group with the
-same methods. The coordinator's numerics are `kpca.solvers._sharded`; the passes, the centring and the
-start over a group are `kpca.shard_passes`; a shard's part of the default fit's Rayleigh-Ritz passes is
-`kpca.shard_ritz`.
+same methods. The coordinator's numerics are `kpca.sharded.kha_step`; the passes, the centring and the
+start over a group are `kpca.sharded.passes`; a shard's part of the default fit's Rayleigh-Ritz passes is
+`kpca.sharded.ritz`.
 
 Per segment of s rows (normally a block of b), with n features, the messages are:
 
@@ -39,9 +39,9 @@ import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_block_into
 from kpca.rows import Centering, KernelRows, default_origin
-from kpca.shard_ritz import RitzGroup, RitzShard
+from kpca.sharded.ritz import RitzGroup, RitzShard
 from kpca.solvers._blocked import _scatter_add
-from kpca.solvers._sharded import SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate
+from kpca.sharded.kha_step import SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate
 
 __all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "make_group", "state_rows", "SegmentUpdate",
            "SHARDED_KEYS", "STATE_COLUMNS"]
@@ -213,7 +213,7 @@ class Shard(RitzShard):
 
 class ShardGroup(RitzGroup):
     """The shards of one fit in a fixed order, as the coordinator sees them (the methods
-    `kpca.solvers._sharded` calls). Every reduction sums the shards' parts in this order (their
+    `kpca.sharded.kha_step` calls). Every reduction sums the shards' parts in this order (their
     reduction units in global order).
 
     Every call to the shards goes through `_call` (one method on every shard, results in shard order)
@@ -250,7 +250,7 @@ class ShardGroup(RitzGroup):
 
     def set_guards(self, guards: int) -> None:
         """Hold ``guards`` guard vectors after the served rows (``Z = [A; G; B]``): d changes with them.
-        Set before the state's columns are sent (`kpca.shard_passes.split_state`, `send_start`)."""
+        Set before the state's columns are sent (`kpca.sharded.passes.split_state`, `send_start`)."""
         self.d += int(guards) - self.guards
         self.guards = int(guards)
 

@@ -1,5 +1,5 @@
 """The coordinator's half of a sharded KHA-family step: the blocked update of `kpca.solvers._blocked`
-with the r x l state held by shards of columns (`kpca.shards`).
+with the r x l state held by shards of columns (`kpca.sharded.shards`).
 
 The blocked update touches the l columns of ``Z = [A; B]`` and ``ZK = [AK; BK]`` (d x l, d = r for
 KHA / KHA-t / KHA-et, 2r for KHA-SMD) in three places only, per segment of s rows ``p`` (normally the
@@ -18,7 +18,7 @@ Everything else (``K'[p, p]`` from the segment's points, the sub-block transform
 the same code as the one-process step, so a sharded step equals `blocked_step_block` up to the
 association of the reductions (2.) and of the once-per-pass eigenvalue estimates; the A and AK of
 KHA and KHA-t, which use neither, agree bit for bit. The shard group is anything with the methods of
-`kpca.shards.ShardGroup` (``gather``, ``square``, ``apply``, ``products``, ``norms``,
+`kpca.sharded.shards.ShardGroup` (``gather``, ``square``, ``apply``, ``products``, ``norms``,
 ``squared_norms``); nothing here knows where the shards run.
 """
 

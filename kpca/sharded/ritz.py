@@ -1,6 +1,6 @@
-"""The shards' half of the default fit's Rayleigh-Ritz passes (`kpca.shard_passes.sharded_rayleigh_ritz_pass`,
-`kpca.solvers._rayleigh_ritz`): what a `kpca.shards.Shard` does to its columns in such a pass
-(`RitzShard`) and the calls of a `kpca.shards.ShardGroup` that reach it (`RitzGroup`).
+"""The shards' half of the default fit's Rayleigh-Ritz passes (`kpca.sharded.passes.sharded_rayleigh_ritz_pass`,
+`kpca.solvers._rayleigh_ritz`): what a `kpca.sharded.shards.Shard` does to its columns in such a pass
+(`RitzShard`) and the calls of a `kpca.sharded.shards.ShardGroup` that reach it (`RitzGroup`).
 
 A pass over shards holding ``[A; G; B]`` (the r served components, the g guard vectors, KHA-SMD's B;
 k = r + g rows iterated):
@@ -28,7 +28,7 @@ __all__ = ["RitzShard", "RitzGroup"]
 
 
 class RitzShard:
-    """A `kpca.shards.Shard`'s Rayleigh-Ritz methods (module docstring): they read and write its ``Z``,
+    """A `kpca.sharded.shards.Shard`'s Rayleigh-Ritz methods (module docstring): they read and write its ``Z``,
     ``ZK`` (d, size), ``rows`` and ``units``, and keep ``previous`` (LOBPCG's previous step ``(P, PK)``
     on the own columns, or None) across passes."""
 
@@ -147,7 +147,7 @@ class RitzShard:
 
 
 class RitzGroup:
-    """A `kpca.shards.ShardGroup`'s calls of the `RitzShard` methods (module docstring), through its
+    """A `kpca.sharded.shards.ShardGroup`'s calls of the `RitzShard` methods (module docstring), through its
     ``_call`` and ``_sum``; ``previous_rows`` counts the rows of LOBPCG's previous step the shards hold."""
 
     previous_rows = 0

@@ -1,7 +1,7 @@
-"""The passes of a sharded fit over a `kpca.shards.ShardGroup`: the centring pass, the start handed to
+"""The passes of a sharded fit over a `kpca.sharded.shards.ShardGroup`: the centring pass, the start handed to
 the shards and joined back, the reduction units that make the sums independent of the split, and the
-pass loop (`run_sharded_passes`: stochastic KHA steps, `kpca.solvers._sharded`, or Rayleigh-Ritz passes,
-`sharded_rayleigh_ritz_pass`). See `kpca.shards` for the messages.
+pass loop (`run_sharded_passes`: stochastic KHA steps, `kpca.sharded.kha_step`, or Rayleigh-Ritz passes,
+`sharded_rayleigh_ritz_pass`). See `kpca.sharded.shards` for the messages.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from kpca._threads import blas_limit
 from kpca.driver import PassHooks, converged, drive_passes, refine_passes
 from kpca.kernels import kernel_diagonal
 from kpca.rows import Centering
-from kpca.shards import ShardGroup
+from kpca.sharded.shards import ShardGroup
 from kpca.solvers import get_solver
 from kpca.solvers._blocked import require_complete
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS, PLAIN_BELOW, kept_directions
 from kpca.solvers._residual import relative_residuals
 from kpca.solvers._rounding import FAR_ABOVE, sample_columns, sampled_bound
 from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
-from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
+from kpca.sharded.kha_step import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
                                    sharded_step_block)
 
 __all__ = ["sharded_centering", "sharded_centering_times", "reduction_unit", "unit_bounds", "split_state",
@@ -85,7 +85,7 @@ def split_state(state: dict, group: ShardGroup) -> dict:
 
 
 def stacked_columns(state: dict, group: ShardGroup) -> tuple[np.ndarray, np.ndarray]:
-    """``(Z, ZK)`` = ``[A; G; B]``, ``[AK; GK; BK]`` of a full solver ``state`` (`kpca.shards`): G the
+    """``(Z, ZK)`` = ``[A; G; B]``, ``[AK; GK; BK]`` of a full solver ``state`` (`kpca.sharded.shards`): G the
     guard vectors a Rayleigh-Ritz state iterates (``guard_A``), B KHA-SMD's; sets ``group``'s guards to
     their number. LOBPCG's previous step (``previous_A``) is not sent: the first sharded pass takes its
     step without one. O(d l) copied."""
@@ -142,7 +142,7 @@ def join_state(state: dict, group: ShardGroup) -> dict:
 
 
 def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int, tol: float | None = None) -> dict:
-    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group (`kpca.shard_ritz`): each
+    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group (`kpca.sharded.ritz`): each
     shard's k = r + g iterated rows (the served components and the guard vectors) become the Ritz
     components' projections, their images ``Z K'`` are added segment by segment (the segment's
     coefficients and points gathered from their owners, sent to every shard: O(k s + s n) per segment
