@@ -229,6 +229,6 @@ def _pass_over_actors(data_dir, backend, X, kernel, block, unit, bounds):
         blocks = -(-ROWS // block)
         assert 2 * blocks <= trips["actors"] <= 2 * blocks + 3  # and the pass's own: keep, the eigenvalue estimates
         assert_close(states["actors"], states["local"], rtol=1e-12)
-        assert actors._call("kernel_threads") == [max(1, machine_cores() // 2)] * 2
+        assert actors.kernel_threads() == [max(1, machine_cores() // 2)] * 2
     finally:
         actors.close()

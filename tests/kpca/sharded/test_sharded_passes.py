@@ -17,7 +17,7 @@ from kpca.rows import KernelRows
 from kpca.solvers._ritz import ritz_components
 from kpca.sharded.passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
                                  split_state, unit_bounds)
-from kpca.sharded.shards import make_group, shard_bounds
+from kpca.sharded.shards import LocalShards, Shard, make_group, shard_bounds
 from tests.naive import start_state
 
 KHA_FAMILY = ["kha", "kha-t", "kha-et", "kha-smd"]
@@ -37,6 +37,18 @@ GEMM_RTOL = 1e-13
 @pytest.fixture(scope="module")
 def data():
     return np.random.default_rng(17).normal(size=(420, 5))
+
+
+class CountedShards(LocalShards):
+    """Shards in this process that record the method of every call asked of them all (each still runs)."""
+
+    def __init__(self, shards):
+        super().__init__(shards)
+        self.methods = []
+
+    def each(self, call):
+        self.methods.append(call.method)
+        return super().each(call)
 
 
 def params_for(solver):
@@ -316,12 +328,11 @@ def test_a_sharded_rayleigh_ritz_pass_sends_messages_of_many_blocks(data):
     first = dict(start_state("kha-et", R, rows, seed=3, **params_for("kha-et")), update="rayleigh-ritz")
     group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-et", chunk_rows=64)
     state = split_state(first, group)
-    calls = []
-    call = group._call
-    group._call = lambda method, *args: calls.append(method) or call(method, *args)  # counts, still calls
+    group.shards = counted = CountedShards(group.shards)
     run_sharded_passes(state, group, 1, block_size=16)
     assert message_rows(group, 16) >= data.shape[0] > 16  # one message holds these rows
-    assert calls.count("coefficients") == 1 and calls.count("add_images") == 1, calls
+    methods = counted.methods
+    assert methods.count(Shard.coefficients) == 1 and methods.count(Shard.add_images) == 1, methods
 
 
 def test_sharded_times_equal_the_one_process_product(data):
@@ -440,10 +451,9 @@ def test_the_sharded_centring_pass_makes_the_start_extension_too(data):
                                    rows.centering.column_means[shard.first : shard.stop], rtol=1e-12)
 
     group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-smd", chunk_rows=64)
-    calls = []
-    call = group._call
-    group._call = lambda method, *args: calls.append(method) or call(method, *args)  # counts, still calls
+    group.shards = counted = CountedShards(group.shards)
     prepared = prepare_fit(ShardedProducts(KernelRows(data, KERNEL, chunk_rows=128), group),
                            FitRequest("kha-smd", R, {"init_size": 100, "update": "rayleigh-ritz"}))
     assert prepared.started and prepared.params["init"] == "nystrom"
-    assert calls.count("add_column_sums") > 0 and calls.count("add_images") == 0, calls  # no second pass
+    methods = counted.methods
+    assert methods.count(Shard.add_column_sums) > 0 and methods.count(Shard.add_images) == 0, methods  # one pass
