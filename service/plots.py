@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from kpca.images import patch_side
+from kpca.images.patches import patch_side
 
 DPI = 100
 #: words for the convergence metrics of `store.jobs.records.Convergence` (others: the name, underscores as spaces)

@@ -94,7 +94,7 @@ def test_smd_log_gains_cannot_collapse_on_image_patches():
     after 15 passes); with rho kept in [-RHO_MAX, RHO_MAX] the fit converges."""
     from skimage import data
 
-    from kpca.images import downscale_mean, extract_patches, split_quadrants
+    from kpca.images.patches import downscale_mean, extract_patches, split_quadrants
     from kpca.noise import gaussian_noise
 
     clean = downscale_mean(data.camera() / 255.0, 2)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kpca.images import assemble_patches, downscale_mean, extract_patches, upscale_replicate
+from kpca.images.patches import assemble_patches, downscale_mean, extract_patches, upscale_replicate
 
 DOWNSAMPLINGS = ("block-mean",)
 
