@@ -28,12 +28,6 @@ def excess_error(Kc: np.ndarray, AK: np.ndarray, e_min: float) -> float:
     return reconstruction_error(Kc, AK) / e_min - 1.0
 
 
-def orthonormality_error(A: np.ndarray, AK: np.ndarray) -> float:
-    """``||A K' A^T - I||_F``: how far the components are from orthonormal in feature space. O(r^2 l)."""
-    G = AK @ A.T
-    return float(np.linalg.norm(G - np.eye(G.shape[0])))
-
-
 def subspace_angles(A1: np.ndarray, A2: np.ndarray, Kc: np.ndarray) -> np.ndarray:
     """Principal angles (radians, ascending) between span(A1 Phi') and span(A2 Phi').
 

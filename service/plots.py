@@ -32,12 +32,6 @@ _SERIES_LABELS = {"value": "served components (what a projection gets)",
                   "iterate": "solver's raw iterate (before orthonormalisation)"}
 
 
-def metric_words(metric: str) -> str:
-    """A convergence metric's name in words, with its formula: ``"excess reconstruction error, E / E_min - 1"``."""
-    words, formula = METRIC_WORDS.get(metric, (metric.replace("_", " "), None))
-    return f"{words}, {formula}" if formula else words
-
-
 def metric_label(metric: str, chars: int) -> str:
     """A convergence metric as an axis label of lines of about ``chars`` characters: its words wrapped,
     then its formula on a line of its own, never broken."""

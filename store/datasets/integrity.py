@@ -57,12 +57,6 @@ def _remember(key: tuple) -> None:
         _VERIFIED[key] = None
 
 
-def zarr_chunk_digests(array, n_rows: int) -> list[str]:
-    """sha256 of the rows of each zarr row chunk of ``array`` as read back. Cost O(array bytes)."""
-    step = int(array.chunks[0])
-    return [chunk_digest(np.asarray(array[a:min(a + step, n_rows)])) for a in range(0, n_rows, step)]
-
-
 class VerifiedRows(RowIndexing):
     """A read-only row source over one zarr array that checks each row chunk's digest.
 

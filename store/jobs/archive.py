@@ -222,12 +222,6 @@ class ModelExport:
         """Release the open checkpoint file (and remove a joined temporary one)."""
         self._checkpoint.close()
 
-    def write_to(self, path: Path | str) -> None:
-        """Write the whole archive to ``path`` (not atomically: a convenience for tests and tools)."""
-        with open(path, "wb") as out:
-            for block in self:
-                out.write(block)
-
 
 # ------------------------------------------------------------------ import
 def _matching_version(meta: DatasetInfo, dataset: dict) -> int | None:

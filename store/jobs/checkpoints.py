@@ -428,10 +428,6 @@ class CheckpointStore(CheckpointVerification):
                 os.unlink(path)
         remove_tree(self._parts_dir(self._dir(model), pass_index))
 
-    def delete_all(self, model: str) -> None:
-        """Remove every checkpoint of ``model`` (no error if there is none). Cost O(files)."""
-        remove_tree(self._dir(model))
-
     @staticmethod
     def _parts_dir(folder: Path, pass_index: int) -> Path:
         return folder / f"pass-{pass_index:05d}.parts"
