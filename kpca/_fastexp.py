@@ -6,7 +6,8 @@ vector math library here). Kernel maps only ever need ``exp(t)`` for
 ``exp(t) = 2^n exp(f)``, ``n = round(t / ln 2)``, ``|f| <= ln 2 / 2``
 (Cody-Waite split of ln 2), a Taylor polynomial for ``exp(f)`` (degree 7 in
 float32 by Horner's rule, 13 in float64 by Estrin's scheme, for its shorter
-dependency chain; truncation below 2e-8 and 1e-17 relative), and ``2^n`` made from its exponent bits by an LLVM bit cast. Every
+dependency chain; truncation below 2e-8 and 1e-17 relative), and ``2^n`` made from its exponent bits by an LLVM bit
+cast. Every
 step is plain arithmetic, so LLVM vectorises the loops that inline the scalar
 `exp_nonpositive` (float32 or float64 by its argument's type; the fused
 kernel tiles of `kpca.kernels`).

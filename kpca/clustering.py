@@ -57,6 +57,7 @@ from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
 from kpca.solvers import SOLVERS, served_components
+
 N_INIT = 10  # k-means restarts
 
 
@@ -132,7 +133,8 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
     """`kpca.params.ParamError` naming ``n_clusters`` (not an integer in 2 .. l - 1), ``solver`` (not a
     `clustering_solvers`), ``kernel.type`` (values that are not positive affinities) or ``params.init``
     (the rskpca start, whose weighted centres stand for the rows of K; the Nystrom start, which ``auto``
-    takes on more rows than its subset holds, extends its components to the rows of L in the degree pass). What a request can be checked for before
+    takes on more rows than its subset holds, extends its components to the rows of L in the degree pass). What a
+    request can be checked for before
     any pass; the solver's own parameters are checked by its ``check``. O(1)."""
     if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)):
         raise ParamError("n_clusters", f"must be an integer, got {n_clusters!r}")
@@ -188,7 +190,8 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
         centres = np.asarray(state["cluster_centres"], dtype=np.float64)
         labels = np.asarray(state["cluster_labels"])
     else:
-        from sklearn.cluster import KMeans  # here, not at the top: scikit-learn's import would slow every API and worker start
+        # here, not at the top: scikit-learn's import would slow every API and worker start
+        from sklearn.cluster import KMeans
 
         k = A.shape[0]
         centres = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(embedding).cluster_centers_

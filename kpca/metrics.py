@@ -57,7 +57,8 @@ def variation_of_information(labels_a, labels_b) -> float:
     """
     a, b = np.asarray(labels_a), np.asarray(labels_b)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
-        raise ValueError(f"labels: expected two non-empty 1-D arrays of equal length, got shapes {a.shape} and {b.shape}")
+        raise ValueError("labels: expected two non-empty 1-D arrays of equal length, "
+                         f"got shapes {a.shape} and {b.shape}")
     _, ia = np.unique(a, return_inverse=True)
     _, ib = np.unique(b, return_inverse=True)
     l = a.size

@@ -173,7 +173,7 @@ class NpzArchive:
     def close(self) -> None:
         self._zip.close()
 
-    def __enter__(self) -> "NpzArchive":
+    def __enter__(self) -> NpzArchive:
         return self
 
     def __exit__(self, *exc) -> None:

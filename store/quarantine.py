@@ -43,7 +43,7 @@ class DamagedEntry:
     status: str = "corrupt"
 
     @classmethod
-    def of(cls, name: str, error: Damaged) -> "DamagedEntry":
+    def of(cls, name: str, error: Damaged) -> DamagedEntry:
         """The entry of resource ``name`` whose read raised ``error``. O(1)."""
         return cls(name=name, message=error.message, cause=error.cause)
 

@@ -24,15 +24,21 @@ from pathlib import Path
 import numpy as np
 
 from kpca.errors import Stopped
-from kpca.images.hyperresolution import hyperresolve, patch_reconstruction
-from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit
-from kpca.model import KernelModel
-from kpca.images.noise_level import noise_level, noise_level_rows
 from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
-from kpca.preimage import reconstruct
-from kpca.images.second_stage import (WIENER, apply_second_stage, choose_second_stage, lower_stage, stage_choice,
-                                      stage_risks)
+from kpca.images.hyperresolution import hyperresolve, patch_reconstruction
+from kpca.images.noise_level import noise_level, noise_level_rows
+from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit
+from kpca.images.second_stage import (
+    WIENER,
+    apply_second_stage,
+    choose_second_stage,
+    lower_stage,
+    stage_choice,
+    stage_risks,
+)
 from kpca.images.tuning import tune_model, tune_patches, tuning_windows
+from kpca.model import KernelModel
+from kpca.preimage import reconstruct
 from store.errors import Conflict
 from store.image_jobs import ImageJobStore
 from store.stop_flags import StopFlags

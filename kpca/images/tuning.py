@@ -48,8 +48,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kpca.images.noise_level import noise_level
 from kpca.images.denoising import LINEAR, Candidate, PatchSettings, denoise_candidates, linear_pca_candidates
+from kpca.images.noise_level import noise_level
 
 ALPHA = 0.5  # (T1)'s alpha
 DRAWS = 3  # draws of z whose estimates (T1) are averaged

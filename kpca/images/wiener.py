@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kpca.images.patches import assemble_patches, extract_patches
 from kpca.images.denoising import tile_blocks
+from kpca.images.patches import assemble_patches, extract_patches
 
 SHRINKS = ("patch", "component")  # (W2): per patch and coefficient, or per principal component
 

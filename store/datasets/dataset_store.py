@@ -53,13 +53,13 @@ import numpy as np
 from store.atomic import remove_tree
 from store.datasets.commit import commit_staged
 from store.datasets.records import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord
-from store.errors import Conflict, Corrupt, Damaged, Invalid, NotFound
-from store.folders import ResourceFolders
-from store.names import validate_name
 from store.datasets.register import register_array
 from store.datasets.repair import mark, open_segment, refuse_marked, verify_version
 from store.datasets.segments import SegmentedRows
 from store.datasets.staging import stage_chunk, staged_rows
+from store.errors import Conflict, Corrupt, Damaged, Invalid, NotFound
+from store.folders import ResourceFolders
+from store.names import validate_name
 
 MAX_CHUNK_INDEX = 1_000_000
 MAX_SOURCE_LENGTH = 4096

@@ -22,7 +22,8 @@ calls ``on_corrupt`` (which marks the data set and raises
 `store.errors.Corrupt`).
 
 Cost: one sha256 per zarr chunk per process while its file is unchanged
-(O(chunk bytes)), plus one ``stat`` per zarr chunk per read, plus one sha256 of ``zarr.json`` (a few hundred bytes) per open; an
+(O(chunk bytes)), plus one ``stat`` per zarr chunk per read, plus one sha256 of ``zarr.json`` (a few hundred bytes)
+per open; an
 array hashed on every read pays one sha256 of the rows read per read.
 
 `verify_rows` re-hashes a version's rows by upload chunk (the unit a user
@@ -116,7 +117,8 @@ class VerifiedRows(RowIndexing):
 
     def _key(self, chunk: int) -> tuple | None:
         """What identifies the verified contents of row chunk ``chunk``'s file: its path, the device and
-        inode it leads to (after symlinks), size, and modification and change times in ns. The change time (ctime) is set by the
+        inode it leads to (after symlinks), size, and modification and change times in ns. The change time (ctime)
+        is set by the
         kernel on every write, rename and ``utime``, and cannot be set from user space, so a file
         changed in place and given its old mtime back gets a new key (and a new hash)."""
         if self._path is None:

@@ -183,7 +183,8 @@ class RowWindow(RowIndexing):
     Notes
     -----
     Indexing as `RowIndexing` (``window[i]``, negative ``i`` counting from
-    ``stop``; ``window[a:b]``, ``window[a:b, cols]``, bounds as numpy's). A read is ``source[first + a : first + b]``, so it
+    ``stop``; ``window[a:b]``, ``window[a:b, cols]``, bounds as numpy's). A read is ``source[first + a : first +
+    b]``, so it
     costs what the source charges for those rows: O(rows read) time and
     memory, no copy beyond the source's own. Creating a window is O(1).
     """

@@ -57,19 +57,29 @@ from typing import IO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from store.jobs.archive_format import (
-    CHECKPOINT, COPY_BYTES, FORMAT, FORMAT_VERSION, MANIFEST, MEDIA_TYPE, MEMBERS, RECORD, ROWS, ServedCheck,
-    open_rows, verify_archive,
-)
 from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
+from store.datasets.dataset_store import DatasetStore
+from store.datasets.records import DatasetInfo
+from store.errors import Conflict, DamagedCheckpoint, NotFound
+from store.jobs.archive_format import (
+    CHECKPOINT,
+    COPY_BYTES,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    MEDIA_TYPE,
+    MEMBERS,
+    RECORD,
+    ROWS,
+    ServedCheck,
+    open_rows,
+    verify_archive,
+)
 from store.jobs.checkpoint_format import _VERSION_KEY, _encode, _write_npz
 from store.jobs.checkpoints import CheckpointStore
-from store.datasets.records import DatasetInfo
-from store.datasets.dataset_store import DatasetStore
-from store.errors import Conflict, DamagedCheckpoint, NotFound
 from store.jobs.models import ModelRegistry
-from store.names import validate_name
 from store.jobs.records import CheckpointRef, ModelRecord
+from store.names import validate_name
 from store.timestamps import utc_now
 
 __all__ = ["MEDIA_TYPE", "MEMBERS", "ModelExport", "import_archive", "verify_archive"]

@@ -12,7 +12,12 @@ import numpy as np
 
 from store.errors import DamagedCheckpoint, Invalid, NotFound
 from store.jobs.checkpoint_format import (
-    _check_expected, _check_part_digest, _open_part, _part_digests, _part_name, _bounds_of,
+    _bounds_of,
+    _check_expected,
+    _check_part_digest,
+    _open_part,
+    _part_digests,
+    _part_name,
 )
 
 log = logging.getLogger(__name__)

@@ -38,35 +38,35 @@ from pathlib import Path
 import numpy as np
 
 from store.atomic import SCHEMA_VERSION, remove_tree, write_via_temp
-from store.jobs.checkpoint_format import (
-    _check_bounds,
-    _check_parts,
-    _part_name,
-    _inconsistent,
-    _check_version,
-    _read_state,
-    _bounds_of,
-    _open_part,
-    _check_part_keys,
-    _check_part_array,
-    _slice_columns,
-    _check_keys,
-    _encode,
-    _write_npz,
-    _VERSION_KEY,
-    _PASS_KEY,
-    _FIRST_KEY,
-    _STOP_KEY,
-    _PARTS_KEY,
-    CheckedArchive,
-    _PART_DIGESTS_KEY,
-    _check_expected,
-    _check_part_digest,
-    _part_digests,
-)
 from store.errors import NotFound
-from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.folders import ResourceFolders
+from store.jobs.checkpoint_format import (
+    _FIRST_KEY,
+    _PART_DIGESTS_KEY,
+    _PARTS_KEY,
+    _PASS_KEY,
+    _STOP_KEY,
+    _VERSION_KEY,
+    CheckedArchive,
+    _bounds_of,
+    _check_bounds,
+    _check_expected,
+    _check_keys,
+    _check_part_array,
+    _check_part_digest,
+    _check_part_keys,
+    _check_parts,
+    _check_version,
+    _encode,
+    _inconsistent,
+    _open_part,
+    _part_digests,
+    _part_name,
+    _read_state,
+    _slice_columns,
+    _write_npz,
+)
+from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.names import validate_name
 from store.npy import NpzArchive
 from store.timestamps import to_iso
@@ -95,7 +95,7 @@ class CheckpointStore(CheckpointVerification):
         self._field = kind
 
     @classmethod
-    def of(cls, registry) -> "CheckpointStore":
+    def of(cls, registry) -> CheckpointStore:
         """The checkpoints of the jobs of a registry (`store.jobs.registry.JobRegistry`)."""
         return cls(registry.root, registry.kind_folder, registry.kind)
 

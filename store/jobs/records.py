@@ -102,8 +102,9 @@ def kernel_json_schema() -> dict:
         properties = {"type": {"const": kernel.name}}
         properties.update({p.name: p.json_schema() for p in kernel.params})
         required = ["type", *(p.name for p in kernel.params if p.required)]
-        variants.append({"type": "object", "title": f"{kernel.name} kernel", "description": f"k(x, y) = {kernel.formula}",
-                         "properties": properties, "required": required, "additionalProperties": False})
+        variants.append({"type": "object", "title": f"{kernel.name} kernel",
+                         "description": f"k(x, y) = {kernel.formula}", "properties": properties,
+                         "required": required, "additionalProperties": False})
     for alias, (kernel, _read) in KERNEL_ALIASES.items():
         properties = {"type": {"const": alias}, **{p.name: p.json_schema() for p in KERNELS[kernel].params},
                       "gamma": {"type": "number", "exclusiveMinimum": 0, "description": "sigma = 1 / sqrt(2 gamma)"}}
@@ -331,7 +332,7 @@ class ModelRecord(JobRecord):
     @classmethod
     def new(cls, name: str, dataset: DatasetInfo, *, kernel: KernelSpec, n_components: int, solver: str,
             params: dict, placement: Placement | None = None,
-            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
+            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> ModelRecord:
         """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`), the
         request's fields already checked (`service`); ``placement`` default: `Placement` (any workers, the
         default exact limit). Cost O(1)."""

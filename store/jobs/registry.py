@@ -31,9 +31,9 @@ from store import quarantine
 from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
 from store.errors import Damaged, Invalid, NotFound
 from store.folders import ResourceFolders
+from store.jobs.records import JobRecord
 from store.kept import KeptBySignature
 from store.quarantine import DamagedEntry
-from store.jobs.records import JobRecord
 from store.timestamps import utc_now
 
 MANAGED_FIELDS = ("name", "schema_version", "created_at", "updated_at")
