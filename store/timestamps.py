@@ -19,6 +19,8 @@ def to_iso(epoch_seconds: float) -> str:
 def seconds_since(iso: str | None, now: float | None = None) -> float:
     """Seconds from the ISO-8601 time ``iso`` (as `to_iso` writes it) to ``now`` (POSIX seconds, default
     the current time); infinity for None or a string that is not such a time. Cost O(1)."""
+    if iso is None:
+        return float("inf")
     try:
         then = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
     except (AttributeError, TypeError, ValueError):

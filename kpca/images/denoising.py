@@ -215,6 +215,7 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     r_max = max(c.n_components for c in candidates)
     blocks = tile_blocks(grid, settings.tile)
     sigma = settings.sigma(noise)
+    assert sigma is not None, "a kernel candidate's settings give a width (LINEAR has linear_pca_candidates)"
     for k, indices in enumerate(blocks):
         P = patches[indices]
         model = fit_patch_model(patches[training_rows(indices, max_rows, seed + k)], sigma, r_max)

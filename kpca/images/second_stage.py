@@ -61,7 +61,7 @@ def variants(first_patch: int, largest: int | None = None) -> dict:
     """``{name: (patch, passes, scale)}`` of `VARIANTS` for a first stage of patch side ``first_patch``
     (duplicates dropped, and patches wider than ``largest``, the least side of the windows, if given),
     `WIENER` first. O(1)."""
-    out = {}
+    out: dict[str, tuple] = {}
     for patch, passes, scale in VARIANTS:
         side = first_patch if patch is None else patch
         if patch is None or largest is None or side <= largest:
@@ -135,8 +135,8 @@ def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], no
     draws = max(int(draws), 1)
     count = max(values // draws, 1) * draws
     risks = {name: total / count for name, total in sums.items()}
-    out = {**risks, "pixels": values // draws, "draws": draws, **choose_variant(risks, losses, draws)}
-    return {**out, "losses": losses} if keep_losses else out
+    answer = {**risks, "pixels": values // draws, "draws": draws, **choose_variant(risks, losses, draws)}
+    return {**answer, "losses": losses} if keep_losses else answer
 
 
 def choose_variant(risks: dict, losses: dict, draws: int, margin: float = MARGIN) -> dict:
@@ -231,6 +231,7 @@ def choose_second_stage(noisy: np.ndarray, tuned: Tuned, seed: int = 0, draws: i
     the stage `lower_stage` keeps by (T1) (`WIENER` where its estimated risk is lower than the first
     stage's alone, a variant where clearly lower still). Reads nothing but the noisy image. Cost:
     `second_stage_risks`."""
+    assert isinstance(tuned.settings, PatchSettings), "a second stage follows `tune_patches`' choice"
     risks = second_stage_risks(noisy, tuned.settings, tuned.noise, seed, draws)
     return replace(tuned, second_stage={"stage": lower_stage(risks), "risks": risks})
 

@@ -175,7 +175,7 @@ class Tuned:
         Set by `kpca.images.second_stage.choose_second_stage`: ``stage`` (a Wiener variant or None) and the risks.
     """
 
-    settings: PatchSettings
+    settings: PatchSettings | Candidate  # a Candidate from `tune_model` (a stored model's rank and pre-image)
     noise: float
     noise_estimated: bool
     risks: list = field(default_factory=list)
@@ -206,8 +206,8 @@ def candidate_grid(fixed: Mapping) -> dict[float | None, list[Candidate]]:
     for method in methods:
         if method not in GRID:
             raise ValueError(f"method: {method!r} cannot be tuned; choose one of {tuple(GRID)}")
-        widths, ranks, options = GRID[method]
-        ranks = [int(fixed["n_components"])] if fixed.get("n_components") else list(ranks)
+        widths, grid_ranks, options = GRID[method]
+        ranks = [int(fixed["n_components"])] if fixed.get("n_components") else list(grid_ranks)
         if fixed.get("width") is not None:
             if method == LINEAR and fixed.get("method") == LINEAR:
                 raise ValueError("sigma: method 'linear' has no kernel width; leave sigma out")
@@ -291,7 +291,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         image = image.mean(axis=2)
     fixed = dict(fixed or {})
     estimated = noise is None
-    noise = noise_level(image) if estimated else float(noise)
+    noise = noise_level(image) if noise is None else float(noise)
     grid = candidate_grid(fixed)
     if None in grid and not fixed.get("n_components"):  # linear ranks past a patch's values repeat the last
         grid[None] = [c for c in grid[None] if c.n_components <= base.patch**2] or grid[None][:1]
@@ -394,8 +394,8 @@ def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
     else:
         ranks = sorted({max(1, r // 4), max(1, r // 2), r})
     kernel = model.kernel.type
-    options = {"fixed-point": [{"n_iter": 1}, {"n_iter": 5}], "kwok-tsang": [{}], "gradient": [{"n_iter": 5}],
-               "learned": [{}]}
+    options: dict[str, list[dict]] = {"fixed-point": [{"n_iter": 1}, {"n_iter": 5}], "kwok-tsang": [{}],
+                                      "gradient": [{"n_iter": 5}], "learned": [{}]}
     full_rank_only = ({"n_iter": 5}, "gradient")  # the costlier pre-images, tried at rank r only
     allowed = [m for m in options if not (m == "fixed-point" and kernel not in FIXED_POINT_KERNELS)
                and not (m in ("kwok-tsang", "gradient") and kernel not in KWOK_TSANG_KERNELS)]
@@ -447,7 +447,12 @@ def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noi
     from kpca.images.denoising import leading
 
     estimated = noise is None
-    noise = float(noise_of(inputs[0])) if estimated else float(noise)
+    if noise is None:
+        if noise_of is None:
+            raise TypeError("tune_model needs noise or noise_of")
+        noise = float(noise_of(inputs[0]))
+    else:
+        noise = float(noise)
     candidates = model_candidates(model, fixed)
     draws = max(1, int(draws))
     shortlisted = min(SHORTLIST, len(candidates)) if draws > 1 else 0
@@ -481,7 +486,7 @@ def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noi
     by_key = {c.key(): c for c in candidates}
     used = dict.fromkeys(screened, 1)
     if shortlisted:
-        shortlist = sorted(screened, key=screened.get)[:shortlisted]
+        shortlist = sorted(screened, key=lambda key: screened[key])[:shortlisted]
         confirmed, _ = risks_of([by_key[key] for key in shortlist], 1, draws - 1)
         for key in shortlist:
             screened[key] = (screened[key] + (draws - 1) * confirmed[key]) / draws

@@ -45,6 +45,7 @@ Checksums (one sha256 per chunk, one per version): see `store.checksums`.
 
 from __future__ import annotations
 
+import builtins
 import os
 from pathlib import Path
 
@@ -450,9 +451,10 @@ class DatasetStore:
         arrays = [open_segment(self._folders, meta, s, record.version) for s in segments]
         if len(arrays) == 1 and not segments[0].external:
             return arrays[0]
+        assert meta.zarr_chunk_rows is not None, "a data set with a committed version records its chunk rows"
         return SegmentedRows(arrays, meta.dtype, meta.zarr_chunk_rows, [s.n_rows for s in segments])
 
-    def chunk_ranges(self, name: str, version: int | None = None) -> tuple[int, list[tuple[int, int]]]:
+    def chunk_ranges(self, name: str, version: int | None = None) -> tuple[int, builtins.list[tuple[int, int]]]:
         """The committed ``version`` (default the latest) and the row range ``(start, stop)`` of each of
         its chunks, in index order: chunk ``i`` of `open_array` is ``rows[start:stop]``.
 

@@ -23,6 +23,12 @@ class RowIndexing:
     read, then subsampled), ``rows[a:b, cols]``, ``rows[...]``; anything else is a `TypeError`. What
     `SegmentedRows` and `RowWindow` share. Cost O(rows read)."""
 
+    shape: tuple[int, ...]  # (rows, features), set by each subclass
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` to ``stop - 1`` as one array (n, n_features): each subclass reads its own."""
+        raise NotImplementedError
+
     def __getitem__(self, key) -> np.ndarray:
         columns = None
         if isinstance(key, tuple):

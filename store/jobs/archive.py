@@ -49,10 +49,10 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -93,7 +93,7 @@ _MTIME = 0
 class _Member:
     name: str
     size: int
-    chunks: object  # callable () -> iterator of bytes
+    chunks: Callable[[], Iterator[bytes]]
     digest: str | None = None
 
 
@@ -343,7 +343,7 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
             raise Conflict(f"{exc.message}; import under another name (name=...) or delete it first"
                            if "already exists" in exc.message else exc.message, field="name") from None
         created_dataset = None
-        return registry.get(model_name)
+        return cast(ModelRecord, registry.get(model_name))  # a ModelRegistry's records are ModelRecords
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if created_dataset is not None:

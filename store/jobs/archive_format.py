@@ -82,6 +82,7 @@ def _extract(path: Path, folder: Path) -> dict[str, tuple[int, str]]:
             for info in archive:
                 _check_member(info, seen)
                 source = archive.extractfile(info)
+                assert source is not None, "_check_member lets regular files only through"
                 digest, copied = hashlib.sha256(), 0
                 with open(folder / info.name, "xb") as out:
                     while block := source.read(COPY_BYTES):

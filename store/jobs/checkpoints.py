@@ -29,6 +29,7 @@ reads only the columns a shard of a (possibly different) split needs.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import re
@@ -447,7 +448,7 @@ class CheckpointStore(CheckpointVerification):
             yield archive
 
     def _check_part_files(self, model: str, pass_index: int,
-                          bounds: list[tuple[int, int]]) -> tuple[set[str], list[str | None]]:
+                          bounds: builtins.list[tuple[int, int]]) -> tuple[set[str], builtins.list[str | None]]:
         """The keys shared by the parts ``bounds`` of a pass and each part's checkpoint digest; ValueError if
         one is missing or does not match."""
         folder = self._parts_dir(self._dir(model), pass_index)

@@ -74,7 +74,8 @@ class ClusteringRecord(JobRecord):
     n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
     labels_dataset: str | None = Field(default=None, description="data set of reference labels (one column)")
     labels_dataset_version: int | None = Field(default=None, description="its version, pinned at creation")
-    history: list[ClusteringPassRecord] = Field(default_factory=list, description="one record per completed pass")
+    history: list[ClusteringPassRecord] = Field(  # type: ignore[assignment]  # a clustering's passes say more
+        default_factory=list, description="one record per completed pass")
     variation_of_information: float | None = Field(
         default=None, description="VI (nats) of the final labels against the reference labels")
     labels_sha256: str | None = Field(default=None, description="sha256 of labels.npy as written when the "

@@ -22,6 +22,7 @@ is a subclass naming its record type, folder, document and migration
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 from collections.abc import Iterator
@@ -178,7 +179,7 @@ class JobRegistry:
 
         return self.folders.page(read, after, limit)
 
-    def entries(self, after: str | None = None, limit: int | None = None) -> list[JobRecord | DamagedEntry]:
+    def entries(self, after: str | None = None, limit: int | None = None) -> builtins.list[JobRecord | DamagedEntry]:
         """As `list`, with each damaged record listed as a `store.quarantine.DamagedEntry` (status
         ``corrupt`` and the reason): what the API's list shows. Cost: as `list`."""
         def read(name: str) -> JobRecord | DamagedEntry | None:
