@@ -15,7 +15,7 @@ from kpca.images.second_stage import (MARGIN, WIENER, apply_second_stage, choose
 from kpca.images.wiener import wiener_stage
 from kpca.images.tuning import ALPHA, DRAWS, recorruptions, tune_model, tuning_windows
 
-from tests.kpca.test_denoise_tuning import mse, scene, smooth_scene
+from tests.kpca.images.test_denoise_tuning import mse, scene, smooth_scene
 
 LINEAR_FIRST = PatchSettings(method=LINEAR, width=None, n_components=2, tile=16)
 KERNEL_FIRST = PatchSettings(patch=5, stride=2, method="fixed-point", n_components=4, tile=16, width=0.5)

@@ -8,7 +8,7 @@ import pytest
 from kpca.images.denoising import linear_pca_denoise
 from kpca.images.wiener import wiener_gains, wiener_stage
 
-from tests.kpca.test_denoise_tuning import mse, scene
+from tests.kpca.images.test_denoise_tuning import mse, scene
 
 
 @pytest.mark.parametrize("shrink, factor", [("patch", 0.5), ("component", 0.9)])
