@@ -29,8 +29,6 @@ import numpy as np
 
 from kpca.images.patches import assemble_patches, downscale_mean, extract_patches, upscale_replicate
 
-DOWNSAMPLINGS = ("block-mean",)
-
 
 def back_project(upscaled: np.ndarray, low: np.ndarray, factor: int) -> np.ndarray:
     """(H1): the image nearest ``upscaled`` (fh, fw[, C]) whose ``factor x factor`` block means are
