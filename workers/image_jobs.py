@@ -63,23 +63,24 @@ class JobProgress:
         self.stops, self.stop = StopFlags(data_dir), stop
         self.asked_to_stop = self.stops.checker(stop)
         self.job = job
+        self._key = job or ""  # the job's name in the store (which is None where ``job`` is)
         self.started = time.perf_counter()
         self.steps: list[dict] = []
         self.phase = "starting"
         self._written = 0.0
         if self.store is not None:
-            self.store.start(job, kind)
+            self.store.start(self._key, kind)
 
     def _write(self, **fields) -> None:
         if self.store is not None:
-            self.store.update(self.job, elapsed_s=time.perf_counter() - self.started, **fields)
+            self.store.update(self._key, elapsed_s=time.perf_counter() - self.started, **fields)
 
     def report(self, done: int, total: int) -> None:
         if self.stops.raised(self.stop):
             raise Stopped("the request ended (its deadline passed or its client went away)")
         if self.store is None:
             return
-        if self.store.cancel_requested(self.job):
+        if self.store.cancel_requested(self._key):
             raise Stopped(f"image job {self.job!r} was cancelled")
         now = time.perf_counter()
         if now - self._written >= REPORT_EVERY_S or done == total:
@@ -133,7 +134,7 @@ def _second_stage(progress: JobProgress, choice: str, unit: np.ndarray, out: np.
         return out, {"stage": None, "risks": None}
     with progress.step("second stage"):
         risks = stage_risks(first, windows, noise, patch, stride) if choice == "auto" else None
-        stage = WIENER if choice == WIENER else lower_stage(risks)
+        stage = WIENER if risks is None else lower_stage(risks)  # risks: estimated for "auto" only
         out = apply_second_stage(unit, out, (patch, stride), noise, stage)
     return out, {"stage": stage, "risks": risks}
 
