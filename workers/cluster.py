@@ -80,7 +80,7 @@ class ClusteringJob(FitJob):
         source = self.datasets.open_array(record.dataset, record.dataset_version)
         return AffinityRows(source, record.fit_kernel or record.kernel)
 
-    def figure(self, record: ClusteringRecord, rows: AffinityRows) -> "ClusteringFigure":
+    def figure(self, record: ClusteringRecord, rows: AffinityRows) -> ClusteringFigure:
         """The model's convergence figure over the rows of M, reporting L's eigenvalues."""
         return ClusteringFigure(super().figure(record, rows))
 
