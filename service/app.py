@@ -16,25 +16,26 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.cors import CORSMiddleware
 
 from service import security
 from service.errors import install_error_handlers
 from service.event_hub import EventHub
-from service.http_protocol import STATE_KEY as HTTP_GUARDS, Guards
-from service.record_views import RecordViews
+from service.http_protocol import STATE_KEY as HTTP_GUARDS
+from service.http_protocol import Guards
 from service.limits import BodyLimitMiddleware, DataUsage, folder_bytes, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
-from service.threads import set_thread_limits, wait_for_cluster
+from service.record_views import RecordViews
 from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
+from service.threads import set_thread_limits, wait_for_cluster
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
 from store.image_jobs import ImageJobStore
-from store.running import RunningRequests
 from store.jobs.archive import sweep_imports
 from store.jobs.registry import JobRegistry
+from store.running import RunningRequests
 from workers import Backend
 from workers.plugins import import_modules, warm_projections_here
 

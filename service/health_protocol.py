@@ -20,6 +20,7 @@ protocol is listed, and checked, in `service.uvicorn_internals`.
 from __future__ import annotations
 
 import httptools
+
 from service.uvicorn_internals import STATUS_LINE, HttpToolsProtocol  # uvicorn's internals, in one place
 
 HEALTH_PATH = b"/healthz"

@@ -69,7 +69,7 @@ class Backend:
         """Projections computed in this process (``api``) and on the cluster (``workers``), for metrics."""
         return self.serving.projections
 
-    def start(self) -> "Backend":
+    def start(self) -> Backend:
         """Connect to the configured scheduler, or start the embedded cluster."""
         self.dask.start()
         return self
@@ -83,7 +83,7 @@ class Backend:
         (`workers.dask_cluster.DaskCluster.close`)."""
         self.dask.close(timeout_s)
 
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         return self.start()
 
     def __exit__(self, *exc) -> None:

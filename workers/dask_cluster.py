@@ -94,7 +94,7 @@ class DaskCluster:
         self.client: Client | None = None
         self._environ_before: dict[str, str | None] = {}  # what the nannies overwrite here, restored by `close`
 
-    def start(self) -> "DaskCluster":
+    def start(self) -> DaskCluster:
         """Connect to the configured scheduler, or start the embedded cluster."""
         if self.scheduler:
             self.client = Client(self.scheduler, set_as_default=False)
@@ -134,17 +134,25 @@ class DaskCluster:
         log.info("%s", self.describe())
         return self
 
+    @property
+    def running_client(self) -> Client:
+        """The client of the started cluster; a RuntimeError before `start` or after `close`."""
+        if self.client is None:
+            raise RuntimeError("the dask cluster is not started (Backend.start)")
+        return self.client
+
     def describe(self) -> str:
         """One readable line on the started cluster: its scheduler, workers and dask threads, and the
         dask dashboard's address, or why there is none (it needs the ``bokeh`` package)."""
-        workers = scheduler_workers(self.client)
+        client = self.running_client
+        workers = scheduler_workers(client)
         threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
         where = "embedded" if self.cluster is not None else f"external ({self.scheduler})"
         line = f"dask cluster ready: {where}, {len(workers)} worker(s), {threads} dask thread(s) in all"
         if importlib.util.find_spec("bokeh") is None:
             return f"{line}; dask dashboard unavailable: it needs bokeh (pip install bokeh)"
         scope = " (this machine only)" if self.cluster is not None else ""
-        return f"{line}; dask dashboard{scope}: {self.client.dashboard_link}"
+        return f"{line}; dask dashboard{scope}: {client.dashboard_link}"
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Close the client and, if embedded, the cluster, each within about ``timeout_s`` seconds
@@ -169,12 +177,12 @@ class DaskCluster:
 
     def worker_pids(self) -> dict[str, int]:
         """Process ids of the cluster's workers (for monitoring and fault-injection tests)."""
-        return self.client.run(os.getpid)
+        return self.running_client.run(os.getpid)
 
     def fit_resources(self) -> dict | None:
         """``{"fit": 1}`` if some worker offers the resource (workers started with
         ``--resources fit=1``), so that each worker runs at most one fit. One scheduler query."""
-        workers = scheduler_workers(self.client)
+        workers = scheduler_workers(self.running_client)
         if any(FIT_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
             return {FIT_RESOURCE: 1}
         return None
@@ -182,4 +190,4 @@ class DaskCluster:
     def fit_workers(self) -> int:
         """Workers a fit may be sharded over now (`workers.shards.fit_workers`: those offering the
         ``fit`` resource, or every worker if none does). One scheduler query."""
-        return len(fit_workers(self.client))
+        return len(fit_workers(self.running_client))

@@ -13,7 +13,7 @@ import logging
 import uuid
 from pathlib import Path
 
-from dask.distributed import fire_and_forget
+from dask.distributed import Future, fire_and_forget
 
 from store.atomic import try_file_lock
 from store.timestamps import seconds_since
@@ -46,7 +46,7 @@ class Fits:
     def __init__(self, cluster: DaskCluster, data_dir: str):
         self.cluster = cluster
         self.data_dir = data_dir
-        self._futures: dict[tuple[str, str], object] = {}  # (kind, name) -> the Future of its latest submitted fit
+        self._futures: dict[tuple[str, str], Future] = {}  # (kind, name) -> the Future of its latest submitted fit
 
     def submit(self, name: str, kind: str = "models") -> None:
         """Start the job whose record (status ``queued``) is in the store: a model's fit (``kind``
@@ -56,7 +56,7 @@ class Fits:
         The task survives this client (``fire_and_forget``); if its worker dies,
         dask runs it again elsewhere and it resumes from the last checkpoint.
         """
-        future = self.cluster.client.submit(
+        future = self.cluster.running_client.submit(
             FIT_TASKS[kind], self.data_dir, name, key=f"fit-{kind}-{name}-{uuid.uuid4().hex}",
             pure=False, resources=self.cluster.fit_resources(),
         )
@@ -67,7 +67,7 @@ class Fits:
         """Move the fits that wait for a fit slot on one worker while another worker's slot is free
         (`workers.fit_balance`: after a worker died, the fits submitted while its replacement started all
         queued on the survivors). ``(key, from, to)`` of each move asked. One scheduler call."""
-        return self.cluster.client.run_on_scheduler(balance_fits, FIT_RESOURCE)
+        return self.cluster.running_client.run_on_scheduler(balance_fits, FIT_RESOURCE)
 
     def recover(self, registry, recent_s: float = SUBMITTED_RECENTLY_S) -> list[str]:
         """Resubmit the jobs of a registry (models, clusterings) that should be running but are not:
@@ -107,7 +107,7 @@ class Fits:
             except Exception:  # deleted meanwhile
                 continue
             if on_cluster is None:
-                on_cluster = self.cluster.client.run_on_scheduler(_fit_tasks, f"fit-{kind}-")
+                on_cluster = self.cluster.running_client.run_on_scheduler(_fit_tasks, f"fit-{kind}-")
             if name in on_cluster:
                 continue
             log.warning("fit of %s %s has no live runner; resubmitting (it resumes from its checkpoint)",

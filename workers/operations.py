@@ -243,7 +243,7 @@ class TransformDataset(Operation):
                 future.release()
             return store.commit(self.output)
         except BaseException:  # a failed task (a corrupt chunk, a lost worker): no partial output is left
-            serving.cluster.client.cancel(futures)
+            serving.cluster.running_client.cancel(futures)
             with contextlib.suppress(NotFound):
                 store.delete(self.output)
             raise

@@ -71,7 +71,7 @@ class Operation:
         (`store.stop_flags`) in a stoppable lane, else None."""
         raise NotImplementedError
 
-    def run(self, serving: "Serving", watch: Watch | None) -> Any:
+    def run(self, serving: Serving, watch: Watch | None) -> Any:
         """The operation's answer: its one task's result (`Serving.results`). Blocking."""
         return serving.results(self, [self], watch)[0]
 
@@ -112,7 +112,7 @@ class Serving:
     def submit(self, operation: Operation, stop: str | None = None):
         """One task of ``operation`` on the cluster, in its lane; its future."""
         lane = operation.lane
-        return self.cluster.client.submit(
+        return self.cluster.running_client.submit(
             run_task, operation, self.data_dir, stop, key=f"{operation.key}-{uuid.uuid4().hex}", pure=False,
             priority=lane.priority, resources=self._preimage_offer()[0] if lane.preimage else None)
 
@@ -128,7 +128,7 @@ class Serving:
         else:
             futures = (self.submit(task, token) for task in tasks)
         try:
-            return watched_results(self.cluster.client, futures, watch, window=window)
+            return watched_results(self.cluster.running_client, futures, watch, window=window)
         except RequestEnded:
             if token is not None:
                 StopFlags(self.data_dir).raise_flag(token)
@@ -144,7 +144,7 @@ class Serving:
         `OFFER_KEPT_S` seconds."""
         now = time.monotonic()
         if self._offer is None or now - self._offer[0] > OFFER_KEPT_S:
-            workers = scheduler_workers(self.cluster.client)
+            workers = scheduler_workers(self.cluster.running_client)
             offering = sum(PREIMAGE_RESOURCE in (w.get("resources") or {}) for w in workers.values())
             self._offer = (now, {PREIMAGE_RESOURCE: 1} if offering else None, max(1, offering or len(workers)))
         return self._offer[1], self._offer[2]

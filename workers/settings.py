@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 #: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
 FIT_NICE = 10
 #: The scheduling policy of lowered threads unless ``KPCA_BACKGROUND_POLICY`` says otherwise.
-BACKGROUND_POLICY = "idle"
+BACKGROUND_POLICY: Literal["idle", "normal"] = "idle"
 # A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
 # rows on. On 2 cores a sharded default fit takes the one-worker fit's passes and about its time (one
 # worker already uses both cores); on 16 cores a sharded pass took 0.44x the wall time at 40,000 rows

@@ -8,8 +8,21 @@ Every route declares its scope and accepted media types in its decorator
 (``openapi_extra=service.security.access(...)``)."""
 
 from service.routes import (
-    catalogue, clusterings, dashboard, dataset_rows, datasets, denoising, docs, events, health, model_archive,
-    model_images, models, pictures, rows, transform,
+    catalogue,
+    clusterings,
+    dashboard,
+    dataset_rows,
+    datasets,
+    denoising,
+    docs,
+    events,
+    health,
+    model_archive,
+    model_images,
+    models,
+    pictures,
+    rows,
+    transform,
 )
 
 ROUTERS = (

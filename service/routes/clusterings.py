@@ -24,10 +24,10 @@ import numpy as np
 from fastapi import APIRouter, Body, Path, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from service import jobs
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.job_checks import checked_clustering_params
 from service.limits import FitOwner, check_rows
-from service import jobs
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute
 from service.public import clustering_labelled, clustering_public, listed

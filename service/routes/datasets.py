@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from service import jobs
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
+from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png, png_plan
 from service.limits import DataUsageDep, check_image_dataset, check_patches, check_rows, data_usage
-from service.errors import ApiError
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
-from service import jobs
 from service.payloads import (
     CSV_MEDIA_TYPE,
     JSON_MEDIA_TYPE,
@@ -23,8 +23,8 @@ from service.payloads import (
     rows_from_json,
     rows_from_npy,
 )
-from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.public import dataset_public, dataset_verified
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic, DatasetVerified
 from service.schemas.errors import ErrorBody
 from service.security import READ, WRITE, access
@@ -221,7 +221,8 @@ async def dataset_from_image(
     stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
 ) -> DatasetPublic:
     """Create a ready data set of the ``patch`` x ``patch`` patches of a PNG image (pixels scaled to
-    [0, 1], channels last), taken on a grid of step ``stride`` (11 x 11 patches on a 2-pixel grid work well for denoising).
+    [0, 1], channels last), taken on a grid of step ``stride`` (11 x 11 patches on a 2-pixel grid work well for
+    denoising).
     Then ``POST /v1/models`` on it and ``POST /v1/models/{model}/denoise-image`` denoise an image with
     a model of its own patches.
 

@@ -22,10 +22,10 @@ from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, decode_png, encode_png
 from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
+from service.public import image_job_public
 from service.routes.models import ERRORS
 from service.routes.served import PNG_ROUTE, JobQuery, invalid_preimage, until_ended
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
-from service.public import image_job_public
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
 from service.security import READ, WRITE, access

@@ -24,10 +24,11 @@ from starlette.requests import ClientDisconnect
 from service.deps import BackendDep, ModelsDep
 from service.errors import ApiError
 from service.limits import DataUsageDep, principal
-from service.routes.models import ERRORS, ModelName, router as models_router
+from service.public import model_public
+from service.routes.models import ERRORS, ModelName
+from service.routes.models import router as models_router
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
-from service.public import model_public
 from service.schemas.models import ModelPublic
 from service.security import READ, WRITE, access
 from service.threads import wait_for_cluster

@@ -15,8 +15,15 @@ from starlette.concurrency import run_in_threadpool
 from service import plots
 from service.deps import ServingDep
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, check_pixels, chosen_headers, decode_png, encode_png, \
-    image_patch_plan
+from service.images import (
+    PNG_MEDIA_TYPE,
+    PNG_REQUEST_BODY,
+    check_pixels,
+    chosen_headers,
+    decode_png,
+    encode_png,
+    image_patch_plan,
+)
 from service.job_checks import checked_preimage
 from service.limits import check_patches
 from service.payloads import ThreadParsedRoute, read_body

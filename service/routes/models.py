@@ -13,15 +13,15 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from service import jobs
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.job_checks import checked_fit_params
 from service.limits import FitOwner
-from service import jobs
-from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
-from service.payloads import JSON_MEDIA_TYPE
-from service.schemas.errors import ErrorBody
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
+from service.payloads import JSON_MEDIA_TYPE
 from service.public import checkpoints_public, listed, model_public, model_summary
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.schemas.errors import ErrorBody
 from service.schemas.models import CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic
 from service.security import READ, WRITE, access
 from store.jobs.records import ModelRecord, Placement

@@ -17,8 +17,15 @@ from service.limits import check_rows
 from service.payloads import ThreadParsedRoute
 from service.responses import Format, rows_answer, wants_npy
 from service.routes.models import ModelName
-from service.routes.served import ROWS_ANSWERS, changed_while_serving, checked_rows, invalid_preimage, rows_body, \
-    served_job_now, watched
+from service.routes.served import (
+    ROWS_ANSWERS,
+    changed_while_serving,
+    checked_rows,
+    invalid_preimage,
+    rows_body,
+    served_job_now,
+    watched,
+)
 from service.schemas.serving import (
     DenoiseRequest,
     DenoiseResponse,

@@ -55,7 +55,7 @@ class ClusteringCreate(BaseModel):
                                   "against them")
 
     @model_validator(mode="after")
-    def _params_of_the_solver(self) -> "ClusteringCreate":
+    def _params_of_the_solver(self) -> ClusteringCreate:
         check_solver_params(self.solver, self.params)
         return self
 
@@ -72,7 +72,8 @@ class ClusteringResume(BaseModel):
 class ClusteringPublic(JobPublic):
     """A clustering: its configuration, its fit's state and its figures."""
 
-    history: list[ClusteringPassRecord] = Field(default_factory=list, description="one record per completed pass")
+    history: list[ClusteringPassRecord] = Field(  # type: ignore[assignment]  # a clustering's passes say more
+        default_factory=list, description="one record per completed pass")
     n_clusters: int = Field(ge=2, description="number of clusters k (and of eigenvectors of L fitted)")
     n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
     labels_dataset: str | None = Field(default=None, description="data set of reference labels (one column)")

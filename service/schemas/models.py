@@ -36,7 +36,7 @@ class ModelCreate(BaseModel):
                                        description="where the fit runs (not a parameter of its solver)")
 
     @model_validator(mode="after")
-    def _params_of_the_solver(self) -> "ModelCreate":
+    def _params_of_the_solver(self) -> ModelCreate:
         check_solver_params(self.solver, self.params)
         return self
 
