@@ -43,7 +43,7 @@ class LoadedModel:
 
 
 _LOADED: OrderedDict[tuple, object] = OrderedDict()
-_LOADED_LOCK = threading.Lock()  # dask's threads, and the API process's (`workers.backend.Backend.project`)
+_LOADED_LOCK = threading.Lock()  # dask's threads, and the API process's (`workers.operations.Project`)
 
 
 def load_latest(registry, name: str, build):
