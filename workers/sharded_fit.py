@@ -28,10 +28,10 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
+from kpca.sampled_kernel import kernel_spread
 from kpca.sharded.passes import ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start, unit_bounds
 from kpca.sharded.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
-from kpca.sampled_kernel import kernel_spread
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 from kpca.solvers._ritz import ritz_values
 from store.jobs.records import JobRecord

@@ -29,8 +29,8 @@ from typing import Protocol
 import numpy as np
 
 from kpca.sharded.messages import Gathered, SegmentUpdate
-from kpca.solvers._kha import NORM_LIMIT
 from kpca.solvers._blocked import SEGMENT_ROWS, Segment, default_sub_block
+from kpca.solvers._kha import NORM_LIMIT
 from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform
 
 __all__ = ["StepGroup", "sharded_step_block", "sharded_begin_pass", "sharded_diverged"]
