@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from fastapi import Query, Request, Response
@@ -27,7 +27,7 @@ Format = Annotated[Literal["npy", "json"] | None, Query(
     description="npy (.npy bytes) or json; default from Accept (application/octet-stream: npy), else json")]
 
 #: OpenAPI of a 200 that may be ``.npy`` bytes.
-NPY_CONTENT = {"content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+NPY_CONTENT: dict[str, Any] = {"content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
 
 #: Bytes of an ``.npy`` answer sent at once (`npy_stream`).
 NPY_BLOCK_BYTES = 1 << 20
@@ -107,7 +107,7 @@ def npy_header(dtype, shape: tuple[int, ...]) -> bytes:
 def npy_stream(header: bytes, values: np.ndarray, block_bytes: int = NPY_BLOCK_BYTES) -> Iterator[bytes]:
     """``header`` then the bytes of the C-contiguous ``values`` in pieces of about ``block_bytes``."""
     yield header
-    data = memoryview(values.reshape(-1)).cast("B")
+    data = values.reshape(-1).data.cast("B")  # ndarray.data: the memoryview of its buffer
     for start in range(0, len(data), block_bytes):
         yield bytes(data[start:start + block_bytes])
 

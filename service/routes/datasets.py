@@ -27,6 +27,7 @@ from service.public import dataset_public, dataset_verified
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic, DatasetVerified
 from service.schemas.errors import ErrorBody
+from service.schemas.openapi import Responses
 from service.security import READ, WRITE, access
 from service.sources import allowed_source
 from service.threads import wait_for_cluster
@@ -37,7 +38,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 DatasetName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="data set name")]
 ChunkIndex = Annotated[int, Path(ge=0, le=1_000_000, description="position of the chunk, from 0")]
 
-_ERRORS = {
+_ERRORS: Responses = {
     404: {"model": ErrorBody, "description": "unknown data set"},
     409: {"model": ErrorBody, "description": "conflicts with the stored state"},
     422: {"model": ErrorBody, "description": "invalid request"},

@@ -15,7 +15,7 @@ import time
 from typing import Annotated
 
 import numpy as np
-from fastapi import Query, Request, Response
+from fastapi import Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from service.errors import ApiError
@@ -25,6 +25,7 @@ from service.responses import NPY_CONTENT
 from service.routes.models import ERRORS
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
+from service.schemas.openapi import Responses
 from service.security import READ, access
 from service.threads import wait_for_cluster
 from store.datasets.records import DatasetInfo
@@ -34,14 +35,14 @@ from workers.serving import Operation
 from workers.watch import RequestEnded, Watch
 
 #: The answers of the routes that compute: over a limit (rows, body, work) 413; past the deadline 503.
-SERVING_ERRORS = {
+SERVING_ERRORS: Responses = {
     **ERRORS,
     413: {"model": ErrorBody, "description": "over a limit: rows, body bytes or work (KPCA_MAX_SERVING_WORK)"},
     503: {"model": ErrorBody, "description": "past the request's deadline (KPCA_SERVING_DEADLINE_S); see "
           "Retry-After"},
 }
 #: ... and of those that answer rows, which may be JSON or .npy bytes (`service.responses`)
-ROWS_ANSWERS = {**SERVING_ERRORS, 200: NPY_CONTENT}
+ROWS_ANSWERS: Responses = {**SERVING_ERRORS, 200: NPY_CONTENT}
 
 
 def rows_body() -> dict:
@@ -205,9 +206,9 @@ def changed_while_serving(registry, name: str, job: JobRecord) -> None:
                        "name") from None
 
 
-#: what an image route answers and accepts (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``)
-PNG_ROUTE = {"responses": {**SERVING_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
-             "response_class": Response}
+#: what an image route answers (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``), with
+#: ``response_class=Response``
+PNG_RESPONSES: Responses = {**SERVING_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}}
 #: the ``job`` query parameter of an image route
 JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
     "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST /v1/image-jobs/{job}/cancel"))]
