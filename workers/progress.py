@@ -26,6 +26,7 @@ convergence figure) are kept.
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import numpy as np
 
@@ -46,6 +47,13 @@ class ModelGone(Exception):
 # eigenvalues of K' below this fraction of the largest are rounding: the data's rank in feature space
 RANK_RTOL = 1e-10
 FIGURE_SAMPLE_ROWS = 1000  # rows a model with its own figure is measured on (a fixed-seed sample)
+
+
+class FitFigure(Protocol):
+    """What gives a pass's convergence figure and its eigenvalue estimates (`ConvergenceFigure`, a
+    clustering's `workers.cluster.ClusteringFigure`, a sharded fit's `workers.sharded_fit.ShardedFigure`)."""
+
+    def __call__(self, rows: KernelRows, state: dict, /) -> tuple[Convergence, np.ndarray]: ...
 
 
 class ConvergenceFigure:
@@ -140,7 +148,7 @@ class PassReporter:
         The record the fit started from.
     rows : KernelRows
         The training rows (with their centring).
-    figure : ConvergenceFigure
+    figure : FitFigure
     prepared : kpca.fitting.PreparedFit
         The fit: the state it starts from (its ``pass`` and ``elapsed_s``), what it reports as
         ``params_used`` (`kpca.fitting.PreparedFit.used`) and the gains its solver reports
@@ -154,7 +162,7 @@ class PassReporter:
         The dask workers a sharded fit runs on, reported with each pass (None: one).
     """
 
-    def __init__(self, job, record: JobRecord, rows: KernelRows, figure: ConvergenceFigure, prepared,
+    def __init__(self, job, record: JobRecord, rows: KernelRows, figure: FitFigure, prepared,
                  history: list[PassRecord], save=None, workers: int | None = None):
         self.job, self.registry, self.checkpoints = job, job.registry, job.checkpoints
         self.record, self.rows, self.prepared = record, rows, prepared

@@ -87,8 +87,8 @@ class ShardActor(Shard):
     ----------
     data_dir : str
         The data folder the workers share.
-    dataset, version : str, int
-        The data set version the fit runs on.
+    dataset, version : str, int or None
+        The data set version the fit runs on (None: the latest committed, as `store.DatasetStore.open_array`).
     kernel : dict
         The resolved kernel (`kpca.kernels.KernelSpec.to_dict`).
     precision : str
@@ -108,7 +108,7 @@ class ShardActor(Shard):
         a fit alone on a machine use all of its cores, as a one-worker fit does.
     """
 
-    def __init__(self, data_dir: str, dataset: str, version: int, kernel: dict, precision: str, first: int,
+    def __init__(self, data_dir: str, dataset: str, version: int | None, kernel: dict, precision: str, first: int,
                  stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model", share: int = 1,
                  origin: list | None = None):
         source = RowWindow(DatasetStore(data_dir).open_array(dataset, version), int(first), int(stop))
@@ -264,7 +264,7 @@ class ActorGroup(ShardGroup):
         return self.shards.round_trips
 
     @classmethod
-    def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int,
+    def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int | None,
               kernel: KernelSpec, precision: str, unit_rows: int, n_components: int, d: int,
               kind_folder: str = "models", kind: str = "model", running: int = 1,
               origin: np.ndarray | None = None) -> ActorGroup:
