@@ -64,8 +64,8 @@ class ConvergenceFigure:
     """
 
     def __init__(self, rows: KernelRows, n_components: int, limit: int):
-        self.Kc = None
-        self.previous = None
+        self.Kc: np.ndarray | None = None  # K' where l <= limit (the exact figure), else None
+        self.previous: np.ndarray | None = None  # the eigenvalue estimates of the last call
         if rows.n_rows <= limit:
             if rows.centering is None:  # a one-shot solver over centres does not centre the training data
                 rows.fit_centering()
@@ -78,6 +78,8 @@ class ConvergenceFigure:
 
     def _figure(self, Z: np.ndarray) -> float:
         """Eq. 22 for components with training images Z (r x l): excess or relative error."""
+        if self.Kc is None:  # only `__call__` calls it, and only where l <= limit gave K'
+            raise RuntimeError("the exact convergence figure needs K', which is kept only up to the exact limit")
         if self.metric == "excess_error":
             return excess_error(self.Kc, Z, self.e_min)
         return reconstruction_error(self.Kc, Z) / self.scale
@@ -97,7 +99,7 @@ class ConvergenceFigure:
             metric, value = model.figure(np.asarray(rows.sample(FIGURE_SAMPLE_ROWS)))
             eigenvalues = np.asarray(model.eigenvalues if model.eigenvalues is not None else [], dtype=np.float64)
             return Convergence(metric=metric, value=value), eigenvalues
-        eigenvalues = model.eigenvalues
+        eigenvalues = served_eigenvalues(model)
         if self.Kc is None:
             return self.without_matrix(state, eigenvalues), eigenvalues
         self.previous = eigenvalues
@@ -169,7 +171,8 @@ class PassReporter:
         self.figure, self.history = figure, list(history)
         start = prepared.state
         self.passes = record.passes
-        self.tol = record.params.get("tol")
+        tol = record.params.get("tol")  # a number, checked with the request (`kpca.params`), or absent
+        self.tol = None if tol is None else float(tol)
         self.best = record.best_checkpoint.model_dump(by_alias=True) if record.best_checkpoint else {}
         self.stop_early = False
         self.save = save or (lambda name, done, state: save_while_present(job, name, done, state))
@@ -189,8 +192,10 @@ class PassReporter:
             self.best = {"pass": done, "value": value}
         # Rayleigh-Ritz passes stop on their residual (`kpca.driver.run_passes`), stochastic ones on this figure
         # tol 0 runs every pass: a figure at rounding level (an exact start's excess error, -2e-16) is no stop
-        by_figure = state.get("update") != "rayleigh-ritz" and bool(self.tol) and value is not None
-        if state.get("converged") or (by_figure and value < self.tol):
+        tol = self.tol
+        below_tol = (state.get("update") != "rayleigh-ritz" and tol is not None and bool(tol) and value is not None
+                     and value < tol)
+        if state.get("converged") or below_tol:
             self.stop_early = True
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
         gains = self.prepared.solver.gains(state)
@@ -232,9 +237,18 @@ def completion_warnings(rows: KernelRows, state: dict) -> list[str]:
     model = served_model(state, rows)
     if not isinstance(model, KernelModel):
         return []
-    if not (np.isfinite(model.A).all() and np.isfinite(model.eigenvalues).all()):
+    eigenvalues = served_eigenvalues(model)
+    if not (np.isfinite(model.A).all() and np.isfinite(eigenvalues).all()):
         raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
-    return rank_warnings(model.eigenvalues)
+    return rank_warnings(eigenvalues)
+
+
+def served_eigenvalues(model: KernelModel) -> np.ndarray:
+    """The eigenvalue estimates (r,) of the model a solver state serves (`kpca.solvers.served_model` sets
+    them; `kpca.model.KernelModel` leaves them optional for models built otherwise)."""
+    if model.eigenvalues is None:
+        raise RuntimeError("the served model carries no eigenvalue estimates")
+    return model.eigenvalues
 
 
 def completed_checkpoint(checkpoints, name: str) -> dict:

@@ -146,13 +146,18 @@ class ShardActor(Shard):
         guard vectors (guard_A, guard_AK), LOBPCG's ``previous`` step (previous_A, previous_AK), B, BK
         (KHA-SMD), and the centring's column means. O(d size) written."""
         k = r + guards
-        columns = {"A": self.Z[:r], "AK": self.ZK[:r], "centering_column_means": self.rows.centering.column_means}
+        Z, ZK, centering = self.Z, self.ZK, self.rows.centering
+        if Z is None or ZK is None or centering is None:  # a checkpoint follows a pass, which needs all three
+            raise RuntimeError(f"shard of rows {self.first}..{self.stop - 1}: nothing to save before its start")
+        columns = {"A": Z[:r], "AK": ZK[:r], "centering_column_means": centering.column_means}
         if guards:
-            columns.update(guard_A=self.Z[r:k], guard_AK=self.ZK[r:k])
+            columns.update(guard_A=Z[r:k], guard_AK=ZK[r:k])
         if previous:
+            if self.previous is None:  # the caller asks for it only where LOBPCG's step has been taken
+                raise RuntimeError(f"shard of rows {self.first}..{self.stop - 1}: no previous step to save")
             columns.update(previous_A=self.previous[0], previous_AK=self.previous[1])
-        if self.Z.shape[0] > k:
-            columns.update(B=self.Z[k:], BK=self.ZK[k:])
+        if Z.shape[0] > k:
+            columns.update(B=Z[k:], BK=ZK[k:])
         self._checkpoints.save_part(job, pass_index, self.first, self.stop, columns)
 
     def load(self, job: str, pass_index: int, grand_mean: float, mean_diagonal: float, smd: bool,
