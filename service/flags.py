@@ -13,7 +13,6 @@ from pydantic_settings import CliSettingsSource
 from service.settings import Settings
 
 
-
 class CliOptions(TypedDict):
     """The `pydantic_settings.CliSettingsSource` options that `CLI_OPTIONS` sets, with their types."""
 

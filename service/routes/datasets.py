@@ -176,8 +176,8 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     return dataset_public(record)
 
 
-def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, n_features: int, max_rows: int,
-                     usage):
+def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes | bytearray, n_features: int,
+                     max_rows: int, usage):
     """A chunk's body parsed as its media type says, its rows' bytes taken from the data folder's room
     (``usage``, `service.limits.DataUsage.take`) and stored (`DatasetStore.put_chunk`): the data set's
     record. Blocking: call it from the thread pool."""
