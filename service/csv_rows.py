@@ -216,9 +216,10 @@ def _fast_piece(piece: bytes, width: int, state: _State) -> bool:
     """Read a piece of plain numbers with numpy into the result; False (nothing read) for any other
     piece, or one whose rows would pass the limit, which `_slow_piece` then reads or refuses with its
     line. Plain: only digits, ``+-.eE``, commas, spaces, tabs and line ends (`_NOT_PLAIN`), no empty
-    field (`_EMPTY_FIELD`), ``width - 1`` commas (``width``: the data rows', from the first one) on every line that is not blank, and every field read
-    whole by numpy's ``strtod`` (a field it stops in, such as ``1e`` or ``1-2``, is an error, or with
-    an older numpy leaves the sentinel value after the piece unread). Cost O(piece) in numpy and two linear scans."""
+    field (`_EMPTY_FIELD`), ``width - 1`` commas (``width``: the data rows', from the first one) on every
+    line that is not blank, and every field read whole by numpy's ``strtod`` (a field it stops in, such as
+    ``1e`` or ``1-2``, is an error, or with an older numpy leaves the sentinel value after the piece unread).
+    Cost O(piece) in numpy and two linear scans."""
     if _NOT_PLAIN.search(piece) is not None or _EMPTY_FIELD.search(piece) is not None:
         return False
     b = np.frombuffer(piece, dtype=np.uint8)
