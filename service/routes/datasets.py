@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
@@ -74,7 +74,8 @@ def create_dataset(
                 "array, whose shape gives n_features), not both",
                 "n_features",
             )
-        location = allowed_source(body.source.zarr, settings.register_prefixes)
+        prefixes = cast(list[str], settings.register_prefixes)  # a list: `Settings`' validator made it one
+        location = allowed_source(body.source.zarr, prefixes)
         record = datasets.register(body.name, location, body.dtype)
     else:
         if body.n_features is None:
