@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 from fastapi import Query, Request, Response
@@ -21,6 +21,9 @@ from numpy.lib import format as npy_format
 from pydantic import BaseModel, TypeAdapter
 
 from service.payloads import FIELDS_HEADER, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE
+
+#: the answer model of a serving route (`rows_answer`)
+M = TypeVar("M", bound=BaseModel)
 
 #: The ``format`` query parameter of the routes that can answer rows as ``.npy``.
 Format = Annotated[Literal["npy", "json"] | None, Query(
@@ -47,8 +50,8 @@ def wants_npy(request: Request, format: str | None = None) -> bool:
     return NPY_MEDIA_TYPE in accept and JSON_MEDIA_TYPE not in accept
 
 
-def rows_answer(model: type[BaseModel], field: str, values, stream_above: int, npy: bool = False,
-                **other) -> BaseModel | Response:
+def rows_answer(model: type[M], field: str, values, stream_above: int, npy: bool = False,
+                **other) -> M | Response:
     """The answer ``model(field=values, **other)`` of a serving route: the model itself (FastAPI encodes
     it) when ``values`` holds at most ``stream_above`` numbers (``stream_response_values``), else a
     chunked `StreamingResponse` of the same bytes (`json_rows_stream`). With ``npy`` (`wants_npy`) the

@@ -69,8 +69,9 @@ def list_models(
                         next_cursor=next_cursor)
 
 
-@router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
-async def get_model(name: ModelName, models: ModelsDep, request: Request) -> ModelPublic:
+# response_model: the view's model, which the route answers as its JSON bytes (kept, `service.record_views`)
+@router.get("/{name}", openapi_extra=access(READ), responses=ERRORS, response_model=ModelPublic)
+async def get_model(name: ModelName, models: ModelsDep, request: Request) -> Response:
     """Status, progress, history and the parameters actually used (from the registry only; the encoded
     view kept until the record is written again, `service.record_views`: a poll between two writes is a
     ``stat`` on the event loop, a record read and its encoding go to the thread pool)."""

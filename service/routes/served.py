@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import numpy as np
 from fastapi import Query, Request
@@ -31,8 +31,12 @@ from service.threads import wait_for_cluster
 from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound, StoreError
 from store.jobs.records import JobRecord
+from store.jobs.registry import JobRegistry
 from workers.serving import Operation
 from workers.watch import RequestEnded, Watch
+
+#: the record type of the served job's kind (`store.jobs.records.ModelRecord`, ...)
+R = TypeVar("R", bound=JobRecord)
 
 #: The answers of the routes that compute: over a limit (rows, body, work) 413; past the deadline 503.
 SERVING_ERRORS: Responses = {
@@ -55,14 +59,14 @@ def rows_body() -> dict:
         "content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
 
 
-async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
+async def served_job(name: str, registry: JobRegistry[R], datasets) -> tuple[R, int]:
     """The record of a completed job (a model, a clustering) and the width (``n_features``) of its data
     set, or the 404/409 that explains why not (`served_job_now`, in one trip to the thread pool)."""
     job, n_features, _ = await run_in_threadpool(served_job_now, name, registry, datasets)
     return job, n_features
 
 
-def served_job_now(name: str, registry, datasets) -> tuple[JobRecord, int, int]:
+def served_job_now(name: str, registry: JobRegistry[R], datasets) -> tuple[R, int, int]:
     """``(job, n_features, points)``: the record of a completed job, the width of its data set and the
     points its kernel rows run over (`points_of`), or the 404/409 that explains why not (the 409 names the
     job's state). A model over centres (`ModelRecord.serves_without_dataset`) serves after its data set is
@@ -73,7 +77,8 @@ def served_job_now(name: str, registry, datasets) -> tuple[JobRecord, int, int]:
     try:
         dataset = datasets.get(job.dataset)
     except NotFound:
-        if getattr(job, "serves_without_dataset", False):
+        # (serves_without_dataset implies a recorded width: the second test only tells the checker)
+        if getattr(job, "serves_without_dataset", False) and job.n_features is not None:
             return job, job.n_features, 0
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
