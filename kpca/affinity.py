@@ -159,9 +159,10 @@ class AffinityRows(KernelRows):
         """``s = d^-1/2`` (l,) in the rows' dtype."""
         return (1.0 / np.sqrt(self.degrees)).astype(self.dtype)
 
-    def restore_centering(self, state: dict) -> AffinityCentering:
-        """Set and return the degrees a solver state carries (`AffinityCentering.to_state`). O(l)."""
-        self.centering = AffinityCentering.from_state(state)
+    def restore_centering(self, entries) -> AffinityCentering:
+        """Set and return the degrees whose entries (`AffinityCentering.to_state`) a solver state carries
+        (`kpca.solvers.SolverState.centering`). O(l)."""
+        self.centering = AffinityCentering.from_state(entries)
         return self.centering
 
     def fit_centering(self, block_size: int = 1024) -> AffinityCentering:
