@@ -76,11 +76,11 @@ class Centering:
 
     def to_state(self) -> dict:
         """The centring as the entries of a solver state (a checkpoint holds them beside the solver's)."""
-        state = {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
-                 "centering_mean_diagonal": float(self.mean_diagonal)}
+        entries = {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
+                   "centering_mean_diagonal": float(self.mean_diagonal)}
         if self.weights is not None:
-            state["centering_weights"] = self.weights
-        return state
+            entries["centering_weights"] = self.weights
+        return entries
 
     def require_variance(self) -> Centering:
         """Itself, or `Degenerate` if the centred rows have no variance in feature space
@@ -99,11 +99,12 @@ class Centering:
         return self
 
     @classmethod
-    def from_state(cls, state: dict) -> Centering:
-        """The centring kept in a solver state by `to_state`."""
-        weights = state.get("centering_weights")
-        return cls(np.asarray(state["centering_column_means"]), float(state["centering_grand_mean"]),
-                   float(state["centering_mean_diagonal"]), None if weights is None else np.asarray(weights))
+    def from_state(cls, entries) -> Centering:
+        """The centring whose entries `to_state` gave (a solver state's ``centering``,
+        `kpca.solvers.SolverState`, or a checkpoint's entries, which hold them)."""
+        weights = entries.get("centering_weights")
+        return cls(np.asarray(entries["centering_column_means"]), float(entries["centering_grand_mean"]),
+                   float(entries["centering_mean_diagonal"]), None if weights is None else np.asarray(weights))
 
 
 def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> np.ndarray:

@@ -196,7 +196,8 @@ def _scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: bo
 def require_complete(state) -> None:
     """Raise ValueError naming the missing array if the updates cannot run on ``state`` (a `KHAState`, or
     the mapping of its entries a sharded pass holds; the solver's ``restore`` computes it)."""
-    if state["solver"] == "kha-smd" and state.get("BK") is None:
+    state = as_state(state)
+    if state.smd and state.BK is None:
         raise ValueError("state: a kha-smd state needs 'BK' (B K'); the solver's restore adds it")
 
 

@@ -358,7 +358,8 @@ def as_state(state: SolverState | Mapping[str, Any]) -> SolverState:
     entries. O(entries)."""
     if isinstance(state, SolverState):
         return state
-    return get_solver(str(state["solver"])).state_type.from_checkpoint(state)
+    entries = state
+    return get_solver(str(entries["solver"])).state_type.from_checkpoint(entries)
 
 
 def served_model(state: SolverState | Mapping[str, Any], rows: KernelRows | None = None, kernel: KernelSpec | None = None):
