@@ -82,6 +82,18 @@ class Centering:
             entries["centering_weights"] = self.weights
         return entries
 
+    @staticmethod
+    def scalars_of(entries) -> tuple[float, float]:
+        """``(grand_mean, mean_diagonal)`` of a centring's entries (`to_state`): what a sharded fit's
+        coordinator keeps, its shards holding the column means."""
+        return float(entries["centering_grand_mean"]), float(entries["centering_mean_diagonal"])
+
+    @staticmethod
+    def column_entries(column_means: np.ndarray) -> dict:
+        """The entry of `to_state` that holds the column means (l,): what the shards of a sharded fit keep,
+        joined back into a state's centring (`kpca.sharded.passes.join_state`)."""
+        return {"centering_column_means": column_means}
+
     def require_variance(self) -> Centering:
         """Itself, or `Degenerate` if the centred rows have no variance in feature space
         (``trace(K')/l`` at rounding level relative to the kernel's mean diagonal and mean), or a negative

@@ -18,9 +18,8 @@ back None, for the solver's ``restore`` or its defaults to fill in. A field that
 written, as those keys were absent before.
 
 *Transition.* A state also reads as a read-only mapping of its encoding (``state["A"]``, ``"B" in
-state``, ``state.items()``), for the callers not yet converted to its fields: the sharded passes
-(`kpca.shard_passes`, `kpca.shards`, `workers.shards`), whose coordinator state is a plain dict;
-`kpca.solvers.as_state` turns such a dict back into its family's record.
+state``, ``state.items()``), for callers not yet converted to its fields (the tests, bench/ and paper/
+read results so); `kpca.solvers.as_state` turns such a mapping back into its family's record.
 """
 
 from __future__ import annotations
@@ -219,8 +218,10 @@ class KHAState(IterativeState):
     """The KHA family's state (`kpca.solvers._kha`; the table there says what each entry is).
 
     ``A`` and ``AK`` are None only in a sharded fit's coordinator state, whose shards hold the columns
-    (`kpca.shard_passes`); ``B``, ``BK``, ``rho`` are KHA-SMD's; ``guard_A``, ``guard_AK``,
-    ``previous_A``, ``previous_AK`` the Rayleigh-Ritz passes' (`kpca.solvers._rayleigh_ritz`).
+    (`kpca.sharded.passes.coordinator_state`), and which counts the rows of the guard vectors and of
+    LOBPCG's previous step the shards hold (``guard_rows``, ``previous_rows``; None: none); ``B``,
+    ``BK``, ``rho`` are KHA-SMD's; ``guard_A``, ``guard_AK``, ``previous_A``, ``previous_AK`` the
+    Rayleigh-Ritz passes' (`kpca.solvers._rayleigh_ritz`).
     """
 
     FAMILY: ClassVar[str] = "kha"
@@ -242,6 +243,8 @@ class KHAState(IterativeState):
     kernel_precision: str | None = None
     kernel_precision_reason: str | None = None
     float32_images: bool | None = None
+    guard_rows: int | None = None
+    previous_rows: int | None = None
 
     @property
     def refines(self) -> bool:

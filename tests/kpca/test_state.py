@@ -131,21 +131,20 @@ def test_the_transitional_mapping_view_reads_the_encoding():
 
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Modules that still read a state through its mapping view (`kpca.solvers._state`, *Transition*): the
-#: sharded passes, converted when they move (issue 54); the state module itself (its docstring); and one
-#: whose ``state`` is not a solver's (an ASGI scope's).
-TRANSITIONAL = {"kpca/shard_passes.py", "kpca/shards.py", "kpca/shard_ritz.py", "workers/shards.py",
-                "kpca/solvers/_state.py", "service/security.py"}
+#: The state module itself (its docstring shows the mapping view), and one whose ``state`` is not a
+#: solver's (an ASGI scope's).
+EXEMPT = {"kpca/solvers/_state.py", "service/security.py"}
 STRING_READS = re.compile(r"""\bstate_?\[\s*["']|\bstate_?\.get\(\s*["']|["']\w+["']\s+(?:not\s+)?in\s+state_?\b(?!\.)""")
 
 
 def test_no_module_reads_a_solver_state_by_string_keys():
-    """Modules read a state through its fields and methods (issue 54); the mapping view is a transition."""
+    """Modules read a state through its fields and methods (issue 54); the mapping view is for tests, bench/
+    and paper/ results."""
     found = []
     for package in ("kpca", "store", "workers", "service", "client"):
         for path in sorted((ROOT / package).rglob("*.py")):
             name = path.relative_to(ROOT).as_posix()
-            if name in TRANSITIONAL or name.startswith(("kpca/sharded/", "workers/sharded/")):
+            if name in EXEMPT:
                 continue
             found += [f"{name}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
                       if STRING_READS.search(line)]
