@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -63,11 +63,10 @@ class SolverState(Mapping):
     elapsed_s : float or None
         Seconds the fit ran up to this state (the workers' progress sets it).
     extras : dict
-        Entries that are not the solver's (a clustering's labels, a sharded coordinator's counts),
-        carried and saved as they are.
+        Entries that are not the solver's (a clustering's labels, `kpca.clustering.Clustering.to_state`),
+        or that this code does not know, carried and saved as they are.
     """
 
-    FAMILY: ClassVar[str] = "solver"
     solver: str
     n_rows: int
     centering: dict = field(default_factory=dict)
@@ -224,7 +223,6 @@ class KHAState(IterativeState):
     Rayleigh-Ritz passes' (`kpca.solvers._rayleigh_ritz`).
     """
 
-    FAMILY: ClassVar[str] = "kha"
     A: np.ndarray | None = None
     AK: np.ndarray | None = None
     eigenvalues: np.ndarray | None = None
@@ -274,7 +272,6 @@ class AutoencoderState(IterativeState):
     """Autoencoder KPCA's state (`kpca.solvers._akpca`, whose table says what each entry is;
     ``points`` (l, d) only for ``ds-akpca``, `kpca.solvers._ds_akpca`)."""
 
-    FAMILY: ClassVar[str] = "autoencoder"
     encoder: np.ndarray
     decoder: np.ndarray
     scale: float
@@ -309,7 +306,6 @@ class ComponentsState(SolverState):
         reported in ``params_used``.
     """
 
-    FAMILY: ClassVar[str] = "components"
     A: np.ndarray
     eigenvalues: np.ndarray
     AK: np.ndarray | None = None
