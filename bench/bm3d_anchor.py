@@ -7,8 +7,8 @@ installed by it: its licence allows non-commercial, informational use only. To r
 install it yourself into the environment (``.venv/bin/pip install bm3d``) and accept its terms.
 
 For every case of bench/denoise_quality.py (the same crops, noise seeds and 16-bit pixels,
-`noisy_cases`): linear PCA of the 7 x 7 patches by the bench's rule (`kpca.tuning.linear_rank`), BM3D
-given the noise level the service estimates (`kpca.noise_level.noise_level`, what the service knows)
+`noisy_cases`): linear PCA of the 7 x 7 patches by the bench's rule (`kpca.images.tuning.linear_rank`), BM3D
+given the noise level the service estimates (`kpca.images.noise_level.noise_level`, what the service knows)
 and BM3D given the true level (what it does not); PSNR in dB against the clean crop. The service's
 PSNR is read from the recorded table (``--table``, default bench/results/denoise_quality.json), whose
 linear PCA figure must equal this run's (checked to 0.01 dB: the same case, the same baseline). Goal
@@ -41,9 +41,9 @@ from skimage.metrics import peak_signal_noise_ratio  # noqa: E402
 
 from bench._common import ROOT, save  # noqa: E402
 from bench.denoise_quality import IMAGES, LEVELS, PATCH, SIZES, STRIDE, noisy_cases  # noqa: E402
-from kpca.noise_level import noise_level  # noqa: E402
-from kpca.patch_denoising import linear_pca_denoise  # noqa: E402
-from kpca.tuning import linear_rank  # noqa: E402
+from kpca.images.noise_level import noise_level  # noqa: E402
+from kpca.images.denoising import linear_pca_denoise  # noqa: E402
+from kpca.images.tuning import linear_rank  # noqa: E402
 
 GOAL_DB = 0.5
 

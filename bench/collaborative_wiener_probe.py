@@ -11,11 +11,11 @@ collaborative filtering", IEEE TIP 2007) over the service's answer as the pilot:
     G = T^-1 (w * T G_y),   w = (T G_p)^2 / ((T G_p)^2 + s^2)          (the Wiener gain, per coefficient)
     each estimate added back with the weight 1 / (s^2 sum w^2), and divided by the weights' sum.
 
-Where `kpca.wiener` shrinks each patch alone in the basis of the pilot's patches, this shrinks along
+Where `kpca.images.wiener` shrinks each patch alone in the basis of the pilot's patches, this shrinks along
 the group too, as if averaging similar patches; the service's second stage and its variants stay as
 they are. The pilot is the service's answer as the route gives it (first stage, then `auto`'s second
 stage); s the service's noise estimate; only the scores read the clean image. PSNR is in dB over
-linear PCA (rank by `kpca.tuning.linear_rank`, bench/denoise_quality.py's baseline). ``--cache`` as
+linear PCA (rank by `kpca.images.tuning.linear_rank`, bench/denoise_quality.py's baseline). ``--cache`` as
 bench/wiener_probe.py's (the service's first stage, the slow part). Pure numpy and scipy.fft.
 """
 
@@ -37,9 +37,9 @@ from scipy.fft import dctn, idctn  # noqa: E402
 from bench._common import save  # noqa: E402
 from bench.denoise_quality import PATCH, STRIDE  # noqa: E402
 from bench.wiener_probe import first_stage_cases, psnr  # noqa: E402
-from kpca.patch_denoising import linear_pca_denoise  # noqa: E402
-from kpca.second_stage import apply_second_stage, second_stage_risks  # noqa: E402
-from kpca.tuning import linear_rank  # noqa: E402
+from kpca.images.denoising import linear_pca_denoise  # noqa: E402
+from kpca.images.second_stage import apply_second_stage, second_stage_risks  # noqa: E402
+from kpca.images.tuning import linear_rank  # noqa: E402
 
 CASES = "cell:128:0.05,gravel:256:0.2"
 GRID = ((8, 32), (8, 64), (8, 128), (12, 32), (12, 64), (16, 32))  # (patch side k, group size n)

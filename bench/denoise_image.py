@@ -34,7 +34,7 @@ from skimage import data  # noqa: E402
 from bench._common import output_path, save, start_iterative  # noqa: E402
 from kpca.defaults import default_block_size  # noqa: E402
 from kpca.driver import run_passes  # noqa: E402
-from kpca.images import (  # noqa: E402
+from kpca.images.patches import (  # noqa: E402
     assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants)
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.metrics import excess_error, minimal_error  # noqa: E402

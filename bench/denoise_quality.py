@@ -8,12 +8,12 @@ defaults are the route's). Rows of the table, each with PSNR (dB), SSIM and seco
 
 * ``noisy``;
 * ``linear_pca``: linear PCA of the same patches (7 x 7, stride 1), the rank chosen by the same rule
-  as the service's (`kpca.tuning.linear_rank`: the least recorrupted risk estimate over the whole image,
-  averaged over `kpca.tuning.DRAWS` draws, over ranks 1-32);
+  as the service's (`kpca.images.tuning.linear_rank`: the least recorrupted risk estimate over the whole image,
+  averaged over `kpca.images.tuning.DRAWS` draws, over ranks 1-32);
 * ``service``: the service with its defaults (tune=auto: noise estimated, width, rank and pre-image
   tuned on the noisy image alone; ``linear``, linear PCA of all the patches, is one of its candidates,
   kept unless a kernel candidate beats it by two standard errors of the estimate; then the Wiener
-  second stage where its risk estimate is lower, ``chosen["second_stage"]``, `kpca.second_stage`);
+  second stage where its risk estimate is lower, ``chosen["second_stage"]``, `kpca.images.second_stage`);
 * ``tuned/<method>``: each pre-image method with its own tuned width and rank (the best row of that
   method in the service's tuning table), first stage alone;
 * ``nl_means``: scikit-image's non-local means, h = 0.8 sigma with sigma from its own estimate
@@ -51,8 +51,8 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity  # no
 from skimage.restoration import denoise_nl_means, denoise_tv_chambolle, estimate_sigma  # noqa: E402
 
 from bench._common import ROOT, output_path, save  # noqa: E402
-from kpca.patch_denoising import PatchSettings, denoise_image, linear_pca_denoise  # noqa: E402
-from kpca.tuning import DRAWS, linear_rank, recorrupted_risks  # noqa: E402
+from kpca.images.denoising import PatchSettings, denoise_image, linear_pca_denoise  # noqa: E402
+from kpca.images.tuning import DRAWS, linear_rank, recorrupted_risks  # noqa: E402
 from workers.image_jobs import denoise_with_own_models  # noqa: E402
 
 IMAGES = ("camera", "moon", "coins", "brick", "gravel", "cell")

@@ -3,19 +3,19 @@
 
 For each case of bench/denoise_quality.py (its images, 128 and 256 centre crops, noise 0.05, 0.1, 0.2,
 its seeds, clipping and 16-bit pixels) it compares two pipelines, each a first stage followed by the
-second stage ``auto`` chooses for it (`kpca.second_stage.second_stage_risks`, its ``chosen``):
+second stage ``auto`` chooses for it (`kpca.images.second_stage.second_stage_risks`, its ``chosen``):
 
 * ``current``: the service's first stage (`workers.image_jobs.denoise_with_own_models` with
   ``second_stage="off"``, cached as bench/second_stage_probe.py caches it);
-* ``linear-PxP``: linear PCA of the P x P patches (stride 1), its rank by `kpca.tuning.linear_rank`
+* ``linear-PxP``: linear PCA of the P x P patches (stride 1), its rank by `kpca.images.tuning.linear_rank`
   (the rule of the service's ``linear`` candidate and of the bench's baseline), for each ``--patches``.
 
 Each pipeline's PSNR is scored against linear PCA of the 7 x 7 patches (rank by `linear_rank`: the
 bench's baseline), alone (``alone_db``, the first stage without its second) and after its second stage
 (``final_db``), with its estimated risk (T1, the tuning's draws and windows, of the first stage followed
 by its chosen stage) and the standard error of the difference of that estimate to ``current``'s (16 x 16
-blocks of the per-pixel losses, as `kpca.tuning.choose`). ``whole_image_risk`` is the first stage's own
-(T1) over the whole image, averaged over `kpca.tuning.DRAWS` draws: what `kpca.tuning.choose` would read
+blocks of the per-pixel losses, as `kpca.images.tuning.choose`). ``whole_image_risk`` is the first stage's own
+(T1) over the whole image, averaged over `kpca.images.tuning.DRAWS` draws: what `kpca.images.tuning.choose` would read
 if linear PCA of larger patches were one more ``linear`` row.
 
 Rules (``rules``): ``margin=M``: the ``linear-PxP`` pipeline of least estimated risk replaces
@@ -45,9 +45,9 @@ import numpy as np  # noqa: E402
 from bench._common import save  # noqa: E402
 from bench.denoise_quality import PATCH, STRIDE, add_case_arguments  # noqa: E402
 from bench.wiener_probe import first_stage_cases, psnr  # noqa: E402
-from kpca.patch_denoising import LINEAR, PatchSettings, linear_pca_candidates, linear_pca_denoise  # noqa: E402
-from kpca.second_stage import apply_second_stage, second_stage_risks  # noqa: E402
-from kpca.tuning import DRAWS, block_means, linear_rank, recorrupted_risks  # noqa: E402
+from kpca.images.denoising import LINEAR, PatchSettings, linear_pca_candidates, linear_pca_denoise  # noqa: E402
+from kpca.images.second_stage import apply_second_stage, second_stage_risks  # noqa: E402
+from kpca.images.tuning import DRAWS, block_means, linear_rank, recorrupted_risks  # noqa: E402
 
 MARGINS = (0.0, 1.0, 2.0)
 

@@ -12,7 +12,7 @@ kernel width, rank and pre-image, and linear PCA's rank, are chosen on the train
 validation split of them, downsampled the same way), never on the held-out faces.
 
 Rows, each with MSE (pixels in [0, 1]), SSIM and seconds, at x2 and x4: ``replication``, ``bicubic``,
-``bicubic+constraint`` (bicubic back-projected, `kpca.hyperresolution.back_project`), ``linear_pca`` and
+``bicubic+constraint`` (bicubic back-projected, `kpca.images.hyperresolution.back_project`), ``linear_pca`` and
 ``linear_pca+constraint`` (the same (H2) iteration with the linear reconstruction), ``kernel`` (seed
 002: reconstruct the replicated image once) and ``kernel+constraint`` ((H2) from the back-projected
 cubic-spline start, the service's default). Both constrained patch paths start from the same spline.
@@ -39,9 +39,9 @@ from skimage.metrics import structural_similarity  # noqa: E402
 from skimage.transform import resize  # noqa: E402
 
 from bench._common import save  # noqa: E402
-from kpca.hyperresolution import back_project, hyperresolve, patch_reconstruction  # noqa: E402
-from kpca.images import downscale_mean, extract_patches, upscale_replicate  # noqa: E402
-from kpca.patch_denoising import fit_patch_model, preimages  # noqa: E402
+from kpca.images.hyperresolution import back_project, hyperresolve, patch_reconstruction  # noqa: E402
+from kpca.images.patches import downscale_mean, extract_patches, upscale_replicate  # noqa: E402
+from kpca.images.denoising import fit_patch_model, preimages  # noqa: E402
 from kpca.preimage import LearnedInverse  # noqa: E402
 
 SIDE, PATCH, STRIDE = 24, 5, 1

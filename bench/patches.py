@@ -1,4 +1,4 @@
-"""Patch extraction and assembly: ours (`kpca.images`) against scikit-learn's stride-1 functions.
+"""Patch extraction and assembly: ours (`kpca.images.patches`) against scikit-learn's stride-1 functions.
 
 One grey image (``--size`` square, normal noise), ``--patch`` square patches at stride 1 (the only
 stride `sklearn.feature_extraction.image.extract_patches_2d` and `reconstruct_from_patches_2d` take),
@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 from sklearn.feature_extraction.image import extract_patches_2d, reconstruct_from_patches_2d  # noqa: E402
 
 from bench._common import best_of, save  # noqa: E402
-from kpca.images import assemble_patches, extract_patches  # noqa: E402
+from kpca.images.patches import assemble_patches, extract_patches  # noqa: E402
 
 
 def main(argv=None) -> dict:

@@ -2,14 +2,14 @@
 
 For each case of bench/denoise_quality.py (its images, 128 and 256 centre crops, noise 0.05, 0.1, 0.2,
 its seeds, clipping and 16-bit pixels): PSNR (dB, against the clean crop) of linear PCA of the 7 x 7
-patches (rank by `kpca.tuning.linear_rank`, as the bench), the service's first stage
+patches (rank by `kpca.images.tuning.linear_rank`, as the bench), the service's first stage
 (`workers.image_jobs.denoise_with_own_models` with ``second_stage="off"``), every Wiener variant of
-`kpca.second_stage.variants` on it (patch side, one or two passes, gain noise factor), and the rules:
+`kpca.images.second_stage.variants` on it (patch side, one or two passes, gain noise factor), and the rules:
 
 * ``single``: the single Wiener stage where its estimated risk (T1) is lower than the first stage's
   alone (the rule before the variants);
-* ``auto``: `kpca.second_stage.second_stage_risks`' choice (the variant of least risk where it beats
-  ``single``'s choice by more than `kpca.second_stage.MARGIN` standard errors), as the route answers;
+* ``auto``: `kpca.images.second_stage.second_stage_risks`' choice (the variant of least risk where it beats
+  ``single``'s choice by more than `kpca.images.second_stage.MARGIN` standard errors), as the route answers;
 * ``margin=M``: the same rule with M standard errors (0: the least estimated risk).
 
 Each variant's estimated risk (T1, the tuning's draws and windows) is reported with its true PSNR, and
@@ -41,10 +41,10 @@ import numpy as np  # noqa: E402
 from bench._common import save  # noqa: E402
 from bench.denoise_quality import PATCH, STRIDE, add_case_arguments  # noqa: E402
 from bench.wiener_probe import first_stage_cases, psnr  # noqa: E402
-from kpca.patch_denoising import linear_pca_denoise  # noqa: E402
-from kpca.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, second_stage_risks,  # noqa: E402
+from kpca.images.denoising import linear_pca_denoise  # noqa: E402
+from kpca.images.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, second_stage_risks,  # noqa: E402
                                variants)
-from kpca.tuning import linear_rank  # noqa: E402
+from kpca.images.tuning import linear_rank  # noqa: E402
 
 MARGINS = (0.0, 1.0, 2.0, 3.0)
 

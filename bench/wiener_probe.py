@@ -1,15 +1,15 @@
-"""Does an empirical Wiener second stage (`kpca.wiener.wiener_stage`) close issue 27's gap? A probe.
+"""Does an empirical Wiener second stage (`kpca.images.wiener.wiener_stage`) close issue 27's gap? A probe.
 
 For moon, cell, gravel and camera, centre crops of 128 x 128, Gaussian noise 0.05, 0.1 and 0.2 added
 and clipped to [0, 1] with bench/denoise_quality.py's seeds and 16-bit pixels: PSNR (dB, against the
-clean crop) of linear PCA of the 7 x 7 patches (rank by `kpca.tuning.linear_rank`, as the bench), the
+clean crop) of linear PCA of the 7 x 7 patches (rank by `kpca.images.tuning.linear_rank`, as the bench), the
 service's first stage (`workers.image_jobs.denoise_with_own_models` as the bench calls it, with
 ``second_stage=False``: the service before issue 27's second stage), and the Wiener stage on
 the noisy image with the service's output, or linear PCA's, as pilot: per patch and coefficient
 ("patch") or per component ("component"), one basis for the whole image ("global") or one per 32 x 32
-tile ("tile32"); and "gated": the service's output followed by `kpca.second_stage`'s Wiener stage where
+tile ("tile32"); and "gated": the service's output followed by `kpca.images.second_stage`'s Wiener stage where
 its recorrupted risk estimate is lower than the first stage's alone (`second_stage_risks`), else the
-service's output. The noise level is the service's own estimate (`kpca.noise_level.noise_level`); only
+service's output. The noise level is the service's own estimate (`kpca.images.noise_level.noise_level`); only
 the scores read the clean image.
 
 ``--cache DIR`` keeps the service's outputs (the slow part) in DIR as ``{image}_{size}_{level}.npz``
@@ -36,10 +36,10 @@ from skimage.metrics import peak_signal_noise_ratio  # noqa: E402
 
 from bench._common import save  # noqa: E402
 from bench.denoise_quality import PATCH, STRIDE, noisy_cases  # noqa: E402
-from kpca.patch_denoising import PatchSettings, linear_pca_denoise  # noqa: E402
-from kpca.second_stage import SHRINK, WIENER_TILE, second_stage_risks  # noqa: E402
-from kpca.tuning import linear_rank  # noqa: E402
-from kpca.wiener import wiener_stage  # noqa: E402
+from kpca.images.denoising import PatchSettings, linear_pca_denoise  # noqa: E402
+from kpca.images.second_stage import SHRINK, WIENER_TILE, second_stage_risks  # noqa: E402
+from kpca.images.tuning import linear_rank  # noqa: E402
+from kpca.images.wiener import wiener_stage  # noqa: E402
 from workers.image_jobs import denoise_with_own_models  # noqa: E402
 
 PROBE_IMAGES = ("moon", "cell", "gravel", "camera")
@@ -71,7 +71,7 @@ def first_stage_cases(args, cache: Path | None, data_dir: str):
     """bench/denoise_quality.py's cases (``args.images``, ``args.sizes``, ``args.levels``) with the service's
     first stage (`service_output`): ``(name, size, level, clean, unit pixels, first stage, noise estimate,
     its PatchSettings, chosen)`` each."""
-    from kpca.patch_denoising import PatchSettings
+    from kpca.images.denoising import PatchSettings
 
     for name, size, level, clean, pixels in noisy_cases(args.images.split(","), map(int, args.sizes.split(",")),
                                                         map(float, args.levels.split(","))):
@@ -107,7 +107,7 @@ def main():
             for variant, (shrink, tile) in VARIANTS.items():
                 out = wiener_stage(unit, pilot, PATCH, STRIDE, noise, shrink=shrink, tile=tile)
                 row["psnr_db"][f"wiener[{pilot_name}]/{variant}"] = psnr(clean, out)
-        # the gate of `kpca.second_stage.choose_second_stage`: (T1) of the chosen first stage alone and
+        # the gate of `kpca.images.second_stage.choose_second_stage`: (T1) of the chosen first stage alone and
         # followed by the Wiener stage, the tuning's draws; "gated" is what the wired service answers
         settings = PatchSettings(**{k: chosen[k] for k in ("patch", "stride", "width", "n_components", "method",
                                                             "options", "tile")})

@@ -161,7 +161,7 @@ class Client:
                 if response.status_code >= 400:
                     response.read()
                     raise ApiError.from_response(response)
-                event, data = "message", []
+                event, data = "message", list[str]()
                 for line in response.iter_lines():
                     if not line:
                         if data:

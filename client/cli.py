@@ -18,6 +18,7 @@ from client import cli_data, cli_jobs, cli_serving, cli_show
 from client.api import DEFAULT_URL
 from client.cli_base import EPILOG, Group, State
 
+
 @click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", envvar="KPCA_URL", default=DEFAULT_URL, show_default=True,
               help="base URL of the kpca-stream service (env KPCA_URL)")

@@ -10,7 +10,16 @@ import time
 import click
 
 from client.api import RUNNING
-from client.cli_base import FIT_FAILED, State, bar, kernel_options, kernel_spec, pass_state, solver_options, solver_params
+from client.cli_base import (
+    FIT_FAILED,
+    State,
+    bar,
+    kernel_options,
+    kernel_spec,
+    pass_state,
+    solver_options,
+    solver_params,
+)
 
 #: seconds between two looks at a clustering (`cluster --wait`; clusterings have no events stream)
 POLL_S = 0.5
@@ -111,7 +120,8 @@ def _wait_clustering(ctx, state: State, name: str) -> None:
         click.echo(json.dumps(record))
     elif record["status"] == "completed":
         vi = record.get("variation_of_information")
-        click.echo(f"{name}: {record.get('labels_total') or record.get('n_rows')} labels in {record.get('n_clusters')} clusters"
+        labels = record.get("labels_total") or record.get("n_rows")
+        click.echo(f"{name}: {labels} labels in {record.get('n_clusters')} clusters"
                    + (f", variation of information {vi:.3g} against the reference" if vi is not None else ""))
     _ended(ctx, state, name, record["status"], record.get("error"))
 

@@ -118,7 +118,7 @@ def find(state: State, name: str, kind: str | None) -> tuple[str, dict]:
     404 of the first kind searched if none does)."""
     kinds = [kind] if kind else list(SEARCH_ORDER)
     readers = {"models": state.client.model, "clusterings": state.client.clustering, "datasets": state.client.dataset}
-    first = None
+    first: ApiError | None = None
     for each in kinds:
         try:
             return each, readers[each](name)
@@ -126,6 +126,7 @@ def find(state: State, name: str, kind: str | None) -> tuple[str, dict]:
             if exc.status != 404:
                 raise
             first = first or exc
+    assert first is not None, "kinds names at least one kind"
     raise first
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 from skimage import data
 
-from kpca.images import downscale_mean, snr_db, split_quadrants
+from kpca.images.patches import downscale_mean, snr_db, split_quadrants
 from kpca.noise import gaussian_noise
 
 CLEAN, NOISY = Path("camera-clean.png"), Path("camera-noisy.png")

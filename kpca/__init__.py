@@ -7,7 +7,9 @@ pass driver (`kpca.driver`), the served model (`kpca.model`), pre-images
 (`kpca.preimage`), metrics, spectral clustering (`kpca.clustering` over the
 rows of the normalised affinity, `kpca.affinity`), and a scikit-learn estimator
 (`from kpca import KernelHebbianPCA`; imported on first use, so that ``import
-kpca`` does not load scikit-learn).
+kpca`` does not load scikit-learn). That is the core; `kpca.images`
+(denoising and hyperresolution of images by patches) and `kpca.sharded` (the
+passes of a fit over row shards) are wings on it, which the core never imports.
 """
 
 from kpca.kernels import KERNELS, KernelSpec, kernel_block

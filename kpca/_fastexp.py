@@ -6,10 +6,11 @@ vector math library here). Kernel maps only ever need ``exp(t)`` for
 ``exp(t) = 2^n exp(f)``, ``n = round(t / ln 2)``, ``|f| <= ln 2 / 2``
 (Cody-Waite split of ln 2), a Taylor polynomial for ``exp(f)`` (degree 7 in
 float32 by Horner's rule, 13 in float64 by Estrin's scheme, for its shorter
-dependency chain; truncation below 2e-8 and 1e-17 relative), and ``2^n`` made from its exponent bits by an LLVM bit cast. Every
+dependency chain; truncation below 2e-8 and 1e-17 relative), and ``2^n`` made from its exponent bits by an LLVM bit
+cast. Every
 step is plain arithmetic, so LLVM vectorises the loops that inline the scalar
 `exp_nonpositive` (float32 or float64 by its argument's type; the fused
-kernel tiles of `kpca.kernels`; `exp_in_place` is the array form).
+kernel tiles of `kpca.kernels`).
 Arguments below the underflow threshold give exactly 0 (the pre-image code
 tells points far from all training data by that); relative error is about
 2e-7 (float32) and 2e-15 (float64), checked against numpy in the tests.
@@ -83,7 +84,7 @@ def exp_nonpositive_f64(t):
 
 def exp_nonpositive(t):
     """``exp(t)`` for a float ``t <= 0`` in t's own precision, for jitted callers (inlined)."""
-    raise TypeError("exp_nonpositive is for numba-compiled code; use exp_in_place on arrays")
+    raise TypeError("exp_nonpositive is for numba-compiled code; use numpy.exp on arrays")
 
 
 @overload(exp_nonpositive, inline="always", jit_options={"fastmath": FASTMATH_FLAGS})
@@ -93,10 +94,3 @@ def _exp_nonpositive_typed(t):
     if t == types.float64:
         return exp_nonpositive_f64.py_func
     return None
-
-
-@numba.njit(nogil=True, cache=True, fastmath=FASTMATH_FLAGS)
-def exp_in_place(x):
-    """``x[j] = exp(x[j])`` for a 1-D float32 or float64 array with ``x <= 0``. O(len(x))."""
-    for j in range(x.shape[0]):
-        x[j] = exp_nonpositive(x[j])

@@ -287,7 +287,8 @@ def _panel(kind, X, Y, j, j1, rows, xn, yn, a, c, scale, Ct, T, start, copy_star
            product, first):
     """One column panel ``J = [j, j1)`` of `run_panels`, all of it without the interpreter lock:
     ``acc[:, col0 + J] = T start[:, col0 + J]`` in acc's precision (in ``first``; ``start`` copied where T
-    is empty and ``copy_start``, left where it is ``acc``), then per row tile the GEMM ``X[r:r1] Y[J]^T`` into ``gram``, the radial
+    is empty and ``copy_start``, left where it is ``acc``), then per row tile the GEMM ``X[r:r1] Y[J]^T`` into
+    ``gram``, the radial
     map ``kind`` (0 Gaussian, 1 Laplacian) into ``values`` and ``acc[:, col0 + J] += C[:, r:r1] values``
     (``Ct`` is C transposed, contiguous). Cost ``2 (j1 - j) b (n + d)`` flops (+ ``2 d^2 (j1 - j)`` with T)."""
     d, b, w = Ct.shape[1], X.shape[0], j1 - j

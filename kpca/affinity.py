@@ -108,7 +108,7 @@ class AffinityCentering(Centering):
     self_affinity: bool = False
 
     @classmethod
-    def of_degrees(cls, degrees: np.ndarray, diagonal: np.ndarray) -> "AffinityCentering":
+    def of_degrees(cls, degrees: np.ndarray, diagonal: np.ndarray) -> AffinityCentering:
         """The centring of M from the degrees (l,) of A and the kernel's diagonal ``k(x_i, x_i)`` (l,):
         ``c = min(1, max_i k(x_i, x_i) / d_i)`` and the gains' scale ``mean_i k(x_i, x_i) / d_i``;
         `Degenerate` if a degree is not positive and finite (an affinity must be). O(l)."""
@@ -125,7 +125,7 @@ class AffinityCentering(Centering):
         return {**super().to_state(), "affinity_degrees": self.degrees, **extra}
 
     @classmethod
-    def from_state(cls, entries) -> "AffinityCentering":
+    def from_state(cls, entries) -> AffinityCentering:
         """The centring whose entries `to_state` gave (a solver state's ``centering``; without
         ``affinity_shift``: a state with the self-affinity, module docstring)."""
         base = Centering.from_state(entries)

@@ -12,7 +12,8 @@ standard (`array_api_compat`), so the tests run it on numpy and on ``array_api_s
 differs only by its namespace.
 
 `namespace` picks the library for a ``device`` setting: ``"gpu"`` is CuPy (an error saying what is
-missing where there is none, a `kpca.params.ParamError`), ``"cpu"`` numpy, ``"auto"`` CuPy where a CUDA device is visible, else
+missing where there is none, a `kpca.params.ParamError`), ``"cpu"`` numpy, ``"auto"`` CuPy where a CUDA device is
+visible, else
 None (the numba tiles of `KernelRows`).
 
 Cost per pass: ``2 l^2 (n + d)`` flops on the device, ``O(b l)`` device memory per block, ``O(d l)``
@@ -107,7 +108,8 @@ class ArrayRows(KernelRows):
         """The data and its squared norms on the device (copied on first use)."""
         if self._device_data is None:
             xp = self.xp
-            host = np.concatenate([chunk for _, chunk in self.chunks(local=True)]).astype(self.compute_dtype, copy=False)
+            host = np.concatenate([chunk for _, chunk in self.chunks(local=True)])
+            host = host.astype(self.compute_dtype, copy=False)
             Y = xp.asarray(host)
             self._device_data = (Y, xp.sum(Y * Y, axis=1))
         return self._device_data

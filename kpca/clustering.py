@@ -42,23 +42,22 @@ plain dict, carrying the degrees), its ``run`` with any
 `kpca.driver.PassHooks`, and `clustering_from_state` whenever labels are
 wanted (after each pass: O(k^2 l) plus k-means on l x k). A checkpointed
 state resumes as any fit's, from `solver_state` (the state without the
-labels `Clustering.to_state` kept beside it). `spectral_clustering` does it all in one call.
+labels `Clustering.to_state` kept beside it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from kpca.affinity import AFFINITY_KERNELS, AffinityRows
-from kpca.driver import PassHooks
 from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
 from kpca.solvers import SOLVERS, SolverState, as_state, served_components
+
 N_INIT = 10  # k-means restarts
 
 
@@ -141,7 +140,8 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
     """`kpca.params.ParamError` naming ``n_clusters`` (not an integer in 2 .. l - 1), ``solver`` (not a
     `clustering_solvers`), ``kernel.type`` (values that are not positive affinities) or ``params.init``
     (the rskpca start, whose weighted centres stand for the rows of K; the Nystrom start, which ``auto``
-    takes on more rows than its subset holds, extends its components to the rows of L in the degree pass). What a request can be checked for before
+    takes on more rows than its subset holds, extends its components to the rows of L in the degree pass). What a
+    request can be checked for before
     any pass; the solver's own parameters are checked by its ``check``. O(1)."""
     if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)):
         raise ParamError("n_clusters", f"must be an integer, got {n_clusters!r}")
@@ -157,19 +157,6 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
     if params and params.get("init") == "rskpca":  # its shadow centres stand for the rows of K, not of L
         raise ParamError("params.init", f"{params['init']!r} is not available for spectral clustering; use "
                                         "'subset', 'nystrom' or 'random'")
-
-
-def affinity_rows(rows_or_X, kernel: KernelSpec | dict | None = None) -> AffinityRows:
-    """``rows_or_X`` if it is an `AffinityRows`, else the rows of L over the array X (l, n) with ``kernel``
-    (a `KernelSpec` or its dict; default a Gaussian of width ``"auto"``, the median distance of a
-    sample). O(l n)."""
-    if isinstance(rows_or_X, AffinityRows):
-        return rows_or_X
-    if kernel is None:
-        kernel = KernelSpec("gaussian", sigma="auto")
-    elif not isinstance(kernel, KernelSpec):
-        kernel = KernelSpec.from_dict(kernel)
-    return AffinityRows(np.asarray(rows_or_X), kernel)
 
 
 def prepare_clustering(rows: AffinityRows, n_clusters: int, solver: str = "ritz", params: dict | None = None,
@@ -211,37 +198,14 @@ def clustering_from_state(state: SolverState, rows: AffinityRows, seed: int = 0,
         centres = np.asarray(state.extras["cluster_centres"], dtype=np.float64)
         labels = np.asarray(state.extras["cluster_labels"])
     else:
-        from sklearn.cluster import KMeans  # here, not at the top: scikit-learn's import would slow every API and worker start
+        # here, not at the top: scikit-learn's import would slow every API and worker start
+        from sklearn.cluster import KMeans
 
         k = A.shape[0]
         centres = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(embedding).cluster_centers_
         labels = nearest(embedding, centres)
     return Clustering(labels=labels, embedding=embedding, centres=centres, eigenvalues=lam,
                       coefficients=A * extension[:, None], rows=rows, state=state)
-
-
-def spectral_clustering(rows_or_X, n_clusters: int, kernel: KernelSpec | dict | None = None, solver: str = "ritz",
-                        params: dict | None = None, seed: int = 0, on_pass: Callable | None = None,
-                        n_init: int = N_INIT) -> Clustering:
-    """Spectral clustering of the rows (seed 000 §5.3; module docstring) into ``n_clusters``.
-
-    ``rows_or_X`` is an `AffinityRows` (out of core: any chunked source) or an array (l, n), with
-    ``kernel`` (default Gaussian, width ``"auto"``). ``seed`` seeds the solver (unless ``params`` name
-    one) and k-means. An iterative solver runs ``params["passes"]`` passes; ``on_pass(clustering)``, if
-    given, gets the `Clustering` of every pass (``clustering.state.pass_``). Cost: the degree pass,
-    the solver's (a KHA pass: ``2 l^2 (n + d)`` flops), and k-means per reported clustering.
-    """
-    rows = affinity_rows(rows_or_X, kernel)
-    params = dict(params or {})
-    declared = SOLVERS.get(solver)
-    if declared is not None and declared.param("seed") is not None:
-        params.setdefault("seed", int(seed))
-    prepared = prepare_clustering(rows, n_clusters, solver, params)
-    hooks = None
-    if on_pass is not None:
-        hooks = PassHooks(on_pass=lambda s: on_pass(clustering_from_state(s, rows, seed, n_init)))
-    state, _ = prepared.run(rows, hooks)
-    return clustering_from_state(state, rows, seed, n_init)
 
 
 def nearest(Y: np.ndarray, centres: np.ndarray) -> np.ndarray:

@@ -233,7 +233,7 @@ class KernelSpec:
         any kernel value can be computed."""
         return tuple(key for key, value in self._values if value == "auto")
 
-    def resolved(self, sample: np.ndarray) -> "KernelSpec":
+    def resolved(self, sample: np.ndarray) -> KernelSpec:
         """This kernel with every ``"auto"`` parameter set from ``sample`` (rows of the data): a width
         is the rows' `median_distance`. Itself if nothing is ``"auto"``. Cost O(m^2 n) for m rows."""
         if not self.unresolved:
@@ -242,7 +242,7 @@ class KernelSpec:
         values.update({name: median_distance(sample) for name in self.unresolved})  # only widths are "auto"
         return KernelSpec(self.type, **values)
 
-    def require_resolved(self) -> "KernelSpec":
+    def require_resolved(self) -> KernelSpec:
         """Itself, or ValueError naming the parameter that is still ``"auto"``."""
         if self.unresolved:
             raise ValueError(f"kernel.{self.unresolved[0]}: \"auto\" must be resolved from the data before kernel "
@@ -250,7 +250,7 @@ class KernelSpec:
         return self
 
     @classmethod
-    def from_dict(cls, spec: Mapping) -> "KernelSpec":
+    def from_dict(cls, spec: Mapping) -> KernelSpec:
         """Build from ``{"type": "gaussian", "sigma": 3.0}`` (or an alias of `KERNEL_ALIASES`, such as
         ``{"type": "rbf", "gamma": 0.5}``); unknown keys raise `ParamError`."""
         spec = dict(spec)

@@ -28,12 +28,6 @@ def excess_error(Kc: np.ndarray, AK: np.ndarray, e_min: float) -> float:
     return reconstruction_error(Kc, AK) / e_min - 1.0
 
 
-def orthonormality_error(A: np.ndarray, AK: np.ndarray) -> float:
-    """``||A K' A^T - I||_F``: how far the components are from orthonormal in feature space. O(r^2 l)."""
-    G = AK @ A.T
-    return float(np.linalg.norm(G - np.eye(G.shape[0])))
-
-
 def subspace_angles(A1: np.ndarray, A2: np.ndarray, Kc: np.ndarray) -> np.ndarray:
     """Principal angles (radians, ascending) between span(A1 Phi') and span(A2 Phi').
 
@@ -63,7 +57,8 @@ def variation_of_information(labels_a, labels_b) -> float:
     """
     a, b = np.asarray(labels_a), np.asarray(labels_b)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
-        raise ValueError(f"labels: expected two non-empty 1-D arrays of equal length, got shapes {a.shape} and {b.shape}")
+        raise ValueError("labels: expected two non-empty 1-D arrays of equal length, "
+                         f"got shapes {a.shape} and {b.shape}")
     _, ia = np.unique(a, return_inverse=True)
     _, ib = np.unique(b, return_inverse=True)
     l = a.size

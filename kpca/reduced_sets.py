@@ -82,8 +82,9 @@ def shadow_epsilon(kernel: KernelSpec, ell: float, field: str = "density") -> fl
     """
     factor = SHADOW_KERNELS.get(kernel.type)
     if factor is None:
-        raise ParamError(field, f"the shadow estimate needs a radial kernel with a width ({', '.join(SHADOW_KERNELS)}), "
-                                f"not {kernel.type}: choose density kmeans, paring or herding")
+        raise ParamError(field, "the shadow estimate needs a radial kernel with a width "
+                                f"({', '.join(SHADOW_KERNELS)}), not {kernel.type}: "
+                                "choose density kmeans, paring or herding")
     sigma = kernel.require_resolved().sigma
     return float(factor * sigma / ell)
 

@@ -68,7 +68,8 @@ def default_origin(source, kernel: KernelSpec) -> np.ndarray | None:
     if not kernel.kernel.radial or source.shape[0] == 0:
         return None
     rows, step = min(ORIGIN_ROWS, int(source.shape[0])), default_chunk_rows(source)  # read as the source is chunked
-    first = np.concatenate([np.asarray(source[a : min(a + step, rows)], dtype=np.float64) for a in range(0, rows, step)])
+    first = np.concatenate([np.asarray(source[a : min(a + step, rows)], dtype=np.float64)
+                            for a in range(0, rows, step)])
     # correctly rounded sums (math.fsum): the same origin, bit for bit, however the rows were read
     return np.array([math.fsum(column) for column in first.T]) / rows
 
@@ -408,7 +409,8 @@ class KernelRows:
         ``B[i, j] = k(X[i], x_j) + row_shift[i] - m[j]`` over this source's rows x_j (without ``- m[j]``
         if not ``centred``, and without any shift when ``row_shift`` is None).
 
-        ``X`` (b, n) in local coordinates (`points`, `to_local`) and ``compute_dtype`` with squared norms ``x_sqnorms`` (b,) where the kernel needs
+        ``X`` (b, n) in local coordinates (`points`, `to_local`) and ``compute_dtype`` with squared norms
+        ``x_sqnorms`` (b,) where the kernel needs
         them; ``C`` (d, b) is used in its own dtype (`left_product` casts it to the rows'). A shard of a
         sharded fit (`kpca.sharded.shards`) multiplies the block's points, rows of other shards, against its
         own rows with it. Cost as `left_product`. Returns ``out``.

@@ -19,7 +19,7 @@ from skimage import data
 from bench.denoise_image import PATCH, linear_pca_denoise
 from kpca.defaults import MU_SCALE
 from kpca.solvers import get_solver
-from kpca.images import assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants
+from kpca.images.patches import assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants
 from kpca.kernels import KernelSpec
 from kpca.metrics import minimal_error
 from kpca.model import KernelModel
@@ -143,7 +143,7 @@ After {passes} passes the constant gain's excess error is {et_gain:.0f} times KH
 KHA/et's {smd_gain:.1f} times KHA-SMD's (the paper: about 10). Constant gain after {long_passes} passes:
 excess error {fmt(float(np.mean(long_errors)))} (mean over sub-images).
 
-SNR (dB, `kpca.images.snr_db`, whole 256 x 256 image): noisy {snr['noisy']:.2f}; KHA/et {passes} passes
+SNR (dB, `kpca.images.patches.snr_db`, whole 256 x 256 image): noisy {snr['noisy']:.2f}; KHA/et {passes} passes
 {snr['kha-et']:.2f}; KHA-SMD {passes} passes {snr['kha-smd']:.2f}; constant gain {long_passes} passes
 {snr['kha/long']:.2f}; linear PCA with the same r {snr['linear_pca']:.2f}. The paper's 13.46 / 13.49 are on
 Lena with another noise level and SNR convention, so only the comparison between solvers transfers.

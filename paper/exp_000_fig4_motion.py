@@ -1,6 +1,6 @@
 """Seed 000 §5.4, Fig. 4: denoising a walking motion with 25 kernel PCs, excess error per pass and MSE.
 
-The CMU walk cannot be downloaded; `kpca.motion.walking_motion` synthesises an articulated walker (16
+The CMU walk cannot be downloaded; `paper.motion.walking_motion` synthesises an articulated walker (16
 joints, 48 coordinates per frame). Gaussian noise is added to every frame, KHA/t, KHA/et and KHA-SMD find
 25 components of the noisy frames, and each noisy frame is replaced by the fixed-point pre-image of its
 projection (`kpca.preimage.reconstruct`), as in tests/kpca/test_motion_denoise.py.
@@ -20,13 +20,13 @@ from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
 from kpca.metrics import minimal_error
 from kpca.model import KernelModel
-from kpca.motion import walking_motion
 from kpca.noise import gaussian_noise
 from kpca.preimage import reconstruct
 from kpca.rows import DenseRows, KernelRows
 from paper._common import (SOLVER_LABELS, curve, figure, final_score, fmt, local_search, ordered, plot_curves,
                            save_figure, verdict_word)
 from paper._criteria import criterion
+from paper.motion import walking_motion
 
 TITLE = "Seed 000 Fig. 4: human motion denoising (a synthetic walk for CMU mocap), excess error per pass"
 SEED = "000"
@@ -96,7 +96,7 @@ turn was better than KHA/t. KHA-SMD managed to reduce the mean-squared error by 
 **Criteria (paper/criteria/000_fig4_*.json, committed before the run).** (1) {ORDER.text}. (2) The 87.5 % is
 **not testable here**: {MSE.not_testable}.
 
-**Setup.** `kpca.motion.walking_motion({frames}, rng=0, in_place=True)`: {frames} frames at 60 fps of a
+**Setup.** `paper.motion.walking_motion({frames}, rng=0, in_place=True)`: {frames} frames at 60 fps of a
 synthetic walker (16 joints, 48 coordinates, metres; the CMU data cannot be downloaded), Gaussian noise
 {NOISE} m per coordinate (seed 1), the noise level tests/kpca/test_motion_denoise.py uses (the paper does
 not give its level). Kernel width by the median rule, sqrt(median squared distance / 2) = {sigma:.3f} m

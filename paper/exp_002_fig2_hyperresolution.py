@@ -6,7 +6,7 @@ principal components and reconstructs a pre-image by gradient descent started at
 ([9], [10]). Yale B is not available offline: scikit-image's bundled ``lfw_subset`` stands in (its
 first 100 images are faces, 25 x 25, cropped here to 24 x 24 so that 3 divides the side). 90 faces
 and their mirror images (180 rows) train, the other 10 faces test. The project's pieces:
-`kpca.images` (block-mean subsampling, pixel replication), `kpca.estimator.KernelHebbianPCA` (the
+`kpca.images.patches` (block-mean subsampling, pixel replication), `kpca.estimator.KernelHebbianPCA` (the
 ``kha`` solver and the ``exact`` reference) and `kpca.preimage.reconstruct` (method ``gradient``:
 L-BFGS-B on ||P Phi(x) - Phi(z)||^2 from the better of the Kwok-Tsang point and x).
 """
@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
-from kpca.hyperresolution import hyperresolve
-from kpca.images import downscale_mean, upscale_replicate
+from kpca.images.hyperresolution import hyperresolve
+from kpca.images.patches import downscale_mean, upscale_replicate
 from kpca.kernels import median_distance
 from kpca.metrics import excess_error, minimal_error
 from kpca.preimage import reconstruct
@@ -70,7 +70,7 @@ def psnr(truth: np.ndarray, estimate: np.ndarray) -> np.ndarray:
 def constrained(reconstruct_rows, low: np.ndarray, factor: int, rounds: int = 3) -> np.ndarray:
     """Faces reconstructed by ``reconstruct_rows`` (rows -> rows) and projected onto the faces whose
     ``factor x factor`` block means are the low-resolution input, ``rounds`` times
-    (`kpca.hyperresolution.hyperresolve`, H2): the block means of the answer are the input's."""
+    (`kpca.images.hyperresolution.hyperresolve`, H2): the block means of the answer are the input's."""
     out = [hyperresolve(face, factor, lambda im: reconstruct_rows(im.reshape(1, -1)).reshape(im.shape),
                         iterations=rounds) for face in low]
     return np.stack(out).reshape(len(low), -1)
@@ -255,7 +255,7 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
                        for k in ("KHA", "PCA")}
     md += ["**With the data-consistency constraint (issue 27, not in the paper).** The rows \"+ constraint\" "
            "alternate the same pre-images with the projection onto the faces whose block means are the input "
-           "(3 rounds, `kpca.hyperresolution.hyperresolve`), so that their block means reproduce it exactly. At "
+           "(3 rounds, `kpca.images.hyperresolution.hyperresolve`), so that their block means reproduce it exactly. At "
            f"r = {r_hi}, factor 3: KHA {with_constraint['KHA'][0]:.2f} → {with_constraint['KHA'][1]:.2f} dB, PCA "
            f"{with_constraint['PCA'][0]:.2f} → {with_constraint['PCA'][1]:.2f} dB (bicubic "
            f"{np.mean(f3['psnr']['bicubic']):.2f} dB).", ""]

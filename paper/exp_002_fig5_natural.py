@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
-from kpca.hyperresolution import back_project, hyperresolve
-from kpca.images import assemble_patches, downscale_mean, extract_patches, upscale_replicate
+from kpca.images.hyperresolution import back_project, hyperresolve
+from kpca.images.patches import assemble_patches, downscale_mean, extract_patches, upscale_replicate
 from kpca.kernels import median_distance
 from kpca.metrics import excess_error, minimal_error
 from kpca.preimage import reconstruct
@@ -32,7 +32,7 @@ SEED = "002"
 NAME = "002_fig5_natural"
 FACTOR = 4  # the paper's 100 x 100 -> 400 x 400
 SCALE = 4  # block means of the bundled 512-pixel images: the "high resolution" scale
-CONSTRAINED_ROUNDS = 3  # reconstructions of the constrained path (kpca.hyperresolution, H2)
+CONSTRAINED_ROUNDS = 3  # reconstructions of the constrained path (kpca.images.hyperresolution, H2)
 TRAINING_IMAGES = ("astronaut", "coffee", "chelsea", "rocket", "grass", "gravel", "brick")
 
 
@@ -162,7 +162,7 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
           f"Windows: stride {stride} "
           f"(overlapping, e) or {patch} (blocks, f), each reconstructed by `kpca.preimage` method `gradient` "
           "(L-BFGS-B from the Kwok-Tsang point, as the paper's [9] + [10]) and averaged where they overlap "
-          "(`kpca.images.assemble_patches`). PCA: the same r directions of the same patches, same windows.", "",
+          "(`kpca.images.patches.assemble_patches`). PCA: the same r directions of the same patches, same windows.", "",
           f"![Fig. 5 analogue](figures/{fig_name})", "",
           "| reconstruction | PSNR (dB) |", "|---|---|"]
     md += [f"| {k} | {v:.2f} |" for k, v in scores.items()]
@@ -183,7 +183,7 @@ def run(figures: pathlib.Path, quick: bool = False) -> dict:
            "below PCA in PSNR, approaching it as σ grows (the linear limit).", "",
            "**With the data-consistency constraint (issue 27, not in the paper).** The rows \"+ constraint\" "
            f"alternate the same reconstruction with the projection onto the images whose {FACTOR} × {FACTOR} block "
-           f"means are the input ({CONSTRAINED_ROUNDS} rounds, `kpca.hyperresolution.hyperresolve`), so their block "
+           f"means are the input ({CONSTRAINED_ROUNDS} rounds, `kpca.images.hyperresolution.hyperresolve`), so their block "
            "means reproduce the input exactly: KHA "
            f"{scores['e. KHA, overlapping']:.2f} → {scores['KHA, overlapping + constraint']:.2f} dB, PCA "
            f"{scores['c. PCA']:.2f} → {scores['PCA + constraint']:.2f} dB, bicubic {scores['bicubic']:.2f} → "

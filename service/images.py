@@ -3,7 +3,7 @@
 A PNG's size is read from its header (`png_header`) and checked against the
 pixel limit before Pillow decodes anything, so a small file that declares a
 huge image costs nothing. `image_patch_plan` turns the patch geometry of an
-image request (`kpca.images.patch_plan`) into the route's 422.
+image request (`kpca.images.patches.patch_plan`) into the route's 422.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from kpca.images import PatchPlan, channels_of, patch_plan
+from kpca.images.patches import PatchPlan, channels_of, patch_plan
 from service.errors import ApiError
 
 PNG_MEDIA_TYPE = "image/png"
@@ -76,7 +76,7 @@ def check_pixels(height: int, width: int, limit: int, field: str = "body", what:
 
 def image_patch_plan(image: np.ndarray, n_features: int, upscale: int, model: str) -> PatchPlan:
     """How a decoded ``image`` is cut for model ``model`` over rows of ``n_features`` values, upscaled
-    ``upscale`` times (`kpca.images.patch_plan`: patch side, upscaled height and width), or a 422 on
+    ``upscale`` times (`kpca.images.patches.patch_plan`: patch side, upscaled height and width), or a 422 on
     ``image`` when those rows are not square patches of the image's channels. Cost O(1)."""
     try:
         return patch_plan(image.shape, n_features, upscale)

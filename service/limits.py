@@ -34,7 +34,7 @@ from fastapi import Depends, Request
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kpca.images import patch_count
+from kpca.images.patches import patch_count
 from service.errors import ApiError, error_response
 from service.http_protocol import DRAIN_BYTES, body_length
 from store.jobs.records import ACTIVE
@@ -174,7 +174,7 @@ def check_image_dataset(rows: int, features: int, patch: int, stride: int, limit
 
 def check_patches(height: int, width: int, patch: int, stride: int, limit: int, setting: str,
                   field: str = "stride") -> int:
-    """The patch count of an image request (`kpca.images.patch_count`), or a 422 on ``field``
+    """The patch count of an image request (`kpca.images.patches.patch_count`), or a 422 on ``field``
     (``stride``, ``patch``) naming the count and the limit (``setting``: the environment variable) when
     it is over ``limit``. Cost O(1)."""
     count = patch_count(height, width, patch, stride)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from kpca.images import patch_side
+from kpca.images.patches import patch_side
 
 DPI = 100
 #: words for the convergence metrics of `store.jobs.records.Convergence` (others: the name, underscores as spaces)
@@ -30,12 +30,6 @@ METRIC_WORDS = {
 LEGEND_COMPONENTS = 10  # more components than this: shaded lines instead of a legend
 _SERIES_LABELS = {"value": "served components (what a projection gets)",
                   "iterate": "solver's raw iterate (before orthonormalisation)"}
-
-
-def metric_words(metric: str) -> str:
-    """A convergence metric's name in words, with its formula: ``"excess reconstruction error, E / E_min - 1"``."""
-    words, formula = METRIC_WORDS.get(metric, (metric.replace("_", " "), None))
-    return f"{words}, {formula}" if formula else words
 
 
 def metric_label(metric: str, chars: int) -> str:

@@ -11,15 +11,15 @@ is read; a damaged record is quarantined, never fatal to another resource (`stor
 are validated by `validate_name`, so no input can address a path outside the data folder.
 """
 
+from store.datasets.dataset_store import DatasetStore
+from store.datasets.records import DatasetInfo, DatasetRecord
+from store.datasets.segments import RowWindow, SegmentedRows
+from store.errors import Conflict, Invalid, NotFound, StoreError
 from store.jobs.checkpoints import CheckpointStore
 from store.jobs.clusterings import ClusteringRecord, ClusteringRegistry
-from store.datasets.records import DatasetInfo, DatasetRecord
-from store.datasets.dataset_store import DatasetStore
-from store.errors import Conflict, Invalid, NotFound, StoreError
 from store.jobs.models import ModelRegistry
-from store.names import validate_name
 from store.jobs.records import ModelRecord
-from store.datasets.segments import RowWindow, SegmentedRows
+from store.names import validate_name
 
 __all__ = [
     "CheckpointStore",

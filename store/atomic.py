@@ -77,7 +77,7 @@ def fsync_tree(root: Path) -> None:
         fsync_dir(Path(folder))
 
 
-def write_via_temp(path: Path, write: Callable[[IO[bytes]], None], exclusive: bool = False) -> None:
+def write_via_temp(path: Path, write: Callable[[IO[bytes]], object], exclusive: bool = False) -> None:
     """Write a file atomically: ``write(f)`` fills a temporary file that then takes the name ``path``.
 
     Parameters

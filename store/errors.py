@@ -27,10 +27,6 @@ class StoreError(Exception):
         self.message = message
         self.field = field
 
-    def as_dict(self) -> dict:
-        """The error as a JSON-able ``{"code", "message", "field"}`` dict. Cost O(1)."""
-        return {"code": self.code, "message": self.message, "field": self.field}
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, field={self.field!r})"
 

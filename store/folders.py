@@ -126,7 +126,7 @@ class ResourceFolders:
         """``read(name)`` for the names after ``after``, in name order, until ``limit`` results (all
         if None); a name ``read`` answers None for (no document, or not one to list) is skipped. What
         every paged list of the store shares. Cost: one listing plus one ``read`` per name visited."""
-        found = []
+        found: list = []
         for name in self.names():
             if after is not None and name <= after:
                 continue

@@ -20,7 +20,7 @@ import re
 import struct
 import threading
 import zipfile
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -62,7 +62,8 @@ def parse_header(text: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     match = _NUMPY_HEADER.match(text)
     if match is not None:
         descr, fortran, shape = match.group(1), match.group(2) == "True", match.group(3)
-        return tuple(int(v) for v in shape.split(",") if v.strip()), fortran, npy_format.descr_to_dtype(descr)
+        dtype = npy_format.descr_to_dtype(descr)  # type: ignore[arg-type]  # a str descr: numpy's stub omits it
+        return tuple(int(v) for v in shape.split(",") if v.strip()), fortran, dtype
     try:
         with _LITERAL_EVAL:
             header = ast.literal_eval(text)
@@ -95,7 +96,7 @@ def read_array(handle: IO[bytes], size: int | None = None) -> np.ndarray:
         raise ValueError(f"the .npy data are truncated: its header announces {n_bytes} bytes, the file holds "
                          f"{max(0, size - handle.tell())}")
     data = bytearray(n_bytes)
-    if n_bytes and handle.readinto(data) != n_bytes:
+    if n_bytes and cast(io.BufferedIOBase, handle).readinto(data) != n_bytes:  # binary files have readinto
         raise ValueError(f"the .npy data are truncated: its header announces {n_bytes} bytes")
     return array_in_buffer(data, shape, fortran, dtype, 0)
 
@@ -173,7 +174,7 @@ class NpzArchive:
     def close(self) -> None:
         self._zip.close()
 
-    def __enter__(self) -> "NpzArchive":
+    def __enter__(self) -> NpzArchive:
         return self
 
     def __exit__(self, *exc) -> None:

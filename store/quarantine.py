@@ -43,7 +43,7 @@ class DamagedEntry:
     status: str = "corrupt"
 
     @classmethod
-    def of(cls, name: str, error: Damaged) -> "DamagedEntry":
+    def of(cls, name: str, error: Damaged) -> DamagedEntry:
         """The entry of resource ``name`` whose read raised ``error``. O(1)."""
         return cls(name=name, message=error.message, cause=error.cause)
 
@@ -53,7 +53,7 @@ def note(path: Path, error: Damaged) -> None:
     file (its signature: a new damage is logged again). Cost: one ``stat``."""
     try:
         info = os.stat(path)
-        key = (str(path), info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+        key: tuple[object, ...] = (str(path), info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
     except OSError:
         key = (str(path), None)
     with _noted_lock:

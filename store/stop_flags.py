@@ -62,7 +62,7 @@ class StopFlags:
             now = time.monotonic()
             if not last["raised"] and now - last["at"] >= every_s:
                 last["at"], last["raised"] = now, self.raised(token)
-            return last["raised"]
+            return bool(last["raised"])
 
         return raised
 

@@ -211,7 +211,7 @@ def test_what_the_tuning_chose_is_denoise_quality():
     assert f"What the tuning chose: {first} as the first stage" in text
     assert f"a Wiener second stage in {sum(s is not None for s in stages)} of {len(stages)} cases" in text
     assert f'the single stage ("wiener") in {stages.count("wiener")}' in text
-    assert f"the variants of `kpca.second_stage` in {sum(s not in (None, 'wiener') for s in stages)}" in text
+    assert f"the variants of `kpca.images.second_stage` in {sum(s not in (None, 'wiener') for s in stages)}" in text
 
 
 def test_the_denoising_times_are_denoise_quality():

@@ -87,6 +87,22 @@ def test_numerics_import_no_io_service_or_dask_library():
     assert {name: found for name, found in bad.items() if found} == {}
 
 
+#: kpca's wings: each builds on the core, and nothing in the core imports it.
+WINGS = ("kpca.images", "kpca.sharded")
+
+
+def test_kpca_wings_point_to_the_core_only():
+    """kpca is a core with wings (`kpca.images`, `kpca.sharded`): arrows point wing -> core, never core ->
+    wing, and a wing is not imported by another wing."""
+    def wing(name):
+        return next((w for w in WINGS if name == w or name.startswith(w + ".")), None)
+
+    inward = sorted(f"{name} -> {other}" for name in MODULES if name.startswith("kpca")
+                    for other in GRAPH[name] if wing(other) and wing(other) != wing(name))
+    assert inward == []
+    assert all(w in MODULES for w in WINGS) and any(wing(other) for name in GRAPH for other in GRAPH[name])
+
+
 def test_no_import_cycles():
     """Tarjan's strongly connected components of the module import graph: every one is a single module."""
     index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]

@@ -43,8 +43,8 @@ import numpy as np
 
 from kpca.affinity import AffinityRows
 from kpca.clustering import Clustering, check_clustering, clustering_from_state, kept_labels, solver_state
-from kpca.solvers import SolverState
 from kpca.metrics import variation_of_information
+from kpca.solvers import SolverState
 from store import ClusteringRegistry, DatasetStore
 from store.jobs.clusterings import ClusteringPassRecord, ClusteringRecord
 from workers.fit import FitJob
@@ -81,7 +81,7 @@ class ClusteringJob(FitJob):
         source = self.datasets.open_array(record.dataset, record.dataset_version)
         return AffinityRows(source, record.fit_kernel or record.kernel)
 
-    def figure(self, record: ClusteringRecord, rows: AffinityRows) -> "ClusteringFigure":
+    def figure(self, record: ClusteringRecord, rows: AffinityRows) -> ClusteringFigure:
         """The model's convergence figure over the rows of M, reporting L's eigenvalues."""
         return ClusteringFigure(super().figure(record, rows))
 

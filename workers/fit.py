@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kpca.array_rows import ArrayRows, namespace
 from kpca._threads import tile_threads
 from kpca._tiles import thread_niceness
+from kpca.array_rows import ArrayRows, namespace
 from kpca.driver import PassHooks
 from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
@@ -44,12 +44,19 @@ from kpca.solvers import Diverged, Iteration, SolverState, Stopped, as_state, ge
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.atomic import disk_full
 from store.errors import Corrupt, Damaged
-from store.jobs.registry import JobRegistry
 from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
+from store.jobs.registry import JobRegistry
 from workers.placement import fit_threads, machine_cores, running_fits
 from workers.priority import fit_nice, run_niced, thread_policy
-from workers.progress import (ConvergenceFigure, ModelGone, PassReporter, completed_checkpoint, completion_warnings,
-                              save_while_present, still_ours)
+from workers.progress import (
+    ConvergenceFigure,
+    ModelGone,
+    PassReporter,
+    completed_checkpoint,
+    completion_warnings,
+    save_while_present,
+    still_ours,
+)
 from workers.sharded_fit import fit_sharded, shard_request
 
 log = logging.getLogger(__name__)
@@ -235,7 +242,8 @@ def complete(job: FitJob, record: JobRecord, rows: KernelRows, state: SolverStat
     (`FitJob.finish`); a state no pass of this run recorded is reported first (`PassReporter.settle`)."""
     report.settle(state)
     warnings = completion_warnings(rows, state) + report.prepared.notes(state, rows)
-    job.registry.update(record.name, status="completed", stopped_early=report.stop_early or bool(state.converged),
+    stopped_early = report.stop_early or bool(state.converged)
+    job.registry.update(record.name, status="completed", stopped_early=stopped_early,
                         warnings=warnings, **job.finish(record, rows, state),
                         **completed_checkpoint(job.checkpoints, record.name))
     return "completed"

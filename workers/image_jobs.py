@@ -2,10 +2,10 @@
 
 * `denoise_with_model`: an image through a stored patch model (``/v1/models/{name}/denoise-image``):
   with ``tune="auto"`` the noise is estimated from the image, the rank and pre-image chosen by the
-  recorrupted risk estimate (`kpca.tuning.tune_model`), then the image denoised; with ``upscale`` > 1
-  hyperresolution, constrained to reproduce the input by default (`kpca.hyperresolution`).
+  recorrupted risk estimate (`kpca.images.tuning.tune_model`), then the image denoised; with ``upscale`` > 1
+  hyperresolution, constrained to reproduce the input by default (`kpca.images.hyperresolution`).
 * `denoise_with_own_models`: the one-call path (``POST /v1/denoise-image``): the image's own tiles
-  fitted, kernel width, rank and pre-image tuned (`kpca.tuning.tune_patches`), the image denoised.
+  fitted, kernel width, rank and pre-image tuned (`kpca.images.tuning.tune_patches`), the image denoised.
 * `denoise_rows_tuned`: rows through a stored model with the rank and pre-image tuned (``/denoise``).
 
 Each returns its answer and an ``info`` dict: what was chosen (``chosen``), the noise level and
@@ -24,14 +24,21 @@ from pathlib import Path
 import numpy as np
 
 from kpca.errors import Stopped
-from kpca.hyperresolution import hyperresolve, patch_reconstruction
-from kpca.images import assemble_patches, extract_patches, from_unit, to_unit
+from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
+from kpca.images.hyperresolution import hyperresolve, patch_reconstruction
+from kpca.images.noise_level import noise_level, noise_level_rows
+from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit
+from kpca.images.second_stage import (
+    WIENER,
+    apply_second_stage,
+    choose_second_stage,
+    lower_stage,
+    stage_choice,
+    stage_risks,
+)
+from kpca.images.tuning import tune_model, tune_patches, tuning_windows
 from kpca.model import KernelModel
-from kpca.noise_level import noise_level, noise_level_rows
-from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
 from kpca.preimage import reconstruct
-from kpca.second_stage import WIENER, apply_second_stage, choose_second_stage, lower_stage, stage_choice, stage_risks
-from kpca.tuning import tune_model, tune_patches, tuning_windows
 from store.errors import Conflict
 from store.image_jobs import ImageJobStore
 from store.stop_flags import StopFlags
@@ -56,23 +63,24 @@ class JobProgress:
         self.stops, self.stop = StopFlags(data_dir), stop
         self.asked_to_stop = self.stops.checker(stop)
         self.job = job
+        self._key = job or ""  # the job's name in the store (which is None where ``job`` is)
         self.started = time.perf_counter()
         self.steps: list[dict] = []
         self.phase = "starting"
         self._written = 0.0
         if self.store is not None:
-            self.store.start(job, kind)
+            self.store.start(self._key, kind)
 
     def _write(self, **fields) -> None:
         if self.store is not None:
-            self.store.update(self.job, elapsed_s=time.perf_counter() - self.started, **fields)
+            self.store.update(self._key, elapsed_s=time.perf_counter() - self.started, **fields)
 
     def report(self, done: int, total: int) -> None:
         if self.stops.raised(self.stop):
             raise Stopped("the request ended (its deadline passed or its client went away)")
         if self.store is None:
             return
-        if self.store.cancel_requested(self.job):
+        if self.store.cancel_requested(self._key):
             raise Stopped(f"image job {self.job!r} was cancelled")
         now = time.perf_counter()
         if now - self._written >= REPORT_EVERY_S or done == total:
@@ -117,16 +125,16 @@ def _run(progress: JobProgress, work):
 def _second_stage(progress: JobProgress, choice: str, unit: np.ndarray, out: np.ndarray, patch: int, stride: int,
                   noise: float, first=None, windows=None) -> tuple[np.ndarray, dict]:
     """``out`` (the first stage's output for ``unit``) followed by the Wiener stage as ``choice`` says
-    (`kpca.second_stage.STAGE_CHOICES`): ``auto`` the stage or variant (or none) that (T1) of
-    ``first(y1, s1)`` alone and followed by each on ``windows`` picks (`kpca.second_stage.stage_risks`,
-    `kpca.second_stage.lower_stage`; no ``first``: not applied), ``wiener`` the single stage always,
+    (`kpca.images.second_stage.STAGE_CHOICES`): ``auto`` the stage or variant (or none) that (T1) of
+    ``first(y1, s1)`` alone and followed by each on ``windows`` picks (`kpca.images.second_stage.stage_risks`,
+    `kpca.images.second_stage.lower_stage`; no ``first``: not applied), ``wiener`` the single stage always,
     ``off`` never; timed as the step "second stage". Returns the image and ``{"stage", "risks"}``
     (risks None where not estimated)."""
     if choice == "off" or (choice == "auto" and first is None):
         return out, {"stage": None, "risks": None}
     with progress.step("second stage"):
         risks = stage_risks(first, windows, noise, patch, stride) if choice == "auto" else None
-        stage = WIENER if choice == WIENER else lower_stage(risks)
+        stage = WIENER if risks is None else lower_stage(risks)  # risks: estimated for "auto" only
         out = apply_second_stage(unit, out, (patch, stride), noise, stage)
     return out, {"stage": stage, "risks": risks}
 
@@ -139,15 +147,15 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
     """Denoise (or hyperresolve, ``upscale`` > 1) a decoded PNG's pixels through a stored patch model.
 
     ``tune="auto"`` (denoising only): the rank (at most the model's) and pre-image method are chosen by
-    `kpca.tuning.tune_model` on the image itself; ``method`` other than "auto" and ``n_components``
+    `kpca.images.tuning.tune_model` on the image itself; ``method`` other than "auto" and ``n_components``
     are kept as given; then the Wiener second stage (or a variant) where its estimated risk on the tuning
     windows is lower than the first stage's alone (``second_stage="auto"``; ``"wiener"``: always; ``"off"``: never;
-    with ``tune="off"``, ``"auto"`` is off; `kpca.second_stage`). ``tune="off"``: ``method`` and
+    with ``tune="off"``, ``"auto"`` is off; `kpca.images.second_stage`). ``tune="off"``: ``method`` and
     ``options`` as given, all the model's components (or ``n_components``). Hyperresolution reconstructs
     with ``method`` and, when ``constrained``, back-projects onto the input
-    (`kpca.hyperresolution.hyperresolve`); it has no second stage. Returns the image (input's dtype,
+    (`kpca.images.hyperresolution.hyperresolve`); it has no second stage. Returns the image (input's dtype,
     upscaled shape) and ``info`` (module docstring), whose ``chosen`` says ``second_stage`` (``"wiener"``,
-    a variant's name, `kpca.second_stage.variant_name`, or None) and ``second_stage_risks`` (None where
+    a variant's name, `kpca.images.second_stage.variant_name`, or None) and ``second_stage_risks`` (None where
     not estimated).
     """
     choice = stage_choice(second_stage)
@@ -223,9 +231,9 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
                             noise: float | None = None, job: str | None = None,
                             second_stage: bool | str = "auto", stop: str | None = None) -> tuple[np.ndarray, dict]:
     """The one-call path: a decoded PNG's pixels denoised by kernel PCA models of its own tiles
-    (`kpca.patch_denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
-    (`kpca.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept), followed by the Wiener
-    second stage, or a variant of it, where its estimated risk is lower (`kpca.second_stage`; ``"auto"`` or True;
+    (`kpca.images.denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
+    (`kpca.images.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept), followed by the Wiener
+    second stage, or a variant of it, where its estimated risk is lower (`kpca.images.second_stage`; ``"auto"`` or True;
     ``"wiener"``: always; ``"off"`` or False: the first stage alone, as before issue 27). ``tune="off"``:
     the values of ``fixed`` over `PatchSettings`' defaults, and ``"auto"`` is off. Returns the image
     (input's dtype) and ``info``, whose ``chosen`` includes ``sigma``, the kernel width used,
@@ -277,8 +285,8 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
 
 def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: dict | None = None,
                        stop: str | None = None) -> tuple[np.ndarray, dict]:
-    """Rows through a stored model with the rank and pre-image chosen by `kpca.tuning.tune_model` on the
-    rows themselves (their noise estimated from their covariance, `kpca.noise_level.noise_level_rows`:
+    """Rows through a stored model with the rank and pre-image chosen by `kpca.images.tuning.tune_model` on the
+    rows themselves (their noise estimated from their covariance, `kpca.images.noise_level.noise_level_rows`:
     it needs more rows than columns). ``stop``: the request's stop flag (`store.stop_flags`), looked at
     after each candidate and before the pre-images (`Stopped` when raised). Returns the rows and ``info``."""
     progress = JobProgress(data_dir, None, "denoise", stop)

@@ -1,7 +1,7 @@
 """Image jobs on a worker: a data set of patches cut from an image, and an image denoised by a patch model.
 
 Images arrive as the integer pixels of a decoded PNG (uint8 or uint16, shape
-(H, W) or (H, W, C)); they are scaled to [0, 1] here (`kpca.images.to_unit`)
+(H, W) or (H, W, C)); they are scaled to [0, 1] here (`kpca.images.patches.to_unit`)
 and a denoised image goes back in the input's dtype and range.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kpca.images import assemble_patches, extract_patches, from_unit, to_unit, upscale_replicate
+from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit, upscale_replicate
 from store import DatasetInfo, DatasetStore
 from workers.priority import run_niced
 from workers.serve import reconstruct_rows

@@ -30,14 +30,13 @@ import time
 import numpy as np
 
 from kpca._dense import eigvalsh
-from kpca.solvers import Diverged
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
 from kpca.model import KernelModel
-from kpca.solvers import IterativeState, SolverState, as_state, rank_warnings, served_model
 from kpca.rows import KernelRows
+from kpca.solvers import Diverged, IterativeState, SolverState, as_state, rank_warnings, served_model
 from store import CheckpointStore, NotFound
-from store.jobs.registry import JobRegistry
 from store.jobs.records import Convergence, JobRecord, PassRecord, Progress
+from store.jobs.registry import JobRegistry
 
 
 class ModelGone(Exception):

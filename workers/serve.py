@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from kpca.model import KernelModel
-from kpca.solvers import served_model
 from kpca.preimage import LearnedInverse, reconstruct
-from kpca.solvers import SolverState, as_state, get_solver
+from kpca.solvers import SolverState, as_state, get_solver, served_model
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.errors import DamagedCheckpoint
 from store.jobs.records import ModelRecord
@@ -125,7 +124,8 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
 
 def niced_reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str = "auto",
                            options: dict | None = None, stop: str | None = None) -> np.ndarray:
-    """`reconstruct_rows` at `workers.priority.PREIMAGE_NICE` (`workers.priority.run_niced`): a serving request's pre-image block."""
+    """`reconstruct_rows` at `workers.priority.PREIMAGE_NICE` (`workers.priority.run_niced`): a serving
+    request's pre-image block."""
     return run_niced(reconstruct_rows, data_dir, model_name, X, method, options, stop)
 
 

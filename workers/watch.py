@@ -53,7 +53,7 @@ def watched_results(client, futures, watch: Watch | None, poll_s: float = 0.1, w
         while pending:  # in order: each waited for in steps, the request's end looked at between
             future = pending[0]
             finished = threading.Event()
-            future.add_done_callback(lambda _: finished.set())  # (Future.result(timeout=) races under load)
+            future.add_done_callback(lambda _, done=finished: done.set())  # (Future.result(timeout=) races under load)
             while not finished.wait(poll_s):
                 reason = watch.ended() if watch is not None else None
                 if reason is not None:

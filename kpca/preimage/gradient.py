@@ -98,7 +98,7 @@ def batched_descent(model: KernelModel, X, *, init=None, n_iter: int = 10, n_nei
     point's step by 1.5, a refused one halves it. The first step of a radial kernel is the fixed-point
     step ``t = 1 / (4 |u|)`` (which takes ``z`` to ``v / u``); of a dot-product kernel
     ``0.1 (1 + ||z||) / ||grad rho||``. No tolerance test: the result is a deterministic function of X
-    (what the tuner's finite differences need, `kpca.tuning`), and rho never increases.
+    (what the tuner's finite differences need, `kpca.images.tuning`), and rho never increases.
 
     Parameters
     ----------

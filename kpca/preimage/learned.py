@@ -51,7 +51,7 @@ class LearnedInverse:
 
     @classmethod
     def fit(cls, model: KernelModel, *, n_samples: int = 2000, alpha: float | None = None,
-            gamma: float | None = None, rng=None) -> "LearnedInverse":
+            gamma: float | None = None, rng=None) -> LearnedInverse:
         """Fit the map on ``s = min(n_samples, l)`` random training points.
 
         Parameters
@@ -122,7 +122,7 @@ class LearnedInverse:
                 "gamma": self.gamma, "alpha": self.alpha}
 
     @classmethod
-    def from_state(cls, entries: dict, model: KernelModel | None = None) -> "LearnedInverse":
+    def from_state(cls, entries: dict, model: KernelModel | None = None) -> LearnedInverse:
         """Rebuild from `to_state` output; ``model`` is needed only by ``__call__``."""
         return cls(entries["centers"], entries["weights"], entries["offset"], entries["gamma"], entries["alpha"],
                    model)

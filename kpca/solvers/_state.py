@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -79,14 +79,14 @@ class SolverState(Mapping):
 
     # -- the record's interface ------------------------------------------------------------------------
 
-    def replace(self, **changes) -> "SolverState":
+    def replace(self, **changes) -> Self:
         """A new state with ``changes`` (field names) applied; arrays are shared, not copied. O(fields)."""
         return dataclasses.replace(self, **changes)
 
-    def copied(self, skip: tuple[str, ...] = ()) -> "SolverState":
+    def copied(self, skip: tuple[str, ...] = ()) -> Self:
         """A new state whose array fields are copies (those named in ``skip`` left out: None), for a step
         that stays pure. O(bytes of the arrays)."""
-        changes = {}
+        changes: dict[str, np.ndarray | None] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in skip:
@@ -110,11 +110,11 @@ class SolverState(Mapping):
         """Parameters a fit resumed from this state goes on with as it went (`kpca.fitting.prepare_fit`)."""
         return {}
 
-    def with_extras(self, **entries) -> "SolverState":
+    def with_extras(self, **entries) -> Self:
         """A new state that also carries ``entries`` (not the solver's: `extras`)."""
         return self.replace(extras={**self.extras, **entries})
 
-    def without_extras(self, *keys: str) -> "SolverState":
+    def without_extras(self, *keys: str) -> Self:
         """A new state without the carried entries ``keys``."""
         return self.replace(extras={k: v for k, v in self.extras.items() if k not in keys})
 
@@ -140,7 +140,7 @@ class SolverState(Mapping):
         return {}
 
     @classmethod
-    def from_checkpoint(cls, entries: Mapping[str, Any]) -> "SolverState":
+    def from_checkpoint(cls, entries: Mapping[str, Any]) -> Self:
         """The state a checkpoint's entries (`to_checkpoint`, or a state saved before the state was typed,
         the same keys) encode; a field the entries lack takes its default (None: the solver fills it in,
         or reads it as absent). ValueError naming the keys a required field misses. O(entries)."""

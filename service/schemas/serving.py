@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kpca.patch_denoising import PATCH_METHODS
+from kpca.images.denoising import PATCH_METHODS
 from kpca.preimage import METHODS
-from kpca.second_stage import STAGE_CHOICES
+from kpca.images.second_stage import STAGE_CHOICES
 from service.schemas.common import Name, Number
 from service.schemas.declared import options_model
 

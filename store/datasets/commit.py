@@ -17,16 +17,21 @@ import numpy as np
 
 from store.atomic import atomic_write_json, fsync_dir, fsync_tree, remove_tree, temp_path
 from store.checksums import chunk_digest, version_checksum
-from store.datasets.records import DatasetInfo, DatasetRecord, SegmentDigests, SegmentRecord
-from store.errors import Invalid
-from store.npy import DAMAGED, npy_damage
 from store.datasets.integrity import file_digest
+from store.datasets.records import DatasetInfo, DatasetRecord, SegmentDigests, SegmentRecord
 from store.datasets.repair import repair_staged
 from store.datasets.staging import (
-    check_staged, damaged_message, read_staged, staged_digests, staged_paths, staged_rows,
+    check_staged,
+    damaged_message,
+    read_staged,
+    staged_digests,
+    staged_paths,
+    staged_rows,
 )
-from store.timestamps import utc_now
 from store.datasets.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
+from store.errors import Invalid
+from store.npy import DAMAGED, npy_damage
+from store.timestamps import utc_now
 
 _MISSING_SHOWN = 20
 

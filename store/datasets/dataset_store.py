@@ -45,6 +45,7 @@ Checksums (one sha256 per chunk, one per version): see `store.checksums`.
 
 from __future__ import annotations
 
+import builtins
 import os
 from pathlib import Path
 
@@ -53,13 +54,13 @@ import numpy as np
 from store.atomic import remove_tree
 from store.datasets.commit import commit_staged
 from store.datasets.records import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord
-from store.errors import Conflict, Corrupt, Damaged, Invalid, NotFound
-from store.folders import ResourceFolders
-from store.names import validate_name
 from store.datasets.register import register_array
 from store.datasets.repair import mark, open_segment, refuse_marked, verify_version
 from store.datasets.segments import SegmentedRows
 from store.datasets.staging import stage_chunk, staged_rows
+from store.errors import Conflict, Corrupt, Damaged, Invalid, NotFound
+from store.folders import ResourceFolders
+from store.names import validate_name
 
 MAX_CHUNK_INDEX = 1_000_000
 MAX_SOURCE_LENGTH = 4096
@@ -450,9 +451,10 @@ class DatasetStore:
         arrays = [open_segment(self._folders, meta, s, record.version) for s in segments]
         if len(arrays) == 1 and not segments[0].external:
             return arrays[0]
+        assert meta.zarr_chunk_rows is not None, "a data set with a committed version records its chunk rows"
         return SegmentedRows(arrays, meta.dtype, meta.zarr_chunk_rows, [s.n_rows for s in segments])
 
-    def chunk_ranges(self, name: str, version: int | None = None) -> tuple[int, list[tuple[int, int]]]:
+    def chunk_ranges(self, name: str, version: int | None = None) -> tuple[int, builtins.list[tuple[int, int]]]:
         """The committed ``version`` (default the latest) and the row range ``(start, stop)`` of each of
         its chunks, in index order: chunk ``i`` of `open_array` is ``rows[start:stop]``.
 

@@ -22,7 +22,8 @@ calls ``on_corrupt`` (which marks the data set and raises
 `store.errors.Corrupt`).
 
 Cost: one sha256 per zarr chunk per process while its file is unchanged
-(O(chunk bytes)), plus one ``stat`` per zarr chunk per read, plus one sha256 of ``zarr.json`` (a few hundred bytes) per open; an
+(O(chunk bytes)), plus one ``stat`` per zarr chunk per read, plus one sha256 of ``zarr.json`` (a few hundred bytes)
+per open; an
 array hashed on every read pays one sha256 of the rows read per read.
 
 `verify_rows` re-hashes a version's rows by upload chunk (the unit a user
@@ -55,12 +56,6 @@ def _remember(key: tuple) -> None:
         if len(_VERIFIED) >= _VERIFIED_MAX:
             _VERIFIED.clear()
         _VERIFIED[key] = None
-
-
-def zarr_chunk_digests(array, n_rows: int) -> list[str]:
-    """sha256 of the rows of each zarr row chunk of ``array`` as read back. Cost O(array bytes)."""
-    step = int(array.chunks[0])
-    return [chunk_digest(np.asarray(array[a:min(a + step, n_rows)])) for a in range(0, n_rows, step)]
 
 
 class VerifiedRows(RowIndexing):
@@ -122,7 +117,8 @@ class VerifiedRows(RowIndexing):
 
     def _key(self, chunk: int) -> tuple | None:
         """What identifies the verified contents of row chunk ``chunk``'s file: its path, the device and
-        inode it leads to (after symlinks), size, and modification and change times in ns. The change time (ctime) is set by the
+        inode it leads to (after symlinks), size, and modification and change times in ns. The change time (ctime)
+        is set by the
         kernel on every write, rename and ``utime``, and cannot be set from user space, so a file
         changed in place and given its old mtime back gets a new key (and a new hash)."""
         if self._path is None:

@@ -176,7 +176,7 @@ class DatasetInfo(_Document):
     def corrupt_in(self, version: int | None) -> list[int]:
         """The chunks marked corrupt that committed ``version`` holds (every marked chunk if it is not
         one of `versions`). Cost O(versions + marks)."""
-        sizes = {v.version: v.n_chunks for v in self.versions}
+        sizes: dict[int | None, float] = {v.version: v.n_chunks for v in self.versions}
         return [i for i in self.corrupt_chunks if i < sizes.get(version, float("inf"))]
 
 
@@ -204,7 +204,8 @@ class DatasetRecord(_Document):
     @classmethod
     def new(cls, name: str, n_features: int, dtype: str) -> DatasetRecord:
         """The record of a new, open data set with no version, created now. Cost O(1)."""
-        return cls(name=name, n_features=n_features, dtype=dtype, status="open", created_at=utc_now())
+        return cls.model_validate({"name": name, "n_features": n_features, "dtype": dtype, "status": "open",
+                                   "created_at": utc_now()})
 
     @classmethod
     def read(cls, folders, name: str) -> DatasetRecord:

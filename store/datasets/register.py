@@ -16,9 +16,9 @@ import zarr
 from store.atomic import atomic_write_json
 from store.checksums import version_checksum
 from store.datasets.records import MAX_FEATURES, META, DatasetRecord, SegmentDigests, SegmentRecord, SourceRecord
+from store.datasets.sources import check_source, is_url, open_source, row_chunk_length, scan_source
 from store.errors import Conflict, Invalid
 from store.folders import ResourceFolders
-from store.datasets.sources import check_source, is_url, open_source, row_chunk_length, scan_source
 from store.timestamps import utc_now
 
 

@@ -22,11 +22,11 @@ import numpy as np
 import zarr
 
 from store.checksums import chunk_digest
-from store.datasets.records import DatasetRecord, SegmentDigests, SegmentRecord, VersionRecord
-from store.errors import Conflict, Corrupt, Invalid, StoreError
 from store.datasets.integrity import VerifiedRows, file_digest, rewrite_chunk, upload_chunks_of, verify_rows
+from store.datasets.records import DatasetRecord, SegmentDigests, SegmentRecord, VersionRecord
 from store.datasets.register import open_external
 from store.datasets.sources import is_url, row_chunk_length
+from store.errors import Conflict, Corrupt, Invalid, StoreError
 
 
 def mark(folders, name: str, add=(), clear=()) -> DatasetRecord | None:

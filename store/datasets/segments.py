@@ -23,6 +23,12 @@ class RowIndexing:
     read, then subsampled), ``rows[a:b, cols]``, ``rows[...]``; anything else is a `TypeError`. What
     `SegmentedRows` and `RowWindow` share. Cost O(rows read)."""
 
+    shape: tuple[int, ...]  # (rows, features), set by each subclass
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` to ``stop - 1`` as one array (n, n_features): each subclass reads its own."""
+        raise NotImplementedError
+
     def __getitem__(self, key) -> np.ndarray:
         columns = None
         if isinstance(key, tuple):
@@ -183,7 +189,8 @@ class RowWindow(RowIndexing):
     Notes
     -----
     Indexing as `RowIndexing` (``window[i]``, negative ``i`` counting from
-    ``stop``; ``window[a:b]``, ``window[a:b, cols]``, bounds as numpy's). A read is ``source[first + a : first + b]``, so it
+    ``stop``; ``window[a:b]``, ``window[a:b, cols]``, bounds as numpy's). A read is ``source[first + a : first +
+    b]``, so it
     costs what the source charges for those rows: O(rows read) time and
     memory, no copy beyond the source's own. Creating a window is O(1).
     """

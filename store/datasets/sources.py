@@ -14,8 +14,8 @@ import os
 import numpy as np
 import zarr
 
-from store.errors import Invalid
 from store.datasets.rows import convert_finite
+from store.errors import Invalid
 
 SOURCE_KINDS = "iuf"
 """numpy dtype kinds a registered array may have: signed and unsigned integers, floats."""

@@ -22,9 +22,9 @@ import numpy as np
 from store.atomic import fsync_dir, remove_tree, write_via_temp
 from store.checksums import chunk_digest
 from store.datasets.records import DatasetRecord
+from store.datasets.rows import prepare_rows
 from store.errors import Conflict, Invalid
 from store.npy import DAMAGED, npy_damage, npy_rows, read_npy, write_npy
-from store.datasets.rows import prepare_rows
 
 _STAGED = re.compile(r"(\d{6,7})\.npy")
 _MARK = re.compile(r"\.(\d{6,7})\.([0-9a-f]{64})\.sha256")

@@ -49,27 +49,37 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 from numpy.lib import format as npy_format
 
-from store.jobs.archive_format import (
-    CHECKPOINT, COPY_BYTES, FORMAT, FORMAT_VERSION, MANIFEST, MEDIA_TYPE, MEMBERS, RECORD, ROWS, ServedCheck,
-    open_rows, verify_archive,
-)
 from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
+from store.datasets.dataset_store import DatasetStore
+from store.datasets.records import DatasetInfo
+from store.errors import Conflict, DamagedCheckpoint, NotFound
+from store.jobs.archive_format import (
+    CHECKPOINT,
+    COPY_BYTES,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    MEDIA_TYPE,
+    MEMBERS,
+    RECORD,
+    ROWS,
+    ServedCheck,
+    open_rows,
+    verify_archive,
+)
 from store.jobs.checkpoint_format import _VERSION_KEY, _encode, _write_npz
 from store.jobs.checkpoints import CheckpointStore
-from store.datasets.records import DatasetInfo
-from store.datasets.dataset_store import DatasetStore
-from store.errors import Conflict, DamagedCheckpoint, NotFound
 from store.jobs.models import ModelRegistry
-from store.names import validate_name
 from store.jobs.records import CheckpointRef, ModelRecord
+from store.names import validate_name
 from store.timestamps import utc_now
 
 __all__ = ["MEDIA_TYPE", "MEMBERS", "ModelExport", "import_archive", "verify_archive"]
@@ -83,7 +93,7 @@ _MTIME = 0
 class _Member:
     name: str
     size: int
-    chunks: object  # callable () -> iterator of bytes
+    chunks: Callable[[], Iterator[bytes]]
     digest: str | None = None
 
 
@@ -222,12 +232,6 @@ class ModelExport:
         """Release the open checkpoint file (and remove a joined temporary one)."""
         self._checkpoint.close()
 
-    def write_to(self, path: Path | str) -> None:
-        """Write the whole archive to ``path`` (not atomically: a convenience for tests and tools)."""
-        with open(path, "wb") as out:
-            for block in self:
-                out.write(block)
-
 
 # ------------------------------------------------------------------ import
 def _matching_version(meta: DatasetInfo, dataset: dict) -> int | None:
@@ -339,7 +343,7 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
             raise Conflict(f"{exc.message}; import under another name (name=...) or delete it first"
                            if "already exists" in exc.message else exc.message, field="name") from None
         created_dataset = None
-        return registry.get(model_name)
+        return cast(ModelRecord, registry.get(model_name))  # a ModelRegistry's records are ModelRecords
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if created_dataset is not None:

@@ -3,7 +3,8 @@ sha256 against the manifest, the format version, the record, the rows against th
 and the checkpoint against both: before any of its arrays is read, every member's declared shape and
 dtype against its stored bytes, uncompressed, and all of them under a size limit set by the record
 (`state_limit`: no zip bomb inflates); then a plain checkpoint of the record's solver over the rows'
-width whose members match their digests, which must serve the record's components over the rows. That last check runs the numerics, so the caller
+width whose members match their digests, which must serve the record's components over the rows. That last check
+runs the numerics, so the caller
 passes it in (``check_served``, `workers.archive.check_served`); the store only reads the checkpoint.
 Every refusal is `store.errors.Invalid` on field ``body`` saying what is wrong."""
 
@@ -21,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from store.jobs.checkpoint_format import _PARTS_KEY, _VERSION_KEY, open_checked
 from store.checksums import chunk_digest, version_checksum
 from store.errors import Invalid
+from store.jobs.checkpoint_format import _PARTS_KEY, _VERSION_KEY, open_checked
 from store.jobs.records import ModelRecord, migrate
 from store.npy import read_header
 
@@ -81,6 +82,7 @@ def _extract(path: Path, folder: Path) -> dict[str, tuple[int, str]]:
             for info in archive:
                 _check_member(info, seen)
                 source = archive.extractfile(info)
+                assert source is not None, "_check_member lets regular files only through"
                 digest, copied = hashlib.sha256(), 0
                 with open(folder / info.name, "xb") as out:
                     while block := source.read(COPY_BYTES):

@@ -84,12 +84,14 @@ def open_checked(path: Path) -> Iterator[CheckedArchive]:
         yield CheckedArchive(archive, path)
 
 def _check_bounds(first: object, stop: object) -> tuple[int, int]:
+    bounds = []
     for label, value in (("first", first), ("stop", stop)):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise TypeError(f"{label} must be an integer, got {type(value).__name__}")
-    if not 0 <= first < stop:
+        bounds.append(int(value))
+    if not 0 <= bounds[0] < bounds[1]:
         raise ValueError(f"columns first={first}, stop={stop} must satisfy 0 <= first < stop")
-    return int(first), int(stop)
+    return bounds[0], bounds[1]
 
 
 def _check_parts(parts: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -7,12 +7,21 @@ from __future__ import annotations
 import logging
 import os
 import zipfile
+from contextlib import AbstractContextManager
+from pathlib import Path
 
 import numpy as np
 
 from store.errors import DamagedCheckpoint, Invalid, NotFound
+from store.folders import ResourceFolders
 from store.jobs.checkpoint_format import (
-    _check_expected, _check_part_digest, _open_part, _part_digests, _part_name, _bounds_of,
+    CheckedArchive,
+    _bounds_of,
+    _check_expected,
+    _check_part_digest,
+    _open_part,
+    _part_digests,
+    _part_name,
 )
 
 log = logging.getLogger(__name__)
@@ -25,6 +34,23 @@ MAX_PASS = 10**9
 class CheckpointVerification:
     """What `CheckpointStore` does to check the checkpoints it reads back (it supplies ``_dir``,
     ``_parts_dir``, ``_passes``, ``_open_manifest``, ``_jobs`` and ``_field``)."""
+
+    # What `CheckpointStore` supplies, declared for the type checker.
+    _jobs: ResourceFolders
+    _field: str
+
+    def _dir(self, model: str) -> Path:
+        raise NotImplementedError
+
+    @staticmethod
+    def _parts_dir(folder: Path, pass_index: int) -> Path:
+        raise NotImplementedError
+
+    def _passes(self, model: str) -> dict[int, Path]:
+        raise NotImplementedError
+
+    def _open_manifest(self, model: str, pass_index: int) -> AbstractContextManager[CheckedArchive]:
+        raise NotImplementedError
 
     def verify(self, model: str, pass_index: int, expect: str | None = None) -> str | None:
         """Read every member of checkpoint ``pass_index`` (and of its parts) and check it against its

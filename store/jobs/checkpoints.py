@@ -29,6 +29,7 @@ reads only the columns a shard of a (possibly different) split needs.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import re
@@ -38,35 +39,35 @@ from pathlib import Path
 import numpy as np
 
 from store.atomic import SCHEMA_VERSION, remove_tree, write_via_temp
-from store.jobs.checkpoint_format import (
-    _check_bounds,
-    _check_parts,
-    _part_name,
-    _inconsistent,
-    _check_version,
-    _read_state,
-    _bounds_of,
-    _open_part,
-    _check_part_keys,
-    _check_part_array,
-    _slice_columns,
-    _check_keys,
-    _encode,
-    _write_npz,
-    _VERSION_KEY,
-    _PASS_KEY,
-    _FIRST_KEY,
-    _STOP_KEY,
-    _PARTS_KEY,
-    CheckedArchive,
-    _PART_DIGESTS_KEY,
-    _check_expected,
-    _check_part_digest,
-    _part_digests,
-)
 from store.errors import NotFound
-from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.folders import ResourceFolders
+from store.jobs.checkpoint_format import (
+    _FIRST_KEY,
+    _PART_DIGESTS_KEY,
+    _PARTS_KEY,
+    _PASS_KEY,
+    _STOP_KEY,
+    _VERSION_KEY,
+    CheckedArchive,
+    _bounds_of,
+    _check_bounds,
+    _check_expected,
+    _check_keys,
+    _check_part_array,
+    _check_part_digest,
+    _check_part_keys,
+    _check_parts,
+    _check_version,
+    _encode,
+    _inconsistent,
+    _open_part,
+    _part_digests,
+    _part_name,
+    _read_state,
+    _slice_columns,
+    _write_npz,
+)
+from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.names import validate_name
 from store.npy import NpzArchive
 from store.timestamps import to_iso
@@ -95,7 +96,7 @@ class CheckpointStore(CheckpointVerification):
         self._field = kind
 
     @classmethod
-    def of(cls, registry) -> "CheckpointStore":
+    def of(cls, registry) -> CheckpointStore:
         """The checkpoints of the jobs of a registry (`store.jobs.registry.JobRegistry`)."""
         return cls(registry.root, registry.kind_folder, registry.kind)
 
@@ -428,10 +429,6 @@ class CheckpointStore(CheckpointVerification):
                 os.unlink(path)
         remove_tree(self._parts_dir(self._dir(model), pass_index))
 
-    def delete_all(self, model: str) -> None:
-        """Remove every checkpoint of ``model`` (no error if there is none). Cost O(files)."""
-        remove_tree(self._dir(model))
-
     @staticmethod
     def _parts_dir(folder: Path, pass_index: int) -> Path:
         return folder / f"pass-{pass_index:05d}.parts"
@@ -451,7 +448,7 @@ class CheckpointStore(CheckpointVerification):
             yield archive
 
     def _check_part_files(self, model: str, pass_index: int,
-                          bounds: list[tuple[int, int]]) -> tuple[set[str], list[str | None]]:
+                          bounds: builtins.list[tuple[int, int]]) -> tuple[set[str], builtins.list[str | None]]:
         """The keys shared by the parts ``bounds`` of a pass and each part's checkpoint digest; ValueError if
         one is missing or does not match."""
         folder = self._parts_dir(self._dir(model), pass_index)

@@ -8,7 +8,8 @@ data folder ``root``::
     clusterings/{name}/clustering.json   the record (`ClusteringRecord`, schema_version 2; version 1 is
                                          migrated on read, `store.jobs.records.migrate_placement`)
     clusterings/{name}/labels.npy        the labels of a completed clustering: int64, one per row
-    clusterings/{name}/cancel, .lock, .fit, checkpoints/   as a model's (`store.jobs.registry`, `store.jobs.checkpoints`)
+    clusterings/{name}/cancel, .lock, .fit, checkpoints/
+                                         as a model's (`store.jobs.registry`, `store.jobs.checkpoints`)
 
 What a clustering adds to a model's record: ``n_clusters`` (k, the
 eigenvectors its solver fits: ``n_components``), the reference labels
@@ -41,10 +42,10 @@ from store import quarantine
 from store.atomic import write_via_temp
 from store.datasets.records import DatasetInfo
 from store.errors import Damaged, Invalid, NotFound
-from store.kept import KeptBySignature
-from store.jobs.registry import JobRegistry
-from store.npy import map_npy, write_npy
 from store.jobs.records import JobRecord, PassRecord, Placement, dataset_fields, migrate_checkpoint, migrate_placement
+from store.jobs.registry import JobRegistry
+from store.kept import KeptBySignature
+from store.npy import map_npy, write_npy
 
 CLUSTERING_SCHEMA_VERSION = 3
 _LABELS = "labels.npy"
@@ -73,7 +74,8 @@ class ClusteringRecord(JobRecord):
     n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
     labels_dataset: str | None = Field(default=None, description="data set of reference labels (one column)")
     labels_dataset_version: int | None = Field(default=None, description="its version, pinned at creation")
-    history: list[ClusteringPassRecord] = Field(default_factory=list, description="one record per completed pass")
+    history: list[ClusteringPassRecord] = Field(  # type: ignore[assignment]  # a clustering's passes say more
+        default_factory=list, description="one record per completed pass")
     variation_of_information: float | None = Field(
         default=None, description="VI (nats) of the final labels against the reference labels")
     labels_sha256: str | None = Field(default=None, description="sha256 of labels.npy as written when the "
@@ -88,7 +90,7 @@ class ClusteringRecord(JobRecord):
     @classmethod
     def new(cls, name: str, dataset: DatasetInfo, labels: DatasetInfo | None = None, *, kernel, n_clusters: int,
             solver: str, params: dict, placement: Placement | None = None,
-            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ClusteringRecord":
+            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> ClusteringRecord:
         """A ``queued`` record for a clustering of ``dataset`` (its public metadata, `store.DatasetStore.get`)
         with reference ``labels`` (the labels data set's metadata, or None), the request's fields
         already checked (`service`). `Invalid` naming ``labels_dataset`` when the labels are not one column

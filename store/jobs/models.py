@@ -15,8 +15,8 @@ writes status, progress and history with `update`. The registry manages
 
 from __future__ import annotations
 
-from store.jobs.registry import MANAGED_FIELDS, JobRegistry
 from store.jobs.records import ModelRecord, migrate
+from store.jobs.registry import MANAGED_FIELDS, JobRegistry
 
 __all__ = ["MANAGED_FIELDS", "ModelRegistry"]
 

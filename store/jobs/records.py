@@ -42,8 +42,8 @@ version 3 names its ``progress.pass``, digest unknown.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
 
@@ -99,16 +99,17 @@ def kernel_json_schema() -> dict:
     parameters (widths may be ``"auto"``). Cost O(kernels)."""
     variants = []
     for kernel in KERNELS.values():
-        properties = {"type": {"const": kernel.name}}
+        properties: dict[str, dict] = {"type": {"const": kernel.name}}
         properties.update({p.name: p.json_schema() for p in kernel.params})
         required = ["type", *(p.name for p in kernel.params if p.required)]
-        variants.append({"type": "object", "title": f"{kernel.name} kernel", "description": f"k(x, y) = {kernel.formula}",
-                         "properties": properties, "required": required, "additionalProperties": False})
-    for alias, (kernel, _read) in KERNEL_ALIASES.items():
-        properties = {"type": {"const": alias}, **{p.name: p.json_schema() for p in KERNELS[kernel].params},
+        variants.append({"type": "object", "title": f"{kernel.name} kernel",
+                         "description": f"k(x, y) = {kernel.formula}", "properties": properties,
+                         "required": required, "additionalProperties": False})
+    for alias, (target, _read) in KERNEL_ALIASES.items():
+        properties = {"type": {"const": alias}, **{p.name: p.json_schema() for p in KERNELS[target].params},
                       "gamma": {"type": "number", "exclusiveMinimum": 0, "description": "sigma = 1 / sqrt(2 gamma)"}}
         variants.append({"type": "object", "title": f"{alias} kernel", "description": f"scikit-learn's name for the "
-                         f"{kernel} kernel, stored as {kernel}; give sigma or gamma, not both",
+                         f"{target} kernel, stored as {target}; give sigma or gamma, not both",
                          "properties": properties, "required": ["type"], "additionalProperties": False})
     return {"oneOf": variants, "description": "the kernel: its type and parameters",
             "examples": [{"type": "gaussian", "sigma": 3.0}]}
@@ -255,7 +256,7 @@ class JobRecord(_Document):
     def passes(self) -> int:
         """Passes the fit runs: ``params.passes``, else the solver's declared default."""
         if "passes" in self.params:
-            return int(self.params["passes"])
+            return int(cast(int, self.params["passes"]))
         solver = SOLVERS.get(self.solver)
         declared = solver.param("passes") if solver is not None else None
         return int(declared.default) if declared is not None else defaults.PASSES
@@ -271,7 +272,7 @@ class JobRecord(_Document):
         """Passes completed so far (0 before the first)."""
         return self.progress.pass_ if self.progress is not None else 0
 
-    def resumed(self, passes: int | None, dataset_version: int | None = None, versions: list[int] = (),
+    def resumed(self, passes: int | None, dataset_version: int | None = None, versions: Sequence[int] = (),
                 back_to: int | None = None) -> dict:
         """The fields a resume sets: status ``queued``, the new total ``params.passes`` and
         ``dataset_version``; `Conflict` / `Invalid` naming the field when the resume makes no sense.
@@ -331,7 +332,7 @@ class ModelRecord(JobRecord):
     @classmethod
     def new(cls, name: str, dataset: DatasetInfo, *, kernel: KernelSpec, n_components: int, solver: str,
             params: dict, placement: Placement | None = None,
-            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> "ModelRecord":
+            checkpoint_keep: int = defaults.CHECKPOINT_KEEP) -> ModelRecord:
         """A ``queued`` record for a fit on ``dataset`` (its public metadata, `store.DatasetStore.get`), the
         request's fields already checked (`service`); ``placement`` default: `Placement` (any workers, the
         default exact limit). Cost O(1)."""
@@ -363,7 +364,7 @@ def migrate(doc: dict) -> dict:
     """A stored record document brought to `MODEL_SCHEMA_VERSION` (module docstring). Cost O(size)."""
     doc = dict(doc)
     if doc.get("schema_version", 1) < 2:
-        solver = SOLVERS.get(doc.get("solver"))
+        solver = SOLVERS.get(doc.get("solver") or "")
         params = {k: v for k, v in (doc.get("params") or {}).items() if v is not None}
         if solver is not None:
             params = {k: v for k, v in params.items() if solver.param(k) is not None}

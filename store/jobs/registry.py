@@ -22,6 +22,7 @@ is a subclass naming its record type, folder, document and migration
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 from collections.abc import Iterator
@@ -31,9 +32,9 @@ from store import quarantine
 from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
 from store.errors import Damaged, Invalid, NotFound
 from store.folders import ResourceFolders
+from store.jobs.records import JobRecord
 from store.kept import KeptBySignature
 from store.quarantine import DamagedEntry
-from store.jobs.records import JobRecord
 from store.timestamps import utc_now
 
 MANAGED_FIELDS = ("name", "schema_version", "created_at", "updated_at")
@@ -178,7 +179,7 @@ class JobRegistry:
 
         return self.folders.page(read, after, limit)
 
-    def entries(self, after: str | None = None, limit: int | None = None) -> list[JobRecord | DamagedEntry]:
+    def entries(self, after: str | None = None, limit: int | None = None) -> builtins.list[JobRecord | DamagedEntry]:
         """As `list`, with each damaged record listed as a `store.quarantine.DamagedEntry` (status
         ``corrupt`` and the reason): what the API's list shows. Cost: as `list`."""
         def read(name: str) -> JobRecord | DamagedEntry | None:

@@ -9,13 +9,14 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 
 from kpca.affinity import AffinityCentering, AffinityRows
-from kpca.clustering import CLUSTER_KEYS, clustering_from_state, prepare_clustering, solver_state, spectral_clustering
+from kpca.clustering import CLUSTER_KEYS, clustering_from_state, prepare_clustering, solver_state
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec, kernel_diagonal
 from kpca.metrics import variation_of_information
 from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.solvers import get_solver
+from tests.kpca_helpers import spectral_clustering
 from tests.naive import affinity_matrix, kernel_matrix, njw_embedding
 from tests.naive import variation_of_information as naive_vi
 

@@ -3,10 +3,10 @@
 import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
-from kpca.motion import bone_length_error, walking_motion
 from kpca.noise import gaussian_noise
 from kpca.model import KernelModel
 from kpca.preimage import reconstruct
+from paper.motion import bone_length_error, walking_motion
 
 
 def test_kha_smd_denoises_a_synthetic_walk():

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from kpca.motion import BONES, JOINT_NAMES, PARENTS, bone_length_error, bone_lengths, walking_motion
 from kpca.noise import gaussian_noise, speckle_noise
+from paper.motion import BONES, JOINT_NAMES, PARENTS, bone_length_error, bone_lengths, walking_motion
 
 # ---------------------------------------------------------------- noise
 

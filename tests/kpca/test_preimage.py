@@ -12,7 +12,7 @@ from kpca.errors import Stopped
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
 from kpca.model import KernelModel
-from kpca.patch_denoising import preimages
+from kpca.images.denoising import preimages
 from kpca.preimage import (
     PREIMAGE_METHODS,
     LearnedInverse,
@@ -283,7 +283,7 @@ def test_an_iterative_preimage_stops_when_asked_and_is_unchanged_when_not(method
 
 
 def test_the_tuned_paths_fixed_point_stops_when_asked(model32, digits):
-    """`kpca.patch_denoising.preimages` (the tuned requests' pre-images) passes ``stop`` to its fixed point."""
+    """`kpca.images.denoising.preimages` (the tuned requests' pre-images) passes ``stop`` to its fixed point."""
     X = digits[1500:1504]
     never = AskedAfter(10**9)
     np.testing.assert_array_equal(preimages(model32, X, "fixed-point", {"n_iter": 30}, stop=never),

@@ -8,10 +8,11 @@ import scipy.linalg
 from kpca.defaults import WARM_GAIN_SCALE
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
-from kpca.metrics import excess_error, minimal_error, orthonormality_error
+from kpca.metrics import excess_error, minimal_error
 from kpca.params import ParamError
 from kpca.rows import DenseRows, KernelRows
 from kpca.solvers import SOLVERS, FitContext
+from tests.kpca_helpers import orthonormality_error
 
 L, R = 1500, 6
 

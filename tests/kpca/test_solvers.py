@@ -6,10 +6,11 @@ import scipy.linalg
 
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
-from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
+from kpca.metrics import excess_error, minimal_error, subspace_angles
 from kpca.rows import DenseRows, KernelRows
 from kpca.solvers import eigenvalue_estimates, exact_components, ritz_components
 from kpca.solvers._transforms import RHO_MAX
+from tests.kpca_helpers import orthonormality_error
 from tests.naive import start_state
 
 
@@ -94,7 +95,7 @@ def test_smd_log_gains_cannot_collapse_on_image_patches():
     after 15 passes); with rho kept in [-RHO_MAX, RHO_MAX] the fit converges."""
     from skimage import data
 
-    from kpca.images import downscale_mean, extract_patches, split_quadrants
+    from kpca.images.patches import downscale_mean, extract_patches, split_quadrants
     from kpca.noise import gaussian_noise
 
     clean = downscale_mean(data.camera() / 255.0, 2)

@@ -7,12 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kpca.driver import PassHooks, run_passes
+from kpca.driver import PassHooks
 from kpca.fitting import FitRequest, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.solvers import (AutoencoderState, ComponentsState, KHAState, SolverState, as_state, get_solver,
-                          served_model)
+from kpca.solvers import AutoencoderState, ComponentsState, KHAState, SolverState, as_state, get_solver, served_model
 from store import CheckpointStore
 
 KERNEL = KernelSpec("gaussian", sigma=3.0)
@@ -134,7 +133,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The state module itself (its docstring shows the mapping view), and one whose ``state`` is not a
 #: solver's (an ASGI scope's).
 EXEMPT = {"kpca/solvers/_state.py", "service/security.py"}
-STRING_READS = re.compile(r"""\bstate_?\[\s*["']|\bstate_?\.get\(\s*["']|["']\w+["']\s+(?:not\s+)?in\s+state_?\b(?!\.)""")
+STRING_READS = re.compile(r"""\bstate_?\[\s*["']|\bstate_?\.get\(\s*["']"""
+                          r"""|["']\w+["']\s+(?:not\s+)?in\s+state_?\b(?!\.)""")
 
 
 def test_no_module_reads_a_solver_state_by_string_keys():

@@ -7,10 +7,11 @@ import scipy.linalg
 from kpca.driver import run_passes
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
-from kpca.metrics import excess_error, minimal_error, orthonormality_error, subspace_angles
+from kpca.metrics import excess_error, minimal_error, subspace_angles
 from kpca.rows import DenseRows, KernelRows
 from kpca.solvers import SOLVERS, FitContext, default_init_size, eigenvalue_estimates, exact_components, ritz_components
 from kpca.solvers._warm import warm_affordable
+from tests.kpca_helpers import orthonormality_error
 
 L = 600
 

@@ -116,7 +116,7 @@ def test_model_route_second_stage_is_decided_or_forced(api, patch_model):
     assert wiener_chosen["second_stage"] == "wiener" and wiener_chosen["second_stage_risks"] is None
     assert mse(off, wiener) > 0.1  # another image, by more than the 8-bit rounding
     risks = auto_chosen["second_stage_risks"]
-    kept = risks["chosen"]  # the single stage, a variant of it (kpca.second_stage.choose_variant) or None
+    kept = risks["chosen"]  # the single stage, a variant of it (kpca.images.second_stage.choose_variant) or None
     assert auto_chosen["second_stage"] == kept and risks["draws"] == 3
     assert kept is None or risks[kept] < risks["first"]
     if kept in (None, "wiener"):  # the same tuning, then the stage as decided

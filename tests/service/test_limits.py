@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kpca.images import patch_count
+from kpca.images.patches import patch_count
 from service.images import png_header
 from tests.api_checks import assert_error, upload_rows, wait_for_fit
 from tests.e2e.service_process import free_port

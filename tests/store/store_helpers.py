@@ -82,3 +82,10 @@ def zip_bomb(checkpoint_npz: bytes, inflated: int) -> bytes:
             for _ in range(inflated // len(block)):
                 member.write(block)
     return out.getvalue()
+
+
+def write_archive(export, path: Path | str) -> None:
+    """Write the whole of a `store.jobs.archive.ModelExport` (an iterable of byte blocks) to ``path``."""
+    with open(path, "wb") as out:
+        for block in export:
+            out.write(block)

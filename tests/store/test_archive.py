@@ -16,7 +16,8 @@ from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.archive import CHECKPOINT, MANIFEST, MEMBERS, RECORD, ROWS, ModelExport, import_archive
 from store.errors import Conflict, Invalid
 from store.jobs.records import ModelRecord
-from tests.store.store_helpers import all_files, build, link, members, regular, with_manifest_digests, zip_bomb
+from tests.store.store_helpers import (all_files, build, link, members, regular, with_manifest_digests, write_archive,
+                                       zip_bomb)
 from workers.archive import check_served
 
 
@@ -44,7 +45,7 @@ def fitted(tmp_path_factory) -> tuple[Path, np.ndarray]:
 def archive(fitted, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("archive") / "m.tar"
     export = ModelExport(fitted[0], "m")
-    export.write_to(path)
+    write_archive(export, path)
     assert path.stat().st_size == export.size
     return path
 
@@ -105,7 +106,7 @@ def test_a_sharded_checkpoint_is_joined(fitted, tmp_path):
     saved = checkpoints.save("m", 3, {k: v for k, v in state.items() if k not in split}, parts=[(0, 70), (70, 160)])
     ModelRegistry(copy).update("m", checkpoint={"pass": 3, "sha256": saved["sha256"]})  # as a sharded fit records it
     path = tmp_path / "sharded.tar"
-    ModelExport(copy, "m").write_to(path)
+    write_archive(ModelExport(copy, "m"), path)
     target = tmp_path / "target"
     target.mkdir()
     import_archive(target, path, check_served=check_served)

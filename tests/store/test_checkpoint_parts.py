@@ -239,8 +239,8 @@ def test_delete_removes_parts(checkpoints, rng, root):
     checkpoints.save_part("m", 5, 0, 30, columns)  # parts without a manifest are removed too
     checkpoints.delete("m", 5)
     assert not parts_folder(root, 5).exists()
-    checkpoints.delete_all("m")
-    assert not (root / "models" / "m" / "checkpoints").exists()
+    checkpoints.delete("m", 1)
+    assert not parts_folder(root, 1).exists() and checkpoints.list("m") == []
     assert temp_leftovers(root) == []
 
 

@@ -115,15 +115,6 @@ class CheckpointStoreConformance:
         with pytest.raises(NotFound):
             checkpoints.load("m", 2)
 
-    def test_delete_all(self, checkpoints):
-        for pass_index in range(3):
-            checkpoints.save("m", pass_index, {"t": pass_index})
-        checkpoints.save("other", 0, {"t": 0})
-        checkpoints.delete_all("m")
-        assert checkpoints.list("m") == [] and checkpoints.latest_pass("m") is None
-        checkpoints.delete_all("m")  # no error when there is nothing
-        assert checkpoints.latest_pass("other") == 0
-
     @pytest.mark.parametrize(
         "state, error",
         [
@@ -156,7 +147,7 @@ class CheckpointStoreConformance:
     def test_bad_model_names(self, checkpoints, bad):
         for call in (lambda: checkpoints.save(bad, 0, {"t": 1}), lambda: checkpoints.load(bad),
                      lambda: checkpoints.list(bad), lambda: checkpoints.latest_pass(bad),
-                     lambda: checkpoints.delete_all(bad)):
+                     lambda: checkpoints.delete(bad, 0)):
             with pytest.raises(Invalid) as info:
                 call()
             assert info.value.field == "model"

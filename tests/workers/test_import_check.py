@@ -13,7 +13,7 @@ from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.archive import CHECKPOINT, MEMBERS, RECORD, ModelExport
 from store.errors import Invalid
 from store.jobs.records import ModelRecord
-from tests.store.store_helpers import all_files, build, members, regular, with_manifest_digests
+from tests.store.store_helpers import all_files, build, members, regular, with_manifest_digests, write_archive
 from workers.archive import check_served, import_model
 from workers.fit import FitJob
 from workers.serve import project_rows
@@ -39,7 +39,7 @@ def fitted(tmp_path_factory) -> tuple[Path, np.ndarray]:
 @pytest.fixture(scope="module")
 def archive(fitted, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("archive") / "m.tar"
-    ModelExport(fitted[0], "m").write_to(path)
+    write_archive(ModelExport(fitted[0], "m"), path)
     return path
 
 

@@ -8,13 +8,13 @@ import inspect
 import numpy as np
 import pytest
 
-from kpca.hyperresolution import back_project, hyperresolve, patch_reconstruction
-from kpca.images import downscale_mean, extract_patches
+from kpca.images.hyperresolution import back_project, hyperresolve, patch_reconstruction
+from kpca.images.patches import downscale_mean, extract_patches
 from kpca.kernels import median_distance
-from kpca.noise_level import noise_level, noise_level_rows
-from kpca.patch_denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
+from kpca.images.noise_level import noise_level, noise_level_rows
+from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, model_candidates, recorrupted_risks,
+from kpca.images.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, model_candidates, recorrupted_risks,
                          tune_model, tune_patches, tuning_windows)
 
 

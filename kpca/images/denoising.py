@@ -19,7 +19,7 @@ al.'s weighted mean of the training patches, ``sum_i gamma_i k(x, x_i) x_i / sum
 ``kwok-tsang`` (closed form), ``gradient`` (steepest descent on rho from the Kwok-Tsang start, seed 002 §4.2,
 `kpca.preimage.gradient.batched_descent`) and ``learned`` (`kpca.preimage.LearnedInverse`, fitted
 per tile). `denoise_candidates` serves a grid of ranks and methods from one fit per tile; the tuner
-(`kpca.tuning`) picks among them.
+(`kpca.images.tuning`) picks among them.
 
 ``linear`` (`LINEAR`) is the limit of a wide kernel with one model for the whole image: linear PCA of
 all the image's patches (`linear_pca_denoise`), no kernel width and no tiles. It is the baseline the
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kpca.fitting import FitRequest, prepare_fit
-from kpca.images import PatchGrid, assemble_patches, extract_patches
+from kpca.images.patches import PatchGrid, assemble_patches, extract_patches
 from kpca.kernels import KernelSpec
 from kpca.model import KernelModel
 from kpca.preimage import LearnedInverse, fixed_point, kwok_tsang
@@ -118,7 +118,7 @@ def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | No
     """Pre-images of the projections of the patches P (m, n) by one of `PATCH_METHODS` (module note).
 
     Every method is a deterministic function of P: no restarts, no random starts, no tolerance tests
-    (a fixed number of steps), so that the tuner's finite differences (`kpca.tuning`) see a smooth map
+    (a fixed number of steps), so that the tuner's finite differences (`kpca.images.tuning`) see a smooth map
     where the method is smooth. ``stop``: asked between the iterations of a fixed point of more than one
     step (`kpca.preimage.fixed_point`). Cost: the method's (one pass over the tile's rows per step).
     """
@@ -215,6 +215,7 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     r_max = max(c.n_components for c in candidates)
     blocks = tile_blocks(grid, settings.tile)
     sigma = settings.sigma(noise)
+    assert sigma is not None, "a kernel candidate's settings give a width (LINEAR has linear_pca_candidates)"
     for k, indices in enumerate(blocks):
         P = patches[indices]
         model = fit_patch_model(patches[training_rows(indices, max_rows, seed + k)], sigma, r_max)

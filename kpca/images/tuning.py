@@ -13,7 +13,7 @@ standard deviation ``s1 = s sqrt(1 + alpha^2)`` (Pang et al., "Recorrupted-to-Re
 holds for the discontinuous maps that the Kwok-Tsang pre-image (a choice of nearest neighbours) and
 a monotone descent (accepted and refused steps) are. The denoiser is the whole path, the fit of
 each tile's model to the noisy patches included, so the estimate does not favour models that fit
-the noise. Kernel widths are relative to the noise (D1 of `kpca.patch_denoising`), so a width tuned
+the noise. Kernel widths are relative to the noise (D1 of `kpca.images.denoising`), so a width tuned
 at s1 is used at s. All candidates share the same draws z (common random numbers): their estimates
 differ by ``2 <f_a(y1) - f_b(y1), e - z / alpha> / N`` of noise, small where they differ little.
 (T1) is averaged over draws of z (`recorruptions`): each draw is unbiased, and the part of the
@@ -23,7 +23,7 @@ of least risk there are estimated again on the others, and the choice is among t
 their risks averaged over all the draws. (Reading the other draws only, independent of the screening,
 left too few: brick 128 at noise 0.1 kept linear PCA where the kernel is 2 dB better.)
 
-s is the estimate of `kpca.noise_level` (nothing else about the input is known). On an image larger
+s is the estimate of `kpca.images.noise_level` (nothing else about the input is known). On an image larger
 than `TUNING_PIXELS` the kernel candidates' risk is estimated on windows of it (`tuning_windows`),
 each a multiple of the tile size; z is drawn for the whole image, so that ``linear`` (linear PCA of all
 the image's patches, no tiles) is run on the whole of y1, as it will be on y. Its rank is chosen by its
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kpca.noise_level import noise_level
-from kpca.patch_denoising import LINEAR, Candidate, PatchSettings, denoise_candidates, linear_pca_candidates
+from kpca.images.denoising import LINEAR, Candidate, PatchSettings, denoise_candidates, linear_pca_candidates
+from kpca.images.noise_level import noise_level
 
 ALPHA = 0.5  # (T1)'s alpha
 DRAWS = 3  # draws of z whose estimates (T1) are averaged
@@ -172,10 +172,10 @@ class Tuned:
         row; None when there is no such pair) and ``rule``: ``"least risk"`` or ``"linear within the
         margin"`` (`MARGIN` standard errors).
     second_stage : dict or None
-        Set by `kpca.second_stage.choose_second_stage`: ``stage`` (a Wiener variant or None) and the risks.
+        Set by `kpca.images.second_stage.choose_second_stage`: ``stage`` (a Wiener variant or None) and the risks.
     """
 
-    settings: PatchSettings
+    settings: PatchSettings | Candidate  # a Candidate from `tune_model` (a stored model's rank and pre-image)
     noise: float
     noise_estimated: bool
     risks: list = field(default_factory=list)
@@ -206,8 +206,8 @@ def candidate_grid(fixed: Mapping) -> dict[float | None, list[Candidate]]:
     for method in methods:
         if method not in GRID:
             raise ValueError(f"method: {method!r} cannot be tuned; choose one of {tuple(GRID)}")
-        widths, ranks, options = GRID[method]
-        ranks = [int(fixed["n_components"])] if fixed.get("n_components") else list(ranks)
+        widths, grid_ranks, options = GRID[method]
+        ranks = [int(fixed["n_components"])] if fixed.get("n_components") else list(grid_ranks)
         if fixed.get("width") is not None:
             if method == LINEAR and fixed.get("method") == LINEAR:
                 raise ValueError("sigma: method 'linear' has no kernel width; leave sigma out")
@@ -261,7 +261,7 @@ def choose(table: list[dict], losses: Mapping[tuple, list[np.ndarray]], margin: 
 
 def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None = None, noise: float | None = None,
                  report: Callable[[int, int], None] | None = None, seed: int = 0, draws: int = DRAWS) -> Tuned:
-    """Kernel width, rank and pre-image method for `kpca.patch_denoising.denoise_image` (or ``linear``)
+    """Kernel width, rank and pre-image method for `kpca.images.denoising.denoise_image` (or ``linear``)
     chosen by `choose` from the estimated risks (T1) of `candidate_grid`, reading nothing but the noisy
     image.
 
@@ -273,7 +273,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     fixed : mapping, optional
         Explicit ``width``, ``n_components``, ``method``, ``options``: kept as given.
     noise : float, optional
-        The noise level; estimated from ``noisy`` when None (`kpca.noise_level.noise_level`).
+        The noise level; estimated from ``noisy`` when None (`kpca.images.noise_level.noise_level`).
     report : callable, optional
         ``report(done, total)`` after each window of each kernel width and draw, and after ``linear``.
     seed : int
@@ -291,7 +291,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         image = image.mean(axis=2)
     fixed = dict(fixed or {})
     estimated = noise is None
-    noise = noise_level(image) if estimated else float(noise)
+    noise = noise_level(image) if noise is None else float(noise)
     grid = candidate_grid(fixed)
     if None in grid and not fixed.get("n_components"):  # linear ranks past a patch's values repeat the last
         grid[None] = [c for c in grid[None] if c.n_components <= base.patch**2] or grid[None][:1]
@@ -394,8 +394,8 @@ def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:
     else:
         ranks = sorted({max(1, r // 4), max(1, r // 2), r})
     kernel = model.kernel.type
-    options = {"fixed-point": [{"n_iter": 1}, {"n_iter": 5}], "kwok-tsang": [{}], "gradient": [{"n_iter": 5}],
-               "learned": [{}]}
+    options: dict[str, list[dict]] = {"fixed-point": [{"n_iter": 1}, {"n_iter": 5}], "kwok-tsang": [{}],
+                                      "gradient": [{"n_iter": 5}], "learned": [{}]}
     full_rank_only = ({"n_iter": 5}, "gradient")  # the costlier pre-images, tried at rank r only
     allowed = [m for m in options if not (m == "fixed-point" and kernel not in FIXED_POINT_KERNELS)
                and not (m in ("kwok-tsang", "gradient") and kernel not in KWOK_TSANG_KERNELS)]
@@ -444,10 +444,15 @@ def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noi
     ``draws`` it was averaged. Cost: every candidate's pre-images of the inputs once, and the
     shortlist's ``draws - 1`` times more.
     """
-    from kpca.patch_denoising import leading
+    from kpca.images.denoising import leading
 
     estimated = noise is None
-    noise = float(noise_of(inputs[0])) if estimated else float(noise)
+    if noise is None:
+        if noise_of is None:
+            raise TypeError("tune_model needs noise or noise_of")
+        noise = float(noise_of(inputs[0]))
+    else:
+        noise = float(noise)
     candidates = model_candidates(model, fixed)
     draws = max(1, int(draws))
     shortlisted = min(SHORTLIST, len(candidates)) if draws > 1 else 0
@@ -481,7 +486,7 @@ def tune_model(model, inputs, apply: Callable, fixed: Mapping | None = None, noi
     by_key = {c.key(): c for c in candidates}
     used = dict.fromkeys(screened, 1)
     if shortlisted:
-        shortlist = sorted(screened, key=screened.get)[:shortlisted]
+        shortlist = sorted(screened, key=lambda key: screened[key])[:shortlisted]
         confirmed, _ = risks_of([by_key[key] for key in shortlist], 1, draws - 1)
         for key in shortlist:
             screened[key] = (screened[key] + (draws - 1) * confirmed[key]) / draws

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kpca.images import (
+from kpca.images.patches import (
     assemble_patches,
     channels_of,
     downscale_mean,

@@ -1,13 +1,13 @@
 """The empirical Wiener second stage after the tuned first stage, kept only where (T1) says it helps.
 
-`kpca.tuning.tune_patches` (or `kpca.tuning.tune_model`, for a stored model) chooses the first stage f.
-The second stage g(y) = W(y, f(y), s) (`kpca.wiener.wiener_stage`: the noisy patches shrunk in the basis
+`kpca.images.tuning.tune_patches` (or `kpca.images.tuning.tune_model`, for a stored model) chooses the first stage f.
+The second stage g(y) = W(y, f(y), s) (`kpca.images.wiener.wiener_stage`: the noisy patches shrunk in the basis
 of f(y)'s patches by the Wiener gain of f(y)'s coefficients) is a denoiser of y like any other, so (T1)
 estimates its error with the same draws z as the first stage's: both paths, f alone and f then W, run on
 y1 (W with y1's noise level s1) and compared with y2, averaged over the draws, on the tuning windows.
 `stage_risks` does this for any first stage f(y1, s1) on windows each drawn as `tune_model` draws them;
 `second_stage_risks` for a `PatchSettings` first stage with `tune_patches`' draws (one z over the whole
-image, cut into `kpca.tuning.tuning_windows`). `choose_second_stage` keeps W only where its estimated risk
+image, cut into `kpca.images.tuning.tuning_windows`). `choose_second_stage` keeps W only where its estimated risk
 is lower than f's alone: the choice reads nothing but the noisy input. One more first-stage evaluation
 and one Wiener stage per window and draw.
 
@@ -19,7 +19,7 @@ underestimates the signal's energy in (W2), so its gains shrink too much). ``aut
 each with the same draws (12 Wiener stages per window and draw, each O(m n^2)) and keeps the single
 stage ``wiener`` or none, as before, unless the variant of least estimated risk beats that choice by
 more than `MARGIN` standard errors of the difference (16 x 16 blocks of the per-pixel losses, as
-`kpca.tuning.choose`): a variant is chosen only where the estimate says clearly that it helps.
+`kpca.images.tuning.choose`): a variant is chosen only where the estimate says clearly that it helps.
 
 A request's choice (`STAGE_CHOICES`): ``auto`` decides by (T1) among f, W and its variants; ``wiener``
 always applies the single stage W; ``off`` never.
@@ -33,9 +33,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from kpca.patch_denoising import LINEAR, PatchSettings, denoise_image, linear_pca_denoise
-from kpca.tuning import DRAWS, Tuned, block_means, recorrupted_levels, recorruptions, tuning_windows
-from kpca.wiener import wiener_stage
+from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, linear_pca_denoise
+from kpca.images.tuning import DRAWS, Tuned, block_means, recorrupted_levels, recorruptions, tuning_windows
+from kpca.images.wiener import wiener_stage
 
 WIENER = "wiener"
 STAGE_CHOICES = ("auto", WIENER, "off")  # a request's second_stage: decided by (T1), always, never
@@ -61,7 +61,7 @@ def variants(first_patch: int, largest: int | None = None) -> dict:
     """``{name: (patch, passes, scale)}`` of `VARIANTS` for a first stage of patch side ``first_patch``
     (duplicates dropped, and patches wider than ``largest``, the least side of the windows, if given),
     `WIENER` first. O(1)."""
-    out = {}
+    out: dict[str, tuple] = {}
     for patch, passes, scale in VARIANTS:
         side = first_patch if patch is None else patch
         if patch is None or largest is None or side <= largest:
@@ -94,7 +94,7 @@ def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSett
     """``first`` (the first stage's output for ``noisy``) followed by the second stage ``stage``
     (`WIENER`, a variant's name, `variant_name`, or None: ``first`` unchanged), with the stride of
     ``settings`` (a `PatchSettings` or a ``(patch, stride)`` pair) and its patch unless the variant names
-    one; a colour image (H, W, C) channel by channel. Cost: `kpca.wiener.wiener_stage` per channel and
+    one; a colour image (H, W, C) channel by channel. Cost: `kpca.images.wiener.wiener_stage` per channel and
     pass, O(N n^2)."""
     if stage is None:
         return first
@@ -135,8 +135,8 @@ def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], no
     draws = max(int(draws), 1)
     count = max(values // draws, 1) * draws
     risks = {name: total / count for name, total in sums.items()}
-    out = {**risks, "pixels": values // draws, "draws": draws, **choose_variant(risks, losses, draws)}
-    return {**out, "losses": losses} if keep_losses else out
+    answer = {**risks, "pixels": values // draws, "draws": draws, **choose_variant(risks, losses, draws)}
+    return {**answer, "losses": losses} if keep_losses else answer
 
 
 def choose_variant(risks: dict, losses: dict, draws: int, margin: float = MARGIN) -> dict:
@@ -144,7 +144,7 @@ def choose_variant(risks: dict, losses: dict, draws: int, margin: float = MARGIN
     variant) and the per-pixel ``losses`` (name -> window -> losses summed over ``draws``): `WIENER` if its
     risk is lower than the first stage's alone, else None (the rule before the variants); replaced by the
     variant of least risk where that beats it by more than ``margin`` standard errors of the difference of
-    their 16 x 16 block means (`kpca.tuning.block_means`). ``{"chosen", "standard_error"}``. O(pixels)."""
+    their 16 x 16 block means (`kpca.images.tuning.block_means`). ``{"chosen", "standard_error"}``. O(pixels)."""
     incumbent = WIENER if risks[WIENER] < risks["first"] else "first"
     best = min((name for name in risks if name != "first"), key=lambda name: risks[name])
     if best == incumbent or risks[best] >= risks[incumbent]:
@@ -167,14 +167,14 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
         same shape.
     windows : list of ndarray
         The noisy input or windows of it (``(H, W)`` or ``(H, W, C)``); window w's draws z come from
-        ``seed + w``, as `kpca.tuning.tune_model` draws them, so ``first``'s risk here is the one the
+        ``seed + w``, as `kpca.images.tuning.tune_model` draws them, so ``first``'s risk here is the one the
         tuning estimated for it over the same draws.
     noise : float
         s of (T1).
     patch, stride : int
         The Wiener stage's patches (the first stage's).
     seed, draws : int
-        Of the draws z (`kpca.tuning.recorruptions`).
+        Of the draws z (`kpca.images.tuning.recorruptions`).
 
     Returns ``{"first": risk, "wiener": risk, variant: risk..., "pixels": N, "draws": draws, "chosen":
     stage or None, "standard_error": se or None}`` (`choose_variant`), risks per value on the scale of the
@@ -193,7 +193,7 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
 def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float, seed: int = 0,
                        draws: int = DRAWS, keep_losses: bool = False) -> dict:
     """(T1) of the first stage ``settings`` alone and followed by the Wiener stage, with the draws of
-    `kpca.tuning.tune_patches` (same ``seed``: z over the whole image), on its tuning windows: as
+    `kpca.images.tuning.tune_patches` (same ``seed``: z over the whole image), on its tuning windows: as
     `stage_risks`. A colour image is read as its mean over channels, as the tuning does. Cost per draw:
     the first stage on the windows (``linear``: on the whole image) and 12 Wiener stages per window.
     ``keep_losses``: also the per-pixel losses (`_risks`), for a probe."""
@@ -231,6 +231,7 @@ def choose_second_stage(noisy: np.ndarray, tuned: Tuned, seed: int = 0, draws: i
     the stage `lower_stage` keeps by (T1) (`WIENER` where its estimated risk is lower than the first
     stage's alone, a variant where clearly lower still). Reads nothing but the noisy image. Cost:
     `second_stage_risks`."""
+    assert isinstance(tuned.settings, PatchSettings), "a second stage follows `tune_patches`' choice"
     risks = second_stage_risks(noisy, tuned.settings, tuned.noise, seed, draws)
     return replace(tuned, second_stage={"stage": lower_stage(risks), "risks": risks})
 

@@ -27,9 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kpca.images import assemble_patches, downscale_mean, extract_patches, upscale_replicate
-
-DOWNSAMPLINGS = ("block-mean",)
+from kpca.images.patches import assemble_patches, downscale_mean, extract_patches, upscale_replicate
 
 
 def back_project(upscaled: np.ndarray, low: np.ndarray, factor: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The Wiener second stage's risk estimate for any first stage (`kpca.second_stage.stage_risks`), the
+"""The Wiener second stage's risk estimate for any first stage (`kpca.images.second_stage.stage_risks`), the
 request's three-valued choice (issue 27: the stored-model path's second stage, forced on or off) and the
 stage's variants (patch side, passes, gain) that ``auto`` weighs by (T1)."""
 
@@ -7,15 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kpca.images import assemble_patches, extract_patches
-from kpca.patch_denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
+from kpca.images.patches import assemble_patches, extract_patches
+from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, lower_stage, parse_stage,
+from kpca.images.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, lower_stage, parse_stage,
                                second_stage_risks, stage_choice, stage_risks, variant_name, variants)
-from kpca.wiener import wiener_stage
-from kpca.tuning import ALPHA, DRAWS, recorruptions, tune_model, tuning_windows
+from kpca.images.wiener import wiener_stage
+from kpca.images.tuning import ALPHA, DRAWS, recorruptions, tune_model, tuning_windows
 
-from tests.kpca.test_denoise_tuning import mse, scene, smooth_scene
+from tests.kpca.images.test_denoise_tuning import mse, scene, smooth_scene
 
 LINEAR_FIRST = PatchSettings(method=LINEAR, width=None, n_components=2, tile=16)
 KERNEL_FIRST = PatchSettings(patch=5, stride=2, method="fixed-point", n_components=4, tile=16, width=0.5)

@@ -30,8 +30,9 @@ Rotations only ever act on rest-pose bone vectors, so every bone keeps its
 length exactly (to rounding) in every frame; `bone_length_error` measures how
 far a (noisy or denoised) motion is from that physical constraint.
 
-Pure numpy, like `kpca.noise`: the paper's experiment (paper/exp_000_fig4_motion.py) and the tests
-(tests/kpca/test_noise_motion.py, test_motion_denoise.py) draw their walks from here.
+Pure numpy. Test data, not numerics: it lives in paper/ because only the paper's experiment
+(paper/exp_000_fig4_motion.py) and the tests (tests/kpca/test_noise_motion.py, test_motion_denoise.py)
+draw their walks from here.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kpca.images import assemble_patches, extract_patches
-from kpca.patch_denoising import tile_blocks
+from kpca.images.denoising import tile_blocks
+from kpca.images.patches import assemble_patches, extract_patches
 
 SHRINKS = ("patch", "component")  # (W2): per patch and coefficient, or per principal component
 
@@ -63,13 +63,13 @@ def wiener_stage(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, 
     pilot : ndarray of shape (H, W)
         p, a first-stage estimate of the clean image from y.
     patch, stride : int
-        Patches as the first stage's (`kpca.images.extract_patches`).
+        Patches as the first stage's (`kpca.images.patches.extract_patches`).
     noise : float
         s, the noise level of y (0: y is returned, every gain being 1).
     shrink : {"patch", "component"}
         (W2) per patch and coefficient, or per principal component.
     tile : int, optional
-        One basis per tile of about ``tile`` x ``tile`` pixels (`kpca.patch_denoising.tile_blocks`);
+        One basis per tile of about ``tile`` x ``tile`` pixels (`kpca.images.denoising.tile_blocks`);
         None: one basis for the whole image.
 
     Returns the image, of y's shape. Cost O(N n^2) for N patches of n values.

@@ -1,14 +1,14 @@
-"""The empirical Wiener second stage (`kpca.wiener`, issue 27)."""
+"""The empirical Wiener second stage (`kpca.images.wiener`, issue 27)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kpca.patch_denoising import linear_pca_denoise
-from kpca.wiener import wiener_gains, wiener_stage
+from kpca.images.denoising import linear_pca_denoise
+from kpca.images.wiener import wiener_gains, wiener_stage
 
-from tests.kpca.test_denoise_tuning import mse, scene
+from tests.kpca.images.test_denoise_tuning import mse, scene
 
 
 @pytest.mark.parametrize("shrink, factor", [("patch", 0.5), ("component", 0.9)])
@@ -52,9 +52,9 @@ def test_a_pilot_of_another_shape_is_refused():
 def test_the_second_stage_is_kept_only_where_its_risk_is_lower(monkeypatch):
     """`choose_second_stage` reads (T1) of the first stage alone and followed by the Wiener stage, with
     the tuning's draws, and keeps the Wiener stage only where its risk is the lower."""
-    from kpca import second_stage
-    from kpca.patch_denoising import PatchSettings
-    from kpca.tuning import Tuned
+    from kpca.images import second_stage
+    from kpca.images.denoising import PatchSettings
+    from kpca.images.tuning import Tuned
 
     tuned = Tuned(PatchSettings(method="linear", width=None, n_components=2, tile=16), 0.1, True)
     for first, wiener, expected in ((0.002, 0.001, "wiener"), (0.001, 0.002, None), (0.001, 0.001, None)):
@@ -68,10 +68,10 @@ def test_the_second_stage_is_kept_only_where_its_risk_is_lower(monkeypatch):
 def test_second_stage_risks_follow_the_tuning_draws(rng):
     """On a synthetic scene with linear PCA as first stage the Wiener stage's estimated risk is lower
     (measured 0.00056 against 0.00094), so it is kept, and
-    the estimate of the first stage alone is (T1) of `kpca.tuning.recorrupted_risks` with the same draws."""
-    from kpca.patch_denoising import PatchSettings, linear_pca_denoise
-    from kpca.second_stage import choose_second_stage, second_stage_risks
-    from kpca.tuning import Tuned, recorrupted_risks
+    the estimate of the first stage alone is (T1) of `kpca.images.tuning.recorrupted_risks` with the same draws."""
+    from kpca.images.denoising import PatchSettings, linear_pca_denoise
+    from kpca.images.second_stage import choose_second_stage, second_stage_risks
+    from kpca.images.tuning import Tuned, recorrupted_risks
     clean = scene(48, 2)
     noisy = clean + rng.normal(0.0, 0.1, clean.shape)
     settings = PatchSettings(method="linear", width=None, n_components=1, tile=32)
