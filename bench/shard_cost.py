@@ -15,7 +15,7 @@ a one-worker fit runs its kernel tiles on every core of the machine when it is t
 
     python bench/shard_cost.py [--l 40000] [--passes 4] [--repeats 1] [--params JSON] [--shards 2] [--name shard_cost]
 
-``--shards`` k: an embedded cluster of k workers (`workers.backend.embedded_sizing`: cores // k kernel
+``--shards`` k: an embedded cluster of k workers (`workers.dask_cluster.embedded_sizing`: cores // k kernel
 threads each), and the pairs are 1 worker against k; the ratios are then CPU(k) / CPU(1) and
 wall(k) / wall(1). Each pass also reports the cores it kept busy (CPU seconds / wall seconds).
 

@@ -6,7 +6,7 @@ Two knobs, both needed when kernel rows and solver updates run side by side
 * `map_threads` -- threads sharing the tiles of one kernel block
   (`kpca.kernels.kernel_block_into`). Default ``NUMBA_NUM_THREADS`` (the
   service's embedded dask workers set it to their share of the cores,
-  ``workers.backend.embedded_sizing``); `tile_threads` overrides it for the
+  ``workers.dask_cluster.embedded_sizing``); `tile_threads` overrides it for the
   calling thread only, so a background thread computing kernel rows can take
   its share of the cores without changing anyone else's.
 * `blas_limit` / `serial_blas` -- a process-wide cap on BLAS threads

@@ -26,7 +26,6 @@ from service.http_protocol import HTTP_PROTOCOL
 from service.processes import api_process_count, serve_processes
 from service.security import LOOPBACK_HOSTS, allowed_hosts
 from service.settings import Settings
-from workers.priority import background_policy
 
 log = logging.getLogger("service")
 
@@ -81,11 +80,8 @@ def bind_refusal(settings: Settings) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings = settings_from(argv)
-    try:
-        background_policy()  # read by the workers; a value they cannot use stops the start, not a fit
-    except ValueError as exc:
-        _exit(str(exc))
+    settings = settings_from(argv)  # the workers' settings too (workers.settings): a value they cannot use
+    # stops the start, not a fit
     refusal = bind_refusal(settings)
     if refusal is not None:
         print(f"kpca-stream: {refusal}", file=sys.stderr)

@@ -16,25 +16,26 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.cors import CORSMiddleware
 
 from service import security
 from service.errors import install_error_handlers
 from service.event_hub import EventHub
-from service.http_protocol import STATE_KEY as HTTP_GUARDS, Guards
-from service.record_views import RecordViews
+from service.http_protocol import STATE_KEY as HTTP_GUARDS
+from service.http_protocol import Guards
 from service.limits import BodyLimitMiddleware, DataUsage, folder_bytes, resolved_data_limit
 from service.metrics import Metrics, MetricsMiddleware
-from service.threads import set_thread_limits, wait_for_cluster
+from service.record_views import RecordViews
 from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
+from service.threads import set_thread_limits, wait_for_cluster
 from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
 from store.image_jobs import ImageJobStore
-from store.running import RunningRequests
 from store.jobs.archive import sweep_imports
 from store.jobs.registry import JobRegistry
+from store.running import RunningRequests
 from workers import Backend
 from workers.plugins import import_modules, warm_projections_here
 
@@ -59,7 +60,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
                       plugins=settings.solver_plugins,
                       local_projections=(settings.local_projection_values, settings.local_projection_work),
-                      warm_workers=settings.warm_workers)
+                      warm_workers=settings.warm_workers, worker_environ=settings.worker_environ())
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
     # Small projections run in this process: their jitted code loaded before the first request, not in it.
     if settings.warm_workers and settings.local_projection_values > 0:
@@ -86,7 +87,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
 async def _watch_fits(backend: Backend, registries: tuple[JobRegistry, ...], interval_s: float) -> None:
     """At start-up and then every ``interval_s``: resubmit the fits (of models, of clusterings) that
     lost their runner (service restart, dead worker), which resume from their last checkpoint, and move
-    the fits waiting for a busy worker's fit slot to a free one (`workers.backend.Backend.balance_fits`).
+    the fits waiting for a busy worker's fit slot to a free one (`workers.fits.Fits.balance`).
     Cancelled (the service stops), it ends at once: a cluster call it waits for is left to its thread,
     so a blocked scheduler cannot hold the stop."""
     while True:

@@ -145,7 +145,7 @@ class _Subscription:
             if watcher.version == self.seen:
                 try:
                     await asyncio.wait_for(watcher.changed.wait(), timeout)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     return False, watcher.record
             self.seen = watcher.version
             if watcher.error is not None:

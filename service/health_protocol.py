@@ -13,13 +13,15 @@ neither in the access log nor in the request metrics (``kpca_http_*``). Every ot
 parent's, unchanged.
 
 ``python -m service`` runs it as the base of `service.http_protocol.GuardedProtocol` (``uvicorn.run(...,
-http=service.http_protocol.HTTP_PROTOCOL)``). Needs httptools (a dependency).
+http=service.http_protocol.HTTP_PROTOCOL)``). Needs httptools (a dependency). What it uses of uvicorn's
+protocol is listed, and checked, in `service.uvicorn_internals`.
 """
 
 from __future__ import annotations
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from service.uvicorn_internals import STATUS_LINE, HttpToolsProtocol  # uvicorn's internals, in one place
 
 HEALTH_PATH = b"/healthz"
 #: the body of `service.routes.health.healthz` as FastAPI serialises it

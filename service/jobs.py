@@ -17,6 +17,7 @@ from service.errors import ApiError
 from store.errors import Damaged, NotFound
 from store.jobs.checkpoints import CheckpointStore
 from store.jobs.records import ACTIVE, JobRecord
+from workers.operations import PatchDataset
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def start_patch_model(name: str, image, patch: int, stride: int, chosen: dict, d
     from service.job_checks import checked_fit_params
     from store.jobs.records import ModelRecord, Placement
 
-    dataset = backend.patch_dataset(name, image, patch, stride)
+    dataset = backend.serve(PatchDataset(name, image, patch, stride))
     linear = chosen.get("sigma") is None  # the method "linear": linear PCA of the patches
     kernel = KernelSpec("linear") if linear else KernelSpec("gaussian", sigma=float(chosen["sigma"]))
     solver = "exact" if dataset.n_rows <= settings.exact_limit else "ritz"

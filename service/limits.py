@@ -116,7 +116,7 @@ class BodyLimitMiddleware:
                 started = loop.time()
                 try:
                     message = await asyncio.wait_for(receive(), budget)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise BodyTimeout(received, waited + budget, timeout, rate) from None
                 finally:
                     waited += loop.time() - started

@@ -133,7 +133,7 @@ class ThreadParsedRoute(APIRoute):
     for the routes whose bodies are large (rows): a 16 MB body no longer holds up every other request
     while it is decoded, nor while its hundreds of thousands of numbers are validated. A route whose body
     model has ``rows`` and whose ``openapi_extra`` documents an `NPY_MEDIA_TYPE` request body (and accepts
-    the media type, `service.security.access`: `service.routes.serving.rows_body` gives both) also takes
+    the media type, `service.security.access`: `service.routes.served.rows_body` gives both) also takes
     its rows as ``.npy`` bytes (`NpyRowsRequest`)."""
 
     def get_route_handler(self):

@@ -13,7 +13,7 @@ With ``api_processes`` n > 1 the process the user starts is a supervisor:
 * request counts and latencies (``kpca_http_*``) are summed over the processes at every scrape
   (prometheus_client's multiprocess mode, a folder the supervisor makes and removes);
 * what must run once runs under an flock in the data folder: the fit watchdog's recovery
-  (`workers.backend.Backend.recover`); the store's writes already lock across processes.
+  (`workers.fits.Fits.recover`); the store's writes already lock across processes.
 
 SIGTERM or SIGINT stop the processes (each finishing its requests within ``shutdown_timeout_s``), then
 the cluster; a supervisor killed outright takes its API processes with it (`stop_with_parent`) and its
@@ -37,17 +37,18 @@ from service.access_log import log_config
 from service.app import create_app
 from service.flags import settings_source
 from service.http_protocol import HTTP_PROTOCOL
-from service.settings import Settings
+from service.settings import ProcessHandoff, Settings
 from workers import Backend
 from workers.environ import restore_environ, saved_environ
 from workers.placement import machine_cores
 
 log = logging.getLogger(__name__)
 
-ARGV_ENV = "KPCA_PROCESS_ARGV"  # the supervisor's flags, for its API processes
-METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess folder
+# what the supervisor writes for its API processes, which read it as `service.settings.ProcessHandoff`
+ARGV_ENV = "KPCA_PROCESS_ARGV"  # the supervisor's flags
 EMBEDDED_ENV = "KPCA_PROCESS_EMBEDDED"  # set when the supervisor started the cluster
 SUPERVISOR_ENV = "KPCA_PROCESS_SUPERVISOR"  # the supervisor's process id
+METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess folder
 MAX_AUTOMATIC = 4  # API processes when not configured, at most
 
 
@@ -69,12 +70,12 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
             data_dir = settings.data_dir.resolve()
             data_dir.mkdir(parents=True, exist_ok=True)
             backend = Backend(data_dir, n_workers=settings.n_workers, plugins=settings.solver_plugins,
-                              warm_workers=settings.warm_workers).start()
+                              warm_workers=settings.warm_workers, worker_environ=settings.worker_environ()).start()
             os.environ.update({"KPCA_SCHEDULER": backend.cluster.scheduler_address, EMBEDDED_ENV: "1"})
         # what the API processes read: they are started (and restarted) with this environment
         os.environ.update({METRICS_ENV: metrics, ARGV_ENV: json.dumps(list(argv)), SUPERVISOR_ENV: str(os.getpid())})
         log.info("serving with %d API processes, dask scheduler %s", processes,
-                 os.environ.get("KPCA_SCHEDULER", settings.scheduler))
+                 backend.cluster.scheduler_address if backend is not None else settings.scheduler)
         uvicorn.run("service.processes:process_app", factory=True, workers=processes, host=settings.host,
                     port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s, log_config=log_config(),
                     http=HTTP_PROTOCOL, access_log=settings.access_log)
@@ -91,10 +92,11 @@ def process_app():
     (SIGINT) is left to the supervisor, which stops this process with SIGTERM (service/__main__.py)."""
     if threading.current_thread() is threading.main_thread():  # as uvicorn calls it: its handler is in
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stop_with_parent(int(os.environ.get(SUPERVISOR_ENV, os.getppid())))
-    settings = Settings(_cli_settings_source=settings_source(json.loads(os.environ.get(ARGV_ENV, "[]"))))
+    handoff = ProcessHandoff()
+    stop_with_parent(handoff.supervisor if handoff.supervisor is not None else os.getppid())
+    settings = Settings(_cli_settings_source=settings_source(handoff.argv))
     processes = api_process_count(settings)
-    embedded = os.environ.get(EMBEDDED_ENV) == "1"  # its backend registered the warm-up with the cluster
+    embedded = handoff.embedded  # its backend registered the warm-up with the cluster
     return create_app(settings.model_copy(update={
         "max_event_streams": max(1, settings.max_event_streams // processes),
         "warm_workers": settings.warm_workers and not embedded}))

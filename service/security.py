@@ -35,7 +35,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from starlette._utils import get_route_path  # the path the router matches (as FastAPI's routing does)
 from starlette.datastructures import Headers
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -161,16 +160,16 @@ def route_rules(app) -> dict[tuple[str, str], Rule]:
     GET), read from the routes' `access` declarations. A RuntimeError naming every route without a
     declaration, with a scope that is not public, read or write, with media types that do not fit its
     method, or that is not an HTTP route with methods (a mount, a websocket)."""
-    from fastapi.routing import _iter_routes_with_context  # FastAPI >= 0.16x: routers stay nested
+    from fastapi.routing import iter_route_contexts  # FastAPI >= 0.137.2: routers stay nested, this walks them
 
     rules: dict[tuple[str, str], Rule] = {}
     faults: list[str] = []
-    for route, context in _iter_routes_with_context(app.routes):
-        path = context.path if context is not None else getattr(route, "path", repr(route))
-        methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD"})
+    for context in iter_route_contexts(app.routes):
+        path = context.path or repr(context.original_route)
+        methods = sorted(set(context.methods or ()) - {"HEAD"})
         if not methods:
             faults.append(f"{path}: not an HTTP route with methods, so it cannot declare its access")
-        rule = declared_rule(getattr(context or route, "openapi_extra", None))
+        rule = declared_rule(getattr(context, "openapi_extra", None))
         for method in methods:
             fault = _declaration_fault(method, rule)
             if fault is not None:
@@ -180,6 +179,20 @@ def route_rules(app) -> dict[tuple[str, str], Rule]:
     if faults:
         raise RuntimeError("routes without a valid access declaration: " + "; ".join(faults))
     return rules
+
+
+def route_path(scope: Scope) -> str:
+    """The path the router matches a request by: the ASGI scope's ``path`` less its ``root_path`` (a
+    proxy's prefix) where the path begins with it as whole segments, else the path as it is (what
+    starlette's router does; tests/service/test_framework_internals.py holds the two to the same
+    answers). O(path)."""
+    path: str = scope["path"]
+    root_path = scope.get("root_path", "")
+    if not root_path or not path.startswith(root_path):
+        return path
+    if path == root_path:
+        return ""
+    return path[len(root_path):] if path[len(root_path)] == "/" else path
 
 
 class SecurityMiddleware:
@@ -206,7 +219,7 @@ class SecurityMiddleware:
             await self.app(scope, receive, send)
             return
         method = scope["method"]
-        rule = self.rule_for(method, get_route_path(scope))  # without a proxy's root path
+        rule = self.rule_for(method, route_path(scope))  # without a proxy's root path
         if rule is None:  # no such route: the router answers 404/405, after the key check
             rule = Rule(READ if method in ("GET", "HEAD", "OPTIONS") else WRITE)
         headers = Headers(scope=scope)

@@ -5,7 +5,7 @@ cluster, but a task already running is not interrupted by dask: it runs to its e
 token looks at its flag between steps (a ``stat``) and stops when it is raised
 (`workers.image_jobs.JobProgress`, `checker`); the file lives in the data folder that the API processes
 and the workers share, so any process can raise it. A one-task request's task clears its flag when it
-ends; the flag of a request run as several blocks (`workers.backend.Backend.reconstruct`) is left for
+ends; the flag of a request run as several blocks (`workers.operations.Reconstruct`) is left for
 all of its running blocks to see, and removed with the stale ones.
 """
 

@@ -111,9 +111,9 @@ def test_what_the_readme_writes_is_ignored_by_git():
 
 def test_the_dask_dashboard_is_described_as_the_log_says():
     """Issue 29, stumble 5: the README said the dask dashboard's address is logged; without bokeh the log
-    says it is unavailable. The docs quote what `workers.backend.Backend.describe` logs, both ways."""
+    says it is unavailable. The docs quote what `workers.dask_cluster.DaskCluster.describe` logs, both ways."""
     security = re.sub(r"\s+", " ", _text(ROOT / "docs" / "security.md"))
-    source = _text(ROOT / "workers" / "backend.py")
+    source = _text(ROOT / "workers" / "dask_cluster.py")
     unavailable = "dask dashboard unavailable: it needs bokeh (pip install bokeh)"
     assert unavailable in security and "dask dashboard unavailable: it needs bokeh (pip install bokeh)" in source
     assert "dask dashboard (this machine only)" in security

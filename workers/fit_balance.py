@@ -12,7 +12,7 @@ Seen in tests/workers/test_recovery.py and reproduced by tests/workers/test_fit_
 move each such waiting task to a worker whose slot is free. The move is dask's own protocol: the worker
 holding the task gives it up only if it has not started (a started fit is never moved; the request is
 then refused and nothing changes), and the scheduler then sends it to the new worker. The fit watchdog
-(`service.app`) calls it every round, through `workers.backend.Backend.balance_fits`.
+(`service.app`) calls it every round, through `workers.fits.Fits.balance`.
 """
 
 from __future__ import annotations

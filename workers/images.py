@@ -13,7 +13,6 @@ import numpy as np
 
 from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit, upscale_replicate
 from store import DatasetInfo, DatasetStore
-from workers.priority import run_niced
 from workers.serve import reconstruct_rows
 
 CHUNK_ROWS = 4096
@@ -33,11 +32,6 @@ def patch_dataset(data_dir: str, name: str, image: np.ndarray, patch: int, strid
     for i, start in enumerate(range(0, patches.shape[0], CHUNK_ROWS)):
         store.put_chunk(name, i, patches[start : start + CHUNK_ROWS].astype(np.float32))
     return store.commit(name)
-
-
-def niced_denoise_image(*args) -> np.ndarray:
-    """`denoise_image` at `workers.priority.PREIMAGE_NICE` (`workers.priority.run_niced`): a serving request's task."""
-    return run_niced(denoise_image, *args)
 
 
 def denoise_image(data_dir: str, model_name: str, image: np.ndarray, patch: int, stride: int,

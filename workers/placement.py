@@ -2,8 +2,8 @@
 tiles take on its worker (docs/scaling.md).
 
 Placement is the job's, not the solver's: a model asks for it in ``placement.workers``
-(`store.jobs.records.Placement`), and the service's ``KPCA_SHARD_MIN_ROWS`` sets where a fit that does
-not ask starts to be sharded. A solver says only whether its passes can be sharded
+(`store.jobs.records.Placement`), and ``KPCA_SHARD_MIN_ROWS`` (`workers.settings`, read by the fit's
+worker) sets where a fit that does not ask starts to be sharded. A solver says only whether its passes can be sharded
 (`kpca.solvers.Solver.shardable`).
 """
 
@@ -14,19 +14,15 @@ from pathlib import Path
 
 from store.jobs.clusterings import ClusteringRegistry
 from store.jobs.models import ModelRegistry
+from workers.settings import SHARD_MIN_ROWS, worker_settings
 
-# A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
-# rows on. On 2 cores a sharded default fit takes the one-worker fit's passes and about its time (one
-# worker already uses both cores); on 16 cores a sharded pass took 0.44x the wall time at 40,000 rows
-# (docs/scaling.md, bench/shard_cost.py, bench/service_fit.py).
-SHARD_MIN_ROWS = 50_000
+__all__ = ["SHARD_MIN_ROWS", "fit_threads", "machine_cores", "running_fits", "shard_count", "shard_min_rows"]
 
 
 def shard_min_rows() -> int:
-    """``KPCA_SHARD_MIN_ROWS`` (default `SHARD_MIN_ROWS`): the rows from which a fit without
-    ``placement.workers`` is sharded over every fit worker. O(1)."""
-    value = os.environ.get("KPCA_SHARD_MIN_ROWS", "").strip()
-    return int(value) if value else SHARD_MIN_ROWS
+    """``KPCA_SHARD_MIN_ROWS`` of this process's environment (`workers.settings.WorkerSettings.shard_min_rows`):
+    the rows from which a fit without ``placement.workers`` is sharded over every fit worker."""
+    return worker_settings().shard_min_rows
 
 
 def shard_count(requested: int | str | None, n_rows: int, available: int, min_rows: int = SHARD_MIN_ROWS) -> int:

@@ -1,7 +1,7 @@
 """The OS scheduling priority of work on a worker: serving first, then fits and pre-images.
 
 Projections run at the worker's own priority. A fit (its driver thread, the threads it starts, its
-shards' actor threads) runs ``KPCA_FIT_NICE`` (default `FIT_NICE`) lower, and a serving request's
+shards' actor threads) runs ``KPCA_FIT_NICE`` (default `FIT_NICE`; `workers.settings`) lower, and a serving request's
 pre-image work `PREIMAGE_NICE` lower. Linux keeps a niceness per thread, and an unprivileged thread can
 raise its niceness but never lower it again; so work is niced in a thread of its own (`run_niced`),
 never in a dask thread that serves next. Elsewhere everything runs at the usual priority.
@@ -24,28 +24,26 @@ import contextvars
 import os
 import threading
 
+from workers.settings import BACKGROUND_POLICY, FIT_NICE, worker_settings
+
+__all__ = ["BACKGROUND_POLICY", "FIT_NICE", "PREIMAGE_NICE", "background_policy", "fit_nice", "keep_below_process",
+           "lower_priority", "run_niced", "thread_policy"]
+
 #: Niceness added to a serving request's pre-image work: below projections and fits on a busy machine.
 PREIMAGE_NICE = 19
-#: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
-FIT_NICE = 10
-#: The scheduling policy of lowered threads unless ``KPCA_BACKGROUND_POLICY`` says otherwise.
-BACKGROUND_POLICY = "idle"
 
 
 def fit_nice() -> int:
-    """``KPCA_FIT_NICE`` (default `FIT_NICE`, clipped to 0..19): how much lower a fit runs than
-    projections. O(1)."""
-    value = os.environ.get("KPCA_FIT_NICE", "").strip()
-    return min(19, max(0, int(value))) if value else FIT_NICE
+    """``KPCA_FIT_NICE`` of this process's environment (`workers.settings.WorkerSettings.fit_nice`): how
+    much lower a fit runs than projections. A ValueError naming the variable if it cannot be read."""
+    return worker_settings().fit_nice
 
 
 def background_policy() -> str:
-    """``KPCA_BACKGROUND_POLICY`` (default `BACKGROUND_POLICY`): "idle", lowered threads also take Linux's
-    ``SCHED_IDLE``, or "normal", niceness only. O(1)."""
-    value = os.environ.get("KPCA_BACKGROUND_POLICY", "").strip().lower() or BACKGROUND_POLICY
-    if value not in ("idle", "normal"):
-        raise ValueError(f'KPCA_BACKGROUND_POLICY must be "idle" or "normal", not {value!r}')
-    return value
+    """``KPCA_BACKGROUND_POLICY`` of this process's environment
+    (`workers.settings.WorkerSettings.background_policy`): "idle" or "normal". A ValueError naming the
+    variable for any other value."""
+    return worker_settings().background_policy
 
 
 def _idle_policy(tid: int) -> None:

@@ -28,7 +28,6 @@ from store.errors import DamagedCheckpoint
 from store.jobs.records import ModelRecord
 from store.stop_flags import StopFlags
 from workers.fit import open_rows
-from workers.priority import run_niced
 
 _MAX_MODELS = 4
 
@@ -43,7 +42,7 @@ class LoadedModel:
 
 
 _LOADED: OrderedDict[tuple, object] = OrderedDict()
-_LOADED_LOCK = threading.Lock()  # dask's threads, and the API process's (`workers.backend.Backend.project`)
+_LOADED_LOCK = threading.Lock()  # dask's threads, and the API process's (`workers.operations.Project`)
 
 
 def load_latest(registry, name: str, build):
@@ -120,13 +119,6 @@ def reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str 
             loaded.inverse = LearnedInverse.fit(loaded.model, rng=np.random.default_rng(0))
         return loaded.inverse(X)
     return reconstruct(loaded.model, X, method=method, stop=StopFlags(data_dir).checker(stop), **(options or {}))
-
-
-def niced_reconstruct_rows(data_dir: str, model_name: str, X: np.ndarray, method: str = "auto",
-                           options: dict | None = None, stop: str | None = None) -> np.ndarray:
-    """`reconstruct_rows` at `workers.priority.PREIMAGE_NICE` (`workers.priority.run_niced`): a serving
-    request's pre-image block."""
-    return run_niced(reconstruct_rows, data_dir, model_name, X, method, options, stop)
 
 
 def component_images(data_dir: str, model_name: str, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,11 +28,18 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
-from kpca.sharded.passes import (ShardedProducts, coordinator_state, join_state, reduction_unit, run_sharded_passes,
-                                 send_start, unit_bounds)
+from kpca.sampled_kernel import kernel_spread
+from kpca.sharded.passes import (
+    ShardedProducts,
+    coordinator_state,
+    join_state,
+    reduction_unit,
+    run_sharded_passes,
+    send_start,
+    unit_bounds,
+)
 from kpca.sharded.shards import STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import KHAState, as_state, get_solver
-from kpca.sampled_kernel import kernel_spread
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 from kpca.solvers._ritz import ritz_values
 from store.jobs.records import JobRecord

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -267,7 +268,7 @@ class ActorGroup(ShardGroup):
     def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int,
               kernel: KernelSpec, precision: str, unit_rows: int, n_components: int, d: int,
               kind_folder: str = "models", kind: str = "model", running: int = 1,
-              origin: np.ndarray | None = None) -> "ActorGroup":
+              origin: np.ndarray | None = None) -> ActorGroup:
         """One `ShardActor` per ``(address, bounds)``, created on that worker (and only there); ``running``
         fits share the cores (this one included), and each machine's cores are split among the shards
         on it (`ShardActor`'s ``share``). No address is `ShardLost`: the coordinator looks for workers

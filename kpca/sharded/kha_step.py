@@ -29,8 +29,8 @@ from typing import Protocol
 import numpy as np
 
 from kpca.sharded.messages import Gathered, SegmentUpdate
-from kpca.solvers._kha import beyond_limit, with_estimates
 from kpca.solvers._blocked import SEGMENT_ROWS, Segment, default_sub_block
+from kpca.solvers._kha import beyond_limit, with_estimates
 from kpca.solvers._registry import as_state
 from kpca.solvers._state import KHAState
 from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform

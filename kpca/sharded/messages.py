@@ -18,8 +18,9 @@ of a float32 pass's rounding check).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Concatenate, Generic, NamedTuple, ParamSpec, Protocol, Sequence, TypeVar
+from typing import Any, Concatenate, Generic, NamedTuple, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 

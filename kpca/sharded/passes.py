@@ -20,8 +20,8 @@ from kpca.solvers import KHAState, as_state, get_solver
 from kpca.solvers._blocked import require_complete
 from kpca.solvers._rayleigh_ritz import PLAIN_BELOW, kept_directions
 from kpca.solvers._residual import relative_residuals
-from kpca.solvers._rounding import FAR_ABOVE, sample_columns, sampled_bound
 from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
+from kpca.solvers._rounding import FAR_ABOVE, sample_columns, sampled_bound
 
 __all__ = ["sharded_centering", "sharded_centering_times", "reduction_unit", "unit_bounds", "split_state",
            "stacked_columns", "coordinator_state", "send_start",

@@ -21,7 +21,7 @@ asks its shards through `kpca.sharded.messages.Shards` (``self.shards``), each c
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

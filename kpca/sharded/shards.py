@@ -34,15 +34,24 @@ once per block / pass     diag(A K' A^T) (r); row norms
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_block_into
 from kpca.rows import Centering, KernelRows, default_origin
 from kpca.sharded.kha_step import SHARDED_KEYS, STATE_COLUMNS
-from kpca.sharded.messages import (Gathered, OwnedColumns, OwnedPoints, SegmentUpdate, ShardCall, Shards, shard_call,
-                                   summed)
+from kpca.sharded.messages import (
+    Gathered,
+    OwnedColumns,
+    OwnedPoints,
+    SegmentUpdate,
+    ShardCall,
+    Shards,
+    shard_call,
+    summed,
+)
 from kpca.sharded.ritz import RitzGroup, RitzShard
 from kpca.solvers._blocked import scatter_add
 

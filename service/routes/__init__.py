@@ -8,13 +8,28 @@ Every route declares its scope and accepted media types in its decorator
 (``openapi_extra=service.security.access(...)``)."""
 
 from service.routes import (
-    catalogue, clusterings, dashboard, dataset_rows, datasets, denoising, docs, events, health, model_archive, models,
-    pictures, serving,
+    catalogue,
+    clusterings,
+    dashboard,
+    dataset_rows,
+    datasets,
+    denoising,
+    docs,
+    events,
+    health,
+    model_archive,
+    model_images,
+    models,
+    pictures,
+    rows,
+    transform,
 )
 
 ROUTERS = (
     health.router,
-    serving.router,
+    rows.router,
+    model_images.router,
+    transform.router,
     models.router,
     datasets.router,
     dataset_rows.router,

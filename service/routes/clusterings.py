@@ -5,7 +5,7 @@ page of labels), delete, cancel, resume, and predict the clusters of new
 rows. The record (`store.jobs.clusterings.ClusteringRecord`) is the only source
 of a clustering's state: the service writes it once (``queued``), the worker
 (`workers.cluster`) writes the rest; routes share the models' job helpers
-(`service.jobs`) and serving checks (`service.routes.serving`).
+(`service.jobs`) and serving checks (`service.routes.served`).
 
 Labels come with the record, a page at a time: ``GET
 /v1/clusterings/{name}?labels_offset=0&labels_limit=10000`` gives ``labels``
@@ -24,14 +24,15 @@ import numpy as np
 from fastapi import APIRouter, Body, Path, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from service import jobs
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.job_checks import checked_clustering_params
 from service.limits import FitOwner, check_rows
-from service import jobs
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute
+from service.public import clustering_labelled, clustering_public, listed
 from service.routes.models import ERRORS
-from service.routes.serving import checked_rows, rows_body, serve, served_job
+from service.routes.served import checked_rows, rows_body, serve, served_job
 from service.schemas.clusterings import (
     LABELS_PAGE,
     MAX_LABELS_PAGE,
@@ -44,11 +45,11 @@ from service.schemas.clusterings import (
 )
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
-from service.schemas.jobs import listed
 from service.schemas.serving import ProjectRequest
 from service.security import READ, WRITE, access
 from store.jobs.clusterings import ClusteringRecord
 from store.jobs.records import Placement
+from workers.operations import PredictClusters
 
 router = APIRouter(prefix="/v1/clusterings", tags=["clusterings"], route_class=ThreadParsedRoute)  # predict's rows
 
@@ -73,7 +74,7 @@ def create_clustering(body: ClusteringCreate, datasets: DatasetsDep, clusterings
     record = ClusteringRecord.new(body.name, dataset, labels, kernel=body.kernel, n_clusters=body.n_clusters,
                                   solver=body.solver, params=params, checkpoint_keep=settings.checkpoint_keep,
                                   placement=Placement(exact_limit=settings.exact_limit))
-    return ClusteringPublic.of(jobs.start(backend, clusterings, record, response, owner))
+    return clustering_public(jobs.start(backend, clusterings, record, response, owner))
 
 
 @router.get("", openapi_extra=access(READ), responses=LIST_RESPONSES)
@@ -82,7 +83,7 @@ def list_clusterings(
 ) -> ClusteringsPublic:
     """A page of clusterings' records (without labels), sorted by name (`service.pagination`)."""
     records, next_cursor = page(clusterings.entries, cursor, limit)
-    return ClusteringsPublic(clusterings=[listed(r, ClusteringPublic.of) for r in records], next_cursor=next_cursor)
+    return ClusteringsPublic(clusterings=[listed(r, clustering_public) for r in records], next_cursor=next_cursor)
 
 
 @router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
@@ -97,12 +98,12 @@ def get_clustering(
     page of labels with ``labels_total`` and the ``next`` page's URL (module docstring)."""
     record = clusterings.get(name)
     if record.status != "completed" or labels_limit == 0:
-        return ClusteringLabelled.of(record)
+        return clustering_labelled(record)
     labels, total = clusterings.labels(name, labels_offset, labels_limit, record.labels_sha256)
     after = labels_offset + len(labels)
     following = f"{router.prefix}/{name}?labels_offset={after}&labels_limit={labels_limit}" if after < total else None
-    return ClusteringLabelled.of(record, labels=labels, labels_offset=labels_offset, labels_total=total,
-                                 next=following)
+    return clustering_labelled(record, labels=labels, labels_offset=labels_offset, labels_total=total,
+                               next=following)
 
 
 @router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
@@ -115,7 +116,7 @@ def delete_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> Resp
              responses=ERRORS)
 def cancel_clustering(name: ClusteringName, clusterings: ClusteringsDep) -> ClusteringPublic:
     """Ask a queued or running clustering to stop after its current block; the last checkpoint is kept."""
-    return ClusteringPublic.of(jobs.cancel(clusterings, name))
+    return clustering_public(jobs.cancel(clusterings, name))
 
 
 @router.post("/{name}/resume", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
@@ -125,7 +126,7 @@ def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend
     """Continue a cancelled, failed or completed clustering from its last checkpoint; ``passes`` is the
     new TOTAL number of passes. With the same seed it ends where an uninterrupted run ends."""
     body = body or ClusteringResume()
-    return ClusteringPublic.of(jobs.resume(backend, clusterings, name, response, body.passes))
+    return clustering_public(jobs.resume(backend, clusterings, name, response, body.passes))
 
 
 @router.post("/{name}/predict", openapi_extra=rows_body(), responses=ERRORS)
@@ -138,5 +139,5 @@ async def predict(name: ClusteringName, body: ProjectRequest, clusterings: Clust
     check_rows(len(body.rows), settings.max_rows_per_request)
     record, n_features = await served_job(name, clusterings, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)
-    labels = await serve(clusterings, name, record, backend.predict_clusters, name, rows)
+    labels = await serve(clusterings, name, record, backend, PredictClusters(name, rows))
     return PredictResponse(labels=np.asarray(labels, dtype=np.int64).tolist())

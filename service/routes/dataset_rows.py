@@ -20,7 +20,8 @@ from service.deps import DatasetsDep
 from service.errors import ApiError
 from service.payloads import NPY_MEDIA_TYPE
 from service.responses import NPY_CONTENT, Format, npy_answer, npy_header, wants_npy
-from service.routes.datasets import ChunkIndex, DatasetName, router as datasets_router
+from service.routes.datasets import ChunkIndex, DatasetName
+from service.routes.datasets import router as datasets_router
 from service.schemas.errors import ErrorBody
 from service.security import READ, access
 

@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from service import jobs
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
+from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png, png_plan
 from service.limits import DataUsageDep, check_image_dataset, check_patches, check_rows, data_usage
-from service.errors import ApiError
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
-from service import jobs
 from service.payloads import (
     CSV_MEDIA_TYPE,
     JSON_MEDIA_TYPE,
@@ -23,12 +23,14 @@ from service.payloads import (
     rows_from_json,
     rows_from_npy,
 )
+from service.public import dataset_public, dataset_verified
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic, DatasetVerified
 from service.schemas.errors import ErrorBody
 from service.security import READ, WRITE, access
 from service.sources import allowed_source
 from service.threads import wait_for_cluster
+from workers.operations import PatchDataset
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -81,19 +83,19 @@ def create_dataset(
             )
         record = datasets.create(body.name, body.n_features, body.dtype or "float32")
     response.headers["Location"] = f"{router.prefix}/{body.name}"
-    return DatasetPublic.model_validate(record)
+    return dataset_public(record)
 
 
 @router.get("", openapi_extra=access(READ), responses=LIST_RESPONSES)
 def list_datasets(datasets: DatasetsDep, cursor: PageCursor = None, limit: PageLimit = DEFAULT_LIMIT) -> DatasetsPublic:
     """A page of data sets' metadata, sorted by name (`service.pagination`)."""
     records, next_cursor = page(datasets.list, cursor, limit)
-    return DatasetsPublic(datasets=[DatasetPublic.model_validate(r) for r in records], next_cursor=next_cursor)
+    return DatasetsPublic(datasets=[dataset_public(r) for r in records], next_cursor=next_cursor)
 
 
 @router.get("/{name}", openapi_extra=access(READ), responses=_ERRORS)
 def get_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
-    return DatasetPublic.model_validate(datasets.get(name))
+    return dataset_public(datasets.get(name))
 
 
 @router.get("/{name}/verify", openapi_extra=access(READ), responses=_ERRORS)
@@ -108,7 +110,7 @@ def verify_dataset(
     ``corrupt``; chunks that pass are unmarked. Cost: one read and one sha256
     of the version's rows, O(bytes), run in a worker thread.
     """
-    return DatasetVerified.model_validate(datasets.verify(name, version))
+    return dataset_verified(datasets.verify(name, version))
 
 
 @router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=_ERRORS)
@@ -170,7 +172,7 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     max_rows = request.app.state.settings.max_rows_per_request  # 413 while parsing, before the rows are built
     record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, n_features,
                                      max_rows, usage)  # one hand-over to the pool for both (docs/development.md)
-    return DatasetPublic.model_validate(record)
+    return dataset_public(record)
 
 
 def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, n_features: int, max_rows: int,
@@ -199,7 +201,7 @@ def commit_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     earlier versions stay readable and unchanged. With nothing staged on a
     ready set this is a no-op that returns the metadata.
     """
-    return DatasetPublic.model_validate(datasets.commit(name))
+    return dataset_public(datasets.commit(name))
 
 
 @router.post(
@@ -219,7 +221,8 @@ async def dataset_from_image(
     stride: Annotated[int, Query(ge=1, le=64, description="grid step between patches")] = 2,
 ) -> DatasetPublic:
     """Create a ready data set of the ``patch`` x ``patch`` patches of a PNG image (pixels scaled to
-    [0, 1], channels last), taken on a grid of step ``stride`` (11 x 11 patches on a 2-pixel grid work well for denoising).
+    [0, 1], channels last), taken on a grid of step ``stride`` (11 x 11 patches on a 2-pixel grid work well for
+    denoising).
     Then ``POST /v1/models`` on it and ``POST /v1/models/{model}/denoise-image`` denoise an image with
     a model of its own patches.
 
@@ -237,7 +240,7 @@ async def dataset_from_image(
     n_bytes = rows * patch * patch * channels * 4  # float32 rows
     data_usage(request).check(n_bytes)
     image = await run_in_threadpool(decode_png, body, settings.max_image_pixels)
-    meta = await wait_for_cluster(backend.patch_dataset, name, image, patch, stride)
+    meta = await wait_for_cluster(backend.serve, PatchDataset(name, image, patch, stride))
     data_usage(request).add(n_bytes)
     response.headers["Location"] = f"{router.prefix}/{name}"
-    return DatasetPublic.model_validate(meta)
+    return dataset_public(meta)

@@ -3,7 +3,7 @@ only the noisy image; ``/v1/image-jobs/{job}``: the progress of a named image re
 
 The route validates and delegates: the worker estimates the noise, fits kernel PCA models to the
 image's own tiles, tunes the kernel width, rank and pre-image on the image alone, and denoises it
-(`workers.Backend.denoise_image_fit`). With ``keep`` a model of all the image's patches with the tuned
+(`workers.operations.DenoiseImageFit`). With ``keep`` a model of all the image's patches with the tuned
 width and rank is also kept under that name (a data set of the patches and a fit, as ``POST
 /v1/datasets/{name}/from-image`` and ``POST /v1/models`` would make them), for images like it.
 """
@@ -22,14 +22,16 @@ from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, decode_png, encode_png
 from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
+from service.public import image_job_public
 from service.routes.models import ERRORS
-from service.routes.serving import PNG_ROUTE, JobQuery, invalid_preimage, until_ended
+from service.routes.served import PNG_ROUTE, JobQuery, invalid_preimage, until_ended
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
 from service.security import READ, WRITE, access
 from service.threads import wait_for_cluster
 from store.errors import Damaged, NotFound
+from workers.operations import DenoiseImageFit
 
 router = APIRouter(tags=["denoising"])
 
@@ -90,9 +92,10 @@ async def denoise_image_fit(
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
     try:
         with request.app.state.running.hold(owner):  # counted as a fit of its key while it runs
-            cleaned, info = await until_ended(request, settings, lambda watch: wait_for_cluster(
-                backend.denoise_image_fit, image, patch, stride, tile or None, tune, fixed, noise, job, second_stage,
-                watch=watch), "body", "with a smaller image, a larger stride or tune=off")
+            operation = DenoiseImageFit(image, patch, stride, tile or None, tune, fixed, noise, job, second_stage)
+            cleaned, info = await until_ended(request, settings,
+                                              lambda watch: wait_for_cluster(backend.serve, operation, watch),
+                                              "body", "with a smaller image, a larger stride or tune=off")
     except ValueError as exc:
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)
@@ -111,7 +114,7 @@ async def denoise_image_fit(
 def get_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
     """The progress of the image request named ``job``: the step running now and its units done, the
     steps finished with their times, and at the end what was chosen."""
-    return ImageJobPublic.of(image_jobs.get(job))
+    return image_job_public(image_jobs.get(job))
 
 
 @router.post("/v1/image-jobs/{job}/cancel", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=202,
@@ -119,7 +122,7 @@ def get_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
 def cancel_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
     """Ask the running image request ``job`` to stop at its next tile (it then answers 409 on ``job``);
     409 if it has ended."""
-    return ImageJobPublic.of(image_jobs.request_cancel(job))
+    return image_job_public(image_jobs.request_cancel(job))
 
 
 @router.delete("/v1/image-jobs/{job}", openapi_extra=access(WRITE), status_code=204, responses=ERRORS)

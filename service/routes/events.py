@@ -71,13 +71,15 @@ EVENT_SCHEMA = {
         "event": {"type": "string", "enum": ["progress", "status", "end"],
                   "description": "progress: a finished pass; status: a status change; end: the last event"},
         "data": {"type": "string", "contentMediaType": "application/json",
-                 "description": "JSON: a pass record with passes, remaining_s and workers (progress), {status, error} (status) or {status} (end)"},
+                 "description": "JSON: a pass record with passes, remaining_s and workers (progress), "
+                                "{status, error} (status) or {status} (end)"},
         "id": {"type": "string", "description": "the pass number (progress events)"},
     },
 }
 #: the errors come before the stream, as JSON (with ``model=``, FastAPI would document them as events)
 _ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-EVENT_ERRORS = {**{status: {"description": ERRORS[status]["description"], "content": _ERROR_BODY} for status in (404, 422)},
+EVENT_ERRORS = {**{status: {"description": ERRORS[status]["description"], "content": _ERROR_BODY}
+                   for status in (404, 422)},
                 503: {"description": "max_event_streams (KPCA_MAX_EVENT_STREAMS) streams are open; see Retry-After",
                       "content": _ERROR_BODY}}
 EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends; "
@@ -131,8 +133,9 @@ async def _event_stream(hub: EventHub, name: str, last_pass: int, request: Reque
                     yield KEEPALIVE_COMMENT
                 continue
             silent = 0.0
-            chunk, last_pass, last_status, done = watch.shared(
-                (last_pass, last_status), lambda: _events_since(record, last_pass, last_status))
+            chunk, last_pass, last_status, done = watch.shared(  # make() runs now: the loop's values, bound
+                (last_pass, last_status),
+                lambda record=record, seen=last_pass, status=last_status: _events_since(record, seen, status))
             if chunk:
                 yield chunk
             if done:

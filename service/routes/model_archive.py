@@ -3,7 +3,7 @@
 The archive (`store.jobs.archive`) is a tar of the model's record, the checkpoint
 it serves from, its training rows and a manifest of sha256 digests. Export
 streams it; import streams the request body to a temporary file in the data
-folder, then hands it to the backend (`workers.Backend.import_model`), which
+folder, then hands it to the backend (`workers.operations.ImportModel`), which
 checks that its checkpoint serves and lets the store verify it and create the
 model. The blocking work runs in the threadpool.
 """
@@ -24,13 +24,16 @@ from starlette.requests import ClientDisconnect
 from service.deps import BackendDep, ModelsDep
 from service.errors import ApiError
 from service.limits import DataUsageDep, principal
-from service.routes.models import ERRORS, ModelName, router as models_router
+from service.public import model_public
+from service.routes.models import ERRORS, ModelName
+from service.routes.models import router as models_router
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import ModelPublic
 from service.security import READ, WRITE, access
 from service.threads import wait_for_cluster
 from store.jobs.archive import MEDIA_TYPE, ModelExport
+from workers.operations import ImportModel
 
 router = APIRouter(prefix=models_router.prefix, tags=["models"])
 
@@ -121,7 +124,7 @@ async def import_model(
     try:
         usage.take(IMPORT_COPIES * size)  # the members extracted for their checks, then the rows as a data set
         try:
-            record = await wait_for_cluster(backend.import_model, path, name, dataset, principal(request))
+            record = await wait_for_cluster(backend.serve, ImportModel(path, name, dataset, principal(request)))
         except BaseException:
             usage.release(IMPORT_COPIES * size)  # a failed import leaves nothing behind
             raise
@@ -130,4 +133,4 @@ async def import_model(
             path.unlink()
         usage.release(size)  # the archive itself is gone
     response.headers["Location"] = f"{router.prefix}/{record.name}"
-    return ModelPublic.of(record)
+    return model_public(record)

@@ -13,18 +13,16 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from service import jobs
 from service.deps import BackendDep, CheckpointsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.job_checks import checked_fit_params
 from service.limits import FitOwner
-from service import jobs
-from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
-from service.payloads import JSON_MEDIA_TYPE
-from service.schemas.errors import ErrorBody
-from service.schemas.jobs import listed
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
-from service.schemas.models import (
-    CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic, ModelSummary,
-)
+from service.payloads import JSON_MEDIA_TYPE
+from service.public import checkpoints_public, listed, model_public, model_summary
+from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
+from service.schemas.errors import ErrorBody
+from service.schemas.models import CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic
 from service.security import READ, WRITE, access
 from store.jobs.records import ModelRecord, Placement
 
@@ -55,7 +53,7 @@ def create_model(body: ModelCreate, datasets: DatasetsDep, models: ModelsDep, ba
                              solver=body.solver, params=params, checkpoint_keep=settings.checkpoint_keep,
                              placement=Placement(workers=body.placement.workers, device=body.placement.device,
                                                  exact_limit=settings.exact_limit))
-    return ModelPublic.of(jobs.start(backend, models, record, response, owner))
+    return model_public(jobs.start(backend, models, record, response, owner))
 
 
 @router.get("", openapi_extra=access(READ), responses=LIST_RESPONSES)
@@ -66,7 +64,7 @@ def list_models(
     """A page of models sorted by name (`service.pagination`): a summary of each (status, progress,
     no history) unless ``full=true``; a model whose record cannot be read shows status ``corrupt`` and why."""
     records, next_cursor = page(models.entries, cursor, limit)
-    return ModelsPublic(models=[listed(r, lambda record: ModelSummary.of(record, full)) for r in records],
+    return ModelsPublic(models=[listed(r, lambda record: model_summary(record, full)) for r in records],
                         next_cursor=next_cursor)
 
 
@@ -79,7 +77,7 @@ async def get_model(name: ModelName, models: ModelsDep, request: Request) -> Mod
     body = views.kept(models, name)
     if body is None:
         body = await run_in_threadpool(views.json, models, name,
-                                       lambda record: ModelPublic.of(record).model_dump_json(by_alias=True).encode())
+                                       lambda record: model_public(record).model_dump_json(by_alias=True).encode())
     return Response(body, media_type="application/json")
 
 
@@ -93,7 +91,7 @@ def delete_model(name: ModelName, models: ModelsDep) -> Response:
              responses=ERRORS)
 def cancel_model(name: ModelName, models: ModelsDep) -> ModelPublic:
     """Ask a queued or running fit to stop after its current block; the last checkpoint is kept."""
-    return ModelPublic.of(jobs.cancel(models, name))
+    return model_public(jobs.cancel(models, name))
 
 
 @router.post("/{name}/resume", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=status.HTTP_202_ACCEPTED,
@@ -109,7 +107,7 @@ def resume_model(name: ModelName, models: ModelsDep, datasets: DatasetsDep, back
     body = body or ModelResume()
     record = models.get(name)
     versions = [v.version for v in datasets.get(record.dataset).versions] if body.dataset_version is not None else []
-    return ModelPublic.of(jobs.resume(backend, models, name, response, body.passes, body.dataset_version, versions))
+    return model_public(jobs.resume(backend, models, name, response, body.passes, body.dataset_version, versions))
 
 
 @router.get("/{name}/checkpoints", openapi_extra=access(READ), responses=ERRORS)
@@ -117,5 +115,4 @@ def list_checkpoints(name: ModelName, models: ModelsDep, checkpoints: Checkpoint
     """The retained checkpoints of a model (pass, size, time), the best one marked."""
     best = models.get(name).best_checkpoint
     best_pass = best.pass_ if best is not None else None
-    return CheckpointsPublic.model_validate(
-        {"checkpoints": [{**c, "best": c["pass"] == best_pass} for c in checkpoints.list(name)]})
+    return checkpoints_public(checkpoints.list(name), best_pass)

@@ -4,7 +4,7 @@ components as images).
 Routes validate and delegate: the convergence picture is drawn from the
 registry record alone (`service.plots.convergence_png`); the component images
 are computed on a worker from the model and its rows
-(`workers.Backend.component_images`) and only drawn here. Drawing runs in the
+(`workers.operations.ComponentImages`) and only drawn here. Drawing runs in the
 thread pool, never on the event loop.
 """
 
@@ -20,8 +20,9 @@ from service.deps import BackendDep, DatasetsDep, ModelsDep
 from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE
 from service.routes.models import ERRORS, ModelName
-from service.routes.serving import serve, served_job
+from service.routes.served import serve, served_job
 from service.security import READ, access
+from workers.operations import ComponentImages
 
 router = APIRouter(prefix="/v1/models", tags=["pictures"])
 
@@ -123,7 +124,7 @@ async def components_png(
     elif count > model.n_components:
         raise ApiError(422, "invalid", f"count {count} is more than the model's {model.n_components} components",
                        "count")
-    components, eigenvalues = await serve(models, name, model, backend.component_images, name, count)
+    components, eigenvalues = await serve(models, name, model, backend, ComponentImages(name, count))
     kind = "grey" if image[2] == 1 else "colour"
     title = (f"model {name!r}: the first {count} components as {image[0]}x{image[1]} {kind} images, "
              "sum_i A_ki (x_i - mean); each on its own scale (the bar under it)")

@@ -33,8 +33,8 @@ PAGE_HEADERS = {
 
 
 def page_router(page: str, assets_route: str, folder: str, assets: dict[str, str], what: str) -> APIRouter:
-    """A router serving ``folder``'s ``index.html`` at ``page`` (with `PAGE_HEADERS`) and each of ``assets`` (file name ->
-    media type) at ``assets_route/{asset}``; any other asset name is a 404 on ``asset``. Cost: one
+    """A router serving ``folder``'s ``index.html`` at ``page`` (with `PAGE_HEADERS`) and each of ``assets``
+    (file name -> media type) at ``assets_route/{asset}``; any other asset name is a 404 on ``asset``. Cost: one
     file read per request."""
     root = STATIC / folder
     router = APIRouter(include_in_schema=False)

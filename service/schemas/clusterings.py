@@ -1,8 +1,8 @@
 """Schemas of ``/v1/clusterings``: create, read (with a page of labels), resume, predict.
 
-A clustering as the API shows it (`ClusteringPublic`) is its stored record
-(`store.jobs.clusterings.ClusteringRecord`) without what only the service needs
-(`service.schemas.jobs`) plus, once completed, a page of its labels.
+A clustering as the API shows it (`ClusteringPublic`) is the public view of a job (`service.schemas.jobs`)
+with what a clustering adds, plus, once completed, a page of its labels (`ClusteringLabelled`); made from
+its stored record by `service.public.clustering_public`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from kpca.clustering import clustering_solvers
 from kpca.params import ParamError
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverParams, check_solver_params
-from service.schemas.jobs import JobDamaged, public_model
-from store.jobs.clusterings import ClusteringRecord
+from service.schemas.jobs import ClusteringPassRecord, JobDamaged, JobPublic
 
 LABELS_PAGE = 10_000  # labels in a GET unless labels_limit says otherwise
 MAX_LABELS_PAGE = 100_000
@@ -56,7 +55,7 @@ class ClusteringCreate(BaseModel):
                                   "against them")
 
     @model_validator(mode="after")
-    def _params_of_the_solver(self) -> "ClusteringCreate":
+    def _params_of_the_solver(self) -> ClusteringCreate:
         check_solver_params(self.solver, self.params)
         return self
 
@@ -70,8 +69,20 @@ class ClusteringResume(BaseModel):
                                description="the new TOTAL number of passes (not a number of further passes)")
 
 
-ClusteringPublic = public_model("ClusteringPublic", ClusteringRecord,
-                                "A clustering: its configuration, its fit's state and its figures.")
+class ClusteringPublic(JobPublic):
+    """A clustering: its configuration, its fit's state and its figures."""
+
+    history: list[ClusteringPassRecord] = Field(  # type: ignore[assignment]  # a clustering's passes say more
+        default_factory=list, description="one record per completed pass")
+    n_clusters: int = Field(ge=2, description="number of clusters k (and of eigenvectors of L fitted)")
+    n_rows: int | None = Field(default=None, description="rows of the data set version: the number of labels")
+    labels_dataset: str | None = Field(default=None, description="data set of reference labels (one column)")
+    labels_dataset_version: int | None = Field(default=None, description="its version, pinned at creation")
+    variation_of_information: float | None = Field(
+        default=None, description="VI (nats) of the final labels against the reference labels")
+    labels_sha256: str | None = Field(default=None, description="sha256 of labels.npy as written when the "
+                                      "clustering completed, checked when they are read; None before, and in "
+                                      "records written before it was kept")
 
 
 class ClusteringLabelled(ClusteringPublic):

@@ -1,7 +1,7 @@
 """Schemas of the ``/v1/models`` lifecycle: create, read, resume, checkpoints.
 
-A model as the API shows it (`ModelPublic`) is its stored record (`store.jobs.records.ModelRecord`) without
-what only the service needs (`service.schemas.jobs`).
+A model as the API shows it (`ModelPublic`) is the public view of a job (`service.schemas.jobs`) with its
+``n_components``, made from its stored record by `service.public.model_public`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.common import Name
 from service.schemas.declared import Kernel, SolverName, SolverParams, check_solver_params
-from service.schemas.jobs import JobDamaged, PlacementPublic, public_model
-from store.jobs.records import FitError, ModelRecord, Progress
+from service.schemas.jobs import FitError, JobDamaged, JobPublic, PlacementPublic, Progress
 
 
-ModelPublic = public_model("ModelPublic", ModelRecord, "A model: its configuration and its fit's state.")
+class ModelPublic(JobPublic):
+    """A model: its configuration and its fit's state."""
+
+    n_components: int = Field(ge=1, description="number of components r")
 
 
 class ModelCreate(BaseModel):
@@ -34,7 +36,7 @@ class ModelCreate(BaseModel):
                                        description="where the fit runs (not a parameter of its solver)")
 
     @model_validator(mode="after")
-    def _params_of_the_solver(self) -> "ModelCreate":
+    def _params_of_the_solver(self) -> ModelCreate:
         check_solver_params(self.solver, self.params)
         return self
 
@@ -80,15 +82,6 @@ class ModelSummary(BaseModel):
     error: FitError | None = Field(default=None, description="why the fit failed (status failed), else null")
     created_at: str | None = Field(default=None, description="when the model was created (ISO 8601, UTC)")
     updated_at: str | None = Field(default=None, description="when its record last changed (ISO 8601, UTC)")
-
-    @classmethod
-    def of(cls, record, full: bool) -> "ModelSummary":
-        """The summary of ``record`` (`store.jobs.records.ModelRecord`), or all its public fields
-        (`ModelPublic`) if ``full``."""
-        document = ModelPublic.of(record).model_dump(by_alias=True)
-        if not full:
-            document = {key: document.get(key) for key in cls.model_fields}
-        return cls.model_validate(document)
 
 
 class ModelsPublic(BaseModel):

@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kpca.images.denoising import PATCH_METHODS
-from kpca.preimage import METHODS
 from kpca.images.second_stage import STAGE_CHOICES
+from kpca.preimage import METHODS
 from service.schemas.common import Name, Number
 from service.schemas.declared import options_model
 

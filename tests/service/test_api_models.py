@@ -219,12 +219,13 @@ def test_a_polled_record_is_read_again_only_when_it_was_written(api, registry, s
     after every write, however soon."""
     from pydantic import TypeAdapter
 
+    from service.public import model_public
     from service.schemas.models import ModelPublic
 
     stored_record(registry, "polled", "running", progress=None)
     first = api.get("/v1/models/polled")
     again = api.get("/v1/models/polled")
-    expected = TypeAdapter(ModelPublic).dump_json(ModelPublic.of(registry.get("polled")), by_alias=True)
+    expected = TypeAdapter(ModelPublic).dump_json(model_public(registry.get("polled")), by_alias=True)
     assert first.content == again.content == expected and first.headers["content-type"] == "application/json"
     for i in range(5):  # writes closer together than any file time resolution would tell apart by time alone
         registry.update("polled", status="running", params_used={"eta0": float(i)})

@@ -147,14 +147,15 @@ def test_a_request_that_ends_stops_its_running_block_at_its_next_step(app, model
     """A block already running when its request ends (here one block of all 200 rows, tens of seconds of
     work) is stopped at its next fixed-point iteration through the request's stop flag, instead of
     holding the worker's pre-image thread to its end (dask cancels only the blocks not yet run)."""
+    from workers.operations import Reconstruct
     from workers.watch import RequestEnded, Watch
 
     ended = []
 
     def request() -> None:
         try:
-            app.state.backend.reconstruct(model, digits[:200], "fixed-point", HEAVY["options"],
-                                          watch=Watch(time.monotonic() + 1.5), block_rows=200)
+            app.state.backend.serve(Reconstruct(model, digits[:200], "fixed-point", HEAVY["options"], block_rows=200),
+                                    watch=Watch(time.monotonic() + 1.5))
         except RequestEnded as exc:
             ended.append(exc.reason)
 
@@ -200,7 +201,7 @@ def test_four_heavy_requests_in_flight_leave_concurrent_projections_answered_at_
     pre-image blocks of four heavy requests, sent at once, filled the worker while the projections of
     many clients (a task group large enough to be queued) waited on the scheduler until blocks finished:
     /project waited 23 s behind 4 such requests. Projections now go to the worker at once and run ahead of
-    the blocks (`workers.backend.PRIORITIES_ON_WORKERS`), on the thread the blocks cannot take (resource
+    the blocks (`workers.dask_cluster.PRIORITIES_ON_WORKERS`), on the thread the blocks cannot take (resource
     ``preimage``)."""
     body = {"rows": digits[:200].tolist(), **HEAVY}
     answered, seconds = [], []
@@ -254,10 +255,10 @@ def test_small_projections_are_computed_in_the_api_process_and_agree_with_the_wo
 
 
 def test_a_heavy_request_keeps_few_blocks_on_the_cluster_at_a_time(api, app, model, digits, base_url):
-    """A request of hundreds of pre-image blocks submits them as earlier ones end (`workers.backend.
+    """A request of hundreds of pre-image blocks submits them as earlier ones end (`workers.serving.
     BLOCKS_IN_FLIGHT` per worker), instead of all at once: it neither floods the scheduler nor leaves
     hundreds of tasks to cancel when it ends (all 200 of this one were on the cluster at once)."""
-    from workers.backend import BLOCKS_IN_FLIGHT
+    from workers.serving import BLOCKS_IN_FLIGHT
 
     body = {"rows": digits[:200].tolist(), **HEAVY}  # 200 blocks of one row
     thread = threading.Thread(target=lambda: httpx.post(f"{base_url}/v1/models/{model}/denoise", json=body,

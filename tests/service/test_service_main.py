@@ -25,7 +25,7 @@ def test_defaults(clean_settings):
     settings = Settings()
     assert (settings.host, settings.port, settings.data_dir) == ("127.0.0.1", 8000, Path("./data"))
     assert settings.scheduler is None
-    assert settings.n_workers is None  # automatic: sized to the machine (workers.backend.embedded_sizing)
+    assert settings.n_workers is None  # automatic: sized to the machine (workers.dask_cluster.embedded_sizing)
     assert settings.max_body_bytes == 64 * 1024 * 1024
     assert settings.exact_limit == 3000
 

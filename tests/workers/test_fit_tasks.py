@@ -13,6 +13,7 @@ from store.jobs.records import ModelRecord
 from tests.store_checks import committed_digits
 from workers import Backend
 from workers.fit import run_fit
+from workers.operations import Project
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_fit_on_cluster_reports_progress_and_projects(data_dir, backend, digits)
     assert record.progress.fraction == 1.0 and record.progress.t == 6 * 400
     assert record.params_used["eta0"] > 0 and record.params_used["xi"] == 0.99
     # projection on a worker equals the estimator on the same data
-    Z = backend.project("smd", digits[1000:1010])
+    Z = backend.serve(Project("smd", digits[1000:1010]))
     exact = KernelHebbianPCA(5, sigma=3.0, solver="exact").fit(digits[:400])
     state = CheckpointStore(data_dir).load("smd")
     assert subspace_angles(state["A"], exact.coefficients_[:4], exact.rows_.dense()).max() < 0.1
@@ -140,7 +141,7 @@ def test_the_embedded_workers_are_sized_to_the_machine(backend):
     """One configured worker on c cores: its numba kernels get all c threads, BLAS one; it offers one fit."""
     import os
 
-    from workers.backend import embedded_sizing, machine_cores
+    from workers.dask_cluster import embedded_sizing, machine_cores
 
     environ = backend.client.run(lambda: {k: os.environ.get(k) for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS",
                                                                         "OPENBLAS_NUM_THREADS")})

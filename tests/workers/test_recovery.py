@@ -112,7 +112,7 @@ def test_recover_leaves_a_fit_queued_by_another_client_of_the_scheduler(data_dir
             one.submit_fit("waiting")
             # just queued: its submission may still be on its way to the scheduler, so it is left alone
             assert other.recover(registry) == []
-            key = one._fits[("models", "waiting")].key
+            key = one.fits._futures[("models", "waiting")].key
             wait_for(lambda: other.client.run_on_scheduler(_known, key), "the submission reached the scheduler")
             # older than any grace (recent_s=0): only the scheduler's answer keeps it from a second submission
             assert other.recover(registry, recent_s=0) == []

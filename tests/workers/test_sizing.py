@@ -1,10 +1,10 @@
-"""How the embedded cluster is sized to the machine (`workers.backend.embedded_sizing`)."""
+"""How the embedded cluster is sized to the machine (`workers.dask_cluster.embedded_sizing`)."""
 
 import os
 
 import pytest
 
-from workers.backend import EMBEDDED_MAX_WORKERS, embedded_sizing
+from workers.dask_cluster import EMBEDDED_MAX_WORKERS, embedded_sizing
 from workers.placement import machine_cores
 
 
