@@ -42,8 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from kpca.affinity import AffinityRows
-from kpca.clustering import Clustering, check_clustering, clustering_from_state, solver_state
+from kpca.clustering import Clustering, check_clustering, clustering_from_state, kept_labels, solver_state
 from kpca.metrics import variation_of_information
+from kpca.solvers import SolverState
 from store import ClusteringRegistry, DatasetStore
 from store.jobs.clusterings import ClusteringPassRecord, ClusteringRecord
 from workers.fit import FitJob
@@ -88,12 +89,13 @@ class ClusteringJob(FitJob):
         """`kpca.clustering.check_clustering`: the number of clusters, the solver and the affinity."""
         check_clustering(record.n_clusters, rows.n_rows, rows.kernel, record.solver, record.params)
 
-    def restored(self, state: dict) -> dict:
-        if "cluster_labels" in state:
-            self.previous = np.asarray(state["cluster_labels"])
+    def restored(self, state: SolverState) -> SolverState:
+        labels = kept_labels(state)
+        if labels is not None:
+            self.previous = labels
         return solver_state(state)
 
-    def annotate(self, rows: AffinityRows, state: dict) -> tuple[dict, dict]:
+    def annotate(self, rows: AffinityRows, state: SolverState) -> tuple[SolverState, dict]:
         clustering = clustering_from_state(state, rows, self.seed)
         fields = {"labels_change": None if self.previous is None else
                   variation_of_information(self.previous, clustering.labels),
@@ -101,9 +103,9 @@ class ClusteringJob(FitJob):
         self.previous, self.latest = clustering.labels, clustering
         return clustering.to_state(), fields
 
-    def finish(self, record: ClusteringRecord, rows: AffinityRows, state: dict) -> dict:
+    def finish(self, record: ClusteringRecord, rows: AffinityRows, state: SolverState) -> dict:
         clustering = self.latest
-        if clustering is None or clustering.state["pass"] != state["pass"]:  # no pass ran (crash recovery)
+        if clustering is None or clustering.state.pass_ != state.pass_:  # no pass ran (crash recovery)
             clustering = clustering_from_state(solver_state(state), rows, self.seed)
         still_ours(self.registry, record)
         digest = self.registry.save_labels(record.name, clustering.labels)
@@ -120,7 +122,7 @@ class ClusteringFigure:
     def __init__(self, figure):
         self.figure = figure
 
-    def __call__(self, rows: AffinityRows, state: dict):
+    def __call__(self, rows: AffinityRows, state: SolverState):
         convergence, mu = self.figure(rows, state)
         mu = np.asarray(mu, dtype=np.float64)
         return convergence, np.where(mu > 0, mu - rows.centering.shift, 0.0)
@@ -137,7 +139,7 @@ def load_clustering(data_dir: str, name: str) -> Clustering:
     of its data set version; kept by this process (`workers.serve.load_latest`)."""
     root = Path(data_dir)
 
-    def build(record: ClusteringRecord, state: dict) -> Clustering:
+    def build(record: ClusteringRecord, state: SolverState) -> Clustering:
         source = DatasetStore(root).open_array(record.dataset, record.dataset_version)
         return clustering_from_state(state, AffinityRows(source, record.fit_kernel),
                                      kmeans_seed(record))

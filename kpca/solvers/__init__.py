@@ -26,7 +26,9 @@ from kpca.solvers._registry import (
     served_model,
     rank_warnings,
     used_params,
+    as_state,
 )
+from kpca.solvers._state import AutoencoderState, ComponentsState, IterativeState, KHAState, SolverState
 from kpca.errors import Degenerate, Diverged, Stopped
 from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
 from kpca.solvers import _akpca, _ds_akpca  # noqa: F401 - importing them registers akpca and ds-akpca
@@ -36,7 +38,8 @@ from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers l
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "served_model",
+__all__ = ["SolverState", "IterativeState", "KHAState", "AutoencoderState", "ComponentsState", "as_state",
+           "SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "served_model",
            "served_components", "rank_warnings", "ITERATIVE_PARAMS",
            "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
            "default_init_size"]

@@ -89,4 +89,4 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     A_r, AK_r, mu = ritz_components(A[live], AK[live])
     kept = mu > 0
     return (np.ascontiguousarray(A_r[kept]), np.ascontiguousarray(AK_r[kept]),
-            residual if solver_name == "nystrom" else None, state.get("solver_note"))
+            residual if solver_name == "nystrom" else None, state.solver_note)
