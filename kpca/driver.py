@@ -86,7 +86,8 @@ def run_passes(rows, state: IterativeState, passes: int, block_size: int, hooks:
     # gain nothing from more, and idle BLAS threads would spin next to the tiles
     with blas_limit(1):
         if state.refines and solver.refine is not None:
-            return refine_passes(state, passes, hooks, tol, lambda state: solver.refine(state, rows, block_size, tol=tol))
+            return refine_passes(state, passes, hooks, tol,
+                                 lambda state: solver.refine(state, rows, block_size, tol=tol))
         if converged(state, tol):
             return state.replace(converged=True), False
         return drive_passes(state, l, passes, block_size, hooks, begin_pass=solver.begin_pass,

@@ -254,8 +254,8 @@ def prepare_fit(rows, request: FitRequest, *, resume: IterativeState | Mapping[s
 
     Raises `kpca.params.ParamError` naming the field at fault before any row is read;
     `kpca.errors.Degenerate` if the rows have no variance in feature space. Cost: the kernel's
-    resolution and spread (samples, ``O(m^2 n)``), the centring pass (``2 l^2 n`` flops) or the new rows' kernel rows of a
-    grown checkpoint, and the solver's start (a warm start: m kernel rows).
+    resolution and spread (samples, ``O(m^2 n)``), the centring pass (``2 l^2 n`` flops) or the new
+    rows' kernel rows of a grown checkpoint, and the solver's start (a warm start: m kernel rows).
     """
     solver = get_solver(request.solver)
     request.checked_params(rows.n_rows, rows.kernel, where)

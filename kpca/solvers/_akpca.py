@@ -42,20 +42,20 @@ import numpy as np
 
 from kpca.params import ParamError
 from kpca.solvers._autoencoder import (
-    audit,
-    gains,
-    used,
     OWN_PARAMS,
     AutoencoderModel,
+    audit,
     begin_pass,
     check_kernel,
     common_state,
     damped,
     data_statistics,
     diverged,
+    gains,
     init_norm,
     lanczos_start,
     training_block,
+    used,
 )
 from kpca.solvers._leading_pair import _lanczos
 from kpca.solvers._registry import BLOCK_SIZE, PASSES, SEED, TOL, Solver, register

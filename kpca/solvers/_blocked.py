@@ -1,8 +1,8 @@
 """Blocked Kernel Hebbian Algorithm updates: b sequential steps as small-matrix algebra plus one GEMM.
 
 `blocked_step_block` is the KHA family's step (one KHA / KHA-t / KHA-et /
-KHA-SMD step per row, in order; pure; `kpca.solvers._kha`), and it does not touch the r x l state matrices once per row. Within a sub-block of
-``m`` rows it accumulates the steps as a small transform of the sub-block's
+KHA-SMD step per row, in order; pure; `kpca.solvers._kha`), and it does not touch the r x l state
+matrices once per row. Within a sub-block of ``m`` rows it accumulates the steps as a small transform of the sub-block's
 starting matrices; the transforms of the sub-blocks of a *segment* (up to
 `SEGMENT_ROWS` rows, normally the whole block) are folded together in small
 matrices too, and applied to the r x l matrices once, with one GEMM against

@@ -36,11 +36,9 @@ import numba
 import numpy as np
 
 from kpca.solvers._autoencoder import (
-    audit,
-    gains,
-    used,
     OWN_PARAMS,
     AutoencoderModel,
+    audit,
     begin_pass,
     check_kernel,
     check_rows_limit,
@@ -48,9 +46,11 @@ from kpca.solvers._autoencoder import (
     damped,
     data_statistics,
     diverged,
+    gains,
     init_norm,
     lanczos_start,
     training_block,
+    used,
 )
 from kpca.solvers._leading_pair import _lanczos
 from kpca.solvers._registry import BLOCK_SIZE, PASSES, SEED, TOL, Solver, register

@@ -35,7 +35,6 @@ def exact_components(Kc: np.ndarray, n_components: int, floor: float = 0.0) -> t
         Cost O(l^2 r) per Lanczos restart where r is small against l, else
         O(l^3) (`kpca._dense.leading_eigh`); O(l^2) memory.
     """
-    l = Kc.shape[0]
     r = int(n_components)
     w, V = leading_eigh(Kc, r)
     w, V = w[::-1], V[:, ::-1]

@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from kpca.errors import Degenerate
-from kpca.solvers._registry import FitContext, get_solver, served_model
 from kpca.solvers._rayleigh_ritz import power_step
+from kpca.solvers._registry import FitContext, get_solver, served_model
 from kpca.solvers._residual import residual as projections_residual
 from kpca.solvers._ritz import RELATIVE_RANK_TOL, ritz_components
 

@@ -43,14 +43,14 @@ from functools import partial
 import numpy as np
 
 from kpca import defaults
-from kpca.params import Param, ParamError
 from kpca.errors import Degenerate, Diverged
+from kpca.params import Param, ParamError
 from kpca.solvers._blocked import blocked_step_block
+from kpca.solvers._extend import REDUCED_INITS, extended_start
+from kpca.solvers._rayleigh_ritz import guard_count, measured_residual, rayleigh_ritz_pass
+from kpca.solvers._reduced import check_centres
 from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, as_state, register
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
-from kpca.solvers._extend import REDUCED_INITS, extended_start
-from kpca.solvers._reduced import check_centres
-from kpca.solvers._rayleigh_ritz import guard_count, measured_residual, rayleigh_ritz_pass
 from kpca.solvers._state import KHAState
 from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start
 
@@ -87,8 +87,8 @@ GUARDS = Param("guards", int, None, low=0, high=1024,
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory), or the "
-                              "landmarks of init=nystrom (default: the nystrom solver's, or max(256, 8 n_components) where "
-                              "init auto chose it); unused by the other starts")
+                              "landmarks of init=nystrom (default: the nystrom solver's, or max(256, 8 n_components) "
+                              "where init auto chose it); unused by the other starts")
 
 
 #: The smallest tol at which ``kernel_precision: auto`` takes float32 tiles: their rounding (about 1e-7 per
@@ -113,7 +113,8 @@ def auto_precision(params: dict, spread: float | None = None, kernel=None) -> tu
     tol, a dot-product kernel, a spread float32 cannot resolve. O(1)."""
     if not (params["update"] == "rayleigh-ritz" and params["init"] == "nystrom"
             and (params["tol"] or 0) >= FLOAT32_TOL):
-        return "float64", "auto: float32 runs only the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 or more"
+        return "float64", ("auto: float32 runs only the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 "
+                           "or more")
     if kernel is not None and not kernel.kernel.radial:
         return "float64", f"auto: float32 runs only distance kernels (from centred rows), not {kernel.type}"
     if spread is not None and not spread <= FLOAT32_SPREAD:

@@ -87,8 +87,8 @@ from kpca.reduced_sets import (
 )
 from kpca.rows import Centering
 from kpca.solvers._exact import exact_components
-from kpca.solvers._ritz import rounding_floor
 from kpca.solvers._registry import SEED, FitContext, Solver, register, served_model
+from kpca.solvers._ritz import rounding_floor
 from kpca.solvers._state import ComponentsState
 
 DENSITIES = ("shadow", "kmeans", "paring", "herding")

@@ -362,7 +362,8 @@ def as_state(state: SolverState | Mapping[str, Any]) -> SolverState:
     return get_solver(str(entries["solver"])).state_type.from_checkpoint(entries)
 
 
-def served_model(state: SolverState | Mapping[str, Any], rows: KernelRows | None = None, kernel: KernelSpec | None = None):
+def served_model(state: SolverState | Mapping[str, Any], rows: KernelRows | None = None,
+                 kernel: KernelSpec | None = None):
     """The model a solver state serves (`kpca.solvers.Solver.components`).
 
     A solver with a model of its own (`kpca.solvers.Solver.model`) builds it.
