@@ -15,6 +15,7 @@ in tests/, because a bench script must import nothing from tests/.
 import numba
 import numpy as np
 
+from kpca.solvers import as_state
 from kpca.solvers._transforms import RHO_MAX
 
 _LN2 = np.log(2.0)
@@ -120,9 +121,10 @@ def smd_steps(A, B, AK, BK, rho, rows, idx, gain, t0, l_sched, mu, xi):
             A[i, p] += gy
 
 
-def step_block_reference(state: dict, rows, indices: np.ndarray) -> dict:
+def step_block_reference(state, rows, indices: np.ndarray):
     """The step-by-step form of the KHA family's step: the readable reference the blocked one
-    (`kpca.solvers._blocked`) is tested against.
+    (`kpca.solvers._blocked`) is tested against. ``state`` a `kpca.solvers.KHAState` or the mapping of its
+    entries; returns a new `kpca.solvers.KHAState`.
 
     Maintenance note: every update contains ``lt(y y^T) M`` for an r x l matrix M; row i of it
     is ``y_i * sum_{m <= i} y_m M[m]``, a prefix sum over the rows of M, evaluated in O(r l).
@@ -146,7 +148,7 @@ def step_block_reference(state: dict, rows, indices: np.ndarray) -> dict:
         kha_steps(A, AK, rows, idx, gain, new["t"], solver != "kha", float(l))
     new["t"] += len(idx)
     new["position"] += len(idx)
-    return new
+    return as_state(new)
 
 
 def run_passes_reference(rows, state: dict, passes: int, block_size: int, step=step_block_reference) -> dict:
@@ -156,6 +158,7 @@ def run_passes_reference(rows, state: dict, passes: int, block_size: int, step=s
     from kpca.solvers import SOLVERS
 
     solver = SOLVERS[state["solver"]]
+    state = as_state(state)
     while state["pass"] < passes:
         if state["position"] == 0:
             state = solver.begin_pass(state)
@@ -166,6 +169,6 @@ def run_passes_reference(rows, state: dict, passes: int, block_size: int, step=s
             state = step(state, rows.block(idx), idx)
             if solver.diverged(state):
                 state = pass_start = solver.damped(pass_start)
-        state = dict(state, position=0)
-        state["pass"] += 1
+        state = state.replace(position=0)
+        state.pass_ += 1
     return state

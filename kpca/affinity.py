@@ -125,14 +125,14 @@ class AffinityCentering(Centering):
         return {**super().to_state(), "affinity_degrees": self.degrees, **extra}
 
     @classmethod
-    def from_state(cls, state: dict) -> AffinityCentering:
-        """The centring kept in a solver state by `to_state` (without ``affinity_shift``: a state with
-        the self-affinity, module docstring)."""
-        base = Centering.from_state(state)
-        legacy = "affinity_shift" not in state
+    def from_state(cls, entries) -> AffinityCentering:
+        """The centring whose entries `to_state` gave (a solver state's ``centering``; without
+        ``affinity_shift``: a state with the self-affinity, module docstring)."""
+        base = Centering.from_state(entries)
+        legacy = "affinity_shift" not in entries
         return cls(base.column_means, base.grand_mean, base.mean_diagonal, None,
-                   np.asarray(state["affinity_degrees"], dtype=np.float64),
-                   0.0 if legacy else float(state["affinity_shift"]), legacy)
+                   np.asarray(entries["affinity_degrees"], dtype=np.float64),
+                   0.0 if legacy else float(entries["affinity_shift"]), legacy)
 
 
 class AffinityRows(KernelRows):
@@ -159,9 +159,10 @@ class AffinityRows(KernelRows):
         """``s = d^-1/2`` (l,) in the rows' dtype."""
         return (1.0 / np.sqrt(self.degrees)).astype(self.dtype)
 
-    def restore_centering(self, state: dict) -> AffinityCentering:
-        """Set and return the degrees a solver state carries (`AffinityCentering.to_state`). O(l)."""
-        self.centering = AffinityCentering.from_state(state)
+    def restore_centering(self, entries) -> AffinityCentering:
+        """Set and return the degrees whose entries (`AffinityCentering.to_state`) a solver state carries
+        (`kpca.solvers.SolverState.centering`). O(l)."""
+        self.centering = AffinityCentering.from_state(entries)
         return self.centering
 
     def fit_centering(self, block_size: int = 1024) -> AffinityCentering:

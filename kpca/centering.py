@@ -76,11 +76,23 @@ class Centering:
 
     def to_state(self) -> dict:
         """The centring as the entries of a solver state (a checkpoint holds them beside the solver's)."""
-        state = {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
-                 "centering_mean_diagonal": float(self.mean_diagonal)}
+        entries = {"centering_column_means": self.column_means, "centering_grand_mean": float(self.grand_mean),
+                   "centering_mean_diagonal": float(self.mean_diagonal)}
         if self.weights is not None:
-            state["centering_weights"] = self.weights
-        return state
+            entries["centering_weights"] = self.weights
+        return entries
+
+    @staticmethod
+    def scalars_of(entries) -> tuple[float, float]:
+        """``(grand_mean, mean_diagonal)`` of a centring's entries (`to_state`): what a sharded fit's
+        coordinator keeps, its shards holding the column means."""
+        return float(entries["centering_grand_mean"]), float(entries["centering_mean_diagonal"])
+
+    @staticmethod
+    def column_entries(column_means: np.ndarray) -> dict:
+        """The entry of `to_state` that holds the column means (l,): what the shards of a sharded fit keep,
+        joined back into a state's centring (`kpca.sharded.passes.join_state`)."""
+        return {"centering_column_means": column_means}
 
     def require_variance(self) -> Centering:
         """Itself, or `Degenerate` if the centred rows have no variance in feature space
@@ -99,11 +111,12 @@ class Centering:
         return self
 
     @classmethod
-    def from_state(cls, state: dict) -> Centering:
-        """The centring kept in a solver state by `to_state`."""
-        weights = state.get("centering_weights")
-        return cls(np.asarray(state["centering_column_means"]), float(state["centering_grand_mean"]),
-                   float(state["centering_mean_diagonal"]), None if weights is None else np.asarray(weights))
+    def from_state(cls, entries) -> Centering:
+        """The centring whose entries `to_state` gave (a solver state's ``centering``,
+        `kpca.solvers.SolverState`, or a checkpoint's entries, which hold them)."""
+        weights = entries.get("centering_weights")
+        return cls(np.asarray(entries["centering_column_means"]), float(entries["centering_grand_mean"]),
+                   float(entries["centering_mean_diagonal"]), None if weights is None else np.asarray(weights))
 
 
 def center_block(K: np.ndarray, row_means: np.ndarray, centering: Centering) -> np.ndarray:

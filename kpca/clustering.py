@@ -56,7 +56,7 @@ from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
-from kpca.solvers import SOLVERS, served_components
+from kpca.solvers import SOLVERS, SolverState, as_state, served_components
 
 N_INIT = 10  # k-means restarts
 
@@ -79,9 +79,8 @@ class Clustering:
         ``diag(sqrt(mu) / lambda) A``: ``u(x) = coefficients L(x, :)^T`` (module docstring).
     rows : AffinityRows
         The training data's rows of L (with its degrees).
-    state : dict
-        The solver state it came from, plus ``cluster_labels`` and ``cluster_centres``
-        (`to_state`).
+    state : kpca.solvers.SolverState
+        The solver state it came from (`to_state` adds its labels and centres).
     """
 
     labels: np.ndarray
@@ -90,7 +89,7 @@ class Clustering:
     eigenvalues: np.ndarray
     coefficients: np.ndarray
     rows: AffinityRows
-    state: dict
+    state: SolverState
 
     @property
     def n_clusters(self) -> int:
@@ -108,19 +107,27 @@ class Clustering:
         """Cluster of each new point (b,): the nearest k-means centre to its `embed`. O(l (n + k)) per point."""
         return nearest(self.embed(X), self.centres)
 
-    def to_state(self) -> dict:
-        """The solver state with the clustering's labels and centres (``cluster_labels``,
-        ``cluster_centres``): `clustering_from_state` rebuilds this clustering from it without k-means."""
-        return dict(self.state, cluster_labels=self.labels, cluster_centres=self.centres)
+    def to_state(self) -> SolverState:
+        """The solver state carrying the clustering's labels and centres beside it (its ``extras``
+        ``cluster_labels``, ``cluster_centres``, saved under those keys): `clustering_from_state` rebuilds
+        this clustering from it without k-means."""
+        return self.state.with_extras(cluster_labels=self.labels, cluster_centres=self.centres)
 
 
 CLUSTER_KEYS = ("cluster_labels", "cluster_centres")
 
 
-def solver_state(state: dict) -> dict:
-    """The solver's own state in a saved clustering (`Clustering.to_state`): without its labels and
-    centres, so that passes continue from it and the next clustering is computed afresh. O(1)."""
-    return {key: value for key, value in state.items() if key not in CLUSTER_KEYS}
+def kept_labels(state: SolverState) -> np.ndarray | None:
+    """The labels a saved clustering carries beside its solver state (`Clustering.to_state`), or None. O(1)."""
+    labels = as_state(state).extras.get("cluster_labels")
+    return None if labels is None else np.asarray(labels)
+
+
+def solver_state(state: SolverState) -> SolverState:
+    """The solver's own state in a saved clustering (`Clustering.to_state`; a checkpoint's entries are read
+    as their solver's state): without its labels and centres, so that passes continue from it and the next
+    clustering is computed afresh. O(1)."""
+    return as_state(state).without_extras(*CLUSTER_KEYS)
 
 
 def clustering_solvers() -> tuple[str, ...]:
@@ -153,7 +160,7 @@ def check_clustering(n_clusters, n_rows: int, kernel: KernelSpec | None = None, 
 
 
 def prepare_clustering(rows: AffinityRows, n_clusters: int, solver: str = "ritz", params: dict | None = None,
-                       resume: dict | None = None, exact_limit: int | None = None) -> PreparedFit:
+                       resume: SolverState | None = None, exact_limit: int | None = None) -> PreparedFit:
     """The fit of the k leading eigenvectors of L ready to run (`kpca.fitting.prepare_fit` over the rows
     of L: the degree pass is its centring pass, ``resume`` a checkpointed solver state, `solver_state`);
     ``run`` it, then `clustering_from_state`. ``exact_limit``: the largest l a dense solver may take
@@ -165,7 +172,7 @@ def prepare_clustering(rows: AffinityRows, n_clusters: int, solver: str = "ritz"
     return prepare_fit(rows, request, resume=resume)
 
 
-def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init: int = N_INIT) -> Clustering:
+def clustering_from_state(state: SolverState, rows: AffinityRows, seed: int = 0, n_init: int = N_INIT) -> Clustering:
     """The NJW clustering of a solver state's components (module docstring, steps 2-4).
 
     Labels and centres kept in the state (`Clustering.to_state`) are used as they are; otherwise k-means
@@ -174,7 +181,8 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
     variance (NJW needs k eigenvectors). Cost O(k^2 l + k^3) for the components, plus k-means, O(n_init
     iterations l k^2).
     """
-    rows.restore_centering(state)
+    state = as_state(state)  # a checkpoint's entries are read as their solver's state
+    rows.restore_centering(state.centering)
     A, AK, mu = served_components(state)  # of M = L + c I; past the numerical rank: zero rows with mu = 0
     found = int(np.sum(mu > 0))
     if found < mu.size:
@@ -186,9 +194,9 @@ def clustering_from_state(state: dict, rows: AffinityRows, seed: int = 0, n_init
     scale = np.where(mu > 0, 1.0 / np.sqrt(np.where(mu > 0, mu, 1.0)), 0.0)  # a component without variance: 0
     extension = np.where(lam > 0, np.sqrt(np.maximum(mu, 0.0)) / np.where(lam > 0, lam, 1.0), 0.0)
     embedding = _unit_rows(AK.T * scale[None, :])
-    if "cluster_centres" in state:
-        centres = np.asarray(state["cluster_centres"], dtype=np.float64)
-        labels = np.asarray(state["cluster_labels"])
+    if "cluster_centres" in state.extras:
+        centres = np.asarray(state.extras["cluster_centres"], dtype=np.float64)
+        labels = np.asarray(state.extras["cluster_labels"])
     else:
         # here, not at the top: scikit-learn's import would slow every API and worker start
         from sklearn.cluster import KMeans

@@ -31,7 +31,7 @@ from kpca.kernels import KERNELS, KernelSpec
 from kpca.params import ParamError
 from kpca.preimage import reconstruct_components
 from kpca.rows import KernelRows
-from kpca.solvers import get_solver, rank_warnings, served_model
+from kpca.solvers import SolverState, get_solver, rank_warnings, served_model
 
 # the estimator's arguments that carry solver parameters, by parameter name
 _SOLVER_ARGUMENTS = {"passes": "passes", "seed": "random_state", "block_size": "block_size", "eta0": "eta0",
@@ -121,8 +121,8 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Parameters actually used (defaults resolved, gain reductions applied).
     kernel_ : dict
         The kernel used, ``"auto"`` parameters resolved.
-    state_ : dict
-        The final solver state.
+    state_ : kpca.solvers.SolverState
+        The final solver state (its family's record, `kpca.solvers._state`).
     """
 
     def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
@@ -218,16 +218,16 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             return self.fit(X, callback=callback)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         X_all = np.concatenate([np.asarray(self.rows_.source, dtype=np.float64), X])
-        solver = get_solver(self.state_["solver"])
+        solver = get_solver(self.state_.solver)
         if not solver.iterative or solver.model is not None:
             return self.fit(X_all, callback=callback)  # one-shot, or a state that does not grow with the rows
         rows = self._rows(X_all, self.rows_.kernel)  # the fitted width
         prepared = prepare_fit(rows, self._request(solver, rows.n_rows), resume=self.state_, where="")
-        state, _ = prepared.run(rows, PassHooks(on_pass=callback), passes=self.state_["pass"] + prepared.params["passes"])
+        state, _ = prepared.run(rows, PassHooks(on_pass=callback), passes=self.state_.pass_ + prepared.params["passes"])
         self._adopt(rows, state, prepared)
         return self
 
-    def _adopt(self, rows: KernelRows, state: dict, prepared: PreparedFit) -> None:
+    def _adopt(self, rows: KernelRows, state: SolverState, prepared: PreparedFit) -> None:
         """Set the fitted attributes from a solver's final state; rows fitted in float32 are served in
         float64 (the same kernel and centring), as the service serves."""
         if hasattr(rows, "use_precision"):

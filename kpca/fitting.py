@@ -36,7 +36,7 @@ from kpca import defaults
 from kpca.driver import PassHooks, run_passes
 from kpca.rows import Centering
 from kpca.sampled_kernel import kernel_spread, negative_share
-from kpca.solvers import FitContext, Solver, get_solver
+from kpca.solvers import FitContext, IterativeState, Solver, SolverState, as_state, get_solver
 from kpca.streaming import extend_state
 
 __all__ = ["FitRequest", "PreparedFit", "prepare_fit"]
@@ -103,7 +103,7 @@ class PreparedFit:
         Every parameter's value, defaults and data-dependent values resolved.
     context : kpca.solvers.FitContext
         The data as the solver saw it (rows, r, ``trace(K')/l``, the resolved kernel).
-    state : dict or None
+    state : kpca.solvers.IterativeState or None
         Iterative solvers: the state the passes start from (a new start or the resumed checkpoint);
         None for one-shot solvers.
     started : bool
@@ -117,15 +117,15 @@ class PreparedFit:
     request: FitRequest
     params: dict
     context: FitContext
-    state: dict | None = None
+    state: IterativeState | None = None
     started: bool = False
     data_notes: tuple[str, ...] = ()
 
     def run(self, rows, hooks: PassHooks | None = None, passes: int | None = None,
-            report: Callable | None = None) -> tuple[dict, bool]:
+            report: Callable | None = None) -> tuple[SolverState, bool]:
         """Run the fit over ``rows``: ``(state, stopped)``.
 
-        Iterative solvers run passes ``state["pass"] .. passes - 1`` (default ``params["passes"]``;
+        Iterative solvers run passes ``state.pass_ .. passes - 1`` (default ``params["passes"]``;
         `kpca.driver.run_passes` with ``hooks`` and the fit's ``tol``: the state comes back marked
         ``converged`` where it stopped on it), then, where the passes measure no figure (stochastic
         steps), the solver's ``measure`` gives the served components theirs (one pass more); ``stopped``
@@ -137,28 +137,29 @@ class PreparedFit:
         if self.solver.iterative:
             state, stopped = run_passes(rows, self.state, self.params["passes"] if passes is None else passes,
                                         self.params["block_size"], hooks, tol=self.params.get("tol"))
-            if not stopped and self.solver.measure is not None and state.get("update") != "rayleigh-ritz":
+            if not stopped and self.solver.measure is not None and not state.refines:
                 state = self.solver.measure(state, rows, self.params["block_size"])  # the served figure
             return state, stopped
         state = self.solver.fit(rows, self.context.n_components, self.params, self.context, report=report)
-        if self.solver.serves == "expansion" and "centering_column_means" in state:
-            rows.restore_centering(state)
+        if self.solver.serves == "expansion" and state.centering:
+            rows.restore_centering(state.centering)
         return state, False
 
-    def unmet_tol(self, state: Mapping[str, Any]) -> list[str]:
+    def unmet_tol(self, state: SolverState) -> list[str]:
         """The warning of an iterative fit that ended its passes with its convergence figure (the relative
         residual, `kpca.solvers._rayleigh_ritz`) still above its ``tol``: a request that names an accuracy
         gets it or is told why not; the paper's stochastic passes, which run every pass unless given a tol,
         are judged by the default one (`kpca.defaults.RESIDUAL_TOL`) at their end. Empty when it converged,
         has no such figure or is asked to run every pass (``tol`` 0). O(1)."""
-        tol, residual, named = self.params.get("tol"), state.get("residual"), "params.tol"
-        if tol is None and self.solver.measure is not None and state.get("update") != "rayleigh-ritz":
+        state = as_state(state)
+        tol, residual, named = self.params.get("tol"), state.residual, "params.tol"
+        if tol is None and self.solver.measure is not None and not state.refines:
             tol, named = defaults.RESIDUAL_TOL, "the default tol"  # stochastic passes run them all; judged at the end
-        if not self.solver.iterative or not tol or state.get("converged"):
+        if not self.solver.iterative or not tol or state.converged:
             return []
         if residual is None:
-            passes = int(state.get("pass", 0))
-            if state.get("update") == "rayleigh-ritz":
+            passes = int(state.pass_ or 0)
+            if state.refines:
                 return [f"{named} {tol:g} not met in {passes} passes (the last pass moved the fit to float64 and "
                         "measured no residual): resume the fit with more passes"]
             if self.solver.measure is None:
@@ -167,24 +168,26 @@ class PreparedFit:
                     "residual of the served components (one process measures it at the end)"]
         if float(residual) <= tol:  # met (a stochastic fit's figure, measured at its end)
             return []
-        return [f"{named} {tol:g} not met in {int(state.get('pass', 0))} passes (relative residual "
+        return [f"{named} {tol:g} not met in {int(state.pass_ or 0)} passes (relative residual "
                 f"{float(residual):.3g}): resume the fit with more passes, or ask for a larger tol"]
 
-    def notes(self, state: Mapping[str, Any], rows=None) -> list[str]:
+    def notes(self, state: SolverState, rows=None) -> list[str]:
         """What a fit says of itself besides its components' rank (`kpca.solvers.rank_warnings`): what
         preparing it found of the data (`data_notes`), the solver's own note (``solver_note`` in the
         state), a tol not met (`unmet_tol`), and, given the training ``rows``, the solver's audit of the
         fitted model's accuracy (`kpca.solvers.Solver.audit`). What the estimator's ``warnings_`` and a
         model's ``warnings`` hold. O(1), plus the audit's cost."""
-        own = [line for line in str(state.get("solver_note") or "").split("\n") if line]
+        state = as_state(state)
+        own = [line for line in str(state.solver_note or "").split("\n") if line]
         audited = [] if rows is None or self.solver.audit is None else self.solver.audit(state, rows)
         return list(self.data_notes) + own + self.unmet_tol(state) + audited
 
-    def used(self, state: Mapping[str, Any]) -> dict:
+    def used(self, state: SolverState | None) -> dict:
         """``params_used`` of the fit at ``state``: the resolved parameters, what the solver settled on
-        (`kpca.solvers.Solver.used`) and ``n_rows``, the rows it fits; None values left out.
-        O(parameters)."""
-        used = {**self.params, **self.solver.used(state), "n_rows": self.context.n_rows}
+        (`kpca.solvers.Solver.used`; nothing before a one-shot fit has a state, ``state`` None) and
+        ``n_rows``, the rows it fits; None values left out. O(parameters)."""
+        settled = {} if state is None else self.solver.used(as_state(state))
+        used = {**self.params, **settled, "n_rows": self.context.n_rows}
         return {key: value for key, value in used.items() if value is not None}
 
 
@@ -229,7 +232,7 @@ def _fit_centering(rows) -> Centering:
     return rows.fit_centering()
 
 
-def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
+def prepare_fit(rows, request: FitRequest, *, resume: IterativeState | Mapping[str, Any] | None = None,
                 centre: Callable[[Any], Centering] = _fit_centering, where: str = "params") -> PreparedFit:
     """A fit of ``request`` over ``rows`` ready to run (module docstring, steps 1-5).
 
@@ -239,9 +242,10 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
         `kpca.rows.KernelRows` (or `kpca.affinity.AffinityRows`) over the training data; its kernel
         is resolved and its centring set here.
     request : FitRequest
-    resume : dict, optional
-        A checkpointed state of the same fit (iterative solvers) to continue from; on rows appended
-        since (``state["n_rows"]`` below the rows') it is extended to them.
+    resume : kpca.solvers.IterativeState or a checkpoint's entries, optional
+        A checkpointed state of the same fit (iterative solvers) to continue from (entries are read as
+        their solver's state, `kpca.solvers.as_state`: the migration of checkpoints saved as dicts); on
+        rows appended since (``state.n_rows`` below the rows') it is extended to them.
     centre : callable
         ``centre(rows) -> Centering``, the centring pass of a new iterative fit (default
         ``rows.fit_centering()``; a sharded job passes its sharded pass).
@@ -250,8 +254,8 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
 
     Raises `kpca.params.ParamError` naming the field at fault before any row is read;
     `kpca.errors.Degenerate` if the rows have no variance in feature space. Cost: the kernel's
-    resolution and spread (samples, ``O(m^2 n)``), the centring pass (``2 l^2 n`` flops) or the new rows' kernel rows of a
-    grown checkpoint, and the solver's start (a warm start: m kernel rows).
+    resolution and spread (samples, ``O(m^2 n)``), the centring pass (``2 l^2 n`` flops) or the new
+    rows' kernel rows of a grown checkpoint, and the solver's start (a warm start: m kernel rows).
     """
     solver = get_solver(request.solver)
     request.checked_params(rows.n_rows, rows.kernel, where)
@@ -264,11 +268,12 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
                            context, data_notes=notes)
     given, state, grown = dict(request.params), resume, False
     if state is not None:
-        state = {key: value for key, value in state.items() if key != "converged"}  # judged anew, on this tol
-        if "update" in state and solver.param("update") is not None:  # a resumed fit goes on as it went
-            given.setdefault("update", state["update"])
-        if state.get("kernel_precision") == "float64":  # a fit that float32 could not resolve stays in float64
-            given.setdefault("kernel_precision", "float64")
+        state = as_state(state).replace(converged=None)  # judged anew, on this tol
+        # a resumed fit goes on as it went (its update, if the solver has one); a fit that float32 could not
+        # resolve stays in float64
+        for name, value in state.resumed_params().items():
+            if name != "update" or solver.param("update") is not None:
+                given.setdefault(name, value)
     if state is None:
         early = _in_precision(rows, solver.resolved(given, context, where))  # what the start needs
         if centre is _fit_centering and solver.centres_at_start(early):  # one pass for both
@@ -279,14 +284,14 @@ def prepare_fit(rows, request: FitRequest, *, resume: dict | None = None,
             params = _in_precision(rows, solver.resolved(given, context, where))
             return PreparedFit(solver, request, params, context, solver.regain(state, params), True, notes)
         rows.centering = centre(rows).require_variance()
-    elif int(state["n_rows"]) != rows.n_rows:
-        state, _ = extend_state(state, Centering.from_state(state), rows)
-        state.pop("residual", None)  # measured on the old rows
+    elif int(state.n_rows) != rows.n_rows:
+        state, _ = extend_state(state, Centering.from_state(state.centering), rows)
+        state.residual = None  # measured on the old rows
         grown = True
-        if state.get("update") != "rayleigh-ritz":  # the gains of a start that knows nothing of the new rows;
+        if not state.refines:  # the gains of a start that knows nothing of the new rows;
             given["init"] = "random"  # Rayleigh-Ritz passes go on from the fitted subspace, guard vectors too
     else:
-        rows.restore_centering(state)
+        rows.restore_centering(state.centering)
     context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
     params = _in_precision(rows, solver.resolved(given, context, where))
     if state is None:

@@ -91,7 +91,7 @@ class KernelModel:
         self._diagonal: np.ndarray | None = None
 
     @classmethod
-    def from_estimator(cls, estimator) -> "KernelModel":
+    def from_estimator(cls, estimator) -> KernelModel:
         """The model a fitted `kpca.estimator.KernelHebbianPCA` serves (its ``model_``)."""
         return estimator.model_
 

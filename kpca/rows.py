@@ -314,11 +314,12 @@ class KernelRows:
         for start, Y in self.chunks(local=True):
             yield start, Y, None if self._sqnorms is None else self._sqnorms[start : start + Y.shape[0]]
 
-    def restore_centering(self, state: dict) -> Centering:
-        """Set and return the centring a solver state carries (`Centering.to_state`): what a resumed fit
+    def restore_centering(self, entries) -> Centering:
+        """Set and return the centring whose entries (`Centering.to_state`) a solver state carries
+        (`kpca.solvers.SolverState.centering`; a checkpoint's entries hold them too): what a resumed fit
         or a served model uses instead of `fit_centering`. Row sources with a centring of their own
         (`kpca.affinity.AffinityRows`) restore theirs. O(l)."""
-        self.centering = Centering.from_state(state)
+        self.centering = Centering.from_state(entries)
         return self.centering
 
     def fit_centering(self, block_size: int = 1024) -> Centering:

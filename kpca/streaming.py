@@ -24,15 +24,16 @@ import numpy as np
 
 from kpca.kernels import kernel_diagonal
 from kpca.rows import Centering, KernelRows
+from kpca.solvers import IterativeState, KHAState
 
 
-def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[dict, Centering]:
+def extend_state(state: IterativeState, centering: Centering, rows: KernelRows) -> tuple[IterativeState, Centering]:
     """State and centring for ``rows`` (the grown data set, first l0 rows unchanged).
 
     Parameters
     ----------
-    state : dict
-        Iterative solver state on the first ``l0 = state["n_rows"]`` rows.
+    state : IterativeState
+        Iterative solver state on the first ``l0 = state.n_rows`` rows.
     centering : Centering
         Centring statistics of those l0 rows.
     rows : KernelRows
@@ -45,12 +46,12 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
     pass that was interrupted restarts at its beginning on the new rows.
     Cost: ``2 k l1 n`` flops for the k new kernel rows and O(r l1) memory.
     """
-    l0, l1 = int(state["n_rows"]), rows.n_rows
+    l0, l1 = int(state.n_rows), rows.n_rows
     if l1 < l0:
         raise ValueError(f"dataset_version: the data set shrank from {l0} to {l1} rows; continue only on appended rows")
     if l1 == l0:
         rows.centering = centering
-        return dict(state, **centering.to_state()), centering
+        return state.replace(centering={**state.centering, **centering.to_state()}), centering
     new = np.arange(l0, l1)
     X_new = rows.take(new)
     R = rows.raw_block(X_new)  # (k, l1) raw kernel rows of the new points
@@ -62,17 +63,20 @@ def extend_state(state: dict, centering: Centering, rows: KernelRows) -> tuple[d
     diag_sum = l0 * (centering.mean_diagonal + mbar0) + float(kernel_diagonal(X_new, rows.kernel).sum())
     new_centering = Centering(m1, mbar1, diag_sum / l1 - mbar1)
 
-    out = dict(state, n_rows=l1, position=0, **new_centering.to_state())
-    out.pop("float32_images", None)  # the images are recomputed here, in the rows' precision
-    for key in ("previous_A", "previous_AK"):  # LOBPCG's last step, a direction of the old rows' problem
-        out.pop(key, None)
-    # B K' as A K' (KHA-SMD); the guard vectors of the Rayleigh-Ritz passes carry on as the components do
-    for M, MK in (("A", "AK"), ("B", "BK"), ("guard_A", "guard_AK")):
-        if MK in state:
-            out[MK] = _recentred_image(state[M], state[MK], m0, m1, mbar0, mbar1, R)
-    for M in ("A", "B", "guard_A"):
-        if M in state:
-            out[M] = _pad(state[M], l1)
+    out = state.replace(n_rows=l1, position=0, centering={**state.centering, **new_centering.to_state()})
+    if isinstance(out, KHAState):
+        # the images are recomputed here, in the rows' precision; LOBPCG's last step is a direction of the
+        # old rows' problem
+        out = out.replace(float32_images=None, previous_A=None, previous_AK=None)
+        # B K' as A K' (KHA-SMD); the guard vectors of the Rayleigh-Ritz passes carry on as the components do
+        def extended(M, MK):  # (M, M K') over the l1 rows, or (None, None) for arrays the state lacks
+            if M is None:
+                return None, None
+            return _pad(M, l1), (None if MK is None else _recentred_image(M, MK, m0, m1, mbar0, mbar1, R))
+
+        out.A, out.AK = extended(state.A, state.AK)
+        out.B, out.BK = extended(state.B, state.BK)
+        out.guard_A, out.guard_AK = extended(state.guard_A, state.guard_AK)
     rows.centering = new_centering
     return out, new_centering
 

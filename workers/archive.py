@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 
 from kpca.rows import KernelRows
-from kpca.solvers import served_model
+from kpca.solvers import as_state, served_model
 from store.jobs.archive import CHECKPOINT, RECORD, ROWS, import_archive
 from store.jobs.records import ModelRecord
 
 
 def check_served(state: dict, record: ModelRecord, rows: np.ndarray) -> None:
-    """Raise ValueError, saying why, unless the checkpoint ``state`` serves ``record``'s components over
+    """Raise ValueError, saying why, unless the checkpoint's entries ``state`` (read as their solver's state,
+    `kpca.solvers.as_state`) serve ``record``'s components over
     ``rows`` (shape (l, n)): the served model (`kpca.solvers.served_model`) is built with the record's kernel
     and the first row projected, which must give ``record.n_components`` finite values.
 
@@ -28,7 +29,7 @@ def check_served(state: dict, record: ModelRecord, rows: np.ndarray) -> None:
     try:
         if record.fit_kernel is None:  # written with the fit's first pass: a fitted model's record has it
             raise ValueError("the record names no fit_kernel")
-        model = served_model(state, KernelRows(rows, record.fit_kernel), record.fit_kernel)
+        model = served_model(as_state(state), KernelRows(rows, record.fit_kernel), record.fit_kernel)
         projected = np.asarray(model.project(np.asarray(rows[:1], dtype=np.float64)))
     except Exception as exc:  # any mismatch of shapes or keys between the record, the checkpoint and the rows
         raise ValueError(f"{CHECKPOINT} does not serve {RECORD} over {ROWS}: {exc}") from None

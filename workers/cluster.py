@@ -42,9 +42,10 @@ from pathlib import Path
 import numpy as np
 
 from kpca.affinity import AffinityRows
-from kpca.clustering import Clustering, check_clustering, clustering_from_state, solver_state
+from kpca.clustering import Clustering, check_clustering, clustering_from_state, kept_labels, solver_state
 from kpca.metrics import variation_of_information
 from kpca.rows import KernelRows
+from kpca.solvers import SolverState
 from store import ClusteringRegistry, DatasetStore
 from store.jobs.clusterings import ClusteringPassRecord, ClusteringRecord
 from store.jobs.records import Convergence, JobRecord
@@ -93,12 +94,13 @@ class ClusteringJob(FitJob):
         record = clustering_record(record)
         check_clustering(record.n_clusters, rows.n_rows, rows.kernel, record.solver, record.params)
 
-    def restored(self, state: dict) -> dict:
-        if "cluster_labels" in state:
-            self.previous = np.asarray(state["cluster_labels"])
+    def restored(self, state: SolverState) -> SolverState:
+        labels = kept_labels(state)
+        if labels is not None:
+            self.previous = labels
         return solver_state(state)
 
-    def annotate(self, rows: KernelRows, state: dict) -> tuple[dict, dict]:
+    def annotate(self, rows: KernelRows, state: SolverState) -> tuple[SolverState, dict]:
         clustering = clustering_from_state(state, affinity_rows(rows), self.seed)
         fields = {"labels_change": None if self.previous is None else
                   variation_of_information(self.previous, clustering.labels),
@@ -106,9 +108,9 @@ class ClusteringJob(FitJob):
         self.previous, self.latest = clustering.labels, clustering
         return clustering.to_state(), fields
 
-    def finish(self, record: JobRecord, rows: KernelRows, state: dict) -> dict:
+    def finish(self, record: JobRecord, rows: KernelRows, state: SolverState) -> dict:
         clustering = self.latest
-        if clustering is None or clustering.state["pass"] != state["pass"]:  # no pass ran (crash recovery)
+        if clustering is None or clustering.state.pass_ != state.pass_:  # no pass ran (crash recovery)
             clustering = clustering_from_state(solver_state(state), affinity_rows(rows), self.seed)
         still_ours(self.registry, record)
         digest = self.registry.save_labels(record.name, clustering.labels)
@@ -125,7 +127,7 @@ class ClusteringFigure:
     def __init__(self, figure: FitFigure):
         self.figure = figure
 
-    def __call__(self, rows: KernelRows, state: dict) -> tuple[Convergence, np.ndarray]:
+    def __call__(self, rows: KernelRows, state: SolverState) -> tuple[Convergence, np.ndarray]:
         convergence, mu = self.figure(rows, state)
         mu = np.asarray(mu, dtype=np.float64)
         centering = affinity_rows(rows).centering
@@ -161,7 +163,7 @@ def load_clustering(data_dir: str, name: str) -> Clustering:
     of its data set version; kept by this process (`workers.serve.load_latest`)."""
     root = Path(data_dir)
 
-    def build(record: ClusteringRecord, state: dict) -> Clustering:
+    def build(record: ClusteringRecord, state: SolverState) -> Clustering:
         if record.fit_kernel is None:  # written with the fit's first pass, before the checkpoint it serves
             raise ValueError(f"clustering {name!r} has a checkpoint but its record names no fit_kernel")
         source = DatasetStore(root).open_array(record.dataset, record.dataset_version)

@@ -40,7 +40,7 @@ from kpca.errors import Degenerate
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.params import ParamError
 from kpca.rows import KernelRows
-from kpca.solvers import Diverged, Iteration, Stopped, get_solver
+from kpca.solvers import Diverged, Iteration, SolverState, Stopped, as_state, get_solver
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.atomic import disk_full
 from store.errors import Corrupt, Damaged
@@ -109,7 +109,8 @@ class FitJob:
         (`kpca.fitting.prepare_fit` checks those), before any pass: `kpca.params.ParamError` naming the
         field. Nothing by default."""
 
-    def prepare(self, record: JobRecord, rows: KernelRows, resume: dict | None = None, **options) -> PreparedFit:
+    def prepare(self, record: JobRecord, rows: KernelRows, resume: SolverState | None = None,
+                **options) -> PreparedFit:
         """The record's fit prepared over ``rows`` (`kpca.fitting.prepare_fit`, ``options`` passed on),
         after this kind's own `check_data`. ``rows.kernel`` is then the kernel the fit uses,
         ``"auto"`` resolved: the caller's first write to the record sets it as ``fit_kernel``, so that
@@ -125,16 +126,16 @@ class FitJob:
         """The convergence figure of the record's fit over ``rows`` (`workers.progress.ConvergenceFigure`)."""
         return ConvergenceFigure(rows, record.n_components, record.placement.exact_limit)
 
-    def restored(self, state: dict) -> dict:
+    def restored(self, state: SolverState) -> SolverState:
         """A checkpoint's state as the passes continue from it (`annotate` may have added to it)."""
         return state
 
-    def annotate(self, rows: KernelRows, state: dict) -> tuple[dict, dict]:
+    def annotate(self, rows: KernelRows, state: SolverState) -> tuple[SolverState, dict]:
         """After each pass (and a one-shot fit): the state to checkpoint and the fields of the pass's
         record besides a model's (``pass_record``)."""
         return state, {}
 
-    def finish(self, record: JobRecord, rows: KernelRows, state: dict) -> dict:
+    def finish(self, record: JobRecord, rows: KernelRows, state: SolverState) -> dict:
         """Before the record says ``completed``: write what the result needs; the record's fields to set."""
         return {}
 
@@ -219,11 +220,13 @@ def _fit(job: FitJob, record: JobRecord) -> str:
 def _fit_passes(job: FitJob, record: JobRecord, rows: KernelRows) -> str:
     registry, checkpoints, name = job.registry, job.checkpoints, record.name
     latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped: resume from the last good one
-    resume = None if latest is None else job.restored(checkpoints.load(name, latest))
+    # a checkpoint's entries, read as its solver's state (`kpca.solvers.as_state`: any written since the
+    # state had a record type, and those written before, as plain dicts with the same keys)
+    resume = None if latest is None else job.restored(as_state(checkpoints.load(name, latest)))
     prepared = job.prepare(record, rows, resume)
     if prepared.state is None:  # `_fit` sends only iterative solvers here, and prepare_fit gives them a state
         raise RuntimeError(f"the {record.solver} fit was prepared without the state its passes start from")
-    history = [] if prepared.started else record.history[: int(prepared.state["pass"])]
+    history = [] if prepared.started else record.history[: int(prepared.state.pass_)]
     report = PassReporter(job, record, rows, job.figure(record, rows), prepared, history)
 
     def should_stop() -> bool:
@@ -237,12 +240,12 @@ def _fit_passes(job: FitJob, record: JobRecord, rows: KernelRows) -> str:
     return complete(job, record, rows, state, report)
 
 
-def complete(job: FitJob, record: JobRecord, rows: KernelRows, state: dict, report: PassReporter) -> str:
+def complete(job: FitJob, record: JobRecord, rows: KernelRows, state: SolverState, report: PassReporter) -> str:
     """The record of a fit whose passes are over: ``completed``, with its warnings and what the job adds
     (`FitJob.finish`); a state no pass of this run recorded is reported first (`PassReporter.settle`)."""
     report.settle(state)
     warnings = completion_warnings(rows, state) + report.prepared.notes(state, rows)
-    stopped_early = report.stop_early or bool(state.get("converged"))
+    stopped_early = report.stop_early or bool(state.converged)
     job.registry.update(record.name, status="completed", stopped_early=stopped_early,
                         warnings=warnings, **job.finish(record, rows, state),
                         **completed_checkpoint(job.checkpoints, record.name))
@@ -254,7 +257,7 @@ def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: Prepar
     a final one with the convergence figure; a cancel request stops it between iterations."""
     registry = job.registry
     started = time.monotonic()
-    used = prepared.used({})
+    used = prepared.used(None)
     history: list[PassRecord] = []
 
     def report(it: Iteration) -> bool:
@@ -277,7 +280,7 @@ def _fit_once(job: FitJob, record: JobRecord, rows: KernelRows, prepared: Prepar
         return "cancelled"
     used = prepared.used(state)  # with what the fit settled on from the data (a number of centres)
     done = len(history) + 1
-    state = dict(state, **{"pass": done})
+    state = state.replace(pass_=done)
     convergence, eigenvalues = job.figure(record, rows)(rows, state)
     if convergence.metric == "eigenvalue_change":  # no previous pass to compare with
         convergence = Convergence(metric=convergence.metric, value=None)

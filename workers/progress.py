@@ -26,7 +26,8 @@ convergence figure) are kept.
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from kpca._dense import eigvalsh
 from kpca.metrics import excess_error, minimal_error, reconstruction_error
 from kpca.model import KernelModel
 from kpca.rows import KernelRows
-from kpca.solvers import Diverged, rank_warnings, served_model
+from kpca.solvers import Diverged, IterativeState, SolverState, as_state, rank_warnings, served_model
 from store import CheckpointStore, NotFound
 from store.jobs.records import Convergence, JobRecord, PassRecord, Progress
 from store.jobs.registry import JobRegistry
@@ -53,7 +54,7 @@ class FitFigure(Protocol):
     """What gives a pass's convergence figure and its eigenvalue estimates (`ConvergenceFigure`, a
     clustering's `workers.cluster.ClusteringFigure`, a sharded fit's `workers.sharded_fit.ShardedFigure`)."""
 
-    def __call__(self, rows: KernelRows, state: dict, /) -> tuple[Convergence, np.ndarray]: ...
+    def __call__(self, rows: KernelRows, state: SolverState, /) -> tuple[Convergence, np.ndarray]: ...
 
 
 class ConvergenceFigure:
@@ -84,7 +85,7 @@ class ConvergenceFigure:
             return excess_error(self.Kc, Z, self.e_min)
         return reconstruction_error(self.Kc, Z) / self.scale
 
-    def __call__(self, rows: KernelRows, state: dict) -> tuple[Convergence, np.ndarray]:
+    def __call__(self, rows: KernelRows, state: SolverState) -> tuple[Convergence, np.ndarray]:
         """The figure of the model ``state`` serves, and that model's eigenvalue estimates.
 
         Eq. 22 needs the components of the training points centred by their
@@ -94,6 +95,7 @@ class ConvergenceFigure:
         ``Phi(x) - mu``). Cost O(r l^2) for the exact figure (plus a
         projection pass over centres), O(r) for the proxy.
         """
+        state = as_state(state)  # a sharded fit's joined entries are read as the state
         model = served_model(state, rows)
         if not isinstance(model, KernelModel):  # a model with its own figure (autoencoder KPCA)
             metric, value = model.figure(np.asarray(rows.sample(FIGURE_SAMPLE_ROWS)))
@@ -108,16 +110,17 @@ class ConvergenceFigure:
         else:
             Z = model.project(np.asarray(rows.source)).T
             Z -= Z.mean(axis=1, keepdims=True)
-        iterate = self._figure(state["AK"]) if "AK" in state and model.rows is rows else None
+        iterate = self._figure(state.images) if state.images is not None and model.rows is rows else None
         return Convergence(metric=self.metric, value=self._figure(Z), iterate=iterate,
-                           residual=state.get("residual")), eigenvalues
+                           residual=state.residual), eigenvalues
 
-    def without_matrix(self, state: dict, eigenvalues: np.ndarray) -> Convergence:
+    def without_matrix(self, state: SolverState, eigenvalues: np.ndarray) -> Convergence:
         """The figure above the exact limit: the relative residual the state's pass measured
         (Rayleigh-Ritz passes), else the eigenvalues' change since the last call (`proxy`). O(r)."""
         previous, self.previous = self.previous, eigenvalues
-        if state.get("residual") is not None:
-            return Convergence(metric="residual", value=float(state["residual"]), residual=state["residual"])
+        residual = as_state(state).residual
+        if residual is not None:
+            return Convergence(metric="residual", value=float(residual), residual=residual)
         return self.proxy(eigenvalues, previous)
 
     def proxy(self, eigenvalues: np.ndarray, previous: np.ndarray | None) -> Convergence:
@@ -152,14 +155,14 @@ class PassReporter:
         The training rows (with their centring).
     figure : FitFigure
     prepared : kpca.fitting.PreparedFit
-        The fit: the state it starts from (its ``pass`` and ``elapsed_s``), what it reports as
+        The fit: the state it starts from (its ``pass_`` and ``elapsed_s``), what it reports as
         ``params_used`` (`kpca.fitting.PreparedFit.used`) and the gains its solver reports
         (`kpca.solvers.Solver.gains`).
     history : list of PassRecord
         Records of the passes before this run (a resumed fit).
     save : callable, optional
-        ``save(name, pass, state)`` writes the checkpoint (default `save_while_present`; a sharded
-        fit's writes the shards' parts, then the manifest).
+        ``save(name, pass, state)`` writes the checkpoint of the `kpca.solvers.SolverState` (default
+        `save_while_present`; a sharded fit's writes the shards' parts, then the manifest).
     workers : int, optional
         The dask workers a sharded fit runs on, reported with each pass (None: one).
     """
@@ -178,13 +181,14 @@ class PassReporter:
         self.save = save or (lambda name, done, state: save_while_present(job, name, done, state))
         self.workers = workers
         self.clock = time.monotonic()
-        self.first_pass, self.elapsed_before = int(start.get("pass", 0)), float(start.get("elapsed_s", 0.0))
+        self.first_pass = int(start.pass_)
+        self.elapsed_before = float(0.0 if start.elapsed_s is None else start.elapsed_s)
 
-    def __call__(self, state: dict) -> None:
+    def __call__(self, state: IterativeState) -> None:
         """Report the pass just completed in ``state`` (its ``elapsed_s`` is set here)."""
         elapsed = self.elapsed_before + time.monotonic() - self.clock
-        state["elapsed_s"] = elapsed
-        done = int(state["pass"])
+        state.elapsed_s = elapsed
+        done = int(state.pass_)
         convergence, lam = self.figure(self.rows, state)
         saved, fields = self.job.annotate(self.rows, state)
         value = convergence.value
@@ -193,15 +197,14 @@ class PassReporter:
         # Rayleigh-Ritz passes stop on their residual (`kpca.driver.run_passes`), stochastic ones on this figure
         # tol 0 runs every pass: a figure at rounding level (an exact start's excess error, -2e-16) is no stop
         tol = self.tol
-        below_tol = (state.get("update") != "rayleigh-ritz" and tol is not None and bool(tol) and value is not None
-                     and value < tol)
-        if state.get("converged") or below_tol:
+        below_tol = not state.refines and tol is not None and bool(tol) and value is not None and value < tol
+        if state.converged or below_tol:
             self.stop_early = True
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
         gains = self.prepared.solver.gains(state)
         self.history.append(self.job.pass_record(pass_=done, elapsed_s=elapsed, convergence=convergence,
                                                  eigenvalues=lam.tolist(), workers=self.workers, **fields))
-        progress = Progress(pass_=done, passes=self.passes, t=int(state.get("t", 0)),
+        progress = Progress(pass_=done, passes=self.passes, t=int(state.t),
                             fraction=1.0 if self.stop_early else min(done / self.passes, 1.0), elapsed_s=elapsed,
                             remaining_s=0.0 if self.stop_early else per_pass * max(self.passes - done, 0),
                             eigenvalues=lam.tolist(), gains=None if gains is None else np.asarray(gains).tolist(),
@@ -215,11 +218,15 @@ class PassReporter:
         retain(self.checkpoints, self.record.name, self.record.checkpoint_keep, self.best.get("pass"))
 
 
-    def settle(self, state: dict) -> None:
+    def settle(self, state: SolverState | Mapping[str, Any]) -> None:
         """Report ``state`` unless a pass of this run already did: a fit that met its tol at its start (or
-        at the pass a resume starts from) still gets its progress, history record and checkpoint."""
-        if not self.history or self.history[-1].pass_ != int(state["pass"]):
-            self(state)
+        at the pass a resume starts from) still gets its progress, history record and checkpoint. The
+        sharded passes' entries are read as the state (`kpca.solvers.as_state`)."""
+        typed = as_state(state)
+        if not isinstance(typed, IterativeState):  # settled after passes only: an iterative solver's state
+            raise TypeError(f"a fit's passes ended with a {type(typed).__name__}, not an iterative solver's state")
+        if not self.history or self.history[-1].pass_ != int(typed.pass_):
+            self(typed)
 
 
 def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | None) -> None:
@@ -230,7 +237,7 @@ def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | 
             checkpoints.delete(name, p)
 
 
-def completion_warnings(rows: KernelRows, state: dict) -> list[str]:
+def completion_warnings(rows: KernelRows, state: SolverState) -> list[str]:
     """What a user should know of a completed fit's components: non-finite values (`Diverged`), and
     the components past the numerical rank, which carry no variance (`kpca.solvers.rank_warnings`,
     the estimator's ``warnings_``)."""
@@ -259,11 +266,12 @@ def completed_checkpoint(checkpoints, name: str) -> dict:
     return {"checkpoint": None if latest is None else {"pass": latest, "sha256": checkpoints.verify(name, latest)}}
 
 
-def save_while_present(job, name: str, pass_index: int, state: dict) -> None:
-    """``job.checkpoints.save`` under the job's shared lock: a delete (which takes it exclusive) waits
+def save_while_present(job, name: str, pass_index: int, state: SolverState) -> None:
+    """``job.checkpoints.save`` of the state's encoding (`kpca.solvers.SolverState.to_checkpoint`) under the
+    job's shared lock: a delete (which takes it exclusive) waits
     for the write and removes it with the folder, and a job deleted before is `store.NotFound`, so a
     checkpoint never brings a deleted job's folder back (it did: a fit's last write after the delete
     left ``models/{name}/checkpoints``). Cost: one flock more per checkpoint."""
     with job.registry.folders.locked(name, shared=True):
         job.registry.get(name)
-        job.checkpoints.save(name, pass_index, state)
+        job.checkpoints.save(name, pass_index, state.to_checkpoint())

@@ -22,7 +22,7 @@ import numpy as np
 
 from kpca.model import KernelModel
 from kpca.preimage import LearnedInverse, reconstruct
-from kpca.solvers import get_solver, served_model
+from kpca.solvers import SolverState, as_state, get_solver, served_model
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.errors import DamagedCheckpoint
 from store.jobs.records import ModelRecord
@@ -77,7 +77,8 @@ def load_latest(registry, name: str, build):
         if hit is not None:
             _LOADED.move_to_end(key)
             return hit
-    entry = build(record, checkpoints.load(name, served, expect=expect))  # outside the lock: it reads the store
+    # outside the lock: it reads the store; the entries are read as the solver's state (`kpca.solvers.as_state`)
+    entry = build(record, as_state(checkpoints.load(name, served, expect=expect)))
     with _LOADED_LOCK:
         _LOADED[key] = entry
         while len(_LOADED) > _MAX_MODELS:
@@ -89,7 +90,7 @@ def load_model(data_dir: str, model_name: str) -> LoadedModel:
     """The model's latest checkpoint as a `LoadedModel`, cached per process (`load_latest`)."""
     root = Path(data_dir)
 
-    def build(record: ModelRecord, state: dict) -> LoadedModel:
+    def build(record: ModelRecord, state: SolverState) -> LoadedModel:
         over_centres = get_solver(record.solver).serves == "centres"
         rows = None if over_centres else open_rows(DatasetStore(root), record)
         return LoadedModel(served_model(state, rows, record.fit_kernel), record)

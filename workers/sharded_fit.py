@@ -28,13 +28,22 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
+from kpca.rows import KernelRows
 from kpca.sampled_kernel import kernel_spread
-from kpca.sharded.passes import ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start, unit_bounds
-from kpca.sharded.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
-from kpca.solvers import get_solver
+from kpca.sharded.passes import (
+    ShardedProducts,
+    coordinator_state,
+    join_state,
+    reduction_unit,
+    run_sharded_passes,
+    send_start,
+    unit_bounds,
+)
+from kpca.sharded.shards import STATE_COLUMNS, ShardGroup, state_rows
+from kpca.solvers import KHAState, SolverState, as_state, get_solver
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 from kpca.solvers._ritz import ritz_values
-from store.jobs.records import JobRecord
+from store.jobs.records import Convergence, JobRecord
 from workers.placement import running_fits, shard_count, shard_min_rows
 from workers.progress import ConvergenceFigure, PassReporter, completed_checkpoint, completion_warnings, still_ours
 from workers.shards import ActorGroup, ShardLost, fit_workers
@@ -113,20 +122,20 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     try:
         latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK
-        resume = None if latest is None else job.restored(checkpoints.load(name, latest,
-                                                                           without=STATE_COLUMNS + GUARD_KEYS))
+        resume = None if latest is None else job.restored(as_state(checkpoints.load(
+            name, latest, without=STATE_COLUMNS + GUARD_KEYS)))
         # the start's extension pass runs over the shards too (ShardedProducts.times)
         prepared = job.prepare(record, ShardedProducts(rows, group), resume)  # its centring pass too
         if prepared.started:
             state, history = send_start(prepared.state, group), []
         else:
             group.load(name, latest, prepared.state)
-            state = {k: v for k, v in prepared.state.items() if k not in SHARDED_KEYS}
-            history = record.history[: int(state["pass"])]
+            state = coordinator_state(prepared.state, group)
+            history = record.history[: int(state.pass_)]
 
-        def save(job_name: str, pass_index: int, coordinator_state: dict) -> None:
+        def save(job_name: str, pass_index: int, coordinator: KHAState) -> None:
             group.save(job_name, pass_index)
-            checkpoints.save(job_name, pass_index, coordinator_state, parts=group.bounds)
+            checkpoints.save(job_name, pass_index, coordinator.to_checkpoint(), parts=group.bounds)
 
         registry.update(name, params_used=prepared.used(state), fit_kernel=rows.kernel)
         figure = ShardedFigure(group, job.figure(record, rows))
@@ -147,10 +156,10 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     if stopped and not report.stop_early:
         registry.update(name, status="cancelled")
         return "cancelled"
-    final = checkpoints.load(name)  # the last pass's cut, joined from its parts (once, at the end)
-    rows.restore_centering(final)
+    final = as_state(checkpoints.load(name))  # the last pass's cut, joined from its parts (once, at the end)
+    rows.restore_centering(final.centering)
     warnings = completion_warnings(rows, final) + prepared.notes(final, rows)
-    registry.update(name, status="completed", stopped_early=report.stop_early or bool(state.get("converged")),
+    registry.update(name, status="completed", stopped_early=report.stop_early or bool(state.converged),
                     warnings=warnings, **job.finish(record, rows, final), **completed_checkpoint(checkpoints, name))
     return "completed"
 
@@ -164,7 +173,9 @@ class ShardedFigure:
     def __init__(self, group: ShardGroup, figure: ConvergenceFigure):
         self.group, self.figure = group, figure
 
-    def __call__(self, rows, state: dict):
+    def __call__(self, rows: KernelRows, state: SolverState) -> tuple[Convergence, np.ndarray]:
+        if not isinstance(state, KHAState):  # the sharded passes are the KHA family's (`shard_request`)
+            raise TypeError(f"a sharded fit's figure was handed a {type(state).__name__}, not a KHAState")
         if self.figure.Kc is not None:
             return self.figure(rows, join_state(state, self.group))
         eigenvalues = np.asarray(ritz_values(*self.group.grams(), *self.group.squared_norms()))

@@ -28,9 +28,10 @@ import numpy as np
 
 from kpca._threads import map_threads, tile_threads
 from kpca.kernels import KernelSpec
-from kpca.rows import KernelRows
+from kpca.rows import Centering, KernelRows
 from kpca.sharded.messages import Gathered, SegmentUpdate, ShardCall, shard_call, summed
 from kpca.sharded.shards import Shard, ShardGroup
+from kpca.solvers import KHAState
 from store import CheckpointStore, DatasetStore
 from store.datasets.segments import RowWindow
 from workers.placement import fit_threads, machine_cores
@@ -327,13 +328,13 @@ class ActorGroup(ShardGroup):
         self.shards.each(shard_call(ShardActor.save, job, pass_index, self.n_components, self.guards,
                                     self.previous_rows > 0))
 
-    def load(self, job: str, pass_index: int, state: dict) -> None:
+    def load(self, job: str, pass_index: int, state: KHAState) -> None:
         """Every shard reads its columns of checkpoint ``pass_index``; ``state`` the coordinator's (its
-        ``centering_grand_mean``, ``centering_mean_diagonal``, ``guard_rows`` and ``previous_rows``,
+        centring's grand mean and mean diagonal, ``guard_rows`` and ``previous_rows``,
         `kpca.sharded.passes.coordinator_state`)."""
-        grand, diag = float(state["centering_grand_mean"]), float(state["centering_mean_diagonal"])
-        self.set_guards(int(state.get("guard_rows", 0)))
-        self.previous_rows = int(state.get("previous_rows", 0))
+        grand, diag = Centering.scalars_of(state.centering)
+        self.set_guards(int(state.guard_rows or 0))
+        self.previous_rows = int(state.previous_rows or 0)
         self.shards.each(shard_call(ShardActor.load, job, pass_index, grand, diag, self.d > self.iterated,
                                     self.guards > 0, self.previous_rows > 0))
         self.grand_mean, self.mean_diagonal = grand, diag

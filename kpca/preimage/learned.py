@@ -122,9 +122,10 @@ class LearnedInverse:
                 "gamma": self.gamma, "alpha": self.alpha}
 
     @classmethod
-    def from_state(cls, state: dict, model: KernelModel | None = None) -> LearnedInverse:
+    def from_state(cls, entries: dict, model: KernelModel | None = None) -> LearnedInverse:
         """Rebuild from `to_state` output; ``model`` is needed only by ``__call__``."""
-        return cls(state["centers"], state["weights"], state["offset"], state["gamma"], state["alpha"], model)
+        return cls(entries["centers"], entries["weights"], entries["offset"], entries["gamma"], entries["alpha"],
+                   model)
 
 
 def learned(model: KernelModel, X, *, inverse: LearnedInverse | None = None, **options) -> np.ndarray:

@@ -30,7 +30,9 @@ import numpy as np
 
 from kpca.sharded.messages import Gathered, SegmentUpdate
 from kpca.solvers._blocked import SEGMENT_ROWS, Segment, default_sub_block
-from kpca.solvers._kha import NORM_LIMIT
+from kpca.solvers._kha import beyond_limit, with_estimates
+from kpca.solvers._registry import as_state
+from kpca.solvers._state import KHAState
 from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform
 
 __all__ = ["StepGroup", "sharded_step_block", "sharded_begin_pass", "sharded_diverged"]
@@ -82,40 +84,41 @@ class _GatheredRows:
         return self.Kpp[s:e, :e]
 
 
-def sharded_step_block(state: dict, group: StepGroup, indices: np.ndarray, sub_block: int | None = None,
-                       growth_limit: float = GROWTH_LIMIT) -> dict:
+def sharded_step_block(state: KHAState, group: StepGroup, indices: np.ndarray, sub_block: int | None = None,
+                       growth_limit: float = GROWTH_LIMIT) -> KHAState:
     """`kpca.solvers._blocked.blocked_step_block` over a shard group: the coordinator's state (the
-    solver state without `SHARDED_KEYS`) advanced by one step per row of ``indices``; the shards'
-    columns are updated in place through ``group.apply``.
+    solver state without `SHARDED_KEYS`; a mapping of its entries is read as one) advanced by one step
+    per row of ``indices``; the shards' columns are updated in place through ``group.apply``.
 
     Per segment of s rows: one ``group.gather`` (d x s columns, the s points), for KHA-SMD one
-    ``group.products`` (d x r), one ``group.apply`` (`SegmentUpdate`). Returns a new dict.
+    ``group.products`` (d x r), one ``group.apply`` (`SegmentUpdate`). Returns a new state.
     """
-    new = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()}
+    state = as_state(state)
+    new = state.copied()
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     b, r = idx.shape[0], int(group.n_components)
     if b == 0:
         return new
     m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
-    gain = state["gain"].astype(group.dtype).astype(np.float64)  # as blocked_step_block rounds it
-    smd = state["solver"] == "kha-smd"
+    gain = state.gain.astype(group.dtype).astype(np.float64)  # as blocked_step_block rounds it
+    smd = state.smd
     with np.errstate(over="ignore", invalid="ignore"):
         rho = _segments(state, group, idx, gain, m_max, float(growth_limit), smd)
     if smd:
-        new["rho"] = rho.astype(state["rho"].dtype)
-    new["t"] = state["t"] + b
-    new["position"] = state["position"] + b
+        new.rho = rho.astype(state.rho.dtype)
+    new.t = state.t + b
+    new.position = state.position + b
     return new
 
 
 def _segments(state, group, idx, gain, m_max, growth_limit, smd):
     """The segment loop of `_kha_block` / `_smd_block` with the l columns behind ``group``. Returns rho."""
-    r, l = int(group.n_components), int(state["n_rows"])
+    r, l = int(group.n_components), int(state.n_rows)
     d = 2 * r if smd else r
-    decay = state["solver"] != "kha"
-    rho = state["rho"].astype(np.float64) if smd else None
-    mu, xi = (float(state["mu"]), float(state["xi"])) if smd else (0.0, 0.0)
-    t0, b, a = int(state["t"]), idx.shape[0], 0
+    decay = state.solver != "kha"
+    rho = state.rho.astype(np.float64) if smd else None
+    mu, xi = (float(state.mu), float(state.xi)) if smd else (0.0, 0.0)
+    t0, b, a = int(state.t), idx.shape[0], 0
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
         p = idx[a:e]
@@ -153,22 +156,14 @@ def _segments(state, group, idx, gain, m_max, growth_limit, smd):
     return rho
 
 
-def sharded_begin_pass(state: dict, group: StepGroup) -> dict:
+def sharded_begin_pass(state: KHAState, group: StepGroup) -> KHAState:
     """`kpca.solvers._kha.begin_pass` with the eigenvalue estimates (eq. 13) from the shards' squared
     row norms of A and AK (one reduction of 2r numbers). Returns a new state."""
-    state = dict(state)
     a2, ak2 = group.squared_norms()
     num, den = np.sqrt(ak2), np.sqrt(a2)
-    lam = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
-    state["eigenvalues"] = lam
-    if state["solver"] in ("kha-et", "kha-smd"):
-        floor = max(float(lam.max()) * 1e-12, 1e-300)
-        state["gain"] = state["eta0"] * np.linalg.norm(lam) / np.maximum(lam, floor)
-    return state
+    return with_estimates(as_state(state), np.divide(num, den, out=np.zeros_like(num), where=den > 0))
 
 
-def sharded_diverged(state: dict, group: StepGroup) -> bool:
+def sharded_diverged(state: KHAState, group: StepGroup) -> bool:
     """`kpca.solvers._kha.diverged` from the shards' ``diag(A K' A^T)`` (a reduction of r numbers)."""
-    norms = group.norms()
-    limit = float(state.get("norm_limit", NORM_LIMIT))
-    return bool(not np.all(np.isfinite(norms)) or np.any(np.abs(norms) > limit))
+    return beyond_limit(group.norms(), as_state(state))

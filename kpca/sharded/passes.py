@@ -16,9 +16,9 @@ from kpca.rows import Centering
 from kpca.sharded.kha_step import SHARDED_KEYS, sharded_begin_pass, sharded_diverged, sharded_step_block
 from kpca.sharded.messages import SegmentUpdate
 from kpca.sharded.shards import ShardGroup
-from kpca.solvers import get_solver
+from kpca.solvers import KHAState, as_state, get_solver
 from kpca.solvers._blocked import require_complete
-from kpca.solvers._rayleigh_ritz import GUARD_KEYS, PLAIN_BELOW, kept_directions
+from kpca.solvers._rayleigh_ritz import PLAIN_BELOW, kept_directions
 from kpca.solvers._residual import relative_residuals
 from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
 from kpca.solvers._rounding import FAR_ABOVE, sample_columns, sampled_bound
@@ -31,7 +31,6 @@ __all__ = ["sharded_centering", "sharded_centering_times", "reduction_unit", "un
 MESSAGE_BYTES = 8 * 2**20  # a Rayleigh-Ritz pass's message to each shard: rows of points and coefficients
 REDUCTION_UNITS = 256  # reduction units per data set (`reduction_unit`): the most shards a fit can have
 SPARSE_START_COLUMNS = 8192  # a start nonzero on at most this many columns is sent as one update
-SHARD_ROWS_KEYS = ("guard_rows", "previous_rows")  # the coordinator's counts of rows the shards hold
 
 
 def sharded_centering(group: ShardGroup, block_size: int | None = None, C: np.ndarray | None = None) -> dict:
@@ -75,38 +74,44 @@ def unit_bounds(n_rows: int, n_shards: int, unit_rows: int) -> list[tuple[int, i
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
-def split_state(state: dict, group: ShardGroup) -> dict:
+def split_state(state: KHAState, group: ShardGroup) -> KHAState:
     """Hand each shard its columns of a full solver ``state`` (A, AK, the guard vectors, B, BK, the
     centring's column means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the
     start)."""
+    state = as_state(state)
     Z, ZK = stacked_columns(state, group)
-    group.split(Z, ZK, Centering.from_state(state))
+    group.split(Z, ZK, Centering.from_state(state.centering))
     return coordinator_state(state, group)
 
 
-def stacked_columns(state: dict, group: ShardGroup) -> tuple[np.ndarray, np.ndarray]:
+def stacked_columns(state: KHAState, group: ShardGroup) -> tuple[np.ndarray, np.ndarray]:
     """``(Z, ZK)`` = ``[A; G; B]``, ``[AK; GK; BK]`` of a full solver ``state`` (`kpca.sharded.shards`): G the
     guard vectors a Rayleigh-Ritz state iterates (``guard_A``), B KHA-SMD's; sets ``group``'s guards to
     their number. LOBPCG's previous step (``previous_A``) is not sent: the first sharded pass takes its
     step without one. O(d l) copied."""
+    state = as_state(state)
     require_complete(state)
-    guards = "guard_A" in state and state.get("update") == "rayleigh-ritz"
-    group.set_guards(np.asarray(state["guard_A"]).shape[0] if guards else 0)
+    guards = state.guard_A is not None and state.refines
+    group.set_guards(np.asarray(state.guard_A).shape[0] if guards else 0)
     group.previous_rows = 0  # the shards' columns are replaced: LOBPCG starts its memory again
-    keys = ("A", *(("guard_A",) if guards else ()), *(("B",) if state["solver"] == "kha-smd" else ()))
-    return tuple(np.concatenate([state[key + suffix] for key in keys]) for suffix in ("", "K"))
+    pairs = [(state.A, state.AK), *([(state.guard_A, state.guard_AK)] if guards else []),
+             *([(state.B, state.BK)] if state.smd else [])]
+    return tuple(np.concatenate([pair[i] for pair in pairs]) for i in (0, 1))
 
 
-def coordinator_state(state: dict, group: ShardGroup) -> dict:
-    """What the coordinator keeps of a full ``state`` whose columns the shards hold: all but the columns,
-    with ``guard_rows`` and ``previous_rows``, the rows of the guard vectors and of LOBPCG's previous
-    step, where the shards hold some (a resumed fit's shards read as many from their checkpoint)."""
-    out = {k: v for k, v in state.items() if k not in SHARDED_KEYS + GUARD_KEYS + SHARD_ROWS_KEYS}
-    counts = {"guard_rows": group.guards, "previous_rows": group.previous_rows}
-    return dict(out, **{key: count for key, count in counts.items() if count})
+def coordinator_state(state: KHAState, group: ShardGroup) -> KHAState:
+    """What the coordinator keeps of a full ``state`` whose columns the shards hold: all but the columns
+    (`SHARDED_KEYS`, the guard vectors and LOBPCG's previous step), with ``guard_rows`` and
+    ``previous_rows``, the rows of the guard vectors and of LOBPCG's previous step, where the shards hold
+    some (a resumed fit's shards read as many from their checkpoint)."""
+    state = as_state(state)
+    return state.replace(A=None, AK=None, B=None, BK=None, guard_A=None, guard_AK=None, previous_A=None,
+                         previous_AK=None,
+                         centering={key: value for key, value in state.centering.items() if key not in SHARDED_KEYS},
+                         guard_rows=group.guards or None, previous_rows=group.previous_rows or None)
 
 
-def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> dict:
+def send_start(state: KHAState, group: ShardGroup, max_columns: int = SPARSE_START_COLUMNS) -> KHAState:
     """Hand the shards a starting ``state`` whose centring they already hold (`sharded_centering`):
     the coordinator's state, the rest.
 
@@ -114,10 +119,11 @@ def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_C
     sent as one `SegmentUpdate` with ``T = 0`` and ``C = Z[:, S]``: each shard forms its columns of
     ``ZK = Z[:, S] K'[S, :]`` from the |S| points (O(d |S|) sent); a dense start goes column by column
     (`split_state`, O(d l))."""
+    state = as_state(state)
     Z, ZK = stacked_columns(state, group)
     S = np.flatnonzero(np.any(Z != 0, axis=0))
     if S.size > max_columns:
-        group.split(Z, ZK, Centering.from_state(state))
+        group.split(Z, ZK, Centering.from_state(state.centering))
         return coordinator_state(state, group)
     group.zero()
     got = group.gather(S)
@@ -126,22 +132,23 @@ def send_start(state: dict, group: ShardGroup, max_columns: int = SPARSE_START_C
     return coordinator_state(state, group)
 
 
-def join_state(state: dict, group: ShardGroup) -> dict:
+def join_state(state: KHAState, group: ShardGroup) -> KHAState:
     """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
     r, k = group.n_components, group.iterated
     Z, ZK, means = group.columns()
-    out = {key: value for key, value in state.items() if key not in SHARD_ROWS_KEYS}
-    out.update(A=Z[:r], AK=ZK[:r], centering_column_means=means)
+    centering = {**as_state(state).centering, **Centering.column_entries(means)}
+    out = as_state(state).replace(guard_rows=None, previous_rows=None, A=Z[:r], AK=ZK[:r], centering=centering)
     if k > r:
-        out.update(guard_A=Z[r:k], guard_AK=ZK[r:k])
+        out.guard_A, out.guard_AK = Z[r:k], ZK[r:k]
     if group.previous_rows:
-        out["previous_A"], out["previous_AK"] = group.previous_columns()
+        out.previous_A, out.previous_AK = group.previous_columns()
     if group.d > k:
-        out.update(B=Z[k:], BK=ZK[k:])
+        out.B, out.BK = Z[k:], ZK[k:]
     return out
 
 
-def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int, tol: float | None = None) -> dict:
+def sharded_rayleigh_ritz_pass(state: KHAState, group: ShardGroup, block_size: int,
+                               tol: float | None = None) -> KHAState:
     """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group (`kpca.sharded.ritz`): each
     shard's k = r + g iterated rows (the served components and the guard vectors) become the Ritz
     components' projections, their images ``Z K'`` are added segment by segment (the segment's
@@ -152,6 +159,7 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int, 
     the sampled bound of their rounding (`kpca.solvers._rounding`, the sample's rows computed on the
     shards), where it decides something (within `FAR_ABOVE` times ``tol``). Returns the coordinator's new
     state. Cost: one pass of kernel rows, spread over the shards, and the check's sample."""
+    state = as_state(state)
     r, k, l = group.n_components, group.iterated, group.n_rows
     group.to_projections(_ritz_rotation(group, k))
     step = message_rows(group, block_size)
@@ -165,7 +173,7 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int, 
     if group.rows_dtype != np.float64 and not (tol and residual > FAR_ABOVE * tol):
         # as one process does (`kpca.solvers._rounding`): the figure carries its sampled rounding bound; a
         # sharded fit does not move its shards to float64, so a tol float32 cannot resolve is left unmet
-        sample = group.rounding_sample(sample_columns(l, (int(state["seed"]), int(state["pass"]))), r)
+        sample = group.rounding_sample(sample_columns(l, (int(state.seed), int(state.pass_))), r)
         bound = sampled_bound(sample, mu[:r])
         residual = float(relative_residuals(np.abs(squared[:r]) + bound, mu[:r]).max(initial=0.0))
     if group.guards and group.rows_dtype == np.float64 and residual >= PLAIN_BELOW:
@@ -174,7 +182,7 @@ def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int, 
         group.rotate(_ritz_rotation(group, k))
         group.previous_rows = 0
     eigenvalues = ritz_values(*group.grams(), *group.squared_norms())
-    out = dict(state, residual=residual, eigenvalues=eigenvalues, t=int(state["t"]) + l, position=0)
+    out = state.replace(residual=residual, eigenvalues=eigenvalues, t=int(state.t) + l, position=0)
     return coordinator_state(out, group)
 
 
@@ -308,24 +316,25 @@ def _rotation(H: np.ndarray, G: np.ndarray, k: int) -> np.ndarray:
     return V
 
 
-def run_sharded_passes(state: dict, group: ShardGroup, passes: int, block_size: int,
-                       hooks: PassHooks | None = None, tol: float | None = None) -> tuple[dict, bool]:
+def run_sharded_passes(state: KHAState, group: ShardGroup, passes: int, block_size: int,
+                       hooks: PassHooks | None = None, tol: float | None = None) -> tuple[KHAState, bool]:
     """`kpca.driver.run_passes` over a shard group: the coordinator's ``state`` (`split_state`) through
-    passes ``state["pass"] .. passes-1``, the shards' columns updated in place.
+    passes ``state.pass_ .. passes-1``, the shards' columns updated in place.
 
     The same permutations, blocks, hooks (called with the coordinator's state), stop requests and
     divergence guard (each shard keeps its columns at the start of the pass and rolls back to them);
-    Rayleigh-Ritz passes (``state["update"]``) and the ``tol`` on the residual as there
+    Rayleigh-Ritz passes (a state that `kpca.solvers.KHAState.refines`) and the ``tol`` on the residual as there
     (`sharded_rayleigh_ritz_pass`). Returns ``(state, stopped)``.
     """
-    solver = get_solver(state["solver"])
+    state = as_state(state)
+    solver = get_solver(state.solver)
     hooks = hooks or PassHooks()
     with blas_limit(1):
-        if state.get("update") == "rayleigh-ritz":
+        if state.refines:
             return refine_passes(state, passes, hooks, tol,
                                  lambda state: sharded_rayleigh_ritz_pass(state, group, block_size, tol))
         if converged(state, tol):
-            return dict(state, converged=True), False
+            return state.replace(converged=True), False
         return drive_passes(state, group.n_rows, passes, block_size, hooks,
                             begin_pass=lambda state: sharded_begin_pass(state, group),
                             step=lambda state, indices: sharded_step_block(state, group, indices),

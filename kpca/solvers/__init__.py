@@ -12,6 +12,16 @@ their own (`kpca.solvers._autoencoder`). A new solver is one module that
 calls `register`; see `kpca.solvers._registry` for what a declaration holds.
 """
 
+from kpca.errors import Degenerate, Diverged, Stopped
+from kpca.solvers import (  # noqa: F401 - importing them registers akpca and ds-akpca  # noqa: F401, E401 - register subsampled, nystrom-weighted, rskpca, nystrom
+    _akpca,
+    _ds_akpca,
+    _kha,  # noqa: F401 - importing _kha registers the KHA family
+    _lanczos,  # noqa: F401 - importing _lanczos registers lanczos
+    _nystrom,
+    _reduced,
+)
+from kpca.solvers._exact import exact_components  # importing _exact registers exact
 from kpca.solvers._registry import (
     ITERATIVE_PARAMS,
     KERNEL_PRECISION,
@@ -19,24 +29,21 @@ from kpca.solvers._registry import (
     FitContext,
     Iteration,
     Solver,
+    as_state,
     get_solver,
+    rank_warnings,
     register,
-    stored_components,
     served_components,
     served_model,
-    rank_warnings,
+    stored_components,
     used_params,
 )
-from kpca.errors import Degenerate, Diverged, Stopped
-from kpca.solvers import _kha  # noqa: F401 - importing _kha registers the KHA family
-from kpca.solvers import _akpca, _ds_akpca  # noqa: F401 - importing them registers akpca and ds-akpca
-from kpca.solvers._exact import exact_components  # importing _exact registers exact
-from kpca.solvers import _reduced, _nystrom  # noqa: F401, E401 - register subsampled, nystrom-weighted, rskpca, nystrom
-from kpca.solvers import _lanczos  # noqa: F401 - importing _lanczos registers lanczos
 from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
+from kpca.solvers._state import AutoencoderState, ComponentsState, IterativeState, KHAState, SolverState
 from kpca.solvers._warm import INITS, default_init_size
 
-__all__ = ["SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components", "used_params", "served_model",
-           "served_components", "rank_warnings", "ITERATIVE_PARAMS",
-           "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components", "eigenvalue_estimates", "INITS",
-           "default_init_size"]
+__all__ = ["SolverState", "IterativeState", "KHAState", "AutoencoderState", "ComponentsState", "as_state",
+           "SOLVERS", "Solver", "FitContext", "Iteration", "register", "get_solver", "stored_components",
+           "used_params", "served_model", "served_components", "rank_warnings", "ITERATIVE_PARAMS",
+           "KERNEL_PRECISION", "Diverged", "Degenerate", "Stopped", "exact_components", "ritz_components",
+           "eigenvalue_estimates", "INITS", "default_init_size"]

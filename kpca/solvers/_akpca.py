@@ -15,10 +15,10 @@ One step per row, in the driver's blocks (`kpca.driver.run_passes`); per row O(k
 k x d x d arrays, so d is limited (`MAX_ENTRIES`); DS-AKPCA (`kpca.solvers._ds_akpca`) is the
 variant for large d.
 
-State (a plain dict; resuming from it is bit-exact):
+State (a `kpca.solvers._state.AutoencoderState`; resuming from it is bit-exact):
 
 ================  ==========================================================================
-key               value
+field             value
 ================  ==========================================================================
 encoder           (k, d, d) the symmetric matrices A_j
 decoder           (k, d, d) the symmetric matrices B_j
@@ -42,32 +42,31 @@ import numpy as np
 
 from kpca.params import ParamError
 from kpca.solvers._autoencoder import (
-    audit,
-    NORM_LIMIT,
-    gains,
-    used,
     OWN_PARAMS,
     AutoencoderModel,
+    audit,
     begin_pass,
     check_kernel,
     common_state,
     damped,
     data_statistics,
     diverged,
+    gains,
     init_norm,
     lanczos_start,
-    parameter_norm,
     training_block,
+    used,
 )
 from kpca.solvers._leading_pair import _lanczos
 from kpca.solvers._registry import BLOCK_SIZE, PASSES, SEED, TOL, Solver, register
+from kpca.solvers._state import AutoencoderState
 
 NAME = "akpca"
 MAX_ENTRIES = 2**25  # most entries k d^2 of each of A and B (256 MiB each in float64)
 INIT_SCALE = 0.6  # the start's norms, `kpca.solvers._autoencoder.init_norm`
 
 
-def start(rows, n_components: int, params: dict) -> dict:
+def start(rows, n_components: int, params: dict) -> AutoencoderState:
     """The random start (module docstring) after checking the kernel and the size k d^2.
 
     `kpca.params.ParamError` on ``kernel`` for any kernel but ``<x, y>^2``, on ``n_components``
@@ -80,47 +79,45 @@ def start(rows, n_components: int, params: dict) -> dict:
                                          f"{MAX_ENTRIES} per matrix: ask for fewer components or use ds-akpca")
     scale, mean = data_statistics(rows)
     rng = np.random.default_rng([int(params["seed"]), 2**31 + 4])
-    state = common_state(NAME, rows, params, scale, mean)
     rho = init_norm(d, k, INIT_SCALE)
-    for key in ("encoder", "decoder"):
+    start = []
+    for _ in ("encoder", "decoder"):
         G = rng.normal(size=(k, d, d))
         G = G + G.transpose(0, 2, 1)
-        state[key] = G * (rho / np.sqrt(np.einsum("jrs,jrs->j", G, G)))[:, None, None]
-    state["surrogate_sum"] = 0.0
-    state["norm_limit"] = NORM_LIMIT * parameter_norm(state)
-    return state
+        start.append(G * (rho / np.sqrt(np.einsum("jrs,jrs->j", G, G)))[:, None, None])
+    return common_state(NAME, rows, params, scale, mean, *start)
 
 
-def step(state: dict, rows, indices: np.ndarray) -> dict:
+def step(state: AutoencoderState, rows, indices: np.ndarray) -> AutoencoderState:
     """One subgradient step per row ``indices`` of the data, in order; pure (new arrays). O(b k d^2)."""
-    X = training_block(rows, indices, state["scale"])
-    A, B = state["encoder"].copy(), state["decoder"].copy()
-    f = _train_rows(A, B, X, float(state["gain"][0]), state["start_vector"], float(state["lanczos_tol"]),
-                    int(state["lanczos_max_iter"]))
+    X = training_block(rows, indices, state.scale)
+    A, B = state.encoder.copy(), state.decoder.copy()
+    f = _train_rows(A, B, X, float(state.gain[0]), state.start_vector, float(state.lanczos_tol),
+                    int(state.lanczos_max_iter))
     b = len(indices)
-    return dict(state, encoder=A, decoder=B, t=state["t"] + b, position=state["position"] + b,
-                surrogate_sum=float(state["surrogate_sum"]) + float(f.sum()))
+    return state.replace(encoder=A, decoder=B, t=state.t + b, position=state.position + b,
+                         surrogate_sum=float(state.surrogate_sum) + float(f.sum()))
 
 
-def begin(state: dict) -> dict:
+def begin(state: AutoencoderState) -> AutoencoderState:
     """`kpca.solvers._autoencoder.begin_pass`, and the pass's surrogate sum reset."""
-    return dict(begin_pass(state), surrogate_sum=0.0)
+    return begin_pass(state).replace(surrogate_sum=0.0)
 
 
-def model(state: dict, rows=None, kernel=None) -> AutoencoderModel:
+def model(state: AutoencoderState, rows=None, kernel=None) -> AutoencoderModel:
     """The served model: `encode` ``y_j = x^T A_j x``, `decode` ``g(y)`` (`AutoencoderModel`). O(k d^2) per row."""
-    A, B = np.ascontiguousarray(state["encoder"]), np.ascontiguousarray(state["decoder"])
-    mean, start_vector = np.asarray(state["mean"], dtype=np.float64), state["start_vector"]
-    tol, max_iter = float(state["lanczos_tol"]), int(state["lanczos_max_iter"])
+    A, B = np.ascontiguousarray(state.encoder), np.ascontiguousarray(state.decoder)
+    mean, start_vector = np.asarray(state.mean, dtype=np.float64), state.start_vector
+    tol, max_iter = float(state.lanczos_tol), int(state.lanczos_max_iter)
     return AutoencoderModel(NAME, encode=lambda Xs: _codes(A, np.ascontiguousarray(Xs)),
                             decode=lambda Y: _decode(B, np.ascontiguousarray(Y, dtype=np.float64), mean,
                                                      start_vector, tol, max_iter),
-                            scale=float(state["scale"]), n_components=A.shape[0], n_features=A.shape[1])
+                            scale=float(state.scale), n_components=A.shape[0], n_features=A.shape[1])
 
 
-def encode(state: dict, Xs: np.ndarray) -> np.ndarray:
+def encode(state: AutoencoderState, Xs: np.ndarray) -> np.ndarray:
     """Codes ``y_j = x^T A_j x`` (m, k) of rows Xs already divided by the state's scale."""
-    return _codes(np.ascontiguousarray(state["encoder"]), np.ascontiguousarray(Xs, dtype=np.float64))
+    return _codes(np.ascontiguousarray(state.encoder), np.ascontiguousarray(Xs, dtype=np.float64))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -189,4 +186,5 @@ register(Solver(
           "subgradient descent; reconstructs x itself, not phi(x). Kernel {type: polynomial, degree: 2, offset: 0, "
           "gamma: 1} only; keeps 2 k d^2 numbers",
     params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
-    diverged=diverged, damped=damped, model=model, used=used, gains=gains, audit=audit))
+    diverged=diverged, damped=damped, model=model, used=used, gains=gains, audit=audit,
+    state_type=AutoencoderState))

@@ -51,6 +51,7 @@ import numpy as np
 from kpca.errors import Degenerate, Diverged
 from kpca.params import Param, ParamError, check_points
 from kpca.solvers._leading_pair import MAX_ITER, TOL
+from kpca.solvers._state import AutoencoderState
 
 KERNEL = {"type": "polynomial", "degree": 2, "offset": 0.0, "gamma": 1.0}
 DEFAULT_ETA0 = 1.0
@@ -135,55 +136,58 @@ def check_rows_limit(name: str, context, limit: int | None = None) -> None:
                                    f"{limit} rows (this data set has {context.n_rows}); use akpca")
 
 
-def begin_pass(state: dict) -> dict:
+def begin_pass(state: AutoencoderState) -> AutoencoderState:
     """The gain of the pass: ``eta0 / sqrt(1 + pass)`` (`STEP_RULE`). O(1)."""
-    return dict(state, gain=np.array([state["eta0"] / np.sqrt(1.0 + state["pass"])]))
+    return state.replace(gain=np.array([state.eta0 / np.sqrt(1.0 + state.pass_)]))
 
 
-def parameter_norm(state: dict) -> float:
-    """``sqrt(||encoder||_F^2 + ||decoder||_F^2)`` of the state. O(size)."""
-    return float(np.sqrt(np.sum(state["encoder"] ** 2) + np.sum(state["decoder"] ** 2)))
+def parameter_norm(encoder: np.ndarray, decoder: np.ndarray) -> float:
+    """``sqrt(||encoder||_F^2 + ||decoder||_F^2)``. O(size)."""
+    return float(np.sqrt(np.sum(encoder ** 2) + np.sum(decoder ** 2)))
 
 
-def diverged(state: dict) -> bool:
+def diverged(state: AutoencoderState) -> bool:
     """True if the parameters are not finite or their norm exceeds the state's ``norm_limit``."""
-    norm = parameter_norm(state)
-    return bool(not np.isfinite(norm) or norm > state["norm_limit"])
+    norm = parameter_norm(state.encoder, state.decoder)
+    return bool(not np.isfinite(norm) or norm > state.norm_limit)
 
 
-def damped(pass_start: dict) -> dict:
+def damped(pass_start: AutoencoderState) -> AutoencoderState:
     """The pass's start with eta0 and the gain GAIN_REDUCTION times smaller; `Diverged` after
     MAX_GAIN_REDUCTIONS."""
-    reductions = int(pass_start.get("gain_reductions", 0)) + 1
+    reductions = int(pass_start.gain_reductions or 0) + 1
     if reductions > MAX_GAIN_REDUCTIONS:
-        raise Diverged(f"the fit diverged (parameter norms above {pass_start['norm_limit']:.3g} or not finite) "
-                       f"even after reducing eta0 {MAX_GAIN_REDUCTIONS} times (it is now {pass_start['eta0']:.3g}); "
+        raise Diverged(f"the fit diverged (parameter norms above {pass_start.norm_limit:.3g} or not finite) "
+                       f"even after reducing eta0 {MAX_GAIN_REDUCTIONS} times (it is now {pass_start.eta0:.3g}); "
                        "retry with a smaller eta0")
-    return dict(pass_start, gain_reductions=reductions, eta0=pass_start["eta0"] * GAIN_REDUCTION,
-                gain=pass_start["gain"] * GAIN_REDUCTION)
+    return pass_start.replace(gain_reductions=reductions, eta0=pass_start.eta0 * GAIN_REDUCTION,
+                              gain=pass_start.gain * GAIN_REDUCTION)
 
 
-def used(state: dict) -> dict:
+def used(state: AutoencoderState) -> dict:
     """What the fit settled on besides its parameters: eta0 after any reduction by `damped`, and how
     many reductions. O(1)."""
-    return {key: state[key] for key in ("eta0", "gain_reductions") if key in state}
+    return {key: getattr(state, key) for key in ("eta0", "gain_reductions") if getattr(state, key) is not None}
 
 
-def gains(state: dict) -> np.ndarray:
+def gains(state: AutoencoderState) -> np.ndarray:
     """The gain of the current pass, (1,) (`STEP_RULE`)."""
-    return state["gain"]
+    return state.gain
 
 
-def common_state(name: str, rows, params: dict, scale: float, mean: np.ndarray) -> dict:
-    """The keys both variants keep besides their parameters (see their module docstrings)."""
-    state = {"solver": name, "n_rows": int(rows.n_rows), "t": 0, "pass": 0, "position": 0,
-             "seed": int(params["seed"]), "eta0": float(params["eta0"]), "gain": np.array([float(params["eta0"])]),
-             "lanczos_tol": float(params["lanczos_tol"]), "lanczos_max_iter": int(params["lanczos_max_iter"]),
-             "scale": float(scale), "mean": np.asarray(mean, dtype=np.float64),
-             "start_vector": unit_start_vector(int(params["seed"]), int(rows.n_features))}
-    if getattr(rows, "centering", None) is not None:  # kept for the worker's resume, not used (no centring)
-        state.update(rows.centering.to_state())
-    return state
+def common_state(name: str, rows, params: dict, scale: float, mean: np.ndarray, encoder: np.ndarray,
+                 decoder: np.ndarray, points: np.ndarray | None = None) -> AutoencoderState:
+    """The state both variants start from (see their module docstrings): the fields they share, their
+    ``encoder`` and ``decoder``, ``points`` (DS-AKPCA), and the divergence guard's bound from their norm."""
+    own = getattr(rows, "centering", None)  # kept for the worker's resume, not used (no centring)
+    return AutoencoderState(
+        solver=name, n_rows=int(rows.n_rows), t=0, pass_=0, position=0, seed=int(params["seed"]),
+        eta0=float(params["eta0"]), gain=np.array([float(params["eta0"])]),
+        lanczos_tol=float(params["lanczos_tol"]), lanczos_max_iter=int(params["lanczos_max_iter"]),
+        scale=float(scale), mean=np.asarray(mean, dtype=np.float64),
+        start_vector=unit_start_vector(int(params["seed"]), int(rows.n_features)),
+        centering={} if own is None else own.to_state(), encoder=encoder, decoder=decoder, points=points,
+        surrogate_sum=0.0, norm_limit=NORM_LIMIT * parameter_norm(encoder, decoder))
 
 
 def training_block(rows, indices: np.ndarray, scale: float) -> np.ndarray:
@@ -251,7 +255,7 @@ class AutoencoderModel:
 AUDIT_ROWS = 512  # training rows an autoencoder model's audit reconstructs (`audit`)
 
 
-def audit(state: dict, rows) -> list[str]:
+def audit(state: AutoencoderState, rows) -> list[str]:
     """What a fitted autoencoder KPCA model says of its reconstructions (`kpca.solvers.Solver.audit`),
     measured on a fixed-seed sample of `AUDIT_ROWS` training rows, relative errors ``sum ||x - x_hat||^2
     / sum ||x||^2``: where decoding the codes alone (``inverse_transform``, whose sign rule reads the
@@ -268,7 +272,7 @@ def audit(state: dict, rows) -> list[str]:
         return []
     served = float(np.sum((model.reconstruct(X) - X) ** 2)) / norm
     codes = float(np.sum((model.decode(model.project(X)) * model.scale - X) ** 2)) / norm
-    mean = np.asarray(state["mean"], dtype=np.float64) * float(state["scale"])
+    mean = np.asarray(state.mean, dtype=np.float64) * float(state.scale)
     baseline = float(np.sum((X - mean) ** 2)) / norm
     notes = []
     if codes > 1.0:

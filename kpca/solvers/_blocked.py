@@ -1,8 +1,8 @@
 """Blocked Kernel Hebbian Algorithm updates: b sequential steps as small-matrix algebra plus one GEMM.
 
 `blocked_step_block` is the KHA family's step (one KHA / KHA-t / KHA-et /
-KHA-SMD step per row, in order; pure; `kpca.solvers._kha`), and it does not touch the r x l state matrices once per row. Within a sub-block of
-``m`` rows it accumulates the steps as a small transform of the sub-block's
+KHA-SMD step per row, in order; pure; `kpca.solvers._kha`), and it does not touch the r x l state
+matrices once per row. Within a sub-block of ``m`` rows it accumulates the steps as a small transform of the sub-block's
 starting matrices; the transforms of the sub-blocks of a *segment* (up to
 `SEGMENT_ROWS` rows, normally the whole block) are folded together in small
 matrices too, and applied to the r x l matrices once, with one GEMM against
@@ -163,10 +163,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from kpca.solvers._registry import as_state
+from kpca.solvers._state import KHAState
 from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform
 
 SUB_BLOCK_RANGE = (16, 256)  # bounds of `default_sub_block`
 SEGMENT_ROWS = 1024  # rows accumulated before Z and AK are materialised (K'[p, p] is kept: 8 MB)
+_MOVED = ("A", "AK", "B", "BK")  # the state's arrays a step replaces
 
 
 def default_sub_block(n_components: int, segment_rows: int) -> int:
@@ -190,25 +193,26 @@ def scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: boo
         np.add.at(M, (slice(None), columns), C)
 
 
-def require_complete(state: dict) -> None:
-    """Raise ValueError naming the missing array if the updates cannot run on ``state``
-    (`kpca.solvers.complete_state` computes it)."""
-    if state["solver"] == "kha-smd" and "BK" not in state:
-        raise ValueError("state: a kha-smd state needs 'BK' (B K'); kpca.solvers.complete_state adds it")
+def require_complete(state) -> None:
+    """Raise ValueError naming the missing array if the updates cannot run on ``state`` (a `KHAState`, or
+    the mapping of its entries a sharded pass holds; the solver's ``restore`` computes it)."""
+    state = as_state(state)
+    if state.smd and state.BK is None:
+        raise ValueError("state: a kha-smd state needs 'BK' (B K'); the solver's restore adds it")
 
 
-def blocked_step_block(state: dict, rows, indices: np.ndarray, sub_block: int | None = None,
-                       growth_limit: float = GROWTH_LIMIT) -> dict:
+def blocked_step_block(state: KHAState, rows, indices: np.ndarray, sub_block: int | None = None,
+                       growth_limit: float = GROWTH_LIMIT) -> KHAState:
     """Apply one KHA-family step per row of ``rows`` (K'[indices, :]), in order, blocked.
 
     One step per row, in order (pure; returns a new state
-    with the same keys, ``t`` and ``position`` advanced by b); the results
+    with the same fields set, ``t`` and ``position`` advanced by b); the results
     agree up to rounding. See the module docstring for the derivation.
 
     Parameters
     ----------
-    state : dict
-        Iterative-solver state (`kpca.solvers.init_state`).
+    state : KHAState
+        The KHA family's state (`kpca.solvers._kha.start`); a mapping of its entries is read as one.
     rows : ndarray of shape (b, l), or a row source
         Centred kernel rows ``K'[indices, :]``. float32 rows are used as they
         are (the module docstring's *Precision*); other dtypes are converted
@@ -233,11 +237,11 @@ def blocked_step_block(state: dict, rows, indices: np.ndarray, sub_block: int | 
     ``K'[p, p]`` from a source); memory O(r l + b^2) temporaries besides the
     new state.
     """
+    state = as_state(state)  # a mapping of the entries (a test's, a reference's) is read as the state
     require_complete(state)
-    new = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in state.items()
-           if k not in ("A", "AK", "B", "BK")}
-    dtype = state["A"].dtype
-    r, l = state["A"].shape
+    new = state.copied(skip=_MOVED)
+    dtype = state.A.dtype
+    r, l = state.A.shape
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     b = idx.shape[0]
     if isinstance(rows, np.ndarray):
@@ -249,19 +253,16 @@ def blocked_step_block(state: dict, rows, indices: np.ndarray, sub_block: int | 
         raise ValueError(f"rows: expected K'[indices, :] as an array or a row source over {l} rows "
                          "(with square and left_product)")
     if b == 0:
-        new.update({k: state[k].copy() for k in ("A", "AK", "B", "BK") if k in state})
-        return new
+        return state.copied()
     m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
-    gain = state["gain"].astype(dtype).astype(np.float64)  # as the step-by-step reference rounds it
+    gain = state.gain.astype(dtype).astype(np.float64)  # as the step-by-step reference rounds it
     # A diverging state goes non-finite silently, as in the jitted kernels; the driver's guard checks.
     with np.errstate(over="ignore", invalid="ignore"):
-        if state["solver"] == "kha-smd":
-            new.update(_smd_block(state, rows, idx, gain, m_max, float(growth_limit)))
+        if state.smd:
+            moved = _smd_block(state, rows, idx, gain, m_max, float(growth_limit))
         else:
-            new.update(_kha_block(state, rows, idx, gain, m_max, float(growth_limit)))
-    new["t"] = state["t"] + b
-    new["position"] = state["position"] + b
-    return new
+            moved = _kha_block(state, rows, idx, gain, m_max, float(growth_limit))
+    return new.replace(**moved, t=state.t + b, position=state.position + b)
 
 
 def is_row_source(rows) -> bool:
@@ -373,10 +374,10 @@ def _stacked(top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
 
 def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
     """New A, AK for the KHA family: per segment one GEMM with the rows, per sub-block one `_kha_transform`."""
-    A, AK = state["A"], state["AK"]
+    A, AK = state.A, state.AK
     r, l = A.shape
-    decay = state["solver"] != "kha"
-    t0, b, a = int(state["t"]), idx.shape[0], 0
+    decay = state.solver != "kha"
+    t0, b, a = int(state.t), idx.shape[0], 0
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
         KA = np.ascontiguousarray(AK[:, idx[a:e]].T)  # K A_0^T = AK_0[:, p]^T (K' symmetric)
@@ -402,13 +403,13 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
     images ``ZK = [AK; BK]``: ``K [A_0; B_0]^T`` is a gather from ZK, and
     the one product with the rows, ``Cc K``, updates both.
     """
-    r, l = state["AK"].shape
+    r, l = state.AK.shape
     d = 2 * r
-    Z = _stacked(state["A"], state["B"])
-    ZK = _stacked(state["AK"], state["BK"])
-    rho = state["rho"].astype(np.float64)
-    mu, xi = float(state["mu"]), float(state["xi"])
-    t0, b, a = int(state["t"]), idx.shape[0], 0
+    Z = _stacked(state.A, state.B)
+    ZK = _stacked(state.AK, state.BK)
+    rho = state.rho.astype(np.float64)
+    mu, xi = float(state.mu), float(state.xi)
+    t0, b, a = int(state.t), idx.shape[0], 0
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
         p = idx[a:e]
@@ -433,4 +434,4 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
                 break
         Z, ZK = seg.apply(Z, ZK)
         a += seg.done
-    return {"A": Z[:r], "B": Z[r:], "AK": ZK[:r], "BK": ZK[r:], "rho": rho.astype(state["rho"].dtype)}
+    return {"A": Z[:r], "B": Z[r:], "AK": ZK[:r], "BK": ZK[r:], "rho": rho.astype(state.rho.dtype)}

@@ -36,12 +36,9 @@ import numba
 import numpy as np
 
 from kpca.solvers._autoencoder import (
-    audit,
-    NORM_LIMIT,
-    gains,
-    used,
     OWN_PARAMS,
     AutoencoderModel,
+    audit,
     begin_pass,
     check_kernel,
     check_rows_limit,
@@ -49,13 +46,15 @@ from kpca.solvers._autoencoder import (
     damped,
     data_statistics,
     diverged,
+    gains,
     init_norm,
     lanczos_start,
-    parameter_norm,
     training_block,
+    used,
 )
 from kpca.solvers._leading_pair import _lanczos
 from kpca.solvers._registry import BLOCK_SIZE, PASSES, SEED, TOL, Solver, register
+from kpca.solvers._state import AutoencoderState
 
 NAME = "ds-akpca"
 _START_COLUMNS = 64
@@ -70,7 +69,7 @@ def resolve(params: dict, context) -> dict:
     return params
 
 
-def start(rows, n_components: int, params: dict) -> dict:
+def start(rows, n_components: int, params: dict) -> AutoencoderState:
     """The sparse random start (module docstring). `kpca.params.ParamError` on ``kernel`` for any kernel
     but ``<x, y>^2``. Cost: one pass over the data (its scale and the points), O(s^2 d + k s)."""
     check_kernel(rows.kernel)
@@ -78,41 +77,39 @@ def start(rows, n_components: int, params: dict) -> dict:
     scale, mean = data_statistics(rows)
     points = np.ascontiguousarray(np.concatenate([np.asarray(c, dtype=np.float64) for _, c in rows.chunks()]) / scale)
     rng = np.random.default_rng([int(params["seed"]), 2**31 + 5])
-    state = common_state(NAME, rows, params, scale, mean)
     s = min(l, max(_START_COLUMNS, 4 * k))
     rho = init_norm(points.shape[1], k, INIT_SCALE)
-    for key in ("encoder", "decoder"):
+    start = []
+    for _ in ("encoder", "decoder"):
         cols = np.sort(rng.choice(l, size=s, replace=False))
         K = (points[cols] @ points[cols].T) ** 2
         C = rng.normal(size=(k, s))
         norms = np.sqrt(np.maximum(np.einsum("js,st,jt->j", C, K, C), 1e-300))
-        state[key] = np.zeros((k, l))
-        state[key][:, cols] = C * (rho / norms)[:, None]
-    state.update(points=points, surrogate_sum=0.0)
-    state["norm_limit"] = NORM_LIMIT * parameter_norm(state)
-    return state
+        start.append(np.zeros((k, l)))
+        start[-1][:, cols] = C * (rho / norms)[:, None]
+    return common_state(NAME, rows, params, scale, mean, *start, points=points)
 
 
-def step(state: dict, rows, indices: np.ndarray) -> dict:
+def step(state: AutoencoderState, rows, indices: np.ndarray) -> AutoencoderState:
     """One subgradient step per row ``indices`` of the data, in order; pure (new arrays).
     O(b l d) per Lanczos iteration, plus O(b k l)."""
-    X = training_block(rows, indices, state["scale"])
-    H, G = state["encoder"].copy(), state["decoder"].copy()
-    f = _train_rows(H, G, state["points"], X, float(state["gain"][0]), state["start_vector"],
-                    float(state["lanczos_tol"]), int(state["lanczos_max_iter"]))
+    X = training_block(rows, indices, state.scale)
+    H, G = state.encoder.copy(), state.decoder.copy()
+    f = _train_rows(H, G, state.points, X, float(state.gain[0]), state.start_vector,
+                    float(state.lanczos_tol), int(state.lanczos_max_iter))
     b = len(indices)
-    return dict(state, encoder=H, decoder=G, t=state["t"] + b, position=state["position"] + b,
-                surrogate_sum=float(state["surrogate_sum"]) + float(f.sum()))
+    return state.replace(encoder=H, decoder=G, t=state.t + b, position=state.position + b,
+                         surrogate_sum=float(state.surrogate_sum) + float(f.sum()))
 
 
-def begin(state: dict) -> dict:
+def begin(state: AutoencoderState) -> AutoencoderState:
     """`kpca.solvers._autoencoder.begin_pass`, and the pass's surrogate sum reset."""
-    return dict(begin_pass(state), surrogate_sum=0.0)
+    return begin_pass(state).replace(surrogate_sum=0.0)
 
 
-def encode(state: dict, Xs: np.ndarray) -> np.ndarray:
+def encode(state: AutoencoderState, Xs: np.ndarray) -> np.ndarray:
     """Codes ``y = H k(x)`` (m, k) of rows Xs already divided by the state's scale; memory O(block l)."""
-    H, P = np.asarray(state["encoder"]), np.asarray(state["points"])
+    H, P = np.asarray(state.encoder), np.asarray(state.points)
     Xs = np.asarray(Xs, dtype=np.float64)
     out = np.empty((Xs.shape[0], H.shape[0]))
     step = max(1, _BLOCK_ENTRIES // max(P.shape[0], 1))
@@ -121,15 +118,15 @@ def encode(state: dict, Xs: np.ndarray) -> np.ndarray:
     return out
 
 
-def model(state: dict, rows=None, kernel=None) -> AutoencoderModel:
+def model(state: AutoencoderState, rows=None, kernel=None) -> AutoencoderModel:
     """The served model from the state alone (its points): `encode`, and the decoder over the points."""
-    G, P = np.ascontiguousarray(state["decoder"]), np.ascontiguousarray(state["points"])
-    mean, start_vector = np.asarray(state["mean"], dtype=np.float64), state["start_vector"]
-    tol, max_iter = float(state["lanczos_tol"]), int(state["lanczos_max_iter"])
+    G, P = np.ascontiguousarray(state.decoder), np.ascontiguousarray(state.points)
+    mean, start_vector = np.asarray(state.mean, dtype=np.float64), state.start_vector
+    tol, max_iter = float(state.lanczos_tol), int(state.lanczos_max_iter)
     return AutoencoderModel(NAME, encode=partial(encode, state),
                             decode=lambda Y: _decode(G, P, np.ascontiguousarray(Y, dtype=np.float64), mean,
                                                      start_vector, tol, max_iter),
-                            scale=float(state["scale"]), n_components=G.shape[0], n_features=P.shape[1])
+                            scale=float(state.scale), n_components=G.shape[0], n_features=P.shape[1])
 
 
 @numba.njit(nogil=True, cache=True)
@@ -183,4 +180,5 @@ register(Solver(
           "points, O(k l) memory and Lanczos products O(l d) per step: for many features and few rows "
           "(limited to exact_limit rows). Kernel {type: polynomial, degree: 2, offset: 0, gamma: 1} only",
     params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
-    diverged=diverged, damped=damped, resolve=resolve, model=model, used=used, gains=gains, audit=audit))
+    diverged=diverged, damped=damped, resolve=resolve, model=model, used=used, gains=gains, audit=audit,
+    state_type=AutoencoderState))

@@ -7,6 +7,7 @@ import numpy as np
 from kpca._dense import leading_eigh
 from kpca.solvers._registry import KERNEL_PRECISION, FitContext, Solver, register
 from kpca.solvers._ritz import RELATIVE_RANK_TOL
+from kpca.solvers._state import ComponentsState
 
 
 def exact_components(Kc: np.ndarray, n_components: int, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -34,7 +35,6 @@ def exact_components(Kc: np.ndarray, n_components: int, floor: float = 0.0) -> t
         Cost O(l^2 r) per Lanczos restart where r is small against l, else
         O(l^3) (`kpca._dense.leading_eigh`); O(l^2) memory.
     """
-    l = Kc.shape[0]
     r = int(n_components)
     w, V = leading_eigh(Kc, r)
     w, V = w[::-1], V[:, ::-1]
@@ -47,11 +47,12 @@ def exact_components(Kc: np.ndarray, n_components: int, floor: float = 0.0) -> t
     return w, np.ascontiguousarray((V * scale).T)
 
 
-def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> ComponentsState:
     """The centring pass, the dense K' and its leading eigenpairs. O(l^2 n + l^3) time, O(l^2) memory."""
     centering = rows.fit_centering().require_variance()
     eigenvalues, A = exact_components(rows.dense().astype(np.float64, copy=False), n_components)
-    return {"solver": "exact", "A": A, "eigenvalues": eigenvalues, "n_rows": rows.n_rows, **centering.to_state()}
+    return ComponentsState(solver="exact", A=A, eigenvalues=eigenvalues, n_rows=rows.n_rows,
+                           centering=centering.to_state())
 
 
 register(Solver("exact", "leading eigenpairs of the dense centred kernel matrix (ARPACK where few components of "

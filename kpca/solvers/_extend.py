@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from kpca.errors import Degenerate
-from kpca.solvers._registry import FitContext, get_solver, served_model
 from kpca.solvers._rayleigh_ritz import power_step
+from kpca.solvers._registry import FitContext, get_solver, served_model
 from kpca.solvers._residual import residual as projections_residual
 from kpca.solvers._ritz import RELATIVE_RANK_TOL, ritz_components
 
@@ -89,4 +89,4 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     A_r, AK_r, mu = ritz_components(A[live], AK[live])
     kept = mu > 0
     return (np.ascontiguousarray(A_r[kept]), np.ascontiguousarray(AK_r[kept]),
-            residual if solver_name == "nystrom" else None, state.get("solver_note"))
+            residual if solver_name == "nystrom" else None, state.solver_note)

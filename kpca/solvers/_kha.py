@@ -10,10 +10,11 @@ default), from the best start (``init: "auto"``: a warm start where one
 is affordable). ``ritz`` is what the service fits by default: the same
 warm start, then the deterministic limit of a KHA pass (Rayleigh-Ritz
 passes, `kpca.solvers._rayleigh_ritz`) until ``tol``; it takes no gain
-(issue 53: the four KHA names ran exactly this, bit for bit). Their state:
+(issue 53: the four KHA names ran exactly this, bit for bit). Their state, a
+`kpca.solvers._state.KHAState` (checkpoint keys as the fields, ``pass_`` as ``pass``):
 
 ==============  ============================================================
-key             value
+field           value
 ==============  ============================================================
 solver          name
 A               (r, l) expansion coefficients; components W = A Phi'
@@ -30,7 +31,7 @@ init_size       (``init="subset"`` or ``"nystrom"``) the subset size or landmark
 centering_*     the centring of the training data (`kpca.rows.Centering.to_state`)
 ==============  ============================================================
 
-Everything needed to resume bit for bit is in the dict. A model serves not
+Everything needed to resume bit for bit is in the state. A model serves not
 the raw ``A`` but `ritz_components` of it (the orthonormal, variance-ordered
 basis of the same span; `kpca.solvers._ritz`).
 """
@@ -42,14 +43,15 @@ from functools import partial
 import numpy as np
 
 from kpca import defaults
-from kpca.params import Param, ParamError
 from kpca.errors import Degenerate, Diverged
+from kpca.params import Param, ParamError
 from kpca.solvers._blocked import blocked_step_block
-from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, register
-from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
 from kpca.solvers._extend import REDUCED_INITS, extended_start
-from kpca.solvers._reduced import check_centres
 from kpca.solvers._rayleigh_ritz import guard_count, measured_residual, rayleigh_ritz_pass
+from kpca.solvers._reduced import check_centres
+from kpca.solvers._registry import ITERATIVE_PARAMS, Solver, as_state, register
+from kpca.solvers._ritz import eigenvalue_estimates, ritz_components
+from kpca.solvers._state import KHAState
 from kpca.solvers._warm import INITS, check_init, default_init_size, subset_start
 
 _INIT_COLUMNS = 64
@@ -85,8 +87,8 @@ GUARDS = Param("guards", int, None, low=0, high=1024,
 INIT_SIZE = Param("init_size", int, None, low=1,
                   description="rows in the subset of init=subset, between n_components and the data's rows "
                               "(default min(rows, max(10 n_components, 1000)), capped by memory), or the "
-                              "landmarks of init=nystrom (default: the nystrom solver's, or max(256, 8 n_components) where "
-                              "init auto chose it); unused by the other starts")
+                              "landmarks of init=nystrom (default: the nystrom solver's, or max(256, 8 n_components) "
+                              "where init auto chose it); unused by the other starts")
 
 
 #: The smallest tol at which ``kernel_precision: auto`` takes float32 tiles: their rounding (about 1e-7 per
@@ -111,7 +113,8 @@ def auto_precision(params: dict, spread: float | None = None, kernel=None) -> tu
     tol, a dot-product kernel, a spread float32 cannot resolve. O(1)."""
     if not (params["update"] == "rayleigh-ritz" and params["init"] == "nystrom"
             and (params["tol"] or 0) >= FLOAT32_TOL):
-        return "float64", "auto: float32 runs only the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 or more"
+        return "float64", ("auto: float32 runs only the Rayleigh-Ritz passes from a Nystrom start at a tol of 1e-3 "
+                           "or more")
     if kernel is not None and not kernel.kernel.radial:
         return "float64", f"auto: float32 runs only distance kernels (from centred rows), not {kernel.type}"
     if spread is not None and not spread <= FLOAT32_SPREAD:
@@ -173,7 +176,7 @@ def resolve(params: dict, context, *, gain_scale: float | None) -> dict:
     return out
 
 
-def start(rows, n_components: int, params: dict, *, name: str) -> dict:
+def start(rows, n_components: int, params: dict, *, name: str) -> KHAState:
     """Initial state (Algorithm 1, step 1) over ``rows`` (a row source with its centring set).
 
     ``init="random"`` (the paper's algorithm): ``A_1`` is Gaussian on a random
@@ -194,7 +197,7 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     r, l, seed = int(n_components), int(rows.n_rows), int(params["seed"])
     solver, init = name, params["init"]
     dtype = np.float64
-    extra = {"init": init}
+    extra: dict = {"init": init}
     guards = int(params.get("guards") or 0)
     if init == "subset":
         A, AK, m = subset_start(rows.block, r + guards, l, seed, params["init_size"], dtype)
@@ -232,36 +235,38 @@ def start(rows, n_components: int, params: dict, *, name: str) -> dict:
     if A.shape[0] < r:  # the rows span fewer directions than r: the others are served as zero components
         A, AK = (np.vstack([M, np.zeros((r - M.shape[0], l), dtype=M.dtype)]) for M in (A, AK))
     A, AK = A[:r], AK[:r]
-    state = {"solver": solver, "A": A, "AK": AK, "gain": np.full(r, gains["eta0"]),
-             "eigenvalues": eigenvalue_estimates(A, AK), "t": 0, "pass": 0, "position": 0, "seed": seed,
-             "n_rows": l, "norm_limit": norm_limit, "update": params["update"], **gains, **extra}
-    if getattr(rows, "centering", None) is not None:  # a DenseRows source over K' itself has none
-        state.update(rows.centering.to_state())
+    own = getattr(rows, "centering", None)  # a row source over K' itself (kpca.dense_rows.DenseRows) has none
+    centering = {} if own is None else own.to_state()
+    state = KHAState(solver=solver, A=A, AK=AK, gain=np.full(r, gains["eta0"]),
+                     eigenvalues=eigenvalue_estimates(A, AK), t=0, pass_=0, position=0, seed=seed, n_rows=l,
+                     norm_limit=norm_limit, update=params["update"], centering=centering, **gains, **extra)
     if solver == "kha-smd":
-        state["B"] = np.zeros_like(A)
-        state["BK"] = np.zeros_like(A)  # B K'; kept like AK so that B k_s = BK[:, p_s]
-        state["rho"] = np.ones(r, dtype=dtype)  # Algorithm 1, step 1b
+        state.B = np.zeros_like(A)
+        state.BK = np.zeros_like(A)  # B K'; kept like AK so that B k_s = BK[:, p_s]
+        state.rho = np.ones(r, dtype=dtype)  # Algorithm 1, step 1b
     return state
 
 
-def restore(state: dict, rows, block_size: int) -> dict:
+def restore(state: KHAState, rows, block_size: int) -> KHAState:
     """``state`` with every array the updates need, computing what a saved state lacks.
 
     KHA-SMD states keep ``BK = B K'`` (so that the blocked update reads ``B k_s``
     as ``BK[:, p_s]``); one saved before it was kept (checkpoints written
     before 2026-11-26) gets it here from one sweep of the kernel rows
     (``rows`` a row source), ``B K' = sum_c B[:, c] K'[c, :]``. Any other
-    state is returned as it is. Cost for such a state: l kernel rows in
+    state is returned as it is (a checkpoint's entries read as the state,
+    `kpca.solvers.as_state`). Cost for such a state: l kernel rows in
     blocks of ``block_size`` plus ``2 r l^2`` flops.
     """
-    if state["solver"] != "kha-smd" or "BK" in state:
+    state = as_state(state)
+    if not state.smd or state.BK is not None:
         return state
-    B, l = state["B"], int(state["n_rows"])
+    B, l = state.B, int(state.n_rows)
     BK = np.zeros_like(B)
     for a in range(0, l, block_size):
         idx = np.arange(a, min(a + block_size, l))
         rows.left_product(idx, B[:, idx], BK)
-    return dict(state, BK=BK)
+    return state.replace(BK=BK)
 
 
 def centres_at_start(params: dict) -> bool:
@@ -270,32 +275,36 @@ def centres_at_start(params: dict) -> bool:
     return params["init"] == "nystrom"
 
 
-def regain(state: dict, params: dict) -> dict:
+def regain(state: KHAState, params: dict) -> KHAState:
     """The state with eta0 (and mu) of ``params`` and the base gains they give (`begin_pass` recomputes
     KHA/et's and KHA-SMD's at the next pass): for a fit continued on appended rows, and for a start
     that centred the rows itself (`centres_at_start`), whose gains needed that centring. O(r)."""
     eta0 = float(params.get("eta0") or 0.0)  # ``ritz`` takes no gain
-    state = dict(state, eta0=eta0, gain=np.full(state["A"].shape[0], eta0))
+    state = state.replace(eta0=eta0, gain=np.full(state.A.shape[0], eta0))
     if params.get("mu") is not None:
-        state["mu"] = float(params["mu"])
+        state.mu = float(params["mu"])
     return state
 
 
-def begin_pass(state: dict) -> dict:
+def begin_pass(state: KHAState) -> KHAState:
     """Once per pass: re-estimate eigenvalues (eq. 13) and set the base gains (eq. 12).
 
     KHA and KHA-t keep the scalar gain eta0. Returns a new state. O(r l).
     """
-    state = dict(state)
-    lam = eigenvalue_estimates(state["A"], state["AK"])
-    state["eigenvalues"] = lam
-    if state["solver"] in ("kha-et", "kha-smd"):
+    return with_estimates(state, eigenvalue_estimates(state.A, state.AK))
+
+
+def with_estimates(state: KHAState, lam: np.ndarray) -> KHAState:
+    """A new state with the eigenvalue estimates ``lam`` (eq. 13) and, for KHA/et and KHA-SMD, the base
+    gains they give (eq. 12); what `begin_pass` and its sharded form set. O(r)."""
+    state = state.replace(eigenvalues=lam)
+    if state.solver in ("kha-et", "kha-smd"):
         floor = max(float(lam.max()) * 1e-12, 1e-300)
-        state["gain"] = state["eta0"] * np.linalg.norm(lam) / np.maximum(lam, floor)
+        state.gain = state.eta0 * np.linalg.norm(lam) / np.maximum(lam, floor)
     return state
 
 
-def step_block(state: dict, rows, indices: np.ndarray) -> dict:
+def step_block(state: KHAState, rows, indices: np.ndarray) -> KHAState:
     """One KHA-family step per row ``K'[indices, :]``, in order; pure (returns a new state).
 
     The blocked form (`kpca.solvers._blocked`): per row O(r (r + b)) small
@@ -307,35 +316,44 @@ def step_block(state: dict, rows, indices: np.ndarray) -> dict:
     return blocked_step_block(state, rows, indices)
 
 
-def diverged(state: dict) -> bool:
+def diverged(state: KHAState) -> bool:
     """True if any component norm ``(A K' A^T)_ii`` is non-finite or above the state's ``norm_limit``
     (NORM_LIMIT for states saved before it was kept). O(r l)."""
-    norms = np.einsum("ij,ij->i", state["AK"], state["A"])
-    limit = float(state.get("norm_limit", NORM_LIMIT))
-    return bool(not np.all(np.isfinite(norms)) or np.any(np.abs(norms) > limit))
+    return beyond_limit(np.einsum("ij,ij->i", state.AK, state.A), state)
 
 
-def damped(pass_start: dict) -> dict:
+def norm_limit(state: KHAState) -> float:
+    """The divergence guard's bound: the state's ``norm_limit``, NORM_LIMIT for a state saved before it was kept."""
+    return float(NORM_LIMIT if state.norm_limit is None else state.norm_limit)
+
+
+def beyond_limit(norms: np.ndarray, state: KHAState) -> bool:
+    """Whether component norms ``diag(A K' A^T)`` are not finite or above `norm_limit` (`diverged`). O(r)."""
+    return bool(not np.all(np.isfinite(norms)) or np.any(np.abs(norms) > norm_limit(state)))
+
+
+def damped(pass_start: KHAState) -> KHAState:
     """The state at the start of a pass with eta0, mu and the gains GAIN_REDUCTION times smaller;
     `Diverged` after MAX_GAIN_REDUCTIONS. ``gain_reductions`` counts the reductions."""
-    reductions = int(pass_start.get("gain_reductions", 0)) + 1
+    pass_start = as_state(pass_start)  # the sharded passes hand their coordinator's entries
+    reductions = int(pass_start.gain_reductions or 0) + 1
     if reductions > MAX_GAIN_REDUCTIONS:
         raise Diverged(
             f"the fit diverged (component norms became non-finite or exceeded "
-            f"{float(pass_start.get('norm_limit', NORM_LIMIT)):.3g}) even after "
-            f"reducing the gain {MAX_GAIN_REDUCTIONS} times (eta0 is now {pass_start['eta0']:.3g}); "
+            f"{norm_limit(pass_start):.3g}) even after "
+            f"reducing the gain {MAX_GAIN_REDUCTIONS} times (eta0 is now {pass_start.eta0:.3g}); "
             "retry with a smaller eta0 (and mu for kha-smd), or leave them out to use the defaults"
         )
-    state = dict(pass_start, gain_reductions=reductions, eta0=pass_start["eta0"] * GAIN_REDUCTION)
-    if "mu" in state:
-        state["mu"] = state["mu"] * GAIN_REDUCTION
-    state["gain"] = pass_start["gain"] * GAIN_REDUCTION
+    state = pass_start.replace(gain_reductions=reductions, eta0=pass_start.eta0 * GAIN_REDUCTION)
+    if state.mu is not None:
+        state.mu = state.mu * GAIN_REDUCTION
+    state.gain = pass_start.gain * GAIN_REDUCTION
     return state
 
 
-def served_components(state: dict):
+def served_components(state: KHAState):
     """The Rayleigh-Ritz components of the iterate's span (`kpca.solvers._ritz.ritz_components`)."""
-    return ritz_components(state["A"], state["AK"])
+    return ritz_components(state.A, state.AK)
 
 
 USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions", "update", "kernel_precision",
@@ -343,17 +361,17 @@ USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions", "update
 RITZ_USED_KEYS = tuple(key for key in USED_KEYS if key not in ("eta0", "mu", "xi", "gain_reductions"))
 
 
-def used(state: dict) -> dict:
+def used(state: KHAState, keys: tuple[str, ...] = USED_KEYS) -> dict:
     """What the fit settled on besides its resolved parameters: the gains it runs with (after any
     reduction by the divergence guard, `damped`, counted in ``gain_reductions``), the start it
     took, and the precision it ran in where a pass moved it to float64 (`kpca.solvers._rounding`, with
-    ``kernel_precision_reason``). O(1)."""
-    return {key: state[key] for key in USED_KEYS if key in state}
+    ``kernel_precision_reason``); those of the fields ``keys`` that are set. O(1)."""
+    return {key: getattr(state, key) for key in keys if getattr(state, key) is not None}
 
 
-def gains(state: dict) -> np.ndarray:
+def gains(state: KHAState) -> np.ndarray:
     """The per-component gains of the current pass (eq. 12; times ``exp(rho)`` for KHA-SMD, eq. 15). O(r)."""
-    return state["gain"] * (np.exp(state["rho"]) if "rho" in state else 1.0)
+    return state.gain * (np.exp(state.rho) if state.rho is not None else 1.0)
 
 
 def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: float) -> Solver:
@@ -365,7 +383,8 @@ def _kha_solver(name: str, summary: str, own: tuple[Param, ...], gain_scale: flo
         gain_scale=gain_scale, start=partial(start, name=name), centres_at_start=centres_at_start,
         step=step_block, begin_pass=begin_pass, restore=restore, regain=regain, diverged=diverged, damped=damped,
         measure=measured_residual,
-        resolve=partial(resolve, gain_scale=gain_scale), components=served_components, used=used, gains=gains))
+        resolve=partial(resolve, gain_scale=gain_scale), components=served_components, used=used, gains=gains,
+        state_type=KHAState))
 
 
 _kha_solver("kha", "Kernel Hebbian Algorithm with a constant gain, row by row from the best start; the baseline "
@@ -385,4 +404,4 @@ register(Solver(
     start=partial(start, name="ritz"), centres_at_start=centres_at_start, step=step_block, begin_pass=begin_pass,
     restore=restore, regain=regain, diverged=diverged, damped=damped, measure=measured_residual,
     resolve=partial(resolve, gain_scale=None), components=served_components,
-    used=lambda state: {key: state[key] for key in RITZ_USED_KEYS if key in state}, gains=lambda state: None))
+    used=partial(used, keys=RITZ_USED_KEYS), gains=lambda state: None, state_type=KHAState))

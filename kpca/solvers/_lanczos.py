@@ -92,6 +92,7 @@ from kpca.errors import Stopped
 from kpca.params import Param, ParamError
 from kpca.solvers._registry import KERNEL_PRECISION, SEED, FitContext, Iteration, Solver, register
 from kpca.solvers._ritz import RELATIVE_RANK_TOL, whitening
+from kpca.solvers._state import ComponentsState
 
 INITS = ("auto", "random", "subset")
 GUARDS = 32  # default guard vectors (block)
@@ -295,7 +296,7 @@ def components(eigenvalues: np.ndarray, V: np.ndarray, KV: np.ndarray | None = N
     return A if KV is None else (A, np.ascontiguousarray((KV * scale).T))
 
 
-def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> ComponentsState:
     """The centring pass, the start, then LOBPCG iterations of one block product each (module docstring)."""
     centering = rows.fit_centering().require_variance()
     r = int(n_components)
@@ -313,9 +314,9 @@ def _fit(rows, n_components: int, params: dict, context: FitContext, report=None
         eigenvalues, V, KV, iterations, residual = lobpcg(lambda V: block_product(rows, V), X0, r, params["tol"],
                                                           params["max_iter"], noise, on_iteration)
     A, AK = components(eigenvalues, V, KV)
-    return {"solver": "lanczos", "A": A, "AK": AK, "eigenvalues": eigenvalues,
-            "n_rows": rows.n_rows, "iterations": iterations, "residual": residual,
-            "converged": bool(residual <= params["tol"]), **centering.to_state()}
+    return ComponentsState(solver="lanczos", A=A, AK=AK, eigenvalues=eigenvalues, n_rows=rows.n_rows,
+                           iterations=iterations, residual=residual, converged=bool(residual <= params["tol"]),
+                           centering=centering.to_state())
 
 
 def _resolve(params: dict, context: FitContext) -> dict:

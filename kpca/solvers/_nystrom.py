@@ -71,6 +71,7 @@ from kpca.rows import Centering
 from kpca.solvers._reduced import LANDMARKS, check_centres
 from kpca.solvers._registry import SEED, FitContext, Solver, register
 from kpca.solvers._ritz import rounding_floor, whitening
+from kpca.solvers._state import ComponentsState
 
 
 def landmark_moments(rows, landmarks: np.ndarray, about: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -163,7 +164,7 @@ def _resolve(params: dict, context: FitContext) -> dict:
     return {**params, "landmarks": check_centres("landmarks", params["landmarks"], context)}
 
 
-def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+def _fit(rows, n_components: int, params: dict, context: FitContext, report=None) -> ComponentsState:
     """Landmarks, one pass for m_S and M, then `ritz_landmark_components`. Module docstring for the cost."""
     S = uniform_subset(rows.n_rows, params["landmarks"], params["seed"])
     landmarks = np.ascontiguousarray(rows.take(S), dtype=np.float64)
@@ -174,19 +175,20 @@ def _fit(rows, n_components: int, params: dict, context: FitContext, report=None
     mean_row, M, mean_diagonal = landmark_moments(rows, landmarks, about)
     nu, A, AK, b = ritz_landmark_components(W, mean_row, M, n_components, about)
     centering = Centering.weighted(W, b, normalize=False)
-    notes = {}
+    note = None
     smallest = float(eigvalsh(W, subset_by_index=[0, 0])[0])
     if smallest < -rounding_floor(W):  # no feature space: ||mu_S||^2 is not the rows' grand mean of K
         trace = mean_diagonal - float(mean_row.mean())  # mean_S of the rows' mean kernel rows: the grand mean
         if rows.kernel.kernel.definite:  # an indefinite kind (tanh) is said of the fit (`kpca.fitting.kernel_notes`)
-            notes["solver_note"] = (f"the kernel is not positive semi-definite on the landmarks (their kernel "
+            note = (f"the kernel is not positive semi-definite on the landmarks (their kernel "
                                     f"matrix has an eigenvalue {smallest:.3g}): the model serves the leading "
                                     "components of its positive part only")
     else:  # trace(K')/l of the rows, up to ||mu||^2 - ||mu_S||^2 >= 0 (exact when mu lies in span(S))
         trace = mean_diagonal - centering.grand_mean
     centering = dataclasses.replace(centering, mean_diagonal=trace).require_variance()
-    return {"solver": "nystrom", "centres": landmarks, "A": A, "AK": AK, "eigenvalues": rows.n_rows * nu,
-            "n_rows": rows.n_rows, **centering.to_state(), "used_landmarks": int(S.size), **notes}
+    return ComponentsState(solver="nystrom", centres=landmarks, A=A, AK=AK, eigenvalues=rows.n_rows * nu,
+                           n_rows=rows.n_rows, centering=centering.to_state(), used={"landmarks": int(S.size)},
+                           solver_note=note)
 
 
 register(Solver("nystrom", "uniform-landmark Nystrom KPCA, Rayleigh-Ritz form: the components in the span of m "

@@ -51,6 +51,7 @@ import numpy as np
 from kpca.solvers._residual import residual
 from kpca.solvers._ritz import ritz_components
 from kpca.solvers._rounding import checked_pass
+from kpca.solvers._state import KHAState
 
 BLOCK_ROWS = 1024  # rows of K' multiplied per call (memory O(r l) whatever it is)
 # what a pass iterates beside the served r (module docstring): the g guard vectors, the previous step
@@ -75,7 +76,7 @@ def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.nd
     return ZK, residual(Z, ZK)
 
 
-def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS, tol: float | None = None) -> dict:
+def rayleigh_ritz_pass(state: KHAState, rows, block_size: int = BLOCK_ROWS, tol: float | None = None) -> KHAState:
     """One deterministic pass of a KHA-family state (module docstring): the projections ``Z`` of the
     served components and of the state's guard vectors become the coefficients, ``A K'`` is ``Z K'``
     from one pass of kernel rows, the leading r are served (``A``, ``AK``) and the rest kept as guards,
@@ -87,49 +88,51 @@ def rayleigh_ritz_pass(state: dict, rows, block_size: int = BLOCK_ROWS, tol: flo
     ``float32_images``) the next pass takes the power step. Gains and SMD's B, BK, rho are left as they
     are. Returns a new state; the driver counts the pass. Cost as `power_step`, plus the check's (its
     module)."""
-    r = np.asarray(state["A"]).shape[0]
-    pairs = (("A", "guard_A"), ("AK", "guard_AK")) if "guard_A" in state else (("A",), ("AK",))
-    A, AK = (np.concatenate([np.asarray(state[key], dtype=np.float64) for key in keys]) for keys in pairs)
+    r = np.asarray(state.A).shape[0]
+    guarded = state.guard_A is not None
+    pairs = ((state.A, state.guard_A), (state.AK, state.guard_AK)) if guarded else ((state.A,), (state.AK,))
+    A, AK = (np.concatenate([np.asarray(M, dtype=np.float64) for M in arrays]) for arrays in pairs)
     X, Z, _ = ritz_components(A, AK)
     Z = np.ascontiguousarray(Z)
     ZK = rows.times(Z, block_size)
-    checked = checked_pass(rows, X, Z, ZK, r, block_size, (int(state["seed"]), int(state["pass"])), tol)
+    checked = checked_pass(rows, X, Z, ZK, r, block_size, (int(state.seed), int(state.pass_)), tol)
     ZK = checked.ZK
     if checked.switched:  # the components X with their float64 images take the power step's place
         Z = X
-    dtype = np.asarray(state["A"]).dtype
-    out = dict(state, residual=checked.residual, t=int(state["t"]) + int(rows.n_rows), position=0, **checked.notes,
-               float32_images=checked.float32_product)
-    if checked.residual is None:  # the pass measured nothing (it moved the fit to float64): no figure, not 0
-        del out["residual"]
+    dtype = np.asarray(state.A).dtype
+    # checked.residual None: the pass measured nothing (it moved the fit to float64): no figure, not 0
+    out = state.replace(residual=checked.residual, t=int(state.t) + int(rows.n_rows), position=0,
+                        float32_images=checked.float32_product, **checked.notes)
+    if checked.centering is not None:  # the fit moved to float64 and centred its rows again
+        out.centering = checked.centering
     plain = (checked.residual is None or checked.residual < PLAIN_BELOW or checked.float32_product
-             or bool(state.get("float32_images")))
-    if "guard_A" not in state or plain:  # a power step: the Ritz components of span(Z)
+             or bool(state.float32_images))
+    if not guarded or plain:  # a power step: the Ritz components of span(Z)
         A, AK, mu = ritz_components(Z, ZK)  # kept orthonormal, as after a warm start: a stochastic pass may follow
-        out = {key: value for key, value in out.items() if key not in ("previous_A", "previous_AK")}
-        if "guard_A" not in state:
-            return dict(out, A=A.astype(dtype), AK=AK.astype(dtype), eigenvalues=mu)
-        return dict(out, A=A[:r].astype(dtype), AK=AK[:r].astype(dtype), eigenvalues=mu[:r],
-                    guard_A=A[r:].astype(dtype), guard_AK=AK[r:].astype(dtype))
-    previous = None if "previous_A" not in state else (np.asarray(state["previous_A"], dtype=np.float64),
-                                                      np.asarray(state["previous_AK"], dtype=np.float64))
+        out = out.replace(previous_A=None, previous_AK=None)
+        if not guarded:
+            return out.replace(A=A.astype(dtype), AK=AK.astype(dtype), eigenvalues=mu)
+        return out.replace(A=A[:r].astype(dtype), AK=AK[:r].astype(dtype), eigenvalues=mu[:r],
+                           guard_A=A[r:].astype(dtype), guard_AK=AK[r:].astype(dtype))
+    previous = None if state.previous_A is None else (np.asarray(state.previous_A, dtype=np.float64),
+                                                     np.asarray(state.previous_AK, dtype=np.float64))
     A, AK, mu, P, PK = accelerated_step(X, Z, ZK, previous)
-    return dict(out, A=A[:r].astype(dtype), AK=AK[:r].astype(dtype), eigenvalues=mu[:r],
-                guard_A=A[r:].astype(dtype), guard_AK=AK[r:].astype(dtype), previous_A=P.astype(dtype),
-                previous_AK=PK.astype(dtype))
+    return out.replace(A=A[:r].astype(dtype), AK=AK[:r].astype(dtype), eigenvalues=mu[:r],
+                       guard_A=A[r:].astype(dtype), guard_AK=AK[r:].astype(dtype), previous_A=P.astype(dtype),
+                       previous_AK=PK.astype(dtype))
 
 
-def measured_residual(state: dict, rows, block_size: int = BLOCK_ROWS) -> dict:
+def measured_residual(state: KHAState, rows, block_size: int = BLOCK_ROWS) -> KHAState:
     """The state with the ``residual`` of the components it serves (their Ritz components) measured by one
     pass of kernel rows, the components left as they are: the end of a fit whose passes measure nothing
     (the paper's stochastic steps), so that its figure, and the tol judged by it, are the served
     components' (issue 51). Over float32 rows the figure carries its rounding bound
     (`kpca.solvers._rounding.checked_pass`). Cost: one pass, ``2 l^2 (n + r)`` flops."""
-    X, Z, _ = ritz_components(np.asarray(state["A"], dtype=np.float64), np.asarray(state["AK"], dtype=np.float64))
+    X, Z, _ = ritz_components(np.asarray(state.A, dtype=np.float64), np.asarray(state.AK, dtype=np.float64))
     Z = np.ascontiguousarray(Z)
     ZK = rows.times(Z, block_size)
-    checked = checked_pass(rows, X, Z, ZK, Z.shape[0], block_size, (int(state["seed"]), int(state["pass"])))
-    return dict(state, residual=checked.residual)
+    checked = checked_pass(rows, X, Z, ZK, Z.shape[0], block_size, (int(state.seed), int(state.pass_)))
+    return state.replace(residual=checked.residual)
 
 
 #: Below this residual of the served components a pass takes the plain power step (with the guards):

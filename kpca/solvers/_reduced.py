@@ -87,8 +87,9 @@ from kpca.reduced_sets import (
 )
 from kpca.rows import Centering
 from kpca.solvers._exact import exact_components
-from kpca.solvers._ritz import rounding_floor
 from kpca.solvers._registry import SEED, FitContext, Solver, register, served_model
+from kpca.solvers._ritz import rounding_floor
+from kpca.solvers._state import ComponentsState
 
 DENSITIES = ("shadow", "kmeans", "paring", "herding")
 DEFAULT_ELL = 4.0  # seed 004 §1: "can generally be set to a generic value (say l = 4)"; §6 tries 3 to 5
@@ -185,21 +186,22 @@ def weighted_components(K: np.ndarray, counts: np.ndarray | None, n_components: 
     return eigenvalues, A, A @ Kc, centering
 
 
-def reduced_set_state(name: str, reduced: ReducedSet, rows, n_components: int, equal: bool = False) -> dict:
+def reduced_set_state(name: str, reduced: ReducedSet, rows, n_components: int, equal: bool = False,
+                      used: str = "centres") -> ComponentsState:
     """The state of a model over a reduced set: centres, ``A``, ``AK``, the centres' weighted centring,
-    ``used_centres`` (m), and as eigenvalues the variances of all l training rows along the components
+    m as the ``used`` value named ``used``, and as eigenvalues the variances of all l training rows along the components
     (`supported_eigenvalues`), components ordered by them. ``equal``: the centres stand for equal shares
     (kept as unweighted centring). Cost O(m^2 n + m^3), and a pass of projections, O(l m n)."""
     centres = np.ascontiguousarray(reduced.centres, dtype=np.float64)
     local = centres - centres.mean(axis=0) if rows.kernel.kernel.radial else centres  # as `kpca.rows` computes
     K = kernel_block(local, local, rows.kernel)
     eigenvalues, A, AK, centering = weighted_components(K, None if equal else reduced.counts, n_components)
-    state = {"solver": name, "centres": centres, "A": A, "AK": AK, "eigenvalues": rows.n_rows * eigenvalues,
-             "n_rows": rows.n_rows, **centering.to_state(), "used_centres": reduced.size}
+    state = ComponentsState(solver=name, centres=centres, A=A, AK=AK, eigenvalues=rows.n_rows * eigenvalues,
+                            n_rows=rows.n_rows, centering=centering.to_state(), used={used: reduced.size})
     return supported_eigenvalues(state, rows)
 
 
-def supported_eigenvalues(state: dict, rows) -> dict:
+def supported_eigenvalues(state: ComponentsState, rows) -> ComponentsState:
     """The state's components turned to the Rayleigh-Ritz components of their span over all l training
     rows, with their variances over those rows as eigenvalues: from one pass of projections, the r x r
     covariance ``G`` of the rows' projections (centred by the data's mean) and its eigendecomposition ``G
@@ -216,18 +218,18 @@ def supported_eigenvalues(state: dict, rows) -> dict:
         total += Y.sum(axis=0)
         second += Y.T @ Y
     G = second - np.outer(total, total) / rows.n_rows
-    live = np.flatnonzero(np.asarray(state["eigenvalues"]) != 0)  # past the rank: stays a zero component
-    A, AK = np.zeros_like(np.asarray(state["A"])), np.zeros_like(np.asarray(state["AK"]))
+    live = np.flatnonzero(np.asarray(state.eigenvalues) != 0)  # past the rank: stays a zero component
+    A, AK = np.zeros_like(np.asarray(state.A)), np.zeros_like(np.asarray(state.AK))
     eigenvalues = np.zeros(r)
     if live.size:
         mu, V = eigh(0.5 * (G[np.ix_(live, live)] + G[np.ix_(live, live)].T))
         mu, V = np.maximum(mu[::-1], 0.0), V[:, ::-1]
         signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(live.size)])
         V = V * np.where(signs == 0, 1.0, signs)
-        A[: live.size] = V.T @ np.asarray(state["A"])[live]
-        AK[: live.size] = V.T @ np.asarray(state["AK"])[live]
+        A[: live.size] = V.T @ np.asarray(state.A)[live]
+        AK[: live.size] = V.T @ np.asarray(state.AK)[live]
         eigenvalues[: live.size] = mu
-    return {**state, "A": A, "AK": AK, "eigenvalues": eigenvalues}
+    return state.replace(A=A, AK=AK, eigenvalues=eigenvalues)
 
 
 # -- subsampled ------------------------------------------------------------------------------------
@@ -236,11 +238,10 @@ def _resolve_subsampled(params: dict, context: FitContext) -> dict:
     return {**params, "size": check_centres("size", params["size"], context)}
 
 
-def _fit_subsampled(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+def _fit_subsampled(rows, n_components: int, params: dict, context: FitContext, report=None) -> ComponentsState:
     """Exact KPCA on ``size`` uniform rows (their own centring), eigenvalues times l/m. O(m^2 n + m^3)."""
     reduced = paring_estimate(rows, params["size"], params["seed"])
-    state = reduced_set_state("subsampled", reduced, rows, n_components, equal=True)
-    return {**state, "used_size": state.pop("used_centres")}
+    return reduced_set_state("subsampled", reduced, rows, n_components, equal=True, used="size")
 
 
 register(Solver("subsampled", "exact kernel PCA on a uniform random subsample of m rows, eigenvalues scaled by "
@@ -255,12 +256,11 @@ def _resolve_weighted(params: dict, context: FitContext) -> dict:
     return {**params, "landmarks": check_centres("landmarks", params["landmarks"], context)}
 
 
-def _fit_weighted(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+def _fit_weighted(rows, n_components: int, params: dict, context: FitContext, report=None) -> ComponentsState:
     """Density-weighted Nystrom (Zhang & Kwok): k-means centroids and cluster fractions, then
     `weighted_components`. O((kmeans_passes + 1) l m n + m^3)."""
     reduced = kmeans_estimate(rows, params["landmarks"], params["seed"], params["kmeans_passes"])
-    state = reduced_set_state("nystrom-weighted", reduced, rows, n_components)
-    return {**state, "used_landmarks": state.pop("used_centres")}
+    return reduced_set_state("nystrom-weighted", reduced, rows, n_components, used="landmarks")
 
 
 register(Solver("nystrom-weighted", "density-weighted Nystrom (Zhang & Kwok): m k-means centroids weighted by "
@@ -305,8 +305,7 @@ def _shadow(rows, params: dict, n_components: int, max_centres: int, least: int 
     while reduced.size < least and reduced.epsilon > 1e-12 * epsilon:
         reduced = shadow_estimate(rows, reduced.epsilon / 2, max_centres)
     ell = params["ell"] * epsilon / reduced.epsilon
-    return reduced, {"used_ell": ell, "used_epsilon": reduced.epsilon,
-                     "used_mmd_bound": shadow_mmd_bound(rows.kernel, ell)}
+    return reduced, {"ell": ell, "epsilon": reduced.epsilon, "mmd_bound": shadow_mmd_bound(rows.kernel, ell)}
 
 
 #: What rskpca's default promises, checked per fit (`_fit_rskpca`): its components capture at least this
@@ -315,7 +314,7 @@ def _shadow(rows, params: dict, n_components: int, max_centres: int, least: int 
 VARIANCE_TARGET = 0.95
 
 
-def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, report=None) -> dict:
+def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, report=None) -> ComponentsState:
     """Seed 004 Algorithm 1 over the chosen density estimate (module docstring), checked against the
     uniform baseline (`VARIANCE_TARGET`, `_variance_ratio`). With ``max_centres`` left to the fit, the shadow
     estimate starts at `default_max_centres` and doubles it while its components capture less than the
@@ -332,27 +331,27 @@ def _fit_rskpca(rows, n_components: int, params: dict, context: FitContext, repo
         if not grow or ratio >= VARIANCE_TARGET or cap >= top:
             break
         cap = min(top, 2 * cap)
-    state = {**state, "used_max_centres": int(cap), "used_variance_ratio": round(ratio, 4)}
+    state.used.update(max_centres=int(cap), variance_ratio=round(ratio, 4))
     if ratio < VARIANCE_TARGET:
-        m = int(state["used_centres"])
-        state["solver_note"] = (f"rskpca's {m} centres capture {ratio:.1%} of the variance that exact kernel PCA of "
+        m = int(state.used["centres"])
+        state.solver_note = (f"rskpca's {m} centres capture {ratio:.1%} of the variance that exact kernel PCA of "
                                 f"{m} uniformly drawn rows captures on these rows (below its {VARIANCE_TARGET:.0%} "
                                 "promise): use more centres (max_centres, ell), or nystrom")
     return state
 
 
-def _variance_ratio(state: dict, rows, n_components: int, seed: int) -> float:
+def _variance_ratio(state: ComponentsState, rows, n_components: int, seed: int) -> float:
     """The variance a reduced model's components capture over all rows (the sum of its served Rayleigh-Ritz
     values) over what ``subsampled``'s capture with as many rows and the same seed. O(l m n + m^3)."""
-    m = int(state["used_centres"])
+    m = int(state.used["centres"])
     if m >= rows.n_rows:
         return 1.0
     baseline = reduced_set_state("subsampled", paring_estimate(rows, m, seed), rows, n_components, equal=True)
-    captured = float(np.sum(baseline["eigenvalues"]))
-    return float(np.sum(state["eigenvalues"])) / captured if captured > 0 else 1.0
+    captured = float(np.sum(baseline.eigenvalues))
+    return float(np.sum(state.eigenvalues)) / captured if captured > 0 else 1.0
 
 
-def _rskpca_state(rows, n_components: int, params: dict, least: int | None = None) -> dict:
+def _rskpca_state(rows, n_components: int, params: dict, least: int | None = None) -> ComponentsState:
     """One fit of seed 004 Algorithm 1 over the chosen density estimate, at most ``params["max_centres"]``
     centres (a shadow estimate's cap) and at least ``least`` (`_shadow`)."""
     density, used = params["density"], {}
@@ -373,7 +372,8 @@ def _rskpca_state(rows, n_components: int, params: dict, least: int | None = Non
         else:
             reduced = herding_estimate(rows, m)
     state = reduced_set_state("rskpca", reduced, rows, n_components, equal=density == "paring")
-    return {**state, **used}
+    state.used.update(used)
+    return state
 
 
 register(Solver("rskpca", "reduced-set KPCA: kernel PCA over m weighted centres from the shadow density estimate "

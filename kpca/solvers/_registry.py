@@ -7,7 +7,7 @@ what a fitted model serves:
 
 * ``"expansion"``: coefficients ``A`` (r x l) over all l training rows, the
   components ``W = A Phi'`` of the centred training data (KHA, exact);
-* ``"centres"``: m centres kept in the state (``state["centres"]``, m x n)
+* ``"centres"``: m centres kept in the state (``state.centres``, m x n)
   with coefficients over them, so that serving never opens the training
   rows (reduced-set and landmark solvers).
 
@@ -15,10 +15,12 @@ The service's request schema, the workers' fit and serving, the
 scikit-learn estimator and the documentation all read `SOLVERS`; a new
 solver is its own module plus one `register` call.
 
-A solver's state is a plain dict of numpy arrays and scalars (what
-`store.CheckpointStore` saves): ``solver`` (its name), ``n_rows``, the
-centring (`kpca.rows.Centering.to_state`), and what the solver keeps.
-The driver owns ``pass``, ``position`` and ``t`` of iterative states.
+A solver's state is a typed record of its family (`kpca.solvers._state`: the
+KHA family's, autoencoder KPCA's, the one-shot solvers' components), with its
+checkpoint encoding (what `store.CheckpointStore` saves) beside it; a solver
+declares its family as ``state_type`` and `as_state` reads a checkpoint's
+entries back into it. The driver owns ``pass_``, ``position`` and ``t`` of
+iterative states.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kpca.model import KernelModel
 from kpca.params import Param, ParamError, check_params, with_defaults
 from kpca.rows import KernelRows
 from kpca.solvers._ritz import rank_cut
+from kpca.solvers._state import ComponentsState, SolverState
 
 SERVES = ("expansion", "centres")
 
@@ -101,37 +104,34 @@ class FitContext:
     kernel_spread: float | None = None
 
 
-def _identity(state: dict, *args) -> dict:
+def _identity(state, *args):
     return state
 
 
-def _never(state: dict) -> bool:
+def _never(state) -> bool:
     return False
 
 
-def stored_components(state: dict):
+def stored_components(state: ComponentsState):
     """``(A, AK, eigenvalues)`` kept in the state as they are served (one-shot solvers).
 
     ``AK`` defaults to ``diag(eigenvalues) A``, which holds when the rows of
     ``A`` are eigenvectors of K' scaled to unit feature-space norm (the
     exact solver's, and any solver that diagonalises K' on its span).
     """
-    A = np.asarray(state["A"])
-    eigenvalues = np.asarray(state["eigenvalues"], dtype=np.float64)
-    AK = state.get("AK")
+    A = np.asarray(state.A)
+    eigenvalues = np.asarray(state.eigenvalues, dtype=np.float64)
+    AK = state.AK
     return A, (eigenvalues[:, None] * A if AK is None else np.asarray(AK)), eigenvalues
 
 
-USED_PREFIX = "used_"
+def used_params(state: ComponentsState) -> dict:
+    """The values a one-shot fit settled on, kept in its state's ``used`` (checkpoint keys ``used_<name>``):
+    ``{name: value}``, reported beside the resolved parameters in ``params_used``. O(entries)."""
+    return dict(state.used)
 
 
-def used_params(state: Mapping[str, Any]) -> dict:
-    """The values a one-shot fit settled on, kept in its state as ``used_<name>``: ``{name: value}``,
-    reported beside the resolved parameters in ``params_used``. Cost O(entries of the state)."""
-    return {key[len(USED_PREFIX):]: value for key, value in state.items() if key.startswith(USED_PREFIX)}
-
-
-def _no_gains(state: Mapping[str, Any]) -> None:
+def _no_gains(state) -> None:
     return None
 
 
@@ -187,8 +187,8 @@ class Solver:
     refine : callable, optional
         ``refine(state, rows, block_size, tol=None) -> state``: a whole deterministic pass (``tol``, the
         fit's, for a pass that checks its own figure against it), run instead of the
-        steps when ``state["update"] == "rayleigh-ritz"`` (the KHA family's Rayleigh-Ritz pass,
-        `kpca.solvers._rayleigh_ritz`); it sets ``state["residual"]``, the figure a ``tol`` stops on.
+        steps when the state `refines` (``update`` ``"rayleigh-ritz"``: the KHA family's Rayleigh-Ritz pass,
+        `kpca.solvers._rayleigh_ritz`); it sets ``state.residual``, the figure a ``tol`` stops on.
     restore : callable
         ``restore(state, rows, block_size) -> state``: a saved state made
         ready to step (arrays an older checkpoint lacks).
@@ -232,6 +232,9 @@ class Solver:
         (``residual``) measured at the end of a fit whose passes measure none (the KHA family's
         stochastic steps, `kpca.solvers._rayleigh_ritz.measured_residual`), so that ``tol`` is judged by
         it (`kpca.fitting.PreparedFit.run`).
+    state_type : type
+        The state's family (`kpca.solvers._state`: `KHAState`, `AutoencoderState`, `ComponentsState`, the
+        default), which `as_state` decodes a checkpoint into.
     audit : callable, optional
         ``audit(state, rows) -> list[str]``: what a fitted model should say of its own accuracy where it
         is far from what it could be, with the figure (autoencoder KPCA's reconstructions against the
@@ -264,6 +267,7 @@ class Solver:
     model: Callable | None = None
     measure: Callable | None = None
     audit: Callable | None = None
+    state_type: type = ComponentsState
 
     def __post_init__(self):
         if self.serves not in SERVES:
@@ -347,7 +351,19 @@ def get_solver(name: str) -> Solver:
     return solver
 
 
-def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec | None = None):
+def as_state(state: SolverState | Mapping[str, Any]) -> SolverState:
+    """``state`` as its solver's typed record: itself if it is one, else decoded from a checkpoint's
+    entries (`kpca.solvers._state.SolverState.from_checkpoint`: the migration of checkpoints saved as
+    plain dicts, and the sharded passes' coordinator dicts). ValueError for an unknown solver or missing
+    entries. O(entries)."""
+    if isinstance(state, SolverState):
+        return state
+    entries = state
+    return get_solver(str(entries["solver"])).state_type.from_checkpoint(entries)
+
+
+def served_model(state: SolverState | Mapping[str, Any], rows: KernelRows | None = None,
+                 kernel: KernelSpec | None = None):
     """The model a solver state serves (`kpca.solvers.Solver.components`).
 
     A solver with a model of its own (`kpca.solvers.Solver.model`) builds it.
@@ -359,25 +375,27 @@ def served_model(state: dict, rows: KernelRows | None = None, kernel: KernelSpec
     (`kpca.rows.Centering.to_state`); ``rows`` gets it. Cost: the solver's
     ``components`` (O(r^2 l) for the Ritz components of the KHA family).
     """
-    solver = get_solver(state["solver"])
+    state = as_state(state)
+    solver = get_solver(state.solver)
     if solver.model is not None:
         return solver.model(state, rows, kernel if kernel is not None else rows.kernel)
     if solver.serves == "centres":
-        rows = KernelRows(np.asarray(state["centres"]), kernel if kernel is not None else rows.kernel)
+        rows = KernelRows(np.asarray(state.centres), kernel if kernel is not None else rows.kernel)
     elif rows is None:
         raise ValueError(f"rows: a {solver.name} model is expanded over its training rows; pass them")
-    if "centering_column_means" in state:
-        rows.restore_centering(state)
+    if state.centering:
+        rows.restore_centering(state.centering)
     A, AK, eigenvalues = served_components(state)
     return KernelModel(rows=rows, A=A, AK=AK, eigenvalues=eigenvalues)
 
 
-def served_components(state: dict):
+def served_components(state: SolverState | Mapping[str, Any]):
     """``(A, AK, eigenvalues)`` a state serves: its solver's ``components``, ordered by variance, with
     every component past the numerical rank a zero row of variance 0 (`kpca.solvers._ritz.rank_cut`),
     whichever solver made them. What `served_model` and spectral clustering read. Cost: the solver's
     ``components`` plus O(r l)."""
-    A, AK, eigenvalues = get_solver(state["solver"]).components(state)
+    state = as_state(state)
+    A, AK, eigenvalues = get_solver(state.solver).components(state)
     return rank_cut(np.asarray(A), np.asarray(AK), eigenvalues)
 
 

@@ -60,13 +60,15 @@ class CheckedPass:
     """A pass's product and figure after the check: ``ZK``, the relative ``residual`` of its first r
     components (None where the pass switched precision: nothing consistent was measured), whether ``ZK``
     came from float32 tiles (``float32_product``), and what the state should say of the switch
-    (``notes``: ``kernel_precision``, its reason and the float64 centring). After a switch ``ZK`` is
-    ``X K'`` in float64, the images of the pass's own components X (`switch_to_float64`)."""
+    (``notes``: ``kernel_precision`` and its reason, state fields; ``centering``: the float64 centring's
+    entries, `kpca.rows.Centering.to_state`). After a switch ``ZK`` is ``X K'`` in float64, the images of
+    the pass's own components X (`switch_to_float64`)."""
 
     ZK: np.ndarray
     residual: float | None
     float32_product: bool
     notes: dict = field(default_factory=dict)
+    centering: dict | None = None
 
     @property
     def switched(self) -> bool:
@@ -110,9 +112,10 @@ def switch_to_float64(rows, X: np.ndarray, block_size: int, why: str) -> Checked
     (the centring, the product)."""
     rows.use_precision(np.float64)
     rows.fit_centering(block_size)
-    notes = {"kernel_precision": "float64", **rows.centering.to_state(),
+    notes = {"kernel_precision": "float64",
              "kernel_precision_reason": f"{why}: the fit went on in float64, its centring computed again"}
-    return CheckedPass(rows.times(np.ascontiguousarray(X), block_size), None, False, notes)
+    return CheckedPass(rows.times(np.ascontiguousarray(X), block_size), None, False, notes,
+                       rows.centering.to_state())
 
 
 @dataclass

@@ -260,18 +260,19 @@ def _check_checkpoint(path: Path, record: ModelRecord, rows: np.ndarray, dataset
         with open_checked(path) as archive:
             if _VERSION_KEY not in archive.files or _PARTS_KEY in archive.files:
                 raise ValueError("not a plain checkpoint")
-            state = {}
+            entries = {}  # the checkpoint's encoding of a solver state (`kpca.solvers.SolverState.to_checkpoint`)
             for key in archive.files:
                 if not key.startswith("__"):
                     value = archive[key]
-                    state[key] = value.item() if value.ndim == 0 else value
+                    entries[key] = value.item() if value.ndim == 0 else value
             digest = archive.digest
     except Exception as exc:  # zipfile.BadZipFile, ValueError, KeyError...
         raise _refuse(f"{CHECKPOINT} is not a readable checkpoint ({exc})") from None
-    if state.get("solver") not in (None, record.solver):
-        raise _refuse(f"{CHECKPOINT} was written by solver {state.get('solver')!r}, {RECORD} says {record.solver!r}")
+    solver = entries.get("solver")
+    if solver not in (None, record.solver):
+        raise _refuse(f"{CHECKPOINT} was written by solver {solver!r}, {RECORD} says {record.solver!r}")
     try:
-        check_served(state, record, rows)
+        check_served(entries, record, rows)
     except ValueError as exc:
         raise _refuse(str(exc)) from None
     return digest

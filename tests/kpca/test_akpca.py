@@ -12,7 +12,7 @@ from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.preimage import reconstruct, reconstruct_components
 from kpca.rows import KernelRows
-from kpca.solvers import SOLVERS, FitContext
+from kpca.solvers import SOLVERS, AutoencoderState, FitContext
 from kpca.solvers import _akpca, _ds_akpca
 from kpca.solvers._autoencoder import FIGURE, KERNEL
 from kpca.solvers._leading_pair import _lanczos, leading_eigenpair
@@ -140,16 +140,17 @@ def exact_state(solver, P, X_mean):
     d = P.shape[1]
     k = d * (d + 1) // 2
     base = {"solver": solver, "scale": 1.0, "mean": X_mean, "start_vector": np.full(d, d**-0.5),
-            "lanczos_tol": 1e-12, "lanczos_max_iter": 100}
+            "lanczos_tol": 1e-12, "lanczos_max_iter": 100, "n_rows": P.shape[0], "t": 0, "pass_": 0,
+            "position": 0, "seed": 0, "eta0": 1.0, "gain": np.ones(1), "surrogate_sum": 0.0}
     if solver == "akpca":
         Phi = np.einsum("ir,is->irs", P, P).reshape(P.shape[0], d * d)
         w, V = np.linalg.eigh(Phi.T @ Phi)
         U = V[:, ::-1][:, :k].T.reshape(k, d, d)  # the k components with non-zero variance
-        return dict(base, encoder=U, decoder=U.copy())
+        return AutoencoderState(**base, encoder=U, decoder=U.copy())
     K = (P @ P.T) ** 2
     w, V = np.linalg.eigh(K)
     alpha = (V[:, ::-1][:, :k] / np.sqrt(w[::-1][:k])).T  # unit-norm components, seed 003 §3.4
-    return dict(base, encoder=alpha, decoder=alpha.copy(), points=P)
+    return AutoencoderState(**base, encoder=alpha, decoder=alpha.copy(), points=P)
 
 
 @pytest.mark.parametrize("solver", SOLVER_NAMES)
