@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+from typing import NoReturn
 
 import uvicorn
 from pydantic import ValidationError
@@ -62,7 +63,7 @@ def _without_values(message: str) -> str:
                   message)
 
 
-def _exit(message: str):
+def _exit(message: str) -> NoReturn:
     print(f"kpca-stream: {message} (python -m service --help lists the flags)", file=sys.stderr)
     raise SystemExit(CONFIG_ERROR) from None
 
@@ -93,8 +94,10 @@ def main(argv: list[str] | None = None) -> None:
         serve_processes(settings, sys.argv[1:] if argv is None else list(argv), processes)
         return
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s,
-                log_config=log_config(), http=HTTP_PROTOCOL, access_log=settings.access_log)
+    grace = settings.shutdown_timeout_s  # seconds, a float: uvicorn hands it to asyncio.timeout
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=log_config(), http=HTTP_PROTOCOL,
+                access_log=settings.access_log,
+                timeout_graceful_shutdown=grace)  # type: ignore[arg-type]  # uvicorn says int; a float works
 
 
 def _log_access_policy(settings: Settings) -> None:

@@ -33,7 +33,7 @@ class BackgroundStreamHandler(logging.StreamHandler):
     """A `logging.StreamHandler` whose records are formatted and written by a daemon thread, in the
     order they were emitted. `emit` costs a queue put; `close` (and `flush`) wait for the queue to drain."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None) -> None:
         super().__init__(stream)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None

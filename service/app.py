@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -58,7 +59,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     if swept:
         log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), data_dir / ".imports")
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
-                      plugins=settings.solver_plugins,
+                      plugins=cast(list[str], settings.solver_plugins),  # `Settings`' validator made it a list
                       local_projections=(settings.local_projection_values, settings.local_projection_work),
                       warm_workers=settings.warm_workers, worker_environ=settings.worker_environ())
     await run_in_threadpool(backend.start)  # starting a LocalCluster blocks for seconds
@@ -120,7 +121,8 @@ def _install_security(app: FastAPI, settings: Settings) -> None:
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"], expose_headers=["Location"])
     plain_openapi = app.openapi
-    app.openapi = lambda: security.document_security(plain_openapi(), bool(keys))
+    # replacing the method is FastAPI's documented way to extend the document (its type says method)
+    app.openapi = lambda: security.document_security(plain_openapi(), bool(keys))  # type: ignore[method-assign]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -147,7 +149,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics.watch_events(app.state.event_hub)
     app.state.metrics.watch_projections(
         lambda: dict(getattr(getattr(app.state, "backend", None), "projections", {})))
-    import_modules(settings.solver_plugins)  # plugin solvers are in the schemas from the start
+    # plugin solvers are in the schemas from the start (a list: `Settings`' validator made it one)
+    import_modules(cast(list[str], settings.solver_plugins))
 
     install_error_handlers(app)
     for router in ROUTERS:

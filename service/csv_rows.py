@@ -39,7 +39,7 @@ _COMMAS_TO_SPACES = bytes.maketrans(b",", b" ")
 _SENTINEL, _SENTINEL_VALUE = b" 7", 7.0
 
 
-def count_csv_rows(body: bytes, start: int = 0) -> int:
+def count_csv_rows(body: bytes | bytearray, start: int = 0) -> int:
     """The lines of ``body[start:]`` holding a byte other than ASCII white space (``\\n``, ``\\r\\n``
     and ``\\r`` end lines, as in the ``csv`` reader): exactly the data rows plus a header for ASCII text
     without quotes, otherwise at least them (a quoted line end starts a line the reader does not).
@@ -80,7 +80,7 @@ def max_line_bytes(n_columns: int) -> int:
     return max(CSV_PIECE_BYTES, 64 * max(0, int(n_columns)) + 4096)
 
 
-def _piece_end(body: bytes, position: int, max_line: int | None = None) -> int:
+def _piece_end(body: bytes | bytearray, position: int, max_line: int | None = None) -> int:
     """Where the piece starting at ``position`` ends: after the first line end at or past
     `CSV_PIECE_BYTES` with an even number of quotes before it (not inside a quoted field), or the
     end of the body. The line that crosses `CSV_PIECE_BYTES` (the only one a piece does not bound)
@@ -137,11 +137,19 @@ class _State:
 
     def add(self, block: np.ndarray) -> None:
         """Append ``block`` (rows of ``width`` values) to the result (grown if the count fell short)."""
+        width, out = self.started_width(), self.out
+        assert out is not None  # allocated by `start_rows`, with the width
         end = self.n_rows + block.shape[0]
-        if end > self.out.shape[0]:  # cannot happen (the count is an upper bound); kept as a guard
-            self.out = np.concatenate([self.out[:self.n_rows], np.empty((end - self.n_rows, self.width))])
-        self.out[self.n_rows:end] = block
+        if end > out.shape[0]:  # cannot happen (the count is an upper bound); kept as a guard
+            out = self.out = np.concatenate([out[:self.n_rows], np.empty((end - self.n_rows, width))])
+        out[self.n_rows:end] = block
         self.n_rows = end
+
+    def started_width(self) -> int:
+        """``width``, set by `start_rows` at the first data row, before any row is added."""
+        if self.width is None:
+            raise RuntimeError("CSV rows read before the first data row set their width")
+        return self.width
 
 
 def rows_from_csv(body: bytes | bytearray, n_columns: int = 0, max_rows: int | None = None) -> np.ndarray:
@@ -189,7 +197,7 @@ def rows_from_csv(body: bytes | bytearray, n_columns: int = 0, max_rows: int | N
     while position < len(body):
         cut = _piece_end(body, position, max_line)
         piece = bytes(memoryview(body)[position:cut])  # bytes, as numpy's text parser wants, from a bytearray too
-        if state.width is None or not _fast_piece(piece, state):
+        if state.width is None or not _fast_piece(piece, state.width, state):
             _slow_piece(piece, position - start, state)
         state.lines += _line_count(piece)
         position = cut
@@ -198,19 +206,20 @@ def rows_from_csv(body: bytes | bytearray, n_columns: int = 0, max_rows: int | N
     return state.out[:state.n_rows]
 
 
-def _line_count(piece: bytes) -> int:
+def _line_count(piece: bytes | bytearray) -> int:
     """Lines in ``piece`` as the csv reader counts them (its line ends, plus an unterminated last line)."""
     ends = piece.count(b"\n") + piece.count(b"\r") - piece.count(b"\r\n")
     return ends + (1 if piece and not piece.endswith((b"\n", b"\r")) else 0)
 
 
-def _fast_piece(piece: bytes, state: _State) -> bool:
+def _fast_piece(piece: bytes, width: int, state: _State) -> bool:
     """Read a piece of plain numbers with numpy into the result; False (nothing read) for any other
     piece, or one whose rows would pass the limit, which `_slow_piece` then reads or refuses with its
     line. Plain: only digits, ``+-.eE``, commas, spaces, tabs and line ends (`_NOT_PLAIN`), no empty
-    field (`_EMPTY_FIELD`), ``width - 1`` commas on every line that is not blank, and every field read
-    whole by numpy's ``strtod`` (a field it stops in, such as ``1e`` or ``1-2``, is an error, or with
-    an older numpy leaves the sentinel value after the piece unread). Cost O(piece) in numpy and two linear scans."""
+    field (`_EMPTY_FIELD`), ``width - 1`` commas (``width``: the data rows', from the first one) on every
+    line that is not blank, and every field read whole by numpy's ``strtod`` (a field it stops in, such as
+    ``1e`` or ``1-2``, is an error, or with an older numpy leaves the sentinel value after the piece unread).
+    Cost O(piece) in numpy and two linear scans."""
     if _NOT_PLAIN.search(piece) is not None or _EMPTY_FIELD.search(piece) is not None:
         return False
     b = np.frombuffer(piece, dtype=np.uint8)
@@ -218,7 +227,7 @@ def _fast_piece(piece: bytes, state: _State) -> bool:
     n_lines = int(line[-1]) + 1
     with_content = np.bincount(line[~_BLANK[b]], minlength=n_lines) > 0
     commas = np.bincount(line[b == 44], minlength=n_lines)
-    if np.any(commas[with_content] != state.width - 1):
+    if np.any(commas[with_content] != width - 1):
         return False
     n_rows = int(np.count_nonzero(with_content))
     if state.max_rows is not None and state.n_rows + n_rows > state.max_rows:
@@ -227,9 +236,9 @@ def _fast_piece(piece: bytes, state: _State) -> bool:
         values = np.fromstring(piece.translate(_COMMAS_TO_SPACES) + _SENTINEL, dtype=np.float64, sep=" ")
     except (ValueError, DeprecationWarning):
         return False
-    if values.size != n_rows * state.width + 1 or values[-1] != _SENTINEL_VALUE:
+    if values.size != n_rows * width + 1 or values[-1] != _SENTINEL_VALUE:
         return False
-    state.add(values[:-1].reshape(n_rows, state.width))
+    state.add(values[:-1].reshape(n_rows, width))
     return True
 
 
@@ -282,4 +291,4 @@ def _slow_piece(piece: bytes, offset: int, state: _State) -> None:
         raise ApiError(400, "bad_request", f"CSV line {state.lines + reader.line_num} is malformed: {exc}",
                        "body") from None
     if values:
-        state.add(np.frombuffer(values, dtype=np.float64).reshape(-1, state.width))
+        state.add(np.frombuffer(values, dtype=np.float64).reshape(-1, state.started_width()))

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import HTTPExceptionHandler
 
 from kpca.params import ParamError
 from service.schemas.errors import ErrorBody, ErrorDetail
@@ -228,12 +229,21 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
                           headers={"Connection": "close"})
 
 
+E = TypeVar("E", bound=Exception)
+
+
+def _handle(app: FastAPI, kind: type[E], handler: Callable[[Request, E], Awaitable[JSONResponse]]) -> None:
+    """``app.add_exception_handler(kind, handler)``. Starlette calls a handler only with instances of the
+    class it is registered for, but types every handler as taking any Exception: the cast says which."""
+    app.add_exception_handler(kind, cast(HTTPExceptionHandler, handler))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error the documented shape."""
-    app.add_exception_handler(ApiError, _api_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(StoreError, _store_error)
-    app.add_exception_handler(ParamError, _param_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(OSError, _os_error)
-    app.add_exception_handler(Exception, _internal_error)
+    _handle(app, ApiError, _api_error)
+    _handle(app, StarletteHTTPException, _http_error)
+    _handle(app, StoreError, _store_error)
+    _handle(app, ParamError, _param_error)
+    _handle(app, RequestValidationError, _validation_error)
+    _handle(app, OSError, _os_error)
+    _handle(app, Exception, _internal_error)

@@ -38,7 +38,7 @@ class Slot:
     """One reserved stream of an `EventHub`; `release` (or garbage collection) gives it back once."""
 
     def __init__(self, hub: EventHub):
-        self._hub = hub
+        self._hub: EventHub | None = hub  # None once released
 
     def release(self) -> None:
         """Give the slot back (a second call does nothing)."""
@@ -129,8 +129,14 @@ class _Subscription:
         self.watcher = watcher
         return self
 
+    def _entered(self) -> _Watcher:
+        """The model's watcher, which `__aenter__` sets: a subscription is used inside ``async with``."""
+        if self.watcher is None:
+            raise RuntimeError(f"a subscription to {self.name!r} used outside its async with")
+        return self.watcher
+
     async def __aexit__(self, *exc) -> None:
-        watcher = self.watcher
+        watcher = self._entered()
         watcher.subscribers -= 1
         if watcher.subscribers == 0 and self.hub._watchers.get(self.name) is watcher:
             del self.hub._watchers[self.name]
@@ -140,7 +146,7 @@ class _Subscription:
         """``(changed, record)``: the watcher's record once it is newer than the last one this
         subscription saw (``changed`` True), or after ``timeout`` seconds without news (False, the
         same record). Raises what reading the record raised (other than `NotFound`, a None record)."""
-        watcher = self.watcher
+        watcher = self._entered()
         async with watcher.changed:
             if watcher.version == self.seen:
                 try:
@@ -155,7 +161,7 @@ class _Subscription:
     def shared(self, key, make: Callable):
         """``make()``, computed once per record (the one `next` returned) and ``key`` for all the
         subscriptions of the model: streams that had seen the same get the same events, encoded once."""
-        cache = self.watcher.cache
+        cache = self._entered().cache
         if key not in cache:
             cache[key] = make()
         return cache[key]

@@ -6,13 +6,27 @@ prints in the CLI's own style (the client never imports this package).
 from __future__ import annotations
 
 import json
+from typing import TypedDict
 
 from pydantic_settings import CliSettingsSource
 
 from service.settings import Settings
 
+
+class CliOptions(TypedDict):
+    """The `pydantic_settings.CliSettingsSource` options that `CLI_OPTIONS` sets, with their types."""
+
+    cli_prog_name: str
+    cli_kebab_case: bool
+    cli_implicit_flags: bool
+    cli_show_env_vars: bool
+    cli_hide_none_type: bool
+    cli_avoid_json: bool
+    cli_exit_on_error: bool
+
+
 #: how the flags are generated from `Settings` (`pydantic_settings.CliSettingsSource` options)
-CLI_OPTIONS = {"cli_prog_name": "python -m service", "cli_kebab_case": True, "cli_implicit_flags": True,
+CLI_OPTIONS: CliOptions = {"cli_prog_name": "python -m service", "cli_kebab_case": True, "cli_implicit_flags": True,
                "cli_show_env_vars": True, "cli_hide_none_type": True, "cli_avoid_json": True,
                "cli_exit_on_error": False}
 #: list settings take a comma-separated value (or a JSON list), whatever the type says

@@ -25,7 +25,9 @@ The timeouts come from the app (`service.app.lifespan` hands them over as the li
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from typing import cast
 
 from service.health_protocol import HealthFirstProtocol
 
@@ -90,7 +92,8 @@ class GuardedProtocol(HealthFirstProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
-            cycle.transport = _CycleTransport(self, cycle)
+            # cast: the proxy forwards every attribute to the transport (`_CycleTransport.__getattr__`)
+            cycle.transport = cast(asyncio.Transport, _CycleTransport(self, cycle))
 
     def on_body(self, body: bytes) -> None:
         self._seen += len(body)
@@ -154,7 +157,7 @@ class GuardedProtocol(HealthFirstProtocol):
 def body_length(headers) -> int | None:
     """The body length a request's ``headers`` (lower-case name, value pairs of bytes) declare: its
     ``Content-Length``, 0 without one, None for a chunked body (or a length that is not a number). O(headers)."""
-    length = 0
+    length: int | None = 0
     for name, value in headers or ():
         if name == b"transfer-encoding":
             return None

@@ -34,7 +34,7 @@ def _unreadable(reason: str) -> ApiError:
     return ApiError(400, "bad_request", f"request body is not a readable PNG image: {reason}", "body")
 
 
-def png_header(body: bytes) -> tuple[int, int, int, int]:
+def png_header(body: bytes | bytearray) -> tuple[int, int, int, int]:
     """``(width, height, bit_depth, channels)`` from a PNG's signature and IHDR chunk, nothing decoded.
 
     Not a PNG (no signature), a short or inconsistent
@@ -58,7 +58,7 @@ def png_header(body: bytes) -> tuple[int, int, int, int]:
     return width, height, depth, PNG_COLOUR_TYPES[colour][0]
 
 
-def png_plan(body: bytes, max_pixels: int = MAX_PIXELS) -> tuple[int, int, int]:
+def png_plan(body: bytes | bytearray, max_pixels: int = MAX_PIXELS) -> tuple[int, int, int]:
     """``(height, width, channels)`` that `decode_png` will give for ``body``, from its header alone
     (grey, palette and grey+alpha decode to 1 channel, RGB and RGBA to 3); 400/413 on ``body`` as
     `decode_png`. Cost O(1): nothing is decoded."""
@@ -88,7 +88,7 @@ def image_patch_plan(image: np.ndarray, n_features: int, upscale: int, model: st
                        "its training patches", "image") from None
 
 
-def decode_png(body: bytes, max_pixels: int = MAX_PIXELS) -> np.ndarray:
+def decode_png(body: bytes | bytearray, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     """uint8/uint16 array of shape (H, W) (grey) or (H, W, 3) (colour) from PNG bytes.
 
     The header is checked first (`png_header`; ``max_pixels`` a 413 on

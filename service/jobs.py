@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from fastapi import Response, status
 
@@ -17,12 +19,15 @@ from service.errors import ApiError
 from store.errors import Damaged, NotFound
 from store.jobs.checkpoints import CheckpointStore
 from store.jobs.records import ACTIVE, JobRecord
+from store.jobs.registry import JobRegistry
 from workers.operations import PatchDataset
 
 log = logging.getLogger(__name__)
+#: the record type of the kind of job at hand (`store.jobs.records.ModelRecord`, ...)
+R = TypeVar("R", bound=JobRecord)
 
 
-def submit(backend, registry, name: str, response: Response | None = None) -> None:
+def submit(backend, registry: JobRegistry, name: str, response: Response | None = None) -> None:
     """Hand job ``name`` to the cluster (``Location`` set on ``response``); if the cluster cannot take
     it, the record says so and the client gets a 503."""
     try:
@@ -59,7 +64,7 @@ def check_workers(backend, placement) -> None:
                        "\"all\" to use every one", "placement.workers")
 
 
-def start(backend, registry, record: JobRecord, response: Response, owner: str | None = None) -> JobRecord:
+def start(backend, registry: JobRegistry[R], record: R, response: Response, owner: str | None = None) -> R:
     """Check ``placement.workers`` against the cluster (`check_workers`), store a new job's ``queued``
     record (409 on a name clash; ``owner``: the principal that asked, `service.limits.fit_owner`) and
     submit it: the stored record."""
@@ -69,7 +74,7 @@ def start(backend, registry, record: JobRecord, response: Response, owner: str |
     return stored
 
 
-def delete(registry, name: str) -> Response:
+def delete(registry: JobRegistry, name: str) -> Response:
     """Ask a running job to stop, then delete it with its checkpoints: 204. A job whose record is damaged
     (`store.quarantine`) is deleted all the same: a fit of it still running stops at its next write,
     which finds the job gone."""
@@ -79,7 +84,7 @@ def delete(registry, name: str) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def cancel(registry, name: str) -> JobRecord:
+def cancel(registry: JobRegistry[R], name: str) -> R:
     """Ask a queued or running job to stop after its current block (409 otherwise); the record."""
     record = registry.get(name)
     if record.status not in ACTIVE:
@@ -89,8 +94,8 @@ def cancel(registry, name: str) -> JobRecord:
     return registry.get(name)
 
 
-def resume(backend, registry, name: str, response: Response, passes: int | None,
-           dataset_version: int | None = None, versions: list[int] = ()) -> JobRecord:
+def resume(backend, registry: JobRegistry[R], name: str, response: Response, passes: int | None,
+           dataset_version: int | None = None, versions: Sequence[int] = ()) -> R:
     """Continue a cancelled, failed or completed job from its last intact checkpoint (`JobRecord.resumed`
     says what makes no sense, naming the field); the queued record. A completed job whose checkpoint is
     damaged goes back to its last intact one, so that the resume its 409 advises runs its passes again.
@@ -111,7 +116,7 @@ def resume(backend, registry, name: str, response: Response, passes: int | None,
 DEPENDENTS_SHOWN = 10
 
 
-def dependents(dataset: str, registries) -> list[tuple[object, JobRecord]]:
+def dependents(dataset: str, registries: Iterable[JobRegistry]) -> list[tuple[JobRegistry, JobRecord]]:
     """The jobs (models, clusterings) that still need data set ``dataset``: ``[(registry, record)]``.
 
     A job needs it if it is fit on it, except a completed model that serves

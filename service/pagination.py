@@ -17,6 +17,7 @@ from fastapi import Query
 
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
+from service.schemas.openapi import Responses
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -42,4 +43,5 @@ def page(list_after: Callable[..., Sequence[Any]], cursor: str | None, limit: in
 
 
 #: the responses of a list route: a bad ``limit`` or ``cursor`` is a 422 in the service's error shape
-LIST_RESPONSES = {422: {"model": ErrorBody, "description": "a limit or cursor the list refuses (the field is named)"}}
+LIST_RESPONSES: Responses = {422: {"model": ErrorBody,
+                                   "description": "a limit or cursor the list refuses (the field is named)"}}

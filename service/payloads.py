@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 import numpy as np
 from fastapi.routing import APIRoute
@@ -35,17 +37,22 @@ FIELDS_HEADER_BYTES = 16 * 1024
 #: than decoding them (a few rows), and under load each trip is a hand-over of the interpreter's lock
 INLINE_JSON_BYTES = 16 * 1024
 
+#: FastAPI's body field's ``validate`` with its location: decoded JSON -> ``(value, errors)``
+BodyValidator = Callable[[Any], tuple[Any, Any]]
+
 
 class ThreadParsedRequest(Request):
     """A request whose JSON body, when larger than `INLINE_JSON_BYTES`, is decoded (`json.loads`) and
     validated as the route's body model (``validate_body``) in a worker thread, not on the event loop."""
 
-    validate_body = None  # FastAPI's body field's ``validate`` with its location, set by `ThreadParsedRoute`
+    validate_body: BodyValidator | None = None  # set by `ThreadParsedRoute`
 
-    async def body(self) -> bytearray:
+    # starlette declares (and caches in ``_body``) bytes; here the one buffer `read_body` filled, a bytearray,
+    # which every reader of the body takes as bytes: copying it into bytes would hold the body twice
+    async def body(self) -> bytes | bytearray:  # type: ignore[override]  # a bytearray, not a copy (above)
         """The body, read once into one buffer (`read_body`, where starlette's would hold it twice)."""
         if not hasattr(self, "_body"):
-            self._body = await read_body(self)
+            self._body = await read_body(self)  # type: ignore[assignment]  # starlette's cache of it (above)
         return self._body
 
     async def json(self):
@@ -57,7 +64,7 @@ class ThreadParsedRequest(Request):
                 await run_in_threadpool(self._decoded_and_validated, body)
         return self._json
 
-    def _decoded_and_validated(self, body: bytes):
+    def _decoded_and_validated(self, body: bytes | bytearray):
         """The body's JSON as the route's body model (FastAPI's validation on the loop then takes the
         instance as it is: pydantic does not validate a model instance again), or as decoded when the
         route has no single body model. Invalid: the `ApiError` FastAPI's 422 would have been."""
@@ -77,7 +84,7 @@ class NpyRowsRequest(ThreadParsedRequest):
     built off the event loop by `npy_body_model` with ``rows`` the array as read: no JSON text, no
     Python float per value."""
 
-    max_rows = None  # the body model's bound on rows, set by `ThreadParsedRoute`
+    max_rows: int | None = None  # the body model's bound on rows, set by `ThreadParsedRoute`
 
     async def json(self):
         """The body model from the ``.npy`` rows and `FIELDS_HEADER`, built once in a worker thread. Cost
@@ -89,14 +96,14 @@ class NpyRowsRequest(ThreadParsedRequest):
         return self._json
 
 
-def json_scope(scope: dict) -> dict:
+def json_scope(scope: MutableMapping[str, Any]) -> dict[str, Any]:
     """``scope`` (an ASGI request's) with its Content-Type replaced by JSON's: what `NpyRowsRequest` shows
     FastAPI, whose body step reads a model only from a JSON request. Cost O(headers)."""
     headers = [(key, value) for key, value in scope["headers"] if key.lower() != b"content-type"]
     return {**scope, "headers": [*headers, (b"content-type", JSON_MEDIA_TYPE.encode())]}
 
 
-def npy_body_model(body: bytes, fields: str | None, validate_body, max_rows: int | None):
+def npy_body_model(body: bytes | bytearray, fields: str | None, validate_body: BodyValidator, max_rows: int | None):
     """A rows route's body model from ``.npy`` rows (``body``, `rows_from_npy`: 400 on ``body`` if
     unreadable, 413 on ``rows`` past ``max_rows``) and its other fields (``fields``, the `FIELDS_HEADER`
     text: a JSON object without ``rows``; 400 naming the header if it is not one). The fields are
@@ -107,15 +114,16 @@ def npy_body_model(body: bytes, fields: str | None, validate_body, max_rows: int
     if rows.ndim != 2 or rows.shape[0] == 0:
         raise ApiError(422, "invalid", f"rows: the .npy array must be 2-D with at least one row (rows x "
                        f"columns), got shape {rows.shape}", "rows")
-    extra = {}
+    extra: dict[str, Any] = {}
     if fields:
         try:
-            extra = json.loads(fields) if len(fields) <= FIELDS_HEADER_BYTES else None
+            decoded = json.loads(fields) if len(fields) <= FIELDS_HEADER_BYTES else None
         except ValueError:
-            extra = None
-        if not isinstance(extra, dict) or "rows" in extra:
+            decoded = None
+        if not isinstance(decoded, dict) or "rows" in decoded:
             raise ApiError(400, "bad_request", f"{FIELDS_HEADER} must be a JSON object of the request's fields "
                            f"other than rows, at most {FIELDS_HEADER_BYTES} bytes", FIELDS_HEADER)
+        extra = decoded
     value, errors = validate_body({**extra, "rows": [[0.0]]})  # the fields checked; rows stand in
     if errors:
         raise validation_api_error(errors)
@@ -151,6 +159,7 @@ class ThreadParsedRoute(APIRoute):
         npy_rows = single_model and "rows" in annotation.model_fields and NPY_MEDIA_TYPE in declared
 
         async def parse_off_loop(request: Request):
+            threaded: ThreadParsedRequest
             if npy_rows and media_type(request) == NPY_MEDIA_TYPE:
                 threaded = NpyRowsRequest(json_scope(request.scope), request.receive)
                 threaded.max_rows = rows_bound(annotation)

@@ -30,6 +30,7 @@ import signal
 import tempfile
 import threading
 import time
+from typing import cast
 
 import uvicorn
 
@@ -69,16 +70,18 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
         if settings.scheduler is None:
             data_dir = settings.data_dir.resolve()
             data_dir.mkdir(parents=True, exist_ok=True)
-            backend = Backend(data_dir, n_workers=settings.n_workers, plugins=settings.solver_plugins,
+            plugins = cast(list[str], settings.solver_plugins)  # a list: `Settings`' validator made it one
+            backend = Backend(data_dir, n_workers=settings.n_workers, plugins=plugins,
                               warm_workers=settings.warm_workers, worker_environ=settings.worker_environ()).start()
             os.environ.update({"KPCA_SCHEDULER": backend.cluster.scheduler_address, EMBEDDED_ENV: "1"})
         # what the API processes read: they are started (and restarted) with this environment
         os.environ.update({METRICS_ENV: metrics, ARGV_ENV: json.dumps(list(argv)), SUPERVISOR_ENV: str(os.getpid())})
         log.info("serving with %d API processes, dask scheduler %s", processes,
                  backend.cluster.scheduler_address if backend is not None else settings.scheduler)
+        grace = settings.shutdown_timeout_s  # seconds, a float: uvicorn hands it to asyncio.timeout
         uvicorn.run("service.processes:process_app", factory=True, workers=processes, host=settings.host,
-                    port=settings.port, timeout_graceful_shutdown=settings.shutdown_timeout_s, log_config=log_config(),
-                    http=HTTP_PROTOCOL, access_log=settings.access_log)
+                    port=settings.port, log_config=log_config(), http=HTTP_PROTOCOL, access_log=settings.access_log,
+                    timeout_graceful_shutdown=grace)  # type: ignore[arg-type]  # uvicorn says int; a float works
     finally:
         if backend is not None:
             backend.close(settings.shutdown_timeout_s)

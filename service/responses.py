@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 from fastapi import Query, Request, Response
@@ -22,12 +22,15 @@ from pydantic import BaseModel, TypeAdapter
 
 from service.payloads import FIELDS_HEADER, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE
 
+#: the answer model of a serving route (`rows_answer`)
+M = TypeVar("M", bound=BaseModel)
+
 #: The ``format`` query parameter of the routes that can answer rows as ``.npy``.
 Format = Annotated[Literal["npy", "json"] | None, Query(
     description="npy (.npy bytes) or json; default from Accept (application/octet-stream: npy), else json")]
 
 #: OpenAPI of a 200 that may be ``.npy`` bytes.
-NPY_CONTENT = {"content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+NPY_CONTENT: dict[str, Any] = {"content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
 
 #: Bytes of an ``.npy`` answer sent at once (`npy_stream`).
 NPY_BLOCK_BYTES = 1 << 20
@@ -47,8 +50,8 @@ def wants_npy(request: Request, format: str | None = None) -> bool:
     return NPY_MEDIA_TYPE in accept and JSON_MEDIA_TYPE not in accept
 
 
-def rows_answer(model: type[BaseModel], field: str, values, stream_above: int, npy: bool = False,
-                **other) -> BaseModel | Response:
+def rows_answer(model: type[M], field: str, values, stream_above: int, npy: bool = False,
+                **other) -> M | Response:
     """The answer ``model(field=values, **other)`` of a serving route: the model itself (FastAPI encodes
     it) when ``values`` holds at most ``stream_above`` numbers (``stream_response_values``), else a
     chunked `StreamingResponse` of the same bytes (`json_rows_stream`). With ``npy`` (`wants_npy`) the
@@ -107,7 +110,7 @@ def npy_header(dtype, shape: tuple[int, ...]) -> bytes:
 def npy_stream(header: bytes, values: np.ndarray, block_bytes: int = NPY_BLOCK_BYTES) -> Iterator[bytes]:
     """``header`` then the bytes of the C-contiguous ``values`` in pieces of about ``block_bytes``."""
     yield header
-    data = memoryview(values.reshape(-1)).cast("B")
+    data = values.reshape(-1).data.cast("B")  # ndarray.data: the memoryview of its buffer
     for start in range(0, len(data), block_bytes):
         yield bytes(data[start:start + block_bytes])
 

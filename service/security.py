@@ -174,7 +174,7 @@ def route_rules(app) -> dict[tuple[str, str], Rule]:
             fault = _declaration_fault(method, rule)
             if fault is not None:
                 faults.append(f"{method} {path}: {fault}")
-            else:
+            elif rule is not None:  # always, without a fault: a missing declaration is one
                 rules.setdefault((method, path), rule)  # the router answers with the first one too
     if faults:
         raise RuntimeError("routes without a valid access declaration: " + "; ".join(faults))

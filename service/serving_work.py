@@ -33,7 +33,7 @@ def check_serving_work(n_rows: int, n_points: int, n_features: int, limit: int, 
     work, factors = serving_work(n_rows, n_points, n_features, method, options)
     if work <= limit:
         return work
-    field = f"options.{max(factors, key=factors.get)}" if factors else rows_field
+    field = f"options.{max(factors, key=factors.__getitem__)}" if factors else rows_field
     terms = [f"{n_rows} {rows_field}", f"{n_points} model points", f"{n_features} features"]
     terms += [f"options.{name} {value}" for name, value in factors.items()]
     raise ApiError(413, "too_large", f"{' x '.join(terms)} = {work} units of work, over the limit of {limit} per "

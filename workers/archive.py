@@ -27,6 +27,8 @@ def check_served(state: dict, record: ModelRecord, rows: np.ndarray) -> None:
     Cost: the solver's components from the state, plus one kernel row, O(l n).
     """
     try:
+        if record.fit_kernel is None:  # written with the fit's first pass: a fitted model's record has it
+            raise ValueError("the record names no fit_kernel")
         model = served_model(as_state(state), KernelRows(rows, record.fit_kernel), record.fit_kernel)
         projected = np.asarray(model.project(np.asarray(rows[:1], dtype=np.float64)))
     except Exception as exc:  # any mismatch of shapes or keys between the record, the checkpoint and the rows

@@ -44,12 +44,14 @@ import numpy as np
 from kpca.affinity import AffinityRows
 from kpca.clustering import Clustering, check_clustering, clustering_from_state, kept_labels, solver_state
 from kpca.metrics import variation_of_information
+from kpca.rows import KernelRows
 from kpca.solvers import SolverState
 from store import ClusteringRegistry, DatasetStore
 from store.jobs.clusterings import ClusteringPassRecord, ClusteringRecord
+from store.jobs.records import Convergence, JobRecord
 from workers.fit import FitJob
 from workers.priority import fit_nice, run_niced
-from workers.progress import still_ours
+from workers.progress import FitFigure, still_ours
 from workers.serve import load_latest
 
 
@@ -62,6 +64,7 @@ class ClusteringJob(FitJob):
     """A clustering as the fit driver runs it (module docstring)."""
 
     registry_type = ClusteringRegistry
+    registry: ClusteringRegistry  # made by `FitJob.__init__` from registry_type
     shardable = False  # its rows are affinities (`kpca.affinity.AffinityRows`), not kernel rows of a store
     pass_record = ClusteringPassRecord
 
@@ -72,8 +75,9 @@ class ClusteringJob(FitJob):
         self.previous: np.ndarray | None = None  # the last pass's labels
         self.latest: Clustering | None = None  # the last pass's clustering
 
-    def open_rows(self, record: ClusteringRecord) -> AffinityRows:
+    def open_rows(self, record: JobRecord) -> AffinityRows:
         """The rows of L over the data set version; reads the reference labels (one column) as well."""
+        record = clustering_record(record)
         self.seed = kmeans_seed(record)
         if record.labels_dataset is not None:
             labels = self.datasets.open_array(record.labels_dataset, record.labels_dataset_version)
@@ -81,12 +85,13 @@ class ClusteringJob(FitJob):
         source = self.datasets.open_array(record.dataset, record.dataset_version)
         return AffinityRows(source, record.fit_kernel or record.kernel)
 
-    def figure(self, record: ClusteringRecord, rows: AffinityRows) -> ClusteringFigure:
+    def figure(self, record: JobRecord, rows: KernelRows) -> ClusteringFigure:
         """The model's convergence figure over the rows of M, reporting L's eigenvalues."""
         return ClusteringFigure(super().figure(record, rows))
 
-    def check_data(self, record: ClusteringRecord, rows: AffinityRows) -> None:
+    def check_data(self, record: JobRecord, rows: KernelRows) -> None:
         """`kpca.clustering.check_clustering`: the number of clusters, the solver and the affinity."""
+        record = clustering_record(record)
         check_clustering(record.n_clusters, rows.n_rows, rows.kernel, record.solver, record.params)
 
     def restored(self, state: SolverState) -> SolverState:
@@ -95,18 +100,18 @@ class ClusteringJob(FitJob):
             self.previous = labels
         return solver_state(state)
 
-    def annotate(self, rows: AffinityRows, state: SolverState) -> tuple[SolverState, dict]:
-        clustering = clustering_from_state(state, rows, self.seed)
+    def annotate(self, rows: KernelRows, state: SolverState) -> tuple[SolverState, dict]:
+        clustering = clustering_from_state(state, affinity_rows(rows), self.seed)
         fields = {"labels_change": None if self.previous is None else
                   variation_of_information(self.previous, clustering.labels),
                   "variation_of_information": self._against_reference(clustering.labels)}
         self.previous, self.latest = clustering.labels, clustering
         return clustering.to_state(), fields
 
-    def finish(self, record: ClusteringRecord, rows: AffinityRows, state: SolverState) -> dict:
+    def finish(self, record: JobRecord, rows: KernelRows, state: SolverState) -> dict:
         clustering = self.latest
         if clustering is None or clustering.state.pass_ != state.pass_:  # no pass ran (crash recovery)
-            clustering = clustering_from_state(solver_state(state), rows, self.seed)
+            clustering = clustering_from_state(solver_state(state), affinity_rows(rows), self.seed)
         still_ours(self.registry, record)
         digest = self.registry.save_labels(record.name, clustering.labels)
         return {"variation_of_information": self._against_reference(clustering.labels), "labels_sha256": digest}
@@ -119,13 +124,32 @@ class ClusteringFigure:
     """`workers.progress.ConvergenceFigure` of a clustering's fit on M, with the eigenvalues of L, ``mu - c``
     (the components' Ritz values less the shift of `kpca.affinity`; 0 stays 0)."""
 
-    def __init__(self, figure):
+    def __init__(self, figure: FitFigure):
         self.figure = figure
 
-    def __call__(self, rows: AffinityRows, state: SolverState):
+    def __call__(self, rows: KernelRows, state: SolverState) -> tuple[Convergence, np.ndarray]:
         convergence, mu = self.figure(rows, state)
         mu = np.asarray(mu, dtype=np.float64)
-        return convergence, np.where(mu > 0, mu - rows.centering.shift, 0.0)
+        centering = affinity_rows(rows).centering
+        if centering is None:  # a figure follows a pass, and every pass starts from the degree pass's centring
+            raise RuntimeError("a clustering's convergence figure before its degree pass (the rows have no degrees)")
+        return convergence, np.where(mu > 0, mu - centering.shift, 0.0)
+
+
+def clustering_record(record: JobRecord) -> ClusteringRecord:
+    """``record`` as the `ClusteringRecord` it is: a `ClusteringJob` reads its records from its
+    `ClusteringRegistry`, and `FitJob`'s driver hands them back to it."""
+    if not isinstance(record, ClusteringRecord):
+        raise TypeError(f"a clustering job was handed a {type(record).__name__}, not a ClusteringRecord")
+    return record
+
+
+def affinity_rows(rows: KernelRows) -> AffinityRows:
+    """``rows`` as the `AffinityRows` they are: `ClusteringJob.open_rows` opens every clustering's rows, and
+    `FitJob`'s driver hands them back to it."""
+    if not isinstance(rows, AffinityRows):
+        raise TypeError(f"a clustering job was handed {type(rows).__name__}, not AffinityRows")
+    return rows
 
 
 def run_clustering(data_dir: str, name: str) -> str:
@@ -140,6 +164,8 @@ def load_clustering(data_dir: str, name: str) -> Clustering:
     root = Path(data_dir)
 
     def build(record: ClusteringRecord, state: SolverState) -> Clustering:
+        if record.fit_kernel is None:  # written with the fit's first pass, before the checkpoint it serves
+            raise ValueError(f"clustering {name!r} has a checkpoint but its record names no fit_kernel")
         source = DatasetStore(root).open_array(record.dataset, record.dataset_version)
         return clustering_from_state(state, AffinityRows(source, record.fit_kernel),
                                      kmeans_seed(record))

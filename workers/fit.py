@@ -44,12 +44,13 @@ from kpca.solvers import Diverged, Iteration, SolverState, Stopped, as_state, ge
 from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
 from store.atomic import disk_full
 from store.errors import Corrupt, Damaged
-from store.jobs.records import ACTIVE, Convergence, JobRecord, ModelRecord, PassRecord, Progress
+from store.jobs.records import ACTIVE, Convergence, JobRecord, PassRecord, Progress
 from store.jobs.registry import JobRegistry
 from workers.placement import fit_threads, machine_cores, running_fits
 from workers.priority import fit_nice, run_niced, thread_policy
 from workers.progress import (
     ConvergenceFigure,
+    FitFigure,
     ModelGone,
     PassReporter,
     completed_checkpoint,
@@ -62,7 +63,7 @@ from workers.sharded_fit import fit_sharded, shard_request
 log = logging.getLogger(__name__)
 
 
-def open_rows(datasets: DatasetStore, record: ModelRecord, for_fit: bool = False) -> KernelRows:
+def open_rows(datasets: DatasetStore, record: JobRecord, for_fit: bool = False) -> KernelRows:
     """Kernel rows over the model's committed data set version, with the kernel the fit uses
     (`ModelRecord.fit_kernel`, ``"auto"`` resolved once, at the fit's first start; before it, the
     kernel as asked, which `kpca.fitting.prepare_fit` resolves), float64, a fit's on the GPU its
@@ -121,7 +122,7 @@ class FitJob:
         """The fit the record asks for (`kpca.fitting.FitRequest`). O(parameters)."""
         return FitRequest(record.solver, record.n_components, record.params, record.placement.exact_limit)
 
-    def figure(self, record: JobRecord, rows: KernelRows) -> ConvergenceFigure:
+    def figure(self, record: JobRecord, rows: KernelRows) -> FitFigure:
         """The convergence figure of the record's fit over ``rows`` (`workers.progress.ConvergenceFigure`)."""
         return ConvergenceFigure(rows, record.n_components, record.placement.exact_limit)
 
@@ -223,6 +224,8 @@ def _fit_passes(job: FitJob, record: JobRecord, rows: KernelRows) -> str:
     # state had a record type, and those written before, as plain dicts with the same keys)
     resume = None if latest is None else job.restored(as_state(checkpoints.load(name, latest)))
     prepared = job.prepare(record, rows, resume)
+    if prepared.state is None:  # `_fit` sends only iterative solvers here, and prepare_fit gives them a state
+        raise RuntimeError(f"the {record.solver} fit was prepared without the state its passes start from")
     history = [] if prepared.started else record.history[: int(prepared.state.pass_)]
     report = PassReporter(job, record, rows, job.figure(record, rows), prepared, history)
 

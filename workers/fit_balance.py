@@ -43,7 +43,7 @@ def balance_fits(resource: str, dask_scheduler=None) -> list[tuple[str, str, str
     offering = [ws for ws in dask_scheduler.workers.values()
                 if ws.resources.get(resource, 0) > 0 and ws.status == Status.running]
     free = {ws: ws.resources[resource] - _slots_used(ws, resource) for ws in offering}
-    moves = []
+    moves: list[tuple[str, str, str]] = []
     for victim in offering:
         if free[victim] >= 0:
             continue

@@ -163,7 +163,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
         raise ValueError("second_stage: hyperresolution (upscale > 1) has no second stage; use auto or off")
     progress = JobProgress(data_dir, job, "hyperresolution" if upscale > 1 else "denoise-image", stop)
 
-    def work():
+    def work() -> tuple[np.ndarray, dict]:
         unit, unit_info = to_unit(image)
         with progress.step("loading"):
             model = load_model(data_dir, model_name).model

@@ -26,6 +26,8 @@ convergence figure) are kept.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,6 +50,13 @@ RANK_RTOL = 1e-10
 FIGURE_SAMPLE_ROWS = 1000  # rows a model with its own figure is measured on (a fixed-seed sample)
 
 
+class FitFigure(Protocol):
+    """What gives a pass's convergence figure and its eigenvalue estimates (`ConvergenceFigure`, a
+    clustering's `workers.cluster.ClusteringFigure`, a sharded fit's `workers.sharded_fit.ShardedFigure`)."""
+
+    def __call__(self, rows: KernelRows, state: SolverState, /) -> tuple[Convergence, np.ndarray]: ...
+
+
 class ConvergenceFigure:
     """The convergence figure of successive served models: exact excess error when l is small enough,
     else the relative change of the eigenvalue estimates (module docstring).
@@ -56,8 +65,8 @@ class ConvergenceFigure:
     """
 
     def __init__(self, rows: KernelRows, n_components: int, limit: int):
-        self.Kc = None
-        self.previous = None
+        self.Kc: np.ndarray | None = None  # K' where l <= limit (the exact figure), else None
+        self.previous: np.ndarray | None = None  # the eigenvalue estimates of the last call
         if rows.n_rows <= limit:
             if rows.centering is None:  # a one-shot solver over centres does not centre the training data
                 rows.fit_centering()
@@ -70,6 +79,8 @@ class ConvergenceFigure:
 
     def _figure(self, Z: np.ndarray) -> float:
         """Eq. 22 for components with training images Z (r x l): excess or relative error."""
+        if self.Kc is None:  # only `__call__` calls it, and only where l <= limit gave K'
+            raise RuntimeError("the exact convergence figure needs K', which is kept only up to the exact limit")
         if self.metric == "excess_error":
             return excess_error(self.Kc, Z, self.e_min)
         return reconstruction_error(self.Kc, Z) / self.scale
@@ -90,7 +101,7 @@ class ConvergenceFigure:
             metric, value = model.figure(np.asarray(rows.sample(FIGURE_SAMPLE_ROWS)))
             eigenvalues = np.asarray(model.eigenvalues if model.eigenvalues is not None else [], dtype=np.float64)
             return Convergence(metric=metric, value=value), eigenvalues
-        eigenvalues = model.eigenvalues
+        eigenvalues = served_eigenvalues(model)
         if self.Kc is None:
             return self.without_matrix(state, eigenvalues), eigenvalues
         self.previous = eigenvalues
@@ -142,7 +153,7 @@ class PassReporter:
         The record the fit started from.
     rows : KernelRows
         The training rows (with their centring).
-    figure : ConvergenceFigure
+    figure : FitFigure
     prepared : kpca.fitting.PreparedFit
         The fit: the state it starts from (its ``pass_`` and ``elapsed_s``), what it reports as
         ``params_used`` (`kpca.fitting.PreparedFit.used`) and the gains its solver reports
@@ -156,14 +167,15 @@ class PassReporter:
         The dask workers a sharded fit runs on, reported with each pass (None: one).
     """
 
-    def __init__(self, job, record: JobRecord, rows: KernelRows, figure: ConvergenceFigure, prepared,
+    def __init__(self, job, record: JobRecord, rows: KernelRows, figure: FitFigure, prepared,
                  history: list[PassRecord], save=None, workers: int | None = None):
         self.job, self.registry, self.checkpoints = job, job.registry, job.checkpoints
         self.record, self.rows, self.prepared = record, rows, prepared
         self.figure, self.history = figure, list(history)
         start = prepared.state
         self.passes = record.passes
-        self.tol = record.params.get("tol")
+        tol = record.params.get("tol")  # a number, checked with the request (`kpca.params`), or absent
+        self.tol = None if tol is None else float(tol)
         self.best = record.best_checkpoint.model_dump(by_alias=True) if record.best_checkpoint else {}
         self.stop_early = False
         self.save = save or (lambda name, done, state: save_while_present(job, name, done, state))
@@ -184,8 +196,9 @@ class PassReporter:
             self.best = {"pass": done, "value": value}
         # Rayleigh-Ritz passes stop on their residual (`kpca.driver.run_passes`), stochastic ones on this figure
         # tol 0 runs every pass: a figure at rounding level (an exact start's excess error, -2e-16) is no stop
-        by_figure = not state.refines and bool(self.tol) and value is not None
-        if state.converged or (by_figure and value < self.tol):
+        tol = self.tol
+        below_tol = not state.refines and tol is not None and bool(tol) and value is not None and value < tol
+        if state.converged or below_tol:
             self.stop_early = True
         per_pass = (elapsed - self.elapsed_before) / max(done - self.first_pass, 1)
         gains = self.prepared.solver.gains(state)
@@ -205,13 +218,15 @@ class PassReporter:
         retain(self.checkpoints, self.record.name, self.record.checkpoint_keep, self.best.get("pass"))
 
 
-    def settle(self, state: IterativeState) -> None:
+    def settle(self, state: SolverState | Mapping[str, Any]) -> None:
         """Report ``state`` unless a pass of this run already did: a fit that met its tol at its start (or
         at the pass a resume starts from) still gets its progress, history record and checkpoint. The
         sharded passes' entries are read as the state (`kpca.solvers.as_state`)."""
-        state = as_state(state)
-        if not self.history or self.history[-1].pass_ != int(state.pass_):
-            self(state)
+        typed = as_state(state)
+        if not isinstance(typed, IterativeState):  # settled after passes only: an iterative solver's state
+            raise TypeError(f"a fit's passes ended with a {type(typed).__name__}, not an iterative solver's state")
+        if not self.history or self.history[-1].pass_ != int(typed.pass_):
+            self(typed)
 
 
 def retain(checkpoints: CheckpointStore, name: str, keep: int, best_pass: int | None) -> None:
@@ -229,9 +244,18 @@ def completion_warnings(rows: KernelRows, state: SolverState) -> list[str]:
     model = served_model(state, rows)
     if not isinstance(model, KernelModel):
         return []
-    if not (np.isfinite(model.A).all() and np.isfinite(model.eigenvalues).all()):
+    eigenvalues = served_eigenvalues(model)
+    if not (np.isfinite(model.A).all() and np.isfinite(eigenvalues).all()):
         raise Diverged("the fit ended with non-finite components; retry with smaller gains (eta0, mu)")
-    return rank_warnings(model.eigenvalues)
+    return rank_warnings(eigenvalues)
+
+
+def served_eigenvalues(model: KernelModel) -> np.ndarray:
+    """The eigenvalue estimates (r,) of the model a solver state serves (`kpca.solvers.served_model` sets
+    them; `kpca.model.KernelModel` leaves them optional for models built otherwise)."""
+    if model.eigenvalues is None:
+        raise RuntimeError("the served model carries no eigenvalue estimates")
+    return model.eigenvalues
 
 
 def completed_checkpoint(checkpoints, name: str) -> dict:

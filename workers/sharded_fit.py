@@ -28,6 +28,7 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
+from kpca.rows import KernelRows
 from kpca.sampled_kernel import kernel_spread
 from kpca.sharded.passes import (
     ShardedProducts,
@@ -39,10 +40,10 @@ from kpca.sharded.passes import (
     unit_bounds,
 )
 from kpca.sharded.shards import STATE_COLUMNS, ShardGroup, state_rows
-from kpca.solvers import KHAState, as_state, get_solver
+from kpca.solvers import KHAState, SolverState, as_state, get_solver
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS
 from kpca.solvers._ritz import ritz_values
-from store.jobs.records import JobRecord
+from store.jobs.records import Convergence, JobRecord
 from workers.placement import running_fits, shard_count, shard_min_rows
 from workers.progress import ConvergenceFigure, PassReporter, completed_checkpoint, completion_warnings, still_ours
 from workers.shards import ActorGroup, ShardLost, fit_workers
@@ -172,7 +173,9 @@ class ShardedFigure:
     def __init__(self, group: ShardGroup, figure: ConvergenceFigure):
         self.group, self.figure = group, figure
 
-    def __call__(self, rows, state: KHAState):
+    def __call__(self, rows: KernelRows, state: SolverState) -> tuple[Convergence, np.ndarray]:
+        if not isinstance(state, KHAState):  # the sharded passes are the KHA family's (`shard_request`)
+            raise TypeError(f"a sharded fit's figure was handed a {type(state).__name__}, not a KHAState")
         if self.figure.Kc is not None:
             return self.figure(rows, join_state(state, self.group))
         eigenvalues = np.asarray(ritz_values(*self.group.grams(), *self.group.squared_norms()))

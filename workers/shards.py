@@ -88,8 +88,8 @@ class ShardActor(Shard):
     ----------
     data_dir : str
         The data folder the workers share.
-    dataset, version : str, int
-        The data set version the fit runs on.
+    dataset, version : str, int or None
+        The data set version the fit runs on (None: the latest committed, as `store.DatasetStore.open_array`).
     kernel : dict
         The resolved kernel (`kpca.kernels.KernelSpec.to_dict`).
     precision : str
@@ -109,7 +109,7 @@ class ShardActor(Shard):
         a fit alone on a machine use all of its cores, as a one-worker fit does.
     """
 
-    def __init__(self, data_dir: str, dataset: str, version: int, kernel: dict, precision: str, first: int,
+    def __init__(self, data_dir: str, dataset: str, version: int | None, kernel: dict, precision: str, first: int,
                  stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model", share: int = 1,
                  origin: list | None = None):
         source = RowWindow(DatasetStore(data_dir).open_array(dataset, version), int(first), int(stop))
@@ -147,13 +147,18 @@ class ShardActor(Shard):
         guard vectors (guard_A, guard_AK), LOBPCG's ``previous`` step (previous_A, previous_AK), B, BK
         (KHA-SMD), and the centring's column means. O(d size) written."""
         k = r + guards
-        columns = {"A": self.Z[:r], "AK": self.ZK[:r], "centering_column_means": self.rows.centering.column_means}
+        Z, ZK, centering = self.Z, self.ZK, self.rows.centering
+        if Z is None or ZK is None or centering is None:  # a checkpoint follows a pass, which needs all three
+            raise RuntimeError(f"shard of rows {self.first}..{self.stop - 1}: nothing to save before its start")
+        columns = {"A": Z[:r], "AK": ZK[:r], "centering_column_means": centering.column_means}
         if guards:
-            columns.update(guard_A=self.Z[r:k], guard_AK=self.ZK[r:k])
+            columns.update(guard_A=Z[r:k], guard_AK=ZK[r:k])
         if previous:
+            if self.previous is None:  # the caller asks for it only where LOBPCG's step has been taken
+                raise RuntimeError(f"shard of rows {self.first}..{self.stop - 1}: no previous step to save")
             columns.update(previous_A=self.previous[0], previous_AK=self.previous[1])
-        if self.Z.shape[0] > k:
-            columns.update(B=self.Z[k:], BK=self.ZK[k:])
+        if Z.shape[0] > k:
+            columns.update(B=Z[k:], BK=ZK[k:])
         self._checkpoints.save_part(job, pass_index, self.first, self.stop, columns)
 
     def load(self, job: str, pass_index: int, grand_mean: float, mean_diagonal: float, smd: bool,
@@ -265,7 +270,7 @@ class ActorGroup(ShardGroup):
         return self.shards.round_trips
 
     @classmethod
-    def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int,
+    def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int | None,
               kernel: KernelSpec, precision: str, unit_rows: int, n_components: int, d: int,
               kind_folder: str = "models", kind: str = "model", running: int = 1,
               origin: np.ndarray | None = None) -> ActorGroup:

@@ -55,8 +55,7 @@ def watched_results(client, futures, watch: Watch | None, poll_s: float = 0.1, w
             finished = threading.Event()
             future.add_done_callback(lambda _, done=finished: done.set())  # (Future.result(timeout=) races under load)
             while not finished.wait(poll_s):
-                reason = watch.ended() if watch is not None else None
-                if reason is not None:
+                if watch is not None and (reason := watch.ended()) is not None:
                     raise RequestEnded(reason, time.monotonic() - watch.started)
             results.append(future.result())
             pending.popleft().release()

@@ -23,13 +23,14 @@ from service.responses import NPY_CONTENT, Format, npy_answer, npy_header, wants
 from service.routes.datasets import ChunkIndex, DatasetName
 from service.routes.datasets import router as datasets_router
 from service.schemas.errors import ErrorBody
+from service.schemas.openapi import Responses
 from service.security import READ, access
 
 router = APIRouter(prefix=datasets_router.prefix, tags=["datasets"])
 
 Version = Annotated[int | None, Query(ge=1, description="committed version; default the latest")]
 
-_ERRORS = {
+_ERRORS: Responses = {
     404: {"model": ErrorBody, "description": "unknown data set, version or chunk"},
     409: {"model": ErrorBody, "description": "no committed version, a staged chunk, or damaged rows"},
     422: {"model": ErrorBody, "description": "invalid request"},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +27,7 @@ from service.public import dataset_public, dataset_verified
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.datasets import ChunkRows, DatasetCreate, DatasetPublic, DatasetsPublic, DatasetVerified
 from service.schemas.errors import ErrorBody
+from service.schemas.openapi import Responses
 from service.security import READ, WRITE, access
 from service.sources import allowed_source
 from service.threads import wait_for_cluster
@@ -37,7 +38,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 DatasetName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="data set name")]
 ChunkIndex = Annotated[int, Path(ge=0, le=1_000_000, description="position of the chunk, from 0")]
 
-_ERRORS = {
+_ERRORS: Responses = {
     404: {"model": ErrorBody, "description": "unknown data set"},
     409: {"model": ErrorBody, "description": "conflicts with the stored state"},
     422: {"model": ErrorBody, "description": "invalid request"},
@@ -73,7 +74,8 @@ def create_dataset(
                 "array, whose shape gives n_features), not both",
                 "n_features",
             )
-        location = allowed_source(body.source.zarr, settings.register_prefixes)
+        prefixes = cast(list[str], settings.register_prefixes)  # a list: `Settings`' validator made it one
+        location = allowed_source(body.source.zarr, prefixes)
         record = datasets.register(body.name, location, body.dtype)
     else:
         if body.n_features is None:
@@ -175,8 +177,8 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     return dataset_public(record)
 
 
-def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes, n_features: int, max_rows: int,
-                     usage):
+def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes | bytearray, n_features: int,
+                     max_rows: int, usage):
     """A chunk's body parsed as its media type says, its rows' bytes taken from the data folder's room
     (``usage``, `service.limits.DataUsage.take`) and stored (`DatasetStore.put_chunk`): the data set's
     record. Blocking: call it from the thread pool."""

@@ -24,7 +24,7 @@ from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.public import image_job_public
 from service.routes.models import ERRORS
-from service.routes.served import PNG_ROUTE, JobQuery, invalid_preimage, until_ended
+from service.routes.served import PNG_RESPONSES, JobQuery, invalid_preimage, until_ended
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
@@ -38,7 +38,8 @@ router = APIRouter(tags=["denoising"])
 DEFAULT_TILE = 32
 
 
-@router.post("/v1/denoise-image", openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY}, **PNG_ROUTE)
+@router.post("/v1/denoise-image", openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
+             responses=PNG_RESPONSES, response_class=Response)
 async def denoise_image_fit(
     request: Request, datasets: DatasetsDep, models: ModelsDep, backend: BackendDep, settings: SettingsDep,
     owner: FitOwner,

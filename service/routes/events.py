@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from service.deps import ModelsDep
 from service.event_hub import EventHub, Slot
 from service.routes.models import ERRORS, ModelName
+from service.schemas.openapi import Responses
 from service.security import READ, access
 from store.jobs.records import TERMINAL, ModelRecord, PassRecord
 
@@ -78,13 +79,14 @@ EVENT_SCHEMA = {
 }
 #: the errors come before the stream, as JSON (with ``model=``, FastAPI would document them as events)
 _ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-EVENT_ERRORS = {**{status: {"description": ERRORS[status]["description"], "content": _ERROR_BODY}
+EVENT_ERRORS: Responses = {**{status: {"description": ERRORS[status]["description"], "content": _ERROR_BODY}
                    for status in (404, 422)},
                 503: {"description": "max_event_streams (KPCA_MAX_EVENT_STREAMS) streams are open; see Retry-After",
                       "content": _ERROR_BODY}}
-EVENTS_RESPONSE = {200: {"description": "a stream of server-sent events (progress, status, end) until the fit ends; "
-                                        "a comment line every 15 s of silence keeps proxies from closing it",
-                         "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
+EVENTS_RESPONSE: Responses = {200: {
+    "description": "a stream of server-sent events (progress, status, end) until the fit ends; "
+                   "a comment line every 15 s of silence keeps proxies from closing it",
+    "content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}}
 
 
 async def _existing(name: ModelName, models: ModelsDep) -> str:

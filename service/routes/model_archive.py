@@ -73,8 +73,8 @@ async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
     declared = request.headers.get("content-length", "")
     usage.check(int(declared) if declared.isdigit() else 0)
     folder.mkdir(parents=True, exist_ok=True)
-    handle, path = tempfile.mkstemp(dir=folder, prefix=".upload-", suffix=".tar")
-    path, taken = FilePath(path), 0
+    handle, name = tempfile.mkstemp(dir=folder, prefix=".upload-", suffix=".tar")
+    path, taken = FilePath(name), 0
     try:
         with os.fdopen(handle, "wb") as out:
             async for part in request.stream():

@@ -28,7 +28,7 @@ from service.job_checks import checked_preimage
 from service.limits import check_patches
 from service.payloads import ThreadParsedRoute, read_body
 from service.routes.models import ModelName
-from service.routes.served import PNG_ROUTE, JobQuery, invalid_preimage, served_job_now, watched
+from service.routes.served import PNG_RESPONSES, JobQuery, invalid_preimage, served_job_now, watched
 from service.schemas.serving import SECOND_STAGE_HELP, PreimageMethod, SecondStage, Tune
 from service.security import READ, access
 from service.serving_work import check_serving_work
@@ -38,7 +38,7 @@ router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadPars
 
 
 @router.post("/{name}/denoise-image", openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
-             **PNG_ROUTE)
+             responses=PNG_RESPONSES, response_class=Response)
 async def denoise_image(
     name: ModelName,
     request: Request,

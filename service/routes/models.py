@@ -23,6 +23,7 @@ from service.public import checkpoints_public, listed, model_public, model_summa
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
 from service.schemas.models import CheckpointsPublic, ModelCreate, ModelPublic, ModelResume, ModelsPublic
+from service.schemas.openapi import Responses
 from service.security import READ, WRITE, access
 from store.jobs.records import ModelRecord, Placement
 
@@ -30,7 +31,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 
 ModelName = Annotated[str, Path(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description="model name")]
 
-ERRORS = {
+ERRORS: Responses = {
     404: {"model": ErrorBody, "description": "unknown model or data set"},
     409: {"model": ErrorBody, "description": "conflicts with the stored state"},
     422: {"model": ErrorBody, "description": "invalid request"},
@@ -68,8 +69,9 @@ def list_models(
                         next_cursor=next_cursor)
 
 
-@router.get("/{name}", openapi_extra=access(READ), responses=ERRORS)
-async def get_model(name: ModelName, models: ModelsDep, request: Request) -> ModelPublic:
+# response_model: the view's model, which the route answers as its JSON bytes (kept, `service.record_views`)
+@router.get("/{name}", openapi_extra=access(READ), responses=ERRORS, response_model=ModelPublic)
+async def get_model(name: ModelName, models: ModelsDep, request: Request) -> Response:
     """Status, progress, history and the parameters actually used (from the registry only; the encoded
     view kept until the record is written again, `service.record_views`: a poll between two writes is a
     ``stat`` on the event loop, a record read and its encoding go to the thread pool)."""

@@ -7,7 +7,7 @@ Each route checks the rows against the model's data set (`service.routes.served`
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import Serving, ServingDep
@@ -40,9 +40,10 @@ from workers.operations import DenoiseRowsTuned, Project, Reconstruct
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
 
 
-@router.post("/{name}/project", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
+# response_model: what the route answers unless it streams (`rows_answer`), the OpenAPI's 200
+@router.post("/{name}/project", openapi_extra=rows_body(), responses=ROWS_ANSWERS, response_model=ProjectResponse)
 async def project(name: ModelName, body: ProjectRequest, request: Request, serving: ServingDep,
-                  format: Format = None) -> ProjectResponse:
+                  format: Format = None) -> ProjectResponse | Response:
     """Kernel principal components of ``rows``: one row of ``n_components`` values per input row
     (at most ``max_rows_per_request`` rows: 413 on ``rows``; at most ``max_serving_work``, rows x model
     points x features: 413 on ``rows``; past ``serving_deadline_s`` a 503 with ``Retry-After``). A small
@@ -104,9 +105,9 @@ async def reconstruct(name: ModelName, body: ReconstructRequest, request: Reques
     return await _reconstruct(name, body, request, serving, format=format)
 
 
-@router.post("/{name}/denoise", openapi_extra=rows_body(), responses=ROWS_ANSWERS)
+@router.post("/{name}/denoise", openapi_extra=rows_body(), responses=ROWS_ANSWERS, response_model=DenoiseResponse)
 async def denoise(name: ModelName, body: DenoiseRequest, request: Request, serving: ServingDep,
-                  format: Format = None) -> DenoiseResponse:
+                  format: Format = None) -> DenoiseResponse | Response:
     """Denoise rows: the pre-image of their projection onto the leading components (same maths as
     ``/reconstruct``; the name says what it is for). With ``tune="auto"`` the noise is estimated from
     the rows (they must be more than their columns) and the rank and pre-image chosen by an unbiased

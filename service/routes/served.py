@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import numpy as np
-from fastapi import Query, Request, Response
+from fastapi import Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from service.errors import ApiError
@@ -25,23 +25,28 @@ from service.responses import NPY_CONTENT
 from service.routes.models import ERRORS
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.errors import ErrorBody
+from service.schemas.openapi import Responses
 from service.security import READ, access
 from service.threads import wait_for_cluster
 from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound, StoreError
 from store.jobs.records import JobRecord
+from store.jobs.registry import JobRegistry
 from workers.serving import Operation
 from workers.watch import RequestEnded, Watch
 
+#: the record type of the served job's kind (`store.jobs.records.ModelRecord`, ...)
+R = TypeVar("R", bound=JobRecord)
+
 #: The answers of the routes that compute: over a limit (rows, body, work) 413; past the deadline 503.
-SERVING_ERRORS = {
+SERVING_ERRORS: Responses = {
     **ERRORS,
     413: {"model": ErrorBody, "description": "over a limit: rows, body bytes or work (KPCA_MAX_SERVING_WORK)"},
     503: {"model": ErrorBody, "description": "past the request's deadline (KPCA_SERVING_DEADLINE_S); see "
           "Retry-After"},
 }
 #: ... and of those that answer rows, which may be JSON or .npy bytes (`service.responses`)
-ROWS_ANSWERS = {**SERVING_ERRORS, 200: NPY_CONTENT}
+ROWS_ANSWERS: Responses = {**SERVING_ERRORS, 200: NPY_CONTENT}
 
 
 def rows_body() -> dict:
@@ -54,14 +59,14 @@ def rows_body() -> dict:
         "content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
 
 
-async def served_job(name: str, registry, datasets) -> tuple[JobRecord, int]:
+async def served_job(name: str, registry: JobRegistry[R], datasets) -> tuple[R, int]:
     """The record of a completed job (a model, a clustering) and the width (``n_features``) of its data
     set, or the 404/409 that explains why not (`served_job_now`, in one trip to the thread pool)."""
     job, n_features, _ = await run_in_threadpool(served_job_now, name, registry, datasets)
     return job, n_features
 
 
-def served_job_now(name: str, registry, datasets) -> tuple[JobRecord, int, int]:
+def served_job_now(name: str, registry: JobRegistry[R], datasets) -> tuple[R, int, int]:
     """``(job, n_features, points)``: the record of a completed job, the width of its data set and the
     points its kernel rows run over (`points_of`), or the 404/409 that explains why not (the 409 names the
     job's state). A model over centres (`ModelRecord.serves_without_dataset`) serves after its data set is
@@ -72,7 +77,8 @@ def served_job_now(name: str, registry, datasets) -> tuple[JobRecord, int, int]:
     try:
         dataset = datasets.get(job.dataset)
     except NotFound:
-        if getattr(job, "serves_without_dataset", False):
+        # (serves_without_dataset implies a recorded width: the second test only tells the checker)
+        if getattr(job, "serves_without_dataset", False) and job.n_features is not None:
             return job, job.n_features, 0
         raise ApiError(404, "not_found", f"data set {job.dataset!r} of {job.kind} {name!r} has been deleted",
                        "dataset") from None
@@ -205,9 +211,9 @@ def changed_while_serving(registry, name: str, job: JobRecord) -> None:
                        "name") from None
 
 
-#: what an image route answers and accepts (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``)
-PNG_ROUTE = {"responses": {**SERVING_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}},
-             "response_class": Response}
+#: what an image route answers (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``), with
+#: ``response_class=Response``
+PNG_RESPONSES: Responses = {**SERVING_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}}
 #: the ``job`` query parameter of an image route
 JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
     "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST /v1/image-jobs/{job}/cancel"))]

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, PlainSerializer, PlainValidator, WithJsonSchema, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+    create_model,
+)
 
 from kpca.kernels import KERNELS, KernelSpec
 from kpca.params import Param, ParamError, check_params
@@ -78,12 +87,12 @@ def check_solver_params(solver: str, params: dict) -> None:
     check_params(get_solver(solver).params, params, "params", f"solver {solver}")
 
 
-def options_model(name: str, params: tuple[Param, ...], doc: str):
+def options_model(name: str, params: tuple[Param, ...], doc: str) -> type[BaseModel]:
     """A pydantic model of optional fields, one per declared parameter (None: the default applies)."""
-    fields = {}
+    fields: dict[str, Any] = {}  # field name -> (type, FieldInfo), as `pydantic.create_model` takes them
     for param in params:
         kind: Any = float if param.kind is float else param.kind
-        bounds = {}
+        bounds: dict[str, Any] = {}  # Field's keyword -> bound (a number, or allow_inf_nan's bool)
         if param.low is not None:
             bounds["gt" if param.low_open else "ge"] = param.low
         if param.high is not None:
@@ -91,6 +100,6 @@ def options_model(name: str, params: tuple[Param, ...], doc: str):
         if kind is float:
             bounds["allow_inf_nan"] = False
         fields[param.name] = (kind | None, Field(default=None, description=param.description, **bounds))
-    model = create_model(name, __config__={"extra": "forbid"}, **fields)
+    model = create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
     model.__doc__ = doc
     return model

@@ -6,6 +6,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
+#: FastAPI's ``responses=`` of a route: status code -> that response's OpenAPI (``model``, ``description``,
+#: ``content``), the type FastAPI declares for it
+Responses = dict[int | str, dict[str, Any]]
+
 #: Responses of every operation that reads a request body (JSON, .npy, CSV, PNG, or none at all).
 BODY_ERRORS = {
     "400": "request body could not be parsed (not UTF-8, not JSON, malformed .npy or CSV)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,15 +14,22 @@ from service.schemas.declared import options_model
 
 MAX_PROJECT_ROWS = 100_000
 
-PreimageMethod = Literal[("auto", *METHODS)]
 Tune = Literal["auto", "off"]
-SecondStage = Literal[STAGE_CHOICES]  # auto: kept where its estimated risk is lower; wiener: always; off: never
+if TYPE_CHECKING:
+    # Literals built at run time from the registries of methods, which a type checker cannot read: a str
+    # to it; pydantic and FastAPI (which read the annotations at run time) see the Literal, its enum
+    PreimageMethod = str
+    SecondStage = str
+    PatchMethod = str
+else:
+    PreimageMethod = Literal[("auto", *METHODS)]
+    SecondStage = Literal[STAGE_CHOICES]  # auto: kept where its estimated risk is lower; wiener: always; off: never
+    PatchMethod = Literal[PATCH_METHODS]
 SECOND_STAGE_HELP = (
     "the empirical Wiener second stage after the patch denoiser: auto (with tune=auto) keeps it, or a variant of "
     "it (patch size, two passes, gain), only where an unbiased estimate of the denoising error, computed from the "
     "image alone, is lower with it than without "
     "(with tune=off, auto is off); wiener: always; off: never")
-PatchMethod = Literal[PATCH_METHODS]
 
 
 def _all_options():
@@ -33,10 +40,13 @@ def _all_options():
     return tuple(seen.values())
 
 
-PreimageOptions = options_model(
-    "PreimageOptions", _all_options(),
-    "Options of the pre-image methods; each method reads the ones it declares, "
-    + "; ".join(f"{m.name}: {', '.join(p.name for p in m.options) or 'none'}" for m in METHODS.values()) + ".")
+if TYPE_CHECKING:
+    PreimageOptions = BaseModel  # its fields are the methods' options, declared at run time (below)
+else:
+    PreimageOptions = options_model(
+        "PreimageOptions", _all_options(),
+        "Options of the pre-image methods; each method reads the ones it declares, "
+        + "; ".join(f"{m.name}: {', '.join(p.name for p in m.options) or 'none'}" for m in METHODS.values()) + ".")
 
 
 class ProjectRequest(BaseModel):

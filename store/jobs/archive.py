@@ -52,7 +52,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, cast
+from typing import IO
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -343,7 +343,7 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
             raise Conflict(f"{exc.message}; import under another name (name=...) or delete it first"
                            if "already exists" in exc.message else exc.message, field="name") from None
         created_dataset = None
-        return cast(ModelRecord, registry.get(model_name))  # a ModelRegistry's records are ModelRecords
+        return registry.get(model_name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if created_dataset is not None:

@@ -111,7 +111,7 @@ class ClusteringRecord(JobRecord):
                    labels_dataset_version=None if labels is None else labels.version)
 
 
-class ClusteringRegistry(JobRegistry):
+class ClusteringRegistry(JobRegistry[ClusteringRecord]):
     """Clustering records and labels under ``root/clusterings`` (`store.jobs.registry.JobRegistry`)."""
 
     record_type = ClusteringRecord

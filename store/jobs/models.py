@@ -21,7 +21,7 @@ from store.jobs.registry import MANAGED_FIELDS, JobRegistry
 __all__ = ["MANAGED_FIELDS", "ModelRegistry"]
 
 
-class ModelRegistry(JobRegistry):
+class ModelRegistry(JobRegistry[ModelRecord]):
     """Model records under ``root/models``; safe across threads and processes (`store.jobs.registry.JobRegistry`).
 
     Parameters

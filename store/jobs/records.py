@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
 
@@ -246,6 +246,12 @@ class JobRecord(_Document):
     created_at: str | None = Field(default=None, description="when the job was created (ISO 8601, UTC)")
     updated_at: str | None = Field(default=None, description="when the record last changed (ISO 8601, UTC)")
     owner: str | None = Field(default=None, description="id of the API key that created the job (None: no keys)")
+
+    if TYPE_CHECKING:
+        # Every kind has it (the docstring above), declared here for the type checker only: a property of
+        # this class would shadow `ModelRecord`'s field at run time.
+        @property
+        def n_components(self) -> int: ...
 
     def document(self) -> dict:
         """The document stored on disk (aliases such as ``pass``), as plain Python values: writing it

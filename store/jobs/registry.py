@@ -27,6 +27,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from store import quarantine
 from store.atomic import SCHEMA_VERSION, atomic_write_json, remove_tree, try_file_lock
@@ -39,6 +40,8 @@ from store.timestamps import utc_now
 
 MANAGED_FIELDS = ("name", "schema_version", "created_at", "updated_at")
 _CREATE_ATTEMPTS = 5
+#: the record type of a registry's kind (`store.jobs.records.ModelRecord`, ...)
+R = TypeVar("R", bound=JobRecord)
 
 
 #: the records this process read last (`store.kept`), by folder, name and record type. A ``/project``
@@ -48,7 +51,7 @@ _CREATE_ATTEMPTS = 5
 _KEPT = KeptBySignature(64)
 
 
-class JobRegistry:
+class JobRegistry(Generic[R]):
     """Job records of one kind under ``root/{kind_folder}``; safe across threads and processes.
 
     Parameters
@@ -67,7 +70,7 @@ class JobRegistry:
         Files of an earlier job of the same name that `create` removes (besides its checkpoints).
     """
 
-    record_type: type[JobRecord]
+    record_type: type[R]
     kind_folder: str
     kind: str
     document: str
@@ -87,7 +90,7 @@ class JobRegistry:
         """A stored document brought to `schema_version` (none to do by default). Cost O(size)."""
         return doc
 
-    def create(self, record: JobRecord) -> JobRecord:
+    def create(self, record: R) -> R:
         """Store a new record and return it with ``created_at`` and ``updated_at`` set.
 
         Raises
@@ -120,7 +123,7 @@ class JobRegistry:
                            attempts=_CREATE_ATTEMPTS)
         return stored
 
-    def get(self, name: str) -> JobRecord:
+    def get(self, name: str) -> R:
         """The record of ``name`` (migrated to the current version); `NotFound` if missing.
 
         A stored record that cannot be read (module docstring) raises `Damaged` (a 409 ``corrupt`` on
@@ -166,12 +169,12 @@ class JobRegistry:
         it). `Invalid` for a bad name. Cost: one ``stat``; a listing when the record is missing."""
         return os.path.lexists(self.folders.path(name) / self.document) or self.folders.orphaned(name, self.document)
 
-    def list(self, after: str | None = None, limit: int | None = None) -> list[JobRecord]:
+    def list(self, after: str | None = None, limit: int | None = None) -> list[R]:
         """The readable records, sorted by name; only names after ``after`` and at most ``limit`` of them if
         given (a page). A damaged record is skipped (and logged once, `store.quarantine`): what the
         fits that must go on read (the watchdog, the count of a key's fits). Cost: a folder listing and
         one `get` per record returned."""
-        def read(name: str) -> JobRecord | None:
+        def read(name: str) -> R | None:
             try:
                 return self.get(name)
             except (NotFound, Invalid, Damaged):
@@ -179,10 +182,10 @@ class JobRegistry:
 
         return self.folders.page(read, after, limit)
 
-    def entries(self, after: str | None = None, limit: int | None = None) -> builtins.list[JobRecord | DamagedEntry]:
+    def entries(self, after: str | None = None, limit: int | None = None) -> builtins.list[R | DamagedEntry]:
         """As `list`, with each damaged record listed as a `store.quarantine.DamagedEntry` (status
         ``corrupt`` and the reason): what the API's list shows. Cost: as `list`."""
-        def read(name: str) -> JobRecord | DamagedEntry | None:
+        def read(name: str) -> R | DamagedEntry | None:
             try:
                 return self.get(name)
             except (NotFound, Invalid):
@@ -192,7 +195,7 @@ class JobRegistry:
 
         return self.folders.page(read, after, limit)
 
-    def update(self, name: str, /, **fields) -> JobRecord:
+    def update(self, name: str, /, **fields) -> R:
         """Set fields of a record (read-modify-write under the job's exclusive lock), validated.
 
         Fields not named are kept; ``updated_at`` is set to now. The fields
