@@ -140,7 +140,8 @@ class PreparedFit:
             if not stopped and self.solver.measure is not None and not state.refines:
                 state = self.solver.measure(state, rows, self.params["block_size"])  # the served figure
             return state, stopped
-        state = self.solver.fit(rows, self.context.n_components, self.params, self.context, report=report)
+        # a plugin's fit may return its state as the checkpoint's plain entries: read it as its family's record
+        state = as_state(self.solver.fit(rows, self.context.n_components, self.params, self.context, report=report))
         if self.solver.serves == "expansion" and state.centering:
             rows.restore_centering(state.centering)
         return state, False

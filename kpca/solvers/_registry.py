@@ -164,7 +164,8 @@ class Solver:
         trace(K')/l`` of the default gain (`kpca.defaults`, *the gain
         rule*); None for solvers without one.
     fit : callable, optional
-        One-shot solvers: ``fit(rows, n_components, params, context, report=None) -> state``.
+        One-shot solvers: ``fit(rows, n_components, params, context, report=None) -> state``, the
+        solver's `state_type` or its checkpoint entries as a dict (read by `as_state`).
         ``rows`` is a `kpca.rows.KernelRows` without centring; the state
         carries its own (`kpca.rows.Centering.to_state`). A fit that takes
         iterations calls ``report(Iteration(...))`` after each; a True answer
