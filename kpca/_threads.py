@@ -32,7 +32,8 @@ def map_threads() -> int:
     """Threads for kernel tiles in the calling thread: the `tile_threads` override
     if one is active, else numba's configured thread count (``NUMBA_NUM_THREADS``)."""
     override = getattr(_local, "tiles", None)
-    return override if override is not None else max(1, int(numba.config.NUMBA_NUM_THREADS))
+    configured = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]  # numba.config sets it at import by setattr
+    return override if override is not None else max(1, int(configured))
 
 
 @contextlib.contextmanager

@@ -96,7 +96,7 @@ def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -
         count = -(-m // width)
         batch = max(1, count // (4 * max(1, threads)))  # panels per claim: each claim takes the lock once
 
-        def run(part):
+        def run_batches(part):
             gram = np.empty(rows * width, dtype=X.dtype)
             values = np.empty(rows * width, dtype=C.dtype)
             product = np.empty(d * width, dtype=C.dtype)
@@ -105,7 +105,7 @@ def run_panels(fn, acc, col0, C, X, Y, xn, yn, a, c, scale, threads, T, start) -
                 _panels(kind, X, Y, k * batch, min(k * batch + batch, count), width, rows, xn, yn, a, c, scale, Ct,
                         Tm, start, copy_start, acc, col0, gram, values, product, first)
 
-        _shared(-(-count // batch), run, threads)
+        _shared(-(-count // batch), run_batches, threads)
         return
 
     def run(part):

@@ -153,7 +153,18 @@ class AffinityRows(KernelRows):
     @property
     def degrees(self) -> np.ndarray:
         """``d`` (l,), the training points' degrees."""
-        return self._require_centering().degrees
+        degrees = self._require_centering().degrees
+        if degrees is None:  # of_degrees and from_state always set them; a centring made by hand may not
+            raise ValueError("centering: the affinity centring has no degrees")
+        return degrees
+
+    def _require_centering(self) -> AffinityCentering:
+        """The degrees and shift (`fit_centering` or `restore_centering` sets them); RuntimeError before,
+        TypeError for a plain `kpca.rows.Centering` set by hand."""
+        centering = super()._require_centering()
+        if not isinstance(centering, AffinityCentering):
+            raise TypeError(f"centering: affinity rows need an AffinityCentering, got a {type(centering).__name__}")
+        return centering
 
     def _scales(self) -> np.ndarray:
         """``s = d^-1/2`` (l,) in the rows' dtype."""

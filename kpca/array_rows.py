@@ -121,14 +121,18 @@ class ArrayRows(KernelRows):
         Y, yn = self._data()
         dtype = Y.dtype
         L = xp.asarray(np.ascontiguousarray(left, dtype=self.compute_dtype))
-        rows_shift = None if row_shift is None else xp.asarray(np.asarray(row_shift, dtype=self.compute_dtype))
-        cols_shift = None if col_shift is None else xp.asarray(np.asarray(col_shift, dtype=self.compute_dtype))
+        shifts = None  # (row_shift, col_shift) on the device
+        if row_shift is not None or col_shift is not None:
+            if row_shift is None or col_shift is None:
+                raise ValueError("row_shift, col_shift: give both (eq. 5's centring) or neither")
+            shifts = tuple(xp.asarray(np.asarray(v, dtype=self.compute_dtype)) for v in (row_shift, col_shift))
         out = xp.zeros((L.shape[0], self.n_rows), dtype=dtype)
         for a in range(0, self.n_rows, self.block_rows):
             b = min(a + self.block_rows, self.n_rows)
             X, xn = Y[a:b, :], yn[a:b]
             K = _kernel_map(xp, self.kernel, xp.matmul(X, xp.matrix_transpose(Y)), xn, yn)
-            if rows_shift is not None:
+            if shifts is not None:
+                rows_shift, cols_shift = shifts
                 K = K + rows_shift[a:b][:, None] + cols_shift[None, :]
             out = out + xp.matmul(L[:, a:b], K)
         return np.asarray(_to_host(out), dtype=np.float64)

@@ -182,7 +182,7 @@ def clustering_from_state(state: SolverState, rows: AffinityRows, seed: int = 0,
     iterations l k^2).
     """
     state = as_state(state)  # a checkpoint's entries are read as their solver's state
-    rows.restore_centering(state.centering)
+    centering = rows.restore_centering(state.centering)
     A, AK, mu = served_components(state)  # of M = L + c I; past the numerical rank: zero rows with mu = 0
     found = int(np.sum(mu > 0))
     if found < mu.size:
@@ -190,7 +190,7 @@ def clustering_from_state(state: SolverState, rows: AffinityRows, seed: int = 0,
                          f"clusters asked for (points that are all one point in feature space): cluster with "
                          f"n_clusters <= {found}")
     A, AK = np.asarray(A, dtype=np.float64), np.asarray(AK, dtype=np.float64)
-    lam = np.where(mu > 0, mu - rows.centering.shift, 0.0)  # the eigenvalues of L
+    lam = np.where(mu > 0, mu - centering.shift, 0.0)  # the eigenvalues of L
     scale = np.where(mu > 0, 1.0 / np.sqrt(np.where(mu > 0, mu, 1.0)), 0.0)  # a component without variance: 0
     extension = np.where(lam > 0, np.sqrt(np.maximum(mu, 0.0)) / np.where(lam > 0, lam, 1.0), 0.0)
     embedding = _unit_rows(AK.T * scale[None, :])

@@ -77,7 +77,7 @@ def run_passes(rows, state: IterativeState, passes: int, block_size: int, hooks:
     if not is_row_source(rows):
         raise TypeError("rows: expected a row source (n_rows, square, left_product), e.g. kpca.rows.KernelRows")
     hooks = hooks or PassHooks()
-    state = as_state(state)
+    state = as_state(state, IterativeState)
     solver = get_solver(state.solver)
     l = rows.n_rows
     if state.pass_ < passes:
@@ -85,20 +85,22 @@ def run_passes(rows, state: IterativeState, passes: int, block_size: int, hooks:
     # the large products run in the tile threads, each on one BLAS thread; the caller's small ones
     # gain nothing from more, and idle BLAS threads would spin next to the tiles
     with blas_limit(1):
-        if state.refines and solver.refine is not None:
-            return refine_passes(state, passes, hooks, tol,
-                                 lambda state: solver.refine(state, rows, block_size, tol=tol))
+        refine, step = solver.refine, solver.step
+        if step is None:
+            raise ValueError(f"solver {solver.name!r} is one-shot: it has no passes to run")
+        if state.refines and refine is not None:
+            return refine_passes(state, passes, hooks, tol, lambda state: refine(state, rows, block_size, tol=tol))
         if converged(state, tol):
             return state.replace(converged=True), False
         return drive_passes(state, l, passes, block_size, hooks, begin_pass=solver.begin_pass,
-                            step=lambda state, indices: solver.step(state, rows, indices),
+                            step=lambda state, indices: step(state, rows, indices),
                             diverged=solver.diverged, damped=solver.damped)
 
 
 def converged(state: IterativeState, tol: float | None) -> bool:
     """Whether ``state``'s ``residual`` (if it has one) is below ``tol`` (never when ``tol`` is None or 0). O(1)."""
     residual = as_state(state).residual
-    return bool(tol) and residual is not None and float(residual) <= tol  # tol 0: every pass runs
+    return tol is not None and bool(tol) and residual is not None and float(residual) <= tol  # tol 0: every pass runs
 
 
 def refine_passes(state: IterativeState, passes: int, hooks: PassHooks, tol: float | None,
@@ -107,11 +109,11 @@ def refine_passes(state: IterativeState, passes: int, hooks: PassHooks, tol: flo
     state has `converged` (marked ``converged``), with the hooks after each pass and stop requests
     between passes. ``state`` (and what ``refine`` returns) may be the entries of one, as the sharded
     passes hand them (`kpca.solvers.as_state`). Returns ``(state, stopped)``."""
-    state = as_state(state)
+    state = as_state(state, IterativeState)
     if converged(state, tol):
         return state.replace(converged=True), False
     while state.pass_ < passes:
-        state = as_state(refine(state)).replace()  # a new record: the counters below change it alone
+        state = as_state(refine(state), IterativeState).replace()  # a new record: the counters below change it alone
         state.pass_ += 1
         if converged(state, tol):
             state.converged = True
@@ -132,7 +134,7 @@ def drive_passes(state: IterativeState, n_rows: int, passes: int, block_size: in
     permutation, the divergence guard (``diverged(state)`` -> ``damped(pass_start)``, and ``rollback()``
     of what ``keep()`` kept at the pass's start, for state held elsewhere), the hooks and stop requests.
     ``state`` may be the entries of one (`kpca.solvers.as_state`). Returns ``(state, stopped)``."""
-    state = as_state(state)
+    state = as_state(state, IterativeState)
     while state.pass_ < passes:
         if state.position == 0:
             state = begin_pass(state)

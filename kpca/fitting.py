@@ -135,16 +135,20 @@ class PreparedFit:
         solver's.
         """
         if self.solver.iterative:
+            if self.state is None:
+                raise ValueError("state: an iterative fit runs from a start state; prepare it with prepare_fit")
             state, stopped = run_passes(rows, self.state, self.params["passes"] if passes is None else passes,
                                         self.params["block_size"], hooks, tol=self.params.get("tol"))
             if not stopped and self.solver.measure is not None and not state.refines:
                 state = self.solver.measure(state, rows, self.params["block_size"])  # the served figure
             return state, stopped
+        fit = self.solver.fit
+        assert fit is not None  # a solver that is not iterative is one-shot: Solver.__post_init__ requires its fit
         # a plugin's fit may return its state as the checkpoint's plain entries: read it as its family's record
-        state = as_state(self.solver.fit(rows, self.context.n_components, self.params, self.context, report=report))
-        if self.solver.serves == "expansion" and state.centering:
-            rows.restore_centering(state.centering)
-        return state, False
+        fitted = as_state(fit(rows, self.context.n_components, self.params, self.context, report=report))
+        if self.solver.serves == "expansion" and fitted.centering:
+            rows.restore_centering(fitted.centering)
+        return fitted, False
 
     def unmet_tol(self, state: SolverState) -> list[str]:
         """The warning of an iterative fit that ended its passes with its convergence figure (the relative
@@ -267,9 +271,13 @@ def prepare_fit(rows, request: FitRequest, *, resume: IterativeState | Mapping[s
     if not solver.iterative:
         return PreparedFit(solver, request, _in_precision(rows, solver.resolved(request.params, context, where)),
                            context, data_notes=notes)
-    given, state, grown = dict(request.params), resume, False
-    if state is not None:
-        state = as_state(state).replace(converged=None)  # judged anew, on this tol
+    if solver.start is None:
+        raise ValueError(f"solver {solver.name!r}: an iterative solver declares its start")
+    start = solver.start
+    given, grown = dict(request.params), False
+    state: IterativeState | None = None
+    if resume is not None:
+        state = as_state(resume, IterativeState).replace(converged=None)  # judged anew, on this tol
         # a resumed fit goes on as it went (its update, if the solver has one); a fit that float32 could not
         # resolve stays in float64
         for name, value in state.resumed_params().items():
@@ -279,7 +287,7 @@ def prepare_fit(rows, request: FitRequest, *, resume: IterativeState | Mapping[s
         early = _in_precision(rows, solver.resolved(given, context, where))  # what the start needs
         if centre is _fit_centering and solver.centres_at_start(early):  # one pass for both
             rows.centering = None
-            state = solver.start(rows, context.n_components, early)
+            state = start(rows, context.n_components, early)
             rows.centering.require_variance()
             context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
             params = _in_precision(rows, solver.resolved(given, context, where))
@@ -296,7 +304,7 @@ def prepare_fit(rows, request: FitRequest, *, resume: IterativeState | Mapping[s
     context = dataclasses.replace(context, mean_diagonal=rows.centering.mean_diagonal)
     params = _in_precision(rows, solver.resolved(given, context, where))
     if state is None:
-        return PreparedFit(solver, request, params, context, solver.start(rows, context.n_components, params), True,
+        return PreparedFit(solver, request, params, context, start(rows, context.n_components, params), True,
                            notes)
     if grown:
         state = solver.regain(state, params)

@@ -451,7 +451,11 @@ def _threads(threads: int | None) -> int:
     return map_threads() if threads is None else max(1, int(threads))
 
 
-def _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift, col_shift):
+_RadialArguments = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.floating]  # xn, yn, a, c, scale
+
+
+def _radial_arguments(X, Y, spec, dtype, x_sqnorms, y_sqnorms, row_shift,
+                      col_shift) -> tuple[Callable[..., None], _RadialArguments]:
     """The jitted tile map of a radial kernel and its arguments after the tile:
     norms in X's dtype, shifts in ``dtype`` (zeros where not given), the scale."""
     work = X.dtype

@@ -37,7 +37,7 @@ import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_diagonal
 from kpca.params import check_points
-from kpca.rows import KernelRows
+from kpca.rows import Centering, KernelRows
 
 _BLOCK_ENTRIES = 2**22  # entries of one (rows x l) working array, about 32 MiB in float64
 
@@ -78,7 +78,7 @@ class KernelModel:
     AK: np.ndarray
     eigenvalues: np.ndarray | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.rows.centering is None:
             raise ValueError("rows: centering is not set; call rows.fit_centering() or set rows.centering")
         self.A = np.ascontiguousarray(self.A, dtype=np.float64)
@@ -89,6 +89,12 @@ class KernelModel:
         if self.AK.shape != self.A.shape:
             raise ValueError(f"AK: expected shape {self.A.shape} like A, got {self.AK.shape}")
         self._diagonal: np.ndarray | None = None
+
+    def _centering(self) -> Centering:
+        """The rows' centring, which `__post_init__` requires set; ValueError if it was unset since."""
+        if self.rows.centering is None:
+            raise ValueError("rows: centering is not set; call rows.fit_centering() or set rows.centering")
+        return self.rows.centering
 
     @classmethod
     def from_estimator(cls, estimator) -> KernelModel:
@@ -166,7 +172,7 @@ class KernelModel:
     @property
     def weights(self) -> np.ndarray:
         """The points' weights w (l,), summing to 1 (module docstring)."""
-        w = self.rows.centering.weights
+        w = self._centering().weights
         return np.full(self.rows.n_rows, 1.0 / self.rows.n_rows) if w is None else w
 
     def expansion_from_components(self, B) -> np.ndarray:
@@ -233,7 +239,7 @@ class KernelModel:
     def target_from_components(self, B: np.ndarray) -> Target:
         """gamma, ``K gamma`` and ``gamma^T K gamma`` for rows of B (module note). Cost O(m r l)."""
         B = np.asarray(B, dtype=np.float64)
-        c = self.rows.centering
+        c = self._centering()
         m = np.asarray(c.column_means, dtype=np.float64)
         alpha = B @ self.A
         sum_alpha = alpha.sum(axis=1)

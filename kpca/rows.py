@@ -330,6 +330,7 @@ class KernelRows:
         row is formed. Cost ``2 l^2 n`` flops, O(l + block_size n) memory.
         """
         self._centring_pass(np.ones((1, self.n_rows)), block_size)
+        assert self.centering is not None  # the pass sets it
         return self.centering
 
     def fit_centering_times(self, C: np.ndarray, block_size: int = 1024) -> np.ndarray:
@@ -340,7 +341,9 @@ class KernelRows:
         O(d l) memory."""
         C = np.ascontiguousarray(C, dtype=np.float64)
         products = self._centring_pass(np.vstack([np.ones((1, self.n_rows)), C]), block_size)[1:]
-        return self.centering.centre_products(products, C @ self.centering.column_means, C.sum(axis=1))
+        centering = self.centering
+        assert centering is not None  # the pass sets it
+        return centering.centre_products(products, C @ centering.column_means, C.sum(axis=1))
 
     def _centring_pass(self, left: np.ndarray, block_size: int) -> np.ndarray:
         """``left K`` (raw kernel) for ``left`` (d, l) whose first row is ones, in one pass, and the
@@ -371,7 +374,7 @@ class KernelRows:
     def block(self, indices: np.ndarray) -> np.ndarray:
         """Centred training kernel rows ``K'[indices, :]`` of shape (b, l). Eq. 5."""
         X, xn, row_shift = self._training_points(indices)
-        return self.local_block(X, xn, row_shift, -self.centering.column_means)
+        return self.local_block(X, xn, row_shift, -self._require_centering().column_means)
 
     def points(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Data rows ``source[indices]`` (b, n) in local coordinates and ``compute_dtype``, and their squared
@@ -442,7 +445,8 @@ class KernelRows:
         Eq. 5. Cost ``2 b^2 n`` flops, no pass over the data."""
         X, xn, row_shift = self._training_points(indices)
         out = np.empty((X.shape[0], X.shape[0]), dtype=self.dtype)
-        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, row_shift, -self.centering.column_means[indices])
+        return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, row_shift,
+                                 -self._require_centering().column_means[indices])
 
     def transform_block(self, X: np.ndarray) -> np.ndarray:
         """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring (weighted where

@@ -74,9 +74,9 @@ def extend_state(state: IterativeState, centering: Centering, rows: KernelRows) 
                 return None, None
             return _pad(M, l1), (None if MK is None else _recentred_image(M, MK, m0, m1, mbar0, mbar1, R))
 
-        out.A, out.AK = extended(state.A, state.AK)
-        out.B, out.BK = extended(state.B, state.BK)
-        out.guard_A, out.guard_AK = extended(state.guard_A, state.guard_AK)
+        out.A, out.AK = extended(out.A, out.AK)
+        out.B, out.BK = extended(out.B, out.BK)
+        out.guard_A, out.guard_AK = extended(out.guard_A, out.guard_AK)
     rows.centering = new_centering
     return out, new_centering
 

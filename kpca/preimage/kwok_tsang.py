@@ -3,6 +3,8 @@ ICML 2003; seed 002 ref. [10], seed 003 ref. [2]): non-iterative, and the start 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from kpca._dense import svd
@@ -13,10 +15,12 @@ KWOK_TSANG_KERNELS = tuple(name for name, kernel in KERNELS.items() if kernel.in
 _EPS = np.finfo(np.float64).eps
 
 
-def _check_kwok_tsang(spec: KernelSpec) -> None:
+def _check_kwok_tsang(spec: KernelSpec) -> Callable:
+    """The kernel's inverse profile (`kpca.kernels.Kernel.inverse`); ValueError if it has none."""
     if spec.kernel.inverse is None:
         raise ValueError(f"method: Kwok-Tsang pre-images need a kernel whose feature distances determine input "
                          f"distances ({', '.join(KWOK_TSANG_KERNELS)}), not {spec.type!r}; use method='gradient'")
+    return spec.kernel.inverse
 
 
 def _input_distances(model: KernelModel, target: Target, neighbours: np.ndarray, dist: np.ndarray,
@@ -30,7 +34,7 @@ def _input_distances(model: KernelModel, target: Target, neighbours: np.ndarray,
     give ``d^2 = ||z||^2 + ||x_i||^2 - 2 <z, x_i>``.
     """
     spec = model.kernel
-    inverse = spec.kernel.inverse
+    inverse = _check_kwok_tsang(spec)
     if spec.kernel.radial:
         return inverse(spec, 1.0 - 0.5 * np.take_along_axis(dist, neighbours, axis=1))
     inner = inverse(spec, np.take_along_axis(target.k_gamma, neighbours, axis=1))

@@ -93,7 +93,7 @@ def sharded_step_block(state: KHAState, group: StepGroup, indices: np.ndarray, s
     Per segment of s rows: one ``group.gather`` (d x s columns, the s points), for KHA-SMD one
     ``group.products`` (d x r), one ``group.apply`` (`SegmentUpdate`). Returns a new state.
     """
-    state = as_state(state)
+    state = as_state(state, KHAState)
     new = state.copied()
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     b, r = idx.shape[0], int(group.n_components)
@@ -102,9 +102,11 @@ def sharded_step_block(state: KHAState, group: StepGroup, indices: np.ndarray, s
     m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
     gain = state.gain.astype(group.dtype).astype(np.float64)  # as blocked_step_block rounds it
     smd = state.smd
+    if smd and state.rho is None:
+        raise ValueError("state: a kha-smd state keeps rho; this one lacks it")
     with np.errstate(over="ignore", invalid="ignore"):
         rho = _segments(state, group, idx, gain, m_max, float(growth_limit), smd)
-    if smd:
+    if state.rho is not None and smd:
         new.rho = rho.astype(state.rho.dtype)
     new.t = state.t + b
     new.position = state.position + b
@@ -161,9 +163,9 @@ def sharded_begin_pass(state: KHAState, group: StepGroup) -> KHAState:
     row norms of A and AK (one reduction of 2r numbers). Returns a new state."""
     a2, ak2 = group.squared_norms()
     num, den = np.sqrt(ak2), np.sqrt(a2)
-    return with_estimates(as_state(state), np.divide(num, den, out=np.zeros_like(num), where=den > 0))
+    return with_estimates(as_state(state, KHAState), np.divide(num, den, out=np.zeros_like(num), where=den > 0))
 
 
 def sharded_diverged(state: KHAState, group: StepGroup) -> bool:
     """`kpca.solvers._kha.diverged` from the shards' ``diag(A K' A^T)`` (a reduction of r numbers)."""
-    return beyond_limit(group.norms(), as_state(state))
+    return beyond_limit(group.norms(), as_state(state, KHAState))

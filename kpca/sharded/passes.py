@@ -78,7 +78,7 @@ def split_state(state: KHAState, group: ShardGroup) -> KHAState:
     """Hand each shard its columns of a full solver ``state`` (A, AK, the guard vectors, B, BK, the
     centring's column means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the
     start)."""
-    state = as_state(state)
+    state = as_state(state, KHAState)
     Z, ZK = stacked_columns(state, group)
     group.split(Z, ZK, Centering.from_state(state.centering))
     return coordinator_state(state, group)
@@ -89,14 +89,21 @@ def stacked_columns(state: KHAState, group: ShardGroup) -> tuple[np.ndarray, np.
     guard vectors a Rayleigh-Ritz state iterates (``guard_A``), B KHA-SMD's; sets ``group``'s guards to
     their number. LOBPCG's previous step (``previous_A``) is not sent: the first sharded pass takes its
     step without one. O(d l) copied."""
-    state = as_state(state)
+    state = as_state(state, KHAState)
     require_complete(state)
     guards = state.guard_A is not None and state.refines
     group.set_guards(np.asarray(state.guard_A).shape[0] if guards else 0)
     group.previous_rows = 0  # the shards' columns are replaced: LOBPCG starts its memory again
-    pairs = [(state.A, state.AK), *([(state.guard_A, state.guard_AK)] if guards else []),
-             *([(state.B, state.BK)] if state.smd else [])]
-    return tuple(np.concatenate([pair[i] for pair in pairs]) for i in (0, 1))
+    pairs = [state.coefficients(), *([_held(state.guard_A, state.guard_AK, "guard_A")] if guards else []),
+             *([_held(state.B, state.BK, "B")] if state.smd else [])]
+    return np.concatenate([M for M, _ in pairs]), np.concatenate([MK for _, MK in pairs])
+
+
+def _held(M: np.ndarray | None, MK: np.ndarray | None, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(M, MK)`` of a full state, which keeps both; ValueError naming ``name`` where it lacks one."""
+    if M is None or MK is None:
+        raise ValueError(f"state: {name} and its image are both needed to split the state over the shards")
+    return M, MK
 
 
 def coordinator_state(state: KHAState, group: ShardGroup) -> KHAState:
@@ -104,7 +111,7 @@ def coordinator_state(state: KHAState, group: ShardGroup) -> KHAState:
     (`SHARDED_KEYS`, the guard vectors and LOBPCG's previous step), with ``guard_rows`` and
     ``previous_rows``, the rows of the guard vectors and of LOBPCG's previous step, where the shards hold
     some (a resumed fit's shards read as many from their checkpoint)."""
-    state = as_state(state)
+    state = as_state(state, KHAState)
     return state.replace(A=None, AK=None, B=None, BK=None, guard_A=None, guard_AK=None, previous_A=None,
                          previous_AK=None,
                          centering={key: value for key, value in state.centering.items() if key not in SHARDED_KEYS},
@@ -119,7 +126,7 @@ def send_start(state: KHAState, group: ShardGroup, max_columns: int = SPARSE_STA
     sent as one `SegmentUpdate` with ``T = 0`` and ``C = Z[:, S]``: each shard forms its columns of
     ``ZK = Z[:, S] K'[S, :]`` from the |S| points (O(d |S|) sent); a dense start goes column by column
     (`split_state`, O(d l))."""
-    state = as_state(state)
+    state = as_state(state, KHAState)
     Z, ZK = stacked_columns(state, group)
     S = np.flatnonzero(np.any(Z != 0, axis=0))
     if S.size > max_columns:
@@ -136,8 +143,9 @@ def join_state(state: KHAState, group: ShardGroup) -> KHAState:
     """The full solver state: the coordinator's ``state`` with the shards' columns concatenated."""
     r, k = group.n_components, group.iterated
     Z, ZK, means = group.columns()
-    centering = {**as_state(state).centering, **Centering.column_entries(means)}
-    out = as_state(state).replace(guard_rows=None, previous_rows=None, A=Z[:r], AK=ZK[:r], centering=centering)
+    state = as_state(state, KHAState)
+    centering = {**state.centering, **Centering.column_entries(means)}
+    out = state.replace(guard_rows=None, previous_rows=None, A=Z[:r], AK=ZK[:r], centering=centering)
     if k > r:
         out.guard_A, out.guard_AK = Z[r:k], ZK[r:k]
     if group.previous_rows:
@@ -159,7 +167,7 @@ def sharded_rayleigh_ritz_pass(state: KHAState, group: ShardGroup, block_size: i
     the sampled bound of their rounding (`kpca.solvers._rounding`, the sample's rows computed on the
     shards), where it decides something (within `FAR_ABOVE` times ``tol``). Returns the coordinator's new
     state. Cost: one pass of kernel rows, spread over the shards, and the check's sample."""
-    state = as_state(state)
+    state = as_state(state, KHAState)
     r, k, l = group.n_components, group.iterated, group.n_rows
     group.to_projections(_ritz_rotation(group, k))
     step = message_rows(group, block_size)
@@ -326,17 +334,19 @@ def run_sharded_passes(state: KHAState, group: ShardGroup, passes: int, block_si
     Rayleigh-Ritz passes (a state that `kpca.solvers.KHAState.refines`) and the ``tol`` on the residual as there
     (`sharded_rayleigh_ritz_pass`). Returns ``(state, stopped)``.
     """
-    state = as_state(state)
+    state = as_state(state, KHAState)
     solver = get_solver(state.solver)
     hooks = hooks or PassHooks()
     with blas_limit(1):
         if state.refines:
-            return refine_passes(state, passes, hooks, tol,
-                                 lambda state: sharded_rayleigh_ritz_pass(state, group, block_size, tol))
-        if converged(state, tol):
+            ran, stopped = refine_passes(state, passes, hooks, tol,
+                                         lambda state: sharded_rayleigh_ritz_pass(state, group, block_size, tol))
+        elif converged(state, tol):
             return state.replace(converged=True), False
-        return drive_passes(state, group.n_rows, passes, block_size, hooks,
-                            begin_pass=lambda state: sharded_begin_pass(state, group),
-                            step=lambda state, indices: sharded_step_block(state, group, indices),
-                            diverged=lambda state: sharded_diverged(state, group), damped=solver.damped,
-                            keep=group.keep, rollback=group.rollback)
+        else:
+            ran, stopped = drive_passes(state, group.n_rows, passes, block_size, hooks,
+                                        begin_pass=lambda state: sharded_begin_pass(state, group),
+                                        step=lambda state, indices: sharded_step_block(state, group, indices),
+                                        diverged=lambda state: sharded_diverged(state, group), damped=solver.damped,
+                                        keep=group.keep, rollback=group.rollback)
+    return as_state(ran, KHAState), stopped  # the KHA family's steps and passes return its states

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from kpca.rows import KernelRows
+from kpca.rows import Centering, KernelRows
 from kpca.sharded.messages import OwnedColumns, OwnedPoints, OwnedSample, SampledParts, Shards, shard_call, summed
 from kpca.solvers._rayleigh_ritz import step_basis
 from kpca.solvers._rounding import Sample
@@ -42,11 +42,29 @@ class RitzShard:
     rows: KernelRows
     first: int
     units: list[slice]
-    Z: np.ndarray
-    ZK: np.ndarray
+    Z: np.ndarray | None  # None until a state's columns are sent (`Shard.set_columns`, `Shard.zero`)
+    ZK: np.ndarray | None
     _coefficients: np.ndarray | None = None  # a pass's Ritz coefficients X (k, size)
     _basis: tuple[np.ndarray, np.ndarray] | None = None  # LOBPCG's [X; W; P] and its image, within a pass
     previous: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _held(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(Z, ZK)``, the own columns; RuntimeError before a state's columns were sent."""
+        if self.Z is None or self.ZK is None:
+            raise RuntimeError("shard: it holds no columns yet; split a state over the shards first")
+        return self.Z, self.ZK
+
+    def _centring(self) -> Centering:
+        """The own rows' centring; RuntimeError before the centring pass (or `Shard.set_columns`) set it."""
+        if self.rows.centering is None:
+            raise RuntimeError("shard: its rows are not centred yet; run the centring pass first")
+        return self.rows.centering
+
+    def _ritz_coefficients(self) -> np.ndarray:
+        """X (k, size), the coefficients `to_projections` kept; RuntimeError outside a Rayleigh-Ritz pass."""
+        if self._coefficients is None:
+            raise RuntimeError("shard: no Ritz coefficients; a Rayleigh-Ritz pass starts with to_projections")
+        return self._coefficients
 
     def owned(self, indices: np.ndarray) -> np.ndarray:
         """Positions in ``indices`` (global rows) of the rows this shard owns (`Shard.owned`)."""
@@ -62,11 +80,11 @@ class RitzShard:
         coefficients ``V^T A`` are kept for `residuals`, and their images are cleared, to be added by
         `add_images`. SMD's B and BK are left as they are. O(k^2 size)."""
         k = V.shape[0]
-        self.Z = self.Z.copy()
-        self.ZK = self.ZK.copy()
-        self._coefficients = V.T @ self.Z[:k]
-        self.Z[:k] = V.T @ self.ZK[:k]
-        self.ZK[:k] = 0.0
+        Z, ZK = (M.copy() for M in self._held())
+        self._coefficients = V.T @ Z[:k]
+        Z[:k] = V.T @ ZK[:k]
+        ZK[:k] = 0.0
+        self.Z, self.ZK = Z, ZK
 
     def residuals(self, mu: np.ndarray) -> list[np.ndarray]:
         """This shard's parts of the squared residuals ``(z_i K' - mu_i z_i) . (z_i - mu_i x_i)`` of the
@@ -74,7 +92,8 @@ class RitzShard:
         projections, ``z_i K'`` added by `add_images`), one (r,) per reduction unit: the form of
         `kpca.solvers._rayleigh_ritz.residual` whose rounding is relative to the residual. O(r size)."""
         r = mu.size
-        Z, ZK, X = self.Z[:r], self.ZK[:r], self._coefficients[:r]
+        Z, ZK = (M[:r] for M in self._held())
+        X = self._ritz_coefficients()[:r]
         return [np.einsum("ij,ij->i", ZK[:, u] - mu[:, None] * Z[:, u], Z[:, u] - mu[:, None] * X[:, u])
                 for u in self.units]
 
@@ -83,24 +102,25 @@ class RitzShard:
         coefficients instead of their images)."""
         pos, X, xn = self.points(indices)
         local = indices[pos] - self.first
-        return OwnedColumns(pos, self.Z[:r, local], X, xn, self.rows.centering.column_means[local])
+        return OwnedColumns(pos, self._held()[0][:r, local], X, xn, self._centring().column_means[local])
 
     def add_images(self, points: np.ndarray, sqnorms: np.ndarray | None, column_means: np.ndarray,
                    C: np.ndarray) -> None:
         """``AK[:, own] += C K'[p, own]`` for a segment's points p (C (r, s)): a Rayleigh-Ritz pass's
         second step, segment by segment. Cost ``2 s size (n + r)``."""
-        c = self.rows.centering
+        c = self._centring()
         row_shift = (c.grand_mean - column_means).astype(self.rows.dtype)
         r = C.shape[0]
-        images = np.ascontiguousarray(self.ZK[:r])
+        ZK = self._held()[1]
+        images = np.ascontiguousarray(ZK[:r])
         self.rows.points_left_product(points, sqnorms, row_shift, np.ascontiguousarray(C, dtype=self.rows.dtype),
                                       images)
-        self.ZK[:r] = images
+        ZK[:r] = images
 
     def previous_norms(self) -> list[np.ndarray]:
         """This shard's parts of the previous step's squared norms ``diag(P K' P^T)`` (p,), one per
         reduction unit. O(p size)."""
-        P, PK = self.previous
+        P, PK = self.previous_columns()
         return [np.einsum("ij,ij->i", PK[:, u], P[:, u]) for u in self.units]
 
     def step_grams(self, mu: np.ndarray, residual_rows, previous_rows) -> list[np.ndarray]:
@@ -109,18 +129,22 @@ class RitzShard:
         `step_rotate`; returns its parts of ``[BK BK^T, BK B^T, BK X^T]`` (m, 2m + k), one per
         reduction unit. O(m^2 size)."""
         k = mu.size
-        X = self._coefficients
-        B, BK = self._basis = step_basis(X, self.Z[:k], self.ZK[:k], mu, residual_rows, self.previous, previous_rows)
+        X = self._ritz_coefficients()
+        Z, ZK = self._held()
+        B, BK = self._basis = step_basis(X, Z[:k], ZK[:k], mu, residual_rows, self.previous, previous_rows)
         return [np.concatenate([BK[:, u] @ BK[:, u].T, BK[:, u] @ B[:, u].T, BK[:, u] @ X[:, u].T], axis=1)
                 for u in self.units]
 
     def step_rotate(self, V: np.ndarray, D: np.ndarray) -> None:
         """LOBPCG's step on the own columns: the k iterated rows become ``V^T B`` (V (m, k)) and the
         previous step ``D^T B`` (D (m, p); none for p = 0), with their images. O(m k size)."""
+        if self._basis is None:
+            raise RuntimeError("shard: no LOBPCG basis; step_grams forms it")
         B, BK = self._basis
         k = V.shape[1]
-        self.Z, self.ZK = self.Z.copy(), self.ZK.copy()
-        self.Z[:k], self.ZK[:k] = V.T @ B, V.T @ BK
+        Z, ZK = (M.copy() for M in self._held())
+        Z[:k], ZK[:k] = V.T @ B, V.T @ BK
+        self.Z, self.ZK = Z, ZK
         self.previous = (D.T @ B, D.T @ BK) if D.shape[1] else None
         self._basis = None
 
@@ -129,13 +153,15 @@ class RitzShard:
         Rayleigh-Ritz components of their span, as `kpca.solvers._ritz.ritz_components` makes them.
         O(k^2 size)."""
         k = V.shape[0]
-        self.Z = self.Z.copy()
-        self.ZK = self.ZK.copy()
-        self.Z[:k] = V.T @ self.Z[:k]
-        self.ZK[:k] = V.T @ self.ZK[:k]
+        Z, ZK = (M.copy() for M in self._held())
+        Z[:k] = V.T @ Z[:k]
+        ZK[:k] = V.T @ ZK[:k]
+        self.Z, self.ZK = Z, ZK
 
     def previous_columns(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(P, PK)``: this shard's part of LOBPCG's previous step."""
+        """``(P, PK)``: this shard's part of LOBPCG's previous step; RuntimeError where it keeps none."""
+        if self.previous is None:
+            raise RuntimeError("shard: it keeps no previous LOBPCG step")
         return self.previous
 
     def sample_points(self, S: np.ndarray) -> OwnedSample:
@@ -144,7 +170,7 @@ class RitzShard:
         float32 pass's check computes exact kernel rows of (`kpca.solvers._rounding`). O(s n)."""
         pos = self.owned(S)
         local = S[pos] - self.first
-        return OwnedSample(pos, self.rows.float64_points(local), np.asarray(self.rows.centering.column_means[local]))
+        return OwnedSample(pos, self.rows.float64_points(local), np.asarray(self._centring().column_means[local]))
 
     def sampled_parts(self, points: np.ndarray, S: np.ndarray, column_means: np.ndarray, grand_mean: float,
                       k: int) -> SampledParts:
@@ -155,9 +181,9 @@ class RitzShard:
         x`` and the rows' sums. Cost ``2 s size (n + 2 k)`` flops and a read of its rows in float64."""
         K = self.rows.float64_kernel(points)  # raw (s, size)
         sums = K.sum(axis=1)
-        m = np.asarray(self.rows.centering.column_means, dtype=np.float64)
+        m = np.asarray(self._centring().column_means, dtype=np.float64)
         K += (grand_mean - column_means)[:, None] - m[None, :]
-        Z, ZK, X = (np.asarray(M[:k], dtype=np.float64) for M in (self.Z, self.ZK, self._coefficients))
+        Z, ZK, X = (np.asarray(M[:k], dtype=np.float64) for M in (*self._held(), self._ritz_coefficients()))
         pos = self.owned(S)
         local = S[pos] - self.first
         return SampledParts(exact=np.vstack([Z, X]) @ K.T, row_sums=sums, positions=pos, Z=Z[:, local],
@@ -193,13 +219,17 @@ class RitzGroup:
         """``(Z[:rows, indices] (rows, s), x, |x|^2, m)`` gathered from the shards that own the rows
         (``rows`` default r: A's columns)."""
         r = self.n_components if rows is None else int(rows)
-        C = points = sqnorms = means = None
+        C: np.ndarray | None = None  # these allocated at the first reply, in its points' width and dtypes
+        points: np.ndarray | None = None
+        sqnorms: np.ndarray | None = None
+        means: np.ndarray | None = None
         for pos, Cs, X, xn, m in self.shards.each(shard_call(RitzShard.coefficients, indices, r)):
-            if C is None:
+            if C is None or points is None or means is None:
                 C, points = np.empty((r, indices.size)), np.empty((indices.size, X.shape[1]), X.dtype)
                 sqnorms, means = (None if xn is None else np.empty(indices.size, xn.dtype)), np.empty(indices.size)
             C[:, pos], points[pos], means[pos] = Cs, X, m
             if xn is not None:
+                assert sqnorms is not None  # one kernel over all rows: every shard sends the norms or none does
                 sqnorms[pos] = xn
             self.bytes_in += Cs.nbytes + X.nbytes + m.nbytes + (0 if xn is None else xn.nbytes)
         return C, points, sqnorms, means
@@ -214,11 +244,16 @@ class RitzGroup:
         """`kpca.solvers._rounding.Sample` of a float32 Rayleigh-Ritz pass's first k rows at the sampled
         global columns S: their float64 points gathered from their shards, every shard's parts
         (`Shard.sampled_parts`) summed. O(s n + k s) numbers each way per shard."""
-        points, means = None, np.empty(S.size)
+        points: np.ndarray | None = None  # allocated at the first reply, in its points' width
+        means = np.empty(S.size)
         for pos, P, m in self.shards.each(shard_call(RitzShard.sample_points, S)):
             if points is None:
                 points = np.empty((S.size, P.shape[1]))
             points[pos], means[pos] = P, m
+        if points is None:
+            raise ValueError("shards: a group without shards has no rows to sample")
+        if self.grand_mean is None:
+            raise RuntimeError("group: its rows are not centred yet; run the centring pass first")
         parts = self.shards.each(shard_call(RitzShard.sampled_parts, points, S, means, float(self.grand_mean),
                                             int(k)))
         Z, ZK, X = (np.empty((k, S.size)) for _ in range(3))

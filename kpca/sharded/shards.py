@@ -61,10 +61,10 @@ __all__ = ["Gathered", "Shard", "LocalShards", "ShardGroup", "shard_bounds", "ma
 R = TypeVar("R")
 
 
-def shard_bounds(n_rows: int, sizes) -> list[tuple[int, int]]:
+def shard_bounds(n_rows: int, sizes: int | Sequence[int]) -> list[tuple[int, int]]:
     """Contiguous ``(first, stop)`` row ranges: ``sizes`` an int (that many shards, sizes differing by
     at most one) or the shards' sizes (summing to ``n_rows``)."""
-    if np.isscalar(sizes):
+    if isinstance(sizes, (int, np.integer)):  # a number of shards
         k = int(sizes)
         if not 1 <= k <= n_rows:
             raise ValueError(f"shards: expected 1 to {n_rows} shards, got {k}")
@@ -122,18 +122,19 @@ class Shard(RitzShard):
         |x|^2 (k,), m (k,)."""
         pos, X, xn = self.points(indices)
         local = indices[pos] - self.first
-        return OwnedColumns(pos, self.ZK[:, local], X, xn, self.rows.centering.column_means[local])
+        return OwnedColumns(pos, self._held()[1][:, local], X, xn, self._centring().column_means[local])
 
     def apply(self, update: SegmentUpdate) -> None:
         """Materialise a segment on this shard's columns (`kpca.solvers._blocked.Segment.apply`):
         ``ZK = T ZK + C K'[p, cols]`` (kernel tiles of the segment's points against the own rows) and
         ``Z = T Z`` plus C's columns scattered into the owned rows of p. Cost ``2 d s size (n + d)``."""
-        c = self.rows.centering
+        c = self._centring()
+        Z0, ZK0 = self._held()
         row_shift = (c.grand_mean - update.column_means).astype(self.rows.dtype)
         C = np.ascontiguousarray(update.C, dtype=self.rows.dtype)
         self.ZK = self.rows.points_left_product(update.points, update.sqnorms, row_shift, C,
-                                                np.empty_like(self.ZK), T=update.T, start=self.ZK)
-        Z = update.T @ self.Z
+                                                np.empty_like(ZK0), T=update.T, start=ZK0)
+        Z = update.T @ Z0
         pos = self.owned(update.indices)
         local = update.indices[pos] - self.first
         scatter_add(Z, local, update.C[:, pos], np.unique(local).size == local.size)
@@ -141,21 +142,25 @@ class Shard(RitzShard):
 
     def products(self, r: int) -> list[np.ndarray]:
         """This shard's parts of ``Z AK^T`` (d, r), one per reduction unit."""
-        return [self.Z[:, u] @ self.ZK[:r, u].T for u in self.units]
+        Z, ZK = self._held()
+        return [Z[:, u] @ ZK[:r, u].T for u in self.units]
 
     def norms(self, r: int) -> list[np.ndarray]:
         """This shard's parts of ``diag(A K' A^T)`` (r,), one per reduction unit."""
-        return [np.einsum("ij,ij->i", self.ZK[:r, u], self.Z[:r, u]) for u in self.units]
+        Z, ZK = self._held()
+        return [np.einsum("ij,ij->i", ZK[:r, u], Z[:r, u]) for u in self.units]
 
     def squared_norms(self, r: int) -> list[np.ndarray]:
         """This shard's parts of the squared row norms of A and AK, (2, r), one per reduction unit."""
-        return [np.stack([np.einsum("ij,ij->i", self.Z[:r, u], self.Z[:r, u]),
-                          np.einsum("ij,ij->i", self.ZK[:r, u], self.ZK[:r, u])]) for u in self.units]
+        Z, ZK = self._held()
+        return [np.stack([np.einsum("ij,ij->i", Z[:r, u], Z[:r, u]),
+                          np.einsum("ij,ij->i", ZK[:r, u], ZK[:r, u])]) for u in self.units]
 
     def grams(self, r: int) -> list[np.ndarray]:
         """This shard's parts of ``[AK AK^T, AK A^T]`` (2, r, r), one per reduction unit: what the
         Rayleigh-Ritz eigenvalues of the served components need (`kpca.solvers._ritz.ritz_values`)."""
-        return [np.stack([self.ZK[:r, u] @ self.ZK[:r, u].T, self.ZK[:r, u] @ self.Z[:r, u].T]) for u in self.units]
+        Z, ZK = self._held()
+        return [np.stack([ZK[:r, u] @ ZK[:r, u].T, ZK[:r, u] @ Z[:r, u].T]) for u in self.units]
 
     def zero(self, d: int) -> None:
         """Start from zero columns (d, size); a `SegmentUpdate` with ``T = 0`` then sets a sparse start."""
@@ -168,16 +173,19 @@ class Shard(RitzShard):
         self.previous = None
         self.set_centering(Centering(np.ascontiguousarray(column_means), float(grand_mean), float(mean_diagonal)))
 
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(Z, ZK, column means)``: this shard's part of the state (O(d size) to send)."""
-        return self.Z, self.ZK, self.rows.centering.column_means
+    def columns(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+        """``(Z, ZK, column means)``: this shard's part of the state (O(d size) to send); Z and ZK None before
+        a state's columns were sent (after the centring pass, whose means `ShardGroup.centering` gathers)."""
+        return self.Z, self.ZK, self._centring().column_means
 
     def keep(self) -> None:
         """Remember the columns (the state at the start of a pass, for the divergence guard)."""
-        self._kept = (self.Z, self.ZK)  # apply never writes into these arrays: no copy needed
+        self._kept = self._held()  # apply never writes into these arrays: no copy needed
 
     def rollback(self) -> None:
         """Go back to the columns last kept."""
+        if self._kept is None:
+            raise RuntimeError("shard: no columns kept to go back to; keep them at the start of the pass")
         self.Z, self.ZK = self._kept
 
     def add_column_sums(self, X: np.ndarray, xn: np.ndarray | None, C: np.ndarray | None = None) -> None:
@@ -195,19 +203,28 @@ class Shard(RitzShard):
         after `centre` (eq. 5, `kpca.centering.Centering.centre_products`), with ``Cm = C m`` and ``C1 = C 1``
         (d,) from the coordinator. O(d size)."""
         products, self._raw = self._raw, None
-        return self.rows.centering.centre_products(products, Cm, C1)
+        if products is None:
+            raise RuntimeError("shard: no raw products; add_column_sums with C, then centre, come first")
+        return self._centring().centre_products(products, Cm, C1)
 
     def set_column_means(self, n_rows: int) -> list[np.ndarray]:
         """The centring's column means of the own rows from the sums added (``sums / l``, kept here);
         returns their sums per reduction unit (the grand mean's parts)."""
-        self._means = self._sums[0] / n_rows
+        self._means = self._column_sums()[0] / n_rows
         return [np.asarray(self._means[u].sum()) for u in self.units]
 
     def centre(self, grand_mean: float, mean_diagonal: float) -> None:
         """Centre this shard's rows with the column means of `set_column_means` and the global entries (the raw
         products added beside the sums are kept for `centred_products`)."""
-        self._raw = self._sums[1:] if self._sums.shape[0] > 1 else None
+        sums = self._column_sums()
+        self._raw = sums[1:] if sums.shape[0] > 1 else None
         self.set_centering(Centering(self._means, float(grand_mean), float(mean_diagonal)))
+
+    def _column_sums(self) -> np.ndarray:
+        """The centring pass's sums (and raw products) `add_column_sums` added; RuntimeError before any."""
+        if self._sums is None:
+            raise RuntimeError("shard: no column sums; the centring pass adds them (add_column_sums)")
+        return self._sums
 
     def set_centering(self, centering: Centering) -> None:
         """Centre this shard's rows by ``centering`` (its column means are the own rows')."""
@@ -305,15 +322,18 @@ class ShardGroup(RitzGroup):
 
     def gathered(self, indices: np.ndarray, replies: Sequence[OwnedColumns]) -> Gathered:
         """`Gathered` for the rows ``indices`` from the shards' replies to `Shard.gather`, in shard order."""
-        out = None
+        out: Gathered | None = None  # allocated at the first reply, in its points' width and dtypes
         for pos, ZK, X, xn, m in replies:
             if out is None:
                 out = Gathered(np.empty((self.d, indices.size)), np.empty((indices.size, X.shape[1]), X.dtype),
                                None if xn is None else np.empty(indices.size, xn.dtype), np.empty(indices.size))
             out.ZK[:, pos], out.points[pos], out.column_means[pos] = ZK, X, m
             if xn is not None:
+                assert out.sqnorms is not None  # one kernel over all rows: every shard sends the norms or none does
                 out.sqnorms[pos] = xn
             self.bytes_in += ZK.nbytes + X.nbytes + m.nbytes + (0 if xn is None else xn.nbytes)
+        if out is None:
+            raise ValueError("shards: no replies to gather the rows from")
         return out
 
     def square(self, X: np.ndarray, xn: np.ndarray | None, m: np.ndarray) -> np.ndarray:
@@ -376,6 +396,8 @@ class ShardGroup(RitzGroup):
 
     def centering(self) -> Centering:
         """The whole centring (the column means gathered from the shards: l numbers)."""
+        if self.grand_mean is None or self.mean_diagonal is None:
+            raise RuntimeError("group: its rows are not centred yet; run the centring pass first")
         means = np.concatenate([p[2] for p in self.shards.each(shard_call(Shard.columns))])
         return Centering(means, self.grand_mean, self.mean_diagonal)
 

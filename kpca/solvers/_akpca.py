@@ -85,7 +85,8 @@ def start(rows, n_components: int, params: dict) -> AutoencoderState:
         G = rng.normal(size=(k, d, d))
         G = G + G.transpose(0, 2, 1)
         start.append(G * (rho / np.sqrt(np.einsum("jrs,jrs->j", G, G)))[:, None, None])
-    return common_state(NAME, rows, params, scale, mean, *start)
+    encoder, decoder = start
+    return common_state(NAME, rows, params, scale, mean, encoder, decoder)
 
 
 def step(state: AutoencoderState, rows, indices: np.ndarray) -> AutoencoderState:

@@ -149,7 +149,11 @@ def parameter_norm(encoder: np.ndarray, decoder: np.ndarray) -> float:
 def diverged(state: AutoencoderState) -> bool:
     """True if the parameters are not finite or their norm exceeds the state's ``norm_limit``."""
     norm = parameter_norm(state.encoder, state.decoder)
-    return bool(not np.isfinite(norm) or norm > state.norm_limit)
+    if not np.isfinite(norm):
+        return True
+    if state.norm_limit is None:  # every start sets it (`start`)
+        raise ValueError(f"state: a {state.solver} state keeps its norm_limit; this one lacks it")
+    return bool(norm > state.norm_limit)
 
 
 def damped(pass_start: AutoencoderState) -> AutoencoderState:

@@ -190,7 +190,7 @@ def scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: boo
     if distinct:
         M[:, columns] += C
     else:
-        np.add.at(M, (slice(None), columns), C)
+        np.add.at(M, (slice(None), columns), C)  # type: ignore[arg-type]  # numpy's stub for ufunc.at takes no slice in a tuple index; numpy does
 
 
 def require_complete(state) -> None:
@@ -237,11 +237,12 @@ def blocked_step_block(state: KHAState, rows, indices: np.ndarray, sub_block: in
     ``K'[p, p]`` from a source); memory O(r l + b^2) temporaries besides the
     new state.
     """
-    state = as_state(state)  # a mapping of the entries (a test's, a reference's) is read as the state
+    state = as_state(state, KHAState)  # a mapping of the entries (a test's, a reference's) is read as the state
     require_complete(state)
     new = state.copied(skip=_MOVED)
-    dtype = state.A.dtype
-    r, l = state.A.shape
+    A, _ = state.coefficients()
+    dtype = A.dtype
+    r, l = A.shape
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     b = idx.shape[0]
     if isinstance(rows, np.ndarray):

@@ -87,7 +87,8 @@ def start(rows, n_components: int, params: dict) -> AutoencoderState:
         norms = np.sqrt(np.maximum(np.einsum("js,st,jt->j", C, K, C), 1e-300))
         start.append(np.zeros((k, l)))
         start[-1][:, cols] = C * (rho / norms)[:, None]
-    return common_state(NAME, rows, params, scale, mean, *start, points=points)
+    encoder, decoder = start
+    return common_state(NAME, rows, params, scale, mean, encoder, decoder, points=points)
 
 
 def step(state: AutoencoderState, rows, indices: np.ndarray) -> AutoencoderState:

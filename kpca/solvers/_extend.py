@@ -56,6 +56,9 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     they span none. ``note``: what the reduced fit said of itself (its ``solver_note``, or None)."""
     r, l = int(n_components), int(rows.n_rows)
     reduced = get_solver(solver_name)
+    fit = reduced.fit
+    if fit is None:
+        raise ValueError(f"init: a start extends a one-shot fit, and {solver_name} is iterative")
     context = FitContext(n_rows=l, n_components=r)
     given = {"seed": int(seed)} if reduced.param("seed") is not None else {}
     if landmarks is not None and reduced.param("landmarks") is not None:
@@ -63,7 +66,7 @@ def extended_start(solver_name: str, rows, n_components: int, seed: int, block_s
     if reduced.param("max_centres") is not None:  # a start wants the shadow's accuracy, not a small model
         given["max_centres"] = min(l, context.exact_limit)
     centering = rows.centering
-    state = reduced.fit(rows, r, reduced.resolved(given, context, where=""), context)
+    state = fit(rows, r, reduced.resolved(given, context, where=""), context)
     rows.centering = centering  # a reduced fit may have centred the rows its own way
     model = served_model(state, rows)
     rows.centering = centering

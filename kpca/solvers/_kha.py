@@ -239,7 +239,8 @@ def start(rows, n_components: int, params: dict, *, name: str) -> KHAState:
     centering = {} if own is None else own.to_state()
     state = KHAState(solver=solver, A=A, AK=AK, gain=np.full(r, gains["eta0"]),
                      eigenvalues=eigenvalue_estimates(A, AK), t=0, pass_=0, position=0, seed=seed, n_rows=l,
-                     norm_limit=norm_limit, update=params["update"], centering=centering, **gains, **extra)
+                     norm_limit=norm_limit, update=params["update"], centering=centering, eta0=gains["eta0"],
+                     mu=gains.get("mu"), xi=gains.get("xi"), **extra)
     if solver == "kha-smd":
         state.B = np.zeros_like(A)
         state.BK = np.zeros_like(A)  # B K'; kept like AK so that B k_s = BK[:, p_s]
@@ -258,9 +259,11 @@ def restore(state: KHAState, rows, block_size: int) -> KHAState:
     `kpca.solvers.as_state`). Cost for such a state: l kernel rows in
     blocks of ``block_size`` plus ``2 r l^2`` flops.
     """
-    state = as_state(state)
+    state = as_state(state, KHAState)
     if not state.smd or state.BK is not None:
         return state
+    if state.B is None:
+        raise ValueError("state: a kha-smd state keeps B; this one lacks it")
     B, l = state.B, int(state.n_rows)
     BK = np.zeros_like(B)
     for a in range(0, l, block_size):
@@ -280,7 +283,7 @@ def regain(state: KHAState, params: dict) -> KHAState:
     KHA/et's and KHA-SMD's at the next pass): for a fit continued on appended rows, and for a start
     that centred the rows itself (`centres_at_start`), whose gains needed that centring. O(r)."""
     eta0 = float(params.get("eta0") or 0.0)  # ``ritz`` takes no gain
-    state = state.replace(eta0=eta0, gain=np.full(state.A.shape[0], eta0))
+    state = state.replace(eta0=eta0, gain=np.full(state.coefficients()[0].shape[0], eta0))
     if params.get("mu") is not None:
         state.mu = float(params["mu"])
     return state
@@ -291,7 +294,7 @@ def begin_pass(state: KHAState) -> KHAState:
 
     KHA and KHA-t keep the scalar gain eta0. Returns a new state. O(r l).
     """
-    return with_estimates(state, eigenvalue_estimates(state.A, state.AK))
+    return with_estimates(state, eigenvalue_estimates(*state.coefficients()))
 
 
 def with_estimates(state: KHAState, lam: np.ndarray) -> KHAState:
@@ -319,7 +322,8 @@ def step_block(state: KHAState, rows, indices: np.ndarray) -> KHAState:
 def diverged(state: KHAState) -> bool:
     """True if any component norm ``(A K' A^T)_ii`` is non-finite or above the state's ``norm_limit``
     (NORM_LIMIT for states saved before it was kept). O(r l)."""
-    return beyond_limit(np.einsum("ij,ij->i", state.AK, state.A), state)
+    A, AK = state.coefficients()
+    return beyond_limit(np.einsum("ij,ij->i", AK, A), state)
 
 
 def norm_limit(state: KHAState) -> float:
@@ -335,7 +339,7 @@ def beyond_limit(norms: np.ndarray, state: KHAState) -> bool:
 def damped(pass_start: KHAState) -> KHAState:
     """The state at the start of a pass with eta0, mu and the gains GAIN_REDUCTION times smaller;
     `Diverged` after MAX_GAIN_REDUCTIONS. ``gain_reductions`` counts the reductions."""
-    pass_start = as_state(pass_start)  # the sharded passes hand their coordinator's entries
+    pass_start = as_state(pass_start, KHAState)  # the sharded passes hand their coordinator's entries
     reductions = int(pass_start.gain_reductions or 0) + 1
     if reductions > MAX_GAIN_REDUCTIONS:
         raise Diverged(
@@ -353,7 +357,7 @@ def damped(pass_start: KHAState) -> KHAState:
 
 def served_components(state: KHAState):
     """The Rayleigh-Ritz components of the iterate's span (`kpca.solvers._ritz.ritz_components`)."""
-    return ritz_components(state.A, state.AK)
+    return ritz_components(*state.coefficients())
 
 
 USED_KEYS = ("eta0", "mu", "xi", "init", "init_size", "gain_reductions", "update", "kernel_precision",

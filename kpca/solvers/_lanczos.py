@@ -152,6 +152,8 @@ def _directions(V: np.ndarray, bases: list, images: list | None = None, AV: np.n
             c = Q.T @ V
             V = V - Q @ c
             if AV is not None:
+                if images is None:
+                    raise ValueError("images: the bases' K' products are needed to carry AV")
                 AV = AV - images[i] @ c
     G = V.T @ V
     w, U = eigh(0.5 * (G + G.T))
@@ -181,6 +183,8 @@ def _combine(blocks: list, C: np.ndarray) -> np.ndarray:
         term = B @ C[at : at + B.shape[1]]
         out = term if out is None else out + term
         at += B.shape[1]
+    if out is None:
+        raise ValueError("blocks: nothing to combine")
     return out
 
 

@@ -65,7 +65,7 @@ def guard_count(n_components: int, span: int) -> int:
     return int(max(0, min(max(r, 8), 32, int(span) - r)))
 
 
-def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.ndarray, np.ndarray]:
+def power_step(rows, Z: np.ndarray, block_size: int = BLOCK_ROWS) -> tuple[np.ndarray, float]:
     """``(Z K', residual)`` for the projections ``Z`` (r, l) of the training rows onto orthonormal
     components (module docstring): ``Z K'`` (r, l) from one pass of kernel rows and the relative
     residual ``max_i sqrt(|z_i K' z_i^T - ||z_i||^4|) / ||z_i||^2`` of those components (0 for a
@@ -192,7 +192,7 @@ def step_basis(X: np.ndarray, Z: np.ndarray, ZK: np.ndarray, mu: np.ndarray, res
     if previous is not None and previous_rows is not None and len(previous_rows[0]):
         rows, norms = previous_rows
         blocks.append((previous[0][rows] / norms[:, None], previous[1][rows] / norms[:, None]))
-    return tuple(np.concatenate([block[i] for block in blocks]) for i in (0, 1))
+    return np.concatenate([M for M, _ in blocks]), np.concatenate([MK for _, MK in blocks])
 
 
 def _unit(C: np.ndarray, CK: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -178,11 +178,11 @@ def weighted_components(K: np.ndarray, counts: np.ndarray | None, n_components: 
     m = K.shape[0]
     p = np.full(m, 1.0 / m) if centering.weights is None else centering.weights
     root = np.sqrt(p)
-    q = min(int(n_components), m)
+    kept = min(int(n_components), m)
     eigenvalues, A = np.zeros(n_components), np.zeros((n_components, m))
-    eigenvalues[:q], A_tilde = exact_components(root[:, None] * Kc * root[None, :], q,
-                                                rounding_floor(K) * float(np.max(p)))
-    A[:q] = A_tilde * root[None, :]
+    eigenvalues[:kept], A_tilde = exact_components(root[:, None] * Kc * root[None, :], kept,
+                                                   rounding_floor(K) * float(np.max(p)))
+    A[:kept] = A_tilde * root[None, :]
     return eigenvalues, A, A @ Kc, centering
 
 
@@ -302,10 +302,16 @@ def _shadow(rows, params: dict, n_components: int, max_centres: int, least: int 
     epsilon = shadow_epsilon(rows.kernel, params["ell"])
     reduced = shadow_estimate(rows, epsilon, max_centres)
     least = min(n_components + 1 if least is None else least, max_centres, rows.n_rows)
-    while reduced.size < least and reduced.epsilon > 1e-12 * epsilon:
-        reduced = shadow_estimate(rows, reduced.epsilon / 2, max_centres)
-    ell = params["ell"] * epsilon / reduced.epsilon
+    while reduced.size < least and _radius(reduced) > 1e-12 * epsilon:
+        reduced = shadow_estimate(rows, _radius(reduced) / 2, max_centres)
+    ell = params["ell"] * epsilon / _radius(reduced)
     return reduced, {"ell": ell, "epsilon": reduced.epsilon, "mmd_bound": shadow_mmd_bound(rows.kernel, ell)}
+
+
+def _radius(reduced: ReducedSet) -> float:
+    """The radius epsilon of a shadow estimate's reduced set."""
+    assert reduced.epsilon is not None  # shadow_estimate sets it (only other reduced sets leave it None)
+    return reduced.epsilon
 
 
 #: What rskpca's default promises, checked per fit (`_fit_rskpca`): its components capture at least this

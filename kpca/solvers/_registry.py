@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -38,6 +38,8 @@ from kpca.params import Param, ParamError, check_params, with_defaults
 from kpca.rows import KernelRows
 from kpca.solvers._ritz import rank_cut
 from kpca.solvers._state import ComponentsState, SolverState
+
+S = TypeVar("S", bound=SolverState)
 
 SERVES = ("expansion", "centres")
 
@@ -268,7 +270,7 @@ class Solver:
     model: Callable | None = None
     measure: Callable | None = None
     audit: Callable | None = None
-    state_type: type = ComponentsState
+    state_type: type[SolverState] = ComponentsState
 
     def __post_init__(self):
         if self.serves not in SERVES:
@@ -352,15 +354,25 @@ def get_solver(name: str) -> Solver:
     return solver
 
 
-def as_state(state: SolverState | Mapping[str, Any]) -> SolverState:
+@overload
+def as_state(state: SolverState | Mapping[str, Any]) -> SolverState: ...
+@overload
+def as_state(state: SolverState | Mapping[str, Any], family: type[S]) -> S: ...
+def as_state(state: SolverState | Mapping[str, Any], family: type[SolverState] = SolverState) -> SolverState:
     """``state`` as its solver's typed record: itself if it is one, else decoded from a checkpoint's
     entries (`kpca.solvers._state.SolverState.from_checkpoint`: the migration of checkpoints saved as
     plain dicts, and the sharded passes' coordinator dicts). ValueError for an unknown solver or missing
-    entries. O(entries)."""
+    entries; TypeError if the record is not of ``family`` (`IterativeState` for the driver, `KHAState` for
+    the KHA family's steps: the caller's contract, checked). O(entries)."""
     if isinstance(state, SolverState):
-        return state
-    entries = state
-    return get_solver(str(entries["solver"])).state_type.from_checkpoint(entries)
+        record = state
+    else:
+        entries = state
+        record = get_solver(str(entries["solver"])).state_type.from_checkpoint(entries)
+    if not isinstance(record, family):
+        raise TypeError(f"state: expected a {family.__name__}, got a {type(record).__name__} "
+                        f"(solver {record.solver!r})")
+    return record
 
 
 def served_model(state: SolverState | Mapping[str, Any], rows: KernelRows | None = None,
@@ -378,10 +390,16 @@ def served_model(state: SolverState | Mapping[str, Any], rows: KernelRows | None
     """
     state = as_state(state)
     solver = get_solver(state.solver)
+    if kernel is None and rows is not None:
+        kernel = rows.kernel
     if solver.model is not None:
-        return solver.model(state, rows, kernel if kernel is not None else rows.kernel)
+        return solver.model(state, rows, kernel)
     if solver.serves == "centres":
-        rows = KernelRows(np.asarray(state.centres), kernel if kernel is not None else rows.kernel)
+        if kernel is None:
+            raise ValueError(f"kernel: a {solver.name} model needs its kernel; pass kernel or rows")
+        # a solver that serves "centres" is one-shot: its state_type is ComponentsState
+        assert isinstance(state, ComponentsState)
+        rows = KernelRows(np.asarray(state.centres), kernel)
     elif rows is None:
         raise ValueError(f"rows: a {solver.name} model is expanded over its training rows; pass them")
     if state.centering:

@@ -259,6 +259,13 @@ class KHAState(IterativeState):
         """Whether it is KHA-SMD's (it keeps B, BK and rho)."""
         return self.solver == "kha-smd"
 
+    def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, AK)`` of the iterate; ValueError for a sharded coordinator's state, whose shards hold them."""
+        if self.A is None or self.AK is None:
+            raise ValueError(f"state: this {self.solver} state holds no coefficients (a sharded fit's coordinator "
+                             "state: its shards hold the columns)")
+        return self.A, self.AK
+
     def resumed_params(self) -> dict:
         """``update`` as it ran, and ``kernel_precision`` float64 for a fit that float32 could not resolve."""
         kept = {} if self.update is None else {"update": self.update}

@@ -96,7 +96,7 @@ def check_init(init: str, init_size, n_components: int, n_rows: int) -> None:
     if init_size is None:
         return
     r, l = int(n_components), int(n_rows)
-    if isinstance(init_size, bool) or not isinstance(init_size, numbers.Integral) or not r <= init_size <= l:
+    if isinstance(init_size, bool) or not isinstance(init_size, numbers.Integral) or not r <= int(init_size) <= l:
         raise ValueError(f"init_size: must be an integer between n_components = {r} and the number of rows "
                          f"l = {l}, got {init_size!r}")
 
