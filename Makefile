@@ -6,8 +6,7 @@
 #   make test-all - the same with the slow cases: every test (what CI runs, .ci/run)
 #   make paper    - rerun the seed papers' experiments (scaled to 2 cores where needed) into paper/REPORT.md
 #   make paper-quick - the quick form of every experiment, failing where a verdict differs from paper/verdicts.json
-#   make lint     - ruff and mypy over the product packages (kpca store workers service client)
-#   make lint-typed - ruff over them all, mypy over the ones it is clean on (TYPED_PACKAGES): what CI runs
+#   make lint     - ruff and mypy over the product packages (kpca store workers service client): CI runs it
 #   make lock     - uv.lock again from pyproject.toml (after a change to a dependency; commit both)
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +15,7 @@ STAMP := $(VENV)/.installed
 export KPCA_PORT ?= 8000
 export KPCA_DATA_DIR ?= ./data
 
-.PHONY: run test test-all browser warm bench bench-all paper paper-quick install lint lint-typed lock clean
+.PHONY: run test test-all browser warm bench bench-all paper paper-quick install lint lock clean
 
 # The project is installed with uv from uv.lock, the exact versions every install and CI get (about twice
 # as fast as pip here: it byte-compiles in parallel); --frozen installs the lock as it is (a lock that no
@@ -42,14 +41,6 @@ lock: | $(BIN)/python
 lint: $(STAMP)
 	$(BIN)/ruff check kpca store workers service client
 	$(BIN)/mypy
-
-# make lint-typed - what CI guards until all of kpca is clean for mypy: ruff as above, and mypy over the
-#                   packages it is clean on; the modules they import from elsewhere (kpca) are read for
-#                   their types, their own errors left to `make lint` (--follow-imports=silent)
-TYPED_PACKAGES := store client service workers kpca/images
-lint-typed: $(STAMP)
-	$(BIN)/ruff check kpca store workers service client
-	$(BIN)/mypy --follow-imports=silent $(TYPED_PACKAGES)
 
 run: $(STAMP)
 	$(BIN)/python -m service --host 127.0.0.1 --port $(KPCA_PORT) --data-dir $(KPCA_DATA_DIR)
