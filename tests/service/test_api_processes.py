@@ -40,9 +40,6 @@ def wait_for(condition, what: str):
     return wait_until(condition, what=what, interval=0.2)
 
 
-healthy = answers_healthz
-
-
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     """The supervisor (psutil.Process), its URL, port and temporary folder (where its metrics folder is)."""
@@ -58,7 +55,7 @@ def service(tmp_path_factory):
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: proc.poll() is not None or healthy(url), "the service to start")
+        wait_for(lambda: proc.poll() is not None or answers_healthz(url), "the service to start")
         assert proc.poll() is None, (root / "service.log").read_text()
         supervisor = psutil.Process(proc.pid)
         wait_for(lambda: len(listeners(supervisor, port)) == 2, "two API processes to start")
@@ -173,7 +170,7 @@ def test_ctrl_c_is_left_to_the_supervisor(service):
     assert not ignores_sigint(supervisor.pid)
     os.kill(min(api_processes), signal.SIGINT)
     time.sleep(1.0)  # what would follow, if anything did (nothing to wait for: on a loaded machine, a weaker check)
-    assert listeners(supervisor, port) == api_processes and healthy(url)
+    assert listeners(supervisor, port) == api_processes and answers_healthz(url)
 
 
 def test_a_killed_api_process_is_replaced(service):
@@ -186,7 +183,7 @@ def test_a_killed_api_process_is_replaced(service):
         return now if len(now) == 2 and victim not in now else None
 
     now = wait_for(replaced, "the killed API process to be replaced")
-    assert now - old and healthy(url)
+    assert now - old and answers_healthz(url)
 
 
 def test_sigterm_stops_every_process(service):
@@ -246,7 +243,7 @@ def test_a_supervisor_killed_outright_takes_its_api_processes(tmp_path):
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         supervisor = psutil.Process(proc.pid)
-        wait_for(lambda: healthy(f"http://127.0.0.1:{port}"), "the service to start")
+        wait_for(lambda: answers_healthz(f"http://127.0.0.1:{port}"), "the service to start")
         api = wait_for(lambda: len(listeners(supervisor, port)) == 2, "two API processes to start") and \
             listeners(supervisor, port)
         proc.send_signal(signal.SIGKILL)
