@@ -11,7 +11,7 @@
    and ``t_comm = k alpha + (w out(b) + in(b)) / beta`` (c), k the round trips per block (2 per
    segment of `SEGMENT_ROWS` rows: gather with products, apply; 1 for the divergence guard's norms),
    ``out`` the bytes of a `SegmentUpdate` sent to each shard, ``in`` the gathered columns, points and
-   the reductions' parts (from all shards together). Measured: (a) `kpca.shards.Shard.apply` in this
+   the reductions' parts (from all shards together). Measured: (a) `kpca.sharded.shards.Shard.apply` in this
    process (threads capped at 1, as a worker) for shards of l, l/2, l/4 rows -> F (least squares);
    (b) `sharded_step_block` over a local group minus the time of its shard calls, at b = 512, 1024,
    2048 -> c1, c2; (c) on the cluster, real actors (`workers.shards.ActorGroup`) over a small data
@@ -51,11 +51,12 @@ from kpca._threads import blas_limit  # noqa: E402
 from kpca.driver import permutation  # noqa: E402
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.rows import KernelRows  # noqa: E402
-from kpca.shard_passes import (reduction_unit, send_start, sharded_centering, split_state,  # noqa: E402
-                               unit_bounds)
-from kpca.shards import Shard, SegmentUpdate, make_group, shard_bounds  # noqa: E402
+from kpca.sharded.kha_step import sharded_begin_pass, sharded_step_block  # noqa: E402
+from kpca.sharded.messages import Gathered, SegmentUpdate, shard_call  # noqa: E402
+from kpca.sharded.passes import (reduction_unit, send_start, sharded_centering, split_state,  # noqa: E402
+                                 unit_bounds)
+from kpca.sharded.shards import Shard, ShardGroup, make_group, shard_bounds  # noqa: E402
 from kpca.solvers._blocked import SEGMENT_ROWS  # noqa: E402
-from kpca.solvers._sharded import sharded_begin_pass, sharded_step_block  # noqa: E402
 
 if TYPE_CHECKING:
     from store import DatasetInfo
@@ -167,27 +168,51 @@ def measure_shard(X: np.ndarray, kernel: KernelSpec, repeat: int, rng) -> dict:
 
 # ---------------------------------------------------------------------------------------------- 2b.
 class _TimedGroup:
-    """A shard group whose shard calls (gather, products, apply, norms) are timed: the rest of a step is
-    the coordinator's serial work."""
+    """A shard group for `sharded_step_block` (`kpca.sharded.kha_step.StepGroup`) whose shard calls
+    (gather, products, apply, norms) are timed: the rest of a step is the coordinator's serial work."""
 
-    def __init__(self, group):
+    def __init__(self, group: ShardGroup):
         self.group, self.shard_s, self.calls = group, 0.0, {}
+        self.n_components, self.dtype = group.n_components, group.dtype
 
-    def __getattr__(self, name):
-        attr = getattr(self.group, name)
-        if name not in ("gather", "products", "apply", "norms"):
-            return attr
+    def _timed(self, name: str, t0: float) -> None:
+        spent = time.perf_counter() - t0
+        self.shard_s += spent
+        self.calls[name] = self.calls.get(name, 0.0) + spent
 
-        def timed(*args):
-            t0 = time.perf_counter()
-            try:
-                return attr(*args)
-            finally:
-                spent = time.perf_counter() - t0
-                self.shard_s += spent
-                self.calls[name] = self.calls.get(name, 0.0) + spent
+    def gather(self, indices: np.ndarray) -> Gathered:
+        t0 = time.perf_counter()
+        try:
+            return self.group.gather(indices)
+        finally:
+            self._timed("gather", t0)
 
-        return timed
+    def products(self) -> np.ndarray:
+        t0 = time.perf_counter()
+        try:
+            return self.group.products()
+        finally:
+            self._timed("products", t0)
+
+    def apply(self, update: SegmentUpdate) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.group.apply(update)
+        finally:
+            self._timed("apply", t0)
+
+    def norms(self) -> np.ndarray:
+        t0 = time.perf_counter()
+        try:
+            return self.group.norms()
+        finally:
+            self._timed("norms", t0)
+
+    def square(self, X: np.ndarray, xn: np.ndarray | None, m: np.ndarray) -> np.ndarray:
+        return self.group.square(X, xn, m)
+
+    def squared_norms(self, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return self.group.squared_norms(rows)
 
 
 def start_state(rows: KernelRows, group, seed: int = 0) -> dict:
@@ -250,15 +275,16 @@ def _measure_comm(client, root, X, kernel, coord, F, quick) -> dict:
                              n_components=R, d=D)
     try:
         repeat = 50 if quick else 200
-        one = median_time(lambda: group.shards[0].pid().result(), repeat)
-        alpha = median_time(lambda: group._call("pid"), repeat)
+        one = median_time(lambda: group.shards.actors[0].pid().result(), repeat)
+        alpha = median_time(group.pids, repeat)
         size = group.bounds[0][1] - group.bounds[0][0]
         sent, out_s, in_s = [], [], []
         for rows_d in (1, 8, 64, 256, 1024):  # 2 rows_d 1024 float64 per shard: 24 kB .. 17 MB
             Z = np.zeros((max(1, rows_d * 1024 // size), size))
-            args = [(Z[:, : b - a], Z[:, : b - a], np.zeros(b - a), 0.0, 1.0) for a, b in group.bounds]
-            out_s.append(median_time(lambda: group._call_each("set_columns", args), 5 if quick else 10))
-            in_s.append(median_time(lambda: group._call("columns"), 5 if quick else 10))
+            sends = [shard_call(Shard.set_columns, Z[:, : b - a], Z[:, : b - a], np.zeros(b - a), 0.0, 1.0)
+                     for a, b in group.bounds]
+            out_s.append(median_time(lambda: group.shards.each_with(sends), 5 if quick else 10))
+            in_s.append(median_time(lambda: group.shards.each(shard_call(Shard.columns)), 5 if quick else 10))
             sent.append(2 * Z.nbytes + 8 * size)
         # a real pass's blocks: centring, a random start sent sparse, blocks of b rows
         sharded_centering(group)

@@ -9,8 +9,8 @@ Two data sets, r = 16 components, a Gaussian kernel, at each size l (``--sizes``
 
 Methods, one after the other in this process (each fit's jitted code compiled first on 300 rows):
 
-* ``default``: `kpca.estimator.KernelHebbianPCA` with only the kernel and ``n_components`` (kha-smd,
-  its default start, passes and tol), a point per pass (``callback``) and its end; ``default tol 1e-4``
+* ``default``: `kpca.estimator.KernelHebbianPCA` with only the kernel and ``n_components`` (ritz,
+  its Nystrom start, Rayleigh-Ritz passes and tol), a point per pass (``callback``) and its end; ``default tol 1e-4``
   the same with that tol (and at most 100 passes): what a user who names an accuracy gets; ``default
   float64`` the default with float64 kernel tiles (its ``kernel_precision`` ``auto`` takes float32 where
   the tol allows: the served error it costs is what this row shows);

@@ -119,7 +119,7 @@ def refine_passes(state: dict, passes: int, hooks: PassHooks, tol: float | None,
 
 def drive_passes(state: dict, n_rows: int, passes: int, block_size: int, hooks: PassHooks, *, begin_pass, step,
                  diverged, damped, keep=None, rollback=None) -> tuple[dict, bool]:
-    """The pass loop `run_passes` and the sharded passes (`kpca.shard_passes.run_sharded_passes`) share:
+    """The pass loop `run_passes` and the sharded passes (`kpca.sharded.passes.run_sharded_passes`) share:
     ``begin_pass(state)`` where a pass starts, ``step(state, indices)`` per block of the pass's
     permutation, the divergence guard (``diverged(state)`` -> ``damped(pass_start)``, and ``rollback()``
     of what ``keep()`` kept at the pass's start, for state held elsewhere), the hooks and stop requests.

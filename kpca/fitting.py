@@ -20,7 +20,7 @@ of the job that runs it). Preparing it over a row source (`kpca.rows.KernelRows`
    gains of a start that knows nothing of the new rows (`kpca.solvers.Solver.regain`).
 
 `PreparedFit.run` then runs the passes (`kpca.driver.run_passes`) or the one-shot fit; a sharded job
-runs the same prepared state through `kpca.shard_passes.run_sharded_passes` instead. `PreparedFit.used`
+runs the same prepared state through `kpca.sharded.passes.run_sharded_passes` instead. `PreparedFit.used`
 is what a fit reports as ``params_used``: the resolved parameters, what the solver settled on
 (`kpca.solvers.Solver.used`) and the rows it fits.
 """

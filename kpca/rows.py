@@ -108,7 +108,7 @@ class KernelRows:
     origin : ndarray of shape (n,), None or "auto" (default)
         Origin of the local coordinates (module docstring): "auto" is
         `default_origin`; None keeps the data's coordinates. The shards of one
-        fit are given the same origin (`kpca.shards.make_group`), since they
+        fit are given the same origin (`kpca.sharded.shards.make_group`), since they
         exchange points in local coordinates.
 
     Cost: `block` of b rows is ``2 b l n`` flops (GEMMs) plus ``O(b l)``;
@@ -409,7 +409,7 @@ class KernelRows:
 
         ``X`` (b, n) in local coordinates (`points`, `to_local`) and ``compute_dtype`` with squared norms ``x_sqnorms`` (b,) where the kernel needs
         them; ``C`` (d, b) is used in its own dtype (`left_product` casts it to the rows'). A shard of a
-        sharded fit (`kpca.shards`) multiplies the block's points, rows of other shards, against its
+        sharded fit (`kpca.sharded.shards`) multiplies the block's points, rows of other shards, against its
         own rows with it. Cost as `left_product`. Returns ``out``.
         """
         C = np.ascontiguousarray(C)

@@ -25,7 +25,7 @@ CITED = [
     "shard_cost_100k.json", "shard_cost_20000.json", "shard_cost_cpu_16core.json", "shard_cost_gpu_16core.json",
     "shard_cost_100k_8workers_gpu_16core.json", "panel_threads.json", "service_fit.json", "service_fit_60000.json",
     "service_fit_60000_one_worker.json", "service_fit_sharded_20000.json", "service_fit_sharded_20000_no_guards.json",
-    "service_fit_threshold_20000.json",
+    "service_fit_threshold_20000.json", "hostile_figures.json", "time_to_accuracy.json",
 ]
 
 
@@ -492,3 +492,64 @@ def test_the_service_fit_threshold_is_its_results():
 def test_a_cited_results_file_names_its_commit(name):
     assert re.fullmatch(r"[0-9a-f]{40}", results(name)["environment"].get("commit") or ""), \
         f"{name}: written at no recorded commit"
+
+
+# docs/choosing-a-solver.md: "What made the difference" (bench/hostile_figures.py) and "Time to an answer"'s prose
+# (bench/time_to_accuracy.py).
+
+
+def choosing() -> str:
+    return page("docs/choosing-a-solver.md")
+
+
+def sci(value: float, digits: int = 1) -> str:
+    """``value`` as the docs write it: 2.0e6, 9.7e-4 (no + and no leading zero in the exponent)."""
+    mantissa, exponent = f"{value:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def test_the_precision_rules_spreads_are_hostile_figures():
+    spreads = list(results("hostile_figures.json")["spreads"].values())
+    printed = said(choosing(), r"far outside: ([\d.e-]+), ([\d.e-]+), ([\d.e-]+) and ([\d.e-]+), "
+                               r"`bench/results/hostile_figures.json`")
+    assert list(printed) == [f"{spreads[0]:.1f}", *(sci(value) for value in spreads[1:])]
+
+
+def test_the_appended_rows_figures_are_hostile_figures():
+    appended, fresh = (results("hostile_figures.json")["partial_fit"][key] for key in ("appended", "fresh"))
+    printed = said(choosing(), r"`partial_fit` of 1000 rows after a default fit on 3000 digits took (\d+) passes, "
+                               r"([\d.]+) s, to an excess error of ([\d.e-]+), where a fresh default fit of the 4000 "
+                               r"took (\d+) passes, ([\d.]+) s, to ([\d.e-]+)")
+    assert list(printed) == [str(appended["passes"]), f"{appended['seconds']:.2f}", sci(appended["excess"]),
+                             str(fresh["passes"]), f"{fresh['seconds']:.2f}", sci(fresh["excess"])]
+
+
+def test_the_rskpca_figures_are_hostile_figures():
+    document = results("hostile_figures.json")["rskpca"]
+    default, tenth = document["rskpca default"], document["rskpca, at most a tenth of the rows"]
+    nystrom = document[f"nystrom, {default['centres']} landmarks"]
+    printed = said(choosing(), r"the default kept (\d+) centres \(variance ratio ([\d.]+)\) for an excess error of "
+                               r"([\d.]+), where a tenth of the rows' (\d+) gave ([\d.]+), and `nystrom` with the same "
+                               r"(\d+) landmarks ([\d.e-]+)")
+    assert list(printed) == [str(default["centres"]), f"{default['variance_ratio']:.2f}", f"{default['excess']:.2f}",
+                             str(tenth["centres"]), f"{tenth['excess']:.2f}", str(default["centres"]),
+                             sci(nystrom["excess"])]
+
+
+def test_the_time_to_an_answer_ratios_are_time_to_accuracy():
+    """The first bullet's ratios: the default's whole fit over lanczos's at tol 1e-3, per size, on both data sets."""
+    datasets = results("time_to_accuracy.json")["datasets"]
+    text = section(choosing(), "## Time to an answer")
+
+    def whole(name: str, size: str) -> str:
+        methods = datasets[name][size]["methods"]
+        return f"{methods['default']['seconds'] / methods['lanczos tol 0.001']['seconds']:.2f}"
+
+    printed = said(text, r"The whole default fit takes ([\d.]+)x, ([\d.]+)x and ([\d.]+)x lanczos's time at tol 1e-3 "
+                         r"on the digits at 8,000, 20,000 and 40,000 rows, and ([\d.]+)x, ([\d.]+)x and ([\d.]+)x on "
+                         r"the patches")
+    assert list(printed) == [whole(name, size) for name in ("digits", "patches") for size in ("8000", "20000", "40000")]
+    at_100k = datasets["digits"]["100000"]["methods"]
+    printed = said(text, r"To 1e-6 that is ([\d.]+)x, the whole fit ([\d.]+)x")
+    assert list(printed) == [f"{at_100k['default']['time_to']['1e-06'] / at_100k['lanczos tol 0.001']['seconds']:.2f}",
+                             f"{at_100k['default']['seconds'] / at_100k['lanczos tol 0.001']['seconds']:.2f}"]

@@ -2,12 +2,12 @@
 coordinator; each worker holds a `workers.shards.ShardActor` with its rows' columns of the state.
 
 The coordinator runs the same fit as `workers.fit` -- the lease, the record, progress pass by pass,
-cancel, resume, the errors a user can act on -- with the passes of `kpca.shard_passes.run_sharded_passes`.
+cancel, resume, the errors a user can act on -- with the passes of `kpca.sharded.passes.run_sharded_passes`.
 What differs:
 
-* the centring is a sharded pass (`kpca.shard_passes.ShardedProducts`), which for the default Nystrom
+* the centring is a sharded pass (`kpca.sharded.passes.ShardedProducts`), which for the default Nystrom
   start also makes the start's extension to every row, as one process's does; the start is computed by
-  the coordinator as in one process and sent to the shards (`kpca.shard_passes.send_start`), or read by
+  the coordinator as in one process and sent to the shards (`kpca.sharded.passes.send_start`), or read by
   each shard from the checkpoint it resumes from;
 * a checkpoint is a consistent cut: after a pass every shard writes its part (its columns, on its
   worker), then the coordinator writes the manifest with its own state
@@ -18,7 +18,7 @@ What differs:
 * a worker lost mid-fit (`workers.shards.ShardLost`): the shards are placed again on the workers that
   remain and the fit continues from the last consistent checkpoint (up to `MAX_LOSSES` times); with
   the same seed it ends where an uninterrupted fit ends (the reductions' order does not depend on the
-  split, `kpca.shard_passes.reduction_unit`).
+  split, `kpca.sharded.passes.reduction_unit`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import logging
 import numpy as np
 
 from kpca.driver import PassHooks
-from kpca.shard_passes import ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start, unit_bounds
-from kpca.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
+from kpca.sharded.passes import ShardedProducts, join_state, reduction_unit, run_sharded_passes, send_start, unit_bounds
+from kpca.sharded.shards import SHARDED_KEYS, STATE_COLUMNS, ShardGroup, state_rows
 from kpca.solvers import get_solver
 from kpca.sampled_kernel import kernel_spread
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS

@@ -1,6 +1,7 @@
 """The shards of a sharded fit as dask actors (docs/scaling.md): one `ShardActor` per worker, each
-holding its rows' columns of the solver state for the whole fit, and the coordinator's `ActorGroup`
-over them.
+holding its rows' columns of the solver state for the whole fit, `ActorShards` (the
+`kpca.sharded.messages.Shards` that sends each call to them) and the coordinator's `ActorGroup` over
+them.
 
 An actor (``client.submit(ShardActor, ..., actor=True, workers=[address])``) is a Python object kept
 in one worker's memory; its method calls go from the coordinator to that worker directly, without
@@ -20,20 +21,25 @@ from __future__ import annotations
 
 import os
 import uuid
+from typing import Sequence, TypeVar
 
 import numpy as np
 
 from kpca._threads import map_threads, tile_threads
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.shards import Shard, ShardGroup
-from kpca.solvers._sharded import SegmentUpdate
+from kpca.sharded.messages import Gathered, SegmentUpdate, ShardCall, shard_call, summed
+from kpca.sharded.shards import Shard, ShardGroup
 from store import CheckpointStore, DatasetStore
 from store.datasets.segments import RowWindow
 from workers.placement import fit_threads, machine_cores
 from workers.priority import fit_nice, keep_below_process
 
-__all__ = ["ShardLost", "ShardActor", "ActorGroup", "fit_workers", "scheduler_workers", "host_of", "COLUMN_KEYS"]
+__all__ = ["ShardLost", "ShardActor", "ActorShards", "ActorGroup", "fit_workers", "scheduler_workers", "host_of",
+           "COLUMN_KEYS"]
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 FIT_RESOURCE = "fit"  # the resource a worker offers for fits: at most one fit each (`workers.backend`)
 # what a shard's checkpoint part holds: A, AK, the guard vectors and LOBPCG's previous step (Rayleigh-Ritz
@@ -73,7 +79,7 @@ def fit_workers(client) -> list[str]:
 
 
 class ShardActor(Shard):
-    """A `kpca.shards.Shard` over rows ``first .. stop-1`` of a data set version, opened from the store
+    """A `kpca.sharded.shards.Shard` over rows ``first .. stop-1`` of a data set version, opened from the store
     on the worker it lives on, with its part of the fit's checkpoints.
 
     Parameters
@@ -89,7 +95,7 @@ class ShardActor(Shard):
     first, stop : int
         The shard's rows.
     unit_rows : int
-        The reduction unit (`kpca.shards.reduction_unit`).
+        The reduction unit (`kpca.sharded.passes.reduction_unit`).
     kind_folder, kind : str
         The job registry's folder and kind (`store.jobs.registry.JobRegistry`): where the checkpoints are.
     origin : list of float or None
@@ -112,14 +118,14 @@ class ShardActor(Shard):
         self._checkpoints = CheckpointStore(data_dir, kind_folder, kind)
         self.threads = fit_threads(machine_cores(), share)
 
-    def run_calls(self, updates: list, calls: list) -> list:
-        """Apply the segment ``updates`` in order (`kpca.shards.Shard.apply`), then run ``calls``
-        (``(method, args)`` pairs of this shard's methods) in order; their results. One message of
-        `ActorGroup` carries a segment's update with the call that follows it."""
+    def run_calls(self, updates: Sequence[SegmentUpdate], calls: Sequence[ShardCall]) -> list:
+        """Apply the segment ``updates`` in order (`kpca.sharded.shards.Shard.apply`), then run ``calls``
+        (`kpca.sharded.messages.ShardCall` s of this shard's methods) in order; their replies. One message
+        of `ActorShards` carries a segment's update with the call that follows it."""
         with tile_threads(self.threads):
             for update in updates:
                 self.apply(update)
-            return [getattr(self, method)(*args) for method, args in calls]
+            return [call.run(self) for call in calls]
 
     def kernel_threads(self) -> int:
         """Threads of this shard's kernel tiles in its calls (`kpca._threads.map_threads`)."""
@@ -164,26 +170,97 @@ class ShardActor(Shard):
             self.previous = (columns["previous_A"], columns["previous_AK"])
 
 
-class ActorGroup(ShardGroup):
-    """A `kpca.shards.ShardGroup` whose shards are `ShardActor` s on dask workers.
+class ActorShards:
+    """`kpca.sharded.messages.Shards` on dask workers: one `ShardActor` each (``actors``, on
+    ``addresses``).
 
-    Each call is sent to every shard at once and the replies collected in shard order, so the
-    shards compute in parallel and the reductions keep their fixed order. Every message is one
-    `ShardActor.run_calls`: ``apply`` returns nothing, so a segment's update is not sent on its own
-    but held and sent with the next call (the next segment's ``gather``, or the block's ``norms``),
-    and KHA-SMD's ``products`` go with each ``gather``; the shard runs them in the order sent. A
-    segment of the stochastic passes then costs one round trip (``gather`` with ``products`` and the
-    previous update) and a block one more (``norms``), instead of four messages. ``round_trips``
-    counts the messages to each shard. `close` releases the actors (their workers free the columns).
+    Each call is sent to every shard at once and the replies collected in shard order, so the shards
+    compute in parallel and the reductions keep their fixed order. Every message is one
+    `ShardActor.run_calls`: an update (`apply`) returns nothing, so it is not sent on its own but held
+    and sent with the next call, which every shard runs after it; `each_then` sends two calls in one
+    message. ``round_trips`` counts the messages to each shard. A worker lost, or one that cannot be
+    reached, is `ShardLost`.
     """
+
+    def __init__(self, actors: list, addresses: list[str]):
+        self.actors, self.addresses = list(actors), list(addresses)
+        self._pending: list[SegmentUpdate] = []  # updates applied by the coordinator, not yet sent
+        self.round_trips = 0
+
+    def __len__(self) -> int:
+        return len(self.actors)
+
+    def each(self, call: ShardCall[R]) -> list[R]:
+        """``call`` on every shard, after the updates held; the replies in shard order."""
+        return [replies[0] for replies in self._collect(self._fire([[call]] * len(self.actors)))]
+
+    def each_with(self, calls: Sequence[ShardCall[R]]) -> list[R]:
+        """``calls[i]`` on shard i, after the updates held; the replies in shard order."""
+        return [replies[0] for replies in self._collect(self._fire([[call] for call in calls]))]
+
+    def each_then(self, first: ShardCall[R], then: ShardCall[T]) -> list[tuple[R, T]]:
+        """``first``, then ``then``, on every shard in one message (after the updates held); the pairs of
+        replies in shard order."""
+        return [(replies[0], replies[1]) for replies in self._collect(self._fire([[first, then]] * len(self.actors)))]
+
+    def apply(self, update: SegmentUpdate) -> None:
+        """Hold ``update`` for every shard: it goes with the next call, which every shard runs after it."""
+        self._pending.append(update)
+
+    def drop_pending(self) -> None:
+        """Forget the updates held (the shards' columns are released with them: nothing reads them)."""
+        self._pending = []
+
+    def _fire(self, calls_per_shard: list[list[ShardCall]]) -> list:
+        """Send shard i its ``calls_per_shard[i]`` after the held updates, in one message each; the futures
+        of their replies."""
+        updates, self._pending = self._pending, []
+        futures = []
+        for i, (actor, calls) in enumerate(zip(self.actors, calls_per_shard)):
+            try:
+                futures.append(actor.run_calls(updates, calls))
+            except RuntimeError as exc:  # "Worker holding Actor was lost"
+                raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
+        self.round_trips += 1
+        return futures
+
+    def _collect(self, futures: list) -> list:
+        out = []
+        for i, future in enumerate(futures):
+            try:
+                out.append(future.result())
+            except OSError as exc:  # "Unable to contact Actor's worker"
+                raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
+            except RuntimeError as exc:
+                if "Actor" in str(exc):
+                    raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
+                raise
+        return out
+
+
+class ActorGroup(ShardGroup):
+    """A `kpca.sharded.shards.ShardGroup` whose shards are `ShardActor` s on dask workers (``shards``, an
+    `ActorShards`).
+
+    KHA-SMD's ``products`` go with each ``gather`` (`ActorShards.each_then`), and each segment's update
+    with the next call: a segment of the stochastic passes then costs one round trip (``gather`` with
+    ``products`` and the previous update) and a block one more (``norms``), instead of four messages.
+    ``round_trips`` counts the messages to each shard. `close` releases the actors (their workers free
+    the columns).
+    """
+
+    shards: ActorShards
 
     def __init__(self, futures: list, actors: list, bounds, addresses: list[str], kernel: KernelSpec,
                  n_components: int, d: int, rows_dtype):
-        super().__init__(actors, kernel, n_components, d, rows_dtype=rows_dtype, bounds=bounds)
+        super().__init__(ActorShards(actors, addresses), kernel, n_components, d, rows_dtype=rows_dtype, bounds=bounds)
         self.futures, self.addresses = futures, list(addresses)
-        self._products = None  # each shard's ``products`` parts, asked with the last ``gather``
-        self._pending: list[SegmentUpdate] = []  # updates applied by the coordinator, not yet sent
-        self.round_trips = 0
+        self._products: list | None = None  # each shard's ``products`` parts, asked with the last ``gather``
+
+    @property
+    def round_trips(self) -> int:
+        """Messages sent to each shard so far."""
+        return self.shards.round_trips
 
     @classmethod
     def start(cls, client, addresses: list[str], bounds, *, data_dir: str, dataset: str, version: int,
@@ -206,7 +283,8 @@ class ActorGroup(ShardGroup):
         try:
             actors = [future.result() for future in futures]
             group = cls(futures, actors, bounds, addresses, kernel, n_components, d, np.dtype(precision))
-            group._call("lower_priority", fit_nice())  # the shards run at a fit's priority, below serving
+            # the shards run at a fit's priority, below serving
+            group.shards.each(shard_call(ShardActor.lower_priority, fit_nice()))
             return group
         except Exception as exc:
             for future in futures:
@@ -217,82 +295,54 @@ class ActorGroup(ShardGroup):
                 raise ShardLost(f"a worker was lost while the shards were placed: {exc}") from exc
             raise
 
-    def _fire(self, calls_per_shard: list[list[tuple[str, tuple]]]) -> list:
-        """Send shard i its ``calls_per_shard[i]`` (``(method, args)`` pairs) after the held updates, in one
-        message each; the futures of their replies."""
-        updates, self._pending = self._pending, []
-        futures = []
-        for i, (actor, calls) in enumerate(zip(self.shards, calls_per_shard)):
-            try:
-                futures.append(actor.run_calls(updates, calls))
-            except RuntimeError as exc:  # "Worker holding Actor was lost"
-                raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
-        self.round_trips += 1
-        return futures
-
-    def _collect(self, futures: list) -> list:
-        out = []
-        for i, future in enumerate(futures):
-            try:
-                out.append(future.result())
-            except OSError as exc:  # "Unable to contact Actor's worker"
-                raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
-            except RuntimeError as exc:
-                if "Actor" in str(exc):
-                    raise ShardLost(f"shard {i} on {self.addresses[i]}: {exc}", [self.addresses[i]]) from exc
-                raise
-        return out
-
-    def _call(self, method: str, *args) -> list:
-        return [replies[0] for replies in self._collect(self._fire([[(method, args)]] * len(self.shards)))]
-
-    def _call_each(self, method: str, args: list[tuple]) -> list:
-        return [replies[0] for replies in self._collect(self._fire([[(method, tuple(a))] for a in args]))]
-
-    def apply(self, update: SegmentUpdate) -> None:
-        """Hold ``update`` for every shard: it goes with the next call, which every shard runs after it."""
-        self._pending.append(update)
-        self.bytes_out += update.nbytes() * len(self)
-
-    def gather(self, indices: np.ndarray):
-        calls = [("gather", (indices,))]
-        if self.d > self.iterated:  # KHA-SMD's B: its step needs Z AK^T
-            calls.append(("products", (self.n_components,)))
-        replies = self._collect(self._fire([calls] * len(self.shards)))
-        self._products = [r[1] for r in replies] if len(calls) > 1 else None
-        return self._gathered(indices, [r[0] for r in replies])
+    def gather(self, indices: np.ndarray) -> Gathered:
+        """`kpca.sharded.shards.ShardGroup.gather`, with KHA-SMD's ``products`` asked in the same message
+        (`products` then answers from them)."""
+        if self.d <= self.iterated:
+            self._products = None
+            return super().gather(indices)
+        replies = self.shards.each_then(shard_call(Shard.gather, indices),
+                                        shard_call(Shard.products, self.n_components))
+        self._products = [products for _, products in replies]
+        return self.gathered(indices, [gathered for gathered, _ in replies])
 
     def products(self) -> np.ndarray:
+        """``Z AK^T`` (d, r) summed over the shards in order: from the parts sent with the last `gather`
+        where there are some."""
         if self._products is None:
             return super().products()
         parts, self._products = self._products, None
         self.bytes_in += sum(p.nbytes for shard_parts in parts for p in shard_parts)
-        return self._sum(parts)
+        return summed(parts)
 
     def save(self, job: str, pass_index: int) -> None:
         """Every shard writes its part of checkpoint ``pass_index`` (the coordinator's manifest, written
         after this returns, makes the checkpoint a consistent cut)."""
-        self._call("save", job, pass_index, self.n_components, self.guards, self.previous_rows > 0)
+        self.shards.each(shard_call(ShardActor.save, job, pass_index, self.n_components, self.guards,
+                                    self.previous_rows > 0))
 
     def load(self, job: str, pass_index: int, state: dict) -> None:
         """Every shard reads its columns of checkpoint ``pass_index``; ``state`` the coordinator's (its
         ``centering_grand_mean``, ``centering_mean_diagonal``, ``guard_rows`` and ``previous_rows``,
-        `kpca.shard_passes.coordinator_state`)."""
+        `kpca.sharded.passes.coordinator_state`)."""
         grand, diag = float(state["centering_grand_mean"]), float(state["centering_mean_diagonal"])
         self.set_guards(int(state.get("guard_rows", 0)))
         self.previous_rows = int(state.get("previous_rows", 0))
-        self._call("load", job, pass_index, grand, diag, self.d > self.iterated, self.guards > 0,
-                   self.previous_rows > 0)
+        self.shards.each(shard_call(ShardActor.load, job, pass_index, grand, diag, self.d > self.iterated,
+                                    self.guards > 0, self.previous_rows > 0))
         self.grand_mean, self.mean_diagonal = grand, diag
 
     def pids(self) -> list[int]:
         """The process id of each shard's worker."""
-        return self._call("pid")
+        return self.shards.each(shard_call(ShardActor.pid))
+
+    def kernel_threads(self) -> list[int]:
+        """The threads of each shard's kernel tiles (`ShardActor.kernel_threads`)."""
+        return self.shards.each(shard_call(ShardActor.kernel_threads))
 
     def close(self) -> None:
         """Release the actors (an update still held is dropped with their columns: nothing reads them)."""
-        self._pending = []
+        self.shards.drop_pending()
         for future in self.futures:
             future.release()
         self.futures = []
-

@@ -173,7 +173,7 @@ def default_sub_block(n_components: int, segment_rows: int) -> int:
     """Rows per transform: ``sqrt(r b) / 2`` for segments of b rows, clipped to SUB_BLOCK_RANGE.
 
     Per row, the jitted loop costs ``~ r m`` and folding each sub-block's
-    transform into the segment's (`_Segment.compose`, `basis_products`)
+    transform into the segment's (`Segment.compose`, `basis_products`)
     ``~ r^2 b / m``; the sum is smallest near ``m ~ sqrt(r b)`` times the
     ratio of their throughputs; in practice the pass time is flat over a
     wide range of m (bench/kha_speed.py).
@@ -182,7 +182,7 @@ def default_sub_block(n_components: int, segment_rows: int) -> int:
     return int(min(high, max(low, round(np.sqrt(n_components * segment_rows) / 2))))
 
 
-def _scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: bool) -> None:
+def scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: bool) -> None:
     """``M[:, columns] += C``; with repeated columns (``distinct`` False) every copy adds."""
     if distinct:
         M[:, columns] += C
@@ -310,7 +310,7 @@ class _SourceRows:
         return self.source.left_product(self.p[: C.shape[1]], C, np.empty_like(start), T=T, start=start)
 
 
-class _Segment:
+class Segment:
     """The steps over one segment's rows (indices ``p``), folded against its starting Z_0 (d x l).
 
     Holds ``Z_cur = Tc Z_0 + Cc E`` (Tc d x d, Cc d x s over the s rows done
@@ -356,7 +356,7 @@ class _Segment:
         Tc, Cc = self.Tc.astype(Z0.dtype), self.Cc[:, :s].astype(Z0.dtype)  # in the state's dtype
         ZK = self.rows.left_product(Cc, Tc, ZK0)
         Z = Tc @ Z0
-        _scatter_add(Z, p[:s], Cc, np.unique(p[:s]).size == s)
+        scatter_add(Z, p[:s], Cc, np.unique(p[:s]).size == s)
         return Z, ZK
 
 
@@ -380,7 +380,7 @@ def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
         KA = np.ascontiguousarray(AK[:, idx[a:e]].T)  # K A_0^T = AK_0[:, p]^T (K' symmetric)
-        seg = _Segment(_segment_rows(rows, a, e, idx), KA)
+        seg = Segment(_segment_rows(rows, a, e, idx), KA)
         while seg.done < e - a:
             m = min(m_max, e - a - seg.done)
             W = np.zeros((r, r + m))
@@ -412,7 +412,7 @@ def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
         p = idx[a:e]
-        seg = _Segment(_segment_rows(rows, a, e, idx), np.ascontiguousarray(ZK[:, p].T))  # K Z_0^T = ZK_0[:, p]^T
+        seg = Segment(_segment_rows(rows, a, e, idx), np.ascontiguousarray(ZK[:, p].T))  # K Z_0^T = ZK_0[:, p]^T
         S = Z @ ZK[:r].T  # Z_cur AK_cur^T (d x r)
         while seg.done < e - a:
             m = min(m_max, e - a - seg.done)

@@ -37,7 +37,7 @@ them; a state without guards (``guards`` 0, a random start, rows appended) takes
 step, and so do passes over float32 kernel tiles (``kernel_precision``): W K' is a difference of the
 product's rows, and float32 rounding of the product leaves it inconsistent with W, a direction whose
 claimed Rayleigh quotient the step then takes for real (tests/kpca/test_default_fit.py). Sharded passes
-take the same steps (`kpca.shard_passes`): every norm and Gram matrix here is a sum over columns, so the
+take the same steps (`kpca.sharded.passes`): every norm and Gram matrix here is a sum over columns, so the
 shards form their columns of the basis (`step_basis`) and the coordinator adds their reductions.
 
 Cost: one pass, ``2 l^2 (n + r + g)`` flops (`kpca.rows.KernelRows.left_product`), no row formed, plus

@@ -154,7 +154,7 @@ class Solver:
         ``context.exact_limit`` rows.
     shardable : bool
         Whether its passes can run over row shards on several workers
-        (`kpca.shard_passes.run_sharded_passes`: the KHA family).
+        (`kpca.sharded.passes.run_sharded_passes`: the KHA family).
     clusterable : bool
         Whether spectral clustering may take its eigenvectors of L
         (`kpca.clustering`): it fits the leading eigenvectors of any

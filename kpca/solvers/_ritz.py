@@ -140,7 +140,7 @@ def ritz_values(H: np.ndarray, G: np.ndarray, a2: np.ndarray, ak2: np.ndarray,
     """The variances ``mu`` (r,) of `ritz_components` from the r x r products alone: ``H = AK AK^T``,
     ``G = AK A^T`` and the squared row norms ``a2`` of A, ``ak2`` of AK (for the eq. 13 estimates
     returned where G is not finite, as `ritz_components` does). What a sharded fit reports, whose A
-    and AK stay on the shards (`kpca.shards.ShardGroup.grams`). Cost O(r^3)."""
+    and AK stay on the shards (`kpca.sharded.shards.ShardGroup.grams`). Cost O(r^3)."""
     found = ritz_transform(H, G, rtol)
     if found is None:
         num, den = np.sqrt(ak2), np.sqrt(a2)

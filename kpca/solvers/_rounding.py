@@ -122,7 +122,7 @@ class Sample:
     the float64 ``(Z K')[:, S]`` and ``(X K')[:, S]`` with the fit's centring (k, s), the fit's column
     means at S less the exact ones (``dm``, s), and over all columns ``z . x``, ``zk . x`` and the sums
     of the rows of Z, X and ZK (k,). One process (`rounding_bound`) or a shard group
-    (`kpca.shard_passes`) gathers it."""
+    (`kpca.sharded.passes`) gathers it."""
 
     n_rows: int
     Z: np.ndarray

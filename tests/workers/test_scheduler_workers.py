@@ -4,7 +4,7 @@ state: every answer names every worker (`workers.shards.scheduler_workers`).
 Before: `workers.shards.fit_workers` read ``client.scheduler_info(n_workers=-1)``, the client's shared
 copy, which the client's periodic refresh (without the workers) replaced between the fetch and the
 read at times, so that it answered no workers; a sharded fit then placed no shards and failed
-(``AttributeError: 'NoneType' object has no attribute 'shape'`` in `kpca.shard_passes.message_rows`).
+(``AttributeError: 'NoneType' object has no attribute 'shape'`` in `kpca.sharded.passes.message_rows`).
 """
 
 import dask

@@ -16,8 +16,8 @@ import pytest
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
-from kpca.shard_passes import join_state, reduction_unit, run_sharded_passes, split_state, unit_bounds
-from kpca.shards import make_group
+from kpca.sharded.passes import join_state, reduction_unit, run_sharded_passes, split_state, unit_bounds
+from kpca.sharded.shards import make_group
 from kpca.solvers._ritz import ritz_components
 from store.jobs.records import ModelRecord, Placement
 from tests.naive import start_state
@@ -229,6 +229,6 @@ def _pass_over_actors(data_dir, backend, X, kernel, block, unit, bounds):
         blocks = -(-ROWS // block)
         assert 2 * blocks <= trips["actors"] <= 2 * blocks + 3  # and the pass's own: keep, the eigenvalue estimates
         assert_close(states["actors"], states["local"], rtol=1e-12)
-        assert actors._call("kernel_threads") == [max(1, machine_cores() // 2)] * 2
+        assert actors.kernel_threads() == [max(1, machine_cores() // 2)] * 2
     finally:
         actors.close()

@@ -9,10 +9,11 @@ rest of the family), so d = r + g (+ r). A `ShardGroup` is the coordinator's vie
 order: it gathers columns and points from the shards that own them, broadcasts segment updates, and
 sums the shards' partial products in shard order (deterministic; with a reduction unit, `Shard`, in
 global order of units, so that the result does not depend on the split). This module runs every shard in
-this process; the dask layer (`workers/`) puts each `Shard` on its own worker behind a group with the
-same methods. The coordinator's numerics are `kpca.solvers._sharded`; the passes, the centring and the
-start over a group are `kpca.shard_passes`; a shard's part of the default fit's Rayleigh-Ritz passes is
-`kpca.shard_ritz`.
+this process (`LocalShards`); the dask layer puts each `Shard` on its own worker
+(`workers.shards.ActorShards`): the group asks either through `kpca.sharded.messages.Shards`, each
+message a `kpca.sharded.messages.ShardCall` of a `Shard` method. The coordinator's numerics are
+`kpca.sharded.kha_step`; the passes, the centring and the start over a group are `kpca.sharded.passes`;
+a shard's part of the default fit's Rayleigh-Ritz passes is `kpca.sharded.ritz`.
 
 Per segment of s rows (normally a block of b), with n features, the messages are:
 
@@ -33,18 +34,22 @@ once per block / pass     diag(A K' A^T) (r); row norms
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Iterator, Sequence, TypeVar
 
 import numpy as np
 
 from kpca.kernels import KernelSpec, kernel_block_into
 from kpca.rows import Centering, KernelRows, default_origin
-from kpca.shard_ritz import RitzGroup, RitzShard
-from kpca.solvers._blocked import _scatter_add
-from kpca.solvers._sharded import SHARDED_KEYS, STATE_COLUMNS, SegmentUpdate
+from kpca.sharded.kha_step import SHARDED_KEYS, STATE_COLUMNS
+from kpca.sharded.messages import (Gathered, OwnedColumns, OwnedPoints, SegmentUpdate, ShardCall, Shards, shard_call,
+                                   summed)
+from kpca.sharded.ritz import RitzGroup, RitzShard
+from kpca.solvers._blocked import scatter_add
 
-__all__ = ["Gathered", "Shard", "ShardGroup", "shard_bounds", "make_group", "state_rows", "SegmentUpdate",
-           "SHARDED_KEYS", "STATE_COLUMNS"]
+__all__ = ["Gathered", "Shard", "LocalShards", "ShardGroup", "shard_bounds", "make_group", "state_rows",
+           "SegmentUpdate", "SHARDED_KEYS", "STATE_COLUMNS"]
+
+R = TypeVar("R")
 
 
 def shard_bounds(n_rows: int, sizes) -> list[tuple[int, int]]:
@@ -60,17 +65,6 @@ def shard_bounds(n_rows: int, sizes) -> list[tuple[int, int]]:
         raise ValueError(f"shards: sizes {sizes} must be positive and sum to the {n_rows} rows")
     stops = np.cumsum(sizes)
     return [(int(stop - size), int(stop)) for size, stop in zip(sizes, stops)]
-
-
-@dataclass
-class Gathered:
-    """A segment's columns and points gathered from their shards: ``ZK`` (d, s) the columns
-    ``ZK[:, p]``, ``points`` (s, n), ``sqnorms`` (s,) or None, ``column_means`` (s,) ``m[p]``."""
-
-    ZK: np.ndarray
-    points: np.ndarray
-    sqnorms: np.ndarray | None
-    column_means: np.ndarray
 
 
 class Shard(RitzShard):
@@ -108,20 +102,21 @@ class Shard(RitzShard):
         """Positions in ``indices`` (global rows) of the rows this shard owns, in order."""
         return np.flatnonzero((indices >= self.first) & (indices < self.stop))
 
-    def points(self, indices: np.ndarray):
-        """``(positions, x, |x|^2)`` of the rows of ``indices`` this shard owns."""
+    def points(self, indices: np.ndarray) -> OwnedPoints:
+        """The rows of ``indices`` this shard owns: positions, x, |x|^2."""
         pos = self.owned(indices)
         X, xn = self.rows.points(indices[pos] - self.first)
-        return pos, X, xn
+        return OwnedPoints(pos, X, xn)
 
-    def gather(self, indices: np.ndarray):
-        """``(positions, ZK columns (d, k), x (k, n), |x|^2 (k,), m (k,))`` for the owned rows of ``indices``."""
+    def gather(self, indices: np.ndarray) -> OwnedColumns:
+        """The owned rows of ``indices`` with ZK's columns there: positions, ZK columns (d, k), x (k, n),
+        |x|^2 (k,), m (k,)."""
         pos, X, xn = self.points(indices)
         local = indices[pos] - self.first
-        return pos, self.ZK[:, local], X, xn, self.rows.centering.column_means[local]
+        return OwnedColumns(pos, self.ZK[:, local], X, xn, self.rows.centering.column_means[local])
 
     def apply(self, update: SegmentUpdate) -> None:
-        """Materialise a segment on this shard's columns (`kpca.solvers._blocked._Segment.apply`):
+        """Materialise a segment on this shard's columns (`kpca.solvers._blocked.Segment.apply`):
         ``ZK = T ZK + C K'[p, cols]`` (kernel tiles of the segment's points against the own rows) and
         ``Z = T Z`` plus C's columns scattered into the owned rows of p. Cost ``2 d s size (n + d)``."""
         c = self.rows.centering
@@ -132,7 +127,7 @@ class Shard(RitzShard):
         Z = update.T @ self.Z
         pos = self.owned(update.indices)
         local = update.indices[pos] - self.first
-        _scatter_add(Z, local, update.C[:, pos], np.unique(local).size == local.size)
+        scatter_add(Z, local, update.C[:, pos], np.unique(local).size == local.size)
         self.Z = Z
 
     def products(self, r: int) -> list[np.ndarray]:
@@ -193,14 +188,14 @@ class Shard(RitzShard):
         products, self._raw = self._raw, None
         return self.rows.centering.centre_products(products, Cm, C1)
 
-    def column_means(self, n_rows: int) -> list[np.ndarray]:
+    def set_column_means(self, n_rows: int) -> list[np.ndarray]:
         """The centring's column means of the own rows from the sums added (``sums / l``, kept here);
         returns their sums per reduction unit (the grand mean's parts)."""
         self._means = self._sums[0] / n_rows
         return [np.asarray(self._means[u].sum()) for u in self.units]
 
     def centre(self, grand_mean: float, mean_diagonal: float) -> None:
-        """Centre this shard's rows with the column means of `column_means` and the global entries (the raw
+        """Centre this shard's rows with the column means of `set_column_means` and the global entries (the raw
         products added beside the sums are kept for `centred_products`)."""
         self._raw = self._sums[1:] if self._sums.shape[0] > 1 else None
         self.set_centering(Centering(self._means, float(grand_mean), float(mean_diagonal)))
@@ -211,31 +206,60 @@ class Shard(RitzShard):
         self._sums = None
 
 
+class LocalShards:
+    """`kpca.sharded.messages.Shards` in this process: each call runs on every `Shard` in turn, in order
+    (``shards``; iterating gives them too)."""
+
+    def __init__(self, shards: Sequence[Shard]):
+        self.shards = list(shards)
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def __iter__(self) -> Iterator[Shard]:
+        return iter(self.shards)
+
+    def each(self, call: ShardCall[R]) -> list[R]:
+        """``call`` on every shard; the replies in shard order."""
+        return [call.run(shard) for shard in self.shards]
+
+    def each_with(self, calls: Sequence[ShardCall[R]]) -> list[R]:
+        """``calls[i]`` on shard i; the replies in shard order."""
+        return [call.run(shard) for shard, call in zip(self.shards, calls)]
+
+    def apply(self, update: SegmentUpdate) -> None:
+        """Every shard applies ``update`` now."""
+        for shard in self.shards:
+            shard.apply(update)
+
+
 class ShardGroup(RitzGroup):
     """The shards of one fit in a fixed order, as the coordinator sees them (the methods
-    `kpca.solvers._sharded` calls). Every reduction sums the shards' parts in this order (their
-    reduction units in global order).
+    `kpca.sharded.kha_step` and `kpca.sharded.passes` call). Every reduction sums the shards' parts in
+    this order (their reduction units in global order).
 
-    Every call to the shards goes through `_call` (one method on every shard, results in shard order)
-    or `_call_each` (per-shard arguments): a group whose shards live elsewhere (`workers.shards`, dask
-    actors) overrides those two and inherits the rest.
+    Every call reaches the shards through ``shards`` (`kpca.sharded.messages.Shards`: `LocalShards`, or
+    `workers.shards.ActorShards` on dask workers), as a `kpca.sharded.messages.shard_call` of a `Shard`
+    method.
 
     Attributes: ``shards``, ``bounds`` their ``(first, stop)`` rows, ``kernel``, ``n_components`` r,
     ``guards`` g (0 until `set_guards`), ``iterated`` r + g, ``d`` the state's rows (r + g, plus r for
     KHA-SMD's B), ``previous_rows`` of LOBPCG's previous step held beside them (`Shard.step_rotate`),
-    ``dtype`` of the state, ``rows_dtype`` of the shards' kernel rows,
+    ``dtype`` of the state, ``rows_dtype`` of the shards' kernel rows, ``n_features`` n of the points
+    (None until `kpca.sharded.passes.message_rows` asks),
     ``n_rows`` l, ``grand_mean`` and ``mean_diagonal`` of the centring (set with it), ``bytes_out``
     and ``bytes_in`` the messages' sizes summed over shards.
     """
 
-    def __init__(self, shards: list, kernel: KernelSpec, n_components: int, d: int, dtype=np.float64,
-                 rows_dtype=np.float64, bounds=None):
-        self.shards, self.kernel = list(shards), kernel
-        self.bounds = [(s.first, s.stop) for s in self.shards] if bounds is None else [tuple(b) for b in bounds]
+    def __init__(self, shards: Shards, kernel: KernelSpec, n_components: int, d: int, dtype=np.float64,
+                 rows_dtype=np.float64, *, bounds):
+        self.shards, self.kernel = shards, kernel
+        self.bounds = [tuple(b) for b in bounds]
         self.n_components, self.d, self.dtype = int(n_components), int(d), np.dtype(dtype)
         self.guards = 0
         self.rows_dtype = np.dtype(rows_dtype)
         self.n_rows = sum(stop - first for first, stop in self.bounds)
+        self.n_features: int | None = None
         self.grand_mean: float | None = None
         self.mean_diagonal: float | None = None
         self.bytes_out = self.bytes_in = 0  # for the cost model
@@ -250,31 +274,14 @@ class ShardGroup(RitzGroup):
 
     def set_guards(self, guards: int) -> None:
         """Hold ``guards`` guard vectors after the served rows (``Z = [A; G; B]``): d changes with them.
-        Set before the state's columns are sent (`kpca.shard_passes.split_state`, `send_start`)."""
+        Set before the state's columns are sent (`kpca.sharded.passes.split_state`, `send_start`)."""
         self.d += int(guards) - self.guards
         self.guards = int(guards)
-
-    def _call(self, method: str, *args) -> list:
-        """``shard.method(*args)`` on every shard; the results in shard order."""
-        return [getattr(shard, method)(*args) for shard in self.shards]
-
-    def _call_each(self, method: str, args: list[tuple]) -> list:
-        """``shard.method(*args[i])`` on shard i; the results in shard order."""
-        return [getattr(shard, method)(*a) for shard, a in zip(self.shards, args)]
-
-    @staticmethod
-    def _sum(parts_per_shard):
-        """The shards' parts (a list per shard, one per reduction unit) added in global order."""
-        parts = [part for shard_parts in parts_per_shard for part in shard_parts]
-        total = np.array(parts[0], dtype=np.float64)
-        for part in parts[1:]:
-            total += part
-        return total
 
     def points(self, indices: np.ndarray):
         """``x`` (s, n) and ``|x|^2`` (s,) or None for global rows ``indices``, from their shards."""
         X = xn = None
-        for pos, Xs, xns in self._call("points", indices):
+        for pos, Xs, xns in self.shards.each(shard_call(Shard.points, indices)):
             if X is None:
                 X = np.empty((indices.size, Xs.shape[1]), dtype=Xs.dtype)
                 xn = None if xns is None else np.empty(indices.size, dtype=xns.dtype)
@@ -285,9 +292,10 @@ class ShardGroup(RitzGroup):
 
     def gather(self, indices: np.ndarray) -> Gathered:
         """`Gathered` for the rows ``indices``: each part from the shard that owns the row."""
-        return self._gathered(indices, self._call("gather", indices))
+        return self.gathered(indices, self.shards.each(shard_call(Shard.gather, indices)))
 
-    def _gathered(self, indices: np.ndarray, replies: list) -> Gathered:
+    def gathered(self, indices: np.ndarray, replies: Sequence[OwnedColumns]) -> Gathered:
+        """`Gathered` for the rows ``indices`` from the shards' replies to `Shard.gather`, in shard order."""
         out = None
         for pos, ZK, X, xn, m in replies:
             if out is None:
@@ -306,56 +314,82 @@ class ShardGroup(RitzGroup):
         return kernel_block_into(out, 0, X, X, self.kernel, xn, xn, (self.grand_mean - m).astype(self.rows_dtype), -m)
 
     def apply(self, update: SegmentUpdate) -> None:
-        """Send ``update`` to every shard (and wait until every shard has applied it)."""
-        self._call("apply", update)
+        """Send ``update`` to every shard (every shard applies it before it answers its next call)."""
+        self.shards.apply(update)
         self.bytes_out += update.nbytes() * len(self)
 
     def products(self) -> np.ndarray:
         """``Z AK^T`` (d, r), summed over the shards in order."""
-        parts = self._call("products", self.n_components)
+        parts = self.shards.each(shard_call(Shard.products, self.n_components))
         self.bytes_in += sum(p.nbytes for shard_parts in parts for p in shard_parts)
-        return self._sum(parts)
+        return summed(parts)
 
     def norms(self) -> np.ndarray:
         """``diag(A K' A^T)`` (r,), summed over the shards in order."""
-        return self._sum(self._call("norms", self.n_components))
+        return summed(self.shards.each(shard_call(Shard.norms, self.n_components)))
 
     def squared_norms(self, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Squared norms of the first ``rows`` (default r) rows of Z and ZK, (rows,) each, summed over the
         shards in order."""
-        total = self._sum(self._call("squared_norms", self.n_components if rows is None else int(rows)))
+        rows = self.n_components if rows is None else int(rows)
+        total = summed(self.shards.each(shard_call(Shard.squared_norms, rows)))
         return total[0], total[1]
 
     def grams(self, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``ZK ZK^T`` and ``ZK Z^T`` of the first ``rows`` (default r: ``AK AK^T``, ``AK A^T``) rows,
         summed over the shards in order."""
-        total = self._sum(self._call("grams", self.n_components if rows is None else int(rows)))
+        total = summed(self.shards.each(shard_call(Shard.grams, self.n_components if rows is None else int(rows))))
         return total[0], total[1]
 
     def keep(self) -> None:
-        self._call("keep")
+        """Every shard remembers its columns (`Shard.keep`)."""
+        self.shards.each(shard_call(Shard.keep))
 
     def rollback(self) -> None:
-        self._call("rollback")
+        """Every shard goes back to the columns it kept (`Shard.rollback`)."""
+        self.shards.each(shard_call(Shard.rollback))
 
     def zero(self, d: int | None = None) -> None:
         """Every shard's columns to zero, ``d`` rows (default the state's)."""
-        self._call("zero", self.d if d is None else int(d))
+        self.shards.each(shard_call(Shard.zero, self.d if d is None else int(d)))
 
     def split(self, Z: np.ndarray, ZK: np.ndarray, centering: Centering) -> None:
         """Send each shard its columns of ``Z``, ``ZK`` (d, l) and of the centring. O(d l) sent, once."""
-        self._call_each("set_columns", [(Z[:, a:b], ZK[:, a:b], centering.column_means[a:b], centering.grand_mean,
-                                          centering.mean_diagonal) for a, b in self.bounds])
+        self.shards.each_with([shard_call(Shard.set_columns, Z[:, a:b], ZK[:, a:b], centering.column_means[a:b],
+                                          centering.grand_mean, centering.mean_diagonal) for a, b in self.bounds])
         self.grand_mean, self.mean_diagonal = centering.grand_mean, centering.mean_diagonal
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(Z, ZK, column means)`` of all l columns, from the shards in order. O(d l) received."""
-        parts = self._call("columns")
-        return tuple(np.concatenate([p[i] for p in parts], axis=-1) for i in range(3))
+        parts = self.shards.each(shard_call(Shard.columns))
+        Z, ZK, means = (np.concatenate([p[i] for p in parts], axis=-1) for i in range(3))
+        return Z, ZK, means
 
     def centering(self) -> Centering:
         """The whole centring (the column means gathered from the shards: l numbers)."""
-        return Centering(np.concatenate([p[2] for p in self._call("columns")]), self.grand_mean, self.mean_diagonal)
+        means = np.concatenate([p[2] for p in self.shards.each(shard_call(Shard.columns))])
+        return Centering(means, self.grand_mean, self.mean_diagonal)
+
+    def add_column_sums(self, X: np.ndarray, xn: np.ndarray | None, C: np.ndarray | None = None) -> None:
+        """Every shard adds the raw kernel's column sums of the points ``X`` (and with C (d, b) the raw
+        products ``C K(X, own rows)``) to its own (`Shard.add_column_sums`): a block of the centring pass."""
+        self.shards.each(shard_call(Shard.add_column_sums, X, xn, C))
+
+    def set_column_means(self, n_rows: int) -> float:
+        """Every shard sets its column means from the sums added (`Shard.set_column_means`); returns their
+        total (the grand mean times ``n_rows``), summed over the shards in order."""
+        return float(summed(self.shards.each(shard_call(Shard.set_column_means, n_rows))))
+
+    def centre(self, grand_mean: float, mean_diagonal: float) -> None:
+        """Every shard centres its rows with its column means and the global entries (`Shard.centre`);
+        sets ``grand_mean`` and ``mean_diagonal``."""
+        self.shards.each(shard_call(Shard.centre, grand_mean, mean_diagonal))
+        self.grand_mean, self.mean_diagonal = grand_mean, mean_diagonal
+
+    def centred_products(self, Cm: np.ndarray, C1: np.ndarray) -> np.ndarray:
+        """``C K'`` (d, l) from the raw products the shards added in the centring pass, with ``Cm = C m``
+        and ``C1 = C 1`` (`Shard.centred_products`); the shards' columns concatenated. O(d l) received."""
+        return np.concatenate(self.shards.each(shard_call(Shard.centred_products, Cm, C1)), axis=1)
 
 
 def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str, unit_rows: int | None = None,
@@ -367,7 +401,8 @@ def make_group(data, kernel: KernelSpec, bounds, n_components: int, solver: str,
     if "origin" not in rows_options:
         rows_options["origin"] = default_origin(data, kernel)
     shards = [Shard(KernelRows(data[first:stop], kernel, **rows_options), first, unit_rows) for first, stop in bounds]
-    return ShardGroup(shards, kernel, n_components, state_rows(n_components, solver), rows_dtype=shards[0].rows.dtype)
+    return ShardGroup(LocalShards(shards), kernel, n_components, state_rows(n_components, solver),
+                      rows_dtype=shards[0].rows.dtype, bounds=[(shard.first, shard.stop) for shard in shards])
 
 
 def state_rows(n_components: int, solver: str) -> int:

@@ -1,4 +1,4 @@
-"""Sharded passes (kpca.shards, kpca.solvers._sharded) against the one-process driver.
+"""Sharded passes (kpca.sharded.shards, kpca.sharded.kha_step) against the one-process driver.
 
 Every shard runs in this process, in a fixed order; the sharded fit must equal `run_passes` over the
 whole data from the same start to 1e-10 relative (norm-wise: ``|sharded - whole| <= 1e-10 max|whole|``),
@@ -15,9 +15,9 @@ from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
 from kpca.solvers._ritz import ritz_components
-from kpca.shard_passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
-                               split_state, unit_bounds)
-from kpca.shards import make_group, shard_bounds
+from kpca.sharded.passes import (join_state, reduction_unit, run_sharded_passes, send_start, sharded_centering,
+                                 split_state, unit_bounds)
+from kpca.sharded.shards import LocalShards, Shard, make_group, shard_bounds
 from tests.naive import start_state
 
 KHA_FAMILY = ["kha", "kha-t", "kha-et", "kha-smd"]
@@ -37,6 +37,18 @@ GEMM_RTOL = 1e-13
 @pytest.fixture(scope="module")
 def data():
     return np.random.default_rng(17).normal(size=(420, 5))
+
+
+class CountedShards(LocalShards):
+    """Shards in this process that record the method of every call asked of them all (each still runs)."""
+
+    def __init__(self, shards):
+        super().__init__(shards)
+        self.methods = []
+
+    def each(self, call):
+        self.methods.append(call.method)
+        return super().each(call)
 
 
 def params_for(solver):
@@ -92,10 +104,10 @@ def test_two_sharded_passes_equal_the_one_process_passes(data, solver, split):
 def test_segments_shorter_than_the_block(data, solver, monkeypatch):
     """Several gathers and applies per block (segments of 40 rows in blocks of 64)."""
     import kpca.solvers._blocked as blocked
-    import kpca.solvers._sharded as sharded
+    import kpca.sharded.kha_step as kha_step
 
     monkeypatch.setattr(blocked, "SEGMENT_ROWS", 40)
-    monkeypatch.setattr(sharded, "SEGMENT_ROWS", 40)
+    monkeypatch.setattr(kha_step, "SEGMENT_ROWS", 40)
     first, want = whole_fit(data, solver, 1)
     got, _, _ = sharded_fit(data, first, 1, [150, 270])
     assert_same_state(got, want)
@@ -309,26 +321,25 @@ def test_a_sharded_rayleigh_ritz_pass_sends_messages_of_many_blocks(data):
     """The coefficients do not change during a Rayleigh-Ritz pass, so its messages to the shards carry as
     many rows as `message_rows` allows, whatever the block size: two calls per message (coefficients,
     images) plus a fixed few for the reductions, not two per block of rows."""
-    from kpca.shard_passes import message_rows
+    from kpca.sharded.passes import message_rows
 
     rows = KernelRows(data, KERNEL, chunk_rows=128)
     rows.fit_centering()
     first = dict(start_state("kha-et", R, rows, seed=3, **params_for("kha-et")), update="rayleigh-ritz")
     group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-et", chunk_rows=64)
     state = split_state(first, group)
-    calls = []
-    call = group._call
-    group._call = lambda method, *args: calls.append(method) or call(method, *args)  # counts, still calls
+    group.shards = counted = CountedShards(group.shards)
     run_sharded_passes(state, group, 1, block_size=16)
     assert message_rows(group, 16) >= data.shape[0] > 16  # one message holds these rows
-    assert calls.count("coefficients") == 1 and calls.count("add_images") == 1, calls
+    methods = counted.methods
+    assert methods.count(Shard.coefficients) == 1 and methods.count(Shard.add_images) == 1, methods
 
 
 def test_sharded_times_equal_the_one_process_product(data):
     """`sharded_times`, the start's extension pass of a sharded fit: ``C K'`` for coefficients the
     coordinator holds, summed over the shards, equals the one-process product; and `ShardedProducts`
     forwards everything else to the rows (setting the centring sets the rows')."""
-    from kpca.shard_passes import ShardedProducts, sharded_times
+    from kpca.sharded.passes import ShardedProducts, sharded_times
 
     rows = KernelRows(data, KERNEL, chunk_rows=128)
     centering = rows.fit_centering()
@@ -424,7 +435,7 @@ def test_the_sharded_centring_pass_makes_the_start_extension_too(data):
     process's, every shard keeps its columns' centring, and a prepared default fit over the proxy takes
     one sharded pass of points, not two (before: the centring pass, then the extension's)."""
     from kpca.fitting import FitRequest, prepare_fit
-    from kpca.shard_passes import ShardedProducts
+    from kpca.sharded.passes import ShardedProducts
 
     C = np.random.default_rng(5).normal(size=(7, data.shape[0]))
     rows = KernelRows(data, KERNEL, chunk_rows=128)
@@ -440,10 +451,9 @@ def test_the_sharded_centring_pass_makes_the_start_extension_too(data):
                                    rows.centering.column_means[shard.first : shard.stop], rtol=1e-12)
 
     group = make_group(data, KERNEL, shard_bounds(data.shape[0], 2), R, "kha-smd", chunk_rows=64)
-    calls = []
-    call = group._call
-    group._call = lambda method, *args: calls.append(method) or call(method, *args)  # counts, still calls
+    group.shards = counted = CountedShards(group.shards)
     prepared = prepare_fit(ShardedProducts(KernelRows(data, KERNEL, chunk_rows=128), group),
                            FitRequest("kha-smd", R, {"init_size": 100, "update": "rayleigh-ritz"}))
     assert prepared.started and prepared.params["init"] == "nystrom"
-    assert calls.count("add_column_sums") > 0 and calls.count("add_images") == 0, calls  # no second pass
+    methods = counted.methods
+    assert methods.count(Shard.add_column_sums) > 0 and methods.count(Shard.add_images) == 0, methods  # one pass

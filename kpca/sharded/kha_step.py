@@ -1,5 +1,5 @@
 """The coordinator's half of a sharded KHA-family step: the blocked update of `kpca.solvers._blocked`
-with the r x l state held by shards of columns (`kpca.shards`).
+with the r x l state held by shards of columns (`kpca.sharded.shards`).
 
 The blocked update touches the l columns of ``Z = [A; B]`` and ``ZK = [AK; BK]`` (d x l, d = r for
 KHA / KHA-t / KHA-et, 2r for KHA-SMD) in three places only, per segment of s rows ``p`` (normally the
@@ -17,56 +17,62 @@ Everything else (``K'[p, p]`` from the segment's points, the sub-block transform
 `kpca.solvers._transforms`, their folding, the growth guard, rho) is small and is computed here, by
 the same code as the one-process step, so a sharded step equals `blocked_step_block` up to the
 association of the reductions (2.) and of the once-per-pass eigenvalue estimates; the A and AK of
-KHA and KHA-t, which use neither, agree bit for bit. The shard group is anything with the methods of
-`kpca.shards.ShardGroup` (``gather``, ``square``, ``apply``, ``products``, ``norms``,
+KHA and KHA-t, which use neither, agree bit for bit. The shard group is a `StepGroup` (what
+`kpca.sharded.shards.ShardGroup` answers: ``gather``, ``square``, ``apply``, ``products``, ``norms``,
 ``squared_norms``); nothing here knows where the shards run.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
+from kpca.sharded.messages import Gathered, SegmentUpdate
 from kpca.solvers._kha import NORM_LIMIT
-from kpca.solvers._blocked import SEGMENT_ROWS, _Segment, default_sub_block
+from kpca.solvers._blocked import SEGMENT_ROWS, Segment, default_sub_block
 from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform
 
-__all__ = ["SegmentUpdate", "sharded_step_block", "sharded_begin_pass", "sharded_diverged"]
+__all__ = ["StepGroup", "sharded_step_block", "sharded_begin_pass", "sharded_diverged"]
 
 # the state entries held by the shards (their columns), not by the coordinator
 STATE_COLUMNS = ("A", "AK", "B", "BK")  # the solver state's l columns, each shard keeps its own
 SHARDED_KEYS = (*STATE_COLUMNS, "centering_column_means")
 
 
-class SegmentUpdate:
-    """What the coordinator sends every shard at the end of a segment (all small, nothing l-sized).
+class StepGroup(Protocol):
+    """What a sharded step asks of the coordinator's shard group (`kpca.sharded.shards.ShardGroup`)."""
 
-    Attributes
-    ----------
-    T : ndarray of shape (d, d)
-        The segment's folded transform ``Tc``.
-    C : ndarray of shape (d, s)
-        Its coefficients ``Cc`` of the segment's rows done (s <= the segment's rows).
-    indices : ndarray of shape (s,)
-        The rows ``p`` (global indices; a shard scatters C's columns into those it owns).
-    points : ndarray of shape (s, n)
-        The data rows ``x_p`` (in the sources' compute dtype), ``sqnorms`` (s,) or None their
-        squared norms, ``column_means`` (s,) the centring's ``m[p]``.
-    """
+    n_components: int  # r
+    dtype: np.dtype  # of the state
 
-    __slots__ = ("T", "C", "indices", "points", "sqnorms", "column_means")
+    def gather(self, indices: np.ndarray) -> Gathered:
+        """The columns ``ZK[:, p]`` and points of the rows ``indices``, from the shards that own them."""
+        ...
 
-    def __init__(self, T, C, indices, points, sqnorms, column_means):
-        self.T, self.C, self.indices = T, C, indices
-        self.points, self.sqnorms, self.column_means = points, sqnorms, column_means
+    def square(self, X: np.ndarray, xn: np.ndarray | None, m: np.ndarray) -> np.ndarray:
+        """``K'[p, p]`` (s, s) from the points and their column means."""
+        ...
 
-    def nbytes(self) -> int:
-        """Bytes of the message's arrays: ``8 (d^2 + d s + s (n + 3))`` in float64."""
-        return sum(a.nbytes for a in (self.T, self.C, self.indices, self.points, self.column_means)
-                   if a is not None) + (0 if self.sqnorms is None else self.sqnorms.nbytes)
+    def products(self) -> np.ndarray:
+        """``Z AK^T`` (d, r), summed over the shards."""
+        ...
+
+    def apply(self, update: SegmentUpdate) -> None:
+        """Every shard applies ``update`` to its columns."""
+        ...
+
+    def squared_norms(self, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The squared row norms of A and AK, (r,) each, summed over the shards."""
+        ...
+
+    def norms(self) -> np.ndarray:
+        """``diag(A K' A^T)`` (r,), summed over the shards."""
+        ...
 
 
 class _GatheredRows:
-    """A segment's rows for `_Segment`: indices ``p`` and ``K'[p, p]`` from its points (the coordinator
+    """A segment's rows for `Segment`: indices ``p`` and ``K'[p, p]`` from its points (the coordinator
     never multiplies with the rows themselves; the shards do, in `ShardGroup.apply`)."""
 
     def __init__(self, p: np.ndarray, Kpp: np.ndarray):
@@ -76,7 +82,7 @@ class _GatheredRows:
         return self.Kpp[s:e, :e]
 
 
-def sharded_step_block(state: dict, group, indices: np.ndarray, sub_block: int | None = None,
+def sharded_step_block(state: dict, group: StepGroup, indices: np.ndarray, sub_block: int | None = None,
                        growth_limit: float = GROWTH_LIMIT) -> dict:
     """`kpca.solvers._blocked.blocked_step_block` over a shard group: the coordinator's state (the
     solver state without `SHARDED_KEYS`) advanced by one step per row of ``indices``; the shards'
@@ -114,7 +120,7 @@ def _segments(state, group, idx, gain, m_max, growth_limit, smd):
         e = min(b, a + SEGMENT_ROWS)
         p = idx[a:e]
         got = group.gather(p)  # ZK_0[:, p] (d x s), x_p, |x_p|^2, m[p]
-        seg = _Segment(_GatheredRows(p, group.square(got.points, got.sqnorms, got.column_means)),
+        seg = Segment(_GatheredRows(p, group.square(got.points, got.sqnorms, got.column_means)),
                        np.ascontiguousarray(got.ZK.T))
         S = group.products() if smd else None  # Z_0 AK_0^T (d x r)
         while seg.done < e - a:
@@ -147,7 +153,7 @@ def _segments(state, group, idx, gain, m_max, growth_limit, smd):
     return rho
 
 
-def sharded_begin_pass(state: dict, group) -> dict:
+def sharded_begin_pass(state: dict, group: StepGroup) -> dict:
     """`kpca.solvers._kha.begin_pass` with the eigenvalue estimates (eq. 13) from the shards' squared
     row norms of A and AK (one reduction of 2r numbers). Returns a new state."""
     state = dict(state)
@@ -161,7 +167,7 @@ def sharded_begin_pass(state: dict, group) -> dict:
     return state
 
 
-def sharded_diverged(state: dict, group) -> bool:
+def sharded_diverged(state: dict, group: StepGroup) -> bool:
     """`kpca.solvers._kha.diverged` from the shards' ``diag(A K' A^T)`` (a reduction of r numbers)."""
     norms = group.norms()
     limit = float(state.get("norm_limit", NORM_LIMIT))

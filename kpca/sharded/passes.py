@@ -1,7 +1,8 @@
-"""The passes of a sharded fit over a `kpca.shards.ShardGroup`: the centring pass, the start handed to
+"""The passes of a sharded fit over a `kpca.sharded.shards.ShardGroup`: the centring pass, the start handed to
 the shards and joined back, the reduction units that make the sums independent of the split, and the
-pass loop (`run_sharded_passes`: stochastic KHA steps, `kpca.solvers._sharded`, or Rayleigh-Ritz passes,
-`sharded_rayleigh_ritz_pass`). See `kpca.shards` for the messages.
+pass loop (`run_sharded_passes`: stochastic KHA steps, `kpca.sharded.kha_step`, or Rayleigh-Ritz passes,
+`sharded_rayleigh_ritz_pass`). See `kpca.sharded.shards` for the messages, `kpca.sharded.messages` for
+their types.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from kpca._threads import blas_limit
 from kpca.driver import PassHooks, converged, drive_passes, refine_passes
 from kpca.kernels import kernel_diagonal
 from kpca.rows import Centering
-from kpca.shards import ShardGroup
+from kpca.sharded.kha_step import SHARDED_KEYS, sharded_begin_pass, sharded_diverged, sharded_step_block
+from kpca.sharded.messages import SegmentUpdate
+from kpca.sharded.shards import ShardGroup
 from kpca.solvers import get_solver
 from kpca.solvers._blocked import require_complete
 from kpca.solvers._rayleigh_ritz import GUARD_KEYS, PLAIN_BELOW, kept_directions
 from kpca.solvers._residual import relative_residuals
 from kpca.solvers._rounding import FAR_ABOVE, sample_columns, sampled_bound
 from kpca.solvers._ritz import rank_cut, ritz_transform, ritz_values
-from kpca.solvers._sharded import (SHARDED_KEYS, SegmentUpdate, sharded_begin_pass, sharded_diverged,
-                                   sharded_step_block)
 
 __all__ = ["sharded_centering", "sharded_centering_times", "reduction_unit", "unit_bounds", "split_state",
            "stacked_columns", "coordinator_state", "send_start",
@@ -50,12 +51,11 @@ def sharded_centering(group: ShardGroup, block_size: int | None = None, C: np.nd
     for a in range(0, l, block_size):
         indices = np.arange(a, min(a + block_size, l))
         X, xn = group.points(indices)
-        group._call("add_column_sums", X, xn, None if C is None else C[:, indices])
+        group.add_column_sums(X, xn, None if C is None else C[:, indices])
         diag_sum += float(kernel_diagonal(X, group.kernel).sum(dtype=np.float64))
-    grand_mean = float(group._sum(group._call("column_means", l))) / l
+    grand_mean = group.set_column_means(l) / l
     mean_diagonal = diag_sum / l - grand_mean
-    group._call("centre", grand_mean, mean_diagonal)
-    group.grand_mean, group.mean_diagonal = grand_mean, mean_diagonal
+    group.centre(grand_mean, mean_diagonal)
     return {"centering_grand_mean": grand_mean, "centering_mean_diagonal": mean_diagonal}
 
 
@@ -85,7 +85,7 @@ def split_state(state: dict, group: ShardGroup) -> dict:
 
 
 def stacked_columns(state: dict, group: ShardGroup) -> tuple[np.ndarray, np.ndarray]:
-    """``(Z, ZK)`` = ``[A; G; B]``, ``[AK; GK; BK]`` of a full solver ``state`` (`kpca.shards`): G the
+    """``(Z, ZK)`` = ``[A; G; B]``, ``[AK; GK; BK]`` of a full solver ``state`` (`kpca.sharded.shards`): G the
     guard vectors a Rayleigh-Ritz state iterates (``guard_A``), B KHA-SMD's; sets ``group``'s guards to
     their number. LOBPCG's previous step (``previous_A``) is not sent: the first sharded pass takes its
     step without one. O(d l) copied."""
@@ -142,7 +142,7 @@ def join_state(state: dict, group: ShardGroup) -> dict:
 
 
 def sharded_rayleigh_ritz_pass(state: dict, group: ShardGroup, block_size: int, tol: float | None = None) -> dict:
-    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group (`kpca.shard_ritz`): each
+    """`kpca.solvers._rayleigh_ritz.rayleigh_ritz_pass` over a shard group (`kpca.sharded.ritz`): each
     shard's k = r + g iterated rows (the served components and the guard vectors) become the Ritz
     components' projections, their images ``Z K'`` are added segment by segment (the segment's
     coefficients and points gathered from their owners, sent to every shard: O(k s + s n) per segment
@@ -189,16 +189,16 @@ def _sharded_accelerated_step(group: ShardGroup, mu: np.ndarray, squared: np.nda
     residual_rows = kept_directions(squared, mu)
     previous_rows = (np.zeros(0, dtype=np.int64), np.zeros(0))
     if group.previous_rows:
-        previous_rows = kept_directions(group._sum(group._call("previous_norms")), np.ones(group.previous_rows))
+        previous_rows = kept_directions(group.previous_norms(), np.ones(group.previous_rows))
     m = k + residual_rows[0].size + previous_rows[0].size
-    grams = group._sum(group._call("step_grams", mu, residual_rows, previous_rows))
+    grams = group.step_grams(mu, residual_rows, previous_rows)
     H, G, BX = grams[:, :m], grams[:, m : 2 * m], grams[:, 2 * m :]
     V = _rotation(H, G, k)
     D = V.copy()
     D[:k] -= BX.T @ V  # overlap^T = (V^T BK X^T)^T
     rows, norms = kept_directions(np.einsum("ij,ij->j", D, G @ D), np.ones(k))
     D = D[:, rows] / norms
-    group._call("step_rotate", V, D)
+    group.step_rotate(V, D)
     group.previous_rows = int(rows.size)
 
 
@@ -210,7 +210,7 @@ def message_rows(group: ShardGroup, block_size: int) -> int:
     (`ShardGroup.coefficients`, `ShardGroup.add_images`), which at a block of 1024 rows were most of a
     pass's coordinator and communication time below l of about 100,000 (bench/shard_cost.py). One
     round trip the first time, for n (kept on the group)."""
-    n = getattr(group, "n_features", None)
+    n = group.n_features
     if n is None:
         n = group.n_features = int(group.points(np.arange(1))[0].shape[1])
     return max(int(block_size), MESSAGE_BYTES // (8 * (n + group.iterated + 2)))
@@ -244,7 +244,7 @@ def sharded_centering_times(group: ShardGroup, C: np.ndarray, block_size: int | 
     sharded_centering(group, block_size, C)
     centering = group.centering()
     Cm, C1 = C @ centering.column_means, C.sum(axis=1)
-    return centering, np.concatenate(group._call("centred_products", Cm, C1), axis=1)
+    return centering, group.centred_products(Cm, C1)
 
 
 class ShardedProducts:
