@@ -104,8 +104,9 @@ def _thread_stacks() -> str:
 
 @pytest.fixture(scope="module")
 def api(server) -> Iterator[httpx.Client]:
-    """An httpx client on the module's server that fails the test on any 5xx."""
-    with httpx.Client(base_url=server, timeout=60.0, event_hooks={"response": [_no_server_errors]}) as client:
+    """An httpx client on the module's server that fails the test on any 5xx. It waits for an answer as
+    long as a loaded machine may need (a tuned /denoise-image: seconds alone, minutes beside other jobs)."""
+    with httpx.Client(base_url=server, timeout=PATIENCE_S, event_hooks={"response": [_no_server_errors]}) as client:
         yield client
 
 
