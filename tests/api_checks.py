@@ -2,12 +2,12 @@
 the API tests."""
 
 import resource
-import time
 import tracemalloc
 
 import numpy as np
 
 from client.upload import npy_bytes  # noqa: F401  (the client's .npy body, for the API tests)
+from tests.waiting import PATIENCE_S, wait_until
 
 
 def upload_rows(api, name: str, X, chunks: int = 1, commit: bool = True) -> None:
@@ -35,14 +35,17 @@ def error_message(response, status: int, code: str, field: str | None) -> str:
     return assert_error(response, status, code, field)["message"]
 
 
-def wait_for_fit(api, name: str, timeout: float = 180, route: str = "/v1/models") -> dict:
+def wait_for_fit(api, name: str, timeout: float = PATIENCE_S, route: str = "/v1/models") -> dict:
     """Poll ``GET {route}/{name}`` (a model, or a clustering with ``route="/v1/clusterings"``) until the
     fit is no longer queued or running; the final record."""
-    deadline = time.monotonic() + timeout
-    while (record := api.get(f"{route}/{name}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, record
-        time.sleep(0.05)
-    return record
+    seen = {}
+
+    def ended() -> bool:
+        seen["record"] = api.get(f"{route}/{name}").json()
+        return seen["record"]["status"] not in ("queued", "running")
+
+    wait_until(ended, timeout, lambda: f"the fit of {name} to end (last seen: {seen['record']})")
+    return seen["record"]
 
 
 def fitted(api, body: dict, route: str = "/v1/models") -> dict:
@@ -55,13 +58,20 @@ def fitted(api, body: dict, route: str = "/v1/models") -> dict:
     return record
 
 
-def wait_for_pass(api, name: str, n: int, timeout: float = 120, route: str = "/v1/models") -> dict:
-    """Poll ``GET {route}/{name}`` until the running fit has completed ``n`` passes; the record then."""
-    deadline = time.monotonic() + timeout
-    while ((record := api.get(f"{route}/{name}").json()).get("progress") or {}).get("pass", 0) < n:
-        assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
-        time.sleep(0.02)
-    return record
+def wait_for_pass(api, name: str, n: int, timeout: float = PATIENCE_S, route: str = "/v1/models") -> dict:
+    """Poll ``GET {route}/{name}`` until the running fit has completed ``n`` passes; the record then (a fit
+    that ends before fails the test)."""
+    seen = {}
+
+    def reached() -> bool:
+        record = seen["record"] = api.get(f"{route}/{name}").json()
+        if (record.get("progress") or {}).get("pass", 0) >= n:
+            return True
+        assert record["status"] in ("queued", "running"), record
+        return False
+
+    wait_until(reached, timeout, lambda: f"pass {n} of the fit of {name} (last seen: {seen['record']})", interval=0.02)
+    return seen["record"]
 
 
 def peak_rss_bytes() -> int:

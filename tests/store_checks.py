@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from pathlib import Path
 
 import numpy as np
+
+from tests.waiting import PATIENCE_S, wait_until
 
 
 def version_checksum(*chunks: np.ndarray, dtype=None) -> str:
@@ -25,14 +26,17 @@ def snapshot(path: Path, with_root: bool = True) -> dict[str, tuple[int, int]]:
     return found
 
 
-def wait_for_record(registry, name: str, predicate, timeout: float = 300):
+def wait_for_record(registry, name: str, predicate, timeout: float = PATIENCE_S):
     """Poll job ``name`` of ``registry`` until ``predicate(record)`` holds (AssertionError with the
     record after ``timeout`` seconds); the record."""
-    deadline = time.monotonic() + timeout
-    while not predicate(current := registry.get(name)):
-        assert time.monotonic() < deadline, current
-        time.sleep(0.05)
-    return current
+    seen = {}
+
+    def holds() -> bool:
+        seen["record"] = registry.get(name)
+        return predicate(seen["record"])
+
+    wait_until(holds, timeout, lambda: f"job {name} (last seen: {seen['record']})")
+    return seen["record"]
 
 
 def ended(record) -> bool:

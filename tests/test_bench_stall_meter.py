@@ -10,6 +10,7 @@ import time
 import pytest
 
 from bench._stall_meter import stall_during, stall_process, stall_summary
+from tests.waiting import PATIENCE_S
 
 
 def test_stall_during_is_the_longest_overlap_with_the_answer():
@@ -49,19 +50,19 @@ def test_a_stopped_meter_reports_the_stall_where_it_happened():
     meter = context.Process(target=_meter, args=(theirs,))
     meter.start()
     try:
-        assert ours.poll(60.0) and ours.recv() == "started"  # the spawned interpreter has imported
+        assert ours.poll(PATIENCE_S) and ours.recv() == "started"  # the spawned interpreter has imported
         start_at = time.monotonic() + 0.1
-        ours.send((start_at, start_at + 0.6))
+        ours.send((start_at, start_at + 3.0))  # the stop below falls in it, however late this process wakes
         time.sleep(max(0.0, start_at + 0.2 - time.monotonic()))
         stopped_at = time.monotonic()
         os.kill(meter.pid, signal.SIGSTOP)
         time.sleep(0.08)
         os.kill(meter.pid, signal.SIGCONT)
         continued_at = time.monotonic()
-        assert ours.poll(10.0)
+        assert ours.poll(PATIENCE_S)
         measured = ours.recv()
     finally:
-        meter.join(10.0)
+        meter.join(PATIENCE_S)
     if not measured["available"]:  # no root, no CAP_SYS_NICE
         assert "refused" in measured["why"]
         pytest.skip(measured["why"])

@@ -176,7 +176,7 @@ LAZY_LIBRARIES = ("sklearn", "scipy.optimize", "matplotlib", "skimage")
 def test_starting_the_service_or_a_worker_imports_no_library_that_only_some_requests_need():
     code = ("import sys, service, service.__main__, workers.plugins\n"
             f"print(','.join(m for m in {LAZY_LIBRARIES!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"imported at start: {out.stdout.strip()}"

@@ -6,9 +6,8 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
-import httpx
+from tests.waiting import PATIENCE_S, answers_healthz, wait_until
 
 
 def free_port() -> int:
@@ -21,24 +20,22 @@ class ServiceProcess:
     def __init__(self, data_dir, workers=1):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "KPCA_N_WORKERS": str(workers), "KPCA_WATCHDOG_S": "1"}
+        # an hour's serving deadline, as the in-process test servers' (tests/service/conftest.py)
+        env = {"KPCA_SERVING_DEADLINE_S": "3600", **os.environ, "KPCA_N_WORKERS": str(workers), "KPCA_WATCHDOG_S": "1"}
         # its own session, so a crash can take the whole process group (API + dask workers)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(self.port),
              "--data-dir", str(data_dir)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def wait_ready(self, timeout=120):
-        deadline = time.monotonic() + timeout
-        while True:
+    def wait_ready(self, timeout=PATIENCE_S):
+        """Wait until the service answers /healthz (its exit first fails the test, with its output); self."""
+        def up() -> bool:
             assert self.proc.poll() is None, self.proc.stdout.read().decode()
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"the service did not start within {timeout} s"
-            time.sleep(0.2)
+            return answers_healthz(self.url)
+
+        wait_until(up, timeout, "the service to answer /healthz", interval=0.2)
+        return self
 
     def crash(self):
         """SIGKILL the service and every process it started (its dask workers)."""

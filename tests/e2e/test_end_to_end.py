@@ -6,7 +6,6 @@ completion, project held-out rows and compare with the exact kernel PCA.
 """
 
 import io
-import time
 
 import httpx
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 
 from kpca.estimator import KernelHebbianPCA
 from service_process import running_service
+from tests.waiting import wait_until
 
 N_TRAIN, R = 600, 4
 
@@ -53,13 +53,16 @@ def test_upload_fit_poll_project(server, digits):
                                      "kernel": {"type": "gaussian", "sigma": 3.0}, "solver": "kha-smd",
                                      "params": {"passes": 20, "seed": 0, "init": "random"}})  # the paper's start
     assert r.status_code == 202 and r.headers["Location"] == "/v1/models/digits-rbf"
-    seen_passes = set()
-    deadline = time.monotonic() + 300
-    while (model := api.get("/v1/models/digits-rbf").json())["status"] in ("queued", "running"):
+    seen_passes, seen = set(), {}
+
+    def ended() -> bool:
+        model = seen["model"] = api.get("/v1/models/digits-rbf").json()
         if model["progress"]:
             seen_passes.add(model["progress"]["pass"])
-        assert time.monotonic() < deadline, model
-        time.sleep(0.1)
+        return model["status"] not in ("queued", "running")
+
+    wait_until(ended, what=lambda: f"the fit to end (last seen: {seen['model']})", interval=0.1)
+    model = seen["model"]
     assert model["status"] == "completed", model["error"]
     assert len(seen_passes) >= 2  # progress was visible while it ran
     history = model["history"]

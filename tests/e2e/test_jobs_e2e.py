@@ -2,13 +2,13 @@
 model on appended rows (a new data set version)."""
 
 import io
-import time
 
 import httpx
 import numpy as np
 import pytest
 
 from service_process import ServiceProcess, running_service
+from tests.waiting import PATIENCE_S, wait_until
 
 
 def upload(api, name, X, index=0, create=True):
@@ -30,12 +30,16 @@ def fit(api, name, dataset, passes, **params):
     assert r.status_code == 202, r.text
 
 
-def wait(api, name, predicate, timeout=300):
-    deadline = time.monotonic() + timeout
-    while not predicate(record := api.get(f"/v1/models/{name}").json()):
-        assert time.monotonic() < deadline, record
-        time.sleep(0.05)
-    return record
+def wait(api, name, predicate, timeout=PATIENCE_S):
+    """Poll model ``name`` until ``predicate(record)`` holds; the record then."""
+    seen = {}
+
+    def holds() -> bool:
+        seen["record"] = api.get(f"/v1/models/{name}").json()
+        return predicate(seen["record"])
+
+    wait_until(holds, timeout, lambda: f"model {name} (last seen: {seen['record']})")
+    return seen["record"]
 
 
 def finished(record):

@@ -8,7 +8,6 @@ import logging.config
 import subprocess
 import sys
 import threading
-import time
 
 from service.access_log import BackgroundStreamHandler, log_config
 
@@ -43,11 +42,9 @@ def message_logger(stream, name: str) -> tuple[BackgroundStreamHandler, logging.
 def test_emitting_never_waits_for_the_stream_and_lines_keep_their_order():
     stream = BlockedStream()
     handler, logger = message_logger(stream, "access-test")
-    started = time.perf_counter()
     for index in range(200):
         logger.info("request %d", index)
-    assert time.perf_counter() - started < 1.0  # a write would have waited 30 s
-    assert stream.lines == []
+    assert stream.lines == []  # a write in this thread would have waited for the stream, then written
     stream.opened.set()
     handler.flush()  # waits for what was queued before it
     assert stream.lines == [f"request {index}" for index in range(200)]
@@ -125,12 +122,11 @@ def test_closing_under_the_handlers_lock_writes_everything_at_once():
     handler, logger = message_logger(stream, "access-shutdown")
     for index in range(10):
         logger.info("request %d", index)
-    started = time.perf_counter()
     handler.acquire()
     try:
         handler.flush()
         handler.close()
-    finally:
+        written = "".join(stream.writes).splitlines()  # with the lock still held: a writer that needs it
+    finally:                                          # has written nothing (flush and close timed out)
         handler.release()
-    assert time.perf_counter() - started < 2.0
-    assert "".join(stream.writes).splitlines() == [f"request {index}" for index in range(10)]
+    assert written == [f"request {index}" for index in range(10)]

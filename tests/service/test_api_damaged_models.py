@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
@@ -125,12 +124,9 @@ def test_a_checkpoint_that_would_inflate_past_its_limit_is_refused_before_it_inf
     assert len(bomb) < 16 << 20
     body = pack({**parts, "checkpoint.npz": bomb})
     before = reset_peak_rss()  # this process runs the server
-    started = time.monotonic()
     r = api.post("/v1/models/import?name=bombed&dataset=bombed-rows", content=body, headers=TAR)
-    elapsed = time.monotonic() - started
     message = assert_error(r, 422, "invalid", "body")["message"]
     assert "bomb.npy" in message and "at most" in message, message
-    assert elapsed < 10, elapsed
     assert peak_rss_bytes() - before < 1 << 30  # under 1 GiB more, not 2 GiB
     assert api.get("/v1/models/bombed").status_code == 404
     assert api.get("/v1/datasets/bombed-rows").status_code == 404

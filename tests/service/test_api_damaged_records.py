@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.api_checks import assert_error, fitted, upload_rows, wait_for_fit
+from tests.waiting import wait_until
 
 ROWS, FEATURES = 40, 3
 WATCHDOG_S = 0.2
@@ -99,10 +100,8 @@ def test_the_watchdog_skips_a_damaged_record_and_logs_it_once(api, data_dir, dat
     assert fit(api, "watched", dataset)["status"] == "completed"
     caplog.set_level(logging.WARNING)
     damage(data_dir / "models" / "watched" / "model.json", "emptied")
-    deadline = time.monotonic() + 60
-    while not any("models/watched/model.json" in r.getMessage() for r in caplog.records):
-        assert time.monotonic() < deadline, "the watchdog never read the damaged record"
-        time.sleep(WATCHDOG_S)
+    wait_until(lambda: any("models/watched/model.json" in r.getMessage() for r in caplog.records),
+               what="the watchdog to read the damaged record", interval=WATCHDOG_S)
     time.sleep(20 * WATCHDOG_S)  # many more watchdog rounds (however many the machine runs, the verdict holds)
     noted = [r for r in caplog.records if "models/watched/model.json" in r.getMessage()]
     assert len(noted) == 1, [r.getMessage() for r in noted]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 import json
 import threading
-import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from tests.api_checks import wait_for_fit
+from tests.waiting import PATIENCE_S, wait_until
 
 PNG = {"Content-Type": "image/png"}
 
@@ -254,15 +254,14 @@ def test_a_named_image_job_can_be_cancelled(api):
 
     thread = threading.Thread(target=send)
     thread.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def tuning() -> bool:
         r = api.get("/v1/image-jobs/slow")
-        if r.status_code == 200 and r.json()["status"] == "running" and r.json()["phase"] == "tuning":
-            break
-        time.sleep(0.2)
+        return r.status_code == 200 and r.json()["status"] == "running" and r.json()["phase"] == "tuning"
+
+    wait_until(tuning, what="image job slow to be tuning", interval=0.2)
     r = api.post("/v1/image-jobs/slow/cancel", json={})
     assert r.status_code == 202, r.text
-    thread.join(timeout=120)
+    thread.join(timeout=PATIENCE_S)
     assert answer["r"].status_code == 409 and answer["r"].json()["error"]["field"] == "job"
     assert api.get("/v1/image-jobs/slow").json()["status"] == "cancelled"
     assert api.post("/v1/image-jobs/slow/cancel", json={}).status_code == 409

@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 
 from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
+from tests.waiting import wait_until
 
 MAX_STREAMS = 40
 SERVER_SETTINGS = {"max_event_streams": MAX_STREAMS}
@@ -27,9 +28,16 @@ def metric(api, name: str) -> float:
 
 
 async def _read(client: httpx.AsyncClient, name: str, started: asyncio.Queue) -> None:
+    """Read a stream of model ``name`` to its end; its status goes to ``started`` once its first event
+    (the record's status, which every stream gets first) has come, or at once if it is not a 200."""
     async with client.stream("GET", f"/v1/models/{name}/events") as response:
+        lines = response.aiter_lines()
+        if response.status_code == 200:
+            async for line in lines:
+                if line.startswith("event:"):
+                    break
         await started.put(response.status_code)
-        async for _ in response.aiter_lines():
+        async for _ in lines:
             pass
 
 
@@ -40,8 +48,7 @@ async def _hold_streams(server: str, name: str, n: int, seconds: float) -> dict:
     async with httpx.AsyncClient(base_url=server, timeout=60, limits=limits) as client:
         started: asyncio.Queue = asyncio.Queue()
         tasks = [asyncio.create_task(_read(client, name, started)) for _ in range(n)]
-        statuses = [await started.get() for _ in range(n)]
-        await asyncio.sleep(0.5)  # every stream past its first record
+        statuses = [await started.get() for _ in range(n)]  # every stream past its first record
         before = metric_from(await client.get("/metrics"), "kpca_event_record_reads_total")
         healthz, stop_at = [], time.monotonic() + seconds
         while time.monotonic() < stop_at:
@@ -74,19 +81,18 @@ def test_record_reads_do_not_grow_with_the_streams_and_past_the_cap_a_503(api, s
     many = asyncio.run(_hold_streams(server, "long", MAX_STREAMS, 3.0))
     assert one["statuses"] == [200] and many["statuses"] == [200] * MAX_STREAMS
     assert (one["open"], many["open"]) == (1, MAX_STREAMS)
-    # one read per 0.25 s for the model, however many stream it: 12 in 3 s (the old streams read 40 times
-    # as often with 40 streams)
-    assert 4 <= one["reads"] <= 16, one["reads"]
-    assert many["reads"] <= one["reads"] + 4, (one["reads"], many["reads"])
-    assert statistics.median(many["healthz"]) < 0.1, many["healthz"]
+    # one read per 0.25 s for the model, however many stream it: at most 12 in 3 s (the old streams read
+    # 40 times as often with 40 streams; a loaded machine reads less often, never more)
+    assert 2 <= one["reads"] <= 16 and 1 <= many["reads"] <= 16, (one["reads"], many["reads"])
+    # /healthz answered as with one stream (300 old streams made its median 1 s); the two windows
+    # compared, not a time, so that a loaded machine slows both
+    assert statistics.median(many["healthz"]) < 5 * statistics.median(one["healthz"]) + 0.05, \
+        (one["healthz"], many["healthz"])
     extra = many["extra"]
     assert extra.status_code == 503 and extra.headers["retry-after"] == "5", extra.text
     body = extra.json()["error"]
     assert body["code"] == "unavailable" and "KPCA_MAX_EVENT_STREAMS" in body["message"], body
     # closed streams give their slots back
-    deadline = time.monotonic() + 10
-    while metric(api, "kpca_event_streams") > 0:
-        assert time.monotonic() < deadline, metric(api, "kpca_event_streams")
-        time.sleep(0.1)
+    wait_until(lambda: metric(api, "kpca_event_streams") == 0, what="the closed streams to give their slots back")
     assert api.post("/v1/models/long/cancel", json={}).status_code == 202
     assert wait_for_fit(api, "long")["status"] == "cancelled"

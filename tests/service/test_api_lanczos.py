@@ -1,11 +1,9 @@
 """The lanczos solver through HTTP: one history record per iteration, the exact figure at the end, cancel."""
 
-import time
-
 import numpy as np
 
 from kpca.estimator import KernelHebbianPCA
-from tests.api_checks import upload_rows, wait_for_fit
+from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
 
 
 def test_listed_as_a_one_shot_solver(api):
@@ -52,10 +50,7 @@ def test_cancel_stops_between_iterations(api):
     body = {"name": "slow", "dataset": "ellipse", "kernel": {"type": "gaussian", "sigma": 0.5}, "n_components": 3,
             "solver": "lanczos", "params": {"tol": 1e-12, "block": 0, "init": "random", "max_iter": 10_000}}
     assert api.post("/v1/models", json=body).status_code == 202
-    deadline = time.monotonic() + 120
-    while ((record := api.get("/v1/models/slow").json()).get("progress") or {}).get("pass", 0) < 3:
-        assert time.monotonic() < deadline and record["status"] in ("queued", "running"), record
-        time.sleep(0.02)
+    wait_for_pass(api, "slow", 3)
     assert api.post("/v1/models/slow/cancel", json={}).status_code == 202
     record = wait_for_fit(api, "slow")
     assert record["status"] == "cancelled", record

@@ -37,7 +37,9 @@ def test_a_16_mib_json_chunk_costs_a_few_times_its_size_and_never_stalls_healthz
     poller = threading.Thread(target=poll, daemon=True)
     before = reset_peak_rss()
     poller.start()
+    started = time.monotonic()
     r = api.put("/v1/datasets/ones/chunks/0", content=body, headers={"Content-Type": "application/json"})
+    took = time.monotonic() - started
     stop.set()
     poller.join()
     grown = peak_rss_bytes() - before
@@ -46,7 +48,9 @@ def test_a_16_mib_json_chunk_costs_a_few_times_its_size_and_never_stalls_healthz
     # the float64 rows are twice the body, the stored chunk and the client (this process) add a few more;
     # the pydantic objects were ~70 times it
     assert grown < 12 * len(body), f"peak RSS grew by {grown / 2**20:.0f} MiB for a {len(body) / 2**20:.0f} MiB body"
-    assert slowest[0] < 1.0, f"/healthz took {slowest[0]:.2f} s while the chunk was parsed"
+    # a parse on the event loop held /healthz for about the request's time; measured against that time
+    # (which a loaded machine stretches as much), not against a clock
+    assert slowest[0] < max(1.0, took / 3), f"/healthz took {slowest[0]:.2f} s of the chunk's {took:.2f} s"
     api.post("/v1/datasets/ones/commit", json={}).raise_for_status()
     stored = api.get("/v1/datasets/ones/chunks/0?format=npy")
     rows = np.load(io.BytesIO(stored.content))

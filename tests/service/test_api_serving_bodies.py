@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 
 from tests.api_checks import upload_rows, wait_for_fit
+from tests.waiting import wait_until
 
 
 
@@ -33,7 +34,7 @@ def test_a_16_mb_project_body_does_not_hold_up_healthz(api, server):
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
-    time.sleep(0.2)
+    wait_until(lambda: timings, what="the first /healthz answer")
     started = time.monotonic()
     r = api.post("/v1/models/pair-lin/project", content=body, headers={"Content-Type": "application/json"})
     took = time.monotonic() - started
@@ -42,4 +43,6 @@ def test_a_16_mb_project_body_does_not_hold_up_healthz(api, server):
     assert r.status_code == 200, r.text[:300]
     assert len(r.json()["components"]) == n
     print(f"/project of {len(body)} bytes took {took:.2f} s; /healthz max {max(timings):.3f} s over {len(timings)}")
-    assert max(timings) < 0.8, f"/healthz waited {max(timings):.2f} s"
+    # a decoding on the event loop held /healthz for about the request's time; measured against that time
+    # (which a loaded machine stretches as much), not against a clock
+    assert max(timings) < max(0.8, took / 3), f"/healthz waited {max(timings):.2f} s of the {took:.2f} s"

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import numpy as np
@@ -20,6 +19,7 @@ from client.api import ApiError, Client, ConnectionFailed
 from client.cli import cli
 from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
 from tests.e2e.service_process import free_port
+from tests.waiting import PATIENCE_S, answers_healthz, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +176,8 @@ def test_ls_follows_every_page(server, api, rng):
 
 
 def test_the_installed_entry_point_runs():
-    result = subprocess.run([sys.executable, "-m", "client", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "client", "--help"], capture_output=True, text=True,
+                            timeout=PATIENCE_S)
     assert result.returncode == 0, result.stderr
     assert "Exit status" in result.stdout and "watch" in result.stdout and "--api-key" in result.stdout
 
@@ -185,7 +186,7 @@ def test_serve_passes_its_options_to_the_service(tmp_path):
     """``kpca serve --host 0.0.0.0`` without API keys is the service's own refusal (exit 2), before it starts."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPCA_")}
     result = subprocess.run([sys.executable, "-m", "client", "serve", "--host", "0.0.0.0", "--data-dir",
-                             str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+                             str(tmp_path)], capture_output=True, text=True, timeout=PATIENCE_S, env=env)
     assert result.returncode == 2 and "refusing to listen on 0.0.0.0" in result.stderr
 
 
@@ -196,7 +197,7 @@ def test_serve_runs_the_service_as_its_own_process():
             "except SystemExit as exc:\n    status = exc.code\n"
             "print('STATUS', status, 'LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
             "('service', 'workers', 'store', 'kpca')))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PATIENCE_S)
     assert "Usage: kpca serve" in result.stdout and "--data-dir" in result.stdout, result.stderr
     assert result.stdout.rstrip().endswith("STATUS 0 LOADED []"), result.stdout[-500:]
 
@@ -214,21 +215,16 @@ def test_serve_stops_with_the_service_and_passes_its_status(tmp_path, stop):
                                     str(tmp_path)], env=env, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
-        while True:
+        def up() -> bool:
             assert cli_process.poll() is None, cli_process.stderr.read().decode()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.2)
+            return answers_healthz(f"http://127.0.0.1:{port}")
+
+        wait_until(up, what="the service to answer /healthz", interval=0.2)
         if stop == "ctrl-c":
             os.killpg(cli_process.pid, signal.SIGINT)
         else:
             cli_process.send_signal(signal.SIGTERM)
-        status, log = cli_process.wait(timeout=90), cli_process.stderr.read().decode()
+        status, log = cli_process.wait(timeout=PATIENCE_S), cli_process.stderr.read().decode()
         assert status in ((0,) if stop == "ctrl-c" else (0, 128 + signal.SIGTERM)), log[-2000:]
         served_by = log.count("Started server process")  # its API processes (docs/scaling.md#api-processes)
         assert served_by >= 1 and log.count("Application shutdown complete") == served_by, log[-2000:]
@@ -264,7 +260,7 @@ def test_upload_fit_project_export_import_project(kpca, server, digits, tmp_path
 
     imported = subprocess.run([sys.executable, "-m", "client", "--url", server, "--json", "import", str(archive),
                                "--name", "dg-copy", "--dataset", "digits-copy"],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=PATIENCE_S)
     assert imported.returncode == 0, imported.stderr
     record = json.loads(imported.stdout)
     assert (record["name"], record["status"], record["dataset"]) == ("dg-copy", "completed", "digits-copy")

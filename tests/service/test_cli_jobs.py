@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from tests.api_checks import upload_rows, wait_for_fit, wait_for_pass
+from tests.waiting import PATIENCE_S
 
 
 def _npy_chunks(api, name: str, X: np.ndarray, chunks: int) -> None:
@@ -142,10 +143,11 @@ def test_serve_help_is_in_the_style_of_every_other_command():
     """Stumble 7: ``kpca serve --help`` reads like ``kpca upload --help`` (click's usage line and option
     list) and lists every flag ``python -m service`` takes."""
     shown = subprocess.run([sys.executable, "-m", "client", "serve", "--help"], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=PATIENCE_S)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("Usage: kpca serve [OPTIONS]") and "\nOptions:\n" in shown.stdout, shown.stdout
     assert "usage: python -m service" not in shown.stdout
-    service = subprocess.run([sys.executable, "-m", "service", "--help"], capture_output=True, text=True, timeout=120)
+    service = subprocess.run([sys.executable, "-m", "service", "--help"], capture_output=True, text=True,
+                             timeout=PATIENCE_S)
     flags = set(re.findall(r"^\s+(--[a-z-]+)", service.stdout, re.M)) - {"--help"}
     assert len(flags) > 20 and all(re.search(rf"^\s+{flag}\b", shown.stdout, re.M) for flag in flags), flags

@@ -11,7 +11,6 @@ import contextlib
 import io
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ from tests.api_checks import wait_for_fit
 from tests.e2e.service_process import ServiceProcess
 from tests.service.test_api_denoise_tuned import PNG, noisy_of, png, scene
 from tests.store.store_helpers import temp_leftovers
+from tests.waiting import wait_until
 
 DISK_BYTES = 64 << 20
 ROWS = np.random.default_rng(5207).normal(size=(2000, 8))
@@ -118,8 +118,11 @@ def test_a_fit_whose_checkpoint_does_not_fit_fails_saying_so_and_resumes_once_th
         ballast.unlink()
     assert failed["status"] == "failed" and failed["error"]["code"] == "insufficient_storage", failed
     assert "POST /v1/models/k/resume" in failed["error"]["message"]
-    deadline = time.monotonic() + 60
-    while (r := api.post("/v1/models/k/resume", json={})).status_code != 202:  # its record may still be written
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.2)
+    last = {}
+
+    def resumed() -> bool:  # its record may still be written
+        last["r"] = api.post("/v1/models/k/resume", json={})
+        return last["r"].status_code == 202
+
+    wait_until(resumed, what=lambda: f"the resume to be accepted (last answer: {last['r'].text})", interval=0.2)
     assert wait_for_fit(api, "k")["status"] == "completed"

@@ -22,6 +22,7 @@ from kpca.images.patches import patch_count
 from service.images import png_header
 from tests.api_checks import assert_error, upload_rows, wait_for_fit
 from tests.e2e.service_process import free_port
+from tests.waiting import PATIENCE_S, answers_healthz, wait_until
 
 SERVER_SETTINGS = {
     "max_image_pixels": 20_000,
@@ -71,9 +72,8 @@ def test_a_truncated_png_declaring_4096_squared_is_refused_from_its_header(api, 
     body = forged_png(4096, 4096)
     assert len(body) == 334 and png_header(body) == (4096, 4096, 8, 1)
     for url in ("/v1/datasets/bomb/from-image", f"/v1/models/{patch_model}/denoise-image"):
-        started = time.monotonic()
+        # (its 334 bytes hold no pixels to decode: the refusal can come from nothing but the header)
         message = assert_error(api.post(url, content=body, headers=PNG), 413, "too_large", "body")["message"]
-        assert time.monotonic() - started < 2.0
         assert "4096x4096" in message and "20000" in message and "KPCA_MAX_IMAGE_PIXELS" in message
     assert api.get("/v1/datasets/bomb").status_code == 404
 
@@ -205,16 +205,11 @@ def test_sigterm_stops_the_service_within_seconds_while_a_request_runs(tmp_path)
     url = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=url, timeout=120) as api:
-            deadline = time.monotonic() + 120
-            while True:
+            def up() -> bool:
                 assert proc.poll() is None, proc.stdout.read().decode()
-                try:
-                    if api.get("/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+                return answers_healthz(url)
+
+            wait_until(up, what="the service to answer /healthz", interval=0.2)
             rng = np.random.default_rng(0)
             image = rng.integers(0, 256, size=(400, 400), dtype=np.uint8)
             r = api.post("/v1/datasets/big/from-image?patch=11&stride=8", content=png(image), headers=PNG)
@@ -230,14 +225,16 @@ def test_sigterm_stops_the_service_within_seconds_while_a_request_runs(tmp_path)
             request = threading.Thread(target=lambda: answers.append(_post_quietly(
                 url + "/v1/models/big-exact/denoise-image?stride=1&method=fixed-point", png(image[:256, :256]))))
             request.start()
-            time.sleep(3.0)
+            time.sleep(3.0)  # it reaches the service (a loaded machine that is slower makes it run longer)
             assert not answers, f"the denoise request finished too soon to test shutdown: {answers}"
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=PATIENCE_S)
         stopped = time.monotonic() - started
-        request.join(timeout=30)
-        assert stopped < 10.0, f"took {stopped:.1f} s to stop"
+        request.join(timeout=PATIENCE_S)
+        # within seconds (KPCA_SHUTDOWN_TIMEOUT_S 3 and the cluster's close), not at the end of the request's
+        # hours of work: bounded generously, for a loaded machine
+        assert stopped < 60.0, f"took {stopped:.1f} s to stop"
     finally:
         if proc.poll() is None:
             proc.kill()

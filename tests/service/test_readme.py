@@ -75,7 +75,7 @@ def test_the_python_session(server, tmp_path):
 
 @needs_curl
 def test_the_curl_session(server, tmp_path):
-    done = run(block("docs/api.md", "The same with curl:"), server, tmp_path, timeout=180)
+    done = run(block("docs/api.md", "The same with curl:"), server, tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"error":{' not in done.stdout, done.stdout  # no step answered with an error body
     last = done.stdout[done.stdout.rindex('{"components"'):]  # curl prints no newlines: the projection ends it
@@ -88,7 +88,7 @@ def test_the_clustering_session_shows_a_completed_clustering(server, tmp_path):
     ``queued``; the session now waits for the end before it reads the labels."""
     script = block("docs/api.md", "| `POST /v1/clusterings/{name}/predict` | `{\"rows\": [[...]]}` → `{\"labels\": [...]}`, "
                    "the Nystrom extension of the eigenvectors |")
-    done = run(script, server, tmp_path, timeout=180)
+    done = run(script, server, tmp_path)
     assert done.returncode == 0, done.stderr
     answers = json_answers(done.stdout)
     record = [a for a in answers if a.get("name") == "pts-2"][-1]  # the GET after the POST

@@ -17,6 +17,7 @@ import pytest
 
 from store import ModelRegistry
 from tests.api_checks import error_message, upload_rows, wait_for_fit, wait_for_pass
+from tests.waiting import PATIENCE_S, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_SETTINGS = {"n_workers": 1}
@@ -43,12 +44,18 @@ def test_an_idle_service_stays_idle(server):
                 total += times.user + times.system
         return total
 
+    def window_share() -> float:
+        before, started = cpu_seconds(), time.monotonic()
+        time.sleep(6)
+        return (cpu_seconds() - before) / (time.monotonic() - started)
+
     assert httpx.get(f"{server}/healthz").status_code == 200
-    time.sleep(3)  # the start's imports and registrations settle
-    before, started = cpu_seconds(), time.monotonic()
-    time.sleep(6)
-    share = (cpu_seconds() - before) / (time.monotonic() - started)
-    assert share < IDLE_CPU_SHARE, f"an idle service used {100 * share:.1f} % of a core"
+    # windows of 6 s until one is idle: the start's imports and registrations settle first (a few seconds
+    # on a quiet machine, longer on a loaded one); a service that is never idle fails after the bound
+    shares: list[float] = []
+    wait_until(lambda: shares.append(window_share()) or shares[-1] < IDLE_CPU_SHARE, timeout=120, interval=0,
+               what=lambda: "an idle window: the service used " + ", ".join(f"{100 * s:.1f}" for s in shares)
+               + " % of a core")
 
 
 @pytest.mark.slow
@@ -65,7 +72,7 @@ def test_digits_example_says_where_it_looked_when_nothing_answers():
     """Issue 29: elsewhere than port 8000 the example died with a raw httpx.ConnectError traceback."""
     nowhere = "http://127.0.0.1:9"
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "digits_session.py")], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT, env={**os.environ, "KPCA_URL": nowhere})
+                          text=True, timeout=PATIENCE_S, cwd=ROOT, env={**os.environ, "KPCA_URL": nowhere})
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"cannot reach kpca-stream at {nowhere}" in done.stderr and "KPCA_URL" in done.stderr
 

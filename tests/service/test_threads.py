@@ -6,12 +6,14 @@ import anyio
 from starlette.concurrency import run_in_threadpool
 
 from service.threads import set_thread_limits, wait_for_cluster
+from tests.waiting import PATIENCE_S
 
 
 class Concurrency:
     """A blocking call that records how many of its calls run at once. The calls wait until ``full`` of
-    them run together (or 5 s), and 0.2 s more, in which any call over the limit would start too: so the
-    count reached is the limit's, not how fast threads start."""
+    them run together (or `PATIENCE_S`: a limit below ``full`` then fails the test), and 0.2 s more, in
+    which any call over the limit would start too: so the count reached is the limit's, not how fast
+    threads start."""
 
     def __init__(self, full: int):
         self.lock, self.now, self.most, self.full = threading.Lock(), 0, 0, full
@@ -25,7 +27,7 @@ class Concurrency:
             if self.now >= self.full and self.timer is None:
                 self.timer = threading.Timer(0.2, self.released.set)
                 self.timer.start()
-        self.released.wait(timeout=5.0)
+        self.released.wait(timeout=PATIENCE_S)  # (the full count never reached: the test fails after)
         with self.lock:
             self.now -= 1
 
@@ -73,6 +75,7 @@ def test_a_cancelled_wait_that_abandons_its_call_ends_at_once_and_one_that_does_
             await wait_for_cluster(blocked, abandon_on_cancel=abandon)
         return anyio.current_time() - begun
 
-    threading.Timer(1.5, release.set).start()
-    assert anyio.run(cancelled_after, 0.2, True) < 1.0 and not returned  # ended; the call runs on
-    assert anyio.run(cancelled_after, 0.2, False) >= 1.0 and returned  # waited for the call's end
+    anyio.run(cancelled_after, 0.2, True)
+    assert not release.is_set() and not returned  # ended while its call still blocked; the call runs on
+    threading.Timer(1.0, release.set).start()
+    assert anyio.run(cancelled_after, 0.2, False) >= 1.0 and release.is_set() and returned  # waited for its end

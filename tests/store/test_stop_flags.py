@@ -36,11 +36,11 @@ def test_only_tokens_name_files(tmp_path, token):
 def test_a_checker_looks_at_most_every_interval_and_keeps_a_raised_answer(tmp_path):
     flags, token = StopFlags(tmp_path), StopFlags.new_token()
     assert flags.checker(None) is None
-    asked = flags.checker(token, every_s=0.2)
+    asked = flags.checker(token, every_s=1.0)  # an interval that a loaded machine's raise_flag does not outlast
     assert not asked()
     flags.raise_flag(token)
     assert not asked()  # within the interval: its last look
-    time.sleep(0.25)
+    time.sleep(1.05)
     assert asked()
     flags.clear(token)
     assert asked()  # once raised, raised

@@ -82,7 +82,7 @@ def test_exclusive_lock_excludes_and_shared_locks_coexist(root):
     def hold_exclusive():
         with file_lock(lock, shared=False):
             holder_ready.set()
-            release.wait(5)
+            release.wait(60)
             inside.append("holder-out")
 
     def wait_shared():
@@ -91,14 +91,14 @@ def test_exclusive_lock_excludes_and_shared_locks_coexist(root):
 
     holder = threading.Thread(target=hold_exclusive)
     holder.start()
-    assert holder_ready.wait(5)
+    assert holder_ready.wait(60)
     waiter = threading.Thread(target=wait_shared)
     waiter.start()
-    time.sleep(0.2)
+    time.sleep(0.2)  # time to enter, were it not blocked (a loaded machine may not use it: the check is then weaker)
     assert inside == []  # the shared waiter is blocked by the exclusive holder
     release.set()
-    holder.join(5)
-    waiter.join(5)
+    holder.join(60)
+    waiter.join(60)
     assert inside == ["holder-out", "waiter-in"]
 
     with file_lock(lock, shared=True):
@@ -110,8 +110,8 @@ def test_exclusive_lock_excludes_and_shared_locks_coexist(root):
 
         other = threading.Thread(target=second_shared)
         other.start()
-        assert entered.wait(2)  # two shared holders at once
-        other.join(5)
+        assert entered.wait(60)  # two shared holders at once (blocked, it would wait for ever)
+        other.join(60)
 
 
 def test_lock_on_deleted_folder_raises_file_not_found(root):

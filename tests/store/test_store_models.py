@@ -300,7 +300,8 @@ class TestLocalModelRegistry(ModelRegistryConformance):
 def test_fit_lease_is_exclusive_and_released_when_its_holder_dies(root):
     import subprocess
     import sys
-    import time
+
+    from tests.waiting import wait_until
 
     registry = ModelRegistry(root)
     registry.create(record("leased"))
@@ -320,8 +321,7 @@ def test_fit_lease_is_exclusive_and_released_when_its_holder_dies(root):
     finally:
         proc.kill()
         proc.wait()
-    time.sleep(0.05)
-    assert not registry.fit_alive("leased")
+    wait_until(lambda: not registry.fit_alive("leased"), what="the killed holder's lease to be free")
     for call in (registry.fit_alive, lambda name: registry.fit_lease(name).__enter__()):
         with pytest.raises(NotFound):
             call("missing")

@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,9 @@ import uvicorn
 
 from bench._service import wait_healthy
 from service import Settings, create_app
+from tests.api_checks import wait_for_fit
+from tests.store_checks import ended, wait_for_record
+from tests.waiting import PATIENCE_S, wait_until
 
 DASK = str(Path(sys.executable).parent / "dask")
 # the processes import the code of this checkout, whatever the environment's install points at
@@ -31,6 +33,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts connections on loopback ``port`` now."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
+        return True
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def scheduler_address():
     port = free_port()
@@ -38,7 +49,7 @@ def scheduler_address():
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                "--dashboard-address", ":0", "--no-show"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)]
-    time.sleep(1.0)
+    wait_until(lambda: listening(port), what="the dask scheduler to listen")
     for _ in range(WORKERS):
         procs.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "2", "--resources", "fit=1",
                                        "--no-dashboard", "--host", "127.0.0.1"],
@@ -46,8 +57,8 @@ def scheduler_address():
     try:
         from dask.distributed import Client
 
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(WORKERS, timeout=60)
+        with Client(address, timeout=PATIENCE_S) as client:
+            client.wait_for_workers(WORKERS, timeout=PATIENCE_S)
         yield address
     finally:
         for proc in reversed(procs):
@@ -68,7 +79,7 @@ def test_service_fits_on_the_external_cluster(scheduler_address, tmp_path, digit
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:
-        wait_healthy(url, thread.is_alive, "the server did not start", timeout=60)
+        wait_healthy(url, thread.is_alive, "the server did not start", timeout=PATIENCE_S)
         api = httpx.Client(base_url=url, timeout=60)
         api.post("/v1/datasets", json={"name": "d", "n_features": 64, "dtype": "float64"})
         api.put("/v1/datasets/d/chunks/0", json={"rows": digits[:300].tolist()})
@@ -76,10 +87,7 @@ def test_service_fits_on_the_external_cluster(scheduler_address, tmp_path, digit
         r = api.post("/v1/models", json={"name": "m", "dataset": "d", "n_components": 4,
                                          "kernel": {"type": "gaussian", "sigma": 3.0}, "params": {"passes": 3}})
         assert r.status_code == 202
-        deadline = time.monotonic() + 120
-        while (record := api.get("/v1/models/m").json())["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        record = wait_for_fit(api, "m")
         assert record["status"] == "completed", record["error"]
         Z = api.post("/v1/models/m/project", json={"rows": digits[500:503].tolist()}).json()["components"]
         assert np.asarray(Z).shape == (3, 4)
@@ -116,10 +124,7 @@ def test_a_fit_sharded_over_the_external_workers_equals_the_one_process_fit(sche
     with Backend(tmp_path, scheduler=scheduler_address) as backend:
         assert backend.fit_workers() == WORKERS
         backend.submit_fit("sharded")
-        deadline = time.monotonic() + 180
-        while (record := registry.get("sharded")).status in ("queued", "running"):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        record = wait_for_record(registry, "sharded", ended)
     assert record.status == "completed", record.error
     assert "workers" not in record.params_used and record.progress.workers == 2
     assert FitJob(tmp_path).run("reference") == "completed"
@@ -137,7 +142,7 @@ def test_only_workers_offering_fits_count_for_sharding(scheduler_address):
                               "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     try:
         with Backend("unused", scheduler=scheduler_address) as backend:
-            backend.client.wait_for_workers(WORKERS + 1, timeout=60)
+            backend.client.wait_for_workers(WORKERS + 1, timeout=PATIENCE_S)
             assert len(scheduler_workers(backend.client)) == WORKERS + 1
             assert backend.fit_workers() == WORKERS
     finally:

@@ -15,6 +15,7 @@ import pytest
 from store import DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord
 from tests.store_checks import committed_digits, ended, wait_for_record
+from tests.waiting import wait_until
 from workers import Backend
 from workers.shards import FIT_RESOURCE, scheduler_workers
 
@@ -28,14 +29,6 @@ def record(data_dir, name, passes):
     return ModelRecord.new(name, DatasetStore(data_dir).get("digits"), kernel={"type": "gaussian", "sigma": 3.0},
                            n_components=4, solver="kha-smd",
                            params={"passes": passes, "seed": 5, "block_size": 50, "init": "random"})
-
-
-def wait_for(condition, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return value
 
 
 def fit_workers(backend) -> dict[str, list[str]]:
@@ -52,26 +45,30 @@ def test_fits_queued_behind_a_busy_worker_move_to_its_replacement(data_dir):
     with Backend(data_dir, n_workers=2) as backend:
         dead = next(iter(backend.worker_pids().values()))
         os.kill(dead, signal.SIGKILL)
-        wait_for(lambda: len(scheduler_workers(backend.client)) == 1, "the scheduler to drop the killed worker")
+        wait_until(lambda: len(scheduler_workers(backend.client)) == 1, what="the scheduler to drop the killed worker")
         try:
             for name in names:  # while the replacement starts: both go to the survivor
                 registry.create(record(data_dir, name, 10_000))
                 backend.submit_fit(name)
-            wait_for(lambda: len(fit_workers(backend)) == 2, "the replacement worker")
-            wait_for(lambda: registry.get("first").status == "running" or registry.get("second").status == "running",
-                     "a fit running")
+            wait_until(lambda: len(fit_workers(backend)) == 2, what="the replacement worker")
+            wait_until(lambda: registry.get("first").status == "running" or registry.get("second").status == "running",
+                       what="a fit running")
             busy = [address for address, keys in fit_workers(backend).items() if len(keys) == 2]
             assert busy, f"the fits were not queued on one worker: {fit_workers(backend)}"
-            time.sleep(3.0)  # dask alone leaves the waiting fit where it is, the replacement idle
+            time.sleep(3.0)  # dask alone leaves the waiting fit where it is, the replacement idle (no event)
             statuses = sorted(registry.get(name).status for name in names)
             assert statuses == ["queued", "running"], statuses
 
             moved = []
-            deadline = time.monotonic() + 30
-            while not all(registry.get(name).status == "running" for name in names):
-                assert time.monotonic() < deadline, (moved, fit_workers(backend))
-                moved += backend.balance_fits()
-                time.sleep(1.0)
+
+            def balanced() -> bool:
+                if all(registry.get(name).status == "running" for name in names):
+                    return True
+                moved.extend(backend.balance_fits())
+                return False
+
+            wait_until(balanced, what=lambda: f"both fits running (moved {moved}, {fit_workers(backend)})",
+                       interval=1.0)
             assert moved and all(source == busy[0] and target != busy[0] for _, source, target in moved), moved
             assert sorted(len(keys) for keys in fit_workers(backend).values()) == [1, 1]
             assert backend.balance_fits() == []
@@ -89,7 +86,8 @@ def test_nothing_moves_when_every_fit_has_its_slot(data_dir):
             registry.create(record(data_dir, name, 10_000))
             backend.submit_fit(name)
         try:
-            wait_for(lambda: all(registry.get(n).status == "running" for n in ("left", "right")), "both fits running")
+            wait_until(lambda: all(registry.get(n).status == "running" for n in ("left", "right")),
+                       what="both fits running")
             assert backend.balance_fits() == []
         finally:
             for name in ("left", "right"):

@@ -1,6 +1,5 @@
 """The fit and projection tasks on a real LocalCluster, with real zarr on disk."""
 
-import time
 
 import numpy as np
 import pytest
@@ -10,7 +9,8 @@ from kpca.metrics import subspace_angles
 from kpca.solvers import ritz_components
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord
-from tests.store_checks import committed_digits
+from tests.store_checks import committed_digits, ended, wait_for_record
+from tests.waiting import PATIENCE_S, wait_until
 from workers import Backend
 from workers.fit import run_fit
 from workers.operations import Project
@@ -35,14 +35,8 @@ def model_record(data_dir, name, solver="kha-smd", passes=4, **params):
                            n_components=5, solver=solver, params=params)
 
 
-def wait_for(registry, name, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record = registry.get(name)
-        if record.status in ("completed", "failed", "cancelled"):
-            return record
-        time.sleep(0.2)
-    raise AssertionError(f"{name} did not finish: {registry.get(name).status}")
+def wait_for(registry, name, timeout=PATIENCE_S):
+    return wait_for_record(registry, name, ended, timeout)
 
 
 def test_fit_on_cluster_reports_progress_and_projects(data_dir, backend, digits):
@@ -114,12 +108,13 @@ def test_a_fit_whose_model_is_deleted_stops_and_writes_nothing(data_dir):
     registry.create(model_record(data_dir, "doomed", passes=500, block_size=20))
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         outcome = pool.submit(run_fit, str(data_dir), "doomed")
-        deadline = time.monotonic() + 60
-        while not checkpoints.list("doomed"):  # wait until the fit is under way
-            assert time.monotonic() < deadline and not outcome.done(), outcome
-            time.sleep(0.01)
+        def under_way() -> bool:
+            assert not outcome.done(), outcome
+            return bool(checkpoints.list("doomed"))
+
+        wait_until(under_way, what="the fit's first checkpoint", interval=0.01)
         registry.delete("doomed")
-        assert outcome.result(timeout=60) == "deleted"
+        assert outcome.result(timeout=PATIENCE_S) == "deleted"
     assert checkpoints.list("doomed") == []
     assert not (data_dir / "models" / "doomed").exists()
 

@@ -3,7 +3,6 @@ fits that lost their runner found again by `Backend.recover`."""
 
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from kpca.solvers import SOLVERS
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord
 from tests.store_checks import committed_digits, ended, wait_for_record
+from tests.waiting import wait_until
 from workers import Backend
 from workers.fit import open_rows
 
@@ -113,7 +113,7 @@ def test_recover_leaves_a_fit_queued_by_another_client_of_the_scheduler(data_dir
             # just queued: its submission may still be on its way to the scheduler, so it is left alone
             assert other.recover(registry) == []
             key = one.fits._futures[("models", "waiting")].key
-            wait_for(lambda: other.client.run_on_scheduler(_known, key), "the submission reached the scheduler")
+            wait_until(lambda: other.client.run_on_scheduler(_known, key), what="the submission to reach the scheduler")
             # older than any grace (recent_s=0): only the scheduler's answer keeps it from a second submission
             assert other.recover(registry, recent_s=0) == []
             assert one.recover(registry, recent_s=0) == []
@@ -126,10 +126,3 @@ def test_recover_leaves_a_fit_queued_by_another_client_of_the_scheduler(data_dir
 
 def _known(key, dask_scheduler=None) -> bool:
     return key in dask_scheduler.tasks
-
-
-def wait_for(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)

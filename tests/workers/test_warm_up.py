@@ -1,7 +1,6 @@
 """Workers load the default fit's and serving's jitted code when they start (`workers.plugins.WarmKernels`)."""
 
-import time
-
+from tests.waiting import wait_until
 from workers import Backend
 
 
@@ -27,12 +26,12 @@ def frozen() -> int:
 
 def test_a_warmed_worker_has_the_default_fits_code_before_its_first_fit(tmp_path):
     with Backend(tmp_path, n_workers=1, warm_workers=True) as backend:
-        deadline = time.monotonic() + 120
-        while set(backend.client.run(warm_state).values()) != {"done"}:
+        def warmed() -> bool:
             states = backend.client.run(warm_state)
             assert not any(str(s).startswith("failed") for s in states.values()), states
-            assert time.monotonic() < deadline, states
-            time.sleep(0.2)
+            return set(states.values()) == {"done"}
+
+        wait_until(warmed, what="the worker to be warmed", interval=0.2)
         assert set(backend.client.run(compiled, "float32").values()) == {True}  # the default fit's tiles
         assert set(backend.client.run(compiled, "float64").values()) == {True}  # serving's
         assert min(backend.client.run(frozen).values()) > 10_000  # the start's objects: no full collection scans them
