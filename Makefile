@@ -125,8 +125,8 @@ bench-all: $(STAMP)
 # make paper - every paper/exp_*.py (paper/run.py): the seeds' experiments, rerun from the code at HEAD,
 #              offline, on stand-in data, written to paper/REPORT.md and paper/figures/, each claim judged by its
 #              rule in paper/criteria/<id>.json; then the quick form of each, and both verdicts of every claim
-#              to paper/verdicts.json. About 25 minutes on a 2-core machine (24.9 measured, with other work
-#              beside it). It refuses a tree with uncommitted changes: commit first, or
+#              to paper/verdicts.json. 5.5 minutes on this 2-core machine alone, 24.9 with
+#              other work beside it (measured). It refuses a tree with uncommitted changes: commit first, or
 #              `make paper PAPER_FLAGS=--allow-dirty` for a report that says so.
 # make paper-quick - the quick form of every experiment (smaller data, the same criteria; under a minute on
 #              2 cores: 36 to 62 s measured), exiting 1 with a list where a quick verdict differs from paper/verdicts.json's
