@@ -6,7 +6,9 @@ time a request's headers, or to end a connection instead of draining a body afte
 ``http=`` setting takes a protocol class (public), and these classes extend uvicorn's own. What they
 use of it is listed below, and ``tests/service/test_framework_internals.py`` asserts each item on the
 installed uvicorn, so that the first version that renames or drops one fails there, by name, before a
-connection misbehaves.
+connection misbehaves. pyproject.toml pins uvicorn to the checked range (below the minor after the last
+version in `CHECKED_ON`), and that test holds the pin to `CHECKED_ON`: an upgrade is a deliberate change of
+both, made after this list's test passes on the new version.
 
 Checked on uvicorn 0.36.0, the lower bound in pyproject.toml (the first whose ``http=`` takes a protocol
 class by its import string, as ``python -m service`` gives it), and on 0.55.0, installed, by the test suite

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -26,8 +27,20 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
-def test_the_installed_uvicorn_is_not_older_than_the_checked_one():
-    assert _version(uvicorn.__version__) >= _version(uvicorn_internals.CHECKED_ON[0])
+def test_the_installed_uvicorn_is_within_the_checked_ones():
+    assert _version(uvicorn_internals.CHECKED_ON[0]) <= _version(uvicorn.__version__) \
+        <= _version(uvicorn_internals.CHECKED_ON[-1]), (uvicorn.__version__, uvicorn_internals.CHECKED_ON)
+
+
+def test_pyproject_pins_uvicorn_to_the_checked_versions():
+    """The requirement's bounds are the checked range: at least the first checked version, below the minor after
+    the last, so that an upgrade past what was checked is a deliberate change of the pin and of CHECKED_ON."""
+    pyproject = (Path(uvicorn_internals.__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    pin = re.search(r'"uvicorn>=([\d.]+),<([\d.]+)"', pyproject)
+    assert pin, "pyproject.toml's uvicorn requirement has no upper bound"
+    first, last = (_version(v) for v in (uvicorn_internals.CHECKED_ON[0], uvicorn_internals.CHECKED_ON[-1]))
+    assert _version(pin.group(1)) == first[:len(_version(pin.group(1)))]
+    assert _version(pin.group(2)) == (last[0], last[1] + 1), (pin.groups(), uvicorn_internals.CHECKED_ON)
 
 
 @pytest.mark.parametrize("hook", HOOKS + METHODS)
