@@ -50,9 +50,8 @@ def test_the_default_fits_speed_is_time_to_accuracy():
     to_lanczos = [datasets["digits"][size]["methods"]["default"]["seconds"]
                   / datasets["digits"][size]["methods"]["lanczos tol 0.001"]["seconds"]
                   for size in ("8000", "20000", "40000")]
-    at_100k = datasets["digits"]["100000"]["methods"]
-    to_lanczos_100k = _to_accuracy({"methods": at_100k}, "default") / _to_accuracy({"methods": at_100k},
-                                                                                   "lanczos tol 0.001")
+    at_100k = datasets["digits"]["100000"]
+    to_lanczos_100k = _to_accuracy(at_100k, "default") / _to_accuracy(at_100k, "lanczos tol 0.001")
     said = re.search(r"At 20,000 rows it reached an excess error of 1e-6 in ([\d.]+)-([\d.]+)x scikit-learn's arpack "
                      r"time, its whole fit took ([\d.]+)-([\d.]+)x the project's lanczos \(tol 1e-3\) at "
                      r"8,000-40,000 rows of digits, and at 100,000 rows it reached 1e-6 in ([\d.]+)x lanczos's time",
