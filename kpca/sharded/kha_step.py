@@ -14,8 +14,9 @@ whole block):
    kernels of those points against its own rows.
 
 Everything else (``K'[p, p]`` from the segment's points, the sub-block transforms of
-`kpca.solvers._transforms`, their folding, the growth guard, rho) is small and is computed here, by
-the same code as the one-process step, so a sharded step equals `blocked_step_block` up to the
+`kpca.solvers._transforms`, their folding, the growth guard, rho) is small and is computed on the
+coordinator by the one-process step's own loop (`kpca.solvers._blocked.fold_segments`, given the
+shards' columns as `ShardColumns`), so a sharded step equals `blocked_step_block` up to the
 association of the reductions (2.) and of the once-per-pass eigenvalue estimates; the A and AK of
 KHA and KHA-t, which use neither, agree bit for bit. The shard group is a `StepGroup` (what
 `kpca.sharded.shards.ShardGroup` answers: ``gather``, ``square``, ``apply``, ``products``, ``norms``,
@@ -29,11 +30,11 @@ from typing import Protocol
 import numpy as np
 
 from kpca.sharded.messages import Gathered, SegmentUpdate
-from kpca.solvers._blocked import SEGMENT_ROWS, Segment, default_sub_block
+from kpca.solvers._blocked import Segment, fold_segments, sub_block_rows
 from kpca.solvers._kha import beyond_limit, with_estimates
 from kpca.solvers._registry import as_state
 from kpca.solvers._state import KHAState
-from kpca.solvers._transforms import GROWTH_LIMIT, kha_transform, smd_transform
+from kpca.solvers._transforms import GROWTH_LIMIT
 
 __all__ = ["StepGroup", "sharded_step_block", "sharded_begin_pass", "sharded_diverged"]
 
@@ -84,6 +85,34 @@ class _GatheredRows:
         return self.Kpp[s:e, :e]
 
 
+class ShardColumns:
+    """The state's l columns held by the shards of ``group``, for `kpca.solvers._blocked.fold_segments`:
+    a segment's gather (its columns ``ZK_0[:, p]`` and points), KHA-SMD's ``Z AK^T`` reduced over the
+    shards, and the segment's materialisation sent to every shard as one `SegmentUpdate`."""
+
+    def __init__(self, group: StepGroup, idx: np.ndarray):
+        self.group, self.idx = group, idx
+        self.got: Gathered | None = None
+
+    def segment(self, a: int, e: int) -> Segment:
+        """The steps a .. e-1: one ``group.gather`` (d x s columns, the s points) and ``K'[p, p]`` from the points."""
+        p = self.idx[a:e]
+        got = self.got = self.group.gather(p)
+        return Segment(_GatheredRows(p, self.group.square(got.points, got.sqnorms, got.column_means)),
+                       np.ascontiguousarray(got.ZK.T))
+
+    def products(self, r: int) -> np.ndarray:
+        """``Z AK^T`` (d x r), summed over the shards."""
+        return self.group.products()
+
+    def apply(self, seg: Segment) -> None:
+        """Every shard applies the segment's ``Tc``, ``Cc`` to its columns (its rows of ``K'[p, :]`` computed there)."""
+        got, s, dtype = self.got, seg.done, self.group.dtype
+        assert got is not None, "apply follows a segment's gather"
+        self.group.apply(SegmentUpdate(seg.Tc.astype(dtype), seg.Cc[:, :s].astype(dtype), seg.p[:s], got.points[:s],
+                                       None if got.sqnorms is None else got.sqnorms[:s], got.column_means[:s]))
+
+
 def sharded_step_block(state: KHAState, group: StepGroup, indices: np.ndarray, sub_block: int | None = None,
                        growth_limit: float = GROWTH_LIMIT) -> KHAState:
     """`kpca.solvers._blocked.blocked_step_block` over a shard group: the coordinator's state (the
@@ -99,63 +128,17 @@ def sharded_step_block(state: KHAState, group: StepGroup, indices: np.ndarray, s
     b, r = idx.shape[0], int(group.n_components)
     if b == 0:
         return new
-    m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
     gain = state.gain.astype(group.dtype).astype(np.float64)  # as blocked_step_block rounds it
-    smd = state.smd
-    if smd and state.rho is None:
-        raise ValueError("state: a kha-smd state keeps rho; this one lacks it")
+    if state.smd:
+        state.gain_terms()  # ValueError before any shard is touched
     with np.errstate(over="ignore", invalid="ignore"):
-        rho = _segments(state, group, idx, gain, m_max, float(growth_limit), smd)
-    if state.rho is not None and smd:
-        new.rho = rho.astype(state.rho.dtype)
+        rho = fold_segments(ShardColumns(group, idx), state, idx, gain, sub_block_rows(sub_block, b, r),
+                            float(growth_limit), r, int(state.n_rows))
+    if rho is not None:
+        new.rho = rho.astype(state.gain_terms()[0].dtype)
     new.t = state.t + b
     new.position = state.position + b
     return new
-
-
-def _segments(state, group, idx, gain, m_max, growth_limit, smd):
-    """The segment loop of `_kha_block` / `_smd_block` with the l columns behind ``group``. Returns rho."""
-    r, l = int(group.n_components), int(state.n_rows)
-    d = 2 * r if smd else r
-    decay = state.solver != "kha"
-    rho = state.rho.astype(np.float64) if smd else None
-    mu, xi = (float(state.mu), float(state.xi)) if smd else (0.0, 0.0)
-    t0, b, a = int(state.t), idx.shape[0], 0
-    while a < b:
-        e = min(b, a + SEGMENT_ROWS)
-        p = idx[a:e]
-        got = group.gather(p)  # ZK_0[:, p] (d x s), x_p, |x_p|^2, m[p]
-        seg = Segment(_GatheredRows(p, group.square(got.points, got.sqnorms, got.column_means)),
-                       np.ascontiguousarray(got.ZK.T))
-        S = group.products() if smd else None  # Z_0 AK_0^T (d x r)
-        while seg.done < e - a:
-            m = min(m_max, e - a - seg.done)
-            Qt = seg.basis_products(m)
-            if smd:
-                n = d + m
-                Gt = np.zeros((n, n))  # as _smd_block
-                Gt[:d, :r] = S
-                Gt[:d, d:] = Qt[:, :d].T
-                Gt[d:, :r] = Qt[:, :r]
-                Gt[d:, d:] = Qt[:, d:].T
-                W = np.zeros((d, n))
-                W[:, :d] = np.eye(d)
-                R = np.ascontiguousarray(Gt[:d])
-                done = smd_transform(W, R, Qt, Gt, rho, gain, t0 + a + seg.done, float(l), mu, xi, growth_limit)
-                S = R @ W[:r].T
-            else:
-                W = np.zeros((r, r + m))
-                W[:, :r] = np.eye(r)
-                done = kha_transform(W, Qt, gain, t0 + a + seg.done, decay, float(l), growth_limit)
-            seg.compose(W, done)
-            if not seg.within(growth_limit):
-                break
-        s = seg.done
-        group.apply(SegmentUpdate(seg.Tc.astype(group.dtype), seg.Cc[:, :s].astype(group.dtype), p[:s],
-                                  got.points[:s], None if got.sqnorms is None else got.sqnorms[:s],
-                                  got.column_means[:s]))
-        a += s
-    return rho
 
 
 def sharded_begin_pass(state: KHAState, group: StepGroup) -> KHAState:

@@ -8,7 +8,8 @@ starting matrices; the transforms of the sub-blocks of a *segment* (up to
 matrices too, and applied to the r x l matrices once, with one GEMM against
 the rows. The results equal the step-by-step reference kernels
 (``tests/naive.py``) up to rounding (the same sums, associated
-differently).
+differently). The segment loop (`fold_segments`) is the only form of the step: the sharded fit runs it
+too, over columns held by shards (`kpca.sharded.kha_step`).
 
 Notation (seed 000): ``A`` (r x l) expansion coefficients, ``AK = A K'``,
 ``B`` (r x l) SMD differential parameters, ``BK = B K'``, ``rho`` (r,)
@@ -161,6 +162,8 @@ at a block boundary is bit-exact, as with the step-by-step kernels.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from kpca.solvers._registry import as_state
@@ -185,6 +188,11 @@ def default_sub_block(n_components: int, segment_rows: int) -> int:
     return int(min(high, max(low, round(np.sqrt(n_components * segment_rows) / 2))))
 
 
+def sub_block_rows(sub_block: int | None, b: int, r: int) -> int:
+    """Rows per transform for a block of b rows: ``sub_block`` if given, else `default_sub_block` (at most b)."""
+    return max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
+
+
 def scatter_add(M: np.ndarray, columns: np.ndarray, C: np.ndarray, distinct: bool) -> None:
     """``M[:, columns] += C``; with repeated columns (``distinct`` False) every copy adds."""
     if distinct:
@@ -197,8 +205,8 @@ def require_complete(state) -> None:
     """Raise ValueError naming the missing array if the updates cannot run on ``state`` (a `KHAState`, or
     the mapping of its entries a sharded pass holds; the solver's ``restore`` computes it)."""
     state = as_state(state)
-    if state.smd and state.BK is None:
-        raise ValueError("state: a kha-smd state needs 'BK' (B K'); the solver's restore adds it")
+    if state.smd:
+        state.differentials()
 
 
 def blocked_step_block(state: KHAState, rows, indices: np.ndarray, sub_block: int | None = None,
@@ -240,7 +248,7 @@ def blocked_step_block(state: KHAState, rows, indices: np.ndarray, sub_block: in
     state = as_state(state, KHAState)  # a mapping of the entries (a test's, a reference's) is read as the state
     require_complete(state)
     new = state.copied(skip=_MOVED)
-    A, _ = state.coefficients()
+    A, AK = state.coefficients()
     dtype = A.dtype
     r, l = A.shape
     idx = np.ascontiguousarray(indices, dtype=np.int64)
@@ -255,14 +263,21 @@ def blocked_step_block(state: KHAState, rows, indices: np.ndarray, sub_block: in
                          "(with square and left_product)")
     if b == 0:
         return state.copied()
-    m_max = max(1, int(sub_block) if sub_block is not None else min(b, default_sub_block(r, min(b, SEGMENT_ROWS))))
+    m_max = sub_block_rows(sub_block, b, r)
     gain = state.gain.astype(dtype).astype(np.float64)  # as the step-by-step reference rounds it
+    # A and B are kept stacked as Z = [A; B] (2r x l), and so are their images ZK = [AK; BK]: K [A_0; B_0]^T
+    # is a gather from ZK, and the one product with the rows, Cc K, updates both.
+    if state.smd:
+        B, BK = state.differentials()
+        columns = LocalColumns(_stacked(A, B), _stacked(AK, BK), rows, idx)
+    else:
+        columns = LocalColumns(A, AK, rows, idx)
     # A diverging state goes non-finite silently, as in the jitted kernels; the driver's guard checks.
     with np.errstate(over="ignore", invalid="ignore"):
-        if state.smd:
-            moved = _smd_block(state, rows, idx, gain, m_max, float(growth_limit))
-        else:
-            moved = _kha_block(state, rows, idx, gain, m_max, float(growth_limit))
+        rho = fold_segments(columns, state, idx, gain, m_max, float(growth_limit), r, l)
+    Z, ZK = columns.Z, columns.ZK
+    moved = {"A": Z, "AK": ZK} if rho is None else \
+        {"A": Z[:r], "B": Z[r:], "AK": ZK[:r], "BK": ZK[r:], "rho": rho.astype(state.gain_terms()[0].dtype)}
     return new.replace(**moved, t=state.t + b, position=state.position + b)
 
 
@@ -373,66 +388,85 @@ def _stacked(top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
     return np.concatenate([top, bottom])
 
 
-def _kha_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
-    """New A, AK for the KHA family: per segment one GEMM with the rows, per sub-block one `_kha_transform`."""
-    A, AK = state.A, state.AK
-    r, l = A.shape
-    decay = state.solver != "kha"
-    t0, b, a = int(state.t), idx.shape[0], 0
-    while a < b:
-        e = min(b, a + SEGMENT_ROWS)
-        KA = np.ascontiguousarray(AK[:, idx[a:e]].T)  # K A_0^T = AK_0[:, p]^T (K' symmetric)
-        seg = Segment(_segment_rows(rows, a, e, idx), KA)
-        while seg.done < e - a:
-            m = min(m_max, e - a - seg.done)
-            W = np.zeros((r, r + m))
-            W[:, :r] = np.eye(r)
-            done = kha_transform(W, seg.basis_products(m), gain, t0 + a + seg.done, decay, float(l),
-                                  growth_limit)
-            seg.compose(W, done)
-            if not seg.within(growth_limit):
-                break
-        A, AK = seg.apply(A, AK)
-        a += seg.done
-    return {"A": A, "AK": AK}
+class Columns(Protocol):
+    """What `fold_segments` asks of the holder of the state's l columns ``Z``, ``ZK`` (d x l)."""
+
+    def segment(self, a: int, e: int) -> Segment:
+        """The steps a .. e-1 of the block as a `Segment` (its rows and ``K_seg Z_0^T``)."""
+        ...
+
+    def products(self, r: int) -> np.ndarray:
+        """``Z AK^T`` (d x r), KHA-SMD's Gram block, at the segment's start."""
+        ...
+
+    def apply(self, seg: Segment) -> None:
+        """Materialise the segment's folded steps on the columns."""
+        ...
 
 
-def _smd_block(state, rows, idx, gain, m_max, growth_limit) -> dict:
-    """New A, B, AK, BK, rho for KHA-SMD: per segment one GEMM with the rows, per sub-block one `_smd_transform`.
+class LocalColumns:
+    """The state's l columns in this process, for `fold_segments`: ``Z`` and ``ZK`` (d x l) and the rows
+    of the block (an array, or a row source). `kpca.sharded.kha_step` holds the same columns over shards."""
 
-    A and B are kept stacked as ``Z = [A; B]`` (2r x l) and so are their
-    images ``ZK = [AK; BK]``: ``K [A_0; B_0]^T`` is a gather from ZK, and
-    the one product with the rows, ``Cc K``, updates both.
+    def __init__(self, Z: np.ndarray, ZK: np.ndarray, rows, idx: np.ndarray):
+        self.Z, self.ZK, self.rows, self.idx = Z, ZK, rows, idx
+
+    def segment(self, a: int, e: int) -> Segment:
+        """The steps a .. e-1 of the block as a `Segment`: ``K Z_0^T = ZK_0[:, p]^T`` is a gather (K' symmetric)."""
+        return Segment(_segment_rows(self.rows, a, e, self.idx), np.ascontiguousarray(self.ZK[:, self.idx[a:e]].T))
+
+    def products(self, r: int) -> np.ndarray:
+        """``Z AK^T`` (d x r), KHA-SMD's Gram block."""
+        return self.Z @ self.ZK[:r].T
+
+    def apply(self, seg: Segment) -> None:
+        """Materialise the segment's steps: ``Z = Tc Z_0 + Cc E``, ``ZK = Tc ZK_0 + Cc K``."""
+        self.Z, self.ZK = seg.apply(self.Z, self.ZK)
+
+
+def fold_segments(columns: Columns, state: KHAState, idx: np.ndarray, gain: np.ndarray, m_max: int, growth_limit: float,
+                  r: int, l: int) -> np.ndarray | None:
+    """One KHA-family step per row of ``idx``, in order, segment by segment: the loop of the module
+    docstring, over ``columns`` (`LocalColumns`, or the shards' `kpca.sharded.kha_step.ShardColumns`) that
+    hold Z and ZK and are asked only for a segment's gather, KHA-SMD's ``Z AK^T`` and the segment's
+    materialisation. The small matrices (sub-block transforms, their folding, the growth guard, rho) are
+    computed here, so the one-process and the sharded step run the same arithmetic. Returns KHA-SMD's new
+    log-gains rho (float64), None for the other solvers. Cost: the module docstring's table.
     """
-    r, l = state.AK.shape
-    d = 2 * r
-    Z = _stacked(state.A, state.B)
-    ZK = _stacked(state.AK, state.BK)
-    rho = state.rho.astype(np.float64)
-    mu, xi = float(state.mu), float(state.xi)
+    smd = state.smd
+    d = 2 * r if smd else r
+    decay = state.solver != "kha"
+    rho, mu, xi = None, 0.0, 0.0
+    if smd:
+        rho, mu, xi = state.gain_terms()
+        rho = rho.astype(np.float64)
     t0, b, a = int(state.t), idx.shape[0], 0
     while a < b:
         e = min(b, a + SEGMENT_ROWS)
-        p = idx[a:e]
-        seg = Segment(_segment_rows(rows, a, e, idx), np.ascontiguousarray(ZK[:, p].T))  # K Z_0^T = ZK_0[:, p]^T
-        S = Z @ ZK[:r].T  # Z_cur AK_cur^T (d x r)
+        seg = columns.segment(a, e)
+        S = columns.products(r) if smd else None  # Z_cur AK_cur^T (d x r)
         while seg.done < e - a:
             m = min(m_max, e - a - seg.done)
-            n = d + m
             Qt = seg.basis_products(m)
-            Gt = np.zeros((n, n))  # Gm^T = X X_K^T, X = [Z_cur; E], X_K = [AK_cur; 0; K_j]
-            Gt[:d, :r] = S
-            Gt[:d, d:] = Qt[:, :d].T
-            Gt[d:, :r] = Qt[:, :r]  # AK_cur[:, p_j]^T
-            Gt[d:, d:] = Qt[:, d:].T
-            W = np.zeros((d, n))
-            W[:, :d] = np.eye(d)
-            R = np.ascontiguousarray(Gt[:d])  # R = W Gm^T at W = [I | 0]
-            done = smd_transform(W, R, Qt, Gt, rho, gain, t0 + a + seg.done, float(l), mu, xi, growth_limit)
-            S = R @ W[:r].T  # Z_new AK_new^T = W Gm^T W_A^T
+            if smd:
+                n = d + m
+                Gt = np.zeros((n, n))  # Gm^T = X X_K^T, X = [Z_cur; E], X_K = [AK_cur; 0; K_j]
+                Gt[:d, :r] = S
+                Gt[:d, d:] = Qt[:, :d].T
+                Gt[d:, :r] = Qt[:, :r]  # AK_cur[:, p_j]^T
+                Gt[d:, d:] = Qt[:, d:].T
+                W = np.zeros((d, n))
+                W[:, :d] = np.eye(d)
+                R = np.ascontiguousarray(Gt[:d])  # R = W Gm^T at W = [I | 0]
+                done = smd_transform(W, R, Qt, Gt, rho, gain, t0 + a + seg.done, float(l), mu, xi, growth_limit)
+                S = R @ W[:r].T  # Z_new AK_new^T = W Gm^T W_A^T
+            else:
+                W = np.zeros((r, r + m))
+                W[:, :r] = np.eye(r)
+                done = kha_transform(W, Qt, gain, t0 + a + seg.done, decay, float(l), growth_limit)
             seg.compose(W, done)
             if not seg.within(growth_limit):
                 break
-        Z, ZK = seg.apply(Z, ZK)
+        columns.apply(seg)
         a += seg.done
-    return {"A": Z[:r], "B": Z[r:], "AK": ZK[:r], "BK": ZK[r:], "rho": rho.astype(state.rho.dtype)}
+    return rho

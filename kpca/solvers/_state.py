@@ -266,6 +266,20 @@ class KHAState(IterativeState):
                              "state: its shards hold the columns)")
         return self.A, self.AK
 
+    def differentials(self) -> tuple[np.ndarray, np.ndarray]:
+        """KHA-SMD's ``(B, BK)``; ValueError naming the one missing (the solver's restore adds ``BK``)."""
+        if self.B is None:
+            raise ValueError(f"state: this {self.solver} state keeps no 'B' (KHA-SMD's differential parameters)")
+        if self.BK is None:
+            raise ValueError("state: a kha-smd state needs 'BK' (B K'); the solver's restore adds it")
+        return self.B, self.BK
+
+    def gain_terms(self) -> tuple[np.ndarray, float, float]:
+        """KHA-SMD's log-gains and meta-parameters ``(rho, mu, xi)``; ValueError if the state lacks them."""
+        if self.rho is None or self.mu is None or self.xi is None:
+            raise ValueError(f"state: this {self.solver} state keeps no 'rho', 'mu' and 'xi' (KHA-SMD's gains)")
+        return self.rho, float(self.mu), float(self.xi)
+
     def resumed_params(self) -> dict:
         """``update`` as it ran, and ``kernel_precision`` float64 for a fit that float32 could not resolve."""
         kept = {} if self.update is None else {"update": self.update}

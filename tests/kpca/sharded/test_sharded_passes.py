@@ -104,10 +104,8 @@ def test_two_sharded_passes_equal_the_one_process_passes(data, solver, split):
 def test_segments_shorter_than_the_block(data, solver, monkeypatch):
     """Several gathers and applies per block (segments of 40 rows in blocks of 64)."""
     import kpca.solvers._blocked as blocked
-    import kpca.sharded.kha_step as kha_step
 
-    monkeypatch.setattr(blocked, "SEGMENT_ROWS", 40)
-    monkeypatch.setattr(kha_step, "SEGMENT_ROWS", 40)
+    monkeypatch.setattr(blocked, "SEGMENT_ROWS", 40)  # one loop (blocked.fold_segments) serves both forms
     first, want = whole_fit(data, solver, 1)
     got, _, _ = sharded_fit(data, first, 1, [150, 270])
     assert_same_state(got, want)
