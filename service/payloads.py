@@ -46,7 +46,9 @@ class ThreadParsedRequest(Request):
     validate_body: BodyValidator | None = None  # set by `ThreadParsedRoute`
 
     # starlette declares (and caches in ``_body``) bytes; here the one buffer `read_body` filled, a bytearray,
-    # which every reader of the body takes as bytes: copying it into bytes would hold the body twice
+    # which every reader of the body takes as bytes: copying it into bytes would hold the body twice. Kept in
+    # starlette's own cache, which its ``stream()`` replays (a starlette internal: held to that by
+    # tests/service/test_framework_internals.py)
     async def body(self) -> bytes | bytearray:  # type: ignore[override]  # a bytearray, not a copy (above)
         """The body, read once into one buffer (`read_body`, where starlette's would hold it twice)."""
         if not hasattr(self, "_body"):
