@@ -5,13 +5,21 @@ FROM python:3.11-slim
 # workers (the dask command) import the same files, those of site-packages, so they share one
 # numba cache (numba keys its cache by source path).
 WORKDIR /build
-COPY pyproject.toml README.md ./
+# The dependencies first, at the exact versions of uv.lock (those make install and CI test), each file
+# checked against the lock's hashes: uv only writes them out as a requirements file (its dependencies
+# without the test and bench extras or the project itself) and is then removed; pip installs them.
+COPY pyproject.toml uv.lock README.md ./
+RUN pip install --no-cache-dir uv \
+    && uv export --quiet --frozen --no-dev --no-emit-project --format requirements.txt -o requirements.txt \
+    && pip install --no-cache-dir --require-hashes -r requirements.txt \
+    && pip uninstall --yes uv
+# Then the project itself, into the same site-packages, with no dependency resolved again.
 COPY kpca kpca
 COPY store store
 COPY workers workers
 COPY service service
 COPY client client
-RUN pip install --no-cache-dir . && rm -rf /build
+RUN pip install --no-cache-dir --no-deps . && rm -rf /build
 
 # A non-root user owns the data folder and the numba cache; nothing else is writable to it.
 RUN useradd --create-home --uid 10001 kpca \

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from service.csv_rows import rows_from_csv  # noqa: F401  (the CSV parser, re-exported)
 from service.errors import ApiError, validation_api_error
+from service.fastapi_internals import BodyValidator, body_validator, single_body_model
 from service.limits import check_rows
 from service.schemas.datasets import ChunkRows
 from store.npy import array_in_buffer, read_buffer_header
@@ -37,9 +38,6 @@ FIELDS_HEADER_BYTES = 16 * 1024
 #: than decoding them (a few rows), and under load each trip is a hand-over of the interpreter's lock
 INLINE_JSON_BYTES = 16 * 1024
 
-#: FastAPI's body field's ``validate`` with its location: decoded JSON -> ``(value, errors)``
-BodyValidator = Callable[[Any], tuple[Any, Any]]
-
 
 class ThreadParsedRequest(Request):
     """A request whose JSON body, when larger than `INLINE_JSON_BYTES`, is decoded (`json.loads`) and
@@ -48,7 +46,9 @@ class ThreadParsedRequest(Request):
     validate_body: BodyValidator | None = None  # set by `ThreadParsedRoute`
 
     # starlette declares (and caches in ``_body``) bytes; here the one buffer `read_body` filled, a bytearray,
-    # which every reader of the body takes as bytes: copying it into bytes would hold the body twice
+    # which every reader of the body takes as bytes: copying it into bytes would hold the body twice. Kept in
+    # starlette's own cache, which its ``stream()`` replays (a starlette internal: held to that by
+    # tests/service/test_framework_internals.py)
     async def body(self) -> bytes | bytearray:  # type: ignore[override]  # a bytearray, not a copy (above)
         """The body, read once into one buffer (`read_body`, where starlette's would hold it twice)."""
         if not hasattr(self, "_body"):
@@ -147,26 +147,20 @@ class ThreadParsedRoute(APIRoute):
     def get_route_handler(self):
         """FastAPI's handler, given a `ThreadParsedRequest` over the same connection."""
         handler = super().get_route_handler()
-        field = self.body_field  # the body parameter itself when it is the only one and not embedded
-        annotation = getattr(getattr(field, "field_info", None), "annotation", None)
-        single_model = any(field is param for param in self.dependant.body_params) and \
-            len(self.dependant.body_params) == 1 and isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-        def validate_body(data):
-            return field.validate(data, {}, loc=("body",))
-
+        model = single_body_model(self)  # FastAPI's internals, read in service.fastapi_internals
+        validate_body = body_validator(self) if model is not None else None
         declared = ((self.openapi_extra or {}).get("requestBody") or {}).get("content") or {}
-        npy_rows = single_model and "rows" in annotation.model_fields and NPY_MEDIA_TYPE in declared
+        npy_rows = model is not None and "rows" in model.model_fields and NPY_MEDIA_TYPE in declared
+        max_rows = rows_bound(model) if npy_rows and model is not None else None
 
         async def parse_off_loop(request: Request):
             threaded: ThreadParsedRequest
             if npy_rows and media_type(request) == NPY_MEDIA_TYPE:
                 threaded = NpyRowsRequest(json_scope(request.scope), request.receive)
-                threaded.max_rows = rows_bound(annotation)
+                threaded.max_rows = max_rows
             else:
                 threaded = ThreadParsedRequest(request.scope, request.receive)
-            if single_model:
-                threaded.validate_body = validate_body
+            threaded.validate_body = validate_body  # None without a single body model
             return await handler(threaded)
 
         return parse_off_loop

@@ -3,7 +3,8 @@ commands run for real: against this module's server and a real ``dask scheduler`
 
 Defends against: an image with no port, health check, command or non-root user; a numba cache in /tmp
 (every container compiling from scratch) or one not filled at build time; compose services that start
-before what they need is healthy, or stay down after a crash.
+before what they need is healthy, or stay down after a crash; an image built from pyproject.toml's ranges
+(whatever was newest that day) instead of uv.lock's versions, those tested (issue 54).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,6 +80,39 @@ def test_the_numba_cache_is_outside_tmp_owned_by_the_user_and_filled_at_build_ti
     # compiled by the user that runs the service, into the cache it reads
     assert index_of("USER") < warm and index_of("ENV", "NUMBA_CACHE_DIR") < warm
     assert steps[warm][1] == "python -m kpca.warmup"
+
+
+def test_the_image_installs_the_locked_versions_then_the_project_without_resolving_again(tmp_path):
+    """The dependencies come from uv.lock (exported by the Dockerfile's own ``uv export`` command, run here
+    on the repository's lock: every requirement pinned to its locked version, with hashes, none of the test
+    extra), installed with their hashes required; the project then with ``--no-deps``, so that nothing
+    is resolved from pyproject.toml's ranges."""
+    steps = instructions()
+    export_step = index_of("RUN", "uv export")
+    assert index_of("COPY", "uv.lock") < export_step < index_of("RUN", "--no-deps .")
+    commands = [part.strip() for part in steps[export_step][1].split("&&")]
+    export = shlex.split(next(c for c in commands if c.startswith("uv export")))
+    assert "--frozen" in export and "--no-dev" in export and "--no-emit-project" in export
+    assert "--no-hashes" not in export
+    output = export[export.index("-o") + 1]
+    assert any(c.startswith("pip install") and "--require-hashes" in c and f"-r {output}" in c for c in commands)
+    assert steps[index_of("RUN", "--no-deps .")][1].startswith("pip install --no-cache-dir --no-deps . ")
+
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        pytest.skip("uv is not installed here (make install fell back to pip)")
+    for name in ("pyproject.toml", "uv.lock"):
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
+    subprocess.run([str(uv), *export[1:]], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    text = (tmp_path / output).read_text()
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    locked = {(package["name"], package["version"]) for package in lock["package"]}
+    pinned = [Requirement(line.split(" \\")[0]) for line in text.splitlines() if line[:1].isalnum()]
+    assert pinned and all(str(r.specifier).startswith("==") for r in pinned)
+    assert {(r.name, str(r.specifier)[2:]) for r in pinned} <= locked
+    names = {r.name for r in pinned}
+    assert {"fastapi", "uvicorn", "numba", "dask"} <= names and not {"pytest", "mypy", "kpca-stream"} & names
+    assert text.count("--hash=sha256:") >= len(pinned)
 
 
 def test_compose_restarts_everything_and_waits_for_health(compose):
