@@ -23,6 +23,7 @@ from service.errors import ApiError, validation_api_error
 from service.fastapi_internals import BodyValidator, body_validator, single_body_model
 from service.limits import check_rows
 from service.schemas.datasets import ChunkRows
+from service.starlette_internals import cache_body, cached_body
 from store.npy import array_in_buffer, read_buffer_header
 
 NPY_MEDIA_TYPE = "application/octet-stream"
@@ -45,15 +46,15 @@ class ThreadParsedRequest(Request):
 
     validate_body: BodyValidator | None = None  # set by `ThreadParsedRoute`
 
-    # starlette declares (and caches in ``_body``) bytes; here the one buffer `read_body` filled, a bytearray,
-    # which every reader of the body takes as bytes: copying it into bytes would hold the body twice. Kept in
-    # starlette's own cache, which its ``stream()`` replays (a starlette internal: held to that by
-    # tests/service/test_framework_internals.py)
+    # the one buffer `read_body` filled, a bytearray, which every reader of the body takes as bytes (copying it
+    # into bytes would hold the body twice), kept in starlette's own cache (`service.starlette_internals`)
     async def body(self) -> bytes | bytearray:  # type: ignore[override]  # a bytearray, not a copy (above)
         """The body, read once into one buffer (`read_body`, where starlette's would hold it twice)."""
-        if not hasattr(self, "_body"):
-            self._body = await read_body(self)  # type: ignore[assignment]  # starlette's cache of it (above)
-        return self._body
+        body = cached_body(self)
+        if body is None:
+            body = await read_body(self)
+            cache_body(self, body)
+        return body
 
     async def json(self):
         """The body as JSON, decoded once; large bodies decoded and validated off the event loop. Cost

@@ -9,9 +9,10 @@ test_health_protocol.py, test_slow_clients.py, test_body_validation_thread.py an
 test_api_npy_bodies.py), and each pin in pyproject.toml is held to its list's `CHECKED_ON`. The rest of
 FastAPI's and starlette's that the service uses is public: `fastapi.routing.iter_route_contexts` (FastAPI
 0.137.2) walks the nested routers, and `service.security.route_path` is the ASGI rule the router matches
-by, held here to starlette's own. One starlette detail is leaned on without an adapter:
+by, held here to starlette's own. `service.starlette_internals` names the one starlette detail leaned on:
 `service.payloads.ThreadParsedRequest` keeps the body it read where starlette's ``Request`` caches it
-(``_body``), so that ``Request.stream()`` replays it; held here too.
+(``_body``), so that ``Request.body()`` returns it and ``Request.stream()`` replays it; held here too, and
+starlette's pin with it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Annotated
 import fastapi
 import httpx
 import pytest
+import starlette
 import uvicorn
 from fastapi import APIRouter, Body, Depends, FastAPI
 from fastapi.encoders import jsonable_encoder
@@ -32,7 +34,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from starlette.requests import Request
 
-from service import fastapi_internals, uvicorn_internals
+from service import fastapi_internals, starlette_internals, uvicorn_internals
 from service.fastapi_internals import (
     DEPENDANT_ATTRIBUTES,
     FIELD_ATTRIBUTES,
@@ -48,7 +50,8 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
-ADAPTERS = {"uvicorn": (uvicorn, uvicorn_internals), "fastapi": (fastapi, fastapi_internals)}
+ADAPTERS = {"uvicorn": (uvicorn, uvicorn_internals), "fastapi": (fastapi, fastapi_internals),
+            "starlette": (starlette, starlette_internals)}
 
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
@@ -242,16 +245,35 @@ def test_the_body_validators_errors_are_fastapis_own_422(body):
     assert jsonable_encoder(errors) == response.json()["detail"]
 
 
-def test_starlettes_request_stream_replays_the_body_cached_in_underscore_body():
-    """`service.payloads.ThreadParsedRequest.body` keeps its buffer in ``_body``, starlette's cache, so that
-    ``Request.stream()`` after it replays the body instead of raising "Stream consumed"."""
+def test_starlettes_request_returns_and_replays_a_body_given_through_its_cache():
+    """`service.starlette_internals.cache_body` gives a request its body: ``Request.body()`` returns that very
+    buffer (no copy) and ``Request.stream()`` replays it instead of receiving again ("Stream consumed")."""
 
     async def receive():
         raise AssertionError("the body was received again")
 
-    async def streamed() -> bytes:
+    async def read() -> tuple[bool, bytes]:
         request = Request({"type": "http", "method": "POST", "headers": []}, receive)
-        request._body = bytearray(b"{}")
-        return b"".join([part async for part in request.stream()])
+        assert starlette_internals.cached_body(request) is None
+        buffer = bytearray(b"{}")
+        starlette_internals.cache_body(request, buffer)
+        same = await request.body() is buffer and starlette_internals.cached_body(request) is buffer
+        return same, b"".join([part async for part in request.stream()])
 
-    assert asyncio.run(streamed()) == b"{}"
+    assert asyncio.run(read()) == (True, b"{}")
+
+
+def test_starlettes_request_caches_the_body_it_reads_where_the_adapter_looks():
+    """starlette's own ``Request.body()`` keeps what it read in the attribute `ATTRIBUTES` names."""
+    messages = iter([{"type": "http.request", "body": b"[1]", "more_body": False}])
+
+    async def receive():
+        return next(messages)
+
+    async def read():
+        request = Request({"type": "http", "method": "POST", "headers": []}, receive)
+        body = await request.body()
+        return body, starlette_internals.cached_body(request), \
+            all(hasattr(request, name) for name in starlette_internals.ATTRIBUTES)
+
+    assert asyncio.run(read()) == (b"[1]", b"[1]", True)
