@@ -52,7 +52,9 @@ IMAGE, LEVEL = "camera", 0.1
 #: work -> (module file suffix, function name) whose cumulative time it is, within each stage
 WORK = {
     "fits": ("kpca/images/denoising.py", "fit_patch_model"),
+    "projections": ("kpca/images/tile_preimages.py", "__init__"),
     "preimages/fixed-point": ("kpca/images/denoising.py", "_fixed_point_step"),
+    "preimages/fixed-point-shared": ("kpca/images/tile_preimages.py", "_fixed_point_step"),
     "preimages/fixed-point-iterated": ("kpca/preimage/fixed_point.py", "fixed_point"),
     "preimages/kwok-tsang": ("kpca/preimage/kwok_tsang.py", "kwok_tsang"),
     "preimages/gradient": ("kpca/preimage/gradient.py", "batched_descent"),

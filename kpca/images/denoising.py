@@ -36,6 +36,7 @@ import numpy as np
 
 from kpca.fitting import FitRequest, prepare_fit
 from kpca.images.patches import PatchGrid, assemble_patches, extract_patches
+from kpca.images.tile_preimages import TilePreimages, leading
 from kpca.kernels import KernelSpec
 from kpca.model import KernelModel
 from kpca.preimage import LearnedInverse, fixed_point, kwok_tsang
@@ -105,14 +106,6 @@ def fit_patch_model(X: np.ndarray, sigma: float, n_components: int) -> KernelMod
     return served_model(state, rows)
 
 
-def leading(model: KernelModel, n_components: int) -> KernelModel:
-    """The model of the first ``n_components`` components of ``model`` (its components are sorted by
-    eigenvalue, so these are the leading ones). Cost O(r l) (a copy of the coefficients)."""
-    r = int(min(n_components, model.n_components))
-    eigenvalues = None if model.eigenvalues is None else model.eigenvalues[:r]
-    return KernelModel(rows=model.rows, A=model.A[:r], AK=model.AK[:r], eigenvalues=eigenvalues)
-
-
 def preimages(model: KernelModel, P: np.ndarray, method: str, options: dict | None = None,
               stop=None) -> np.ndarray:
     """Pre-images of the projections of the patches P (m, n) by one of `PATCH_METHODS` (module note).
@@ -170,6 +163,12 @@ def training_rows(indices: np.ndarray, max_rows: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(indices, max_rows, replace=False))
 
 
+def positions(indices: np.ndarray, subset: np.ndarray) -> np.ndarray | None:
+    """Where the entries of ``subset`` are in the sorted ``indices`` (None if one is not there). O(m log b)."""
+    at = np.minimum(np.searchsorted(indices, subset), max(indices.size - 1, 0))
+    return at if indices.size and np.array_equal(indices[at], subset) else None
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One (rank, method, options) that `denoise_candidates` serves from a fit at one width."""
@@ -217,10 +216,11 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     sigma = settings.sigma(noise)
     assert sigma is not None, "a kernel candidate's settings give a width (LINEAR has linear_pca_candidates)"
     for k, indices in enumerate(blocks):
-        P = patches[indices]
-        model = fit_patch_model(patches[training_rows(indices, max_rows, seed + k)], sigma, r_max)
+        training = training_rows(indices, max_rows, seed + k)
+        model = fit_patch_model(patches[training], sigma, r_max)
+        tile = TilePreimages(model, patches[indices], positions(indices, training))  # shared by every candidate
         for c in candidates:
-            outputs[c.key()][indices] = preimages(leading(model, c.n_components), P, c.method, c.options)
+            outputs[c.key()][indices] = tile.preimages(c.n_components, c.method, c.options, n_samples=max_rows)
         if report is not None:
             report(k + 1, len(blocks))
     return {key: assemble_patches(out, grid) for key, out in outputs.items()}

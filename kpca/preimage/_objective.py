@@ -70,6 +70,12 @@ def kernel_moments(rows: KernelRows, Z: np.ndarray, G: np.ndarray):
 
 def rho_and_gradient(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm2: np.ndarray):
     """``rho(z)`` (b,) and its gradient (b, n) for targets (G = gamma, norm2 = ||Psi||^2). One pass."""
+    return rho_gradient_and_slopes(rows, Z, G, norm2)[:2]
+
+
+def rho_gradient_and_slopes(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm2: np.ndarray):
+    """`rho_and_gradient` and the same pass's ``u = sum_i gamma_i f'_i`` (b,), whose inverse is the
+    fixed-point step's length (`kpca.preimage.gradient.batched_descent`). One pass."""
     spec = rows.kernel
     Z = np.ascontiguousarray(Z, dtype=np.float64)
     s0, u, v, _ = kernel_moments(rows, Z, G)
@@ -79,4 +85,4 @@ def rho_and_gradient(rows: KernelRows, Z: np.ndarray, G: np.ndarray, norm2: np.n
         grad = -4.0 * (Z * u[:, None] - v)
     else:
         grad = -2.0 * v + grad_kzz
-    return rho, grad
+    return rho, grad, u

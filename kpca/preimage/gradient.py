@@ -7,7 +7,7 @@ import numpy as np
 
 from kpca.errors import Stopped
 from kpca.model import KernelModel, Target
-from kpca.preimage._objective import kernel_moments, rho_and_gradient
+from kpca.preimage._objective import rho_and_gradient, rho_gradient_and_slopes
 from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS, kwok_tsang_block
 
 
@@ -89,7 +89,8 @@ def gradient_descent(model: KernelModel, X, *, init=None, max_iter: int = 200, t
     return out
 
 
-def batched_descent(model: KernelModel, X, *, init=None, n_iter: int = 10, n_neighbors: int = 10) -> np.ndarray:
+def batched_descent(model: KernelModel, X, *, init=None, n_iter: int = 10, n_neighbors: int = 10,
+                    components=None) -> np.ndarray:
     """Pre-images by steepest descent on rho for all points at once, from the Kwok–Tsang start (seed
     002 §4.2: gradient descent started at the Kwok–Tsang point), a fixed number of steps.
 
@@ -108,6 +109,9 @@ def batched_descent(model: KernelModel, X, *, init=None, n_iter: int = 10, n_nei
         Starts; default the lower-rho of the Kwok–Tsang point and x (x for ``tanh``).
     n_iter : int, default 10
     n_neighbors : int, default 10
+    components : ndarray of shape (m, r), optional
+        The projections of X onto the model's components, where the caller has them (they are not
+        computed again).
 
     Returns
     -------
@@ -116,17 +120,17 @@ def batched_descent(model: KernelModel, X, *, init=None, n_iter: int = 10, n_nei
     """
     X = model.check_points(X)
     init = None if init is None else model.check_points(init, "init")
+    components = model.check_components(components, X.shape[0])
     out = np.empty_like(X)
     step = model.block_rows()
     radial = model.kernel.kernel.radial
     for a in range(0, X.shape[0], step):
         Xb = X[a : a + step]
-        target = model.target(Xb)
+        target = model.target(Xb) if components is None else model.target_from_components(components[a : a + step])
         Z = _gradient_starts(model, Xb, target, n_neighbors) if init is None else init[a : a + step].copy()
         G, norm2 = target.gamma, target.norm2
-        rho, grad = rho_and_gradient(model.rows, Z, G, norm2)
+        rho, grad, u = rho_gradient_and_slopes(model.rows, Z, G, norm2)
         if radial:
-            u = kernel_moments(model.rows, Z, G)[1]
             t = 1.0 / np.maximum(4.0 * np.abs(u), 1e-300)
         else:
             t = 0.1 * (1.0 + np.linalg.norm(Z, axis=1)) / np.maximum(np.linalg.norm(grad, axis=1), 1e-300)

@@ -51,7 +51,7 @@ class LearnedInverse:
 
     @classmethod
     def fit(cls, model: KernelModel, *, n_samples: int = 2000, alpha: float | None = None,
-            gamma: float | None = None, rng=None) -> LearnedInverse:
+            gamma: float | None = None, rng=None, components=None) -> LearnedInverse:
         """Fit the map on ``s = min(n_samples, l)`` random training points.
 
         Parameters
@@ -64,6 +64,9 @@ class LearnedInverse:
             Default ``1 / median ||b_i - b_j||^2`` over distinct pairs of the sample.
         rng : int or numpy.random.Generator, optional
             Chooses the sample; None means a fixed seed.
+        components : ndarray of shape (l, r), optional
+            The projections of the model's l training rows, where the caller has them: the sample's are
+            read from it instead of computed (the same map, without the sample's kernel rows).
 
         Returns
         -------
@@ -75,7 +78,12 @@ class LearnedInverse:
         s = int(min(max(1, n_samples), l))
         idx = np.sort(rng.choice(l, size=s, replace=False))
         Xs = np.asarray(model.rows.take(idx), dtype=np.float64)
-        Bs = model.project(Xs)
+        if components is None:
+            Bs = model.project(Xs)
+        else:
+            components = model.check_components(components, l)
+            assert components is not None  # given, so checked, not None
+            Bs = components[idx]
         D = _pairwise_sq(Bs, Bs)
         if gamma is None:
             off_diagonal = D[np.triu_indices(s, k=1)]

@@ -1,0 +1,108 @@
+"""Every rank's and pre-image method's output for one tile's patches, from what they share (issue 55).
+
+`kpca.images.denoising.denoise_candidates` serves a grid of ranks and methods from one model per tile and
+kernel width (fitted at the largest rank). Each candidate's pre-images start from the patches'
+projections onto the model's leading components, and the fixed-point step (Mika et al.'s weighted mean,
+`kpca.images.denoising`) from the patches' kernel values and profile slopes against the model's rows;
+computed per candidate, these kernel evaluations (a ``b x l x n`` product and ``b l`` exponentials each)
+were most of the one-call route's time. `TilePreimages` computes them once per tile and width:
+
+* the projections ``beta = A k'(p)`` onto the r components (`kpca.model.KernelModel.project`); the leading
+  r' of them are the projections of the model's leading r' components (`leading`),
+  whose targets ``Psi = sum_i gamma_i Phi(x_i)`` (`kpca.model.KernelModel.target_from_components`) every
+  method starts from;
+* for the fixed-point step, ``k(p, x_i)`` and the profile's slopes ``f'_i`` (b, l) against the training
+  rows x_i, which give the step's ``u = sum_i gamma_i f'_i`` and ``v = sum_i gamma_i f'_i x_i``
+  (`kpca.preimage._objective.kernel_moments`) for every rank by one product each.
+
+Kwok-Tsang, the gradient pre-image and the learned map take the projections as ``components``; the learned
+map's training sample reads its own from them where the model's rows are among the tile's patches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kpca.kernels import kernel_and_slope, squared_norms
+from kpca.model import KernelModel
+from kpca.preimage import LearnedInverse, fixed_point, kwok_tsang
+from kpca.preimage.gradient import batched_descent
+
+__all__ = ["TilePreimages", "leading"]
+
+
+def leading(model: KernelModel, n_components: int) -> KernelModel:
+    """The model of the first ``n_components`` components of ``model`` (its components are sorted by
+    eigenvalue, so these are the leading ones). Cost O(r l) (a copy of the coefficients)."""
+    r = int(min(n_components, model.n_components))
+    eigenvalues = None if model.eigenvalues is None else model.eigenvalues[:r]
+    return KernelModel(rows=model.rows, A=model.A[:r], AK=model.AK[:r], eigenvalues=eigenvalues)
+
+
+class TilePreimages:
+    """A tile's patches P (b, n) and its model (r components, l training rows), with the projections and
+    kernel values that every candidate (rank, pre-image method) shares (module docstring).
+
+    ``training`` : positions in P of the model's training rows, in the model's order, when they are all
+    among P (a tile's model is fitted on a sample of its own patches); None otherwise.
+    Cost: O(b l (n + r)) once, memory O(b l).
+    """
+
+    def __init__(self, model: KernelModel, P: np.ndarray, training: np.ndarray | None = None):
+        self.model = model
+        self.P = model.check_points(P)
+        self.training = training
+        self.components = model.project(self.P)  # (b, r)
+        self._moments: tuple[np.ndarray, np.ndarray] | None = None  # the slopes f' (b, l), the rows (l, n)
+
+    def preimages(self, rank: int, method: str, options: dict | None = None, n_samples: int = 2000,
+                  stop=None) -> np.ndarray:
+        """The pre-images of the patches' projections onto the leading ``rank`` components by ``method``
+        (`kpca.images.denoising.PATCH_METHODS` but ``linear``), as `kpca.images.denoising.preimages` computes
+        them, from the shared projections (and kernel values); ``n_samples``: the learned map's training sample, at
+        most. Cost: the method's, less the projections'."""
+        options = dict(options or {})
+        neighbours = int(options.get("n_neighbors", 10))
+        served = leading(self.model, rank)
+        B = self.components[:, : served.n_components]
+        if method == "fixed-point":
+            n_iter = int(options.get("n_iter", 1))
+            if n_iter == 1:
+                return self._fixed_point_step(served, B)
+            return fixed_point(served, self.P, n_iter=n_iter, tol=0.0, restarts=1, n_neighbors=neighbours,
+                               init=self.P, components=B, stop=stop)
+        if method == "kwok-tsang":
+            return kwok_tsang(served, self.P, n_neighbors=neighbours, components=B)
+        if method == "gradient":
+            return batched_descent(served, self.P, n_iter=int(options.get("n_iter", 10)), n_neighbors=neighbours,
+                                   components=B)
+        if method == "learned":
+            training = None if self.training is None else self.components[self.training, : served.n_components]
+            inverse = LearnedInverse.fit(served, n_samples=n_samples, rng=np.random.default_rng(0),
+                                         components=training)
+            return inverse.map_components(B)
+        raise ValueError(f"method: {method!r} is not a patch pre-image method")
+
+    def _kernel_slopes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(f', Y)``: the profile's slopes ``f'(p, x_i)`` (b, l) and the training rows Y (l, n) in the data's
+        coordinates, as `kpca.preimage._objective.kernel_moments` reads them. Computed once: O(b l n)."""
+        if self._moments is None:
+            rows = self.model.rows
+            Y = np.concatenate([np.asarray(chunk, dtype=np.float64) for _, chunk in rows.chunks()])
+            _, slopes = kernel_and_slope(rows.kernel, self.P @ Y.T, squared_norms(self.P), squared_norms(Y))
+            self._moments = (slopes, Y)
+        return self._moments
+
+    def _fixed_point_step(self, served: KernelModel, B: np.ndarray) -> np.ndarray:
+        """One step of Mika et al.'s iteration from the patches themselves, ``z = v / u`` at ``z = p``
+        (`kpca.images.denoising`'s fixed point with ``n_iter`` 1); a patch whose ``|u|`` vanishes
+        (``<= 1e-12 sum_i |gamma_i f'_i|``) is kept. O(b l (r + n))."""
+        slopes, Y = self._kernel_slopes()
+        weighted = served.expansion_from_components(B)  # gamma (b, l): the targets' expansions
+        weighted *= slopes  # gamma_i f'_i
+        u = weighted.sum(axis=1)
+        scale = np.abs(weighted).sum(axis=1)
+        moving = np.abs(u) > 1e-12 * scale
+        out = self.P.copy()
+        out[moving] = (weighted[moving] @ Y) / u[moving, None]
+        return out
