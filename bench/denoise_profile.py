@@ -3,8 +3,9 @@
 The path is the worker function the route ``POST /v1/denoise-image`` calls with its defaults
 (`workers.image_jobs.denoise_with_own_models`), on bench/denoise_quality.py's camera crops with noise 0.1
 (the same 16-bit pixels, `noisy_cases`). It runs once as the route runs it (the total and the steps it
-times itself); then its stages run again one by one, each under ``cProfile``, and must give the same
-image bit for bit: the noise estimate, the tuning's candidates (`kpca.images.tuning.tune_patches`), the
+times itself; its tiles on the cores it may use); then its stages run again one by one, each under
+``cProfile`` with the tiles in one thread (where the profiler sees them), and must give the same image bit
+for bit: the noise estimate, the tuning's candidates (`kpca.images.tuning.tune_patches`), the
 second stage's choice (`kpca.images.second_stage.choose_second_stage`), the final first stage and the
 final second stage. Inside each stage, the cumulative seconds of the functions that do the work (`WORK`):
 the tiles' kernel PCA fits (`kpca.images.denoising.fit_patch_model`), the pre-images by method, linear
@@ -41,6 +42,7 @@ from skimage.metrics import peak_signal_noise_ratio  # noqa: E402
 
 from bench._common import save  # noqa: E402
 from bench.denoise_quality import noisy_cases  # noqa: E402
+from kpca._threads import tile_threads  # noqa: E402
 from kpca.images.denoising import PatchSettings, denoise_image  # noqa: E402
 from kpca.images.noise_level import noise_level  # noqa: E402
 from kpca.images.patches import from_unit, to_unit  # noqa: E402
@@ -75,7 +77,8 @@ def profiled(call):
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
-    result = call()
+    with tile_threads(1):  # the tiles in this thread, where the profiler sees them
+        result = call()
     profiler.disable()
     seconds = time.perf_counter() - started
     stats = pstats.Stats(profiler)

@@ -29,11 +29,14 @@ model of every patch of the image beats a model per tile, whatever its kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from kpca._threads import map_threads, serial_blas, tile_threads
 from kpca.fitting import FitRequest, prepare_fit
 from kpca.images.patches import PatchGrid, assemble_patches, extract_patches
 from kpca.images.tile_preimages import TilePreimages, leading
@@ -184,9 +187,31 @@ class Candidate:
         return {"n_components": self.n_components, "method": self.method, "options": dict(self.options)}
 
 
+def map_tiles(work: Callable[[int], dict], count: int, threads: int | None = None) -> Iterator[dict]:
+    """``work(k)`` for k = 0 .. count - 1, yielded in order, on ``threads`` threads (default
+    `kpca._threads.map_threads`, the cores the caller may use) with BLAS on one thread each. At most two
+    tiles per thread are started ahead of the one the caller reads, so a caller that stops reading (its
+    ``report`` raised `kpca.errors.Stopped`) leaves the rest unstarted. One thread: in the calling thread."""
+    threads = max(1, min(int(threads or map_threads()), count))
+    if threads == 1:
+        yield from (work(k) for k in range(count))
+        return
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="kpca-tiles")
+    try:
+        with serial_blas():
+            ahead = deque(pool.submit(work, k) for k in range(min(count, 2 * threads)))
+            for k in range(count):
+                done = ahead.popleft().result()
+                if k + len(ahead) + 1 < count:
+                    ahead.append(pool.submit(work, k + len(ahead) + 1))
+                yield done
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float, candidates: Iterable[Candidate],
                        max_rows: int = MAX_ROWS, report: Callable[[int, int], None] | None = None,
-                       seed: int = 0) -> dict[tuple, np.ndarray]:
+                       seed: int = 0, threads: int | None = None) -> dict[tuple, np.ndarray]:
     """The image denoised by every candidate (rank, method) at ``settings``' patches, tiles and width,
     sharing one fit per tile (at the largest rank). Returns ``{candidate.key(): image}``.
 
@@ -204,6 +229,9 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
         ``report(done, total)`` after each tile.
     seed : int
         Chooses each tile's training sample (tile k uses ``seed + k``).
+    threads : int, optional
+        Tiles denoised at once (`map_tiles`; default the cores the caller may use). The result does not
+        depend on it.
 
     Cost per tile of b patches and l = min(b, max_rows) training rows: the fit O(l^2 n + l^3), each
     candidate's pre-images O(b l n) per step.
@@ -215,12 +243,20 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     blocks = tile_blocks(grid, settings.tile)
     sigma = settings.sigma(noise)
     assert sigma is not None, "a kernel candidate's settings give a width (LINEAR has linear_pca_candidates)"
-    for k, indices in enumerate(blocks):
+
+    def tile(k: int) -> dict[tuple, np.ndarray]:
+        """Tile k's candidates: one fit (at the largest rank) and the projections they share."""
+        indices = blocks[k]
         training = training_rows(indices, max_rows, seed + k)
-        model = fit_patch_model(patches[training], sigma, r_max)
-        tile = TilePreimages(model, patches[indices], positions(indices, training))  # shared by every candidate
-        for c in candidates:
-            outputs[c.key()][indices] = tile.preimages(c.n_components, c.method, c.options, n_samples=max_rows)
+        with tile_threads(1):  # the tiles share the cores; each one's kernel tiles run in its own thread
+            model = fit_patch_model(patches[training], sigma, r_max)
+            shared = TilePreimages(model, patches[indices], positions(indices, training))
+            return {c.key(): shared.preimages(c.n_components, c.method, c.options, n_samples=max_rows)
+                    for c in candidates}
+
+    for k, tile_outputs in enumerate(map_tiles(tile, len(blocks), threads)):
+        for key, out in tile_outputs.items():
+            outputs[key][blocks[k]] = out
         if report is not None:
             report(k + 1, len(blocks))
     return {key: assemble_patches(out, grid) for key, out in outputs.items()}

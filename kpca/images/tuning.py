@@ -173,6 +173,12 @@ class Tuned:
         margin"`` (`MARGIN` standard errors).
     second_stage : dict or None
         Set by `kpca.images.second_stage.choose_second_stage`: ``stage`` (a Wiener variant or None) and the risks.
+    first_outputs : list or None
+        The chosen candidate's outputs on the tuning windows, per draw of z (``[draw][window]``), as the tuning
+        computed them (`tune_patches`; None where a draw was not computed): the second stage's estimate reads
+        them instead of running the first stage again.
+    seed : int
+        Of the draws z (`recorruptions`) the risks were estimated with.
     """
 
     settings: PatchSettings | Candidate  # a Candidate from `tune_model` (a stored model's rank and pre-image)
@@ -182,6 +188,8 @@ class Tuned:
     pixels: int = 0
     chosen: dict | None = None
     second_stage: dict | None = None
+    first_outputs: list | None = field(default=None, repr=False)
+    seed: int = 0  # of the draws z the risks were estimated with
 
     def summary(self) -> dict:
         """What was chosen, the noise level and the chosen row's estimate, as one flat dict. O(candidates)."""
@@ -314,16 +322,24 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     s1, offset = recorrupted_levels(noise)
     pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
 
-    def kernel_losses(by_width, draw_pairs) -> dict[tuple, list[np.ndarray]]:
-        """Per candidate, per window, the per-pixel loss (T1) averaged over ``draw_pairs``."""
+    # candidate key -> draw -> its outputs on the windows, for the second stage's estimate (`Tuned.first_outputs`)
+    kept: dict[tuple, dict[int, list]] = {}
+
+    def keep(key, draw: int, window: int, value) -> None:
+        kept.setdefault(key, {}).setdefault(draw, [None] * len(windows))[window] = value
+
+    def kernel_losses(by_width, draw_pairs, first_draw: int) -> dict[tuple, list[np.ndarray]]:
+        """Per candidate, per window, the per-pixel loss (T1) averaged over ``draw_pairs`` (draws
+        ``first_draw ..``); every output kept (`keep`)."""
         out: dict[tuple, list[np.ndarray]] = {}
         for width, candidates in by_width.items():
             settings = replace(base, width=width)
-            for rows, cols in windows:
+            for w, (rows, cols) in enumerate(windows):
                 sums: dict[tuple, np.ndarray] = {}
-                for y1, target in draw_pairs:
+                for d, (y1, target) in enumerate(draw_pairs):
                     outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed)
                     for key, value in outputs.items():
+                        keep((width, *key), first_draw + d, w, value)
                         sums[key] = sums.get(key, 0.0) + ((value - target[rows, cols]) ** 2 - offset) / len(draw_pairs)
                 for key, mean_loss in sums.items():
                     out.setdefault((width, *key), []).append(mean_loss)
@@ -337,24 +353,26 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     linear_maps: dict[tuple, list[np.ndarray]] = {}  # per draw, the whole image's per-pixel loss
     if None in grid:  # linear: one model of all of y1's patches, its rank chosen on the whole image
         ranks = [c.n_components for c in grid[None]]
-        for y1, target in pairs:
+        for d, (y1, target) in enumerate(pairs):
             outs = linear_pca_candidates(y1, base.patch, base.stride, ranks)
             for c in grid[None]:
                 linear_maps.setdefault((None, *c.key()), []).append((outs[c.n_components] - target) ** 2 - offset)
+                for w, (rows, cols) in enumerate(windows):
+                    keep((None, *c.key()), d, w, outs[c.n_components][rows, cols])
         tick()
 
     def linear_losses(draw_slice) -> dict[tuple, list[np.ndarray]]:
         return {key: [np.mean(maps[draw_slice], axis=0)[rows, cols] for rows, cols in windows]
                 for key, maps in linear_maps.items()}
 
-    screened = kernel_losses({w: grid[w] for w in kernel_widths}, pairs[:1])  # every candidate, the first draw
+    screened = kernel_losses({w: grid[w] for w in kernel_widths}, pairs[:1], 0)  # every candidate, the first draw
     shortlist = sorted(screened, key=lambda key: sum(np.sum(a) for a in screened[key]))[:SHORTLIST]
     confirmed = {}
     if len(pairs) > 1 and shortlist:  # the shortlist again, on the other draws
         by_width: dict[float, list[Candidate]] = {}
         for width, r, method, options in shortlist:
             by_width.setdefault(width, []).append(Candidate(r, method, dict(options)))
-        confirmed = kernel_losses(by_width, pairs[1:])
+        confirmed = kernel_losses(by_width, pairs[1:], 1)
     table, final, averaged = [], [], linear_losses(slice(None))
     for key, maps in linear_maps.items():
         whole_risk = float(np.mean([np.mean(m) for m in maps]))
@@ -373,7 +391,10 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         tick()
     chosen = replace(base, width=row["width"], n_components=row["n_components"], method=row["method"],
                      options=row["options"])
-    return Tuned(chosen, noise, estimated, sorted(table, key=lambda r: r["risk"]), pixels, row)
+    by_draw = kept.get((row["width"], row["n_components"], row["method"], tuple(sorted(row["options"].items()))), {})
+    first_outputs = [by_draw.get(d) for d in range(len(pairs))]
+    return Tuned(chosen, noise, estimated, sorted(table, key=lambda r: r["risk"]), pixels, row,
+                 first_outputs=first_outputs, seed=seed)
 
 
 def model_candidates(model, fixed: Mapping | None = None) -> list[Candidate]:

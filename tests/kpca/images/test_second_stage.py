@@ -207,3 +207,26 @@ def test_a_variant_replaces_the_single_stage_only_by_more_than_the_margin(rng):
     assert choose_variant(risks, losses, 1) == {"chosen": WIENER, "standard_error": None}
     risks = {"first": 0.0, WIENER: 1.0, "wiener2": 2.0}
     assert choose_variant(risks, losses, 1)["chosen"] is None
+
+
+@pytest.mark.parametrize("method", ["fixed-point", LINEAR])
+def test_the_second_stage_reads_the_tunings_first_stage_outputs_and_estimates_the_same(method, rng):
+    """Issue 55: `choose_second_stage` reads the chosen candidate's outputs that `tune_patches` computed on
+    the same draws (``Tuned.first_outputs``) instead of running the first stage again; its risks equal
+    those of the first stage run again to rounding (the tuning fitted each width at its largest rank)."""
+    from kpca.images.second_stage import choose_second_stage
+    from kpca.images.tuning import tune_patches
+
+    clean = scene(48, 6)
+    noisy = clean + rng.normal(0.0, 0.1, clean.shape)
+    base = PatchSettings(patch=5, stride=2, tile=16)
+    tuned = tune_patches(noisy, base, {"method": method}, noise=0.1)
+    assert tuned.settings.method == method and tuned.seed == 0
+    assert len(tuned.first_outputs) == DRAWS and all(d is not None for d in tuned.first_outputs)
+    reused = choose_second_stage(noisy, tuned).second_stage["risks"]
+    again = second_stage_risks(noisy, tuned.settings, tuned.noise)
+    for key in ("first", WIENER):
+        assert reused[key] == pytest.approx(again[key], rel=1e-9, abs=1e-12), key
+    assert reused["chosen"] == again["chosen"]
+    other_seed = choose_second_stage(noisy, tuned, seed=1).second_stage["risks"]  # other draws: run again
+    assert other_seed == second_stage_risks(noisy, tuned.settings, tuned.noise, seed=1)

@@ -48,3 +48,43 @@ def test_an_unknown_method_names_the_field(patches):
     model = fit_patch_model(patches[:60], sigma=1.0, n_components=3)
     with pytest.raises(ValueError, match="method"):
         TilePreimages(model, patches[:60]).preimages(2, "bogus")
+
+
+def test_tiles_on_two_threads_give_the_one_thread_answer_and_report_in_order():
+    """`kpca.images.denoising.denoise_candidates` runs its tiles on the caller's cores (`map_tiles`); the
+    answer does not depend on how many, and progress is reported tile by tile, in order."""
+    from kpca.images.denoising import Candidate, PatchSettings, denoise_candidates
+
+    rng = np.random.default_rng(2)
+    y, x = np.mgrid[0:40, 0:40] / 39.0
+    noisy = 0.5 + 0.3 * np.sin(5 * x) * np.cos(3 * y) + rng.normal(0.0, 0.1, (40, 40))
+    settings = PatchSettings(patch=5, stride=2, tile=16)
+    candidates = [Candidate(2, "fixed-point", {"n_iter": 1}), Candidate(4, "kwok-tsang", {"n_neighbors": 5})]
+    reports = {1: [], 2: []}
+    answers = {threads: denoise_candidates(noisy, settings, 0.1, candidates, threads=threads,
+                                           report=lambda done, total, t=threads: reports[t].append((done, total)))
+               for threads in (1, 2)}
+    for key in answers[1]:
+        assert np.array_equal(answers[1][key], answers[2][key]), key
+    assert reports[1] == reports[2] == [(k, 4) for k in range(1, 5)]  # 2 x 2 tiles of about 16 pixels
+
+
+def test_a_report_that_stops_leaves_the_remaining_tiles_undone():
+    from kpca.errors import Stopped
+    from kpca.images.denoising import map_tiles
+
+    started = []
+
+    def work(k):
+        started.append(k)
+        return {"k": k}
+
+    got = []
+    with pytest.raises(Stopped):
+        for out in map_tiles(work, 50, threads=2):
+            got.append(out["k"])
+            if len(got) == 3:
+                raise Stopped("asked to stop")
+    assert got == [0, 1, 2]
+    assert len(started) <= 3 + 2 * 2, "at most two tiles per thread run ahead of the one read"
+    assert sorted(started) == list(range(len(started)))
