@@ -69,7 +69,7 @@ def sweep(noise: float, stride: int = STRIDE) -> None:
         runs.append({"method": "linear_pca", "r": r, "snr_db": snr_db(clean, assemble_patches(linear_pca_denoise(P, r),
                                                                                             grid))})
         for sigma in (1.0, 2.0, 3.0, 5.0, 8.0):
-            model = KernelModel.from_estimator(KernelHebbianPCA(r, sigma=sigma, solver="exact").fit(P))
+            model = KernelHebbianPCA(r, sigma=sigma, solver="exact").fit(P).model_
             for method in ("fixed-point", "learned"):
                 if method == "learned":
                     out = LearnedInverse.fit(model, rng=np.random.default_rng(0))(P)

@@ -64,7 +64,7 @@ def run(figures: Path, quick: bool = False) -> dict:
         model = KernelModel(rows=rows, A=res["state"]["A"].copy(), AK=res["state"]["AK"].copy())
         out[solver] = reconstruct(model, noisy, method="fixed-point")
         mse[solver] = float(np.mean((out[solver] - clean) ** 2))
-    exact = KernelModel.from_estimator(KernelHebbianPCA(R, sigma=sigma, solver="exact").fit(noisy))
+    exact = KernelHebbianPCA(R, sigma=sigma, solver="exact").fit(noisy).model_
     mse["exact"] = float(np.mean((reconstruct(exact, noisy, method="fixed-point") - clean) ** 2))
     cut = {k: 1 - v / mse_noisy for k, v in mse.items()}
 

@@ -10,7 +10,7 @@ import scipy.linalg
 import scipy.sparse.linalg
 
 from kpca._dense import SERIAL_MAX
-from kpca._threads import _controller_, _set_threads, blas_threads, serial_blas
+from kpca._threads import _controller_, _set_threads, serial_blas
 
 
 @contextlib.contextmanager
@@ -28,6 +28,7 @@ def two_blas_threads():
             _set_threads(library, threads)
 from kpca.estimator import KernelHebbianPCA
 from kpca.metrics import subspace_angles
+from tests.kpca_helpers import blas_threads
 
 
 @pytest.fixture
