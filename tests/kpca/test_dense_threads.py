@@ -9,6 +9,7 @@ import pytest
 import scipy.linalg
 import scipy.sparse.linalg
 
+from bench._common import subspace_angles
 from kpca._dense import SERIAL_MAX
 from kpca._threads import _controller_, _set_threads, serial_blas
 
@@ -27,7 +28,6 @@ def two_blas_threads():
         for library, threads in zip(libraries, before):
             _set_threads(library, threads)
 from kpca.estimator import KernelHebbianPCA
-from kpca.metrics import subspace_angles
 from tests.kpca_helpers import blas_threads
 
 

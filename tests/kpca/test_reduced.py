@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import kpca.solvers._nystrom as nystrom_module
+from bench._common import subspace_angles
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec, kernel_block
-from kpca.metrics import subspace_angles
 from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.rows import KernelRows
