@@ -3,7 +3,7 @@
 Components are compared in feature space: each model's components are
 combinations of Phi over its own points (training rows, or centres), so
 both are written over the union of the points and their principal angles
-taken with its uncentred kernel matrix (`kpca.metrics.subspace_angles`);
+taken with its uncentred kernel matrix (`bench._common.subspace_angles`);
 projections of held-out rows are compared up to an r x r linear map (the
 alignment of seed 004 §6); eigenvalue estimates by their relative error.
 """
