@@ -1,5 +1,5 @@
-"""What every bench script shares: where results go, the machine they were measured on, and an
-iterative solver's first state.
+"""What every bench script shares: where results go, the machine they were measured on, an
+iterative solver's first state, and measures of a fit (principal angles, excess errors).
 
 Results are JSON documents in ``bench/results/`` (or the folder named by the environment
 variable ``KPCA_BENCH_RESULTS``: the Makefile's quick set writes there, so that small runs never
@@ -149,7 +149,7 @@ def start_iterative(solver_name: str, rows, n_components: int, mean_diagonal: fl
     """An iterative solver's first state through the registry (`kpca.solvers.SOLVERS`).
 
     ``rows`` is a row source (`kpca.rows.KernelRows` with its centring set, or
-    `kpca.rows.DenseRows`); ``mean_diagonal`` is ``trace(K') / l``, from which the default
+    `bench._stepwise.DenseRows`); ``mean_diagonal`` is ``trace(K') / l``, from which the default
     gains follow; ``given`` are parameters as a request would give them (``seed``, ``init``, ...).
     The start is the paper's random one unless ``init`` is given: the benches time and follow the
     iteration itself (a fit's default, ``init="auto"``, starts warm where affordable).
@@ -161,6 +161,24 @@ def start_iterative(solver_name: str, rows, n_components: int, mean_diagonal: fl
     context = FitContext(n_rows=rows.n_rows, n_components=n_components, mean_diagonal=mean_diagonal)
     params = solver.resolved({"init": "random", **given}, context)
     return params, solver.start(rows, n_components, params)
+
+
+def subspace_angles(A1, A2, Kc):
+    """Principal angles (radians, ascending) between span(A1 Phi') and span(A2 Phi'), from the
+    feature-space Gram matrices ``Ai K' Aj^T`` (each subspace orthonormalised by a Cholesky factor of
+    its own). O(r l^2)."""
+    import numpy as np
+
+    from kpca._dense import cholesky, solve, svd
+
+    G11 = A1 @ Kc @ A1.T
+    G22 = A2 @ Kc @ A2.T
+    G12 = A1 @ Kc @ A2.T
+    L1 = cholesky(G11)
+    L2 = cholesky(G22)
+    M = solve(L1, solve(L2, G12.T).T)
+    s = np.clip(svd(M, compute_uv=False), 0.0, 1.0)
+    return np.sort(np.arccos(s))
 
 
 def best_of(repeat: int, call) -> tuple[float, object]:

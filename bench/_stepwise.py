@@ -9,7 +9,9 @@ in tests/, because a bench script must import nothing from tests/.
 * `kha_steps`, `smd_steps`: jitted loops, one row at a time, O(r l) per row;
 * `step_block_reference`: a block of rows through them, on a copy of the state;
 * `run_passes_reference`: whole passes (same permutations, blocks and divergence guard as
-  `kpca.driver.run_passes`) with a given step.
+  `kpca.driver.run_passes`) with a given step;
+* `DenseRows`: a row source over a dense centred kernel matrix K' (small l), which the references,
+  the tests and the benches' and papers' exact runs hand the solvers and the driver.
 """
 
 import numba
@@ -172,3 +174,35 @@ def run_passes_reference(rows, state: dict, passes: int, block_size: int, step=s
         state = state.replace(position=0)
         state.pass_ += 1
     return state
+
+
+class DenseRows:
+    """A row source over an in-memory centred kernel matrix K' (small l): the same interface as
+    `kpca.rows.KernelRows` for the solvers and the driver (``n_rows``, ``block``, ``square``, ``times``,
+    ``left_product``), for the references, the tests and the benches' exact runs. It has no
+    ``centering``: K' is given centred."""
+
+    centering = None
+
+    def __init__(self, Kc: np.ndarray):
+        self.Kc = Kc
+        self.n_rows = Kc.shape[0]
+
+    def block(self, indices: np.ndarray) -> np.ndarray:
+        """``K'[indices, :]``."""
+        return self.Kc[indices]
+
+    def square(self, indices: np.ndarray) -> np.ndarray:
+        """``K'[indices][:, indices]``."""
+        return self.Kc[np.ix_(indices, indices)]
+
+    def times(self, C: np.ndarray, block_size: int = 0) -> np.ndarray:
+        """``C K'`` (d, l)."""
+        return np.asarray(C, dtype=np.float64) @ self.Kc
+
+    def left_product(self, indices: np.ndarray, C: np.ndarray, out: np.ndarray, T: np.ndarray | None = None,
+                     start: np.ndarray | None = None) -> np.ndarray:
+        """``out = T start + C K'[indices, :]`` (T the identity and start ``out`` by default)."""
+        start = out if start is None else start
+        out[:] = (start if T is None else T @ start) + C @ self.Kc[indices]
+        return out

@@ -23,10 +23,11 @@ import scipy.linalg  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 from bench._common import output_path, save, start_iterative  # noqa: E402
+from bench._stepwise import DenseRows  # noqa: E402
 from kpca.driver import PassHooks, run_passes  # noqa: E402
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.metrics import excess_error, minimal_error  # noqa: E402
-from kpca.rows import DenseRows, KernelRows  # noqa: E402
+from kpca.rows import KernelRows  # noqa: E402
 from kpca.solvers import SOLVERS  # noqa: E402
 
 

@@ -55,7 +55,7 @@ def main():
     sweep = {}
     for candidate in (2.0, 3.0, 4.0, 5.0, 6.0):
         est = KernelHebbianPCA(16, sigma=candidate, solver="exact").fit(train)
-        sweep[candidate] = sse(fixed_point(KernelModel.from_estimator(est), noisy_validation), validation)
+        sweep[candidate] = sse(fixed_point(est.model_, noisy_validation), validation)
     sigma = args.sigma_kernel or min(sweep, key=sweep.get)
     noisy_sets = {("gaussian", s): gaussian_noise(test, s, np.random.default_rng(1)) for s in GAUSSIAN}
     noisy_sets.update({("speckle", p): speckle_noise(test, p, np.random.default_rng(2)) for p in SPECKLE})

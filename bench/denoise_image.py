@@ -35,7 +35,7 @@ from bench._common import output_path, save, start_iterative  # noqa: E402
 from kpca.defaults import default_block_size  # noqa: E402
 from kpca.driver import run_passes  # noqa: E402
 from kpca.images.patches import (  # noqa: E402
-    assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants)
+    assemble_patches, downscale_mean, extract_patches, snr_db, split_quadrants)
 from kpca.kernels import KernelSpec  # noqa: E402
 from kpca.metrics import excess_error, minimal_error  # noqa: E402
 from kpca.model import KernelModel  # noqa: E402
@@ -50,6 +50,38 @@ def linear_pca_denoise(P, r):
     mean = P.mean(axis=0)
     U, S, Vt = np.linalg.svd(P - mean, full_matrices=False)
     return (P - mean) @ Vt[:r].T @ Vt[:r] + mean
+
+
+def join_quadrants(parts, shape) -> np.ndarray:
+    """Inverse of `kpca.images.patches.split_quadrants`: the image of the given shape from its four parts.
+
+    Parameters
+    ----------
+    parts : sequence of four ndarrays
+        Top-left, top-right, bottom-left, bottom-right, as from `split_quadrants`.
+    shape : tuple of int
+        Shape (H, W) or (H, W, C) of the original image.
+
+    Returns
+    -------
+    ndarray of shape `shape`, dtype of the parts (promoted if they differ).
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(parts) != 4:
+        raise ValueError(f"parts: expected 4 sub-images, got {len(parts)}")
+    if len(shape) not in (2, 3):
+        raise ValueError(f"shape: expected (H, W) or (H, W, C), got {shape}")
+    H, W = shape[:2]
+    h, w = (H + 1) // 2, (W + 1) // 2
+    tail = shape[2:]
+    expected = [(h, w), (h, W - w), (H - h, w), (H - h, W - w)]
+    parts = [np.asarray(part) for part in parts]
+    for k, (part, hw) in enumerate(zip(parts, expected)):
+        if part.shape != hw + tail:
+            raise ValueError(f"parts: part {k} has shape {part.shape}, expected {hw + tail} for image shape {shape}")
+    out = np.empty(shape, dtype=np.result_type(*parts))
+    out[:h, :w], out[:h, w:], out[h:, :w], out[h:, w:] = parts
+    return out
 
 
 def save_png(image, path):
@@ -69,7 +101,7 @@ def sweep(noise: float, stride: int = STRIDE) -> None:
         runs.append({"method": "linear_pca", "r": r, "snr_db": snr_db(clean, assemble_patches(linear_pca_denoise(P, r),
                                                                                             grid))})
         for sigma in (1.0, 2.0, 3.0, 5.0, 8.0):
-            model = KernelModel.from_estimator(KernelHebbianPCA(r, sigma=sigma, solver="exact").fit(P))
+            model = KernelHebbianPCA(r, sigma=sigma, solver="exact").fit(P).model_
             for method in ("fixed-point", "learned"):
                 if method == "learned":
                     out = LearnedInverse.fit(model, rng=np.random.default_rng(0))(P)

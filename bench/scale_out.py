@@ -264,7 +264,7 @@ def measure_comm(backend, root: Path, X: np.ndarray, kernel: KernelSpec, coord: 
 
 
 def _measure_comm(client, root, X, kernel, coord, F, quick) -> dict:
-    from workers.shards import ActorGroup, fit_workers
+    from workers.shards import ActorGroup, ShardActor, fit_workers
 
     meta = write_dataset(root, "comm", X)
     addresses = fit_workers(client)
@@ -276,7 +276,7 @@ def _measure_comm(client, root, X, kernel, coord, F, quick) -> dict:
     try:
         repeat = 50 if quick else 200
         one = median_time(lambda: group.shards.actors[0].pid().result(), repeat)
-        alpha = median_time(group.pids, repeat)
+        alpha = median_time(lambda: group.shards.each(shard_call(ShardActor.pid)), repeat)  # every shard's pid
         size = group.bounds[0][1] - group.bounds[0][0]
         sent, out_s, in_s = [], [], []
         for rows_d in (1, 8, 64, 256, 1024):  # 2 rows_d 1024 float64 per shard: 24 kB .. 17 MB

@@ -103,9 +103,3 @@ def blas_limit(n: int):
     if int(n) <= 1:
         return serial_blas()
     return _controller_().limit(limits=int(n), user_api="blas")
-
-
-def blas_threads() -> int:
-    """The BLAS threads in effect now (the largest of the process's BLAS libraries). O(libraries)."""
-    return max((int(library.num_threads) for library in _controller_().select(user_api="blas").lib_controllers),
-               default=1)

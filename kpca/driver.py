@@ -2,7 +2,7 @@
 the divergence guard. The solver (`kpca.solvers.SOLVERS`) owns the arithmetic of a step.
 
 ``rows`` is a *row source* (`is_row_source`: ``n_rows``, ``square`` and
-``left_product``, as `kpca.rows.KernelRows` and `kpca.rows.DenseRows` have):
+``left_product``, as `kpca.rows.KernelRows` has):
 the solver's step multiplies each kernel tile while it is in cache, so the
 rows of a block are never formed.
 """

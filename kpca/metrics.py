@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kpca._dense import cholesky, solve, svd
-
 
 def reconstruction_error(Kc: np.ndarray, AK: np.ndarray) -> float:
     """Eq. 22: ``E(A) = ||K' - (A K')^T A K'||_F``. Cost O(r l^2)."""
@@ -26,22 +24,6 @@ def minimal_error(eigenvalues_all: np.ndarray, n_components: int) -> float:
 def excess_error(Kc: np.ndarray, AK: np.ndarray, e_min: float) -> float:
     """Excess relative reconstruction error ``E(A)/E_min - 1`` (seed 000 §5)."""
     return reconstruction_error(Kc, AK) / e_min - 1.0
-
-
-def subspace_angles(A1: np.ndarray, A2: np.ndarray, Kc: np.ndarray) -> np.ndarray:
-    """Principal angles (radians, ascending) between span(A1 Phi') and span(A2 Phi').
-
-    Uses feature-space Gram matrices ``Ai K' Aj^T``; cost O(r l^2). Each
-    subspace is orthonormalised by a Cholesky factor of its own Gram matrix.
-    """
-    G11 = A1 @ Kc @ A1.T
-    G22 = A2 @ Kc @ A2.T
-    G12 = A1 @ Kc @ A2.T
-    L1 = cholesky(G11)
-    L2 = cholesky(G22)
-    M = solve(L1, solve(L2, G12.T).T)
-    s = np.clip(svd(M, compute_uv=False), 0.0, 1.0)
-    return np.sort(np.arccos(s))
 
 
 def variation_of_information(labels_a, labels_b) -> float:

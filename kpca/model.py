@@ -68,9 +68,9 @@ class KernelModel:
 
     Notes
     -----
-    Costs for m points: `project` O(m l (n + r)); `expansion` O(m l (n + r));
-    `feature_distances` O(m l (n + r)) plus, once, O(l n) for the diagonal of
-    K. Work is done in blocks of points so that memory stays O(block * l).
+    Costs for m points: `project` O(m l (n + r)); `target` O(m l (n + r)) and
+    `distances` O(m l) more, plus, once, O(l n) for the diagonal of K. Work is
+    done in blocks of points so that memory stays O(block * l).
     """
 
     rows: KernelRows
@@ -95,11 +95,6 @@ class KernelModel:
         if self.rows.centering is None:
             raise ValueError("rows: centering is not set; call rows.fit_centering() or set rows.centering")
         return self.rows.centering
-
-    @classmethod
-    def from_estimator(cls, estimator) -> KernelModel:
-        """The model a fitted `kpca.estimator.KernelHebbianPCA` serves (its ``model_``)."""
-        return estimator.model_
 
     # -- sizes ---------------------------------------------------------------
     @property
@@ -175,33 +170,6 @@ class KernelModel:
         w = self._centering().weights
         return np.full(self.rows.n_rows, 1.0 / self.rows.n_rows) if w is None else w
 
-    def expansion_from_components(self, B) -> np.ndarray:
-        """``gamma = alpha + (1 - sum alpha) w`` with ``alpha = A^T beta``, for rows ``beta`` of B.
-
-        Parameters
-        ----------
-        B : ndarray of shape (m, r)
-
-        Returns
-        -------
-        ndarray of shape (m, l): ``Psi = sum_i gamma_i Phi(x_i)``. Cost O(m r l).
-        """
-        alpha = np.asarray(B, dtype=np.float64) @ self.A
-        return alpha + (1.0 - alpha.sum(axis=1))[:, None] * self.weights[None, :]
-
-    def expansion(self, X) -> np.ndarray:
-        """Coefficients gamma of ``Psi(x) = P Phi'(x) + mu = sum_i gamma_i Phi(x_i)``.
-
-        Parameters
-        ----------
-        X : ndarray of shape (m, n)
-
-        Returns
-        -------
-        ndarray of shape (m, l). Cost O(m l (n + r)).
-        """
-        return self.expansion_from_components(self.project(X))
-
     def input_space_components(self, count: int | None = None) -> np.ndarray:
         """The leading components drawn in input space: ``v_k = sum_i A_ki (x_i - x_bar)``.
 
@@ -260,17 +228,3 @@ class KernelModel:
         """``||Psi - Phi(x_i)||^2`` (b, l) for a target, clipped at 0. Cost O(b l)."""
         d = target.norm2[:, None] - 2.0 * target.k_gamma + self.training_diagonal[None, :]
         return np.maximum(d, 0.0, out=d)
-
-    def feature_distances(self, X) -> np.ndarray:
-        """``||Psi(x) - Phi(x_i)||^2`` for every row x of X and every point i of the expansion.
-
-        Parameters
-        ----------
-        X : ndarray of shape (m, n)
-
-        Returns
-        -------
-        ndarray of shape (m, l), clipped at 0. Cost O(m l (n + r)) (plus the
-        O(l n) diagonal of K once).
-        """
-        return self.map_blocks(self.check_points(X), lambda B: self.distances(self.target(B)), self.rows.n_rows)

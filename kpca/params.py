@@ -25,9 +25,6 @@ import numpy as np
 REQUIRED = object()
 """Default of a parameter that has none: the caller must give it."""
 
-RESOLVED = None
-"""Default of a parameter whose value is chosen at fit time from the data (reported as used)."""
-
 
 class ParamError(ValueError):
     """A parameter value refused; ``field`` is its dotted name, the message starts with it."""
@@ -49,7 +46,7 @@ class Param:
         JSON type of the value; ints are accepted where floats are (not bools).
     default : object
         The value used when the parameter is left out; `REQUIRED` if it must
-        be given, ``None`` (`RESOLVED`) if the fit chooses it from the data.
+        be given, ``None`` if the fit chooses it from the data.
     low, high : float or None
         Bounds, inclusive unless ``low_open`` / ``high_open``.
     choices : tuple or None

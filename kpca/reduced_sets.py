@@ -153,7 +153,6 @@ class ShadowSet:
             raise ValueError(f"epsilon: must be > 0, got {epsilon!r}")
         self.epsilon = float(epsilon)
         self.max_centres = max_centres
-        self.coarsenings = 0
         self._centres = np.empty((64, int(n_features)))
         self._norms = np.empty(64)
         self._counts = np.zeros(64)
@@ -208,7 +207,6 @@ class ShadowSet:
         """epsilon times `COARSEN`, and Algorithm 2 over the centres so far (weighted by their counts)."""
         centres, counts = self.centres.copy(), self.counts.copy()
         self.epsilon *= COARSEN
-        self.coarsenings += 1
         self.size = 0
         self._counts[:] = 0.0
         limit, self.max_centres = self.max_centres, None  # merging never adds centres

@@ -36,7 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from kpca.centering import Centering, center_block
-from kpca.dense_rows import DenseRows  # noqa: F401 (re-exported: the row source over a dense K')
 from kpca.kernels import (
     KernelSpec,
     kernel_block_into,

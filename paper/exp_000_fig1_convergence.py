@@ -15,12 +15,13 @@ from pathlib import Path
 import scipy.linalg
 from sklearn.datasets import load_digits
 
+from bench._stepwise import DenseRows
 from bench.convergence import plot
 from kpca.defaults import MU_SCALE
 from kpca.solvers import get_solver
 from kpca.kernels import KernelSpec
 from kpca.metrics import minimal_error
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from paper._common import SOLVER_LABELS, curve, final_score, fmt, local_search, ordered
 from paper._criteria import criterion
 

@@ -16,16 +16,17 @@ import numpy as np
 import scipy.linalg
 from skimage import data
 
-from bench.denoise_image import PATCH, linear_pca_denoise
+from bench._stepwise import DenseRows
+from bench.denoise_image import PATCH, join_quadrants, linear_pca_denoise
 from kpca.defaults import MU_SCALE
 from kpca.solvers import get_solver
-from kpca.images.patches import assemble_patches, downscale_mean, extract_patches, join_quadrants, snr_db, split_quadrants
+from kpca.images.patches import assemble_patches, downscale_mean, extract_patches, snr_db, split_quadrants
 from kpca.kernels import KernelSpec
 from kpca.metrics import minimal_error
 from kpca.model import KernelModel
 from kpca.noise import gaussian_noise
 from kpca.preimage import reconstruct
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from paper._common import (SOLVER_LABELS, curve, figure, final_score, fmt, local_search, ordered, plot_curves,
                            save_figure)
 from paper._criteria import criterion

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.datasets import load_digits
 
+from bench._stepwise import DenseRows
 from kpca.affinity import AffinityRows
 from kpca.clustering import clustering_from_state, prepare_clustering
 from kpca.defaults import MU_SCALE
@@ -24,7 +25,6 @@ from kpca.solvers import get_solver
 from kpca.driver import PassHooks, run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error, variation_of_information
-from kpca.rows import DenseRows
 from paper._common import (SOLVER_LABELS, figure, fmt, graded, local_search, ordered, overall, plot_curves,
                            save_figure, verdict_word)
 from paper._criteria import criterion

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import scipy.linalg
 
+from bench._stepwise import DenseRows
 from kpca.defaults import MU_SCALE
 from kpca.solvers import get_solver
 from kpca.estimator import KernelHebbianPCA
@@ -22,7 +23,7 @@ from kpca.metrics import minimal_error
 from kpca.model import KernelModel
 from kpca.noise import gaussian_noise
 from kpca.preimage import reconstruct
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from paper._common import (SOLVER_LABELS, curve, figure, final_score, fmt, local_search, ordered, plot_curves,
                            save_figure, verdict_word)
 from paper._criteria import criterion
@@ -64,7 +65,7 @@ def run(figures: Path, quick: bool = False) -> dict:
         model = KernelModel(rows=rows, A=res["state"]["A"].copy(), AK=res["state"]["AK"].copy())
         out[solver] = reconstruct(model, noisy, method="fixed-point")
         mse[solver] = float(np.mean((out[solver] - clean) ** 2))
-    exact = KernelModel.from_estimator(KernelHebbianPCA(R, sigma=sigma, solver="exact").fit(noisy))
+    exact = KernelHebbianPCA(R, sigma=sigma, solver="exact").fit(noisy).model_
     mse["exact"] = float(np.mean((reconstruct(exact, noisy, method="fixed-point") - clean) ** 2))
     cut = {k: 1 - v / mse_noisy for k, v in mse.items()}
 

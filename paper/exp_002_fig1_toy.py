@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
+from bench._common import subspace_angles
 from kpca.estimator import KernelHebbianPCA
-from kpca.metrics import subspace_angles
 from paper._common import graded, save_figure, verdict_word
 from paper._criteria import criterion
 

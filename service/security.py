@@ -48,7 +48,6 @@ KEY_SCOPES = (READ, WRITE)
 #: the keys of an `access` declaration in a route's ``openapi_extra``
 SCOPE_KEY, MEDIA_TYPES_KEY = "x-scope", "x-media-types"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
-WILDCARD_BINDS = ("0.0.0.0", "::", "")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 

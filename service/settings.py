@@ -78,16 +78,9 @@ class ProcessSettings(BaseModel):
                                       "SIGTERM/SIGINT before they are cancelled; the dask cluster is then closed "
                                       "without waiting for running tasks")
 
-    @field_validator("scheduler", mode="before")
+    @field_validator("scheduler", "n_workers", "api_processes", mode="before")
     @classmethod
-    def _blank_scheduler_is_embedded(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip():
-            return None
-        return value
-
-    @field_validator("n_workers", "api_processes", mode="before")
-    @classmethod
-    def _blank_count_is_automatic(cls, value: object) -> object:
+    def _blank_is_automatic(cls, value: object) -> object:  # unset: an embedded cluster, counts sized to the machine
         if isinstance(value, str) and not value.strip():
             return None
         return value

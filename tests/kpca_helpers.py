@@ -1,5 +1,6 @@
 """What the kpca tests share and the product does not need: a one-call spectral clustering over the
-product's steps, and a measure of how orthonormal components are."""
+product's steps, a measure of how orthonormal components are, a model's expansion of a projection, and the
+BLAS threads in effect."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kpca._threads import _controller_
 from kpca.affinity import AffinityRows
 from kpca.clustering import N_INIT, Clustering, clustering_from_state, prepare_clustering
 from kpca.driver import PassHooks
 from kpca.kernels import KernelSpec
+from kpca.model import KernelModel
 from kpca.solvers import SOLVERS
 
 
@@ -18,6 +21,20 @@ def orthonormality_error(A: np.ndarray, AK: np.ndarray) -> float:
     """``||A K' A^T - I||_F``: how far the components are from orthonormal in feature space. O(r^2 l)."""
     G = AK @ A.T
     return float(np.linalg.norm(G - np.eye(G.shape[0])))
+
+
+def feature_expansion(model: KernelModel, X) -> np.ndarray:
+    """Coefficients gamma of ``Psi(x) = P Phi'(x) + mu = sum_i gamma_i Phi(x_i)`` for the rows of X (m, n):
+    ``gamma = alpha + (1 - sum alpha) w``, ``alpha = A^T beta`` (`kpca.model`'s notation), computed apart
+    from `KernelModel.target`'s. Shape (m, l); O(m l (n + r))."""
+    alpha = model.project(X) @ model.A
+    return alpha + (1.0 - alpha.sum(axis=1))[:, None] * model.weights[None, :]
+
+
+def blas_threads() -> int:
+    """The BLAS threads in effect now (the largest of the process's BLAS libraries). O(libraries)."""
+    return max((int(library.num_threads) for library in _controller_().select(user_api="blas").lib_controllers),
+               default=1)
 
 
 def affinity_rows(rows_or_X, kernel: KernelSpec | dict | None = None) -> AffinityRows:

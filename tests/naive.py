@@ -4,13 +4,19 @@ Every jitted kernel and every block update in `kpca` is compared with these.
 The step-by-step KHA updates (`kha_steps`, `smd_steps`, `step_block_reference`)
 and pass loop (`run_passes_reference`), the readable references of
 `kpca.solvers._blocked` and `kpca.driver`, are defined in bench/_stepwise.py,
-because bench/kha_speed.py times them too, and imported here.
+because bench/kha_speed.py times them too, and imported here. `leading_eigenpair` is the plain
+Lanczos iteration that `kpca.solvers._leading_pair._lanczos` runs jitted.
 """
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
 from bench._common import start_iterative
 from bench._stepwise import kha_steps, run_passes_reference, smd_steps, step_block_reference  # noqa: F401
+from kpca._dense import eigh
+from kpca.solvers._leading_pair import CHECK_EVERY, MAX_ITER, TOL
 
 
 def lt(M):
@@ -245,3 +251,77 @@ def variation_of_information(a, b):
     h_b = -sum(p * np.log(p) for p in pb.values())
     mutual = sum(n / l * np.log((n / l) / (pa[x] * pb[y])) for (x, y), n in joint.items())
     return h_a + h_b - 2 * mutual
+
+
+class Eigenpair(NamedTuple):
+    """``value`` (a Ritz value), unit ``vector`` (d,), ``iterations`` used and the ``residual``
+    ``||M v - value v||`` (from the recurrence)."""
+
+    value: float
+    vector: np.ndarray
+    iterations: int
+    residual: float
+
+
+def leading_eigenpair(matvec: Callable[[np.ndarray], np.ndarray], start: np.ndarray, which: str = "LA",
+                      tol: float = TOL, max_iter: int = MAX_ITER) -> Eigenpair:
+    """The extreme eigenpair ``which`` of the symmetric operator ``matvec`` by Lanczos: the plain twin of
+    `kpca.solvers._leading_pair._lanczos` for any ``matvec`` (same iteration, tests and stopping rule, so
+    the two agree to rounding; that module's docstring).
+
+    Parameters
+    ----------
+    matvec : callable
+        ``matvec(w) -> M w`` for w of shape (d,); M must be symmetric.
+    start : ndarray of shape (d,)
+        First Lanczos vector (normalised here); must not be 0.
+    which : {"LA", "LM"}
+        Largest algebraic, or largest magnitude, eigenvalue.
+    tol : float
+        Relative residual at which to stop.
+    max_iter : int
+        Most Lanczos vectors (at most d are used).
+
+    Returns
+    -------
+    Eigenpair. Cost: at most ``min(max_iter, d)`` products and O(max_iter^2 d).
+    """
+    if which not in ("LA", "LM"):
+        raise ValueError(f"which: must be 'LA' or 'LM', got {which!r}")
+    start = np.asarray(start, dtype=np.float64)
+    d = start.size
+    norm = float(np.linalg.norm(start))
+    if not norm > 0 or not np.isfinite(norm):
+        raise ValueError("start: must be a finite, non-zero vector")
+    m = max(1, min(int(max_iter), d))
+    Q = np.empty((m, d))
+    alpha = np.empty(m)
+    beta = np.empty(m)
+    q = start / norm
+    for j in range(m):
+        Q[j] = q
+        w = np.asarray(matvec(q), dtype=np.float64)
+        alpha[j] = float(q @ w)
+        basis = Q[: j + 1]
+        w = w - basis.T @ (basis @ w)
+        w -= basis.T @ (basis @ w)  # twice is enough (Kahan, Parlett)
+        beta[j] = b = float(np.sqrt(w @ w))
+        exhausted = j == m - 1 or b <= 1e-13 * max(abs(alpha[j]), beta[j - 1] if j else 0.0, 1e-300)
+        if exhausted or (j + 1) % CHECK_EVERY == 0:
+            theta, S = _ritz(alpha[: j + 1], beta[:j])
+            i = int(np.argmax(theta)) if which == "LA" else int(np.argmax(np.abs(theta)))
+            residual = b * abs(float(S[-1, i]))
+            if exhausted or residual <= tol * max(float(np.max(np.abs(theta))), 1e-300):
+                vector = basis.T @ S[:, i]
+                return Eigenpair(float(theta[i]), vector / np.linalg.norm(vector), j + 1, residual)
+        q = w / b
+    raise AssertionError("unreachable: the last iteration always returns")
+
+
+def _ritz(alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors of the tridiagonal with diagonal alpha and off-diagonal beta."""
+    T = np.diag(alpha)
+    if beta.size:
+        i = np.arange(beta.size)
+        T[i, i + 1] = T[i + 1, i] = beta
+    return eigh(T)

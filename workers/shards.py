@@ -339,14 +339,6 @@ class ActorGroup(ShardGroup):
                                     self.guards > 0, self.previous_rows > 0))
         self.grand_mean, self.mean_diagonal = grand, diag
 
-    def pids(self) -> list[int]:
-        """The process id of each shard's worker."""
-        return self.shards.each(shard_call(ShardActor.pid))
-
-    def kernel_threads(self) -> list[int]:
-        """The threads of each shard's kernel tiles (`ShardActor.kernel_threads`)."""
-        return self.shards.each(shard_call(ShardActor.kernel_threads))
-
     def close(self) -> None:
         """Release the actors (an update still held is dropped with their columns: nothing reads them)."""
         self.shards.drop_pending()

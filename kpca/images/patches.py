@@ -283,38 +283,6 @@ def split_quadrants(image: np.ndarray) -> list[np.ndarray]:
     return [image[:h, :w].copy(), image[:h, w:].copy(), image[h:, :w].copy(), image[h:, w:].copy()]
 
 
-def join_quadrants(parts, shape) -> np.ndarray:
-    """Inverse of `split_quadrants`: the image of the given shape from its four parts.
-
-    Parameters
-    ----------
-    parts : sequence of four ndarrays
-        Top-left, top-right, bottom-left, bottom-right, as from `split_quadrants`.
-    shape : tuple of int
-        Shape (H, W) or (H, W, C) of the original image.
-
-    Returns
-    -------
-    ndarray of shape `shape`, dtype of the parts (promoted if they differ).
-    """
-    shape = tuple(int(s) for s in shape)
-    if len(parts) != 4:
-        raise ValueError(f"parts: expected 4 sub-images, got {len(parts)}")
-    if len(shape) not in (2, 3):
-        raise ValueError(f"shape: expected (H, W) or (H, W, C), got {shape}")
-    H, W = shape[:2]
-    h, w = (H + 1) // 2, (W + 1) // 2
-    tail = shape[2:]
-    expected = [(h, w), (h, W - w), (H - h, w), (H - h, W - w)]
-    parts = [np.asarray(part) for part in parts]
-    for k, (part, hw) in enumerate(zip(parts, expected)):
-        if part.shape != hw + tail:
-            raise ValueError(f"parts: part {k} has shape {part.shape}, expected {hw + tail} for image shape {shape}")
-    out = np.empty(shape, dtype=np.result_type(*parts))
-    out[:h, :w], out[:h, w:], out[h:, :w], out[h:, w:] = parts
-    return out
-
-
 def upscale_replicate(image: np.ndarray, factor: int) -> np.ndarray:
     """Scale up by pixel replication: each pixel becomes a ``factor x factor`` block.
 

@@ -2,7 +2,7 @@
 
 A pre-image of a point x is a point z whose feature image is closest to the
 projection of x plus the mean, ``Psi(x)`` (`kpca.model`): it minimises
-``rho(z) = ||Psi(x) - Phi(z)||^2`` (`objective`; `kpca.preimage._objective`).
+``rho(z) = ||Psi(x) - Phi(z)||^2`` (`kpca.preimage._objective`).
 
 Every method is declared once in `METHODS` (its function, the options a
 request may set, and the kernels it supports); the service's schemas read
@@ -26,7 +26,6 @@ import numpy as np
 
 from kpca.model import KernelModel
 from kpca.params import Param
-from kpca.preimage._objective import rho_and_gradient
 from kpca.preimage.fixed_point import FIXED_POINT_KERNELS, fixed_point
 from kpca.preimage.gradient import gradient_descent
 from kpca.preimage.kwok_tsang import KWOK_TSANG_KERNELS, kwok_tsang
@@ -179,27 +178,5 @@ def work_per_row(method: str, options) -> dict[str, int]:
     return {name: int(options.get(name) or defaults[name]) for name in WORK_OPTIONS.get(method, ())}
 
 
-def objective(model: KernelModel, Z, X) -> np.ndarray:
-    """``rho(z_j) = ||Psi(x_j) - Phi(z_j)||^2`` for paired rows of Z and X.
-
-    Parameters
-    ----------
-    Z, X : ndarray of shape (m, n)
-
-    Returns
-    -------
-    ndarray of shape (m,). Cost O(m l (n + r)).
-    """
-    Z, X = model.check_points(Z, "Z"), model.check_points(X)
-    if Z.shape != X.shape:
-        raise ValueError(f"Z: expected shape {X.shape} like X, got {Z.shape}")
-    out = np.empty(X.shape[0])
-    step = model.block_rows()
-    for a in range(0, X.shape[0], step):
-        t = model.target(X[a : a + step])
-        out[a : a + step] = rho_and_gradient(model.rows, Z[a : a + step], t.gamma, t.norm2)[0]
-    return out
-
-
-__all__ = ["METHODS", "PREIMAGE_METHODS", "Method", "reconstruct", "reconstruct_components", "objective",
+__all__ = ["METHODS", "PREIMAGE_METHODS", "Method", "reconstruct", "reconstruct_components",
            "fixed_point", "kwok_tsang", "gradient_descent", "learned", "LearnedInverse"]

@@ -76,12 +76,9 @@ def unit_bounds(n_rows: int, n_shards: int, unit_rows: int) -> list[tuple[int, i
 
 def split_state(state: KHAState, group: ShardGroup) -> KHAState:
     """Hand each shard its columns of a full solver ``state`` (A, AK, the guard vectors, B, BK, the
-    centring's column means); returns the coordinator's state, the rest. Cost O(d l) sent (once, at the
-    start)."""
-    state = as_state(state, KHAState)
-    Z, ZK = stacked_columns(state, group)
-    group.split(Z, ZK, Centering.from_state(state.centering))
-    return coordinator_state(state, group)
+    centring's column means): `send_start` column by column, whatever the start; returns the
+    coordinator's state, the rest. Cost O(d l) sent (once, at the start)."""
+    return send_start(state, group, max_columns=-1)
 
 
 def stacked_columns(state: KHAState, group: ShardGroup) -> tuple[np.ndarray, np.ndarray]:

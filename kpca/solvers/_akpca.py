@@ -100,11 +100,6 @@ def step(state: AutoencoderState, rows, indices: np.ndarray) -> AutoencoderState
                          surrogate_sum=float(state.surrogate_sum) + float(f.sum()))
 
 
-def begin(state: AutoencoderState) -> AutoencoderState:
-    """`kpca.solvers._autoencoder.begin_pass`, and the pass's surrogate sum reset."""
-    return begin_pass(state).replace(surrogate_sum=0.0)
-
-
 def model(state: AutoencoderState, rows=None, kernel=None) -> AutoencoderModel:
     """The served model: `encode` ``y_j = x^T A_j x``, `decode` ``g(y)`` (`AutoencoderModel`). O(k d^2) per row."""
     A, B = np.ascontiguousarray(state.encoder), np.ascontiguousarray(state.decoder)
@@ -186,6 +181,6 @@ register(Solver(
           "max(sqrt(lambda_1), 0) v_1 of sum_j y_j B_j, trained on the spectral-norm surrogate by stochastic "
           "subgradient descent; reconstructs x itself, not phi(x). Kernel {type: polynomial, degree: 2, offset: 0, "
           "gamma: 1} only; keeps 2 k d^2 numbers",
-    params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
+    params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin_pass,
     diverged=diverged, damped=damped, model=model, used=used, gains=gains, audit=audit,
     state_type=AutoencoderState))

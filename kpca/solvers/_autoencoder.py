@@ -137,8 +137,8 @@ def check_rows_limit(name: str, context, limit: int | None = None) -> None:
 
 
 def begin_pass(state: AutoencoderState) -> AutoencoderState:
-    """The gain of the pass: ``eta0 / sqrt(1 + pass)`` (`STEP_RULE`). O(1)."""
-    return state.replace(gain=np.array([state.eta0 / np.sqrt(1.0 + state.pass_)]))
+    """The gain of the pass: ``eta0 / sqrt(1 + pass)`` (`STEP_RULE`), and the pass's surrogate sum reset. O(1)."""
+    return state.replace(gain=np.array([state.eta0 / np.sqrt(1.0 + state.pass_)]), surrogate_sum=0.0)
 
 
 def parameter_norm(encoder: np.ndarray, decoder: np.ndarray) -> float:

@@ -103,11 +103,6 @@ def step(state: AutoencoderState, rows, indices: np.ndarray) -> AutoencoderState
                          surrogate_sum=float(state.surrogate_sum) + float(f.sum()))
 
 
-def begin(state: AutoencoderState) -> AutoencoderState:
-    """`kpca.solvers._autoencoder.begin_pass`, and the pass's surrogate sum reset."""
-    return begin_pass(state).replace(surrogate_sum=0.0)
-
-
 def encode(state: AutoencoderState, Xs: np.ndarray) -> np.ndarray:
     """Codes ``y = H k(x)`` (m, k) of rows Xs already divided by the state's scale; memory O(block l)."""
     H, P = np.asarray(state.encoder), np.asarray(state.points)
@@ -180,6 +175,6 @@ register(Solver(
     NAME, "data-span autoencoder KPCA: AKPCA with A = H Phi and B = G Phi over the training "
           "points, O(k l) memory and Lanczos products O(l d) per step: for many features and few rows "
           "(limited to exact_limit rows). Kernel {type: polynomial, degree: 2, offset: 0, gamma: 1} only",
-    params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin,
+    params=(PASSES, SEED, BLOCK_SIZE, TOL, *OWN_PARAMS), start=start, step=step, begin_pass=begin_pass,
     diverged=diverged, damped=damped, resolve=resolve, model=model, used=used, gains=gains, audit=audit,
     state_type=AutoencoderState))

@@ -3,8 +3,8 @@
 Autoencoder KPCA (seed 003 §4-5) needs, once per training row and once per
 decoded point, one extreme eigenpair of a symmetric d x d matrix ``M`` that
 DS-AKPCA never forms (``M w = sum_i z_i x_i (x_i . w) - x (x . w)``, O(l d)
-per product; seed 003 §5.3). `leading_eigenpair` runs the Lanczos iteration
-on a ``matvec`` callable:
+per product; seed 003 §5.3). `_lanczos` runs the Lanczos iteration on
+products with it:
 
 * full reorthogonalisation (classical Gram-Schmidt, twice) of every new
   Lanczos vector against the basis so far: O(j d) per iteration j, so the
@@ -26,99 +26,21 @@ bit (no hidden random start, unlike ARPACK's, whose seed persists between
 calls), which is what a bit-exact resume of a fit needs. Cost: ``j``
 products plus O(j^2 d) for ``j`` iterations, memory O(max_iter d).
 
-The solvers call `_lanczos`, the same iteration jitted (numba) for the one
+The solvers call `_lanczos`, the iteration jitted (numba) for the one
 operator shape they need, ``M w = D w + U^T (c * (U w)) - x (x . w)``
 (any of the three terms may be empty), so that a training step runs
-without Python overhead; `leading_eigenpair` is its plain twin for any
-``matvec`` (and the reference the tests compare it with).
+without Python overhead; tests/naive.py's ``leading_eigenpair`` is its
+plain twin for any ``matvec``, which the tests compare it with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
-
 import numba
 import numpy as np
-
-from kpca._dense import eigh
 
 TOL = 1e-6  # default residual tolerance, relative to the estimate of ||M||_2
 MAX_ITER = 64  # default cap on Lanczos vectors (capped again by the dimension d)
 CHECK_EVERY = 4  # Ritz pairs are computed every CHECK_EVERY iterations (and at the last)
-WHICH = ("LA", "LM")
-
-
-class Eigenpair(NamedTuple):
-    """``value`` (a Ritz value), unit ``vector`` (d,), ``iterations`` used and the ``residual``
-    ``||M v - value v||`` (from the recurrence)."""
-
-    value: float
-    vector: np.ndarray
-    iterations: int
-    residual: float
-
-
-def leading_eigenpair(matvec: Callable[[np.ndarray], np.ndarray], start: np.ndarray, which: str = "LA",
-                      tol: float = TOL, max_iter: int = MAX_ITER) -> Eigenpair:
-    """The extreme eigenpair ``which`` of the symmetric operator ``matvec`` by Lanczos (module docstring).
-
-    Parameters
-    ----------
-    matvec : callable
-        ``matvec(w) -> M w`` for w of shape (d,); M must be symmetric.
-    start : ndarray of shape (d,)
-        First Lanczos vector (normalised here); must not be 0.
-    which : {"LA", "LM"}
-        Largest algebraic, or largest magnitude, eigenvalue.
-    tol : float
-        Relative residual at which to stop.
-    max_iter : int
-        Most Lanczos vectors (at most d are used).
-
-    Returns
-    -------
-    Eigenpair. Cost: at most ``min(max_iter, d)`` products and O(max_iter^2 d).
-    """
-    if which not in WHICH:
-        raise ValueError(f"which: must be one of {WHICH}, got {which!r}")
-    start = np.asarray(start, dtype=np.float64)
-    d = start.size
-    norm = float(np.linalg.norm(start))
-    if not norm > 0 or not np.isfinite(norm):
-        raise ValueError("start: must be a finite, non-zero vector")
-    m = max(1, min(int(max_iter), d))
-    Q = np.empty((m, d))
-    alpha = np.empty(m)
-    beta = np.empty(m)
-    q = start / norm
-    for j in range(m):
-        Q[j] = q
-        w = np.asarray(matvec(q), dtype=np.float64)
-        alpha[j] = float(q @ w)
-        basis = Q[: j + 1]
-        w = w - basis.T @ (basis @ w)
-        w -= basis.T @ (basis @ w)  # twice is enough (Kahan, Parlett)
-        beta[j] = b = float(np.sqrt(w @ w))
-        exhausted = j == m - 1 or b <= 1e-13 * max(abs(alpha[j]), beta[j - 1] if j else 0.0, 1e-300)
-        if exhausted or (j + 1) % CHECK_EVERY == 0:
-            theta, S = _ritz(alpha[: j + 1], beta[:j])
-            i = int(np.argmax(theta)) if which == "LA" else int(np.argmax(np.abs(theta)))
-            residual = b * abs(float(S[-1, i]))
-            if exhausted or residual <= tol * max(float(np.max(np.abs(theta))), 1e-300):
-                vector = basis.T @ S[:, i]
-                return Eigenpair(float(theta[i]), vector / np.linalg.norm(vector), j + 1, residual)
-        q = w / b
-    raise AssertionError("unreachable: the last iteration always returns")
-
-
-def _ritz(alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (ascending) and eigenvectors of the tridiagonal with diagonal alpha and off-diagonal beta."""
-    T = np.diag(alpha)
-    if beta.size:
-        i = np.arange(beta.size)
-        T[i, i + 1] = T[i + 1, i] = beta
-    return eigh(T)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -134,11 +56,12 @@ def _operator(D, U, c, x, w):
 
 @numba.njit(nogil=True, cache=True)
 def _lanczos(D, U, c, x, start, largest_magnitude, tol, max_iter):
-    """`leading_eigenpair` of `_operator` (D, U, c, x), jitted: ``(value, vector, iterations)``.
+    """The extreme eigenpair of `_operator` (D, U, c, x) by Lanczos (module docstring), jitted:
+    ``(value, vector, iterations)``.
 
     ``largest_magnitude``: "LM" if True, else "LA". ``start`` must be finite
-    and non-zero (the callers ensure it). Same iteration, tests and stopping
-    rule as `leading_eigenpair`, so the two agree to rounding.
+    and non-zero (the callers ensure it). Cost: at most ``min(max_iter, d)``
+    products and O(max_iter^2 d).
     """
     d = start.size
     m = max(1, min(max_iter, d))

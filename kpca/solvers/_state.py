@@ -176,10 +176,6 @@ class SolverState(Mapping):
     def __len__(self) -> int:
         return len(self.to_checkpoint())
 
-    def as_dict(self) -> dict:
-        """The encoding as a new dict (`to_checkpoint`): for callers that still take the state as one."""
-        return self.to_checkpoint()
-
 
 @dataclass(eq=False, kw_only=True)
 class IterativeState(SolverState):

@@ -80,12 +80,6 @@ def default_init_size(n_components: int, n_rows: int) -> int:
     return int(max(m, min(l, 4 * r)))
 
 
-def warm_affordable(n_components: int, n_rows: int) -> bool:
-    """Whether the warm start's ``m x l`` block of kernel rows, with the default m, fits INIT_BUDGET
-    (``init="auto"`` then starts warm). O(1)."""
-    return default_init_size(n_components, n_rows) * int(n_rows) <= INIT_BUDGET
-
-
 def check_init(init: str, init_size, n_components: int, n_rows: int) -> None:
     """Raise ValueError naming the field unless ``init`` is one of INITS and ``init_size`` is None or an int in [r, l].
 

@@ -102,18 +102,8 @@ class VerifiedRows(RowIndexing):
         if len(self._digests) != expected:
             on_corrupt(list(range(expected)), f"{len(self._digests)} digests recorded for {expected} stored chunks")
 
-    def __len__(self) -> int:
-        return self.shape[0]
-
     def __repr__(self) -> str:
         return f"VerifiedRows(shape={self.shape}, dtype={self.dtype}, chunks={self.chunks})"
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        rows = self._read(0, self.shape[0])
-        return rows if dtype is None else rows.astype(dtype, copy=False)
-
-    def __setitem__(self, key, value) -> None:
-        raise ValueError("this row source is read-only: committed data set versions never change")
 
     def _key(self, chunk: int) -> tuple | None:
         """What identifies the verified contents of row chunk ``chunk``'s file: its path, the device and

@@ -20,14 +20,25 @@ import numpy as np
 class RowIndexing:
     """Numpy-style row indexing over ``_read(start, stop)`` (rows start..stop-1 as one array) and
     ``shape``: ``rows[i]``, ``rows[a:b]`` (any step: the rows between the first and last index are
-    read, then subsampled), ``rows[a:b, cols]``, ``rows[...]``; anything else is a `TypeError`. What
-    `SegmentedRows` and `RowWindow` share. Cost O(rows read)."""
+    read, then subsampled), ``rows[a:b, cols]``, ``rows[...]``; anything else is a `TypeError`; ``len``,
+    ``numpy.asarray`` (every row) and no assignment. What `SegmentedRows`, `RowWindow` and
+    `store.datasets.integrity.VerifiedRows` share. Cost O(rows read)."""
 
     shape: tuple[int, ...]  # (rows, features), set by each subclass
 
     def _read(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start`` to ``stop - 1`` as one array (n, n_features): each subclass reads its own."""
         raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        rows = self._read(0, self.shape[0])
+        return rows if dtype is None else rows.astype(dtype, copy=False)
+
+    def __setitem__(self, key, value) -> None:
+        raise ValueError("this row source is read-only: committed data set versions never change")
 
     def __getitem__(self, key) -> np.ndarray:
         columns = None
@@ -118,19 +129,9 @@ class SegmentedRows(RowIndexing):
         self.chunks = (max(1, int(chunk_rows)), self.n_features)
         self.ndim = 2
 
-    def __len__(self) -> int:
-        return self.shape[0]
-
     def __repr__(self) -> str:
         return (f"SegmentedRows(shape={self.shape}, dtype={self.dtype}, chunks={self.chunks}, "
                 f"segments={len(self._segments)})")
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        rows = self._read(0, self.shape[0])
-        return rows if dtype is None else rows.astype(dtype, copy=False)
-
-    def __setitem__(self, key, value) -> None:
-        raise ValueError("this row source is read-only: committed data set versions never change")
 
     def _read(self, start: int, stop: int) -> np.ndarray:
         """Rows start..stop-1 (0 <= start <= stop <= n_rows) as one C-contiguous array."""
@@ -215,9 +216,6 @@ class RowWindow(RowIndexing):
         chunk_rows = int(source_chunks[0]) if source_chunks else _DEFAULT_CHUNK_ROWS
         self.chunks = (max(1, chunk_rows), self.n_features)
         self.ndim = 2
-
-    def __len__(self) -> int:
-        return self.shape[0]
 
     def __repr__(self) -> str:
         return f"RowWindow(first={self.first}, stop={self.stop}, shape={self.shape}, dtype={self.dtype})"

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from array_api_compat import array_namespace
 
+from bench._common import subspace_angles
 from kpca.array_rows import ArrayRows, namespace
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
-from kpca.metrics import subspace_angles
 from kpca.rows import KernelRows
 
 NAMESPACES = {"numpy": array_namespace(np.empty(0)), "array_api_strict": array_api_strict}

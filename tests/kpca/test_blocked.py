@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import kpca.solvers._blocked as blocked_module
+from bench._stepwise import DenseRows
 from kpca.driver import permutation, run_passes
 from kpca.kernels import KernelSpec
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS
 from kpca.solvers._blocked import blocked_step_block
 from kpca.solvers._kha import begin_pass, diverged

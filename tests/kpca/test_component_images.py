@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from kpca.estimator import KernelHebbianPCA
-from kpca.model import KernelModel
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +16,7 @@ def principal_directions(X, k):
 
 
 def test_linear_kernel_gives_the_unit_principal_directions(rows):
-    model = KernelModel.from_estimator(KernelHebbianPCA(n_components=3, kernel="linear", solver="exact").fit(rows))
+    model = KernelHebbianPCA(n_components=3, kernel="linear", solver="exact").fit(rows).model_
     V = model.input_space_components()
     assert V.shape == (3, 64)
     U = principal_directions(rows, 3)
@@ -31,7 +30,7 @@ def test_wide_gaussian_approaches_linear_pca_narrow_does_not(rows):
 
     def cosines(sigma):
         est = KernelHebbianPCA(n_components=3, kernel="gaussian", sigma=sigma, solver="exact").fit(rows)
-        V = KernelModel.from_estimator(est).input_space_components()
+        V = est.model_.input_space_components()
         return np.abs(np.sum(V * U, axis=1)) / np.linalg.norm(V, axis=1)
 
     assert np.all(cosines(50.0) > 0.9999)
@@ -39,7 +38,7 @@ def test_wide_gaussian_approaches_linear_pca_narrow_does_not(rows):
 
 
 def test_count_out_of_range_names_count(rows):
-    model = KernelModel.from_estimator(KernelHebbianPCA(n_components=2, kernel="linear", solver="exact").fit(rows))
+    model = KernelHebbianPCA(n_components=2, kernel="linear", solver="exact").fit(rows).model_
     for count in (0, 3):
         with pytest.raises(ValueError, match="^count"):
             model.input_space_components(count)

@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from bench._common import subspace_angles
 from kpca.estimator import KernelHebbianPCA
-from kpca.metrics import excess_error, minimal_error, subspace_angles
+from kpca.metrics import excess_error, minimal_error
 
 R, SIGMA, ROWS, LANDMARKS = 12, 2.0, 700, 250
 

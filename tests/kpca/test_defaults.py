@@ -6,12 +6,13 @@ import scipy.linalg
 import scipy.spatial.distance
 from sklearn.datasets import load_digits, make_blobs
 
+from bench._stepwise import DenseRows
 from kpca.driver import PassHooks, run_passes
 from kpca.errors import Degenerate
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec, kernel_block
 from kpca.metrics import excess_error, minimal_error
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from tests.naive import start_state
 
 

@@ -9,8 +9,9 @@ import pytest
 import scipy.linalg
 import scipy.sparse.linalg
 
+from bench._common import subspace_angles
 from kpca._dense import SERIAL_MAX
-from kpca._threads import _controller_, _set_threads, blas_threads, serial_blas
+from kpca._threads import _controller_, _set_threads, serial_blas
 
 
 @contextlib.contextmanager
@@ -27,7 +28,7 @@ def two_blas_threads():
         for library, threads in zip(libraries, before):
             _set_threads(library, threads)
 from kpca.estimator import KernelHebbianPCA
-from kpca.metrics import subspace_angles
+from tests.kpca_helpers import blas_threads
 
 
 @pytest.fixture

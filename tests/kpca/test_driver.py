@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
+from bench._stepwise import DenseRows
 from kpca.driver import Diverged, PassHooks, run_passes
 from kpca.kernels import KernelSpec
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from kpca.solvers._blocked import blocked_step_block
 from tests.naive import run_passes_reference, start_state
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
+from bench._common import subspace_angles
 from kpca.estimator import KernelHebbianPCA
-from kpca.metrics import subspace_angles
 
 
 def test_estimator_matches_exact_up_to_rotation(digits):

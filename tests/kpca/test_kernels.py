@@ -271,7 +271,7 @@ def test_one_tile_thread_holds_blas_to_one_thread(rng):
     from threadpoolctl import threadpool_limits
 
     from kpca import _tiles
-    from kpca._threads import blas_threads
+    from tests.kpca_helpers import blas_threads
 
     seen = []
 

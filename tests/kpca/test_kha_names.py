@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from bench._adversarial import digits
+from bench._stepwise import DenseRows
 from kpca.estimator import KernelHebbianPCA
 from kpca.fitting import FitRequest, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.params import ParamError
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from tests.naive import run_passes_reference
 
 KHA_NAMES = ("kha", "kha-t", "kha-et", "kha-smd")

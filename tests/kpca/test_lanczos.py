@@ -5,10 +5,10 @@ import pytest
 import scipy.linalg
 import zarr
 
+from bench._common import subspace_angles
 from kpca.errors import Degenerate, Stopped
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec, median_distance
-from kpca.metrics import subspace_angles
 from kpca.params import ParamError
 from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext, exact_components

@@ -19,12 +19,12 @@ from kpca.preimage import (
     fixed_point,
     gradient_descent,
     kwok_tsang,
-    objective,
     reconstruct,
 )
 from kpca.preimage._objective import rho_and_gradient
 from kpca.preimage.kwok_tsang import _kwok_tsang_position
 from kpca.rows import KernelRows
+from tests.kpca_helpers import feature_expansion
 from tests.naive import expansion, kernel_matrix, preimage_objective
 
 SPECS = [
@@ -38,6 +38,14 @@ SIGMA = 4.0  # Gaussian width on digits in [0, 1]; 2 sigma^2 = 32, median square
 N_TRAIN = 400
 
 
+def objective(model: KernelModel, Z, X) -> np.ndarray:
+    """``rho(z_j) = ||Psi(x_j) - Phi(z_j)||^2`` for paired rows of Z and X (m, n): what the pre-image
+    methods minimise (`kpca.preimage._objective`). O(m l (n + r))."""
+    Z, X = model.check_points(Z, "Z"), model.check_points(X)
+    t = model.target(X)
+    return rho_and_gradient(model.rows, Z, t.gamma, t.norm2)[0]
+
+
 def random_model(spec, rng, l=50, n=5, r=6):
     """A small model with arbitrary coefficients A and AK = A K' dense: the identities hold for any A."""
     X = rng.normal(size=(l, n))
@@ -49,7 +57,7 @@ def random_model(spec, rng, l=50, n=5, r=6):
 
 def digits_model(digits, r, kernel="gaussian", **params):
     est = KernelHebbianPCA(r, kernel=kernel, solver="exact", **params).fit(digits[:N_TRAIN])
-    model = KernelModel.from_estimator(est)
+    model = est.model_
     np.testing.assert_allclose(model.AK, est.coefficients_ @ est.rows_.dense(), atol=1e-8)
     return model
 
@@ -72,14 +80,14 @@ def test_expansion_gram_terms_and_feature_distances_match_dense(spec, rng):
     model, X = random_model(spec, rng)
     Xnew = rng.normal(size=(7, X.shape[1]))
     gamma = expansion(model.A, X, Xnew, spec)
-    np.testing.assert_allclose(model.expansion(Xnew), gamma, atol=1e-12)
+    np.testing.assert_allclose(feature_expansion(model, Xnew), gamma, atol=1e-12)
     K = kernel_matrix(X, X, spec)
     target = model.target(Xnew)
     scale = np.abs(K).max()
     np.testing.assert_allclose(target.k_gamma, gamma @ K, atol=1e-10 * scale)
     np.testing.assert_allclose(target.norm2, np.einsum("ij,jk,ik->i", gamma, K, gamma), atol=1e-10 * scale)
     dense = np.einsum("ij,jk,ik->i", gamma, K, gamma)[:, None] - 2 * gamma @ K + np.diag(K)[None, :]
-    np.testing.assert_allclose(model.feature_distances(Xnew), np.maximum(dense, 0), atol=1e-10 * scale)
+    np.testing.assert_allclose(model.distances(target), np.maximum(dense, 0), atol=1e-10 * scale)
     np.testing.assert_allclose(gamma.sum(axis=1), 1.0, atol=1e-12)  # Psi = mu + a combination of Phi'(x_i)
 
 
@@ -87,12 +95,12 @@ def test_expansion_of_linear_kernel_is_pca_projection_plus_mean(rng):
     """Linear kernel: Phi = identity, so Psi = X^T gamma must be mu + U U^T (x - mu)."""
     X = rng.normal(size=(80, 6)) @ rng.normal(size=(6, 6))
     est = KernelHebbianPCA(3, kernel="linear", solver="exact").fit(X)
-    model = KernelModel.from_estimator(est)
+    model = est.model_
     Xnew = rng.normal(size=(5, 6))
     mu = X.mean(axis=0)
     U = np.linalg.svd(X - mu, full_matrices=False)[2][:3].T
     expected = mu + (Xnew - mu) @ U @ U.T
-    np.testing.assert_allclose(model.expansion(Xnew) @ X, expected, atol=1e-10)
+    np.testing.assert_allclose(feature_expansion(model, Xnew) @ X, expected, atol=1e-10)
     # the pre-image exists: distance-based and optimising methods recover it
     np.testing.assert_allclose(kwok_tsang(model, Xnew, n_neighbors=20), expected, atol=1e-8)
     np.testing.assert_allclose(gradient_descent(model, Xnew), expected, atol=1e-5)

@@ -3,7 +3,7 @@
 Components are compared in feature space: each model's components are
 combinations of Phi over its own points (training rows, or centres), so
 both are written over the union of the points and their principal angles
-taken with its uncentred kernel matrix (`kpca.metrics.subspace_angles`);
+taken with its uncentred kernel matrix (`bench._common.subspace_angles`);
 projections of held-out rows are compared up to an r x r linear map (the
 alignment of seed 004 §6); eigenvalue estimates by their relative error.
 """
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import kpca.solvers._nystrom as nystrom_module
+from bench._common import subspace_angles
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec, kernel_block
-from kpca.metrics import subspace_angles
 from kpca.solvers import served_model
 from kpca.params import ParamError
 from kpca.rows import KernelRows

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from bench._stepwise import DenseRows
 from kpca.defaults import WARM_GAIN_SCALE
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
 from kpca.metrics import excess_error, minimal_error
 from kpca.params import ParamError
-from kpca.rows import DenseRows, KernelRows
+from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext
 from tests.kpca_helpers import orthonormality_error
 

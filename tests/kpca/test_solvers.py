@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from bench._common import subspace_angles
+from bench._stepwise import DenseRows
 from kpca.driver import run_passes
 from kpca.kernels import KernelSpec
-from kpca.metrics import excess_error, minimal_error, subspace_angles
-from kpca.rows import DenseRows, KernelRows
+from kpca.metrics import excess_error, minimal_error
+from kpca.rows import KernelRows
 from kpca.solvers import eigenvalue_estimates, exact_components, ritz_components
 from kpca.solvers._transforms import RHO_MAX
 from tests.kpca_helpers import orthonormality_error

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kpca.rows import DenseRows
+from bench._stepwise import DenseRows
 from kpca.solvers._kha import begin_pass, step_block
 from tests.naive import centered, kha_step, smd_step, start_state, step_block_reference
 

@@ -4,13 +4,15 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from bench._common import subspace_angles
+from bench._stepwise import DenseRows
 from kpca.driver import run_passes
 from kpca.estimator import KernelHebbianPCA
 from kpca.kernels import KernelSpec
-from kpca.metrics import excess_error, minimal_error, subspace_angles
-from kpca.rows import DenseRows, KernelRows
+from kpca.metrics import excess_error, minimal_error
+from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, FitContext, default_init_size, eigenvalue_estimates, exact_components, ritz_components
-from kpca.solvers._warm import warm_affordable
+from kpca.solvers._warm import INIT_BUDGET
 from tests.kpca_helpers import orthonormality_error
 
 L = 600
@@ -202,7 +204,8 @@ def test_default_init_size():
     assert default_init_size(16, 100_000) == 2**25 // 100_000  # the memory cap
     assert default_init_size(16, 10**6) == 64  # never below 4 r (2**25 // 10**6 = 33)
     assert default_init_size(32, 10**6) == 128
-    assert warm_affordable(16, 100_000) and not warm_affordable(16, 10**6)  # init="auto": random beyond the budget
+    # m l stays within the memory budget, but where the floor of 4 r lifts m above it
+    assert default_init_size(16, 100_000) * 100_000 <= INIT_BUDGET < default_init_size(16, 10**6) * 10**6
     assert default_init_size(16, 40) == 40
 
 

@@ -4,8 +4,8 @@
 import numpy as np
 import pytest
 
+from bench._common import subspace_angles
 from kpca.estimator import KernelHebbianPCA
-from kpca.metrics import subspace_angles
 from kpca.solvers import ritz_components
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.jobs.records import ModelRecord

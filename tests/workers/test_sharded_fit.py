@@ -16,6 +16,7 @@ import pytest
 from store import CheckpointStore, DatasetStore, ModelRegistry
 from kpca.kernels import KernelSpec
 from kpca.rows import KernelRows
+from kpca.sharded.messages import shard_call
 from kpca.sharded.passes import join_state, reduction_unit, run_sharded_passes, split_state, unit_bounds
 from kpca.sharded.shards import make_group
 from kpca.solvers._ritz import ritz_components
@@ -26,7 +27,7 @@ from workers import Backend
 from workers.fit import FitJob
 from workers.placement import machine_cores
 from workers.priority import fit_nice
-from workers.shards import ActorGroup, fit_workers
+from workers.shards import ActorGroup, ShardActor, fit_workers
 
 ROWS = 1200
 PASSES = 6
@@ -229,6 +230,6 @@ def _pass_over_actors(data_dir, backend, X, kernel, block, unit, bounds):
         blocks = -(-ROWS // block)
         assert 2 * blocks <= trips["actors"] <= 2 * blocks + 3  # and the pass's own: keep, the eigenvalue estimates
         assert_close(states["actors"], states["local"], rtol=1e-12)
-        assert actors.kernel_threads() == [max(1, machine_cores() // 2)] * 2
+        assert actors.shards.each(shard_call(ShardActor.kernel_threads)) == [max(1, machine_cores() // 2)] * 2
     finally:
         actors.close()

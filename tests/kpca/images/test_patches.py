@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
+from bench.denoise_image import join_quadrants
 from kpca.images.patches import (
     assemble_patches,
     channels_of,
     downscale_mean,
     extract_patches,
     from_unit,
-    join_quadrants,
     patch_count,
     patch_plan,
     patch_side,

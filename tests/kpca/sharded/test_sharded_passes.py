@@ -360,7 +360,7 @@ def test_sharded_rayleigh_ritz_passes_iterate_the_guard_vectors(data, split):
     components to float32's rounding; the state joined back holds the guards. Before, the sharded passes
     dropped the guards."""
     from kpca.fitting import FitRequest, prepare_fit
-    from kpca.metrics import subspace_angles
+    from bench._common import subspace_angles
 
     float32 = {"dtype": np.float32, "compute_dtype": np.float32}
     rows = KernelRows(data, KERNEL, chunk_rows=128, **float32)
@@ -401,7 +401,7 @@ def test_sharded_rayleigh_ritz_passes_take_lobpcg_steps_over_float64_tiles(data,
     previous step, and the residual falls faster than the power step's (before, shards took the power
     step: 1.6e-4 after three passes against 8e-6)."""
     from kpca.fitting import FitRequest, prepare_fit
-    from kpca.metrics import subspace_angles
+    from bench._common import subspace_angles
 
     rows = KernelRows(data, KERNEL, chunk_rows=128)
     prepared = prepare_fit(rows, FitRequest("kha-smd", R, {"init_size": 100, "tol": 0, "passes": 3,
