@@ -2,7 +2,7 @@
 
 * `denoise_with_model`: an image through a stored patch model (``/v1/models/{name}/denoise-image``):
   with ``tune="auto"`` the noise is estimated from the image, the rank and pre-image chosen by the
-  recorrupted risk estimate (`kpca.images.tuning.tune_model`), then the image denoised; with ``upscale`` > 1
+  recorrupted risk estimate (`kpca.images.model_tuning.tune_model`), then the image denoised; with ``upscale`` > 1
   hyperresolution, constrained to reproduce the input by default (`kpca.images.hyperresolution`).
 * `denoise_with_own_models`: the one-call path (``POST /v1/denoise-image``): the image's own tiles
   fitted, kernel width, rank and pre-image tuned (`kpca.images.tuning.tune_patches`), the image denoised.
@@ -26,6 +26,7 @@ import numpy as np
 from kpca.errors import Stopped
 from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
 from kpca.images.hyperresolution import hyperresolve, patch_reconstruction
+from kpca.images.model_tuning import tune_model
 from kpca.images.noise_level import noise_level, noise_level_rows
 from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit
 from kpca.images.second_stage import (
@@ -36,7 +37,7 @@ from kpca.images.second_stage import (
     stage_choice,
     stage_risks,
 )
-from kpca.images.tuning import tune_model, tune_patches, tuning_windows
+from kpca.images.tuning import tune_patches, tuning_windows
 from kpca.model import KernelModel
 from kpca.preimage import reconstruct
 from store.errors import Conflict
@@ -147,7 +148,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
     """Denoise (or hyperresolve, ``upscale`` > 1) a decoded PNG's pixels through a stored patch model.
 
     ``tune="auto"`` (denoising only): the rank (at most the model's) and pre-image method are chosen by
-    `kpca.images.tuning.tune_model` on the image itself; ``method`` other than "auto" and ``n_components``
+    `kpca.images.model_tuning.tune_model` on the image itself; ``method`` other than "auto" and ``n_components``
     are kept as given; then the Wiener second stage (or a variant) where its estimated risk on the tuning
     windows is lower than the first stage's alone (``second_stage="auto"``; ``"wiener"``: always; ``"off"``: never;
     with ``tune="off"``, ``"auto"`` is off; `kpca.images.second_stage`). ``tune="off"``: ``method`` and
@@ -285,7 +286,7 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
 
 def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: dict | None = None,
                        stop: str | None = None) -> tuple[np.ndarray, dict]:
-    """Rows through a stored model with the rank and pre-image chosen by `kpca.images.tuning.tune_model` on the
+    """Rows through a stored model with the rank and pre-image chosen by `kpca.images.model_tuning.tune_model` on the
     rows themselves (their noise estimated from their covariance, `kpca.images.noise_level.noise_level_rows`:
     it needs more rows than columns). ``stop``: the request's stop flag (`store.stop_flags`), looked at
     after each candidate and before the pre-images (`Stopped` when raised). Returns the rows and ``info``."""

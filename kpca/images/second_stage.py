@@ -1,6 +1,7 @@
 """The empirical Wiener second stage after the tuned first stage, kept only where (T1) says it helps.
 
-`kpca.images.tuning.tune_patches` (or `kpca.images.tuning.tune_model`, for a stored model) chooses the first stage f.
+`kpca.images.tuning.tune_patches` (or `kpca.images.model_tuning.tune_model`, for a stored model) chooses the first
+stage f.
 The second stage g(y) = W(y, f(y), s) (`kpca.images.wiener.wiener_stage`: the noisy patches shrunk in the basis
 of f(y)'s patches by the Wiener gain of f(y)'s coefficients) is a denoiser of y like any other, so (T1)
 estimates its error with the same draws z as the first stage's: both paths, f alone and f then W, run on
@@ -167,7 +168,7 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
         same shape.
     windows : list of ndarray
         The noisy input or windows of it (``(H, W)`` or ``(H, W, C)``); window w's draws z come from
-        ``seed + w``, as `kpca.images.tuning.tune_model` draws them, so ``first``'s risk here is the one the
+        ``seed + w``, as `kpca.images.model_tuning.tune_model` draws them, so ``first``'s risk here is the one the
         tuning estimated for it over the same draws.
     noise : float
         s of (T1).

@@ -98,7 +98,8 @@ class TilePreimages:
         (`kpca.images.denoising`'s fixed point with ``n_iter`` 1); a patch whose ``|u|`` vanishes
         (``<= 1e-12 sum_i |gamma_i f'_i|``) is kept. O(b l (r + n))."""
         slopes, Y = self._kernel_slopes()
-        weighted = served.expansion_from_components(B)  # gamma (b, l): the targets' expansions
+        alpha = B @ served.A  # the targets' expansions gamma = alpha + (1 - sum alpha) w (`kpca.model`)
+        weighted = alpha + (1.0 - alpha.sum(axis=1))[:, None] * served.weights[None, :]
         weighted *= slopes  # gamma_i f'_i
         u = weighted.sum(axis=1)
         scale = np.abs(weighted).sum(axis=1)

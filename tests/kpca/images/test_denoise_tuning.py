@@ -14,8 +14,9 @@ from kpca.kernels import median_distance
 from kpca.images.noise_level import noise_level, noise_level_rows
 from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.images.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, model_candidates, recorrupted_risks,
-                         tune_model, tune_patches, tuning_windows)
+from kpca.images.model_tuning import model_candidates, tune_model
+from kpca.images.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, recorrupted_risks, tune_patches,
+                                tuning_windows)
 
 
 def scene(side: int, seed: int) -> np.ndarray:

@@ -13,7 +13,8 @@ from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_pat
 from kpca.images.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, lower_stage, parse_stage,
                                second_stage_risks, stage_choice, stage_risks, variant_name, variants)
 from kpca.images.wiener import wiener_stage
-from kpca.images.tuning import ALPHA, DRAWS, recorruptions, tune_model, tuning_windows
+from kpca.images.model_tuning import tune_model
+from kpca.images.tuning import ALPHA, DRAWS, recorruptions, tuning_windows
 
 from tests.kpca.images.test_denoise_tuning import mse, scene, smooth_scene
 
