@@ -235,7 +235,7 @@ def start(rows, n_components: int, params: dict, *, name: str) -> KHAState:
     if A.shape[0] < r:  # the rows span fewer directions than r: the others are served as zero components
         A, AK = (np.vstack([M, np.zeros((r - M.shape[0], l), dtype=M.dtype)]) for M in (A, AK))
     A, AK = A[:r], AK[:r]
-    own = getattr(rows, "centering", None)  # a row source over K' itself (kpca.dense_rows.DenseRows) has none
+    own = getattr(rows, "centering", None)  # a row source over K' itself (bench._stepwise.DenseRows) has none
     centering = {} if own is None else own.to_state()
     state = KHAState(solver=solver, A=A, AK=AK, gain=np.full(r, gains["eta0"]),
                      eigenvalues=eigenvalue_estimates(A, AK), t=0, pass_=0, position=0, seed=seed, n_rows=l,
