@@ -48,16 +48,24 @@ def checked_clustering_params(datasets, dataset: DatasetInfo, kernel: KernelSpec
     return checked_fit_params(datasets, dataset, kernel, solver, n_clusters, params, exact_limit)
 
 
+def fit_kernel(job):
+    """The kernel model ``job`` (its record) was fitted with (its resolved width where it had "auto"). O(1)."""
+    return getattr(job, "fit_kernel", None) or job.kernel
+
+
+def own_decoder(job) -> bool:
+    """Whether model ``job`` (its record) decodes with its own decoder (autoencoder KPCA), not pre-images. O(1)."""
+    return get_solver(job.solver).model is not None
+
+
 def checked_preimage(job, method: str, options: dict | None) -> str:
     """The pre-image method a serving request on model ``job`` (its record) will run, checked before
     any work by `kpca.preimage.check_method` against the kernel the model was fit with and its kind
     (its own decoder or a kernel expansion): one validation for ``/reconstruct``, ``/denoise``,
     ``/denoise-image`` and ``/transform``. A 422 naming ``method`` or ``options.<name>`` otherwise.
     Cost O(options)."""
-    kernel = getattr(job, "fit_kernel", None) or job.kernel
-    own_decoder = get_solver(job.solver).model is not None
     try:
-        return check_method(kernel.type, own_decoder, method, options or {}).name
+        return check_method(fit_kernel(job).type, own_decoder(job), method, options or {}).name
     except ValueError as exc:
         message = str(exc)
         field = message.split(":", 1)[0] if message.startswith("options.") else "method"

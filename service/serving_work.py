@@ -4,11 +4,16 @@ Work is counted in kernel-value terms: input rows x model points x features (one
 row, what a projection costs), times each start and iteration a pre-image method may take at most
 (`kpca.preimage.work_per_row`: ``restarts`` x ``n_iter`` for fixed point, ``max_iter`` for gradient
 descent). A request over the limit is a 413 naming the option that multiplies it most (or ``rows``)
-and the limit, before anything is sent to the workers.
+and the limit, before anything is sent to the workers. A tuned request (``tune=auto``) is counted as the
+tuning runs it (`kpca.images.model_tuning.tuned_work`: its candidates on the tuning windows or rows, then
+the chosen one), not as the untuned default's fixed point of 3 restarts of 100 steps, which it never runs.
 """
 
 from __future__ import annotations
 
+from kpca.images.model_tuning import candidates_for, image_tuning_rows, tuned_work
+
+__all__ = ["check_serving_work", "check_tuned_work", "image_tuning_rows", "serving_work"]
 from kpca.preimage import work_per_row
 from service.errors import ApiError
 
@@ -39,3 +44,21 @@ def check_serving_work(n_rows: int, n_points: int, n_features: int, limit: int, 
     raise ApiError(413, "too_large", f"{' x '.join(terms)} = {work} units of work, over the limit of {limit} per "
                    f"request (KPCA_MAX_SERVING_WORK); lower {field}" + (" or send fewer rows" if factors else "")
                    + ", or split the request", field)
+
+
+def check_tuned_work(tuning_rows: int, served_rows: int, n_points: int, n_features: int, limit: int,
+                     n_components: int, kernel: str, fixed: dict, rows_field: str = "rows") -> int:
+    """The work of a tuned request (``tune=auto``) on a model of ``n_components`` components and kernel type
+    ``kernel`` (`kpca.images.model_tuning.tuned_work` of its candidates, less what ``fixed`` settles, on
+    ``tuning_rows`` rows, then ``served_rows``), times ``n_points`` and ``n_features``; a 413 ``too_large`` on
+    ``rows_field`` over ``limit``, naming the figures. ValueError (a method or rank the model cannot take)
+    from `kpca.images.model_tuning.candidates_for`. Cost O(candidates)."""
+    rows = tuned_work(candidates_for(n_components, kernel, fixed), tuning_rows, served_rows)
+    work = rows * int(n_points) * int(n_features)
+    if work <= limit:
+        return work
+    raise ApiError(413, "too_large", f"tuning and serving {served_rows} {rows_field} through {n_points} model points "
+                   f"x {n_features} features takes {rows} kernel rows = {work} units of work, over the limit of "
+                   f"{limit} per request (KPCA_MAX_SERVING_WORK); lower {rows_field}, give method and n_components "
+                   "(fewer candidates), or use tune=off", rows_field)
+

@@ -26,7 +26,7 @@ import numpy as np
 from kpca.errors import Stopped
 from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
 from kpca.images.hyperresolution import hyperresolve, patch_reconstruction
-from kpca.images.model_tuning import tune_model
+from kpca.images.model_tuning import MODEL_TUNING_TILE, tune_model
 from kpca.images.noise_level import noise_level, noise_level_rows
 from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit
 from kpca.images.second_stage import (
@@ -37,6 +37,7 @@ from kpca.images.second_stage import (
     stage_choice,
     stage_risks,
 )
+from kpca.images.tile_preimages import TilePreimages
 from kpca.images.tuning import tune_patches, tuning_windows
 from kpca.model import KernelModel
 from kpca.preimage import reconstruct
@@ -46,7 +47,6 @@ from store.stop_flags import StopFlags
 from workers.serve import load_model, reconstruct_rows
 
 REPORT_EVERY_S = 0.5
-MODEL_TUNING_TILE = 32  # windows of 64 x 64 pixels for the tuning of a stored model on a large image
 
 
 class JobProgress:
@@ -124,17 +124,19 @@ def _run(progress: JobProgress, work):
 
 
 def _second_stage(progress: JobProgress, choice: str, unit: np.ndarray, out: np.ndarray, patch: int, stride: int,
-                  noise: float, first=None, windows=None) -> tuple[np.ndarray, dict]:
+                  noise: float, first=None, windows=None, first_outputs=None) -> tuple[np.ndarray, dict]:
     """``out`` (the first stage's output for ``unit``) followed by the Wiener stage as ``choice`` says
     (`kpca.images.second_stage.STAGE_CHOICES`): ``auto`` the stage or variant (or none) that (T1) of
     ``first(y1, s1)`` alone and followed by each on ``windows`` picks (`kpca.images.second_stage.stage_risks`,
     `kpca.images.second_stage.lower_stage`; no ``first``: not applied), ``wiener`` the single stage always,
-    ``off`` never; timed as the step "second stage". Returns the image and ``{"stage", "risks"}``
+    ``off`` never; timed as the step "second stage"; ``first_outputs``: ``first``'s outputs the tuning kept
+    (`kpca.images.second_stage.stage_risks`). Returns the image and ``{"stage", "risks"}``
     (risks None where not estimated)."""
     if choice == "off" or (choice == "auto" and first is None):
         return out, {"stage": None, "risks": None}
     with progress.step("second stage"):
-        risks = stage_risks(first, windows, noise, patch, stride) if choice == "auto" else None
+        risks = stage_risks(first, windows, noise, patch, stride, first_outputs=first_outputs) \
+            if choice == "auto" else None
         stage = WIENER if risks is None else lower_stage(risks)  # risks: estimated for "auto" only
         out = apply_second_stage(unit, out, (patch, stride), noise, stage)
     return out, {"stage": stage, "risks": risks}
@@ -204,22 +206,26 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
         fixed = {"n_components": n_components, "method": None if method == "auto" else method,
                  "options": options or {}}
 
-        def apply(candidate_model, name, candidate_options, y):
+        learned: dict = {}  # the learned maps by rank, fitted once for every window and draw
+
+        def prepare(y):  # what every candidate shares for one input: its patches' projections
             patches, grid = extract_patches(y, patch, stride)
-            return assemble_patches(preimages(candidate_model, patches, name, candidate_options), grid)
+            shared = TilePreimages(model, patches, learned=learned)
+            return lambda c: assemble_patches(shared.preimages(c.n_components, c.method, c.options,
+                                                               stop=progress.asked_to_stop), grid)
 
         with progress.step("noise"):
             noise = noise_level(unit)
         windows = [unit[rows, cols] for rows, cols in tuning_windows(unit.shape, MODEL_TUNING_TILE)
                    if min(rows.stop - rows.start, cols.stop - cols.start) >= patch]
         with progress.step("tuning"):
-            tuned = tune_model(model, windows, apply, fixed, noise, report=progress.report)
+            tuned = tune_model(model, windows, None, fixed, noise, report=progress.report, prepare=prepare,
+                               keep_outputs=choice == "auto")
         chosen = tuned.settings
-        best = leading(model, chosen.n_components)
         with progress.step("denoising"):
-            out = apply(best, chosen.method, chosen.options, unit)
+            out = prepare(unit)(chosen)
         out, stage = _second_stage(progress, choice, unit, out, patch, stride, tuned.noise, windows=windows,
-                                   first=lambda y1, _s1: apply(best, chosen.method, chosen.options, y1))
+                                   first=lambda y1, _s1: prepare(y1)(chosen), first_outputs=tuned.first_outputs)
         info.update(chosen={**chosen.to_dict(), "second_stage": stage["stage"], "second_stage_risks": stage["risks"]},
                     noise=tuned.noise, noise_estimated=True, candidates=len(tuned.risks), second_stage=stage)
         return from_unit(out, unit_info), info
@@ -295,9 +301,15 @@ def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: 
     def work():
         model = load_model(data_dir, model_name).model
         values = np.asarray(rows, dtype=np.float64)
+        learned: dict = {}
+
+        def prepare(y):  # the candidates share the rows' projections (`kpca.images.tile_preimages`)
+            shared = TilePreimages(model, y, learned=learned)
+            return lambda c: shared.preimages(c.n_components, c.method, c.options, stop=progress.asked_to_stop)
+
         with progress.step("tuning"):
-            tuned = tune_model(model, [values], lambda m, name, options, y: preimages(m, y, name, options), fixed,
-                               noise_of=noise_level_rows, report=progress.report)
+            tuned = tune_model(model, [values], None, fixed, noise_of=noise_level_rows, report=progress.report,
+                               prepare=prepare)
         chosen = tuned.settings
         with progress.step("denoising"):
             out = preimages(leading(model, chosen.n_components), values, chosen.method, chosen.options,

@@ -158,7 +158,7 @@ def choose_variant(risks: dict, losses: dict, draws: int, margin: float = MARGIN
 
 
 def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[np.ndarray], noise: float,
-                patch: int, stride: int, seed: int = 0, draws: int = DRAWS) -> dict:
+                patch: int, stride: int, seed: int = 0, draws: int = DRAWS, first_outputs: list | None = None) -> dict:
     """(T1) of the first stage ``first`` alone and followed by the Wiener stage, on noisy ``windows``.
 
     Parameters
@@ -176,6 +176,10 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
         The Wiener stage's patches (the first stage's).
     seed, draws : int
         Of the draws z (`kpca.images.tuning.recorruptions`).
+    first_outputs : list, optional
+        ``first``'s outputs already computed on these draws (``[draw][window]``, a draw None where not:
+        `kpca.images.tuning.Tuned.first_outputs` of `kpca.images.model_tuning.tune_model`), read instead of
+        calling ``first``.
 
     Returns ``{"first": risk, "wiener": risk, variant: risk..., "pixels": N, "draws": draws, "chosen":
     stage or None, "standard_error": se or None}`` (`choose_variant`), risks per value on the scale of the
@@ -185,8 +189,9 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
 
     def outputs():
         for w, window in enumerate(windows):
-            for y1, target in recorruptions(window, noise, seed + w, draws):
-                yield w, y1, target, first(y1, s1)
+            for d, (y1, target) in enumerate(recorruptions(window, noise, seed + w, draws)):
+                known = first_outputs[d] if first_outputs is not None and d < len(first_outputs) else None
+                yield w, y1, target, first(y1, s1) if known is None else known[w]
 
     return _risks(outputs(), noise, patch, stride, draws, min(min(np.shape(w)[:2]) for w in windows))
 

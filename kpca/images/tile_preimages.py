@@ -28,7 +28,9 @@ from kpca.model import KernelModel
 from kpca.preimage import LearnedInverse, fixed_point, kwok_tsang
 from kpca.preimage.gradient import batched_descent
 
-__all__ = ["TilePreimages", "leading"]
+__all__ = ["SLOPES_ENTRIES", "TilePreimages", "leading"]
+
+SLOPES_ENTRIES = 1 << 24  # kernel slopes (patches x model rows) held at once for the fixed-point step: 128 MB
 
 
 def leading(model: KernelModel, n_components: int) -> KernelModel:
@@ -44,14 +46,19 @@ class TilePreimages:
     kernel values that every candidate (rank, pre-image method) shares (module docstring).
 
     ``training`` : positions in P of the model's training rows, in the model's order, when they are all
-    among P (a tile's model is fitted on a sample of its own patches); None otherwise.
-    Cost: O(b l (n + r)) once, memory O(b l).
+    among P (a tile's model is fitted on a sample of its own patches); None otherwise. ``learned``: the
+    learned maps by rank, shared with other inputs through the same model (a stored model's windows and
+    draws). Cost: O(b l (n + r)) once; memory O(b r), and O(b l) for the fixed-point step's slopes where
+    that is at most `SLOPES_ENTRIES` (past it the step computes them block by block, as
+    `kpca.images.denoising.preimages` does).
     """
 
-    def __init__(self, model: KernelModel, P: np.ndarray, training: np.ndarray | None = None):
+    def __init__(self, model: KernelModel, P: np.ndarray, training: np.ndarray | None = None,
+                 learned: dict | None = None):
         self.model = model
         self.P = model.check_points(P)
         self.training = training
+        self.learned = {} if learned is None else learned  # rank -> its learned map, fitted once (it reads no P)
         self.components = model.project(self.P)  # (b, r)
         self._moments: tuple[np.ndarray, np.ndarray] | None = None  # the slopes f' (b, l), the rows (l, n)
 
@@ -67,8 +74,12 @@ class TilePreimages:
         B = self.components[:, : served.n_components]
         if method == "fixed-point":
             n_iter = int(options.get("n_iter", 1))
-            if n_iter == 1:
+            if n_iter == 1 and self.P.shape[0] * self.model.rows.n_rows <= SLOPES_ENTRIES:
                 return self._fixed_point_step(served, B)
+            if n_iter == 1:  # too many slopes to hold: the step block by block (`kpca.images.denoising`)
+                from kpca.images.denoising import preimages
+
+                return preimages(served, self.P, method, options, stop)
             return fixed_point(served, self.P, n_iter=n_iter, tol=0.0, restarts=1, n_neighbors=neighbours,
                                init=self.P, components=B, stop=stop)
         if method == "kwok-tsang":
@@ -77,9 +88,11 @@ class TilePreimages:
             return batched_descent(served, self.P, n_iter=int(options.get("n_iter", 10)), n_neighbors=neighbours,
                                    components=B)
         if method == "learned":
-            training = None if self.training is None else self.components[self.training, : served.n_components]
-            inverse = LearnedInverse.fit(served, n_samples=n_samples, rng=np.random.default_rng(0),
-                                         components=training)
+            inverse = self.learned.get(served.n_components)
+            if inverse is None:
+                training = None if self.training is None else self.components[self.training, : served.n_components]
+                inverse = self.learned[served.n_components] = LearnedInverse.fit(
+                    served, n_samples=n_samples, rng=np.random.default_rng(0), components=training)
             return inverse.map_components(B)
         raise ValueError(f"method: {method!r} is not a patch pre-image method")
 

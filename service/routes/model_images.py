@@ -24,14 +24,14 @@ from service.images import (
     encode_png,
     image_patch_plan,
 )
-from service.job_checks import checked_preimage
+from service.job_checks import checked_preimage, fit_kernel, own_decoder
 from service.limits import check_patches
 from service.payloads import ThreadParsedRoute, read_body
 from service.routes.models import ModelName
 from service.routes.served import PNG_RESPONSES, JobQuery, invalid_preimage, served_job_now, watched
 from service.schemas.serving import SECOND_STAGE_HELP, PreimageMethod, SecondStage, Tune
 from service.security import READ, access
-from service.serving_work import check_serving_work
+from service.serving_work import check_serving_work, check_tuned_work, image_tuning_rows
 from workers.operations import DenoiseImageTuned
 
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
@@ -96,8 +96,17 @@ async def denoise_image(
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
     count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
-    check_serving_work(count, points, n_features, settings.max_serving_work,
-                       checked_preimage(model, method, None), None, rows_field="stride")
+    resolved = checked_preimage(model, method, None)
+    if tune == "auto" and upscale == 1 and not own_decoder(model):  # counted as the tuning runs it
+        try:
+            check_tuned_work(image_tuning_rows(height, width, patch, stride), count, points, n_features,
+                             settings.max_serving_work, n_components or model.n_components, fit_kernel(model).type,
+                             {"n_components": n_components, "method": None if method == "auto" else method},
+                             rows_field="stride")
+        except ValueError as exc:  # a rank the model does not have, a method its kernel does not allow
+            raise invalid_preimage(exc) from None
+    else:
+        check_serving_work(count, points, n_features, settings.max_serving_work, resolved, None, rows_field="stride")
     try:
         cleaned, info = await watched(request, settings, models, name, model, backend, DenoiseImageTuned(
             name, image, patch, stride, method, None, upscale, tune, n_components, constrained, job, second_stage))

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import Serving, ServingDep
 from service.errors import ApiError
-from service.job_checks import checked_preimage
+from service.job_checks import checked_preimage, fit_kernel, own_decoder
 from service.limits import check_rows
 from service.payloads import ThreadParsedRoute
 from service.responses import Format, rows_answer, wants_npy
@@ -34,7 +34,7 @@ from service.schemas.serving import (
     ReconstructRequest,
     ReconstructResponse,
 )
-from service.serving_work import check_serving_work
+from service.serving_work import check_serving_work, check_tuned_work
 from workers.operations import DenoiseRowsTuned, Project, Reconstruct
 
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
@@ -130,10 +130,16 @@ async def denoise(name: ModelName, body: DenoiseRequest, request: Request, servi
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)  # off the event loop
     options = body.options.model_dump(exclude_none=True)
     method = None if body.method == "auto" else checked_preimage(model, body.method, options)
-    budget = (method, options) if method else (checked_preimage(model, "auto", {}), {})  # tuned: the default's
-    check_serving_work(len(rows), points, n_features, settings.max_serving_work,
-                       *budget)
     fixed = {"n_components": body.n_components, "method": method, "options": options}
+    if own_decoder(model):  # nothing to tune: its decoder
+        check_serving_work(len(rows), points, n_features, settings.max_serving_work,
+                           checked_preimage(model, "auto", {}))
+    else:  # counted as the tuning runs it: its candidates on the rows, then the chosen one
+        try:
+            check_tuned_work(len(rows), len(rows), points, n_features, settings.max_serving_work,
+                             body.n_components or model.n_components, fit_kernel(model).type, fixed)
+        except ValueError as exc:
+            raise invalid_preimage(exc) from None
     try:
         out, info = await watched(request, settings, models, name, model, backend, DenoiseRowsTuned(name, rows, fixed))
     except ValueError as exc:
