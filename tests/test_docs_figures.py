@@ -25,7 +25,8 @@ CITED = [
     "shard_cost_100k.json", "shard_cost_20000.json", "shard_cost_cpu_16core.json", "shard_cost_gpu_16core.json",
     "shard_cost_100k_8workers_gpu_16core.json", "panel_threads.json", "service_fit.json", "service_fit_60000.json",
     "service_fit_60000_one_worker.json", "service_fit_sharded_20000.json", "service_fit_sharded_20000_no_guards.json",
-    "service_fit_threshold_20000.json", "hostile_figures.json", "time_to_accuracy.json",
+    "service_fit_threshold_20000.json", "hostile_figures.json", "time_to_accuracy.json", "denoise_profile.json",
+    "denoise_profile_before.json",
 ]
 
 
@@ -553,3 +554,20 @@ def test_the_time_to_an_answer_ratios_are_time_to_accuracy():
     printed = said(text, r"To 1e-6 that is ([\d.]+)x, the whole fit ([\d.]+)x")
     assert list(printed) == [f"{at_100k['default']['time_to']['1e-06'] / at_100k['lanczos tol 0.001']['seconds']:.2f}",
                              f"{at_100k['default']['seconds'] / at_100k['lanczos tol 0.001']['seconds']:.2f}"]
+
+
+def test_the_denoising_speed_table_is_denoise_profile():
+    """docs/denoising.md's "Speed": each size's seconds and ratio to BM3D before and after, the stages' seconds
+    and the PSNR, from bench/results/denoise_profile_before.json and denoise_profile.json (issue 55)."""
+    text = page("docs/denoising.md")
+    before, after = results("denoise_profile_before.json"), results("denoise_profile.json")
+    for size in (128, 256):
+        b = next(c for c in before["cases"] if c["size"] == size)
+        a = next(c for c in after["cases"] if c["size"] == size)
+        row = (f"| {size} x {size} | {b['seconds']:.1f} s ({b['ratio_to_bm3d']:.1f}x BM3D) | {a['seconds']:.1f} s "
+               f"({a['ratio_to_bm3d']:.1f}x BM3D) | {a['stages']['candidates']['seconds']:.1f} | "
+               f"{a['stages']['second stage choice']['seconds']:.1f} | {a['stages']['final first stage']['seconds']:.1f} | "
+               f"{a['psnr_db']:.2f} |")
+        assert row in text, row
+        assert abs(a["psnr_db"] - b["psnr_db"]) < 1e-4  # "the PSNR is the same to 1e-4 dB"
+    assert f"at\n{before['environment']['commit'][:7]}" in text and f"at {after['environment']['commit'][:7]}" in text
