@@ -7,14 +7,14 @@ raise its niceness but never lower it again; so work is niced in a thread of its
 never in a dask thread that serves next. Elsewhere everything runs at the usual priority.
 
 Niceness only weighs a thread's share: a niced fit that holds a core still runs out its time slice
-before a woken API thread gets it. So the lowered threads also take Linux's idle policy (``SCHED_IDLE``,
-`background_policy`, ``KPCA_BACKGROUND_POLICY``): the scheduler runs them only on a core no other thread
-wants, and a thread of the usual policy waking on their core takes it at once. On a busy machine the API
-processes and projections get the cores first, so a fit cannot take serving's capacity away (DESIGN.md,
-*Every request has a budget*), while on an idle machine a fit still gets every core. Among themselves,
-threads of the idle policy share by their niceness no longer: fits and pre-images take equal turns at
-what serving leaves. ``KPCA_BACKGROUND_POLICY=normal`` keeps them at the usual policy, niced only (fits
-then keep a share of a busy machine's cores by their niceness, at the cost of serving's latency).
+before a woken API thread gets it. ``KPCA_BACKGROUND_POLICY=idle`` (`background_policy`) also moves the
+lowered threads to Linux's idle policy (``SCHED_IDLE``): the scheduler runs them only on a core no other
+thread wants, and a thread of the usual policy waking on their core takes it at once, which raised the
+load bench's requests/s by a fifth (docs/development.md). But it starves them outright while any other
+process keeps the cores busy: beside two CPU-burning processes a 63-row clustering fit did not end in
+300 s (33 s niced only), and a starved thread holding its worker's interpreter lock stalls that worker's
+projections as well. So the default is ``normal``, niceness only: fits keep a share of a busy machine's
+cores by their niceness, and ``idle`` is for a machine that runs the service alone.
 """
 
 from __future__ import annotations

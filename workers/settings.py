@@ -16,8 +16,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
 FIT_NICE = 10
-#: The scheduling policy of lowered threads unless ``KPCA_BACKGROUND_POLICY`` says otherwise.
-BACKGROUND_POLICY: Literal["idle", "normal"] = "idle"
+#: The scheduling policy of lowered threads unless ``KPCA_BACKGROUND_POLICY`` says otherwise: niceness only.
+#: Linux's idle policy starves them outright while any other process keeps the cores busy (a 63-row clustering
+#: fit did not end in 300 s beside two CPU-burning processes; niced only, 33 s), and a starved thread holding
+#: its worker's interpreter lock stalls the worker's projections too; "idle" is for a machine that runs the
+#: service alone (workers/priority.py).
+BACKGROUND_POLICY: Literal["idle", "normal"] = "normal"
 # A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
 # rows on. On 2 cores a sharded default fit takes the one-worker fit's passes and about its time (one
 # worker already uses both cores); on 16 cores a sharded pass took 0.44x the wall time at 40,000 rows
@@ -34,8 +38,9 @@ class WorkerGroup(BaseModel):
                           "actor threads) runs below projections on its worker, 0 to 19 (clipped); 0: at the "
                           "serving priority")
     background_policy: Literal["idle", "normal"] = Field(
-        default=BACKGROUND_POLICY, description="idle: lowered threads (fits, pre-images) also take Linux's "
-        "SCHED_IDLE, so they run only on a core nothing else wants; normal: niceness only")
+        default=BACKGROUND_POLICY, description="normal: lowered threads (fits, pre-images) are niced only; idle: "
+        "they also take Linux's SCHED_IDLE and run only on a core nothing else wants (a machine that runs the "
+        "service alone: elsewhere any other busy process starves them)")
     shard_min_rows: int = Field(default=SHARD_MIN_ROWS, description="rows from which a fit without "
                                 "placement.workers is sharded over every worker offering fits (read by the "
                                 "fit's worker)")

@@ -60,9 +60,10 @@ def started_thread_policy() -> int:
 
 
 def test_lowered_threads_run_at_the_idle_policy_and_the_caller_keeps_its_own(monkeypatch):
-    """A fit's or pre-image's thread (and the threads it starts) only gets a core no usual thread wants: a
-    woken API or projection thread takes the core at once instead of waiting out a niced thread's slice."""
-    monkeypatch.delenv("KPCA_BACKGROUND_POLICY", raising=False)
+    """With ``KPCA_BACKGROUND_POLICY=idle`` a fit's or pre-image's thread (and the threads it starts) only gets a
+    core no usual thread wants: a woken API or projection thread takes the core at once instead of waiting
+    out a niced thread's slice."""
+    monkeypatch.setenv("KPCA_BACKGROUND_POLICY", "idle")
     assert background_policy() == "idle"
     assert run_niced(os.sched_getscheduler, 0, nice=1) == os.SCHED_IDLE
     assert run_niced(thread_policy, nice=1) == "idle" and thread_policy() == "normal"
@@ -70,6 +71,14 @@ def test_lowered_threads_run_at_the_idle_policy_and_the_caller_keeps_its_own(mon
     assert run_niced(os.sched_getscheduler, 0, nice=0) == os.SCHED_OTHER  # not lowered: the usual policy
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller, a dask thread that serves next
     assert run_niced(lambda: (keep_below_process(2), os.sched_getscheduler(0))[1], nice=0) == os.SCHED_IDLE
+
+
+def test_the_normal_background_policy_is_the_default(monkeypatch):
+    """Lowered threads are niced only unless asked: the idle policy starves them beside any busy process."""
+    monkeypatch.delenv("KPCA_BACKGROUND_POLICY", raising=False)
+    assert background_policy() == "normal"
+    assert run_niced(lambda: (thread_niceness(), os.sched_getscheduler(0)), nice=3) == (
+        min(19, thread_niceness() + 3), os.SCHED_OTHER)
 
 
 def test_the_normal_background_policy_lowers_by_niceness_only(monkeypatch):
