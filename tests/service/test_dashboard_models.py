@@ -170,11 +170,15 @@ def test_denoise_an_image_with_a_method_and_see_it_full_size(api, server, browse
         page.set_input_files("#denoise-form input[name=file]", str(noisy))
         page.select_option("#denoise-form select[name=method]", "kwok-tsang")
         page.check("#denoise-form input[name=compare]")
+        denoise_requests = []
+        page.on("request", lambda request: denoise_requests.append(request.url) if "denoise-image" in request.url else None)
         with page.expect_request(lambda request: "denoise-image" in request.url) as sent:
             page.click("#denoise-form button[type=submit]")
         assert "method=kwok-tsang" in sent.value.url and "stride=2" in sent.value.url
+        assert "job=dashboard-" in sent.value.url  # followed as an image job while it runs
         board.until("document.getElementById('denoise-compare').naturalWidth > 0")
         board.until_text("denoise-status", "with kwok-tsang")
+        assert len(denoise_requests) == 1, denoise_requests  # one request per click, side by side or not (issue 55)
         sizes = page.evaluate("""() => ['denoise-before', 'denoise-after'].map((id) => {
             const img = document.getElementById(id); return [img.naturalWidth, img.getBoundingClientRect().width]; })""")
         assert [natural for natural, _ in sizes] == [48, 48] and all(shown >= 48 * 8 for _, shown in sizes), sizes
