@@ -26,6 +26,7 @@ import numpy as np
 from kpca.kernels import kernel_and_slope, squared_norms
 from kpca.model import KernelModel
 from kpca.preimage import LearnedInverse, fixed_point, kwok_tsang
+from kpca.preimage._objective import kernel_moments
 from kpca.preimage.gradient import batched_descent
 
 __all__ = ["SLOPES_ENTRIES", "TilePreimages", "leading"]
@@ -74,12 +75,8 @@ class TilePreimages:
         B = self.components[:, : served.n_components]
         if method == "fixed-point":
             n_iter = int(options.get("n_iter", 1))
-            if n_iter == 1 and self.P.shape[0] * self.model.rows.n_rows <= SLOPES_ENTRIES:
+            if n_iter == 1:
                 return self._fixed_point_step(served, B)
-            if n_iter == 1:  # too many slopes to hold: the step block by block (`kpca.images.denoising`)
-                from kpca.images.denoising import preimages
-
-                return preimages(served, self.P, method, options, stop)
             return fixed_point(served, self.P, n_iter=n_iter, tol=0.0, restarts=1, n_neighbors=neighbours,
                                init=self.P, components=B, stop=stop)
         if method == "kwok-tsang":
@@ -109,14 +106,22 @@ class TilePreimages:
     def _fixed_point_step(self, served: KernelModel, B: np.ndarray) -> np.ndarray:
         """One step of Mika et al.'s iteration from the patches themselves, ``z = v / u`` at ``z = p``
         (`kpca.images.denoising`'s fixed point with ``n_iter`` 1); a patch whose ``|u|`` vanishes
-        (``<= 1e-12 sum_i |gamma_i f'_i|``) is kept. O(b l (r + n))."""
-        slopes, Y = self._kernel_slopes()
+        (``<= 1e-12 sum_i |gamma_i f'_i|``) is kept. From the shared slopes where they fit in `SLOPES_ENTRIES`,
+        else block by block (`kpca.preimage._objective.kernel_moments`). O(b l (r + n))."""
         alpha = B @ served.A  # the targets' expansions gamma = alpha + (1 - sum alpha) w (`kpca.model`)
-        weighted = alpha + (1.0 - alpha.sum(axis=1))[:, None] * served.weights[None, :]
-        weighted *= slopes  # gamma_i f'_i
-        u = weighted.sum(axis=1)
-        scale = np.abs(weighted).sum(axis=1)
-        moving = np.abs(u) > 1e-12 * scale
+        gamma = alpha + (1.0 - alpha.sum(axis=1))[:, None] * served.weights[None, :]
+        if self.P.shape[0] * self.model.rows.n_rows <= SLOPES_ENTRIES:
+            slopes, Y = self._kernel_slopes()
+            weighted = np.multiply(gamma, slopes, out=gamma)  # gamma_i f'_i
+            u, scale = weighted.sum(axis=1), np.abs(weighted).sum(axis=1)
+            moving = np.abs(u) > 1e-12 * scale
+            out = self.P.copy()
+            out[moving] = (weighted[moving] @ Y) / u[moving, None]
+            return out
         out = self.P.copy()
-        out[moving] = (weighted[moving] @ Y) / u[moving, None]
+        step = served.block_rows()
+        for a in range(0, self.P.shape[0], step):
+            _, u, v, scale = kernel_moments(served.rows, self.P[a : a + step], gamma[a : a + step])
+            moving = np.abs(u) > 1e-12 * scale
+            out[a : a + step][moving] = v[moving] / u[moving, None]
         return out

@@ -88,3 +88,15 @@ def test_a_report_that_stops_leaves_the_remaining_tiles_undone():
     assert got == [0, 1, 2]
     assert len(started) <= 3 + 2 * 2, "at most two tiles per thread run ahead of the one read"
     assert sorted(started) == list(range(len(started)))
+
+
+def test_the_fixed_point_step_past_the_slopes_budget_is_the_same_step(patches, monkeypatch):
+    """Where a tile's kernel slopes would not fit in `SLOPES_ENTRIES`, the step is computed block by block
+    from the kernel rows (`kpca.preimage._objective.kernel_moments`): the same step."""
+    import kpca.images.tile_preimages as tile_preimages
+
+    model = fit_patch_model(patches[:150], sigma=0.1 * 1.6 * np.sqrt(50), n_components=6)
+    want = preimages(leading(model, 4), patches, "fixed-point", {"n_iter": 1})
+    monkeypatch.setattr(tile_preimages, "SLOPES_ENTRIES", 10)
+    got = TilePreimages(model, patches).preimages(4, "fixed-point", {"n_iter": 1})
+    assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
