@@ -11,9 +11,9 @@ before a woken API thread gets it. ``KPCA_BACKGROUND_POLICY=idle`` (`background_
 lowered threads to Linux's idle policy (``SCHED_IDLE``): the scheduler runs them only on a core no other
 thread wants, and a thread of the usual policy waking on their core takes it at once, which raised the
 load bench's requests/s by a fifth (docs/development.md). But it starves them outright while any other
-process keeps the cores busy: beside two CPU-burning processes a 63-row clustering fit did not end in
-300 s (33 s niced only), and a starved thread holding its worker's interpreter lock stalls that worker's
-projections as well. So the default is ``normal``, niceness only: fits keep a share of a busy machine's
+process keeps the cores busy (docs/limits.md: a small fit that never ended beside two CPU-burning
+processes), and a starved thread holding its worker's interpreter lock can stall that worker's projections
+as well. So the default is ``normal``, niceness only: fits keep a share of a busy machine's
 cores by their niceness, and ``idle`` is for a machine that runs the service alone.
 """
 

@@ -17,10 +17,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 #: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
 FIT_NICE = 10
 #: The scheduling policy of lowered threads unless ``KPCA_BACKGROUND_POLICY`` says otherwise: niceness only.
-#: Linux's idle policy starves them outright while any other process keeps the cores busy (a 63-row clustering
-#: fit did not end in 300 s beside two CPU-burning processes; niced only, 33 s), and a starved thread holding
-#: its worker's interpreter lock stalls the worker's projections too; "idle" is for a machine that runs the
-#: service alone (workers/priority.py).
+#: Linux's idle policy starves them outright while any other process keeps the cores busy, and a starved thread
+#: holding its worker's interpreter lock can stall the worker's projections too; "idle" is for a machine that
+#: runs the service alone (workers/priority.py, docs/limits.md).
 BACKGROUND_POLICY: Literal["idle", "normal"] = "normal"
 # A fit that does not ask is spread over every worker offering the fit resource from SHARD_MIN_ROWS
 # rows on. On 2 cores a sharded default fit takes the one-worker fit's passes and about its time (one
