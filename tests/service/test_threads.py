@@ -78,4 +78,7 @@ def test_a_cancelled_wait_that_abandons_its_call_ends_at_once_and_one_that_does_
     anyio.run(cancelled_after, 0.2, True)
     assert not release.is_set() and not returned  # ended while its call still blocked; the call runs on
     threading.Timer(1.0, release.set).start()
-    assert anyio.run(cancelled_after, 0.2, False) >= 1.0 and release.is_set() and returned  # waited for its end
+    anyio.run(cancelled_after, 0.2, False)
+    # waited for its end: the call had returned when the wait did, a second after the cancel (the Timer starts
+    # before the wait's own clock, so the wait's measured time can read a little under that second)
+    assert release.is_set() and returned
