@@ -56,15 +56,21 @@ def steps(response) -> list[str]:
     return [part.split(";")[0] for part in response.headers["server-timing"].split(", ")]
 
 
-@pytest.fixture(scope="module")
-def patch_model(api):
-    r = api.post("/v1/datasets/tuned-scene/from-image?patch=5&stride=1", content=png(scene(48, 1)), headers=PNG)
+def fit_patch_model(api, dataset: str, name: str) -> str:
+    """A model of a 48 x 48 scene's own 5 x 5 patches (1936 of them), as the dashboard's "from image" makes it:
+    12 components, Gaussian kernel of width 0.6, fitted exactly; its name once completed."""
+    r = api.post(f"/v1/datasets/{dataset}/from-image?patch=5&stride=1", content=png(scene(48, 1)), headers=PNG)
     assert r.status_code == 201, r.text
-    r = api.post("/v1/models", json={"name": "tuned-rbf", "dataset": "tuned-scene", "n_components": 12,
+    r = api.post("/v1/models", json={"name": name, "dataset": dataset, "n_components": 12,
                                      "kernel": {"type": "gaussian", "sigma": 0.6}, "solver": "exact"})
     assert r.status_code == 202, r.text
-    assert wait_for_fit(api, "tuned-rbf")["status"] == "completed"
-    return "tuned-rbf"
+    assert wait_for_fit(api, name)["status"] == "completed"
+    return name
+
+
+@pytest.fixture(scope="module")
+def patch_model(api):
+    return fit_patch_model(api, "tuned-scene", "tuned-rbf")
 
 
 def test_model_route_tunes_by_default_and_says_what_it_chose(api, patch_model):

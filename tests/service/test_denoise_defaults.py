@@ -20,9 +20,9 @@ import pytest
 from kpca.images.model_tuning import candidates_for, image_tuning_rows, tuned_work
 from kpca.images.patches import extract_patches, patch_count
 from service import Settings, create_app
-from tests.api_checks import assert_error, wait_for_fit
+from tests.api_checks import assert_error
 from tests.service.serving_load import SETTINGS, served
-from tests.service.test_api_denoise_tuned import PNG, png, scene, unpng
+from tests.service.test_api_denoise_tuned import PNG, fit_patch_model, png, scene, unpng
 
 LIMIT = 4 * 10**9
 
@@ -37,14 +37,7 @@ def api(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def patch_model(api):
-    """A model of an image's own 5 x 5 patches (1936 of them), as the dashboard's "from image" makes it."""
-    r = api.post("/v1/datasets/scene/from-image?patch=5&stride=1", content=png(scene(48, 1)), headers=PNG)
-    assert r.status_code == 201, r.text
-    r = api.post("/v1/models", json={"name": "scene", "dataset": "scene", "n_components": 12,
-                                     "kernel": {"type": "gaussian", "sigma": 0.6}, "solver": "exact"})
-    assert r.status_code == 202, r.text
-    assert wait_for_fit(api, "scene")["status"] == "completed"
-    return "scene"
+    return fit_patch_model(api, "scene", "scene")
 
 
 def noisy(seed: int) -> np.ndarray:
@@ -55,9 +48,9 @@ def noisy(seed: int) -> np.ndarray:
 def test_the_limit_here_refused_the_old_count_and_takes_the_tunings():
     """The figures the module docstring gives: the old count over the limit, the tuning's own under it."""
     points, features = 1936, 25
-    for tuning, served in ((image_tuning_rows(48, 48, 5, 2), patch_count(48, 48, 5, 2)), (400, 400)):
-        assert served * points * features * 3 * 100 > LIMIT  # restarts 3 x n_iter 100: what the routes counted
-        assert tuned_work(candidates_for(12, "gaussian", {}), tuning, served) * points * features <= LIMIT
+    for tuning, answered in ((image_tuning_rows(48, 48, 5, 2), patch_count(48, 48, 5, 2)), (400, 400)):
+        assert answered * points * features * 3 * 100 > LIMIT  # restarts 3 x n_iter 100: what the routes counted
+        assert tuned_work(candidates_for(12, "gaussian", {}), tuning, answered) * points * features <= LIMIT
 
 
 def test_the_stored_models_denoise_image_answers_its_defaults(api, patch_model):
