@@ -1,9 +1,10 @@
-"""The OS scheduling priority of work on a worker: serving first, then fits and pre-images.
+"""The OS scheduling priority of work on a worker: serving first, then pre-images, then fits.
 
 Projections run at the worker's own priority. A fit (its driver thread, the threads it starts, its
-shards' actor threads) runs ``KPCA_FIT_NICE`` (default `FIT_NICE`; `workers.settings`) lower, and a serving request's
-pre-image work `PREIMAGE_NICE` lower. Linux keeps a niceness per thread, and an unprivileged thread can
-raise its niceness but never lower it again; so work is niced in a thread of its own (`run_niced`),
+shards' actor threads) runs ``KPCA_FIT_NICE`` (default `FIT_NICE`; `workers.settings`) lower, and a
+serving request's pre-image work ``KPCA_PREIMAGE_NICE`` (default `PREIMAGE_NICE`) lower: between the two,
+since somebody waits for it. Linux keeps a niceness per thread, and an unprivileged thread can raise its
+niceness but never lower it again; so work is niced in a thread of its own (`run_niced`),
 never in a dask thread that serves next. Elsewhere everything runs at the usual priority.
 
 Niceness only weighs a thread's share: a niced fit that holds a core still runs out its time slice
@@ -24,19 +25,23 @@ import contextvars
 import os
 import threading
 
-from workers.settings import BACKGROUND_POLICY, FIT_NICE, worker_settings
+from workers.settings import BACKGROUND_POLICY, FIT_NICE, PREIMAGE_NICE, worker_settings
 
 __all__ = ["BACKGROUND_POLICY", "FIT_NICE", "PREIMAGE_NICE", "background_policy", "fit_nice", "keep_below_process",
-           "lower_priority", "run_niced", "thread_policy"]
-
-#: Niceness added to a serving request's pre-image work: below projections and fits on a busy machine.
-PREIMAGE_NICE = 19
+           "lower_priority", "preimage_nice", "run_niced", "thread_policy"]
 
 
 def fit_nice() -> int:
     """``KPCA_FIT_NICE`` of this process's environment (`workers.settings.WorkerSettings.fit_nice`): how
     much lower a fit runs than projections. A ValueError naming the variable if it cannot be read."""
     return worker_settings().fit_nice
+
+
+def preimage_nice() -> int:
+    """``KPCA_PREIMAGE_NICE`` of this process's environment (`workers.settings.WorkerSettings.preimage_nice`):
+    how much lower a serving request's pre-image work runs than projections. A ValueError naming the
+    variable if it cannot be read."""
+    return worker_settings().preimage_nice
 
 
 def background_policy() -> str:
@@ -95,13 +100,15 @@ def keep_below_process(nice: int) -> int | None:
         return None
 
 
-def run_niced(function, *args, nice: int = PREIMAGE_NICE):
-    """``function(*args)`` in a new thread of this process whose priority is lowered by ``nice``
-    (`lower_priority`), in a copy of the caller's context (so dask's ``get_worker`` still answers),
+def run_niced(function, *args, nice: int | None = None):
+    """``function(*args)`` in a new thread of this process whose priority is lowered by ``nice`` (default:
+    `preimage_nice`; `lower_priority`), in a copy of the caller's context (so dask's ``get_worker`` still answers),
     its result returned or its exception raised. The thread ends with the call, so the dask thread
     that waits for it keeps its own priority for the projections it runs next. Cost: one thread start."""
     outcome: dict = {}
     context = contextvars.copy_context()
+    if nice is None:
+        nice = preimage_nice()
 
     def body() -> None:
         if nice:

@@ -16,6 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
 FIT_NICE = 10
+#: Niceness added to a serving request's pre-image work unless ``KPCA_PREIMAGE_NICE`` says otherwise: below
+#: projections, above fits (a pre-image is a request somebody waits for; a fit is polled). At the lowest
+#: priority, beside CPU-bound processes of the usual one, it starved (docs/limits.md).
+PREIMAGE_NICE = 5
 #: The scheduling policy of lowered threads unless ``KPCA_BACKGROUND_POLICY`` says otherwise: niceness only.
 #: Linux's idle policy starves them outright while any other process keeps the cores busy, and a starved thread
 #: holding its worker's interpreter lock can stall the worker's projections too; "idle" is for a machine that
@@ -30,12 +34,15 @@ SHARD_MIN_ROWS = 50_000
 
 class WorkerGroup(BaseModel):
     """The processes and placement settings every dask worker reads (``KPCA_FIT_NICE``,
-    ``KPCA_BACKGROUND_POLICY``, ``KPCA_SHARD_MIN_ROWS``): the fields of `WorkerSettings`, and a group of
-    `service.settings.Settings`."""
+    ``KPCA_PREIMAGE_NICE``, ``KPCA_BACKGROUND_POLICY``, ``KPCA_SHARD_MIN_ROWS``): the fields of
+    `WorkerSettings`, and a group of `service.settings.Settings`."""
 
     fit_nice: int = Field(default=FIT_NICE, description="OS priority levels a fit (its threads, its shards' "
                           "actor threads) runs below projections on its worker, 0 to 19 (clipped); 0: at the "
                           "serving priority")
+    preimage_nice: int = Field(default=PREIMAGE_NICE, description="OS priority levels a serving request's "
+                               "pre-image work (denoising, reconstruction by pre-image, image jobs) runs below "
+                               "projections on its worker, 0 to 19 (clipped)")
     background_policy: Literal["idle", "normal"] = Field(
         default=BACKGROUND_POLICY, description="normal: lowered threads (fits, pre-images) are niced only; idle: "
         "they also take Linux's SCHED_IDLE and run only on a core nothing else wants (a machine that runs the "
@@ -44,14 +51,14 @@ class WorkerGroup(BaseModel):
                                 "placement.workers is sharded over every worker offering fits (read by the "
                                 "fit's worker)")
 
-    @field_validator("fit_nice", "shard_min_rows", mode="before")
+    @field_validator("fit_nice", "preimage_nice", "shard_min_rows", mode="before")
     @classmethod
     def _blank_is_default(cls, value: object, info) -> object:
         if isinstance(value, str) and not value.strip():
             return cls.model_fields[info.field_name].default
         return value
 
-    @field_validator("fit_nice", mode="after")
+    @field_validator("fit_nice", "preimage_nice", mode="after")
     @classmethod
     def _clipped_nice(cls, value: int) -> int:
         return min(19, max(0, value))

@@ -1,4 +1,4 @@
-"""The OS priorities of work on a worker (`workers.priority`): serving first, then fits and pre-images."""
+"""The OS priorities of work on a worker (`workers.priority`): serving first, then pre-images, then fits."""
 
 import contextvars
 import os
@@ -8,7 +8,7 @@ import pytest
 
 from kpca._tiles import thread_niceness
 from workers.priority import (FIT_NICE, PREIMAGE_NICE, background_policy, fit_nice, keep_below_process,
-                              run_niced, thread_policy)
+                              preimage_nice, run_niced, thread_policy)
 
 WHO = contextvars.ContextVar("who")  # as dask's worker context variable (`distributed.get_worker`)
 
@@ -22,7 +22,7 @@ def test_run_niced_lowers_only_its_own_thread_and_keeps_the_callers_context():
         WHO.reset(token)
     assert inside == (7, min(19, base + 4), "worker-1", "kpca-niced-4")
     assert thread_niceness() == base  # the caller (a dask thread that serves next) keeps its priority
-    assert run_niced(thread_niceness) == min(19, base + PREIMAGE_NICE) and PREIMAGE_NICE == 19
+    assert run_niced(thread_niceness) == min(19, base + PREIMAGE_NICE) and PREIMAGE_NICE == 5
 
 
 def test_run_niced_raises_the_calls_exception_in_the_caller():
@@ -48,6 +48,21 @@ def test_fit_nice_reads_its_variable_and_clips_it(monkeypatch):
     for value, expected in (("0", 0), ("4", 4), ("40", 19), ("-3", 0)):
         monkeypatch.setenv("KPCA_FIT_NICE", value)
         assert fit_nice() == expected
+
+
+def test_preimage_work_runs_between_projections_and_fits_and_reads_its_variable(monkeypatch):
+    """Pre-image work (a request somebody waits for) runs below projections but above fits by default, so a
+    busy machine's other processes and fits do not starve it; KPCA_PREIMAGE_NICE moves it, clipped to 0-19."""
+    monkeypatch.delenv("KPCA_PREIMAGE_NICE", raising=False)
+    assert 0 < preimage_nice() == PREIMAGE_NICE < FIT_NICE
+    base = thread_niceness()
+    for value, expected in (("0", 0), ("12", 12), ("40", 19), ("-3", 0), ("", PREIMAGE_NICE)):
+        monkeypatch.setenv("KPCA_PREIMAGE_NICE", value)
+        assert preimage_nice() == expected
+        assert run_niced(thread_niceness) == min(19, base + expected)
+    monkeypatch.setenv("KPCA_PREIMAGE_NICE", "high")
+    with pytest.raises(ValueError, match="KPCA_PREIMAGE_NICE"):
+        preimage_nice()
 
 
 def started_thread_policy() -> int:
