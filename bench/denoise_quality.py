@@ -15,7 +15,8 @@ defaults are the route's). Rows of the table, each with PSNR (dB), SSIM and seco
   kept unless a kernel candidate beats it by two standard errors of the estimate; then the Wiener
   second stage where its risk estimate is lower, ``chosen["second_stage"]``, `kpca.images.second_stage`);
 * ``tuned/<method>``: each pre-image method with its own tuned width and rank (the best row of that
-  method in the service's tuning table), first stage alone;
+  method in the service's tuning table, or, for a method its default sweep leaves out, that method tuned
+  alone as a request naming it would be), first stage alone;
 * ``nl_means``: scikit-image's non-local means, h = 0.8 sigma with sigma from its own estimate
   (`skimage.restoration.estimate_sigma`), 5 x 5 patches, 13 x 13 search (its documented recipe);
 * ``tv_chambolle``: total variation (Chambolle), weight chosen by the same rule as linear PCA's rank.
@@ -52,7 +53,7 @@ from skimage.restoration import denoise_nl_means, denoise_tv_chambolle, estimate
 
 from bench._common import ROOT, output_path, save  # noqa: E402
 from kpca.images.denoising import PatchSettings, denoise_image, linear_pca_denoise  # noqa: E402
-from kpca.images.tuning import DRAWS, linear_rank, recorrupted_risks  # noqa: E402
+from kpca.images.tuning import DRAWS, linear_rank, recorrupted_risks, tune_patches  # noqa: E402
 from workers.image_jobs import denoise_with_own_models  # noqa: E402
 
 IMAGES = ("camera", "moon", "coins", "brick", "gravel", "cell")
@@ -103,6 +104,19 @@ def by_rule(noisy, noise, make, values):
     return min(risks, key=risks.get)
 
 
+def method_settings(unit: np.ndarray, info: dict, method: str) -> dict:
+    """``method``'s best row of the service's tuning table (width, rank, options); for a method the
+    service's default sweep leaves out (`kpca.images.tuning.SWEEP`), that method tuned alone, as a request
+    naming it is (``{"method": method}``), on the service's noise estimate."""
+    row = next((row for row in info["risks"] if row["method"] == method), None)
+    if row is not None:
+        return row
+    base = PatchSettings(patch=PATCH, stride=STRIDE, tile=info["chosen"]["tile"])
+    tuned = tune_patches(unit, base, {"method": method}, noise=info["noise"])
+    return {"width": tuned.settings.width, "n_components": tuned.settings.n_components,
+            "options": dict(tuned.settings.options)}
+
+
 def run_case(clean: np.ndarray, level: float, seed: int, data_dir: str) -> tuple[dict, dict]:
     pixels = noisy_pixels(clean, level, seed)
     unit = pixels / 65535.0
@@ -124,7 +138,7 @@ def run_case(clean: np.ndarray, level: float, seed: int, data_dir: str) -> tuple
 
     chosen_method = info["chosen"]["method"]
     for method in ("fixed-point", "kwok-tsang", "gradient", "learned"):
-        best = next(row for row in info["risks"] if row["method"] == method)  # the service's tuning table
+        best = method_settings(unit, info, method)
         settings = PatchSettings(patch=PATCH, stride=STRIDE, width=best["width"], n_components=best["n_components"],
                                  method=method, options=best["options"])
         if method == chosen_method and not info["chosen"].get("second_stage"):  # else the first stage alone

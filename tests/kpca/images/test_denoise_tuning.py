@@ -199,6 +199,20 @@ def test_choose_keeps_linear_unless_a_kernel_beats_it_by_the_margin(rng):
     assert only_kernel["method"] == "kwok-tsang" and only_kernel["rule"] == "least risk"
 
 
+def test_the_default_sweep_leaves_out_what_was_never_chosen_and_a_named_method_gets_its_whole_grid():
+    """Issue 55: the candidates no case of bench/denoise_quality.py chose (the gradient pre-image, the fixed
+    point at widths 1.6 and 4) are not run by default; a request naming a method still tunes it over GRID."""
+    default = candidate_grid({})
+    assert sorted(w for w in default if w is not None) == [0.5, 0.75, 1.6]
+    assert "gradient" not in {c.method for cs in default.values() for c in cs}
+    assert {c.method for c in default[1.6]} == {"kwok-tsang", "learned"}
+    named = candidate_grid({"method": "gradient"})
+    assert {c.method for cs in named.values() for c in cs} == {"gradient"} and list(named) == [1.6]
+    assert sorted(candidate_grid({"method": "fixed-point"})) == [0.5, 0.75, 1.6, 4.0]
+    explicit = candidate_grid({"width": 4.0})  # an explicit width: every swept method at it
+    assert list(explicit) == [4.0] and {c.method for c in explicit[4.0]} == {"fixed-point", "kwok-tsang", "learned"}
+
+
 def test_linear_is_a_candidate_without_a_kernel_width():
     grid = candidate_grid({})
     assert [c.method for c in grid[None]] == [LINEAR] * len(grid[None])
