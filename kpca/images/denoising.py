@@ -38,7 +38,8 @@ import numpy as np
 
 from kpca._threads import map_threads, serial_blas, tile_threads
 from kpca.fitting import FitRequest, prepare_fit
-from kpca.images.patches import PatchGrid, assemble_patches, extract_patches
+from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, tile_parts
+from kpca.images.patches import patch_grid
 from kpca.images.tile_preimages import TilePreimages, leading
 from kpca.kernels import KernelSpec
 from kpca.model import KernelModel
@@ -147,29 +148,11 @@ def _fixed_point_step(model: KernelModel, B: np.ndarray) -> np.ndarray:
     return out
 
 
-def tile_blocks(grid: PatchGrid, tile: int | None) -> list[np.ndarray]:
-    """The patches of ``grid`` split into tiles of about ``tile`` x ``tile`` pixels (by their
-    top-left corners; None: one tile), as arrays of patch indices. O(patches)."""
-    n_rows, n_cols = len(grid.rows), len(grid.cols)
-    H, W = grid.shape[:2]
-    per_row = 1 if tile is None else max(1, int(round(H / tile)))
-    per_col = 1 if tile is None else max(1, int(round(W / tile)))
-    row_parts = np.array_split(np.arange(n_rows), min(per_row, n_rows))
-    col_parts = np.array_split(np.arange(n_cols), min(per_col, n_cols))
-    return [(a[:, None] * n_cols + b[None, :]).ravel() for a in row_parts for b in col_parts]
-
-
 def training_rows(indices: np.ndarray, max_rows: int, seed: int) -> np.ndarray:
     """At most ``max_rows`` of ``indices``, a fixed-seed sample (sorted), all of them if fewer."""
     if indices.size <= max_rows:
         return indices
     return np.sort(np.random.default_rng(seed).choice(indices, max_rows, replace=False))
-
-
-def positions(indices: np.ndarray, subset: np.ndarray) -> np.ndarray | None:
-    """Where the entries of ``subset`` are in the sorted ``indices`` (None if one is not there). O(m log b)."""
-    at = np.minimum(np.searchsorted(indices, subset), max(indices.size - 1, 0))
-    return at if indices.size and np.array_equal(indices[at], subset) else None
 
 
 @dataclass(frozen=True)
@@ -237,29 +220,41 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     candidate's pre-images O(b l n) per step.
     """
     candidates = list(candidates)
-    patches, grid = extract_patches(np.asarray(image, dtype=np.float64), settings.patch, settings.stride)
-    outputs = {c.key(): np.empty_like(patches) for c in candidates}
+    image = np.asarray(image, dtype=np.float64)
+    grid = patch_grid(image.shape, settings.patch, settings.stride)
+    row_parts, col_parts = tile_parts(grid, settings.tile)
+    sums = {c.key(): PatchSum(grid) for c in candidates}
     r_max = max(c.n_components for c in candidates)
-    blocks = tile_blocks(grid, settings.tile)
     sigma = settings.sigma(noise)
     assert sigma is not None, "a kernel candidate's settings give a width (LINEAR has linear_pca_candidates)"
+    per_band = len(col_parts)
 
     def tile(k: int) -> dict[tuple, np.ndarray]:
         """Tile k's candidates: one fit (at the largest rank) and the projections they share."""
-        indices = blocks[k]
-        training = training_rows(indices, max_rows, seed + k)
+        band, cols = row_parts[k // per_band], col_parts[k % per_band]
+        patches = band_patches(image, grid, band, slice(cols.start, cols.stop))
+        training = training_rows(np.arange(len(patches)), max_rows, seed + k)
         with tile_threads(1):  # the tiles share the cores; each one's kernel tiles run in its own thread
             model = fit_patch_model(patches[training], sigma, r_max)
-            shared = TilePreimages(model, patches[indices], positions(indices, training))
+            shared = TilePreimages(model, patches, training)
             return {c.key(): shared.preimages(c.n_components, c.method, c.options, n_samples=max_rows)
                     for c in candidates}
 
-    for k, tile_outputs in enumerate(map_tiles(tile, len(blocks), threads)):
+    count = len(row_parts) * per_band
+    band_outputs: dict[tuple, np.ndarray] = {}
+    for k, tile_outputs in enumerate(map_tiles(tile, count, threads)):  # a band of tiles, then its sum
+        band, cols = row_parts[k // per_band], col_parts[k % per_band]
         for key, out in tile_outputs.items():
-            outputs[key][blocks[k]] = out
+            if key not in band_outputs:
+                band_outputs[key] = np.empty((len(band), len(grid.cols), grid.n_features))
+            band_outputs[key][:, cols.start:cols.stop] = out.reshape(len(band), len(cols), -1)
+        if k % per_band == per_band - 1:
+            for key, out in band_outputs.items():
+                sums[key].add(out.reshape(-1, grid.n_features), band)
+            band_outputs = {}
         if report is not None:
-            report(k + 1, len(blocks))
-    return {key: assemble_patches(out, grid) for key, out in outputs.items()}
+            report(k + 1, count)
+    return {key: total.image() for key, total in sums.items()}
 
 
 def denoise_image(image: np.ndarray, settings: PatchSettings, noise: float, max_rows: int = MAX_ROWS,
@@ -285,20 +280,28 @@ def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components:
 
 def linear_pca_candidates(image: np.ndarray, patch: int, stride: int, ranks: Iterable[int]) -> dict[int, np.ndarray]:
     """`linear_pca_denoise` at every rank of ``ranks`` from one eigendecomposition of the patches'
-    covariance (n x n, not an SVD of the m x n patches): ``{rank: image}``. Cost O(m n^2) once, then
-    O(m n r) per rank."""
-    patches, grid = extract_patches(np.asarray(image, dtype=np.float64), patch, stride)
-    mean = patches.mean(axis=0)
-    centred = patches - mean
-    _, vectors = np.linalg.eigh(centred.T @ centred)
+    covariance (n x n, not an SVD of the m x n patches): ``{rank: image}``. The patches are read in bands
+    (`kpca.images.patch_bands`) three times: mean, covariance, projections. Cost O(m n^2) once, then
+    O(m n r) per rank; memory of a band of patches and an image per rank."""
+    image = np.asarray(image, dtype=np.float64)
+    grid = patch_grid(image.shape, patch, stride)
+    bands = band_ranges(grid)
+    mean = sum(band_patches(image, grid, band).sum(axis=0) for band in bands) / grid.n_patches
+    gram = np.zeros((grid.n_features, grid.n_features))
+    for band in bands:
+        centred = band_patches(image, grid, band) - mean
+        gram += centred.T @ centred
+    _, vectors = np.linalg.eigh(gram)
     directions = vectors[:, ::-1].T  # principal directions, leading first
-    out = {}
-    for rank in ranks:
-        V = directions[: int(rank)]
-        out[int(rank)] = assemble_patches(centred @ V.T @ V + mean, grid)
-    return out
+    sums = {int(rank): PatchSum(grid) for rank in ranks}
+    for band in bands:
+        centred = band_patches(image, grid, band) - mean
+        for rank, total in sums.items():
+            V = directions[:rank]
+            total.add(centred @ V.T @ V + mean, band)
+    return {rank: total.image() for rank, total in sums.items()}
 
 
 __all__ = ["PATCH_METHODS", "KERNEL_METHODS", "LINEAR", "PatchSettings", "Candidate", "fit_patch_model", "leading",
-           "preimages", "tile_blocks", "denoise_candidates", "denoise_image", "linear_pca_denoise",
+           "preimages", "denoise_candidates", "denoise_image", "linear_pca_denoise",
            "linear_pca_candidates"]

@@ -70,7 +70,8 @@ def noise_level(image, patch: int = PATCH) -> float:
     Returns
     -------
     float, the estimate s (0 for an image without noise or variation). ValueError naming ``image``
-    when it has fewer than ``patch^2 + 1`` patches. Cost O(m patch^4) for m patches.
+    when it has fewer than ``patch^2 + 1`` patches. Cost O(m patch^4) for m patches (at most `MAX_PATCHES`,
+    the only ones copied).
     """
     image = np.asarray(image, dtype=np.float64)
     if image.ndim == 3:
@@ -82,5 +83,9 @@ def noise_level(image, patch: int = PATCH) -> float:
         patch -= 1
     if H < patch or W < patch or (H - patch + 1) * (W - patch + 1) <= patch * patch:
         raise ValueError(f"image: {H}x{W} is too small to estimate its noise from {patch}x{patch} patches")
-    windows = np.lib.stride_tricks.sliding_window_view(image, (patch, patch)).reshape(-1, patch * patch)
-    return noise_level_rows(windows)
+    windows = np.lib.stride_tricks.sliding_window_view(image, (patch, patch))  # a view: nothing copied yet
+    count, across = windows.shape[0] * windows.shape[1], windows.shape[1]
+    if count > MAX_PATCHES:  # `noise_level_rows`' sample, drawn before any patch is copied
+        chosen = np.sort(np.random.default_rng(0).choice(count, MAX_PATCHES, replace=False))
+        return noise_level_rows(windows[chosen // across, chosen % across].reshape(-1, patch * patch))
+    return noise_level_rows(windows.reshape(-1, patch * patch))

@@ -190,23 +190,28 @@ def extract_patches(image: np.ndarray, patch: int, stride: int) -> tuple[np.ndar
     Cost: a copy of ``m p^2 C`` values (m patches).
     """
     image = _check_image(image)
+    grid = patch_grid(image.shape, patch, stride)
+    windows = np.lib.stride_tricks.sliding_window_view(image, (grid.patch, grid.patch), axis=(0, 1))
+    selected = windows[np.ix_(grid.rows, grid.cols)]  # (n_rows, n_cols, [C,] p, p): one copy, of the patches only
+    if image.ndim == 3:
+        selected = np.moveaxis(selected, 2, -1)  # channels last within a patch
+    patches = np.ascontiguousarray(selected).reshape(grid.n_patches, -1)
+    return patches, grid
+
+
+def patch_grid(shape: tuple, patch: int, stride: int) -> PatchGrid:
+    """The grid of corners `extract_patches` cuts an image of ``shape`` (H, W) or (H, W, C) into, with its
+    checks (ValueError naming ``patch`` or ``stride``), without cutting any patch. O(H + W)."""
     patch = _positive_int(patch, "patch")
     if int(stride) != stride or stride < 1:
         raise ValueError(f"stride: must be an integer >= 1, got {stride}")
     stride = int(stride)
-    H, W = image.shape[:2]
+    H, W = shape[:2]
     if patch > H or patch > W:
         raise ValueError(f"patch: side {patch} exceeds the image size {H} x {W}")
     if stride > patch:
         raise ValueError(f"stride: {stride} > patch {patch} would leave pixels uncovered")
-    rows = _positions(H, patch, stride)
-    cols = _positions(W, patch, stride)
-    windows = np.lib.stride_tricks.sliding_window_view(image, (patch, patch), axis=(0, 1))
-    selected = windows[np.ix_(rows, cols)]  # (n_rows, n_cols, [C,] p, p): one copy, of the patches only
-    if image.ndim == 3:
-        selected = np.moveaxis(selected, 2, -1)  # channels last within a patch
-    patches = np.ascontiguousarray(selected).reshape(len(rows) * len(cols), -1)
-    return patches, PatchGrid(tuple(image.shape), patch, stride, rows, cols)
+    return PatchGrid(tuple(shape), patch, stride, _positions(H, patch, stride), _positions(W, patch, stride))
 
 
 def assemble_patches(patches: np.ndarray, grid: PatchGrid) -> np.ndarray:

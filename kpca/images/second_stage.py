@@ -36,7 +36,7 @@ import numpy as np
 
 from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, linear_pca_denoise
 from kpca.images.tuning import DRAWS, Tuned, block_means, recorrupted_levels, recorruptions, tuning_windows
-from kpca.images.wiener import wiener_stage
+from kpca.images.wiener import wiener_stage, wiener_stages
 
 WIENER = "wiener"
 STAGE_CHOICES = ("auto", WIENER, "off")  # a request's second_stage: decided by (T1), always, never
@@ -123,11 +123,21 @@ def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], no
     sums = {"first": 0.0, **{name: 0.0 for name in names}}
     losses: dict = {name: {} for name in sums}  # name -> window -> per-pixel losses summed over the draws
     values = 0
+    scales: dict[int, list[float]] = {}  # patch side -> the gain noise factors of its first passes
+    for side, _, scale in names.values():
+        scales.setdefault(side, [])
+        if scale not in scales[side]:
+            scales[side].append(scale)
     for window, y1, target, first in outputs:
         outs = {"first": first}
+        for side, factors in scales.items():  # one basis per side serves every factor's first pass
+            stages = wiener_stages(y1, first, side, stride, [f * s1 for f in factors], shrink=SHRINK, tile=WIENER_TILE)
+            outs.update({variant_name(side, 1, f, patch): out for f, out in zip(factors, stages)})
         for name, (side, passes, scale) in names.items():  # a second pass's pilot is the first pass's output
-            pilot = outs[variant_name(side, 1, scale, patch)] if passes == 2 else first
-            outs[name] = wiener_stage(y1, pilot, side, stride, scale * s1, shrink=SHRINK, tile=WIENER_TILE)
+            if passes == 2:
+                outs[name] = wiener_stage(y1, outs[variant_name(side, 1, scale, patch)], side, stride, scale * s1,
+                                          shrink=SHRINK, tile=WIENER_TILE)
+        outs = {name: outs[name] for name in ("first", *names)}
         for name, out in outs.items():
             loss = (out - target) ** 2 - offset
             sums[name] += float(np.sum(loss))

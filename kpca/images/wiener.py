@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kpca.images.denoising import tile_blocks
-from kpca.images.patches import assemble_patches, extract_patches
+from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, tile_parts
+from kpca.images.patches import patch_grid
 
 SHRINKS = ("patch", "component")  # (W2): per patch and coefficient, or per principal component
 
@@ -40,15 +40,15 @@ def wiener_gains(pilot_coefficients: np.ndarray, eigenvalues: np.ndarray, noise:
     return energy / (energy + s2)
 
 
-def _shrink_block(Py: np.ndarray, Pp: np.ndarray, noise: float, shrink: str) -> np.ndarray:
+def _shrink_block(Py: np.ndarray, Pp: np.ndarray, noises: list[float], shrink: str) -> list[np.ndarray]:
     """(W1)-(W2) on one set of patches: the noisy patches Py (m, n) shrunk in the basis of the pilot's
-    patches Pp (m, n). O(m n^2)."""
+    patches Pp (m, n), one answer per noise level of ``noises`` (basis and coefficients shared). O(m n^2)."""
     mean = Pp.mean(axis=0)
     centred = Pp - mean
     eigenvalues, U = np.linalg.eigh(centred.T @ centred / max(len(Pp), 1))
     c_p = centred @ U
     c_y = (Py - mean) @ U
-    return (c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ U.T + mean
+    return [(c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ U.T + mean for noise in noises]
 
 
 def wiener_stage(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, noise: float,
@@ -69,21 +69,54 @@ def wiener_stage(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, 
     shrink : {"patch", "component"}
         (W2) per patch and coefficient, or per principal component.
     tile : int, optional
-        One basis per tile of about ``tile`` x ``tile`` pixels (`kpca.images.denoising.tile_blocks`);
+        One basis per tile of about ``tile`` x ``tile`` pixels (`kpca.images.patch_bands.tile_parts`);
         None: one basis for the whole image.
 
-    Returns the image, of y's shape. Cost O(N n^2) for N patches of n values.
+    Returns the image, of y's shape. Cost O(N n^2) for N patches of n values; memory of a band of
+    patches (`kpca.images.patch_bands`), not of all N.
     """
+    return wiener_stages(noisy, pilot, patch, stride, [noise], shrink, tile)[0]
+
+
+def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, noises: list[float],
+                  shrink: str = "patch", tile: int | None = None) -> list[np.ndarray]:
+    """`wiener_stage` at each noise level of ``noises``, sharing the patches, the basis and the
+    coefficients: one image per level. With one basis for the whole image (``tile`` None) the patches are
+    read in bands (`kpca.images.patch_bands.band_ranges`) three times (mean, covariance, shrinkage).
+    Cost O(N n^2) plus O(N n) per level."""
     y = np.asarray(noisy, dtype=np.float64)
     p = np.asarray(pilot, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 2:
         raise ValueError(f"pilot: shape {p.shape} must be the noisy image's {y.shape}, (H, W)")
-    Py, grid = extract_patches(y, patch, stride)
-    Pp, _ = extract_patches(p, patch, stride)
-    out = np.empty_like(Py)
-    for indices in tile_blocks(grid, tile):
-        out[indices] = _shrink_block(Py[indices], Pp[indices], noise, shrink)
-    return assemble_patches(out, grid)
+    noises = [float(noise) for noise in noises]
+    grid = patch_grid(y.shape, patch, stride)
+    sums = [PatchSum(grid) for _ in noises]
+    if tile is None:
+        bands = band_ranges(grid)
+        mean = sum(band_patches(p, grid, band).sum(axis=0) for band in bands) / grid.n_patches
+        gram = np.zeros((grid.n_features, grid.n_features))
+        for band in bands:
+            centred = band_patches(p, grid, band) - mean
+            gram += centred.T @ centred
+        eigenvalues, U = np.linalg.eigh(gram / grid.n_patches)
+        for band in bands:
+            c_p = (band_patches(p, grid, band) - mean) @ U
+            c_y = (band_patches(y, grid, band) - mean) @ U
+            for total, noise in zip(sums, noises):
+                total.add((c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ U.T + mean, band)
+        return [total.image() for total in sums]
+    row_parts, col_parts = tile_parts(grid, tile)
+    for band in row_parts:
+        outs = [np.empty((len(band), len(grid.cols), grid.n_features)) for _ in noises]
+        for cols in col_parts:
+            part = slice(cols.start, cols.stop)
+            shrunk = _shrink_block(band_patches(y, grid, band, part), band_patches(p, grid, band, part), noises,
+                                   shrink)
+            for out, block in zip(outs, shrunk):
+                out[:, part] = block.reshape(len(band), len(cols), -1)
+        for total, out in zip(sums, outs):
+            total.add(out.reshape(-1, grid.n_features), band)
+    return [total.image() for total in sums]
 
 
-__all__ = ["SHRINKS", "wiener_gains", "wiener_stage"]
+__all__ = ["SHRINKS", "wiener_gains", "wiener_stage", "wiener_stages"]

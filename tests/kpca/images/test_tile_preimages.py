@@ -5,7 +5,7 @@ model), to rounding (issue 55)."""
 import numpy as np
 import pytest
 
-from kpca.images.denoising import fit_patch_model, leading, positions, preimages, training_rows
+from kpca.images.denoising import fit_patch_model, leading, preimages, training_rows
 from kpca.images.patches import extract_patches
 from kpca.images.tile_preimages import TilePreimages
 
@@ -25,23 +25,15 @@ def patches():
 
 @pytest.mark.parametrize("max_rows", [400, 150], ids=["all-patches-train", "a-sample-trains"])
 def test_every_candidate_equals_its_own_preimages(patches, max_rows):
-    indices = np.arange(patches.shape[0])
-    training = training_rows(indices, max_rows, seed=3)
+    training = training_rows(np.arange(patches.shape[0]), max_rows, seed=3)  # positions in the tile's patches
     model = fit_patch_model(patches[training], sigma=0.1 * 1.6 * np.sqrt(50), n_components=12)
-    tile = TilePreimages(model, patches, positions(indices, training))
+    tile = TilePreimages(model, patches, training)
     for rank, method, options in CANDIDATES:
         want = preimages(leading(model, rank), patches, method, options)
         got = tile.preimages(rank, method, options, n_samples=max_rows)
         scale = float(np.abs(want).max())
         assert np.abs(got - want).max() <= 1e-10 * scale, (rank, method, options)
         assert not np.allclose(got, patches), "the candidate moved the patches"
-
-
-def test_positions_are_found_only_for_a_subset():
-    indices = np.array([2, 5, 9, 14])
-    assert positions(indices, np.array([5, 14])).tolist() == [1, 3]
-    assert positions(indices, np.array([5, 6])) is None
-    assert positions(indices, np.array([20])) is None
 
 
 def test_an_unknown_method_names_the_field(patches):
