@@ -8,6 +8,7 @@ service requires.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -26,6 +27,17 @@ RUNNING = ("queued", "running")
 #: the kinds `Client.ls` and `Client.rm` know, and their routes
 KINDS = {"datasets": "/v1/datasets", "models": "/v1/models", "clusterings": "/v1/clusterings"}
 
+
+
+def _chosen(response: httpx.Response) -> dict:
+    """What an image answer says it chose: its ``X-KPCA-Chosen`` header (JSON) with ``steps`` from
+    ``Server-Timing`` (seconds)."""
+    chosen = json.loads(response.headers.get("x-kpca-chosen", "{}"))
+    steps = {}
+    for part in filter(None, (p.strip() for p in response.headers.get("server-timing", "").split(","))):
+        step, _, duration = part.partition(";dur=")
+        steps[step] = float(duration) / 1000.0 if duration else None
+    return {**chosen, "steps": steps}
 
 class ApiError(RuntimeError):
     """The server said no: HTTP ``status`` with its error body's ``code``, ``message`` and ``field``."""
@@ -234,12 +246,43 @@ class Client:
             params["n_components"] = n_components
         response = self.request("POST", f"/v1/models/{name}/denoise-image", content=png, params=params,
                                 headers={"Content-Type": "image/png"})
-        chosen = json.loads(response.headers.get("x-kpca-chosen", "{}"))
-        steps = {}
-        for part in filter(None, (p.strip() for p in response.headers.get("server-timing", "").split(","))):
-            step, _, duration = part.partition(";dur=")
-            steps[step] = float(duration) / 1000.0 if duration else None
-        return response.content, {**chosen, "steps": steps}
+        return response.content, _chosen(response)
+
+    def start_image_job(self, png: bytes, job: str, **params) -> dict:
+        """Start ``POST /v1/denoise-image`` on a PNG as the background image job ``job`` (``params``: the
+        route's query parameters: ``patch``, ``stride``, ``tile``, ``second_stage``, ...); its progress."""
+        query = {key: value for key, value in params.items() if value is not None}
+        return self._json("POST", "/v1/denoise-image", content=png, headers={"Content-Type": "image/png"},
+                          params={**query, "job": job, "background": "true"})
+
+    def image_job(self, job: str) -> dict:
+        """The progress of image job ``job`` (``GET /v1/image-jobs/{job}``)."""
+        return self._json("GET", f"/v1/image-jobs/{job}")
+
+    def image_job_result(self, job: str) -> tuple[bytes, dict]:
+        """A completed background image job's PNG and what it chose (as `denoise_image_chosen`)."""
+        response = self.request("GET", f"/v1/image-jobs/{job}/result")
+        return response.content, _chosen(response)
+
+    def delete_image_job(self, job: str) -> None:
+        """Remove the record (and answer) of image job ``job``, once it has ended."""
+        self.request("DELETE", f"/v1/image-jobs/{job}")
+
+    def denoise_photo(self, png: bytes, job: str, progress=None, poll_s: float = 1.0, **params) -> tuple[bytes, dict]:
+        """A PNG denoised with nothing but the PNG (``POST /v1/denoise-image``), run as the background image
+        job ``job`` and followed until it ends (``progress(record)`` after each poll); the PNG and what was
+        chosen, the job's record deleted after. `ApiError` (409 on ``job``) if it failed or was cancelled."""
+        record = self.start_image_job(png, job, **params)
+        try:
+            while record["status"] == "running":
+                time.sleep(poll_s)
+                record = self.image_job(job)
+                if progress is not None:
+                    progress(record)
+            return self.image_job_result(job)
+        finally:
+            with contextlib.suppress(ApiError):
+                self.delete_image_job(job)
 
     def export_model(self, name: str, path) -> dict:
         """Download model ``name`` as one archive (``GET /v1/models/{name}/export``) into the file ``path``,

@@ -1,9 +1,12 @@
-"""The ``kpca`` commands that run data through a model: ``project``, ``denoise``, ``denoise-image``."""
+"""The ``kpca`` commands that run data through a model: ``project``, ``denoise``, ``denoise-image``; and
+``denoise-fit``, a PNG denoised by models of its own patches (no model needed)."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import click
@@ -86,4 +89,49 @@ def denoise_image(state: State, name: str, image: str, out: str, patch: int | No
     state.emit({"output": out, "bytes": len(png), "chosen": chosen}, f"wrote {out}" + (f" ({said})" if said else ""))
 
 
-COMMANDS = (project, denoise, denoise_image)
+def progress_line(record: dict) -> str:
+    """An image job's progress for people: its step, units done, seconds and the step's time left."""
+    units = f" {record['done']}/{record['total']}" if record.get("total") else ""
+    left = record.get("step_left_s")
+    return (f"{record['phase']}{units}, {record['elapsed_s']:.1f} s"
+            + (f", about {left:.0f} s left in this step" if left is not None else ""))
+
+
+@click.command("denoise-fit")
+@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), required=True, help="the denoised PNG")
+@click.option("--patch", type=click.IntRange(3, 16), default=None, help="patch side (default: the service's, 7)")
+@click.option("--stride", type=click.IntRange(1, 16), default=None, help="grid step (default: the service's, 1)")
+@click.option("--tile", type=click.IntRange(0, 4096), default=None,
+              help="side of the tiles that get a model each (default: the service's, 32; 0: one model)")
+@click.option("--second-stage", type=click.Choice(["auto", "wiener", "off"]), default="auto", show_default=True,
+              help="the Wiener second stage: auto keeps it where it is estimated to help")
+@click.option("--job", default=None, help="the image job's name (default: a new one)")
+@pass_state
+def denoise_fit(state: State, image: str, out: str, patch: int | None, stride: int | None, tile: int | None,
+                second_stage: str, job: str | None) -> None:
+    """Denoise the PNG IMAGE with nothing but the image: kernel PCA models of its own patches, every
+    parameter chosen from it (POST /v1/denoise-image). Runs as a background image job, its progress on
+    stderr (step, units done, seconds, the step's time left), so a large image is not cut off by the
+    serving deadline; says what was chosen."""
+    job = job or f"cli-{uuid.uuid4().hex[:12]}"
+    live = sys.stderr.isatty() and not state.json
+    started = time.monotonic()
+
+    def show(record: dict) -> None:
+        if not state.json:
+            click.echo(("\r" if live else "") + progress_line(record), err=True, nl=not live)
+
+    png, chosen = state.client.denoise_photo(Path(image).read_bytes(), job, show, patch=patch, stride=stride,
+                                             tile=tile, second_stage=second_stage)
+    if live:
+        click.echo("", err=True)
+    Path(out).write_bytes(png)
+    seconds = time.monotonic() - started
+    shown = ("method", "n_components", "noise", "second_stage")
+    said = ", ".join(f"{key} {value}" for key, value in chosen.items() if key in shown)
+    state.emit({"output": out, "bytes": len(png), "seconds": seconds, "job": job, "chosen": chosen},
+               f"wrote {out} in {seconds:.1f} s" + (f" ({said})" if said else ""))
+
+
+COMMANDS = (project, denoise, denoise_image, denoise_fit)

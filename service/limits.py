@@ -193,8 +193,9 @@ def principal(request: Request) -> str | None:
 
 def fit_owner(request: Request) -> str | None:
     """Route dependency of the job-creating routes: the request's principal, after checking that it has
-    fewer than ``max_fits_per_key`` queued or running jobs (models and clusterings together, and the
-    ``/v1/denoise-image`` requests it runs now, `store.running`); 429 with ``Retry-After`` otherwise.
+    fewer than ``max_fits_per_key`` queued or running jobs (models and clusterings together, the
+    ``/v1/denoise-image`` requests it runs now, `store.running`, and its background image jobs); 429 with
+    ``Retry-After`` otherwise.
     Cost: one listing of each registry and of the running requests."""
     owner = principal(request)
     limit = request.app.state.settings.max_fits_per_key
@@ -206,6 +207,9 @@ def fit_owner(request: Request) -> str | None:
     running = getattr(request.app.state, "running", None)
     if running is not None:
         active += running.count(owner)
+    image_jobs = getattr(request.app.state, "image_jobs", None)
+    if image_jobs is not None:  # background image jobs (`store.image_jobs`)
+        active += image_jobs.running(owner)
     if active >= limit:
         raise FitsBusy(active, limit)
     return owner

@@ -78,7 +78,7 @@ def image_job_public(record: ImageJobRecord) -> ImageJobPublic:
         total=record.total, elapsed_s=record.elapsed_s,
         steps=[ImageStep(step=step.step, seconds=step.seconds) for step in record.steps],
         chosen=record.chosen, error=record.error, created_at=record.created_at, updated_at=record.updated_at,
-        fraction=record.fraction)
+        fraction=record.fraction, step_left_s=record.phase_left_s, background=record.background)
 
 
 def dataset_public(info: DatasetInfo) -> DatasetPublic:

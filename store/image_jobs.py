@@ -1,13 +1,16 @@
-"""Image jobs: the progress of one image request (denoise, tune, hyperresolve) while it runs, and its
-cancel flag.
+"""Image jobs: the progress of one image request (denoise, tune, hyperresolve) while it runs, its
+cancel flag and, for a request run in the background, its answer.
 
 An image request answers in the request itself; a client that names it (``job=NAME``) can follow it
-and cancel it meanwhile. The worker that runs it writes the record; the service reads it. Layout
-under the data folder ``root``::
+and cancel it meanwhile. One sent to run in the background (``background=true``) answers at once, and
+its worker keeps the answer here for the client to fetch (`save_result`, `result`). The worker that runs
+a job writes the record; the service reads it. Layout under the data folder ``root``::
 
-    image-jobs/{name}/job.json    the record (`ImageJobRecord`), schema version 1
-    image-jobs/{name}/cancel      flag: a cancel was requested
-    image-jobs/{name}/.lock       flock taken by start, update and delete
+    image-jobs/{name}/job.json      the record (`ImageJobRecord`), schema version 1
+    image-jobs/{name}/cancel        flag: a cancel was requested
+    image-jobs/{name}/result.npy    a background job's answer (the image's pixels, its dtype)
+    image-jobs/{name}/result.json   what was chosen, and the answer's shape, dtype and sha256
+    image-jobs/{name}/.lock         flock taken by start, update and delete
 
 A name is reused by the next request that names it once its job has ended (status not
 ``running``) or its record is damaged (`ImageJobStore.get`: a `store.errors.Damaged`); a running job of
@@ -17,18 +20,22 @@ that name is a `Conflict`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import os
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import quarantine
-from store.atomic import atomic_write_json, remove_tree
+from store.atomic import atomic_write_bytes, atomic_write_json, remove_tree
 from store.errors import Conflict, Damaged, NotFound
 from store.folders import ResourceFolders
 from store.timestamps import utc_now
 
 IMAGE_JOB_SCHEMA_VERSION = 1
 DOCUMENT = "job.json"
+RESULT, RESULT_DOCUMENT = "result.npy", "result.json"
 
 
 class ImageStep(BaseModel):
@@ -53,6 +60,9 @@ class ImageJobRecord(BaseModel):
     done: int = Field(default=0, ge=0, description="units of the phase done (tiles, candidates, rounds)")
     total: int = Field(default=0, ge=0, description="units of the phase in all")
     elapsed_s: float = Field(default=0.0, ge=0, description="seconds since the request started")
+    phase_elapsed_s: float = Field(default=0.0, ge=0, description="seconds since the current step started")
+    background: bool = Field(default=False, description="run in the background: its answer is kept here")
+    owner: str | None = Field(default=None, description="the API key that started a background job")
     steps: list[ImageStep] = Field(default_factory=list, description="the steps finished, with their times")
     chosen: dict | None = Field(default=None, description="what the tuning chose, once it has")
     error: str | None = Field(default=None, description="why a failed request failed")
@@ -64,6 +74,13 @@ class ImageJobRecord(BaseModel):
         """Fraction of the current phase done (0 when it has no units)."""
         return self.done / self.total if self.total else 0.0
 
+    @property
+    def phase_left_s(self) -> float | None:
+        """Seconds the current step has left at its pace so far (None before its first unit or once ended)."""
+        if self.status != "running" or not self.done or not self.total:
+            return None
+        return self.phase_elapsed_s * (self.total - self.done) / self.done
+
 
 class ImageJobStore:
     """Image job records under ``root/image-jobs``; safe across threads and processes."""
@@ -71,9 +88,9 @@ class ImageJobStore:
     def __init__(self, root):
         self.folders = ResourceFolders(root, "image-jobs", "image job")
 
-    def start(self, name: str, kind: str) -> ImageJobRecord:
-        """A new ``running`` record for ``name`` (replacing one that has ended, its cancel flag cleared);
-        `Conflict` naming ``job`` if a job of that name is running. Cost: one small write."""
+    def start(self, name: str, kind: str, background: bool = False, owner: str | None = None) -> ImageJobRecord:
+        """A new ``running`` record for ``name`` (replacing one that has ended, its cancel flag and answer
+        cleared); `Conflict` naming ``job`` if a job of that name is running. Cost: one small write."""
         folder = self.folders.path(name, field="job")
         self.folders.folder.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
@@ -82,10 +99,12 @@ class ImageJobStore:
             with contextlib.suppress(NotFound, Damaged):  # a damaged record is replaced: the request takes the name
                 if self.get(name).status == "running":
                     raise Conflict(f"image job {name!r} is running; wait for it or choose another name", "job")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(folder / "cancel")
+            for left in ("cancel", RESULT, RESULT_DOCUMENT):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(folder / left)
             now = utc_now()
-            record = ImageJobRecord(name=name, kind=kind, created_at=now, updated_at=now)
+            record = ImageJobRecord(name=name, kind=kind, created_at=now, updated_at=now, background=background,
+                                    owner=owner)
             atomic_write_json(folder / DOCUMENT, record.model_dump(mode="json"))
         return record
 
@@ -114,6 +133,55 @@ class ImageJobStore:
             atomic_write_json(self.folders.path(name) / DOCUMENT, record.model_dump(mode="json"))
         return record
 
+    def running(self, owner: str | None) -> int:
+        """Background jobs of ``owner`` still running (counted against its fits, `service.limits`). Cost: one
+        listing and a small read per job."""
+        count = 0
+        for name in self.folders.names():
+            with contextlib.suppress(NotFound, Damaged):
+                record = self.get(name)
+                count += record.background and record.status == "running" and record.owner == owner
+        return count
+
+    def save_result(self, name: str, image: np.ndarray, info: dict) -> None:
+        """Keep a background job's answer: ``image`` (its pixels) and ``info`` (what was chosen, JSON; a
+        value that is not a finite number kept as null), the image first, each written atomically; `result`
+        checks one against the other. Cost O(pixels)."""
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(image), allow_pickle=False)
+        data = buffer.getvalue()
+        folder = self.folders.path(name, field="job")
+        atomic_write_bytes(folder / RESULT, data)
+        atomic_write_json(folder / RESULT_DOCUMENT, {"schema_version": 1, "sha256": hashlib.sha256(data).hexdigest(),
+                                                     "shape": list(image.shape), "dtype": str(image.dtype),
+                                                     "info": _finite(info)})
+
+    def result(self, name: str) -> tuple[np.ndarray, dict]:
+        """A background job's answer, ``(image, info)``, checked against its sha256, shape and dtype;
+        `NotFound` naming ``job`` if there is none (yet), `Damaged` if it cannot be read. Cost O(pixels)."""
+        folder = self.folders.path(name, field="job")
+        try:
+            document = self.folders.read(name, RESULT_DOCUMENT, max_version=1)
+            data = (folder / RESULT).read_bytes()
+        except (NotFound, FileNotFoundError, NotADirectoryError):
+            raise NotFound("answer of image job", name, field="job") from None
+        except (ValueError, OSError) as exc:
+            raise self._damaged(name, f"its answer cannot be read ({type(exc).__name__})") from None
+        if hashlib.sha256(data).hexdigest() != document.get("sha256"):
+            raise self._damaged(name, "its answer does not match its digest: altered on disk")
+        try:
+            image = np.load(io.BytesIO(data), allow_pickle=False)
+        except ValueError as exc:
+            raise self._damaged(name, f"its answer is not an array ({exc})") from None
+        if list(image.shape) != document.get("shape") or str(image.dtype) != document.get("dtype"):
+            raise self._damaged(name, "its answer's shape or dtype is not the one recorded")
+        return image, dict(document.get("info") or {})
+
+    def _damaged(self, name: str, cause: str) -> Damaged:
+        error = Damaged(f"image job {name!r}: {cause}; send the request again", field="job", cause=cause)
+        quarantine.note(self.folders.path(name) / RESULT, error)
+        return error
+
     def request_cancel(self, name: str) -> ImageJobRecord:
         """Ask the running job ``name`` to stop at its next step: the record; `Conflict` if it has ended."""
         record = self.get(name)
@@ -132,3 +200,14 @@ class ImageJobStore:
         if not folder.exists():
             raise NotFound("image job", name, field="job")
         remove_tree(folder)
+
+
+def _finite(value):
+    """``value`` (JSON-like) with every float that is not finite replaced by None."""
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    if isinstance(value, float | np.floating):
+        return float(value) if np.isfinite(value) else None
+    return value

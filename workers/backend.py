@@ -114,3 +114,8 @@ class Backend:
         """The answer of a serving ``operation`` (`workers.operations`), the request's deadline and
         disconnection ``watch``-ed (`workers.serving.Serving.run`). Blocking: call it from a thread pool."""
         return self.serving.run(operation, watch)
+
+    def serve_in_background(self, operation: Operation) -> None:
+        """Start a serving ``operation`` that outlives its request (`workers.serving.Serving.start`): a
+        background image job, whose answer its worker keeps in the image job store."""
+        self.serving.start(operation)

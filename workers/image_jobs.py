@@ -59,22 +59,24 @@ class JobProgress:
     the flag between its steps. ``finish(status, chosen, error)`` writes the end.
     """
 
-    def __init__(self, data_dir: str, job: str | None, kind: str, stop: str | None = None):
+    def __init__(self, data_dir: str, job: str | None, kind: str, stop: str | None = None, started: bool = False):
         self.store = ImageJobStore(Path(data_dir)) if job else None
         self.stops, self.stop = StopFlags(data_dir), stop
         self.asked_to_stop = self.stops.checker(stop)
         self.job = job
         self._key = job or ""  # the job's name in the store (which is None where ``job`` is)
-        self.started = time.perf_counter()
+        self.started = self.phase_started = time.perf_counter()
         self.steps: list[dict] = []
         self.phase = "starting"
         self._written = 0.0
-        if self.store is not None:
+        if self.store is not None and not started:  # a background job's record is started by its request
             self.store.start(self._key, kind)
 
     def _write(self, **fields) -> None:
         if self.store is not None:
-            self.store.update(self._key, elapsed_s=time.perf_counter() - self.started, **fields)
+            now = time.perf_counter()
+            self.store.update(self._key, elapsed_s=now - self.started, phase_elapsed_s=now - self.phase_started,
+                              **fields)
 
     def report(self, done: int, total: int) -> None:
         if self.stops.raised(self.stop):
@@ -90,7 +92,7 @@ class JobProgress:
 
     @contextlib.contextmanager
     def step(self, name: str):
-        self.phase = name
+        self.phase, self.phase_started = name, time.perf_counter()
         self.report(0, 0)
         start = time.perf_counter()
         yield
@@ -236,7 +238,8 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
 def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, stride: int = 1,
                             tile: int | None = 32, tune: str = "auto", fixed: dict | None = None,
                             noise: float | None = None, job: str | None = None,
-                            second_stage: bool | str = "auto", stop: str | None = None) -> tuple[np.ndarray, dict]:
+                            second_stage: bool | str = "auto", stop: str | None = None,
+                            background: bool = False) -> tuple[np.ndarray, dict]:
     """The one-call path: a decoded PNG's pixels denoised by kernel PCA models of its own tiles
     (`kpca.images.denoising.denoise_image`), with the kernel width, rank and pre-image tuned on the image
     (`kpca.images.tuning.tune_patches`; ``fixed`` values and ``noise``, if given, kept), followed by the Wiener
@@ -246,9 +249,10 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
     (input's dtype) and ``info``, whose ``chosen`` includes ``sigma``, the kernel width used,
     ``second_stage`` (``"wiener"``, a variant's name or None) and ``second_stage_risks`` (None where not
     estimated). ``stop``: the request's stop flag (`store.stop_flags`), looked at at each tuning candidate
-    and tile (`Stopped` when raised)."""
+    and tile (`Stopped` when raised). ``background``: the job ``job``, whose record its request started,
+    keeps the answer in the image job store before it is marked completed (`store.image_jobs`)."""
     choice = stage_choice(second_stage)
-    progress = JobProgress(data_dir, job, "denoise-image-fit", stop)
+    progress = JobProgress(data_dir, job, "denoise-image-fit", stop, started=background)
 
     def work():
         unit, unit_info = to_unit(image)
@@ -285,7 +289,12 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
         chosen = {**settings.to_dict(), "sigma": sigma if sigma is not None else settings.sigma(noise_level_used),
                   "second_stage": stage, "second_stage_risks": estimate["risks"]}
         info = {"tune": tune, "chosen": chosen, "noise": noise_level_used, "noise_estimated": estimated, **extra}
-        return from_unit(out, unit_info), info
+        answer = from_unit(out, unit_info)
+        if background and progress.store is not None:  # kept before the record says completed
+            shown = {key: info[key] for key in ("tune", "chosen", "noise", "noise_estimated", "candidates")
+                     if key in info}  # what its answer's headers say (service.images.chosen_headers)
+            progress.store.save_result(progress._key, answer, {**shown, "steps": progress.steps})
+        return answer, info
 
     return _run(progress, work)
 

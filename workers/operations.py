@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from store import DatasetInfo, DatasetStore, ModelRegistry, NotFound
+from store.errors import Conflict
 from store.jobs.records import ModelRecord
 from workers import archive as archive_task
 from workers import cluster as cluster_task
@@ -124,7 +125,8 @@ class DenoiseImageTuned(Operation):
 class DenoiseImageFit(Operation):
     """The one-call path: an image denoised by models of its own tiles, tuned on it
     (`workers.image_jobs.denoise_with_own_models`): ``(image, info)``; stopped at its next tuning candidate
-    or tile when its request ends."""
+    or tile when its request ends. With ``background`` (sent by `Serving.start`) it outlives its request,
+    keeps its answer in the image job ``job`` and answers nothing."""
 
     image: np.ndarray
     patch: int
@@ -135,14 +137,21 @@ class DenoiseImageFit(Operation):
     noise: float | None = None
     job: str | None = None
     second_stage: str = "auto"
+    background: bool = False
 
     key = "denoise_with_own_models"
     lane = PLAIN_STOPPABLE
 
-    def task(self, data_dir: str, stop: str | None) -> tuple[np.ndarray, dict]:
-        return image_job_task.denoise_with_own_models(data_dir, self.image, self.patch, self.stride, self.tile,
-                                                      self.tune, self.fixed, self.noise, self.job,
-                                                      self.second_stage, stop)
+    def task(self, data_dir: str, stop: str | None) -> tuple[np.ndarray, dict] | None:
+        try:
+            answer = image_job_task.denoise_with_own_models(data_dir, self.image, self.patch, self.stride,
+                                                            self.tile, self.tune, self.fixed, self.noise, self.job,
+                                                            self.second_stage, stop, self.background)
+        except Conflict:  # cancelled: its record says so
+            if self.background:
+                return None
+            raise
+        return None if self.background else answer
 
 
 @dataclass(frozen=True, eq=False)

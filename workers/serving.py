@@ -8,6 +8,7 @@ stopped with their request (`PREIMAGE`), the rest at dask's default (`PLAIN`). `
 tasks, waits for them with the request's deadline and disconnection watched (`workers.watch`), and
 when the request ends cancels those not run and raises its stop flag (`store.stop_flags`) so that the
 running ones stop at their next step. Blocking: the service calls `Serving.run` from a thread pool.
+`Serving.start` sends an operation that outlives its request (a background image job).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from dask.distributed import fire_and_forget
 
 from store.stop_flags import StopFlags
 from workers.dask_cluster import PREIMAGE_RESOURCE, DaskCluster
@@ -115,6 +118,12 @@ class Serving:
         return self.cluster.running_client.submit(
             run_task, operation, self.data_dir, stop, key=f"{operation.key}-{uuid.uuid4().hex}", pure=False,
             priority=lane.priority, resources=self._preimage_offer()[0] if lane.preimage else None)
+
+    def start(self, operation: Operation) -> None:
+        """One task of ``operation`` on the cluster that outlives the request and the client that sent it
+        (``fire_and_forget``): its answer goes where the operation keeps it (a background image job's
+        store), not to the caller. Returns once submitted."""
+        fire_and_forget(self.submit(operation))
 
     def results(self, operation: Operation, tasks: Iterable[Operation], watch: Watch | None,
                 window: int | None = None) -> list:

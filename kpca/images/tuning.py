@@ -362,20 +362,25 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         return {"width": key[0], "n_components": key[1], "method": key[2], "options": dict(key[3]), "risk": risk,
                 "psnr_db": psnr_of(risk), "draws": used, **extra}
 
-    linear_maps: dict[tuple, list[np.ndarray]] = {}  # per draw, the whole image's per-pixel loss
+    # linear: the whole image's per-pixel loss summed over the draws, and each draw's mean loss
+    linear_sums: dict[tuple, np.ndarray] = {}
+    linear_means: dict[tuple, list[float]] = {}
     if None in grid:  # linear: one model of all of y1's patches, its rank chosen on the whole image
         ranks = [c.n_components for c in grid[None]]
         for d, (y1, target) in enumerate(pairs):
             outs = linear_pca_candidates(y1, base.patch, base.stride, ranks)
             for c in grid[None]:
-                linear_maps.setdefault((None, *c.key()), []).append((outs[c.n_components] - target) ** 2 - offset)
+                loss = (outs[c.n_components] - target) ** 2 - offset
+                linear_sums[(None, *c.key())] = linear_sums[(None, *c.key())] + loss if d else loss
+                linear_means.setdefault((None, *c.key()), []).append(float(np.mean(loss)))
                 for w, (rows, cols) in enumerate(windows):
                     keep((None, *c.key()), d, w, outs[c.n_components][rows, cols])
+            del outs
         tick()
 
-    def linear_losses(draw_slice) -> dict[tuple, list[np.ndarray]]:
-        return {key: [np.mean(maps[draw_slice], axis=0)[rows, cols] for rows, cols in windows]
-                for key, maps in linear_maps.items()}
+    def linear_losses() -> dict[tuple, list[np.ndarray]]:
+        return {key: [(total / len(pairs))[rows, cols] for rows, cols in windows]
+                for key, total in linear_sums.items()}
 
     screened = kernel_losses({w: grid[w] for w in kernel_widths}, pairs[:1], 0)  # every candidate, the first draw
     shortlist = sorted(screened, key=lambda key: sum(np.sum(a) for a in screened[key]))[:SHORTLIST]
@@ -385,9 +390,9 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         for width, r, method, options in shortlist:
             by_width.setdefault(width, []).append(Candidate(r, method, dict(options)))
         confirmed = kernel_losses(by_width, pairs[1:], 1)
-    table, final, averaged = [], [], linear_losses(slice(None))
-    for key, maps in linear_maps.items():
-        whole_risk = float(np.mean([np.mean(m) for m in maps]))
+    table, final, averaged = [], [], linear_losses()
+    for key, means in linear_means.items():
+        whole_risk = float(np.mean(means))
         table.append(row_of(key, averaged[key], len(pairs), whole_image_risk=whole_risk))
         final.append(table[-1])
     for key, parts in screened.items():

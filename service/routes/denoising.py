@@ -14,6 +14,7 @@ import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import jobs, plots
@@ -42,7 +43,7 @@ DEFAULT_TILE = 32
              responses=PNG_RESPONSES, response_class=Response)
 async def denoise_image_fit(
     request: Request, datasets: DatasetsDep, models: ModelsDep, backend: BackendDep, settings: SettingsDep,
-    owner: FitOwner,
+    owner: FitOwner, image_jobs: ImageJobsDep,
     patch: Annotated[int, Query(ge=3, le=16, description="patch side in pixels")] = 7,
     stride: Annotated[int, Query(ge=1, le=16, description="grid step between patches, at most the patch")] = 1,
     tile: Annotated[int, Query(ge=0, le=4096, description=(
@@ -61,6 +62,9 @@ async def denoise_image_fit(
     job: JobQuery = None,
     compare: Annotated[bool, Query(description="answer a picture of the input and the result side by side")] = False,
     second_stage: Annotated[SecondStage, Query(description=SECOND_STAGE_HELP)] = "auto",
+    background: Annotated[bool, Query(description=(
+        "run as the image job named by job: a 202 at once with its progress, and its PNG at GET "
+        "/v1/image-jobs/{job}/result once completed (no serving deadline: for large images)"))] = False,
 ) -> Response:
     """Denoise a PNG with nothing but the PNG: kernel PCA models of its own patches, one per tile of
     ``tile`` pixels, and every parameter left out chosen from the image (docs/denoising.md). The
@@ -69,12 +73,24 @@ async def denoise_image_fit(
     lower), ``Server-Timing`` how long each step took; with ``keep``, ``X-KPCA-Model`` names the
     kept model, whose fit runs after the answer (poll ``GET /v1/models/{keep}``).
 
-    Bounded before any work like ``/v1/models/{name}/denoise-image``: the PNG's pixels at most
-    ``max_image_pixels`` (413 on ``body``), its patches at most ``max_patches`` (422 on ``stride``); a
-    stride over the patch is a 422 on ``stride``. The tuning reads the kernel candidates' risk on at
+    Bounded before any work: the PNG's pixels at most ``max_image_pixels`` (413 on ``body``); with
+    ``tile=0`` (one model of every patch) or ``keep`` (a data set of every patch) its patches at most
+    ``max_patches`` (422 on ``stride``; the tiles are otherwise read a band at a time, memory following
+    the pixels); a stride over the patch is a 422 on ``stride``. The tuning reads the kernel candidates' risk on at
     most 16384 pixels of the image. While it runs it counts as a fit of its API key
     (``max_fits_per_key``: a 429 beyond); past ``serving_deadline_s`` it is a 503 with ``Retry-After``,
-    and when its client leaves it stops, at its next tuning candidate or tile either way."""
+    and when its client leaves it stops, at its next tuning candidate or tile either way.
+
+    With ``background=true`` (and ``job``) it answers 202 at once with the job's progress (``Location``:
+    ``/v1/image-jobs/{job}``) and runs without the serving deadline, counted as a fit of its key until it
+    ends; its PNG is at ``GET /v1/image-jobs/{job}/result`` (``keep`` and ``compare`` are not available)."""
+    if background:
+        for given, name in ((job is None, "job"), (keep is not None, "keep"), (compare, "compare")):
+            if given:
+                raise ApiError(422, "invalid", "background=true needs a job name (job=NAME) and takes neither keep "
+                               "nor compare", name)
+    if sigma is not None and method == "linear":
+        raise ApiError(422, "invalid", "sigma: method 'linear' has no kernel width; leave sigma out", "sigma")
     image = decode_png(await read_body(request), settings.max_image_pixels)
     height, width = image.shape[:2]
     if patch > min(height, width):
@@ -82,7 +98,8 @@ async def denoise_image_fit(
     if stride > patch:
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
-    count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
+    if not tile or keep is not None:  # all the image's patches at once: one model, or the kept data set
+        count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
     if keep is not None:
         if await run_in_threadpool(datasets.exists, keep):
             raise ApiError(409, "conflict", f"data set {keep!r} already exists; choose another name for keep",
@@ -91,12 +108,26 @@ async def denoise_image_fit(
             raise ApiError(409, "conflict", f"model {keep!r} already exists; choose another name for keep", "keep")
         data_usage(request).check(count * patch * patch * (1 if image.ndim == 2 else image.shape[2]) * 4, "keep")
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
+    if background:
+        assert job is not None
+        operation = DenoiseImageFit(image, patch, stride, tile or None, tune, fixed, noise, job, second_stage,
+                                    background=True)
+        record = await run_in_threadpool(image_jobs.start, job, "denoise-image-fit", True, owner)
+        try:
+            await wait_for_cluster(backend.serve_in_background, operation)
+        except Exception as exc:
+            await run_in_threadpool(image_jobs.update, job, status="failed", phase="done",
+                                    error=f"not started: {type(exc).__name__}")
+            raise
+        return JSONResponse(image_job_public(record).model_dump(mode="json"), status_code=202,
+                            headers={"Location": f"/v1/image-jobs/{job}"})
     try:
         with request.app.state.running.hold(owner):  # counted as a fit of its key while it runs
             operation = DenoiseImageFit(image, patch, stride, tile or None, tune, fixed, noise, job, second_stage)
             cleaned, info = await until_ended(request, settings,
                                               lambda watch: wait_for_cluster(backend.serve, operation, watch),
-                                              "body", "with a smaller image, a larger stride or tune=off")
+                                              "body", "with a smaller image, a larger stride or tune=off, or as "
+                                              "an image job without the deadline (background=true&job=NAME)")
     except ValueError as exc:
         raise invalid_preimage(exc) from None
     headers = chosen_headers(info)
@@ -116,6 +147,28 @@ def get_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
     """The progress of the image request named ``job``: the step running now and its units done, the
     steps finished with their times, and at the end what was chosen."""
     return image_job_public(image_jobs.get(job))
+
+
+@router.get("/v1/image-jobs/{job}/result", openapi_extra=access(READ), responses=PNG_RESPONSES,
+            response_class=Response)
+def get_image_job_result(job: str, image_jobs: ImageJobsDep) -> Response:
+    """The PNG a background image job (``background=true``) answered, with the headers its request would
+    have had (``X-KPCA-Chosen``, ``Server-Timing``); 409 while it runs (``Retry-After``) or if it failed or
+    was cancelled, 404 for a job that answered its own request."""
+    record = image_jobs.get(job)
+    if record.status == "running":
+        error = ApiError(409, "conflict", f"image job {job!r} is still running ({record.phase}); fetch its result "
+                         f"once GET /v1/image-jobs/{job} says completed", "job")
+        error.headers = {"Retry-After": "2"}
+        raise error
+    if record.status != "completed":
+        raise ApiError(409, "conflict", f"image job {job!r} ended {record.status}"
+                       + (f" ({record.error})" if record.error else "") + "; send the request again", "job")
+    if not record.background:
+        raise ApiError(404, "not_found", f"image job {job!r} answered its own request; only a background job "
+                       "(background=true) keeps its answer", "job")
+    image, info = image_jobs.result(job)
+    return Response(content=encode_png(image), media_type=PNG_MEDIA_TYPE, headers=chosen_headers(info))
 
 
 @router.post("/v1/image-jobs/{job}/cancel", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=202,

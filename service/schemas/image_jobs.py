@@ -32,3 +32,7 @@ class ImageJobPublic(BaseModel):
     created_at: str = Field(default="", description="when the request started (UTC, ISO 8601)")
     updated_at: str = Field(default="", description="when the record was last written (UTC, ISO 8601)")
     fraction: float = Field(description="fraction of the current step done")
+    step_left_s: float | None = Field(default=None, description=(
+        "seconds the current step has left at its pace so far (null before its first unit, and once ended)"))
+    background: bool = Field(default=False, description=(
+        "run in the background: its answer is at GET /v1/image-jobs/{job}/result once completed"))

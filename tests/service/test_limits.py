@@ -120,6 +120,15 @@ def test_patches_per_image_request_are_counted_before_any_work(api, patch_model,
     assert r.status_code == 200, r.text
     with Image.open(io.BytesIO(r.content)) as out:
         assert out.size == (90, 90)
+    # the one-call route reads its tiles a band at a time: the limit holds where every patch is held at once,
+    # one model of the whole image (tile=0) or the kept data set of them (keep)
+    fast = "?tune=off&sigma=0.5&n_components=2&method=fixed-point&second_stage=off"
+    for extra, field in (("&tile=0", "stride"), ("&keep=kept", "stride")):
+        message = assert_error(api.post("/v1/denoise-image" + fast + extra, content=png(image), headers=PNG),
+                               422, "invalid", field)["message"]
+        assert "7056 patches" in message and "KPCA_MAX_PATCHES" in message  # 7 x 7 patches, stride 1
+    r = api.post("/v1/denoise-image" + fast, content=png(image), headers=PNG)
+    assert r.status_code == 200, r.text
     # upscaling multiplies the pixels: 180 x 180 is over the 20,000-pixel limit
     assert_error(api.post(url + "?stride=3&upscale=2", content=png(image), headers=PNG), 413, "too_large", "upscale")
 

@@ -75,7 +75,12 @@ def test_image_job_dataset_and_checkpoint_views_carry_every_field():
     job = ImageJobRecord(name="j", kind="denoise-image", status="completed", phase="denoising", done=3, total=4,
                          elapsed_s=2.5, steps=[{"step": "noise", "seconds": 1.0}], chosen={"rank": 3},
                          error="e", created_at="t0", updated_at="t1")
-    assert image_job_public(job).model_dump() == {**job.model_dump(exclude={"schema_version"}), "fraction": 0.75}
+    private = {"schema_version", "owner", "phase_elapsed_s"}  # who started it; the step's clock, shown as its rate
+    assert image_job_public(job).model_dump() == {**job.model_dump(exclude=private), "fraction": 0.75,
+                                                  "step_left_s": None}
+    running = job.model_copy(update={"status": "running", "phase_elapsed_s": 6.0, "background": True, "owner": "k"})
+    assert image_job_public(running).model_dump() == {**running.model_dump(exclude=private), "fraction": 0.75,
+                                                      "step_left_s": 2.0}
     info = DatasetInfo(name="d", status="ready", n_features=3, dtype="float32", n_rows=10, chunks=[0, 1],
                        checksum="c", zarr_chunk_rows=5, created_at="t0", committed_at="t1", schema_version=2,
                        version=1, versions=[{"version": 1, "n_rows": 10, "n_chunks": 2, "checksum": "c",

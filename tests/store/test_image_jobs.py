@@ -3,9 +3,10 @@ data folder."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from store.errors import Conflict, Invalid, NotFound
+from store.errors import Conflict, Damaged, Invalid, NotFound
 from store.image_jobs import ImageJobStore
 
 
@@ -49,3 +50,40 @@ def test_unknown_and_bad_names(tmp_path):
     jobs.delete("photo")
     with pytest.raises(NotFound):
         jobs.delete("photo")
+
+
+def test_a_background_jobs_answer_is_kept_checked_and_cleared_by_the_next_run(tmp_path):
+    jobs = ImageJobStore(tmp_path)
+    jobs.start("photo", "denoise-image-fit", background=True, owner="key-a")
+    jobs.start("other", "denoise-image-fit", background=True, owner="key-b")
+    jobs.start("inline", "denoise-image-fit", owner="key-a")  # answers its own request: not counted
+    assert (jobs.running("key-a"), jobs.running("key-b"), jobs.running(None)) == (1, 1, 0)
+    with pytest.raises(NotFound):
+        jobs.result("photo")  # not kept yet
+    pixels = np.arange(12, dtype=np.uint16).reshape(3, 4)
+    jobs.save_result("photo", pixels, {"chosen": {"method": "linear", "psnr_db": float("inf")},
+                                       "noise": np.float64(0.1)})
+    jobs.update("photo", status="completed")
+    image, info = jobs.result("photo")
+    np.testing.assert_array_equal(image, pixels)
+    assert image.dtype == np.uint16 and info == {"chosen": {"method": "linear", "psnr_db": None}, "noise": 0.1}
+    assert jobs.running("key-a") == 0
+    stored = tmp_path / "image-jobs" / "photo" / "result.npy"
+    data = bytearray(stored.read_bytes())
+    data[-1] ^= 1
+    stored.write_bytes(bytes(data))  # altered on disk
+    with pytest.raises(Damaged, match="digest"):
+        jobs.result("photo")
+    jobs.start("photo", "denoise-image-fit", background=True)  # the next run starts without the old answer
+    assert not stored.exists()
+    with pytest.raises(NotFound):
+        jobs.result("photo")
+
+
+def test_a_record_reports_the_time_its_step_has_left(tmp_path):
+    jobs = ImageJobStore(tmp_path)
+    jobs.start("photo", "denoise-image-fit")
+    assert jobs.get("photo").phase_left_s is None
+    record = jobs.update("photo", phase="denoising", done=4, total=16, phase_elapsed_s=2.0)
+    assert record.phase_left_s == 6.0
+    assert jobs.update("photo", status="completed").phase_left_s is None
