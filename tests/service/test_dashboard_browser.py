@@ -23,6 +23,8 @@ from service.routes.dashboard import ASSETS
 from tests.api_checks import upload_rows, wait_for_fit
 from tests.page_checks import Links, external
 from tests.service.dashboard_pages import PATCH, Dashboard, noisy_png, patches_csv
+from tests.service.test_api_denoise_tuned import unpng
+from tests.waiting import wait_until
 
 EXPECTED_TYPES = {".js": "text/javascript", ".css": "text/css"}
 
@@ -162,6 +164,43 @@ def test_a_delete_question_outlives_the_lists_refresh(api, server, browser, arte
         page.click(delete)
         page.wait_for_selector("#datasets tbody tr[data-name=asked]", state="detached")
         assert api.get("/v1/datasets/asked").status_code == 404
+        assert not board.problems, board.problems
+    finally:
+        board.close()
+
+
+def test_a_photograph_is_denoised_as_a_background_job_with_its_progress(api, server, browser, artefacts, rng,
+                                                                        tmp_path):
+    """Issue 55: the page's one-call form sends one background image job per click, shows its step and time,
+    then the denoised image (the PNG the route answers for the same image), and deletes the job's record."""
+    noisy = noisy_png(tmp_path / "photo.png", rng, side=40)
+    direct = api.post("/v1/denoise-image", content=noisy.read_bytes(), headers={"Content-Type": "image/png"})
+    assert direct.status_code == 200, direct.text
+    board = Dashboard(browser, server, artefacts)
+    page = board.page
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if r.method == "POST" and "denoise-image" in r.url else None)
+    try:
+        board.open("datasets")
+        page.set_input_files("#photo-form input[name=file]", str(noisy))
+        page.click("#photo-form button[type=submit]")
+        board.until_text("photo-status", "denoised 40 x 40 in ")
+        status = board.text("#photo-status")
+        assert re.search(r"noise \d+\.\d s, tuning \d+\.\d s", status) and "chose " in status, status
+        assert len(sent) == 1 and "background=true" in sent[0], sent
+        page.wait_for_function("document.getElementById('photo-after').complete")
+        shown = page.evaluate("""() => {  // the shown image's pixels (red channel: a grey image's value)
+            const img = document.getElementById('photo-after');
+            const canvas = document.createElement('canvas');
+            canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+            const context = canvas.getContext('2d');
+            context.drawImage(img, 0, 0);
+            const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
+            return Array.from(data.filter((_, i) => i % 4 === 0)); }""")
+        np.testing.assert_array_equal(np.array(shown).reshape(40, 40), unpng(direct.content))  # the same pixels
+        job = sent[0].split("job=")[1]  # its record, deleted once the answer is shown
+        wait_until(lambda: api.get(f"/v1/image-jobs/{job}").status_code == 404, what=f"image job {job} deleted")
+        board.shot("04-photo", docs="denoise-photo", element="#photo-form")
         assert not board.problems, board.problems
     finally:
         board.close()

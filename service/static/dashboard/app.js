@@ -10,6 +10,7 @@ import { installDenoise } from "./denoise.js";
 import { REFRESH_MS, lists, refresh } from "./lists.js";
 import { closeModel, installModelView, openModel } from "./model-view.js";
 import { installModels, loadCatalogue } from "./models.js";
+import { installPhoto } from "./photo.js";
 import { $, installViewer, showMessage } from "./ui.js";
 
 const VIEWS = ["datasets", "models", "clusterings", "compare"];
@@ -71,6 +72,7 @@ installDatasets();
 installModels();
 installModelView();
 installDenoise();
+installPhoto();
 installClusterings();
 installCompare();
 catalogue().then(refresh).then(() => route(false));
