@@ -146,6 +146,34 @@ def test_kwok_tsang_position_recovers_a_point_from_exact_distances(rng):
     np.testing.assert_allclose(_kwok_tsang_position(P, d2), z, atol=1e-10)
 
 
+def svd_position(P: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    """Kwok & Tsang's closed form as they write it, by a thin SVD of the centred neighbours (directions with
+    singular values below sqrt(eps) times the largest dropped): the oracle of the Gram form."""
+    mean = P.mean(axis=1)
+    C = P - mean[:, None, :]
+    V, s, Ut = np.linalg.svd(C, full_matrices=False)
+    d0 = np.einsum("bkq,bkq->bk", V * s[:, None, :], V * s[:, None, :])
+    keep = s > np.sqrt(np.finfo(float).eps) * s[:, :1]
+    inv = np.divide(1.0, s, out=np.zeros_like(s), where=keep)
+    z = -0.5 * inv * np.einsum("bkq,bk->bq", V, d2 - d0)
+    return mean + np.einsum("bq,bqn->bn", z, Ut)
+
+
+def test_kwok_tsang_position_from_the_gram_matrix_equals_the_svd_form(rng):
+    """The position is computed from the neighbours' k x k Gram matrix, not an SVD of the k x n neighbours:
+    the same point on patches (10 neighbours of 49 values: one direction always zero), on more neighbours
+    than dimensions, on neighbours of rank 2, on repeated neighbours, and far from the origin."""
+    cases = {"patches": rng.normal(size=(50, 10, 49)), "more neighbours": rng.normal(size=(50, 12, 5)),
+             "rank 2": rng.normal(size=(50, 10, 2)) @ rng.normal(size=(2, 49)),
+             "repeated": np.repeat(rng.normal(size=(50, 5, 49)), 2, axis=1),
+             "offset": 1e3 + rng.normal(size=(50, 10, 49))}
+    for name, P in cases.items():
+        d2 = ((P - P.mean(axis=1, keepdims=True) - rng.normal(scale=0.3, size=(50, 1, P.shape[2]))) ** 2).sum(axis=2)
+        want = svd_position(P, d2)
+        scale = np.abs(P).max()
+        np.testing.assert_allclose(_kwok_tsang_position(P, d2), want, rtol=0, atol=1e-8 * scale, err_msg=name)
+
+
 # -- clean points are (nearly) their own pre-images --------------------------------------
 
 # r = 64 of 400 Gaussian components (sigma 4) leave rho(x) = ||P Phi'(x) - Phi'(x)||^2
