@@ -90,7 +90,10 @@ def denoise_image(state: State, name: str, image: str, out: str, patch: int | No
 
 
 def progress_line(record: dict) -> str:
-    """An image job's progress for people: its step, units done, seconds and the step's time left."""
+    """An image job's progress for people: its step, units done, seconds and the step's time left; once
+    ended, its status and seconds."""
+    if record["status"] != "running":
+        return f"{record['status']}, {record['elapsed_s']:.1f} s"
     units = f" {record['done']}/{record['total']}" if record.get("total") else ""
     left = record.get("step_left_s")
     return (f"{record['phase']}{units}, {record['elapsed_s']:.1f} s"

@@ -285,7 +285,9 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
         extra["second_stage"] = {"stage": stage, "risks": estimate["risks"]}
         with progress.step("denoising"):
             out = denoise_image(unit, settings, noise_level_used, report=progress.report)
-            out = apply_second_stage(unit, out, settings, noise_level_used, stage)
+        if stage is not None:
+            with progress.step("second stage"):
+                out = apply_second_stage(unit, out, settings, noise_level_used, stage, progress.report)
         chosen = {**settings.to_dict(), "sigma": sigma if sigma is not None else settings.sigma(noise_level_used),
                   "second_stage": stage, "second_stage_risks": estimate["risks"]}
         info = {"tune": tune, "chosen": chosen, "noise": noise_level_used, "noise_estimated": estimated, **extra}

@@ -266,23 +266,26 @@ def denoise_image(image: np.ndarray, settings: PatchSettings, noise: float, max_
         return np.stack([denoise_image(image[:, :, c], settings, noise, max_rows, report)
                          for c in range(image.shape[2])], axis=-1)
     if settings.method == LINEAR:
-        return linear_pca_denoise(image, settings.patch, settings.stride, settings.n_components)
+        return linear_pca_denoise(image, settings.patch, settings.stride, settings.n_components, report)
     one = Candidate(settings.n_components, settings.method, dict(settings.options))
     return denoise_candidates(image, settings, noise, [one], max_rows, report)[one.key()]
 
 
-def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components: int) -> np.ndarray:
+def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components: int,
+                       report: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Linear PCA of the patches of ``image`` (H, W): each patch replaced by its projection onto the
     leading ``n_components`` principal directions plus the mean, overlaps averaged: the method
     ``linear`` and the tuner's baseline. Cost O(m n^2) for m patches of n values."""
-    return linear_pca_candidates(image, patch, stride, [n_components])[int(n_components)]
+    return linear_pca_candidates(image, patch, stride, [n_components], report)[int(n_components)]
 
 
-def linear_pca_candidates(image: np.ndarray, patch: int, stride: int, ranks: Iterable[int]) -> dict[int, np.ndarray]:
+def linear_pca_candidates(image: np.ndarray, patch: int, stride: int, ranks: Iterable[int],
+                          report: Callable[[int, int], None] | None = None) -> dict[int, np.ndarray]:
     """`linear_pca_denoise` at every rank of ``ranks`` from one eigendecomposition of the patches'
     covariance (n x n, not an SVD of the m x n patches): ``{rank: image}``. The patches are read in bands
-    (`kpca.images.patch_bands`) three times: mean, covariance, projections. Cost O(m n^2) once, then
-    O(m n r) per rank; memory of a band of patches and an image per rank."""
+    (`kpca.images.patch_bands`) three times: mean, covariance, projections (``report(done, total)`` after
+    each band of these). Cost O(m n^2) once, then O(m n r) per rank; memory of a band of patches and an
+    image per rank."""
     image = np.asarray(image, dtype=np.float64)
     grid = patch_grid(image.shape, patch, stride)
     bands = band_ranges(grid)
@@ -294,11 +297,13 @@ def linear_pca_candidates(image: np.ndarray, patch: int, stride: int, ranks: Ite
     _, vectors = np.linalg.eigh(gram)
     directions = vectors[:, ::-1].T  # principal directions, leading first
     sums = {int(rank): PatchSum(grid) for rank in ranks}
-    for band in bands:
+    for k, band in enumerate(bands):
         centred = band_patches(image, grid, band) - mean
         for rank, total in sums.items():
             V = directions[:rank]
             total.add(centred @ V.T @ V + mean, band)
+        if report is not None:
+            report(k + 1, len(bands))
     return {rank: total.image() for rank, total in sums.items()}
 
 

@@ -91,22 +91,22 @@ def stage_choice(value: bool | str) -> str:
 
 
 def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSettings | tuple[int, int],
-                       noise: float, stage: str | None) -> np.ndarray:
+                       noise: float, stage: str | None, report: Callable[[int, int], None] | None = None) -> np.ndarray:
     """``first`` (the first stage's output for ``noisy``) followed by the second stage ``stage``
     (`WIENER`, a variant's name, `variant_name`, or None: ``first`` unchanged), with the stride of
     ``settings`` (a `PatchSettings` or a ``(patch, stride)`` pair) and its patch unless the variant names
-    one; a colour image (H, W, C) channel by channel. Cost: `kpca.images.wiener.wiener_stage` per channel and
-    pass, O(N n^2)."""
+    one; a colour image (H, W, C) channel by channel; ``report(done, total)`` after each band of patches of
+    each pass. Cost: `kpca.images.wiener.wiener_stage` per channel and pass, O(N n^2)."""
     if stage is None:
         return first
     patch, stride = (settings.patch, settings.stride) if isinstance(settings, PatchSettings) else settings
     side, passes, scale = parse_stage(stage, patch)
     y, p = np.asarray(noisy, dtype=np.float64), np.asarray(first, dtype=np.float64)
     if y.ndim == 3:
-        return np.stack([apply_second_stage(y[:, :, c], p[:, :, c], (patch, stride), noise, stage)
+        return np.stack([apply_second_stage(y[:, :, c], p[:, :, c], (patch, stride), noise, stage, report)
                          for c in range(y.shape[2])], axis=-1)
     for _ in range(passes):
-        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE)
+        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE, report=report)
     return p
 
 

@@ -295,7 +295,8 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     noise : float, optional
         The noise level; estimated from ``noisy`` when None (`kpca.images.noise_level.noise_level`).
     report : callable, optional
-        ``report(done, total)`` after each window of each kernel width and draw, and after ``linear``.
+        ``report(done, total)`` after each window of each kernel width and draw, and after each draw of
+        ``linear``.
     seed : int
         Of the draws z of (T1) (`recorruptions`) and the tiles' samples.
     draws : int
@@ -318,7 +319,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     windows = tuning_windows(image.shape, base.tile)
     kernel_widths = [w for w in grid if w is not None]
     confirming = min(SHORTLIST, len(kernel_widths)) * (draws - 1)  # at most: the shortlist's widths, later draws
-    total = (len(kernel_widths) + confirming) * len(windows) + (1 if None in grid else 0)
+    total = (len(kernel_widths) + confirming) * len(windows) + (draws if None in grid else 0)
     done = [0]
 
     def tick():
@@ -376,7 +377,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
                 for w, (rows, cols) in enumerate(windows):
                     keep((None, *c.key()), d, w, outs[c.n_components][rows, cols])
             del outs
-        tick()
+            tick()  # a draw of linear PCA of the whole image
 
     def linear_losses() -> dict[tuple, list[np.ndarray]]:
         return {key: [(total / len(pairs))[rows, cols] for rows, cols in windows]

@@ -20,6 +20,8 @@ nothing here reads a clean image: the pilot is an estimate made from y.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, tile_parts
@@ -52,7 +54,8 @@ def _shrink_block(Py: np.ndarray, Pp: np.ndarray, noises: list[float], shrink: s
 
 
 def wiener_stage(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, noise: float,
-                 shrink: str = "patch", tile: int | None = None) -> np.ndarray:
+                 shrink: str = "patch", tile: int | None = None,
+                 report: Callable[[int, int], None] | None = None) -> np.ndarray:
     """The noisy image's patches shrunk by the empirical Wiener gain of the pilot's (module note),
     overlaps averaged.
 
@@ -71,19 +74,22 @@ def wiener_stage(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, 
     tile : int, optional
         One basis per tile of about ``tile`` x ``tile`` pixels (`kpca.images.patch_bands.tile_parts`);
         None: one basis for the whole image.
+    report : callable, optional
+        ``report(done, total)`` after each band of patches shrunk (one basis for the image).
 
     Returns the image, of y's shape. Cost O(N n^2) for N patches of n values; memory of a band of
     patches (`kpca.images.patch_bands`), not of all N.
     """
-    return wiener_stages(noisy, pilot, patch, stride, [noise], shrink, tile)[0]
+    return wiener_stages(noisy, pilot, patch, stride, [noise], shrink, tile, report)[0]
 
 
 def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, noises: list[float],
-                  shrink: str = "patch", tile: int | None = None) -> list[np.ndarray]:
+                  shrink: str = "patch", tile: int | None = None,
+                  report: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
     """`wiener_stage` at each noise level of ``noises``, sharing the patches, the basis and the
     coefficients: one image per level. With one basis for the whole image (``tile`` None) the patches are
-    read in bands (`kpca.images.patch_bands.band_ranges`) three times (mean, covariance, shrinkage).
-    Cost O(N n^2) plus O(N n) per level."""
+    read in bands (`kpca.images.patch_bands.band_ranges`) three times (mean, covariance, shrinkage;
+    ``report(done, total)`` after each band of the shrinkage). Cost O(N n^2) plus O(N n) per level."""
     y = np.asarray(noisy, dtype=np.float64)
     p = np.asarray(pilot, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 2:
@@ -99,11 +105,13 @@ def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int,
             centred = band_patches(p, grid, band) - mean
             gram += centred.T @ centred
         eigenvalues, U = np.linalg.eigh(gram / grid.n_patches)
-        for band in bands:
+        for k, band in enumerate(bands):
             c_p = (band_patches(p, grid, band) - mean) @ U
             c_y = (band_patches(y, grid, band) - mean) @ U
             for total, noise in zip(sums, noises):
                 total.add((c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ U.T + mean, band)
+            if report is not None:
+                report(k + 1, len(bands))
         return [total.image() for total in sums]
     row_parts, col_parts = tile_parts(grid, tile)
     for band in row_parts:

@@ -29,7 +29,7 @@ def test_a_background_job_keeps_the_png_its_request_would_have_answered(api):
     assert started.json()["background"] is True and started.json()["status"] == "running"
     record = job_status(api, "bg")
     assert record["status"] == "completed" and record["step_left_s"] is None, record
-    assert [s["step"] for s in record["steps"]] == ["noise", "denoising"]
+    assert [s["step"] for s in record["steps"]] == ["noise", "denoising", "second stage"]
     kept = api.get("/v1/image-jobs/bg/result")
     assert kept.status_code == 200 and kept.headers["content-type"] == "image/png"
     np.testing.assert_array_equal(unpng(kept.content), unpng(direct.content))
@@ -88,6 +88,6 @@ def test_the_command_line_runs_a_background_job_and_shows_its_progress(kpca, api
     assert result.exit_code == 0, result.output
     np.testing.assert_array_equal(unpng(out.read_bytes()), unpng(direct.content))
     lines = result.stderr.strip().splitlines()  # one line per poll: step, units, seconds, time left
-    assert lines and re.fullmatch(r"done, \d+\.\d s", lines[-1]), lines
+    assert lines and re.fullmatch(r"completed, \d+\.\d s", lines[-1]), lines
     assert result.stdout.startswith(f"wrote {out} in ") and "second_stage" in result.stdout
     assert_error(api.get("/v1/image-jobs/from-cli"), 404, "not_found", "job")  # its record deleted after
