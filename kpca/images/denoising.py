@@ -29,16 +29,14 @@ model of every patch of the image beats a model per tile, whatever its kernel.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from kpca._threads import map_threads, serial_blas, tile_threads
+from kpca._threads import tile_threads
 from kpca.fitting import FitRequest, prepare_fit
-from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, tile_parts
+from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, map_ordered, tile_parts
 from kpca.images.patches import patch_grid
 from kpca.images.tile_preimages import TilePreimages, leading
 from kpca.kernels import KernelSpec
@@ -170,28 +168,6 @@ class Candidate:
         return {"n_components": self.n_components, "method": self.method, "options": dict(self.options)}
 
 
-def map_tiles(work: Callable[[int], dict], count: int, threads: int | None = None) -> Iterator[dict]:
-    """``work(k)`` for k = 0 .. count - 1, yielded in order, on ``threads`` threads (default
-    `kpca._threads.map_threads`, the cores the caller may use) with BLAS on one thread each. At most two
-    tiles per thread are started ahead of the one the caller reads, so a caller that stops reading (its
-    ``report`` raised `kpca.errors.Stopped`) leaves the rest unstarted. One thread: in the calling thread."""
-    threads = max(1, min(int(threads or map_threads()), count))
-    if threads == 1:
-        yield from (work(k) for k in range(count))
-        return
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="kpca-tiles")
-    try:
-        with serial_blas():
-            ahead = deque(pool.submit(work, k) for k in range(min(count, 2 * threads)))
-            for k in range(count):
-                done = ahead.popleft().result()
-                if k + len(ahead) + 1 < count:
-                    ahead.append(pool.submit(work, k + len(ahead) + 1))
-                yield done
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float, candidates: Iterable[Candidate],
                        max_rows: int = MAX_ROWS, report: Callable[[int, int], None] | None = None,
                        seed: int = 0, threads: int | None = None) -> dict[tuple, np.ndarray]:
@@ -213,8 +189,8 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     seed : int
         Chooses each tile's training sample (tile k uses ``seed + k``).
     threads : int, optional
-        Tiles denoised at once (`map_tiles`; default the cores the caller may use). The result does not
-        depend on it.
+        Tiles denoised at once (`kpca.images.patch_bands.map_ordered`; default the cores the caller may
+        use). The result does not depend on it.
 
     Cost per tile of b patches and l = min(b, max_rows) training rows: the fit O(l^2 n + l^3), each
     candidate's pre-images O(b l n) per step.
@@ -242,7 +218,7 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
 
     count = len(row_parts) * per_band
     band_outputs: dict[tuple, np.ndarray] = {}
-    for k, tile_outputs in enumerate(map_tiles(tile, count, threads)):  # a band of tiles, then its sum
+    for k, tile_outputs in enumerate(map_ordered(tile, count, threads)):  # a band of tiles, then its sum
         band, cols = row_parts[k // per_band], col_parts[k % per_band]
         for key, out in tile_outputs.items():
             if key not in band_outputs:
@@ -288,20 +264,27 @@ def linear_pca_candidates(image: np.ndarray, patch: int, stride: int, ranks: Ite
     image per rank."""
     image = np.asarray(image, dtype=np.float64)
     grid = patch_grid(image.shape, patch, stride)
-    bands = band_ranges(grid)
-    mean = sum(band_patches(image, grid, band).sum(axis=0) for band in bands) / grid.n_patches
+    bands = band_ranges(grid)  # each pass's bands on the caller's cores, summed in order
+    mean = sum(map_ordered(lambda k: band_patches(image, grid, bands[k]).sum(axis=0), len(bands))) / grid.n_patches
+
+    def gram_of(k: int) -> np.ndarray:
+        centred = band_patches(image, grid, bands[k]) - mean
+        return centred.T @ centred
+
     gram = np.zeros((grid.n_features, grid.n_features))
-    for band in bands:
-        centred = band_patches(image, grid, band) - mean
-        gram += centred.T @ centred
+    for piece in map_ordered(gram_of, len(bands)):
+        gram += piece
     _, vectors = np.linalg.eigh(gram)
     directions = vectors[:, ::-1].T  # principal directions, leading first
     sums = {int(rank): PatchSum(grid) for rank in ranks}
-    for k, band in enumerate(bands):
-        centred = band_patches(image, grid, band) - mean
+
+    def projected(k: int) -> dict[int, np.ndarray]:
+        centred = band_patches(image, grid, bands[k]) - mean
+        return {rank: centred @ directions[:rank].T @ directions[:rank] + mean for rank in sums}
+
+    for k, outs in enumerate(map_ordered(projected, len(bands))):
         for rank, total in sums.items():
-            V = directions[:rank]
-            total.add(centred @ V.T @ V + mean, band)
+            total.add(outs[rank], bands[k])
         if report is not None:
             report(k + 1, len(bands))
     return {rank: total.image() for rank, total in sums.items()}

@@ -15,11 +15,17 @@ the first patch added gives the pixel; where patches disagree the two differ by 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
+from kpca._threads import map_threads, serial_blas
 from kpca.images.patches import PatchGrid, channels_of
+
+T = TypeVar("T")
 
 #: values (patches x values of a patch) cut at once by `band_ranges`' bands, at least one grid row
 BAND_VALUES = 1 << 21
@@ -64,6 +70,28 @@ def _parts(n: int, count: int) -> list[range]:
     size, extra = divmod(n, count)
     bounds = np.cumsum([0] + [size + (1 if k < extra else 0) for k in range(count)])
     return [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def map_ordered(work: Callable[[int], T], count: int, threads: int | None = None) -> Iterator[T]:
+    """``work(k)`` for k = 0 .. count - 1, yielded in order, on ``threads`` threads (default
+    `kpca._threads.map_threads`, the cores the caller may use) with BLAS on one thread each. At most two
+    calls (tiles, bands) per thread are started ahead of the one the caller reads, so a caller that stops reading (its
+    ``report`` raised `kpca.errors.Stopped`) leaves the rest unstarted. One thread: in the calling thread."""
+    threads = max(1, min(int(threads or map_threads()), count))
+    if threads == 1:
+        yield from (work(k) for k in range(count))
+        return
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="kpca-tiles")
+    try:
+        with serial_blas():
+            ahead = deque(pool.submit(work, k) for k in range(min(count, 2 * threads)))
+            for k in range(count):
+                done = ahead.popleft().result()
+                if k + len(ahead) + 1 < count:
+                    ahead.append(pool.submit(work, k + len(ahead) + 1))
+                yield done
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class PatchSum:
@@ -123,4 +151,4 @@ def _shift(image_slice: slice, by: int) -> slice:
     return slice(image_slice.start + by, image_slice.stop + by, image_slice.step)
 
 
-__all__ = ["BAND_VALUES", "PatchSum", "band_patches", "band_ranges", "tile_parts"]
+__all__ = ["BAND_VALUES", "PatchSum", "band_patches", "band_ranges", "map_ordered", "tile_parts"]

@@ -105,8 +105,9 @@ def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSett
     if y.ndim == 3:
         return np.stack([apply_second_stage(y[:, :, c], p[:, :, c], (patch, stride), noise, stage, report)
                          for c in range(y.shape[2])], axis=-1)
-    for _ in range(passes):
-        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE, report=report)
+    for k in range(passes):  # one count of units over the passes
+        counted = None if report is None else (lambda done, total, k=k: report(k * total + done, passes * total))
+        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE, report=counted)
     return p
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, tile_parts
+from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, map_ordered, tile_parts
 from kpca.images.patches import patch_grid
 
 SHRINKS = ("patch", "component")  # (W2): per patch and coefficient, or per principal component
@@ -98,18 +98,26 @@ def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int,
     grid = patch_grid(y.shape, patch, stride)
     sums = [PatchSum(grid) for _ in noises]
     if tile is None:
-        bands = band_ranges(grid)
-        mean = sum(band_patches(p, grid, band).sum(axis=0) for band in bands) / grid.n_patches
+        bands = band_ranges(grid)  # each pass's bands on the caller's cores, summed in order
+        mean = sum(map_ordered(lambda k: band_patches(p, grid, bands[k]).sum(axis=0), len(bands))) / grid.n_patches
+
+        def gram_of(k: int) -> np.ndarray:
+            centred = band_patches(p, grid, bands[k]) - mean
+            return centred.T @ centred
+
         gram = np.zeros((grid.n_features, grid.n_features))
-        for band in bands:
-            centred = band_patches(p, grid, band) - mean
-            gram += centred.T @ centred
+        for piece in map_ordered(gram_of, len(bands)):
+            gram += piece
         eigenvalues, U = np.linalg.eigh(gram / grid.n_patches)
-        for k, band in enumerate(bands):
-            c_p = (band_patches(p, grid, band) - mean) @ U
-            c_y = (band_patches(y, grid, band) - mean) @ U
-            for total, noise in zip(sums, noises):
-                total.add((c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ U.T + mean, band)
+
+        def shrunk_band(k: int) -> list[np.ndarray]:
+            c_p = (band_patches(p, grid, bands[k]) - mean) @ U
+            c_y = (band_patches(y, grid, bands[k]) - mean) @ U
+            return [(c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ U.T + mean for noise in noises]
+
+        for k, outs in enumerate(map_ordered(shrunk_band, len(bands))):
+            for total, out in zip(sums, outs):
+                total.add(out, bands[k])
             if report is not None:
                 report(k + 1, len(bands))
         return [total.image() for total in sums]

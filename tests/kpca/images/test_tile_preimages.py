@@ -43,7 +43,7 @@ def test_an_unknown_method_names_the_field(patches):
 
 
 def test_tiles_on_two_threads_give_the_one_thread_answer_and_report_in_order():
-    """`kpca.images.denoising.denoise_candidates` runs its tiles on the caller's cores (`map_tiles`); the
+    """`kpca.images.denoising.denoise_candidates` runs its tiles on the caller's cores (`kpca.images.patch_bands.map_ordered`); the
     answer does not depend on how many, and progress is reported tile by tile, in order."""
     from kpca.images.denoising import Candidate, PatchSettings, denoise_candidates
 
@@ -63,7 +63,7 @@ def test_tiles_on_two_threads_give_the_one_thread_answer_and_report_in_order():
 
 def test_a_report_that_stops_leaves_the_remaining_tiles_undone():
     from kpca.errors import Stopped
-    from kpca.images.denoising import map_tiles
+    from kpca.images.patch_bands import map_ordered
 
     started = []
 
@@ -73,7 +73,7 @@ def test_a_report_that_stops_leaves_the_remaining_tiles_undone():
 
     got = []
     with pytest.raises(Stopped):
-        for out in map_tiles(work, 50, threads=2):
+        for out in map_ordered(work, 50, threads=2):
             got.append(out["k"])
             if len(got) == 3:
                 raise Stopped("asked to stop")
