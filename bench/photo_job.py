@@ -76,6 +76,16 @@ def from_cli(url: str, noisy_path: Path, out_path: Path) -> dict:
             "stdout": done.stdout.strip()}
 
 
+def until(page, expression: str, timeout_s: float) -> None:
+    """Poll ``expression`` in ``page`` until truthy (the dashboard's Content-Security-Policy refuses the
+    in-page eval of Playwright's ``wait_for_function``; ``page.evaluate`` is not governed by it)."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for: {expression}")
+        page.wait_for_timeout(200)
+
+
 def from_dashboard(url: str, noisy_path: Path, size: int) -> dict:
     """The dashboard's form: click to answer shown, a screenshot while it runs and at the end."""
     from playwright.sync_api import sync_playwright
@@ -89,14 +99,13 @@ def from_dashboard(url: str, noisy_path: Path, size: int) -> dict:
             page.set_input_files("#photo-form input[name=file]", str(noisy_path))
             started = time.perf_counter()
             page.click("#photo-form button[type=submit]")
-            page.wait_for_function("(document.getElementById('photo-status').textContent || '')"
-                                   ".includes('left in this step')", timeout=600_000)
+            until(page, "(document.getElementById('photo-status').textContent || '').includes('left in this step')"
+                  " && /: (denoising|second stage) /.test(document.getElementById('photo-status').textContent)", 600)
             progress_text = page.text_content("#photo-status")
             page.locator("#photo-form").screenshot(path=str(SCREENSHOTS / f"denoise-photo-{size}-progress.png"))
-            page.wait_for_function("(document.getElementById('photo-status').textContent || '')"
-                                   ".includes('denoised ')", timeout=1_800_000)
+            until(page, "(document.getElementById('photo-status').textContent || '').includes('denoised ')", 1800)
             seconds = time.perf_counter() - started
-            page.wait_for_function("document.getElementById('photo-after').complete")
+            until(page, "document.getElementById('photo-after').complete", 60)
             done_text = page.text_content("#photo-status")
             page.locator("#photo-form").screenshot(path=str(SCREENSHOTS / f"denoise-photo-{size}-done.png"))
         finally:
