@@ -200,6 +200,10 @@ def test_the_bm3d_comparison_is_bm3d_anchor():
             f"{largest['noise']:g}") in text
     seconds = [float(np.mean([c["bm3d_seconds"] for c in cases if c["size"] == size])) for size in (128, 256)]
     assert f"BM3D took {seconds[0]:.1f} s at 128 x 128 and {seconds[1]:.1f} s at 256 x 256" in text
+    service = [float(np.mean([c["service_seconds"] for c in cases if c["size"] == size])) for size in (128, 256)]
+    ratio = anchor["time_ratio"]
+    assert (f"the service's defaults {service[0]:.1f} s and {service[1]:.1f} s: {ratio['128']:.1f} and "
+            f"{ratio['256']:.1f} times BM3D's time") in text  # issue 55: measured in the same run
 
 
 def test_what_the_tuning_chose_is_denoise_quality():
