@@ -14,7 +14,10 @@ a job writes the record; the service reads it. Layout under the data folder ``ro
 
 A name is reused by the next request that names it once its job has ended (status not
 ``running``) or its record is damaged (`ImageJobStore.get`: a `store.errors.Damaged`); a running job of
-that name is a `Conflict`.
+that name is a `Conflict`. The worker running a job writes its record at least every `HEARTBEAT_S`
+seconds (`workers.image_jobs.JobProgress`); a ``running`` record not written for `STALE_S` seconds is
+read as ``failed`` (its worker stopped: killed, or its machine gone), so that neither its name nor its
+key's count of running work is held by a job that will never end.
 """
 
 from __future__ import annotations
@@ -31,11 +34,15 @@ from store import quarantine
 from store.atomic import atomic_write_bytes, atomic_write_json, remove_tree
 from store.errors import Conflict, Damaged, NotFound
 from store.folders import ResourceFolders
-from store.timestamps import utc_now
+from store.timestamps import seconds_since, utc_now
 
 IMAGE_JOB_SCHEMA_VERSION = 1
 DOCUMENT = "job.json"
 RESULT, RESULT_DOCUMENT = "result.npy", "result.json"
+#: seconds between two writes of a running job's record by its worker, at most
+HEARTBEAT_S = 5.0
+#: seconds without a write after which a running job's record is read as failed
+STALE_S = 60.0
 
 
 class ImageStep(BaseModel):
@@ -114,8 +121,12 @@ class ImageJobStore:
         Cost: one small read."""
         self.folders.path(name, field="job")
         try:
-            return ImageJobRecord.model_validate(self.folders.read(name, DOCUMENT,
-                                                                   max_version=IMAGE_JOB_SCHEMA_VERSION))
+            record = ImageJobRecord.model_validate(self.folders.read(name, DOCUMENT,
+                                                                     max_version=IMAGE_JOB_SCHEMA_VERSION))
+            if record.status == "running" and seconds_since(record.updated_at) > STALE_S:
+                return record.model_copy(update={"status": "failed", "error": (
+                    f"its worker stopped: no word from it for over {STALE_S:g} s; send the request again")})
+            return record
         except NotFound:
             raise NotFound("image job", name, field="job") from None
         except (ValueError, OSError) as exc:  # DamagedDocument, a document that is not a record
@@ -126,7 +137,8 @@ class ImageJobStore:
             raise error from None
 
     def update(self, name: str, **fields) -> ImageJobRecord:
-        """Set ``fields`` of the record (validated), ``updated_at`` now; `NotFound` if it is gone."""
+        """Set ``fields`` of the record (validated), ``updated_at`` now (no fields: a heartbeat); `NotFound`
+        if it is gone."""
         with self.folders.locked(name):
             record = self.get(name)
             record = ImageJobRecord.model_validate({**record.model_dump(), **fields, "updated_at": utc_now()})

@@ -17,6 +17,7 @@ cancel is asked for there (`store.errors.Conflict` naming ``job``).
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +43,7 @@ from kpca.images.tuning import tune_patches, tuning_windows
 from kpca.model import KernelModel
 from kpca.preimage import reconstruct
 from store.errors import Conflict
-from store.image_jobs import ImageJobStore
+from store.image_jobs import HEARTBEAT_S, ImageJobStore
 from store.stop_flags import StopFlags
 from workers.serve import load_model, reconstruct_rows
 
@@ -71,6 +72,29 @@ class JobProgress:
         self._written = 0.0
         if self.store is not None and not started:  # a background job's record is started by its request
             self.store.start(self._key, kind)
+
+    @contextlib.contextmanager
+    def heartbeat(self):
+        """Within the block, the job's record is written at least every `store.image_jobs.HEARTBEAT_S`
+        seconds (a thread of this process: it ends with the process, so a record no longer written says its
+        worker stopped, `store.image_jobs.STALE_S`). Nothing without a job."""
+        if self.store is None:
+            yield
+            return
+        done, store, key, period = threading.Event(), self.store, self._key, HEARTBEAT_S
+
+        def beat() -> None:
+            while not done.wait(period):
+                with contextlib.suppress(Exception):  # a record deleted or damaged meanwhile: the job says so
+                    store.update(key)
+
+        thread = threading.Thread(target=beat, name=f"kpca-image-job-{self._key}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def _write(self, **fields) -> None:
         if self.store is not None:
@@ -109,7 +133,8 @@ def _run(progress: JobProgress, work):
     """``work()`` with the job's end written: completed, cancelled (`Stopped`: a `Conflict` on ``job``
     for a named job) or failed; the request's stop flag cleared."""
     try:
-        image, info = work()
+        with progress.heartbeat():
+            image, info = work()
     except Stopped:
         progress.finish("cancelled")
         if progress.job is None:  # stopped by its request's stop flag: the request has ended

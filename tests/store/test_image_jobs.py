@@ -87,3 +87,23 @@ def test_a_record_reports_the_time_its_step_has_left(tmp_path):
     record = jobs.update("photo", phase="denoising", done=4, total=16, phase_elapsed_s=2.0)
     assert record.phase_left_s == 6.0
     assert jobs.update("photo", status="completed").phase_left_s is None
+
+
+def test_a_running_record_its_worker_stopped_writing_reads_as_failed(tmp_path):
+    """A job whose worker was killed would hold its name and its key's count of running work for ever: a running
+    record not written for STALE_S seconds reads as failed, with what to do."""
+    from store.atomic import atomic_write_json
+    from store.image_jobs import STALE_S
+
+    jobs = ImageJobStore(tmp_path)
+    jobs.start("orphan", "denoise-image-fit", background=True, owner="key")
+    assert jobs.running("key") == 1 and jobs.get("orphan").status == "running"
+    record = jobs.get("orphan").model_dump(mode="json")
+    atomic_write_json(tmp_path / "image-jobs" / "orphan" / "job.json",
+                      {**record, "updated_at": "2026-01-01T00:00:00.000Z"})  # its worker's last word, long ago
+    seen = jobs.get("orphan")
+    assert seen.status == "failed" and "worker stopped" in seen.error and f"{STALE_S:g} s" in seen.error
+    assert jobs.running("key") == 0
+    with pytest.raises(Conflict):
+        jobs.request_cancel("orphan")  # nothing runs to cancel
+    assert jobs.start("orphan", "denoise-image-fit").status == "running"  # the name is free again
