@@ -16,6 +16,6 @@ from service.routes.static_page import CSS, JS, page_router
 #: the page's assets: file name -> media type (nothing else under /dashboard/assets is served)
 ASSETS = {"dashboard.css": CSS, **{f"{module}.js": JS for module in (
     "app", "api", "ui", "lists", "chart", "upload", "datasets", "models", "model-view", "denoise", "clusterings",
-    "compare", "photo")}}
+    "compare", "photo", "imagejob")}}
 
 router = page_router("/", "/dashboard/assets", "dashboard", ASSETS, "dashboard")

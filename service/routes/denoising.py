@@ -14,7 +14,6 @@ import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service import jobs, plots
@@ -25,7 +24,15 @@ from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.public import image_job_public
 from service.routes.models import ERRORS
-from service.routes.served import PNG_RESPONSES, JobQuery, invalid_preimage, until_ended
+from service.routes.served import (
+    BACKGROUND_HELP,
+    PNG_RESPONSES,
+    JobQuery,
+    background_fields,
+    invalid_preimage,
+    start_background,
+    until_ended,
+)
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
 from service.schemas.image_jobs import ImageJobPublic
 from service.schemas.serving import SECOND_STAGE_HELP, PatchMethod, SecondStage, Tune
@@ -62,9 +69,7 @@ async def denoise_image_fit(
     job: JobQuery = None,
     compare: Annotated[bool, Query(description="answer a picture of the input and the result side by side")] = False,
     second_stage: Annotated[SecondStage, Query(description=SECOND_STAGE_HELP)] = "auto",
-    background: Annotated[bool, Query(description=(
-        "run as the image job named by job: a 202 at once with its progress, and its PNG at GET "
-        "/v1/image-jobs/{job}/result once completed (no serving deadline: for large images)"))] = False,
+    background: Annotated[bool, Query(description=BACKGROUND_HELP)] = False,
 ) -> Response:
     """Denoise a PNG with nothing but the PNG: kernel PCA models of its own patches, one per tile of
     ``tile`` pixels, and every parameter left out chosen from the image (docs/denoising.md). The
@@ -84,11 +89,7 @@ async def denoise_image_fit(
     With ``background=true`` (and ``job``) it answers 202 at once with the job's progress (``Location``:
     ``/v1/image-jobs/{job}``) and runs without the serving deadline, counted as a fit of its key until it
     ends; its PNG is at ``GET /v1/image-jobs/{job}/result`` (``keep`` and ``compare`` are not available)."""
-    if background:
-        for given, name in ((job is None, "job"), (keep is not None, "keep"), (compare, "compare")):
-            if given:
-                raise ApiError(422, "invalid", "background=true needs a job name (job=NAME) and takes neither keep "
-                               "nor compare", name)
+    background_fields(background, job, compare, keep)
     if sigma is not None and method == "linear":
         raise ApiError(422, "invalid", "sigma: method 'linear' has no kernel width; leave sigma out", "sigma")
     image = decode_png(await read_body(request), settings.max_image_pixels)
@@ -110,17 +111,8 @@ async def denoise_image_fit(
     fixed = {"sigma": sigma, "n_components": n_components, "method": method}
     if background:
         assert job is not None
-        operation = DenoiseImageFit(image, patch, stride, tile or None, tune, fixed, noise, job, second_stage,
-                                    background=True)
-        record = await run_in_threadpool(image_jobs.start, job, "denoise-image-fit", True, owner)
-        try:
-            await wait_for_cluster(backend.serve_in_background, operation)
-        except Exception as exc:
-            await run_in_threadpool(image_jobs.update, job, status="failed", phase="done",
-                                    error=f"not started: {type(exc).__name__}")
-            raise
-        return JSONResponse(image_job_public(record).model_dump(mode="json"), status_code=202,
-                            headers={"Location": f"/v1/image-jobs/{job}"})
+        return await start_background(image_jobs, backend, job, "denoise-image-fit", owner, DenoiseImageFit(
+            image, patch, stride, tile or None, tune, fixed, noise, job, second_stage, background=True))
     try:
         with request.app.state.running.hold(owner):  # counted as a fit of its key while it runs
             operation = DenoiseImageFit(image, patch, stride, tile or None, tune, fixed, noise, job, second_stage)

@@ -25,10 +25,19 @@ from service.images import (
     image_patch_plan,
 )
 from service.job_checks import checked_preimage, fit_kernel, own_decoder
-from service.limits import check_patches
+from service.limits import check_patches, fit_owner
 from service.payloads import ThreadParsedRoute, read_body
 from service.routes.models import ModelName
-from service.routes.served import PNG_RESPONSES, JobQuery, invalid_preimage, served_job_now, watched
+from service.routes.served import (
+    BACKGROUND_HELP,
+    PNG_RESPONSES,
+    JobQuery,
+    background_fields,
+    invalid_preimage,
+    served_job_now,
+    start_background,
+    watched,
+)
 from service.schemas.serving import SECOND_STAGE_HELP, PreimageMethod, SecondStage, Tune
 from service.security import READ, access
 from service.serving_work import check_serving_work, check_tuned_work, image_tuning_rows
@@ -59,6 +68,7 @@ async def denoise_image(
         "upscale blocks), by back-projection; false: seed 002's unconstrained reconstruction"))] = True,
     job: JobQuery = None,
     second_stage: Annotated[SecondStage, Query(description=SECOND_STAGE_HELP + "; upscale > 1: auto or off")] = "auto",
+    background: Annotated[bool, Query(description=BACKGROUND_HELP)] = False,
 ) -> Response:
     """PNG in, PNG out: overlapping patches (the model's patch size) denoised through the model and
     averaged where they overlap; with ``upscale`` > 1 the image is first enlarged by pixel replication
@@ -80,7 +90,12 @@ async def denoise_image(
     With ``compare=true`` the answer is a picture of the input (pixel-replicated ``upscale`` times) and
     the denoised image side by side, each labelled and both enlarged by the same integer factor when
     small, placed pixel for pixel (`service.plots.compare_png`); the same request and limits, so the
-    option lives on this route rather than on another."""
+    option lives on this route rather than on another.
+
+    With ``background=true`` (and ``job``) it answers 202 at once with the job's progress (``Location``:
+    ``/v1/image-jobs/{job}``), runs without the serving deadline and counts as a fit of its API key until it
+    ends (``max_fits_per_key``: a 429 beyond); its PNG is at ``GET /v1/image-jobs/{job}/result``."""
+    background_fields(background, job, compare)
     models, datasets, backend, settings = serving
     if upscale > 1 and second_stage == "wiener":
         raise ApiError(422, "invalid", "second_stage: hyperresolution (upscale > 1) has no second stage; use "
@@ -107,6 +122,13 @@ async def denoise_image(
             raise invalid_preimage(exc) from None
     else:
         check_serving_work(count, points, n_features, settings.max_serving_work, resolved, None, rows_field="stride")
+    if background:
+        assert job is not None
+        owner = await run_in_threadpool(fit_owner, request)  # counted as a fit of its key while it runs
+        return await start_background(
+            request.app.state.image_jobs, backend, job, "hyperresolution" if upscale > 1 else "denoise-image",
+            owner, DenoiseImageTuned(name, image, patch, stride, method, None, upscale, tune, n_components,
+                                     constrained, job, second_stage, background=True))
     try:
         cleaned, info = await watched(request, settings, models, name, model, backend, DenoiseImageTuned(
             name, image, patch, stride, method, None, upscale, tune, n_components, constrained, job, second_stage))

@@ -16,11 +16,13 @@ from typing import Annotated, TypeVar
 
 import numpy as np
 from fastapi import Query, Request
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.errors import ApiError
 from service.images import PNG_MEDIA_TYPE
 from service.payloads import FIELDS_HEADER, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE, rows_to_array
+from service.public import image_job_public
 from service.responses import NPY_CONTENT
 from service.routes.models import ERRORS
 from service.schemas.common import NAME_MAX_LENGTH, NAME_PATTERN
@@ -219,3 +221,30 @@ JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX
     "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST /v1/image-jobs/{job}/cancel"))]
 
 
+BACKGROUND_HELP = ("run as the image job named by job: a 202 at once with its progress, and its PNG at GET "
+                   "/v1/image-jobs/{job}/result once completed (no serving deadline: for large images)")
+
+
+def background_fields(background: bool, job: str | None, compare: bool, keep: str | None = None) -> None:
+    """422 naming the field when ``background=true`` comes without a ``job`` name, or with ``compare`` or
+    ``keep`` (for a request that answers itself). O(1)."""
+    if background:
+        for given, name in ((job is None, "job"), (keep is not None, "keep"), (compare, "compare")):
+            if given:
+                raise ApiError(422, "invalid", "background=true needs a job name (job=NAME) and takes neither keep "
+                               "nor compare", name)
+
+
+async def start_background(image_jobs, backend, job: str, kind: str, owner: str | None, operation: Operation):
+    """Start image job ``job`` (its record, then ``operation`` on the cluster without a deadline,
+    `workers.Backend.serve_in_background`): a 202 with its progress and ``Location``. The record says
+    failed if the cluster did not take it; a running job of that name is a 409 on ``job``."""
+    record = await run_in_threadpool(image_jobs.start, job, kind, True, owner)
+    try:
+        await wait_for_cluster(backend.serve_in_background, operation)
+    except Exception as exc:
+        await run_in_threadpool(image_jobs.update, job, status="failed", phase="done",
+                                error=f"not started: {type(exc).__name__}")
+        raise
+    return JSONResponse(image_job_public(record).model_dump(mode="json"), status_code=202,
+                        headers={"Location": f"/v1/image-jobs/{job}"})

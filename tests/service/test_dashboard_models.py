@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.api_checks import upload_rows, wait_for_fit
+from tests.waiting import wait_until
 from tests.service.dashboard_pages import PATCH, Dashboard, camera, noisy_png
 
 COMPONENTS, PASSES = 4, 6
@@ -175,9 +176,11 @@ def test_denoise_an_image_with_a_method_and_see_it_full_size(api, server, browse
         with page.expect_request(lambda request: "denoise-image" in request.url) as sent:
             page.click("#denoise-form button[type=submit]")
         assert "method=kwok-tsang" in sent.value.url and "stride=2" in sent.value.url
-        assert "job=dashboard-" in sent.value.url  # followed as an image job while it runs
+        assert "job=dashboard-" in sent.value.url and "background=true" in sent.value.url  # a background job:
+        job = sent.value.url.split("job=")[1].split("&")[0]  # no serving deadline to end it in a 503 (issue 55)
         board.until("document.getElementById('denoise-compare').naturalWidth > 0")
         board.until_text("denoise-status", "with kwok-tsang")
+        wait_until(lambda: api.get(f"/v1/image-jobs/{job}").status_code == 404, what="the job's record deleted")
         assert len(denoise_requests) == 1, denoise_requests  # one request per click, side by side or not (issue 55)
         sizes = page.evaluate("""() => ['denoise-before', 'denoise-after'].map((id) => {
             const img = document.getElementById(id); return [img.naturalWidth, img.getBoundingClientRect().width]; })""")

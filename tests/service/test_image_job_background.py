@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from tests.api_checks import assert_error, upload_rows, wait_for_fit
-from tests.service.test_api_denoise_tuned import PNG, noisy_of, png, scene, unpng
+from tests.service.test_api_denoise_tuned import PNG, fit_patch_model, noisy_of, png, scene, unpng
 from tests.service.test_denoise_image_bounds import BIG, job_status, running
 
 SERVER_SETTINGS = {"serving_deadline_s": 3600.0, "max_fits_per_key": 1}
@@ -91,3 +91,24 @@ def test_the_command_line_runs_a_background_job_and_shows_its_progress(kpca, api
     assert lines and re.fullmatch(r"completed, \d+\.\d s", lines[-1]), lines
     assert result.stdout.startswith(f"wrote {out} in ") and "second_stage" in result.stdout
     assert_error(api.get("/v1/image-jobs/from-cli"), 404, "not_found", "job")  # its record deleted after
+
+
+def test_a_stored_models_route_runs_in_the_background_too(api):
+    """``POST /v1/models/{name}/denoise-image?background=true&job=NAME``: the same 202, progress and kept PNG,
+    equal to the request's own answer with the route's defaults."""
+    model = fit_patch_model(api, "bg-scene", "bg-rbf")
+    direct = api.post(f"/v1/models/{model}/denoise-image", content=SMALL, headers=PNG)
+    assert direct.status_code == 200, direct.text
+    started = api.post(f"/v1/models/{model}/denoise-image?job=through-model&background=true", content=SMALL,
+                       headers=PNG)
+    assert started.status_code == 202 and started.json()["kind"] == "denoise-image", started.text
+    record = job_status(api, "through-model")
+    assert record["status"] == "completed" and record["background"], record
+    kept = api.get("/v1/image-jobs/through-model/result")
+    assert kept.status_code == 200
+    np.testing.assert_array_equal(unpng(kept.content), unpng(direct.content))
+    assert json.loads(kept.headers["x-kpca-chosen"]) == json.loads(direct.headers["x-kpca-chosen"])
+    assert_error(api.post(f"/v1/models/{model}/denoise-image?background=true", content=SMALL, headers=PNG), 422,
+                 "invalid", "job")
+    assert_error(api.post(f"/v1/models/{model}/denoise-image?background=true&job=j&compare=true", content=SMALL,
+                          headers=PNG), 422, "invalid", "compare")

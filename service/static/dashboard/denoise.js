@@ -1,14 +1,14 @@
 // Denoising a PNG through the open model (on its page, once completed): stride and pre-image method chosen,
-// one request per click, followed as an image job while it runs (its step, units done and seconds); the image
-// before and after enlarged by whole pixels, side by side on request; every picture opens at full size on click.
+// one background image job per click, its progress shown while it runs (its step, units done, seconds and the
+// step's time left); the image before and after enlarged by whole pixels, side by side on request; every
+// picture opens at full size on click.
 
-import { call } from "./api.js";
+import { jobName, progressText, runImageJob } from "./imagejob.js";
 import { $, fail, showBlob, showMessage } from "./ui.js";
 
 // the pre-image methods of POST /v1/models/{name}/denoise-image (README: Denoising)
 export const METHODS = ["auto", "fixed-point", "kwok-tsang", "gradient", "learned"];
 const SHOWN_PX = 384; // small images are enlarged by whole pixels to about this width
-const PROGRESS_MS = 1000; // how often a running request's progress is read
 const COMPARE_PX = 480; // each image of the side-by-side picture is enlarged by whole pixels to about this width
 
 let model = null;
@@ -29,25 +29,6 @@ export function resetDenoise(name) {
   $("denoise-status").textContent = "";
 }
 
-// The request's progress (GET /v1/image-jobs/{job}) in the status line until `done` resolves.
-async function follow(job, name, method, done) {
-  let ended = false;
-  done.finally(() => { ended = true; });
-  while (!ended) {
-    await new Promise((resolve) => setTimeout(resolve, PROGRESS_MS));
-    if (ended || model !== name) return;
-    try {
-      const state = await (await call("/v1/image-jobs/" + encodeURIComponent(job), { cache: "no-store" })).json();
-      if (ended || model !== name) return;
-      const units = state.total ? " " + state.done + "/" + state.total : "";
-      $("denoise-status").textContent = "denoising through " + name + " (" + method + "): " + state.phase + units +
-        ", " + state.elapsed_s.toFixed(1) + " s";
-    } catch (_) {
-      // not started yet, or already ended: the answer says how it went
-    }
-  }
-}
-
 // Before and after side by side, each enlarged by the same whole factor (pixelated), as a PNG blob.
 async function sideBySide(before, after) {
   const [a, b] = await Promise.all([createImageBitmap(before), createImageBitmap(after)]);
@@ -65,8 +46,8 @@ async function sideBySide(before, after) {
   return new Promise((resolve) => canvas.toBlob(resolve, "image/png"));
 }
 
-// One request per click, named as an image job so that its progress shows while it runs; the side-by-side
-// picture is drawn here from the two images, not asked of the service a second time.
+// One background image job per click (imagejob.js): its progress in the status line while it runs, then the
+// answer; the side-by-side picture is drawn here from the two images, not asked of the service a second time.
 async function denoise(event) {
   event.preventDefault();
   const form = event.target;
@@ -76,33 +57,34 @@ async function denoise(event) {
     $("denoise-status").textContent = "choose a PNG";
     return;
   }
-  const job = "dashboard-" + Date.now().toString(36) + "-" + Math.floor(Math.random() * 1e6).toString(36);
-  const query = "?stride=" + encodeURIComponent(form.stride.value || "2") + "&method=" + encodeURIComponent(form.method.value) +
-    "&job=" + encodeURIComponent(job);
-  const url = "/v1/models/" + encodeURIComponent(name) + "/denoise-image" + query;
+  const method = form.method.value;
+  const path = "/v1/models/" + encodeURIComponent(name) + "/denoise-image?stride=" +
+    encodeURIComponent(form.stride.value || "2") + "&method=" + encodeURIComponent(method);
   showBlob("denoise-before", file);
   showBlob("denoise-after", null);
   showBlob("denoise-compare", null);
   $("denoise-compare-figure").hidden = true;
-  $("denoise-status").textContent = "denoising through " + name + " (" + form.method.value + ")";
+  $("denoise-status").textContent = "denoising through " + name + " (" + method + ")";
   const started = performance.now();
-  const answer = call(url, { method: "POST", headers: { "Content-Type": "image/png" }, body: file });
-  follow(job, name, form.method.value, answer);
   try {
-    const after = await (await answer).blob();
+    const { state, blob } = await runImageJob(path, file, jobName("dashboard"), (now) => {
+      if (model === name) $("denoise-status").textContent = "denoising through " + name + " (" + method + "): " + progressText(now);
+    });
     if (model !== name) return;
-    showBlob("denoise-after", after);
+    if (!blob) {
+      $("denoise-status").textContent = "denoising through " + name + " " + state.status + (state.error ? ": " + state.error : "");
+      return;
+    }
+    showBlob("denoise-after", blob);
     if (form.compare.checked) {
-      showBlob("denoise-compare", await sideBySide(file, after));
+      showBlob("denoise-compare", await sideBySide(file, blob));
       $("denoise-compare-figure").hidden = false;
     }
     $("denoise-status").textContent = "denoised in " + ((performance.now() - started) / 1000).toFixed(1) + " s with " +
-      form.method.value + "; click a picture for its full size";
+      method + "; click a picture for its full size";
     showMessage("");
   } catch (error) {
     $("denoise-status").textContent = fail("denoise through " + name, error);
-  } finally {
-    call("/v1/image-jobs/" + encodeURIComponent(job), { method: "DELETE" }).catch(() => {});  // its record, kept no longer
   }
 }
 

@@ -1,19 +1,11 @@
 // Denoising a photograph with nothing but the photograph (POST /v1/denoise-image): one background image job
-// per click, its progress (step, units done, seconds, the step's time left) read every second, its answer
-// fetched once completed, the job's record deleted after; a cancel button while it runs.
+// per click (imagejob.js), its progress (step, units done, seconds, the step's time left) shown while it runs,
+// then the image before and after; a cancel button while it runs.
 
-import { call } from "./api.js";
+import { cancelImageJob, jobName, progressText, runImageJob } from "./imagejob.js";
 import { $, fail, showBlob, showMessage } from "./ui.js";
 
-const PROGRESS_MS = 1000; // how often the job's progress is read
-
 let running = null; // the job now running, if any
-
-function progressLine(state, size) {
-  const units = state.total ? " " + state.done + "/" + state.total : "";
-  const left = state.step_left_s == null ? "" : ", about " + Math.ceil(state.step_left_s) + " s left in this step";
-  return "denoising " + size + ": " + state.phase + units + ", " + state.elapsed_s.toFixed(1) + " s" + left;
-}
 
 function sizeOf(file) {
   return new Promise((resolve) => {
@@ -30,7 +22,7 @@ async function denoise(event) {
   const form = event.target;
   const file = form.file.files[0];
   if (!file || running) return;
-  const job = "dashboard-photo-" + Date.now().toString(36) + "-" + Math.floor(Math.random() * 1e6).toString(36);
+  const job = jobName("dashboard-photo");
   const status = $("photo-status");
   const bar = $("photo-progress");
   const size = await sizeOf(file);
@@ -43,21 +35,15 @@ async function denoise(event) {
   bar.value = 0;
   status.textContent = "sending " + size;
   try {
-    let state = await (await call("/v1/denoise-image?background=true&job=" + encodeURIComponent(job),
-      { method: "POST", headers: { "Content-Type": "image/png" }, body: file })).json();
-    while (state.status === "running") {
-      await new Promise((resolve) => setTimeout(resolve, PROGRESS_MS));
-      state = await (await call("/v1/image-jobs/" + encodeURIComponent(job), { cache: "no-store" })).json();
-      bar.value = state.total ? state.done / state.total : 0;
-      status.textContent = progressLine(state, size);
-    }
-    if (state.status !== "completed") {
+    const { state, blob, chosen } = await runImageJob("/v1/denoise-image", file, job, (now) => {
+      bar.value = now.total ? now.done / now.total : 0;
+      status.textContent = "denoising " + size + ": " + progressText(now);
+    });
+    if (!blob) {
       status.textContent = "denoising " + size + " " + state.status + (state.error ? ": " + state.error : "");
       return;
     }
-    const answer = await call("/v1/image-jobs/" + encodeURIComponent(job) + "/result", { cache: "no-store" });
-    const chosen = JSON.parse(answer.headers.get("X-KPCA-Chosen") || "{}");
-    showBlob("photo-after", await answer.blob());
+    showBlob("photo-after", blob);
     bar.value = 1;
     status.textContent = "denoised " + size + " in " + state.elapsed_s.toFixed(1) + " s: " + (state.steps || [])
       .map((s) => s.step + " " + s.seconds.toFixed(1) + " s").join(", ") + "; chose " + chosen.method +
@@ -70,7 +56,6 @@ async function denoise(event) {
     running = null;
     form.querySelector("button[type=submit]").disabled = false;
     $("photo-cancel").disabled = true;
-    call("/v1/image-jobs/" + encodeURIComponent(job), { method: "DELETE" }).catch(() => {}); // kept no longer
   }
 }
 
@@ -78,7 +63,7 @@ async function cancel() {
   if (!running) return;
   $("photo-cancel").disabled = true;
   try {
-    await call("/v1/image-jobs/" + encodeURIComponent(running) + "/cancel", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    await cancelImageJob(running);
   } catch (error) {
     $("photo-status").textContent = fail("cancel", error);
   }
