@@ -129,12 +129,17 @@ class JobProgress:
                 self._write(status=status, phase="done", chosen=chosen, error=error, steps=self.steps)
 
 
-def _run(progress: JobProgress, work):
+def _run(progress: JobProgress, work, keep: bool = False):
     """``work()`` with the job's end written: completed, cancelled (`Stopped`: a `Conflict` on ``job``
-    for a named job) or failed; the request's stop flag cleared."""
+    for a named job) or failed; the request's stop flag cleared. ``keep`` (a background job): its answer
+    and what its headers say are kept in the image job store before the record says completed."""
     try:
         with progress.heartbeat():
             image, info = work()
+            if keep and progress.store is not None:
+                shown = {key: info[key] for key in ("tune", "chosen", "noise", "noise_estimated", "candidates")
+                         if key in info}  # what its answer's headers say (service.images.chosen_headers)
+                progress.store.save_result(progress._key, image, {**shown, "steps": progress.steps})
     except Stopped:
         progress.finish("cancelled")
         if progress.job is None:  # stopped by its request's stop flag: the request has ended
@@ -173,7 +178,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
                        method: str = "auto", options: dict | None = None, upscale: int = 1, tune: str = "auto",
                        n_components: int | None = None, constrained: bool = True,
                        job: str | None = None, second_stage: bool | str = "auto",
-                       stop: str | None = None) -> tuple[np.ndarray, dict]:
+                       stop: str | None = None, background: bool = False) -> tuple[np.ndarray, dict]:
     """Denoise (or hyperresolve, ``upscale`` > 1) a decoded PNG's pixels through a stored patch model.
 
     ``tune="auto"`` (denoising only): the rank (at most the model's) and pre-image method are chosen by
@@ -186,12 +191,14 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
     (`kpca.images.hyperresolution.hyperresolve`); it has no second stage. Returns the image (input's dtype,
     upscaled shape) and ``info`` (module docstring), whose ``chosen`` says ``second_stage`` (``"wiener"``,
     a variant's name, `kpca.images.second_stage.variant_name`, or None) and ``second_stage_risks`` (None where
-    not estimated).
+    not estimated). ``background``: the job ``job``, whose record its request started, keeps its answer in
+    the image job store (`store.image_jobs`).
     """
     choice = stage_choice(second_stage)
     if upscale > 1 and choice == WIENER:
         raise ValueError("second_stage: hyperresolution (upscale > 1) has no second stage; use auto or off")
-    progress = JobProgress(data_dir, job, "hyperresolution" if upscale > 1 else "denoise-image", stop)
+    progress = JobProgress(data_dir, job, "hyperresolution" if upscale > 1 else "denoise-image", stop,
+                           started=background)
 
     def work() -> tuple[np.ndarray, dict]:
         unit, unit_info = to_unit(image)
@@ -257,7 +264,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
                     noise=tuned.noise, noise_estimated=True, candidates=len(tuned.risks), second_stage=stage)
         return from_unit(out, unit_info), info
 
-    return _run(progress, work)
+    return _run(progress, work, keep=background)
 
 
 def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, stride: int = 1,
@@ -316,14 +323,9 @@ def denoise_with_own_models(data_dir: str, image: np.ndarray, patch: int = 7, st
         chosen = {**settings.to_dict(), "sigma": sigma if sigma is not None else settings.sigma(noise_level_used),
                   "second_stage": stage, "second_stage_risks": estimate["risks"]}
         info = {"tune": tune, "chosen": chosen, "noise": noise_level_used, "noise_estimated": estimated, **extra}
-        answer = from_unit(out, unit_info)
-        if background and progress.store is not None:  # kept before the record says completed
-            shown = {key: info[key] for key in ("tune", "chosen", "noise", "noise_estimated", "candidates")
-                     if key in info}  # what its answer's headers say (service.images.chosen_headers)
-            progress.store.save_result(progress._key, answer, {**shown, "steps": progress.steps})
-        return answer, info
+        return from_unit(out, unit_info), info
 
-    return _run(progress, work)
+    return _run(progress, work, keep=background)
 
 
 def denoise_rows_tuned(data_dir: str, model_name: str, rows: np.ndarray, fixed: dict | None = None,

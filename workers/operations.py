@@ -97,7 +97,8 @@ class DenoiseRowsTuned(Operation):
 class DenoiseImageTuned(Operation):
     """A decoded PNG's pixels denoised (or hyper-resolved, ``upscale`` > 1) through a stored patch model,
     the rank, pre-image and second stage tuned on the image (`workers.image_jobs.denoise_with_model`):
-    ``(image, info)``."""
+    ``(image, info)``; with ``background`` (sent by `Serving.start`) it keeps its answer in the image job
+    ``job`` and answers nothing."""
 
     model: str
     image: np.ndarray
@@ -111,14 +112,21 @@ class DenoiseImageTuned(Operation):
     constrained: bool = True
     job: str | None = None
     second_stage: str = "auto"
+    background: bool = False
 
     key = "denoise_with_model"
     lane = PREIMAGE
 
-    def task(self, data_dir: str, stop: str | None) -> tuple[np.ndarray, dict]:
-        return image_job_task.denoise_with_model(
-            data_dir, self.model, self.image, self.patch, self.stride, self.method, self.options, self.upscale,
-            self.tune, self.n_components, self.constrained, self.job, self.second_stage, stop)
+    def task(self, data_dir: str, stop: str | None) -> tuple[np.ndarray, dict] | None:
+        try:
+            answer = image_job_task.denoise_with_model(
+                data_dir, self.model, self.image, self.patch, self.stride, self.method, self.options, self.upscale,
+                self.tune, self.n_components, self.constrained, self.job, self.second_stage, stop, self.background)
+        except Conflict:  # cancelled: its record says so
+            if self.background:
+                return None
+            raise
+        return None if self.background else answer
 
 
 @dataclass(frozen=True, eq=False)
