@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kpca._threads import tile_threads
 from kpca.errors import Stopped
 from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, leading, preimages
 from kpca.images.hyperresolution import hyperresolve, patch_reconstruction
@@ -45,6 +46,7 @@ from kpca.preimage import reconstruct
 from store.errors import Conflict
 from store.image_jobs import HEARTBEAT_S, ImageJobStore
 from store.stop_flags import StopFlags
+from workers.placement import fit_threads, machine_cores, running_fits
 from workers.serve import load_model, reconstruct_rows
 
 REPORT_EVERY_S = 0.5
@@ -61,6 +63,7 @@ class JobProgress:
     """
 
     def __init__(self, data_dir: str, job: str | None, kind: str, stop: str | None = None, started: bool = False):
+        self.data_dir = data_dir
         self.store = ImageJobStore(Path(data_dir)) if job else None
         self.stops, self.stop = StopFlags(data_dir), stop
         self.asked_to_stop = self.stops.checker(stop)
@@ -132,9 +135,12 @@ class JobProgress:
 def _run(progress: JobProgress, work, keep: bool = False):
     """``work()`` with the job's end written: completed, cancelled (`Stopped`: a `Conflict` on ``job``
     for a named job) or failed; the request's stop flag cleared. ``keep`` (a background job): its answer
-    and what its headers say are kept in the image job store before the record says completed."""
+    and what its headers say are kept in the image job store before the record says completed. Its tiles
+    and bands run on every core of the machine when no fit runs, else on their share, as a fit's do
+    (`workers.placement.fit_threads`: the request counted as one more fit)."""
+    threads = fit_threads(machine_cores(), running_fits(progress.data_dir) + 1)
     try:
-        with progress.heartbeat():
+        with progress.heartbeat(), tile_threads(threads):
             image, info = work()
             if keep and progress.store is not None:
                 shown = {key: info[key] for key in ("tune", "chosen", "noise", "noise_estimated", "candidates")

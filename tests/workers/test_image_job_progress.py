@@ -29,3 +29,16 @@ def test_without_a_job_there_is_no_heartbeat(tmp_path):
     progress = JobProgress(str(tmp_path), None, "denoise-image-fit")
     with progress.heartbeat():
         assert not [t for t in threading.enumerate() if t.name.startswith("kpca-image-job-")]
+
+
+def test_an_image_request_takes_the_cores_a_fit_would_have(tmp_path):
+    """Its tiles and bands run on every core when nothing else fits, as a lone fit's do (they ran on the worker's
+    one kernel thread; bench/results/photo_job.json has the time it cost)."""
+    import numpy as np
+
+    from kpca._threads import map_threads
+    from workers.placement import fit_threads, machine_cores
+
+    progress = JobProgress(str(tmp_path), None, "denoise-image-fit")
+    _, info = image_jobs._run(progress, lambda: (np.zeros(1), {"threads": map_threads()}))
+    assert info["threads"] == fit_threads(machine_cores(), 1) == machine_cores()
