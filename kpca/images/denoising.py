@@ -36,7 +36,7 @@ import numpy as np
 
 from kpca._threads import tile_threads
 from kpca.fitting import FitRequest, prepare_fit
-from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, map_ordered, tile_parts
+from kpca.images.patch_bands import PatchSum, band_moments, band_patches, band_ranges, map_ordered, tile_parts
 from kpca.images.patches import patch_grid
 from kpca.images.tile_preimages import TilePreimages, leading
 from kpca.kernels import KernelSpec
@@ -260,20 +260,12 @@ def linear_pca_candidates(image: np.ndarray, patch: int, stride: int, ranks: Ite
     """`linear_pca_denoise` at every rank of ``ranks`` from one eigendecomposition of the patches'
     covariance (n x n, not an SVD of the m x n patches): ``{rank: image}``. The patches are read in bands
     (`kpca.images.patch_bands`) three times: mean, covariance, projections (``report(done, total)`` after
-    each band of these). Cost O(m n^2) once, then O(m n r) per rank; memory of a band of patches and an
+    each band of the projections). Cost O(m n^2) once, then O(m n r) per rank; memory of a band of patches and an
     image per rank."""
     image = np.asarray(image, dtype=np.float64)
     grid = patch_grid(image.shape, patch, stride)
-    bands = band_ranges(grid)  # each pass's bands on the caller's cores, summed in order
-    mean = sum(map_ordered(lambda k: band_patches(image, grid, bands[k]).sum(axis=0), len(bands))) / grid.n_patches
-
-    def gram_of(k: int) -> np.ndarray:
-        centred = band_patches(image, grid, bands[k]) - mean
-        return centred.T @ centred
-
-    gram = np.zeros((grid.n_features, grid.n_features))
-    for piece in map_ordered(gram_of, len(bands)):
-        gram += piece
+    bands = band_ranges(grid)
+    mean, gram = band_moments(image, grid, bands)
     _, vectors = np.linalg.eigh(gram)
     directions = vectors[:, ::-1].T  # principal directions, leading first
     sums = {int(rank): PatchSum(grid) for rank in ranks}

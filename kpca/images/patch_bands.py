@@ -53,6 +53,22 @@ def band_patches(image: np.ndarray, grid: PatchGrid, band: range, cols: slice = 
     return np.ascontiguousarray(corners).reshape(-1, grid.n_features)
 
 
+def band_moments(image: np.ndarray, grid: PatchGrid, bands: list[range]) -> tuple[np.ndarray, np.ndarray]:
+    """The mean (n,) of ``image``'s patches and the sum (n, n) of their centred outer products, read band by
+    band (two passes, each band on the caller's cores, `map_ordered`, and summed in order: the result does
+    not depend on the threads). Cost O(m n^2) for m patches of n values; memory of a few bands."""
+    mean = sum(map_ordered(lambda k: band_patches(image, grid, bands[k]).sum(axis=0), len(bands))) / grid.n_patches
+
+    def gram_of(k: int) -> np.ndarray:
+        centred = band_patches(image, grid, bands[k]) - mean
+        return centred.T @ centred
+
+    gram = np.zeros((grid.n_features, grid.n_features))
+    for piece in map_ordered(gram_of, len(bands)):
+        gram += piece
+    return mean, gram
+
+
 def tile_parts(grid: PatchGrid, tile: int | None) -> tuple[list[range], list[range]]:
     """The grid's rows and columns split into the parts of tiles of about ``tile`` x ``tile`` pixels (by
     the patches' corners; None: one part each): tile (i, j) is the patches of row part i and column part j,
@@ -151,4 +167,4 @@ def _shift(image_slice: slice, by: int) -> slice:
     return slice(image_slice.start + by, image_slice.stop + by, image_slice.step)
 
 
-__all__ = ["BAND_VALUES", "PatchSum", "band_patches", "band_ranges", "map_ordered", "tile_parts"]
+__all__ = ["BAND_VALUES", "PatchSum", "band_moments", "band_patches", "band_ranges", "map_ordered", "tile_parts"]

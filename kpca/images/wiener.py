@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kpca.images.patch_bands import PatchSum, band_patches, band_ranges, map_ordered, tile_parts
+from kpca.images.patch_bands import PatchSum, band_moments, band_patches, band_ranges, map_ordered, tile_parts
 from kpca.images.patches import patch_grid
 
 SHRINKS = ("patch", "component")  # (W2): per patch and coefficient, or per principal component
@@ -98,16 +98,8 @@ def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int,
     grid = patch_grid(y.shape, patch, stride)
     sums = [PatchSum(grid) for _ in noises]
     if tile is None:
-        bands = band_ranges(grid)  # each pass's bands on the caller's cores, summed in order
-        mean = sum(map_ordered(lambda k: band_patches(p, grid, bands[k]).sum(axis=0), len(bands))) / grid.n_patches
-
-        def gram_of(k: int) -> np.ndarray:
-            centred = band_patches(p, grid, bands[k]) - mean
-            return centred.T @ centred
-
-        gram = np.zeros((grid.n_features, grid.n_features))
-        for piece in map_ordered(gram_of, len(bands)):
-            gram += piece
+        bands = band_ranges(grid)  # each band on the caller's cores (`map_ordered`), added in order
+        mean, gram = band_moments(p, grid, bands)
         eigenvalues, U = np.linalg.eigh(gram / grid.n_patches)
 
         def shrunk_band(k: int) -> list[np.ndarray]:
