@@ -34,6 +34,7 @@ from store import quarantine
 from store.atomic import atomic_write_bytes, atomic_write_json, remove_tree
 from store.errors import Conflict, Damaged, NotFound
 from store.folders import ResourceFolders
+from store.npy import read_array, write_npy
 from store.timestamps import seconds_since, utc_now
 
 IMAGE_JOB_SCHEMA_VERSION = 1
@@ -160,7 +161,7 @@ class ImageJobStore:
         value that is not a finite number kept as null), the image first, each written atomically; `result`
         checks one against the other. Cost O(pixels)."""
         buffer = io.BytesIO()
-        np.save(buffer, np.ascontiguousarray(image), allow_pickle=False)
+        write_npy(buffer, np.ascontiguousarray(image))
         data = buffer.getvalue()
         folder = self.folders.path(name, field="job")
         atomic_write_bytes(folder / RESULT, data)
@@ -181,8 +182,8 @@ class ImageJobStore:
             raise self._damaged(name, f"its answer cannot be read ({type(exc).__name__})") from None
         if hashlib.sha256(data).hexdigest() != document.get("sha256"):
             raise self._damaged(name, "its answer does not match its digest: altered on disk")
-        try:
-            image = np.load(io.BytesIO(data), allow_pickle=False)
+        try:  # store.npy's reader: numpy's header parse can fail when two threads read at once
+            image = read_array(io.BytesIO(data), len(data))
         except ValueError as exc:
             raise self._damaged(name, f"its answer is not an array ({exc})") from None
         if list(image.shape) != document.get("shape") or str(image.dtype) != document.get("dtype"):
