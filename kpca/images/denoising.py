@@ -50,7 +50,9 @@ from kpca.solvers import served_model
 KERNEL_METHODS = ("fixed-point", "kwok-tsang", "gradient", "learned")  # pre-images of a tile's kernel model
 LINEAR = "linear"  # linear PCA of all the image's patches (module note)
 PATCH_METHODS = (*KERNEL_METHODS, LINEAR)
-MAX_ROWS = 1200  # patches a tile's model is fitted on, at most
+#: patches a tile's model is fitted on, at most (a fixed-seed sample of its patches; every patch is denoised): fewer
+#: than 1200, the bound before, kept bench/denoise_quality.py's quality in less time (docs/denoising.md)
+MAX_ROWS = 512
 
 
 @dataclass(frozen=True)
