@@ -55,7 +55,7 @@ def _shrink_block(Py: np.ndarray, Pp: np.ndarray, noises: list[float], shrink: s
 
 def wiener_stage(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, noise: float,
                  shrink: str = "patch", tile: int | None = None,
-                 report: Callable[[int, int], None] | None = None) -> np.ndarray:
+                 report: Callable[[int, int], None] | None = None, dtype=np.float64) -> np.ndarray:
     """The noisy image's patches shrunk by the empirical Wiener gain of the pilot's (module note),
     overlaps averaged.
 
@@ -76,20 +76,25 @@ def wiener_stage(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, 
         None: one basis for the whole image.
     report : callable, optional
         ``report(done, total)`` after each band of patches shrunk (one basis for the image).
+    dtype : numpy dtype
+        Of the shrinkage's products (`wiener_stages`).
 
     Returns the image, of y's shape. Cost O(N n^2) for N patches of n values; memory of a band of
     patches (`kpca.images.patch_bands`), not of all N.
     """
-    return wiener_stages(noisy, pilot, patch, stride, [noise], shrink, tile, report)[0]
+    return wiener_stages(noisy, pilot, patch, stride, [noise], shrink, tile, report, dtype)[0]
 
 
 def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int, noises: list[float],
                   shrink: str = "patch", tile: int | None = None,
-                  report: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
+                  report: Callable[[int, int], None] | None = None, dtype=np.float64) -> list[np.ndarray]:
     """`wiener_stage` at each noise level of ``noises``, sharing the patches, the basis and the
     coefficients: one image per level. With one basis for the whole image (``tile`` None) the patches are
     read in bands (`kpca.images.patch_bands.band_ranges`) three times (mean, covariance, shrinkage;
-    ``report(done, total)`` after each band of the shrinkage). Cost O(N n^2) plus O(N n) per level."""
+    ``report(done, total)`` after each band of the shrinkage). ``dtype``: of the shrinkage's products (W1)-(W2)
+    with one basis (the mean, covariance and basis stay float64, and the patches are averaged in float64):
+    float32 halves their cost, for an estimate (`kpca.images.second_stage`) that does not need the last
+    digits. Cost O(N n^2) plus O(N n) per level."""
     y = np.asarray(noisy, dtype=np.float64)
     p = np.asarray(pilot, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 2:
@@ -101,11 +106,12 @@ def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int,
         bands = band_ranges(grid)  # each band on the caller's cores (`map_ordered`), added in order
         mean, gram = band_moments(p, grid, bands)
         eigenvalues, U = np.linalg.eigh(gram / grid.n_patches)
+        basis = U.astype(dtype)
 
         def shrunk_band(k: int) -> list[np.ndarray]:
-            c_p = (band_patches(p, grid, bands[k]) - mean) @ U
-            c_y = (band_patches(y, grid, bands[k]) - mean) @ U
-            return [(c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ U.T + mean for noise in noises]
+            c_p = (band_patches(p, grid, bands[k]) - mean).astype(dtype) @ basis
+            c_y = (band_patches(y, grid, bands[k]) - mean).astype(dtype) @ basis
+            return [(c_y * wiener_gains(c_p, eigenvalues, noise, shrink)) @ basis.T + mean for noise in noises]
 
         for k, outs in enumerate(map_ordered(shrunk_band, len(bands))):
             for total, out in zip(sums, outs):

@@ -10,8 +10,9 @@ import pytest
 from kpca.images.patches import assemble_patches, extract_patches
 from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.images.second_stage import (MARGIN, WIENER, apply_second_stage, choose_variant, lower_stage, parse_stage,
-                               second_stage_risks, stage_choice, stage_risks, variant_name, variants)
+from kpca.images.second_stage import (ESTIMATE_DTYPE, MARGIN, SHRINK, WIENER, apply_second_stage, choose_variant,
+                                      lower_stage, parse_stage, second_stage_risks, stage_choice, stage_risks,
+                                      variant_name, variants)
 from kpca.images.wiener import wiener_stage
 from kpca.images.model_tuning import tune_model
 from kpca.images.tuning import ALPHA, DRAWS, recorruptions, tuning_windows
@@ -23,7 +24,8 @@ KERNEL_FIRST = PatchSettings(patch=5, stride=2, method="fixed-point", n_componen
 
 
 def naive_second_stage_risks(noisy, settings, noise, seed=0, draws=DRAWS):
-    """`second_stage_risks` as it was written before `stage_risks` (commit 0ad02bc), loop for loop."""
+    """`second_stage_risks` as it was written before `stage_risks` (commit 0ad02bc), loop for loop, its Wiener
+    stage in the estimate's precision (`ESTIMATE_DTYPE`)."""
     image = np.asarray(noisy, dtype=np.float64)
     windows = tuning_windows(image.shape, settings.tile)
     s1 = noise * np.sqrt(1.0 + ALPHA**2)
@@ -35,7 +37,8 @@ def naive_second_stage_risks(noisy, settings, noise, seed=0, draws=DRAWS):
             if settings.method == LINEAR else None
         for rows, cols in windows:
             first = whole[rows, cols] if whole is not None else denoise_image(y1[rows, cols], settings, s1)
-            second = apply_second_stage(y1[rows, cols], first, settings, s1, WIENER)
+            second = wiener_stage(y1[rows, cols], first, settings.patch, settings.stride, s1, shrink=SHRINK,
+                                  dtype=ESTIMATE_DTYPE)
             first_sum += float(np.sum((first - target[rows, cols]) ** 2 - offset))
             wiener_sum += float(np.sum((second - target[rows, cols]) ** 2 - offset))
     return {"first": first_sum / (draws * pixels), WIENER: wiener_sum / (draws * pixels), "pixels": pixels,

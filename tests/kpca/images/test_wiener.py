@@ -35,6 +35,20 @@ def test_without_noise_the_noisy_image_is_returned(shrink, tile, rng):
     assert np.allclose(wiener_stage(noisy, pilot, 5, 2, 1e-7, shrink=shrink, tile=tile), noisy, atol=1e-6)
 
 
+@pytest.mark.parametrize("shrink", ["patch", "component"])
+def test_the_estimates_float32_stage_is_the_float64_stage_to_its_rounding(shrink, rng):
+    """The second stage's risk estimate shrinks in float32 (`kpca.images.second_stage.ESTIMATE_DTYPE`): its output
+    is float64 and within float32's rounding of the float64 stage's (pixels in [0, 1]), far below any
+    noise level the estimate separates; and it is not the float64 stage itself (the precision is used)."""
+    clean = scene(48, 3)
+    noisy = clean + rng.normal(0.0, 0.1, clean.shape)
+    pilot = linear_pca_denoise(noisy, 7, 1, 4)
+    exact = wiener_stage(noisy, pilot, 7, 1, 0.1, shrink=shrink)
+    single = wiener_stage(noisy, pilot, 7, 1, 0.1, shrink=shrink, dtype=np.float32)
+    assert single.dtype == np.float64
+    assert 0.0 < np.abs(single - exact).max() < 1e-5
+
+
 def test_gains_are_the_wiener_filter_of_the_pilots_energy():
     c_p = np.array([[3.0, 0.0], [1.0, -2.0]])
     lam = np.array([4.0, 1.0])
