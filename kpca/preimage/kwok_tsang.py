@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from kpca.kernels import KERNELS, KernelSpec
@@ -82,16 +83,37 @@ def _kwok_tsang_position(P: np.ndarray, d2: np.ndarray) -> np.ndarray:
     return mean - 0.5 * np.einsum("bk,bkn->bn", y, C)
 
 
+@numba.njit(nogil=True, cache=True)
+def nearest(dist: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - jitted
+    """The indices of the ``k`` (<= l) least values of each row of ``dist`` (b, l), least first, ties in
+    index order (a value equal to the k-th least is left out if its index is later): (b, k). One pass
+    over each row keeping its k least in order. O(b l) comparisons, O(b l k) at worst."""
+    b, l = dist.shape
+    out = np.empty((b, k), dtype=np.int64)
+    least = np.empty(k)
+    for i in range(b):
+        held = 0
+        for j in range(l):
+            d = dist[i, j]
+            if held == k and not d < least[k - 1]:
+                continue
+            pos = held if held < k else k - 1
+            while pos > 0 and least[pos - 1] > d:
+                least[pos] = least[pos - 1]
+                out[i, pos] = out[i, pos - 1]
+                pos -= 1
+            least[pos] = d
+            out[i, pos] = j
+            if held < k:
+                held += 1
+    return out
+
+
 def kwok_tsang_block(model: KernelModel, target: Target, n_neighbors: int):
     """Kwok–Tsang points (b, n) and the neighbour indices (b, k), nearest first, for one block."""
     dist = model.distances(target)
     k = int(min(max(1, n_neighbors), model.rows.n_rows))
-    if k < dist.shape[1]:
-        neighbours = np.argpartition(dist, k - 1, axis=1)[:, :k]
-    else:
-        neighbours = np.tile(np.arange(k), (dist.shape[0], 1))
-    order = np.argsort(np.take_along_axis(dist, neighbours, axis=1), axis=1, kind="stable")
-    neighbours = np.take_along_axis(neighbours, order, axis=1)
+    neighbours = nearest(dist, k)
     P = np.asarray(model.rows.take(neighbours.ravel()), dtype=np.float64).reshape(*neighbours.shape, -1)
     d2 = _input_distances(model, target, neighbours, dist, P)
     Z = _kwok_tsang_position(P, d2)

@@ -22,7 +22,7 @@ from kpca.preimage import (
     reconstruct,
 )
 from kpca.preimage._objective import rho_and_gradient
-from kpca.preimage.kwok_tsang import _kwok_tsang_position
+from kpca.preimage.kwok_tsang import _kwok_tsang_position, nearest
 from kpca.rows import KernelRows
 from tests.kpca_helpers import feature_expansion
 from tests.naive import expansion, kernel_matrix, preimage_objective
@@ -144,6 +144,15 @@ def test_kwok_tsang_position_recovers_a_point_from_exact_distances(rng):
     z = rng.normal(size=(3, 4))
     d2 = ((P - z[:, None, :]) ** 2).sum(axis=2)
     np.testing.assert_allclose(_kwok_tsang_position(P, d2), z, atol=1e-10)
+
+
+@pytest.mark.parametrize("b, l, k", [(40, 300, 10), (30, 10, 10), (20, 5, 1), (25, 60, 59)])
+def test_nearest_are_the_k_least_of_each_row_least_first_ties_by_index(b, l, k, rng):
+    """`nearest` (the neighbours of Kwok-Tsang's start) against a full sort by (value, index), on values with
+    many ties (integers 0-5) and without."""
+    for dist in (rng.random((b, l)), rng.integers(0, 6, (b, l)).astype(float)):
+        want = np.lexsort((np.broadcast_to(np.arange(l), dist.shape), dist), axis=1)[:, :k]
+        np.testing.assert_array_equal(nearest(dist, k), want)
 
 
 def svd_position(P: np.ndarray, d2: np.ndarray) -> np.ndarray:
