@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+import numba
 import numpy as np
 
 from kpca._threads import map_threads, serial_blas
@@ -29,15 +30,22 @@ T = TypeVar("T")
 
 #: values (patches x values of a patch) cut at once by `band_ranges`' bands, at least one grid row
 BAND_VALUES = 1 << 21
+#: bands an image's grid rows are cut into at least (where it has as many rows): the parts its cores share
+BANDS = 8
 
 
 def band_ranges(grid: PatchGrid, values: int | None = None) -> list[range]:
     """Consecutive grid rows in bands of at most ``values`` values (patches times a patch's values;
-    default `BAND_VALUES`; one grid row at least), covering every row of ``grid`` once, in order. O(rows)."""
+    default `BAND_VALUES`; one grid row at least), and `BANDS` of them at least where there are as many rows (so
+    that a small image's bands still share the cores, `map_ordered`); sizes differing by one at most, covering
+    every row of ``grid`` once, in order. O(rows)."""
     values = BAND_VALUES if values is None else int(values)
     per_row = max(len(grid.cols) * grid.n_features, 1)
+    n_rows = len(grid.rows)
+    if n_rows == 0:
+        return []
     rows = max(1, values // per_row)
-    return [range(start, min(start + rows, len(grid.rows))) for start in range(0, len(grid.rows), rows)]
+    return _parts(n_rows, max(-(-n_rows // rows), min(BANDS, n_rows)))
 
 
 def band_patches(image: np.ndarray, grid: PatchGrid, band: range, cols: slice = slice(None)) -> np.ndarray:
@@ -114,7 +122,7 @@ class PatchSum:
     """Patches added band by band (`add`), averaged into an image of ``grid.shape`` (`image`).
 
     Memory: three arrays of the image's size (reference, deviation, count) and a mask. Each `add` costs
-    O(patches n) in ``n`` vectorised steps."""
+    O(patches n), in one jitted pass without the GIL (`_add_patches`)."""
 
     def __init__(self, grid: PatchGrid, dtype=np.float64):
         self.grid = grid
@@ -128,19 +136,11 @@ class PatchSum:
     def add(self, patches: np.ndarray, band: range) -> None:
         """Add the patches of grid rows ``band`` (all the grid's columns, in `band_patches`' order)."""
         grid, p = self.grid, self.grid.patch
-        channels = channels_of(grid.shape)
-        blocks = np.asarray(patches).reshape(len(band), len(grid.cols), p, p, channels)
-        for block_rows, image_rows in _runs(grid.rows[band.start:band.stop], grid.stride):
-            for block_cols, image_cols in _runs(grid.cols, grid.stride):
-                for di in range(p):
-                    for dj in range(p):
-                        target = (_shift(image_rows, di), _shift(image_cols, dj))
-                        values = blocks[block_rows, block_cols, di, dj]
-                        new = ~self.seen[target]
-                        np.copyto(self.reference[target], values, where=new)
-                        self.seen[target] = True
-                        self.deviation[target] += values - self.reference[target]
-                        self.count[target] += 1
+        blocks = np.ascontiguousarray(patches, dtype=self.reference.dtype)
+        blocks = blocks.reshape(len(band), len(grid.cols), p, p, channels_of(grid.shape))
+        _add_patches(blocks, np.ascontiguousarray(grid.rows[band.start:band.stop], dtype=np.int64),
+                     np.ascontiguousarray(grid.cols, dtype=np.int64), self.reference, self.deviation, self.count,
+                     self.seen)
 
     def image(self) -> np.ndarray:
         """The mean of the values added at each pixel (0 where none was), of ``grid.shape``. O(pixels)."""
@@ -148,23 +148,26 @@ class PatchSum:
         return out.reshape(self.grid.shape)
 
 
-def _runs(positions: np.ndarray, stride: int) -> Iterator[tuple[slice, slice]]:
-    """``positions`` (ascending corners) as (index slice, image slice) pairs of equal steps: the regular
-    run from the first corner with step ``stride``, then each corner off it alone."""
-    n = len(positions)
-    if n == 0:
-        return
-    first = int(positions[0])
-    regular = 1
-    while regular < n and positions[regular] == first + regular * stride:
-        regular += 1
-    yield slice(0, regular), slice(first, first + (regular - 1) * stride + 1, stride)
-    for k in range(regular, n):
-        yield slice(k, k + 1), slice(int(positions[k]), int(positions[k]) + 1)
+@numba.njit(nogil=True, cache=True)
+def _add_patches(blocks, rows, cols, reference, deviation, count, seen):  # pragma: no cover - jitted
+    """`PatchSum.add`'s sums: each patch (corner ``rows[i], cols[j]``) in turn, row-major, adds each of its values
+    to the pixel it covers: the pixel's reference (the first value it is given), deviation from it and count.
+    One pass over the patches, without the GIL. O(patches n)."""
+    p, channels = blocks.shape[2], blocks.shape[4]
+    for i in range(blocks.shape[0]):
+        for j in range(blocks.shape[1]):
+            top, left = rows[i], cols[j]
+            for di in range(p):
+                for dj in range(p):
+                    r, c = top + di, left + dj
+                    if not seen[r, c, 0]:
+                        seen[r, c, 0] = True
+                        for ch in range(channels):
+                            reference[r, c, ch] = blocks[i, j, di, dj, ch]
+                    for ch in range(channels):
+                        deviation[r, c, ch] += blocks[i, j, di, dj, ch] - reference[r, c, ch]
+                    count[r, c, 0] += 1
 
 
-def _shift(image_slice: slice, by: int) -> slice:
-    return slice(image_slice.start + by, image_slice.stop + by, image_slice.step)
-
-
-__all__ = ["BAND_VALUES", "PatchSum", "band_moments", "band_patches", "band_ranges", "map_ordered", "tile_parts"]
+__all__ = ["BAND_VALUES", "BANDS", "PatchSum", "band_moments", "band_patches", "band_ranges", "map_ordered",
+           "tile_parts"]
