@@ -52,7 +52,7 @@ from kpca.images.denoising import LINEAR, Candidate, PatchSettings, denoise_cand
 from kpca.images.noise_level import noise_level
 
 ALPHA = 0.5  # (T1)'s alpha
-DRAWS = 3  # draws of z whose estimates (T1) are averaged
+DRAWS = 2  # draws of z whose estimates (T1) are averaged (docs/denoising.md: three kept the same answers)
 SHORTLIST = 3  # kernel candidates of least risk on the first draw, estimated again on the others
 TUNING_PIXELS = 128 * 128  # pixels the kernel candidates' risk is estimated on, at most
 BLOCK = 16  # side of the blocks of pixels whose mean losses give the standard error of `choose`

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from kpca.images.tuning import DRAWS
 from tests.api_checks import wait_for_fit
 from tests.waiting import PATIENCE_S, wait_until
 
@@ -123,7 +124,7 @@ def test_model_route_second_stage_is_decided_or_forced(api, patch_model):
     assert mse(off, wiener) > 0.1  # another image, by more than the 8-bit rounding
     risks = auto_chosen["second_stage_risks"]
     kept = risks["chosen"]  # the single stage, a variant of it (kpca.images.second_stage.choose_variant) or None
-    assert auto_chosen["second_stage"] == kept and risks["draws"] == 3
+    assert auto_chosen["second_stage"] == kept and risks["draws"] == DRAWS
     assert kept is None or risks[kept] < risks["first"]
     if kept in (None, "wiener"):  # the same tuning, then the stage as decided
         assert np.array_equal(auto, wiener if kept else off)

@@ -85,13 +85,14 @@ def test_second_stage_risks_follow_the_tuning_draws(rng):
     the estimate of the first stage alone is (T1) of `kpca.images.tuning.recorrupted_risks` with the same draws."""
     from kpca.images.denoising import PatchSettings, linear_pca_denoise
     from kpca.images.second_stage import choose_second_stage, second_stage_risks
-    from kpca.images.tuning import Tuned, recorrupted_risks
+    from kpca.images.tuning import DRAWS, Tuned, recorrupted_risks
     clean = scene(48, 2)
     noisy = clean + rng.normal(0.0, 0.1, clean.shape)
     settings = PatchSettings(method="linear", width=None, n_components=1, tile=32)
     risks = second_stage_risks(noisy, settings, 0.1)
     assert risks["wiener"] < risks["first"]
-    reference, _ = recorrupted_risks(lambda y1, _s1: {"first": linear_pca_denoise(y1, 7, 1, 1)}, noisy, 0.1, draws=3)
+    reference, _ = recorrupted_risks(lambda y1, _s1: {"first": linear_pca_denoise(y1, 7, 1, 1)}, noisy, 0.1,
+                                     draws=DRAWS)
     assert risks["first"] == pytest.approx(reference["first"], rel=1e-9)
     chosen = choose_second_stage(noisy, Tuned(settings, 0.1, False))
     assert chosen.second_stage["stage"] == "wiener"
