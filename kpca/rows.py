@@ -450,8 +450,12 @@ class KernelRows:
     def transform_block(self, X: np.ndarray) -> np.ndarray:
         """Centred kernel rows ``k'(x)`` of new points, shape (b, l), training centring (weighted where
         the centring has weights: `Centering.row_means`)."""
+        return self.centre_raw(self.raw_block(X))
+
+    def centre_raw(self, K: np.ndarray) -> np.ndarray:
+        """Raw kernel rows K (b, l) of new points (`raw_block`) centred in place as `transform_block`
+        centres them, and returned. O(b l)."""
         c = self._require_centering()
-        K = self.raw_block(X)
         return center_block(K, c.row_means(K), c)
 
     def dense(self) -> np.ndarray:

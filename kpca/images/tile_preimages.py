@@ -61,8 +61,14 @@ class TilePreimages:
         self.P = model.check_points(P)
         self.training = training
         self.learned = {} if learned is None else learned  # rank -> its learned map, fitted once (it reads no P)
-        self.components = model.project(self.P)  # (b, r)
         self._moments: tuple[np.ndarray, np.ndarray] | None = None  # the slopes f' (b, l), the rows (l, n)
+        if model.kernel.type == "gaussian" and self.P.shape[0] * model.rows.n_rows <= SLOPES_ENTRIES:
+            # one kernel block serves both: the Gaussian profile's slope is f' = -k / (2 sigma^2)
+            K = np.asarray(model.rows.raw_block(self.P), dtype=np.float64)
+            self._moments = (K * (-0.5 / float(model.kernel.sigma) ** 2), self._training_points())
+            self.components = model.rows.centre_raw(K) @ model.A.T  # (b, r), as `KernelModel.project`
+        else:
+            self.components = model.project(self.P)  # (b, r)
 
     def preimages(self, rank: int, method: str, options: dict | None = None, n_samples: int = 2000,
                   stop=None) -> np.ndarray:
@@ -98,11 +104,14 @@ class TilePreimages:
         """``(f', Y)``: the profile's slopes ``f'(p, x_i)`` (b, l) and the training rows Y (l, n) in the data's
         coordinates, as `kpca.preimage._objective.kernel_moments` reads them. Computed once: O(b l n)."""
         if self._moments is None:
-            rows = self.model.rows
-            Y = np.concatenate([np.asarray(chunk, dtype=np.float64) for _, chunk in rows.chunks()])
-            _, slopes = kernel_and_slope(rows.kernel, self.P @ Y.T, squared_norms(self.P), squared_norms(Y))
+            Y = self._training_points()
+            _, slopes = kernel_and_slope(self.model.rows.kernel, self.P @ Y.T, squared_norms(self.P), squared_norms(Y))
             self._moments = (slopes, Y)
         return self._moments
+
+    def _training_points(self) -> np.ndarray:
+        """The model's training rows Y (l, n) in the data's coordinates, float64. O(l n)."""
+        return np.concatenate([np.asarray(chunk, dtype=np.float64) for _, chunk in self.model.rows.chunks()])
 
     def _fixed_point_step(self, served: KernelModel, B: np.ndarray) -> np.ndarray:
         """One step of Mika et al.'s iteration from the patches themselves, ``z = v / u`` at ``z = p``
