@@ -46,9 +46,10 @@ WIENER_TILE = None  # one basis for the whole image (bench/results/wiener_probe.
 #: (bench/results/second_stage_probe.json)
 VARIANTS = ((None, 1, 1.0), (None, 2, 1.0), (None, 1, 0.8), (None, 2, 0.8), (5, 1, 1.0), (5, 2, 1.0), (5, 1, 0.8),
             (5, 2, 0.8), (11, 1, 1.0), (11, 2, 1.0), (15, 1, 1.0), (15, 2, 1.0))
-#: the estimate's Wiener stages shrink in float32 (`kpca.images.wiener.wiener_stages`): their rounding, about 1e-7 of a
-#: pixel, is far below the estimate's own noise, and their products cost half of float64's
-ESTIMATE_DTYPE = np.float32
+#: the Wiener stages, estimated and applied, shrink in float32 (`kpca.images.wiener.wiener_stages`): their rounding,
+#: about 1e-7 of a pixel, is far below the estimate's own noise and a 16-bit pixel's step, and their products cost
+#: half of float64's; the estimate is of the stage as applied
+WIENER_DTYPE = np.float32
 MARGIN = 1.0  # standard errors by which a variant must beat the single stage's choice (second_stage_probe.json)
 _NAME = re.compile(r"wiener(2)?(?:-(\d+)x\d+)?(?:-s([0-9.]+))?")
 
@@ -110,7 +111,8 @@ def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSett
                          for c in range(y.shape[2])], axis=-1)
     for k in range(passes):  # one count of units over the passes
         counted = None if report is None else (lambda done, total, k=k: report(k * total + done, passes * total))
-        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE, report=counted)
+        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE, report=counted,
+                         dtype=WIENER_DTYPE)
     return p
 
 
@@ -136,12 +138,12 @@ def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], no
         outs = {"first": first}
         for side, factors in scales.items():  # one basis per side serves every factor's first pass
             stages = wiener_stages(y1, first, side, stride, [f * s1 for f in factors], shrink=SHRINK, tile=WIENER_TILE,
-                                   dtype=ESTIMATE_DTYPE)
+                                   dtype=WIENER_DTYPE)
             outs.update({variant_name(side, 1, f, patch): out for f, out in zip(factors, stages)})
         for name, (side, passes, scale) in names.items():  # a second pass's pilot is the first pass's output
             if passes == 2:
                 outs[name] = wiener_stage(y1, outs[variant_name(side, 1, scale, patch)], side, stride, scale * s1,
-                                          shrink=SHRINK, tile=WIENER_TILE, dtype=ESTIMATE_DTYPE)
+                                          shrink=SHRINK, tile=WIENER_TILE, dtype=WIENER_DTYPE)
         outs = {name: outs[name] for name in ("first", *names)}
         for name, out in outs.items():
             loss = (out - target) ** 2 - offset

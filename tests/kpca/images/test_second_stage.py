@@ -10,7 +10,7 @@ import pytest
 from kpca.images.patches import assemble_patches, extract_patches
 from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
-from kpca.images.second_stage import (ESTIMATE_DTYPE, MARGIN, SHRINK, WIENER, apply_second_stage, choose_variant,
+from kpca.images.second_stage import (WIENER_DTYPE, MARGIN, SHRINK, WIENER, apply_second_stage, choose_variant,
                                       lower_stage, parse_stage, second_stage_risks, stage_choice, stage_risks,
                                       variant_name, variants)
 from kpca.images.wiener import wiener_stage
@@ -25,7 +25,7 @@ KERNEL_FIRST = PatchSettings(patch=5, stride=2, method="fixed-point", n_componen
 
 def naive_second_stage_risks(noisy, settings, noise, seed=0, draws=DRAWS):
     """`second_stage_risks` as it was written before `stage_risks` (commit 0ad02bc), loop for loop, its Wiener
-    stage in the estimate's precision (`ESTIMATE_DTYPE`)."""
+    stage in its precision (`WIENER_DTYPE`)."""
     image = np.asarray(noisy, dtype=np.float64)
     windows = tuning_windows(image.shape, settings.tile)
     s1 = noise * np.sqrt(1.0 + ALPHA**2)
@@ -38,7 +38,7 @@ def naive_second_stage_risks(noisy, settings, noise, seed=0, draws=DRAWS):
         for rows, cols in windows:
             first = whole[rows, cols] if whole is not None else denoise_image(y1[rows, cols], settings, s1)
             second = wiener_stage(y1[rows, cols], first, settings.patch, settings.stride, s1, shrink=SHRINK,
-                                  dtype=ESTIMATE_DTYPE)
+                                  dtype=WIENER_DTYPE)
             first_sum += float(np.sum((first - target[rows, cols]) ** 2 - offset))
             wiener_sum += float(np.sum((second - target[rows, cols]) ** 2 - offset))
     return {"first": first_sum / (draws * pixels), WIENER: wiener_sum / (draws * pixels), "pixels": pixels,
@@ -166,12 +166,12 @@ def test_a_variant_is_the_single_stage_with_its_patch_passes_and_gain(rng):
     clean = scene(40, 1)
     noisy = clean + rng.normal(0.0, 0.1, clean.shape)
     first = linear_pca_denoise(noisy, 7, 1, 2)
-    once = wiener_stage(noisy, first, 7, 1, 0.1)
+    once = wiener_stage(noisy, first, 7, 1, 0.1, dtype=WIENER_DTYPE)
     assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, WIENER), once)
-    twice = wiener_stage(noisy, once, 7, 1, 0.1)
+    twice = wiener_stage(noisy, once, 7, 1, 0.1, dtype=WIENER_DTYPE)
     assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, "wiener2"), twice)
     assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, "wiener-5x5-s0.8"),
-                          wiener_stage(noisy, first, 5, 1, 0.8 * 0.1))
+                          wiener_stage(noisy, first, 5, 1, 0.8 * 0.1, dtype=WIENER_DTYPE))
 
 
 def test_auto_picks_two_passes_of_a_larger_patch_on_a_smooth_image(rng):

@@ -36,8 +36,8 @@ def test_without_noise_the_noisy_image_is_returned(shrink, tile, rng):
 
 
 @pytest.mark.parametrize("shrink", ["patch", "component"])
-def test_the_estimates_float32_stage_is_the_float64_stage_to_its_rounding(shrink, rng):
-    """The second stage's risk estimate shrinks in float32 (`kpca.images.second_stage.ESTIMATE_DTYPE`): its output
+def test_the_float32_stage_is_the_float64_stage_to_its_rounding(shrink, rng):
+    """The second stage shrinks in float32 (`kpca.images.second_stage.WIENER_DTYPE`), estimated and applied: its output
     is float64 and within float32's rounding of the float64 stage's (pixels in [0, 1]), far below any
     noise level the estimate separates; and it is not the float64 stage itself (the precision is used)."""
     clean = scene(48, 3)
