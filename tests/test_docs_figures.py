@@ -562,7 +562,8 @@ def test_the_time_to_an_answer_ratios_are_time_to_accuracy():
 
 def test_the_denoising_speed_table_is_denoise_profile():
     """docs/denoising.md's "Speed": each size's seconds and ratio to BM3D before and after, the stages' seconds
-    and the PSNR, from bench/results/denoise_profile_before.json and denoise_profile.json (issue 55)."""
+    and the PSNR before and after, from bench/results/denoise_profile_before.json and denoise_profile.json
+    (issue 55; the quality over 36 cases is denoise_quality.json's)."""
     text = page("docs/denoising.md")
     before, after = results("denoise_profile_before.json"), results("denoise_profile.json")
     for size in (128, 256):
@@ -571,7 +572,6 @@ def test_the_denoising_speed_table_is_denoise_profile():
         row = (f"| {size} x {size} | {b['seconds']:.1f} s ({b['ratio_to_bm3d']:.1f}x BM3D) | {a['seconds']:.1f} s "
                f"({a['ratio_to_bm3d']:.1f}x BM3D) | {a['stages']['candidates']['seconds']:.1f} | "
                f"{a['stages']['second stage choice']['seconds']:.1f} | {a['stages']['final first stage']['seconds']:.1f} | "
-               f"{a['psnr_db']:.2f} |")
+               f"{b['psnr_db']:.2f} | {a['psnr_db']:.2f} |")
         assert row in text, row
-        assert abs(a["psnr_db"] - b["psnr_db"]) < 1e-4  # "the PSNR is the same to 1e-4 dB"
     assert f"at\n{before['environment']['commit'][:7]}" in text and f"at {after['environment']['commit'][:7]}" in text
