@@ -58,13 +58,14 @@ test: $(STAMP) browser warm
 test-all: $(STAMP) browser warm
 	$(PYTEST_RUN)
 
-# make warm - compile the jitted kernels into numba's cache (kpca/warmup.py) before the tests, in two
-#             processes: the autoencoder solvers' part beside all the others'. On an empty cache (a new
-#             clone) the tests' processes would otherwise each compile the same kernels as they meet them,
-#             several at once; on a full cache it is a few seconds of loading.
+# make warm - compile the jitted kernels into numba's cache (kpca/warmup.py, then the image wing's,
+#             kpca/images/warmup.py) before the tests, in two processes: the autoencoder solvers' part beside
+#             all the others'. On an empty cache (a new clone) the tests' processes would otherwise each
+#             compile the same kernels as they meet them, several at once; on a full cache it is a few
+#             seconds of loading.
 warm: $(STAMP)
 	$(BIN)/python -m kpca.warmup --part autoencoders & part=$$!; \
-		$(BIN)/python -m kpca.warmup --part others && wait $$part
+		$(BIN)/python -m kpca.warmup --part others && $(BIN)/python -m kpca.images.warmup && wait $$part
 
 # make browser - Chromium for tests/service/test_dashboard_browser.py: apt-get installs Debian's chromium
 #                when /usr/bin/chromium is missing and we are root (about 2.5 minutes); otherwise it says

@@ -102,12 +102,12 @@ def warm_projections_here() -> bool:
 
 
 class WarmKernels(WorkerPlugin):
-    """A dask worker plugin that loads the default fit's and serving's jitted code when a worker starts
-    (`kpca.warmup.warm_default`), in a thread of its own so that the worker starts at once: a fresh
-    worker otherwise loads it during its first fit (`bench/service_fit.py --cold` measures the
-    difference). ``worker.kpca_warm`` says ``"running"``, ``"done"`` or the error. Then what the worker's
-    start made is kept out of the collector's full collections (``gc.freeze``), which would otherwise scan
-    it all while the worker serves."""
+    """A dask worker plugin that loads the default fit's, serving's and image requests' jitted code when a
+    worker starts (`kpca.warmup.warm_default`, `kpca.images.warmup.warm_images`), in a thread of its own so
+    that the worker starts at once: a fresh worker otherwise loads it during its first fit
+    (`bench/service_fit.py --cold` measures the difference). ``worker.kpca_warm`` says ``"running"``,
+    ``"done"`` or the error. Then what the worker's start made is kept out of the collector's full
+    collections (``gc.freeze``), which would otherwise scan it all while the worker serves."""
 
     name = "kpca-warm-kernels"
 
@@ -116,9 +116,11 @@ class WarmKernels(WorkerPlugin):
 
         def warm() -> None:
             try:
+                from kpca.images.warmup import warm_images
                 from kpca.warmup import warm_default
 
                 warm_default()
+                warm_images()
                 gc.freeze()
                 worker.kpca_warm = "done"
             except Exception as exc:  # a warm-up never stops a worker: the first fit compiles instead

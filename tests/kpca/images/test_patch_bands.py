@@ -81,3 +81,10 @@ def test_whole_image_stages_hold_a_band_of_patches_not_every_patch(monkeypatch):
     assert peak_bytes(lambda: wiener_stage(noisy, pilot, 15, 1, 0.1)) < wide / 10
     narrow = patch_grid(noisy.shape, 7, 1).n_patches * 49 * 8
     assert peak_bytes(lambda: linear_pca_candidates(noisy, 7, 1, [2, 8])) < narrow / 4
+
+
+def test_the_image_warm_up_runs_every_kind_of_candidate():
+    """`kpca.images.warmup.warm_images` (a worker's start, ``make warm``): the fixed point and Kwok-Tsang ran."""
+    from kpca.images.warmup import warm_images
+
+    assert warm_images() == ["fixed-point/2", "kwok-tsang/2"]
