@@ -52,7 +52,8 @@ class TilePreimages:
     learned maps by rank, shared with other inputs through the same model (a stored model's windows and
     draws). Cost: O(b l (n + r)) once; memory O(b r), and O(b l) for the fixed-point step's slopes where
     that is at most `SLOPES_ENTRIES` (past it the step computes them block by block, as
-    `kpca.images.denoising.preimages` does).
+    `kpca.images.denoising.preimages` does). A Gaussian model of float64 tiles reads the slopes from the
+    projections' own kernel block, kept from the start; other models compute them at the first fixed-point step.
     """
 
     def __init__(self, model: KernelModel, P: np.ndarray, training: np.ndarray | None = None,
@@ -62,8 +63,10 @@ class TilePreimages:
         self.training = training
         self.learned = {} if learned is None else learned  # rank -> its learned map, fitted once (it reads no P)
         self._moments: tuple[np.ndarray, np.ndarray] | None = None  # the slopes f' (b, l), the rows (l, n)
-        if model.kernel.type == "gaussian" and self.P.shape[0] * model.rows.n_rows <= SLOPES_ENTRIES:
-            # one kernel block serves both: the Gaussian profile's slope is f' = -k / (2 sigma^2)
+        if (model.kernel.type == "gaussian" and model.rows.compute_dtype == np.float64
+                and self.P.shape[0] * model.rows.n_rows <= SLOPES_ENTRIES):
+            # one kernel block serves both: the Gaussian profile's slope is f' = -k / (2 sigma^2) (in float64
+            # tiles, as the slopes computed alone are; a model of float32 tiles computes them alone)
             K = np.asarray(model.rows.raw_block(self.P), dtype=np.float64)
             self._moments = (K * (-0.5 / float(model.kernel.sigma) ** 2), self._training_points())
             self.components = model.rows.centre_raw(K) @ model.A.T  # (b, r), as `KernelModel.project`

@@ -93,8 +93,8 @@ def wiener_stages(noisy: np.ndarray, pilot: np.ndarray, patch: int, stride: int,
     read in bands (`kpca.images.patch_bands.band_ranges`) three times (mean, covariance, shrinkage;
     ``report(done, total)`` after each band of the shrinkage). ``dtype``: of the shrinkage's products (W1)-(W2)
     with one basis (the mean, covariance and basis stay float64, and the patches are averaged in float64):
-    float32 halves their cost, for an estimate (`kpca.images.second_stage`) that does not need the last
-    digits. Cost O(N n^2) plus O(N n) per level."""
+    float32 halves their cost, and its rounding is below what the second stage needs
+    (`kpca.images.second_stage.WIENER_DTYPE`). Cost O(N n^2) plus O(N n) per level."""
     y = np.asarray(noisy, dtype=np.float64)
     p = np.asarray(pilot, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 2:
