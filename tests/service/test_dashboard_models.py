@@ -192,6 +192,17 @@ def test_denoise_an_image_with_a_method_and_see_it_full_size(api, server, browse
         assert "48 x 48 pixels, shown 13 times" in board.text("#viewer-caption")
         page.click("#viewer")
         page.wait_for_selector("#viewer", state="hidden")
+        # the same form hyper-resolves: 2x, as one background job with its progress (issue 55)
+        page.select_option("#denoise-form select[name=upscale]", "2")
+        page.select_option("#denoise-form select[name=method]", "auto")
+        page.uncheck("#denoise-form input[name=compare]")
+        with page.expect_request(lambda request: "denoise-image" in request.url and "upscale=2" in request.url) as sent:
+            page.click("#denoise-form button[type=submit]")
+        assert "background=true" in sent.value.url and "job=dashboard-" in sent.value.url
+        board.until_text("denoise-status", "hyper-resolved 2x in ")
+        assert page.evaluate("document.getElementById('denoise-after').naturalWidth") == 2 * 48
+        assert len(denoise_requests) == 2, denoise_requests
+        board.shot("13-hyper-resolved", docs="hyperresolve", element="#denoise-form")
         assert not board.problems, (board.problems, board.refused)
     finally:
         board.close()

@@ -1,4 +1,5 @@
-// Denoising a PNG through the open model (on its page, once completed): stride and pre-image method chosen,
+// Denoising a PNG through the open model (on its page, once completed), or hyper-resolving it 2-4 times
+// (seed 002: the model's patches reconstruct the finer image): stride and pre-image method chosen,
 // one background image job per click, its progress shown while it runs (its step, units done, seconds and the
 // step's time left); the image before and after enlarged by whole pixels, side by side on request; every
 // picture opens at full size on click.
@@ -58,21 +59,24 @@ async function denoise(event) {
     return;
   }
   const method = form.method.value;
+  const upscale = Number(form.upscale.value || "1");
+  const doing = upscale > 1 ? "hyper-resolving " + upscale + "x" : "denoising";
   const path = "/v1/models/" + encodeURIComponent(name) + "/denoise-image?stride=" +
-    encodeURIComponent(form.stride.value || "2") + "&method=" + encodeURIComponent(method);
+    encodeURIComponent(form.stride.value || "2") + "&method=" + encodeURIComponent(method) +
+    (upscale > 1 ? "&upscale=" + upscale : "");
   showBlob("denoise-before", file);
   showBlob("denoise-after", null);
   showBlob("denoise-compare", null);
   $("denoise-compare-figure").hidden = true;
-  $("denoise-status").textContent = "denoising through " + name + " (" + method + ")";
+  $("denoise-status").textContent = doing + " through " + name + " (" + method + ")";
   const started = performance.now();
   try {
     const { state, blob } = await runImageJob(path, file, jobName("dashboard"), (now) => {
-      if (model === name) $("denoise-status").textContent = "denoising through " + name + " (" + method + "): " + progressText(now);
+      if (model === name) $("denoise-status").textContent = doing + " through " + name + " (" + method + "): " + progressText(now);
     });
     if (model !== name) return;
     if (!blob) {
-      $("denoise-status").textContent = "denoising through " + name + " " + state.status + (state.error ? ": " + state.error : "");
+      $("denoise-status").textContent = doing + " through " + name + " " + state.status + (state.error ? ": " + state.error : "");
       return;
     }
     showBlob("denoise-after", blob);
@@ -80,11 +84,11 @@ async function denoise(event) {
       showBlob("denoise-compare", await sideBySide(file, blob));
       $("denoise-compare-figure").hidden = false;
     }
-    $("denoise-status").textContent = "denoised in " + ((performance.now() - started) / 1000).toFixed(1) + " s with " +
-      method + "; click a picture for its full size";
+    $("denoise-status").textContent = (upscale > 1 ? "hyper-resolved " + upscale + "x" : "denoised") + " in " +
+      ((performance.now() - started) / 1000).toFixed(1) + " s with " + method + "; click a picture for its full size";
     showMessage("");
   } catch (error) {
-    $("denoise-status").textContent = fail("denoise through " + name, error);
+    $("denoise-status").textContent = fail((upscale > 1 ? "hyper-resolve" : "denoise") + " through " + name, error);
   }
 }
 
