@@ -42,6 +42,9 @@ class ServerSettings(BaseModel):
                                          "(the worker reads it from the job's record; the service only carries it)")
     checkpoint_keep: int = Field(default=defaults.CHECKPOINT_KEEP, ge=1,
                                  description="checkpoints kept per model (the last k, plus the best)")
+    image_job_keep_s: float = Field(default=86_400.0, gt=0, description="seconds an image job that has ended "
+                                    "(its record and a background job's answer) is kept after its last write; "
+                                    "older ones are removed as a background job starts")
     # ``| str`` lets a comma-separated value through pydantic-settings' JSON decoding of lists
     solver_plugins: list[str] | str = Field(default_factory=list, description="modules that register solvers "
                                             f"(kpca.solvers.register), {_LIST}, imported by the service and "

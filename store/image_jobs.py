@@ -17,7 +17,9 @@ A name is reused by the next request that names it once its job has ended (statu
 that name is a `Conflict`. The worker running a job writes its record at least every `HEARTBEAT_S`
 seconds (`workers.image_jobs.JobProgress`); a ``running`` record not written for `STALE_S` seconds is
 read as ``failed`` (its worker stopped: killed, or its machine gone), so that neither its name nor its
-key's count of running work is held by a job that will never end.
+key's count of running work is held by a job that will never end. A job that ended is kept for the
+service's ``image_job_keep_s`` seconds after its last write, then removed with its answer (`prune`, run as
+a background job starts), so that records and answers that clients never delete do not pile up.
 """
 
 from __future__ import annotations
@@ -155,6 +157,20 @@ class ImageJobStore:
                 record = self.get(name)
                 count += record.background and record.status == "running" and record.owner == owner
         return count
+
+    def prune(self, keep_s: float) -> list[str]:
+        """Remove the jobs that ended (completed, failed, cancelled, or a running record gone stale) more than
+        ``keep_s`` seconds ago, answer and all, under each job's lock so that a job restarted meanwhile is kept;
+        a damaged record is left for the request that names it. The names removed. Cost: one listing and a
+        small read per job."""
+        removed = []
+        for name in self.folders.names():
+            with contextlib.suppress(NotFound, Damaged), self.folders.locked(name):
+                record = self.get(name)
+                if record.status != "running" and seconds_since(record.updated_at) > keep_s:
+                    remove_tree(self.folders.path(name))
+                    removed.append(name)
+        return removed
 
     def save_result(self, name: str, image: np.ndarray, info: dict) -> None:
         """Keep a background job's answer: ``image`` (its pixels) and ``info`` (what was chosen, JSON; a

@@ -54,3 +54,15 @@ def committed_digits(root: Path, rows: np.ndarray, chunks: int = 1) -> Path:
         ds.put_chunk("digits", i, chunk)
     ds.commit("digits")
     return root
+
+
+def aged_image_job(jobs, name: str, seconds: float) -> None:
+    """Rewrite image job ``name``'s record (`store.image_jobs.ImageJobStore` ``jobs``) as if its last write were
+    ``seconds`` ago, as its worker would have left it."""
+    import time
+
+    from store.atomic import atomic_write_json
+    from store.timestamps import to_iso
+
+    record = jobs.get(name).model_copy(update={"updated_at": to_iso(time.time() - seconds)})
+    atomic_write_json(jobs.folders.path(name) / "job.json", record.model_dump(mode="json"))

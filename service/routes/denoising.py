@@ -112,7 +112,8 @@ async def denoise_image_fit(
     if background:
         assert job is not None
         return await start_background(image_jobs, backend, job, "denoise-image-fit", owner, DenoiseImageFit(
-            image, patch, stride, tile or None, tune, fixed, noise, job, second_stage, background=True))
+            image, patch, stride, tile or None, tune, fixed, noise, job, second_stage, background=True),
+            settings.image_job_keep_s)
     try:
         with request.app.state.running.hold(owner):  # counted as a fit of its key while it runs
             operation = DenoiseImageFit(image, patch, stride, tile or None, tune, fixed, noise, job, second_stage)

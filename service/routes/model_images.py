@@ -128,7 +128,7 @@ async def denoise_image(
         return await start_background(
             request.app.state.image_jobs, backend, job, "hyperresolution" if upscale > 1 else "denoise-image",
             owner, DenoiseImageTuned(name, image, patch, stride, method, None, upscale, tune, n_components,
-                                     constrained, job, second_stage, background=True))
+                                     constrained, job, second_stage, background=True), settings.image_job_keep_s)
     try:
         cleaned, info = await watched(request, settings, models, name, model, backend, DenoiseImageTuned(
             name, image, patch, stride, method, None, upscale, tune, n_components, constrained, job, second_stage))

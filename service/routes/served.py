@@ -235,10 +235,13 @@ def background_fields(background: bool, job: str | None, compare: bool, keep: st
                                "nor compare", name)
 
 
-async def start_background(image_jobs, backend, job: str, kind: str, owner: str | None, operation: Operation):
+async def start_background(image_jobs, backend, job: str, kind: str, owner: str | None, operation: Operation,
+                           keep_s: float):
     """Start image job ``job`` (its record, then ``operation`` on the cluster without a deadline,
     `workers.Backend.serve_in_background`): a 202 with its progress and ``Location``. The record says
-    failed if the cluster did not take it; a running job of that name is a 409 on ``job``."""
+    failed if the cluster did not take it; a running job of that name is a 409 on ``job``. Jobs that ended
+    more than ``image_job_keep_s`` ago are removed first (`store.image_jobs.ImageJobStore.prune`)."""
+    await run_in_threadpool(image_jobs.prune, keep_s)
     record = await run_in_threadpool(image_jobs.start, job, kind, True, owner)
     try:
         await wait_for_cluster(backend.serve_in_background, operation)

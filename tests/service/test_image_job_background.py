@@ -10,9 +10,11 @@ import re
 
 import numpy as np
 
+from store.image_jobs import ImageJobStore
 from tests.api_checks import assert_error, upload_rows, wait_for_fit
 from tests.service.test_api_denoise_tuned import PNG, fit_patch_model, noisy_of, png, scene, unpng
 from tests.service.test_denoise_image_bounds import BIG, job_status, running
+from tests.store_checks import aged_image_job
 
 SERVER_SETTINGS = {"serving_deadline_s": 3600.0, "max_fits_per_key": 1}
 SMALL = png(noisy_of(scene(40, 2), 0.1, 5))
@@ -112,3 +114,17 @@ def test_a_stored_models_route_runs_in_the_background_too(api):
                  "invalid", "job")
     assert_error(api.post(f"/v1/models/{model}/denoise-image?background=true&job=j&compare=true", content=SMALL,
                           headers=PNG), 422, "invalid", "compare")
+
+
+def test_a_job_that_ended_a_day_ago_is_removed_as_the_next_one_starts(api, data_dir):
+    """``KPCA_IMAGE_JOB_KEEP_S`` (a day by default): a background job that ended longer ago than that, its answer
+    never fetched nor deleted, is removed when the next background job starts, not before."""
+    assert api.post(f"/v1/denoise-image?job=stale&background=true{FAST}", content=SMALL, headers=PNG).status_code == 202
+    assert job_status(api, "stale")["status"] == "completed"
+    aged_image_job(ImageJobStore(data_dir), "stale", 2 * 86_400)
+    assert api.get("/v1/image-jobs/stale/result").status_code == 200  # kept until a job starts
+    assert api.post(f"/v1/denoise-image?job=next&background=true{FAST}", content=SMALL, headers=PNG).status_code == 202
+    assert_error(api.get("/v1/image-jobs/stale"), 404, "not_found", "job")
+    assert job_status(api, "next")["status"] == "completed"
+    assert api.get("/v1/image-jobs/next/result").status_code == 200  # the one that ended now stays
+    assert api.delete("/v1/image-jobs/next").status_code == 204

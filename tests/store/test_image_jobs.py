@@ -8,6 +8,7 @@ import pytest
 
 from store.errors import Conflict, Damaged, Invalid, NotFound
 from store.image_jobs import ImageJobStore
+from tests.store_checks import aged_image_job as aged
 
 
 def test_a_job_starts_reports_and_ends(tmp_path):
@@ -107,3 +108,24 @@ def test_a_running_record_its_worker_stopped_writing_reads_as_failed(tmp_path):
     with pytest.raises(Conflict):
         jobs.request_cancel("orphan")  # nothing runs to cancel
     assert jobs.start("orphan", "denoise-image-fit").status == "running"  # the name is free again
+
+
+def test_jobs_that_ended_long_ago_are_pruned_with_their_answers(tmp_path):
+    """`ImageJobStore.prune`: a job that ended more than ``keep_s`` ago goes, answer and all; one that ended
+    recently stays, a running one stays (however old its start), one whose worker went silent counts as
+    ended (failed) from its last write, and a damaged record is left for the request that names it."""
+    jobs = ImageJobStore(tmp_path)
+    for name in ("old", "recent", "busy", "silent", "broken"):
+        jobs.start(name, "denoise-image-fit", background=True)
+    jobs.update("old", status="completed")
+    jobs.save_result("old", np.zeros((4, 4), dtype=np.uint8), {})
+    aged(jobs, "old", 7200)
+    jobs.update("recent", status="failed", error="x")
+    aged(jobs, "recent", 60)
+    aged(jobs, "silent", 7200)  # running, its worker silent for two hours: read as failed
+    (jobs.folders.path("broken") / "job.json").write_text("{not json")
+    assert jobs.prune(keep_s=3600) == ["old", "silent"]
+    assert sorted(jobs.folders.names()) == ["broken", "busy", "recent"]
+    with pytest.raises(NotFound):
+        jobs.result("old")
+    assert jobs.get("busy").status == "running" and jobs.prune(keep_s=3600) == []
