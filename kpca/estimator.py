@@ -196,7 +196,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Cost: the centring pass plus ``passes`` passes of kernel rows,
         ``2 l^2 n`` flops each, and O(r l) per step; ``exact`` is O(l^3).
         """
-        X = validate_data(self, X, dtype=[np.float64, np.float32])
+        X = validate_data(self, X, dtype=[np.float64, np.float32], copy=True)  # the fit's own rows, not the caller's
         if X.shape[0] < 2:
             raise ValueError(f"X: n_samples = {X.shape[0]}; kernel PCA needs at least 2 samples")
         rows = self._rows(X, self._kernel_spec(X.shape[1]))  # the fit sets its kernel precision on them

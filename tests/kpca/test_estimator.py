@@ -111,3 +111,18 @@ def test_autoencoder_solvers_fit_transform_and_reconstruct(digits, solver):
     assert error < 0.3
     est.partial_fit(digits[200:250])
     assert est.state_["pass"] == 3 and est.transform(digits[:2]).shape == (2, 4)
+
+
+
+def test_changing_the_callers_array_after_fit_changes_nothing(digits):
+    """The fit keeps its own copy of X (scikit-learn's test_kernel_pca_consistent_transform; issue 56): before,
+    the fitted rows were the caller's array itself, so writing to X after `fit` changed what `partial_fit`
+    continued from (and anything else that reads the training rows again)."""
+    X = np.array(digits[:120], dtype=np.float64)
+    more = np.array(digits[120:160], dtype=np.float64)
+    untouched = KernelHebbianPCA(n_components=4, solver="kha", passes=2, random_state=0).fit(X.copy())
+    est = KernelHebbianPCA(n_components=4, solver="kha", passes=2, random_state=0).fit(X)
+    X[:] = 0.0
+    untouched.partial_fit(more)
+    est.partial_fit(more)
+    np.testing.assert_array_equal(est.transform(more), untouched.transform(more))
