@@ -12,10 +12,13 @@ the chosen one), not as the untuned default's fixed point of 3 restarts of 100 s
 from __future__ import annotations
 
 from kpca.images.model_tuning import candidates_for, image_tuning_rows, tuned_work
-
-__all__ = ["check_serving_work", "check_tuned_work", "image_tuning_rows", "serving_work"]
 from kpca.preimage import work_per_row
 from service.errors import ApiError
+
+__all__ = ["UNBOUNDED_WORK", "check_serving_work", "check_tuned_work", "image_tuning_rows", "serving_work"]
+
+#: the work limit of a request that has none (a background image job: no serving deadline; its key's count bounds it)
+UNBOUNDED_WORK = 2**62
 
 
 def serving_work(n_rows: int, n_points: int, n_features: int, method: str | None = None,
@@ -47,11 +50,13 @@ def check_serving_work(n_rows: int, n_points: int, n_features: int, limit: int, 
 
 
 def check_tuned_work(tuning_rows: int, served_rows: int, n_points: int, n_features: int, limit: int,
-                     n_components: int, kernel: str, fixed: dict, rows_field: str = "rows") -> int:
+                     n_components: int, kernel: str, fixed: dict, rows_field: str = "rows",
+                     offers_background: bool = False) -> int:
     """The work of a tuned request (``tune=auto``) on a model of ``n_components`` components and kernel type
     ``kernel`` (`kpca.images.model_tuning.tuned_work` of its candidates, less what ``fixed`` settles, on
     ``tuning_rows`` rows, then ``served_rows``), times ``n_points`` and ``n_features``; a 413 ``too_large`` on
-    ``rows_field`` over ``limit``, naming the figures. ValueError (a method or rank the model cannot take)
+    ``rows_field`` over ``limit``, naming the figures (and, with ``offers_background``, that a background job is not
+    bounded so: a route that has one). ValueError (a method or rank the model cannot take)
     from `kpca.images.model_tuning.candidates_for`. Cost O(candidates)."""
     rows = tuned_work(candidates_for(n_components, kernel, fixed), tuning_rows, served_rows)
     work = rows * int(n_points) * int(n_features)
@@ -60,5 +65,6 @@ def check_tuned_work(tuning_rows: int, served_rows: int, n_points: int, n_featur
     raise ApiError(413, "too_large", f"tuning and serving {served_rows} {rows_field} through {n_points} model points "
                    f"x {n_features} features takes {rows} kernel rows = {work} units of work, over the limit of "
                    f"{limit} per request (KPCA_MAX_SERVING_WORK); lower {rows_field}, give method and n_components "
-                   "(fewer candidates), or use tune=off", rows_field)
+                   "(fewer candidates), use tune=off" + (", or send it as a background job (background=true&job=NAME)"
+                                                        if offers_background else ""), rows_field)
 

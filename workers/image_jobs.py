@@ -30,7 +30,8 @@ from kpca.images.denoising import LINEAR, PatchSettings, denoise_image, leading,
 from kpca.images.hyperresolution import hyperresolve, patch_reconstruction
 from kpca.images.model_tuning import MODEL_TUNING_TILE, tune_model
 from kpca.images.noise_level import noise_level, noise_level_rows
-from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit
+from kpca.images.patch_bands import replaced_in_bands
+from kpca.images.patches import assemble_patches, extract_patches, from_unit, patch_grid, to_unit
 from kpca.images.second_stage import (
     WIENER,
     apply_second_stage,
@@ -254,6 +255,11 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
             return lambda c: assemble_patches(shared.preimages(c.n_components, c.method, c.options,
                                                                stop=progress.asked_to_stop), grid)
 
+        def banded(y, c):  # the chosen candidate on the whole image, a band of patches at a time
+            return replaced_in_bands(y, patch_grid(y.shape, patch, stride), lambda P: TilePreimages(
+                model, P, learned=learned).preimages(c.n_components, c.method, c.options, stop=progress.asked_to_stop),
+                progress.report)
+
         with progress.step("noise"):
             noise = noise_level(unit)
         windows = [unit[rows, cols] for rows, cols in tuning_windows(unit.shape, MODEL_TUNING_TILE)
@@ -263,7 +269,7 @@ def denoise_with_model(data_dir: str, model_name: str, image: np.ndarray, patch:
                                keep_outputs=choice == "auto")
         chosen = tuned.settings
         with progress.step("denoising"):
-            out = prepare(unit)(chosen)
+            out = banded(unit, chosen)
         out, stage = _second_stage(progress, choice, unit, out, patch, stride, tuned.noise, windows=windows,
                                    first=lambda y1, _s1: prepare(y1)(chosen), first_outputs=tuned.first_outputs)
         info.update(chosen={**chosen.to_dict(), "second_stage": stage["stage"], "second_stage_risks": stage["risks"]},

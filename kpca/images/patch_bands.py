@@ -118,6 +118,22 @@ def map_ordered(work: Callable[[int], T], count: int, threads: int | None = None
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def replaced_in_bands(image: np.ndarray, grid: PatchGrid, replace: Callable[[np.ndarray], np.ndarray],
+                      report: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """The image whose patches (of ``grid``) are ``replace(P)`` of its patches P, overlaps averaged, as
+    `kpca.images.patches.assemble_patches` of ``replace`` of every patch would give where ``replace`` treats each
+    patch on its own (to rounding): the patches cut and replaced a band at a time (`band_ranges`), in this thread,
+    ``report(done, total)`` after each band. Memory of a band of patches, not of all. Cost: ``replace``'s, plus
+    O(patches n)."""
+    bands = band_ranges(grid)
+    total = PatchSum(grid)
+    for k, band in enumerate(bands):
+        total.add(replace(band_patches(image, grid, band)), band)
+        if report is not None:
+            report(k + 1, len(bands))
+    return total.image()
+
+
 class PatchSum:
     """Patches added band by band (`add`), averaged into an image of ``grid.shape`` (`image`).
 
@@ -170,4 +186,4 @@ def _add_patches(blocks, rows, cols, reference, deviation, count, seen):  # prag
 
 
 __all__ = ["BAND_VALUES", "BANDS", "PatchSum", "band_moments", "band_patches", "band_ranges", "map_ordered",
-           "tile_parts"]
+           "replaced_in_bands", "tile_parts"]

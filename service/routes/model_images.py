@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from kpca.images.patches import patch_count
 from service import plots
 from service.deps import ServingDep
 from service.errors import ApiError
@@ -40,7 +41,7 @@ from service.routes.served import (
 )
 from service.schemas.serving import SECOND_STAGE_HELP, PreimageMethod, SecondStage, Tune
 from service.security import READ, access
-from service.serving_work import check_serving_work, check_tuned_work, image_tuning_rows
+from service.serving_work import UNBOUNDED_WORK, check_serving_work, check_tuned_work, image_tuning_rows
 from workers.operations import DenoiseImageTuned
 
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
@@ -84,8 +85,9 @@ async def denoise_image(
     request can be followed and cancelled at ``/v1/image-jobs/{job}``.
 
     Bounded before any work: the PNG's pixels (read from its header) and the upscaled image's are at most
-    ``max_image_pixels`` (413 on ``body`` / ``upscale``), its patches at most ``max_patches`` (422 on
-    ``stride``).
+    ``max_image_pixels`` (413 on ``body`` / ``upscale``); its patches at most ``max_patches`` (422 on
+    ``stride``) where they are all held at once (``tune=off``, hyperresolution: tuned denoising reads them a
+    band at a time); its work at most ``max_serving_work`` (413) unless it runs in the background.
 
     With ``compare=true`` the answer is a picture of the input (pixel-replicated ``upscale`` times) and
     the denoised image side by side, each labelled and both enlarged by the same integer factor when
@@ -110,18 +112,22 @@ async def denoise_image(
     if stride > patch:
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
-    count = check_patches(height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
+    tuned = tune == "auto" and upscale == 1 and not own_decoder(model)  # its answer read a band of patches at a time
+    count = patch_count(height, width, patch, stride) if tuned else check_patches(
+        height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
     resolved = checked_preimage(model, method, None)
-    if tune == "auto" and upscale == 1 and not own_decoder(model):  # counted as the tuning runs it
+    # a background job has no serving deadline: the serving work limit is not its bound, its key's count is
+    limit = UNBOUNDED_WORK if background else settings.max_serving_work
+    if tuned:  # counted as the tuning runs it
         try:
             check_tuned_work(image_tuning_rows(height, width, patch, stride), count, points, n_features,
-                             settings.max_serving_work, n_components or model.n_components, fit_kernel(model).type,
+                             limit, n_components or model.n_components, fit_kernel(model).type,
                              {"n_components": n_components, "method": None if method == "auto" else method},
-                             rows_field="stride")
+                             rows_field="stride", offers_background=True)
         except ValueError as exc:  # a rank the model does not have, a method its kernel does not allow
             raise invalid_preimage(exc) from None
     else:
-        check_serving_work(count, points, n_features, settings.max_serving_work, resolved, None, rows_field="stride")
+        check_serving_work(count, points, n_features, limit, resolved, None, rows_field="stride")
     if background:
         assert job is not None
         owner = await run_in_threadpool(fit_owner, request)  # counted as a fit of its key while it runs

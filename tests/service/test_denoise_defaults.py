@@ -23,6 +23,7 @@ from service import Settings, create_app
 from tests.api_checks import assert_error
 from tests.service.serving_load import SETTINGS, served
 from tests.service.test_api_denoise_tuned import PNG, fit_patch_model, png, scene, unpng
+from tests.service.test_denoise_image_bounds import job_status
 
 LIMIT = 4 * 10**9
 
@@ -74,8 +75,17 @@ def test_the_one_call_route_answers_its_defaults(api):
     assert unpng(r.content).shape == (48, 48)
 
 
-def test_a_tuning_too_large_for_the_limit_is_refused_naming_it(api, patch_model):
+def test_a_tuning_too_large_for_the_limit_is_refused_naming_it_and_runs_in_the_background(api, patch_model):
+    """Over the serving work limit the request is refused, naming it; as a background job (no serving deadline,
+    counted against its key) the same request runs and answers (issue 55: the model route's defaults up to
+    the pixel limit, as a job)."""
     big = np.tile(noisy(4), (4, 4))  # 192 x 192: the windows' tuning and 35,344 patches served
-    r = api.post(f"/v1/models/{patch_model}/denoise-image?stride=1", content=png(big), headers=PNG)
-    message = assert_error(r, 413, "too_large", "stride")["message"]
-    assert "KPCA_MAX_SERVING_WORK" in message and "tune=off" in message
+    url = f"/v1/models/{patch_model}/denoise-image?stride=1"
+    message = assert_error(api.post(url, content=png(big), headers=PNG), 413, "too_large", "stride")["message"]
+    assert "KPCA_MAX_SERVING_WORK" in message and "tune=off" in message and "background=true" in message
+    started = api.post(url + "&background=true&job=big", content=png(big), headers=PNG)
+    assert started.status_code == 202, started.text
+    assert job_status(api, "big")["status"] == "completed"
+    r = api.get("/v1/image-jobs/big/result")
+    assert r.status_code == 200 and unpng(r.content).shape == (192, 192)
+    assert api.delete("/v1/image-jobs/big").status_code == 204

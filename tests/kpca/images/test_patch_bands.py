@@ -88,3 +88,29 @@ def test_the_image_warm_up_runs_every_kind_of_candidate():
     from kpca.images.warmup import warm_images
 
     assert warm_images() == ["fixed-point/2", "kwok-tsang/2"]
+
+
+@pytest.mark.parametrize(("method", "options"), [("fixed-point", {"n_iter": 1}), ("fixed-point", {"n_iter": 3}),
+                                                 ("kwok-tsang", {}), ("gradient", {"n_iter": 3}), ("learned", {})])
+def test_a_stored_models_answer_in_bands_is_its_answer_on_every_patch(method, options, monkeypatch):
+    """`replaced_in_bands` (the model route's answer, issue 55): every pre-image method treats each patch on its
+    own, so a model's pre-images of an image's patches band by band, averaged back, are those of every patch at
+    once to rounding; with bands of 2**11 values a 40 x 36 image's 5 x 5 patches are cut into 18."""
+    from kpca.images.denoising import fit_patch_model
+    from kpca.images.tile_preimages import TilePreimages
+
+    monkeypatch.setattr(patch_bands, "BAND_VALUES", 1 << 11)
+    rng = np.random.default_rng(4)
+    image = rng.random((40, 36))
+    patches, grid = extract_patches(image, 5, 1)
+    model = fit_patch_model(patches[rng.choice(len(patches), 150, replace=False)], sigma=1.2, n_components=6)
+    learned: dict = {}
+
+    def replace(P):
+        return TilePreimages(model, P, learned=learned).preimages(4, method, options)
+
+    assert len(patch_bands.band_ranges(grid)) > 8
+    want = assemble_patches(replace(patches), grid)
+    got = patch_bands.replaced_in_bands(image, grid, replace)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert not np.allclose(got, image)
