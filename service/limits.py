@@ -172,13 +172,13 @@ def check_image_dataset(rows: int, features: int, patch: int, stride: int, limit
                        "image", "patch")
 
 
-def check_patches(height: int, width: int, patch: int, stride: int, limit: int, setting: str,
+def check_patches(height: int, width: int, patch: int, stride: int, limit: int | None, setting: str,
                   field: str = "stride") -> int:
     """The patch count of an image request (`kpca.images.patches.patch_count`), or a 422 on ``field``
     (``stride``, ``patch``) naming the count and the limit (``setting``: the environment variable) when
-    it is over ``limit``. Cost O(1)."""
+    it is over ``limit`` (None: a request that reads its patches a band at a time, not bounded so). Cost O(1)."""
     count = patch_count(height, width, patch, stride)
-    if count > limit:
+    if limit is not None and count > limit:
         raise ApiError(422, "invalid", f"a {height}x{width} image cut into {patch}x{patch} patches with stride "
                        f"{stride} gives {count} patches, over the limit of {limit} ({setting}); use a larger "
                        "stride or a smaller image", field)

@@ -12,7 +12,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from kpca.images.patches import patch_count
 from service import plots
 from service.deps import ServingDep
 from service.errors import ApiError
@@ -113,8 +112,7 @@ async def denoise_image(
         raise ApiError(422, "invalid", f"stride {stride} is larger than the patch size {patch}: pixels between "
                        "patches would not be covered", "stride")
     tuned = tune == "auto" and upscale == 1 and not own_decoder(model)  # its answer read a band of patches at a time
-    count = patch_count(height, width, patch, stride) if tuned else check_patches(
-        height, width, patch, stride, settings.max_patches, "KPCA_MAX_PATCHES")
+    count = check_patches(height, width, patch, stride, None if tuned else settings.max_patches, "KPCA_MAX_PATCHES")
     resolved = checked_preimage(model, method, None)
     # a background job has no serving deadline: the serving work limit is not its bound, its key's count is
     limit = UNBOUNDED_WORK if background else settings.max_serving_work
