@@ -9,6 +9,7 @@ nothing else changes.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -93,6 +94,19 @@ class DenoiseRowsTuned(Operation):
         return image_job_task.denoise_rows_tuned(data_dir, self.model, self.rows, self.fixed, stop)
 
 
+def _answered(background: bool, run: Callable[[], tuple[np.ndarray, dict]]) -> tuple[np.ndarray, dict] | None:
+    """``run()``'s ``(image, info)`` for a request that answers itself; nothing for a background image job (its
+    answer is kept in its image job, `workers.image_jobs`), whose cancel (a `Conflict`) ends it quietly: its
+    record says so."""
+    try:
+        answer = run()
+    except Conflict:
+        if background:
+            return None
+        raise
+    return None if background else answer
+
+
 @dataclass(frozen=True, eq=False)
 class DenoiseImageTuned(Operation):
     """A decoded PNG's pixels denoised (or hyper-resolved, ``upscale`` > 1) through a stored patch model,
@@ -118,15 +132,9 @@ class DenoiseImageTuned(Operation):
     lane = PREIMAGE
 
     def task(self, data_dir: str, stop: str | None) -> tuple[np.ndarray, dict] | None:
-        try:
-            answer = image_job_task.denoise_with_model(
-                data_dir, self.model, self.image, self.patch, self.stride, self.method, self.options, self.upscale,
-                self.tune, self.n_components, self.constrained, self.job, self.second_stage, stop, self.background)
-        except Conflict:  # cancelled: its record says so
-            if self.background:
-                return None
-            raise
-        return None if self.background else answer
+        return _answered(self.background, lambda: image_job_task.denoise_with_model(
+            data_dir, self.model, self.image, self.patch, self.stride, self.method, self.options, self.upscale,
+            self.tune, self.n_components, self.constrained, self.job, self.second_stage, stop, self.background))
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,15 +159,9 @@ class DenoiseImageFit(Operation):
     lane = PLAIN_STOPPABLE
 
     def task(self, data_dir: str, stop: str | None) -> tuple[np.ndarray, dict] | None:
-        try:
-            answer = image_job_task.denoise_with_own_models(data_dir, self.image, self.patch, self.stride,
-                                                            self.tile, self.tune, self.fixed, self.noise, self.job,
-                                                            self.second_stage, stop, self.background)
-        except Conflict:  # cancelled: its record says so
-            if self.background:
-                return None
-            raise
-        return None if self.background else answer
+        return _answered(self.background, lambda: image_job_task.denoise_with_own_models(
+            data_dir, self.image, self.patch, self.stride, self.tile, self.tune, self.fixed, self.noise, self.job,
+            self.second_stage, stop, self.background))
 
 
 @dataclass(frozen=True, eq=False)
