@@ -15,10 +15,7 @@ from kpca.images.model_tuning import candidates_for, image_tuning_rows, tuned_wo
 from kpca.preimage import work_per_row
 from service.errors import ApiError
 
-__all__ = ["UNBOUNDED_WORK", "check_serving_work", "check_tuned_work", "image_tuning_rows", "serving_work"]
-
-#: the work limit of a request that has none (a background image job: no serving deadline; its key's count bounds it)
-UNBOUNDED_WORK = 2**62
+__all__ = ["check_serving_work", "check_tuned_work", "image_tuning_rows", "serving_work"]
 
 
 def serving_work(n_rows: int, n_points: int, n_features: int, method: str | None = None,
@@ -33,13 +30,14 @@ def serving_work(n_rows: int, n_points: int, n_features: int, method: str | None
     return work, factors
 
 
-def check_serving_work(n_rows: int, n_points: int, n_features: int, limit: int, method: str | None = None,
+def check_serving_work(n_rows: int, n_points: int, n_features: int, limit: int | None, method: str | None = None,
                        options: dict | None = None, rows_field: str = "rows") -> int:
     """The request's work (`serving_work`), or a 413 ``too_large`` when it is over ``limit``
-    (``max_serving_work``): on the option of largest value (``options.n_iter``) when the method has
-    such factors, else on ``rows_field``, the message giving every factor and the limit. Cost O(options)."""
+    (``max_serving_work``; None: a request the limit does not bound, a background image job): on the option
+    of largest value (``options.n_iter``) when the method has such factors, else on ``rows_field``, the
+    message giving every factor and the limit. Cost O(options)."""
     work, factors = serving_work(n_rows, n_points, n_features, method, options)
-    if work <= limit:
+    if limit is None or work <= limit:
         return work
     field = f"options.{max(factors, key=factors.__getitem__)}" if factors else rows_field
     terms = [f"{n_rows} {rows_field}", f"{n_points} model points", f"{n_features} features"]
@@ -49,18 +47,19 @@ def check_serving_work(n_rows: int, n_points: int, n_features: int, limit: int, 
                    + ", or split the request", field)
 
 
-def check_tuned_work(tuning_rows: int, served_rows: int, n_points: int, n_features: int, limit: int,
+def check_tuned_work(tuning_rows: int, served_rows: int, n_points: int, n_features: int, limit: int | None,
                      n_components: int, kernel: str, fixed: dict, rows_field: str = "rows",
                      offers_background: bool = False) -> int:
     """The work of a tuned request (``tune=auto``) on a model of ``n_components`` components and kernel type
     ``kernel`` (`kpca.images.model_tuning.tuned_work` of its candidates, less what ``fixed`` settles, on
     ``tuning_rows`` rows, then ``served_rows``), times ``n_points`` and ``n_features``; a 413 ``too_large`` on
-    ``rows_field`` over ``limit``, naming the figures (and, with ``offers_background``, that a background job is not
-    bounded so: a route that has one). ValueError (a method or rank the model cannot take)
+    ``rows_field`` over ``limit`` (None: not bounded, as `check_serving_work`), naming the figures (and, with
+    ``offers_background``, that a background job is not bounded so: a route that has one). ValueError (a method
+    or rank the model cannot take)
     from `kpca.images.model_tuning.candidates_for`. Cost O(candidates)."""
     rows = tuned_work(candidates_for(n_components, kernel, fixed), tuning_rows, served_rows)
     work = rows * int(n_points) * int(n_features)
-    if work <= limit:
+    if limit is None or work <= limit:
         return work
     raise ApiError(413, "too_large", f"tuning and serving {served_rows} {rows_field} through {n_points} model points "
                    f"x {n_features} features takes {rows} kernel rows = {work} units of work, over the limit of "

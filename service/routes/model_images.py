@@ -40,7 +40,7 @@ from service.routes.served import (
 )
 from service.schemas.serving import SECOND_STAGE_HELP, PreimageMethod, SecondStage, Tune
 from service.security import READ, access
-from service.serving_work import UNBOUNDED_WORK, check_serving_work, check_tuned_work, image_tuning_rows
+from service.serving_work import check_serving_work, check_tuned_work, image_tuning_rows
 from workers.operations import DenoiseImageTuned
 
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
@@ -115,7 +115,7 @@ async def denoise_image(
     count = check_patches(height, width, patch, stride, None if tuned else settings.max_patches, "KPCA_MAX_PATCHES")
     resolved = checked_preimage(model, method, None)
     # a background job has no serving deadline: the serving work limit is not its bound, its key's count is
-    limit = UNBOUNDED_WORK if background else settings.max_serving_work
+    limit = None if background else settings.max_serving_work
     if tuned:  # counted as the tuning runs it
         try:
             check_tuned_work(image_tuning_rows(height, width, patch, stride), count, points, n_features,
