@@ -47,6 +47,8 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     Parameters
     ----------
     n_components : int, default 8
+        The only argument that may be given by position (scikit-learn's convention: the others are
+        keyword-only).
     kernel : str, default "gaussian"
         A kernel of `kpca.kernels.KERNELS`, or scikit-learn's ``"rbf"``,
         ``"poly"``, ``"sigmoid"`` (module table).
@@ -125,7 +127,7 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         The final solver state (its family's record, `kpca.solvers._state`).
     """
 
-    def __init__(self, n_components=8, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
+    def __init__(self, n_components=8, *, kernel="gaussian", sigma="auto", degree=None, offset=None, gamma=None,
                  solver="ritz", passes=20, eta0=None, mu=None, xi=None, block_size=None, random_state=0,
                  init="auto", init_size=None, solver_params=None, coef0=None, inverse_method="auto",
                  inverse_params=None, device="auto"):

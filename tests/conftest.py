@@ -6,11 +6,18 @@ import pytest
 from sklearn.datasets import load_digits
 
 from tests.service.browser import empty_artefacts
+from tests.sklearn_upstream.upstream import write_upstream_tests
 
 # Services the tests start (in this process or as subprocesses) do not warm their workers' jitted code:
 # each module starts its own cluster, and the code is compiled by the first test that needs it anyway.
 # tests/workers/test_warm_up.py turns it on.
 os.environ.setdefault("KPCA_WARM_WORKERS", "0")
+
+
+def pytest_configure(config):
+    """Before collection: scikit-learn's own KernelPCA tests, from the installed scikit-learn, with our class
+    imported (tests/sklearn_upstream)."""
+    write_upstream_tests()
 
 
 def pytest_sessionstart(session):

@@ -21,6 +21,13 @@ def test_import_from_package_is_the_estimator():
     assert KernelHebbianPCA is direct
 
 
+def test_arguments_past_n_components_are_keyword_only():
+    """scikit-learn's convention (issue 56): ``KernelHebbianPCA(4, "rbf")`` is a TypeError, not a kernel."""
+    assert KernelHebbianPCA(4, kernel="rbf").kernel == "rbf"
+    with pytest.raises(TypeError):
+        KernelHebbianPCA(4, "rbf")
+
+
 @pytest.mark.parametrize(("sklearn_args", "project_args"), [
     ({"kernel": "rbf", "gamma": 1 / 18}, {"kernel": "gaussian", "sigma": 3.0}),
     ({"kernel": "poly", "gamma": 0.5, "degree": 2, "coef0": 0.5},
