@@ -244,18 +244,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return pairwise_kernels(X, Y, metric=self.kernel, filter_params=True, n_jobs=self.n_jobs, **params)
 
     def _matrix(self, X, Y=None) -> np.ndarray:
-        """The raw kernel matrix K(X, Y) in float64: X itself for ``precomputed`` (dense), else
-        `_get_kernel`."""
+        """The raw kernel matrix K(X, Y) in float64, the caller's to change: a copy of X for ``precomputed``
+        (dense), else `_get_kernel`'s."""
         if self.kernel != "precomputed":
             return np.asarray(self._get_kernel(X, Y), dtype=np.float64)
-        return np.asarray(X.toarray() if scipy.sparse.issparse(X) else X, dtype=np.float64)
+        return np.array(X.toarray() if scipy.sparse.issparse(X) else X, dtype=np.float64)  # a copy, centred in place
 
     def _centred_rows(self, X) -> np.ndarray:
         """Centred kernel rows k'(x) (b, l) of new points X (eq. 5, the training centring). O(b l n)."""
         if self._rows is not None:
             return self._rows.transform_block(np.asarray(self._points(X), dtype=np.float64))
         K = self._matrix(X, self.X_fit_)
-        return center_block(np.array(K), self._centering.row_means(K), self._centering)
+        return center_block(K, self._centering.row_means(K), self._centering)
 
     # -- fit ----------------------------------------------------------------------------------------------
     def _solver(self, n_rows: int) -> str:
@@ -269,9 +269,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return "dense" if n_rows <= MATRIX_FREE_ROWS else SKLEARN_SOLVERS[name]
         return name
 
-    def _dense_eigenpairs(self, Kc: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
-        """The r leading eigenpairs of K' (symmetrised) and its rounding level. O(l^2 r) to O(l^3)."""
-        Kc = 0.5 * (Kc + Kc.T)
+    @staticmethod
+    def _dense_eigenpairs(Kc: np.ndarray, r: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The r leading eigenpairs of K' (symmetrised unless ``symmetric``: a kernel's, up to rounding),
+        eigenvalues checked (`psd_eigenvalues`). O(l^2 r) to O(l^3)."""
+        if not symmetric:
+            Kc = 0.5 * (Kc + Kc.T)
         w, V = leading_eigh(Kc, r)
         return psd_eigenvalues(w, rounding_level(Kc)), V
 
@@ -310,14 +313,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self._rows = None if spec is None else self._kernel_rows(self._points(X), spec)
         self.solver_ = self._solver(l)
         if self.solver_ == "dense":
-            if self._rows is None:
-                K = self._matrix(X)
-                self._centering = Centering.weighted(K)
-                Kc = center_block(np.array(K), self._centering.row_means(K), self._centering)
-            else:
-                self._rows.fit_centering()
-                Kc = self._rows.dense()
-            w, V = self._dense_eigenpairs(Kc, r)
+            # K formed once (the tiles', or the matrix), centred in place (eq. 5); the rows keep its centring
+            K = self._matrix(X) if self._rows is None else self._rows.raw_block(self._points(X))
+            self._centering = Centering.weighted(K)
+            Kc = center_block(K, self._centering.row_means(K), self._centering)
+            if self._rows is not None:
+                self._rows.centering = self._centering
+            w, V = self._dense_eigenpairs(Kc, r, symmetric=self._rows is not None)
         else:
             w, V = self._iterative_eigenpairs(self.solver_, r)
         signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(V.shape[1])])  # largest-magnitude entry positive
