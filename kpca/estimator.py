@@ -28,6 +28,7 @@ from kpca.array_rows import ArrayRows, namespace
 from kpca.driver import PassHooks
 from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.kernels import KERNELS, KernelSpec
+from kpca.out_of_core import checked_source, is_out_of_core, row_blocks
 from kpca.params import ParamError
 from kpca.preimage import reconstruct_components
 from kpca.rows import KernelRows
@@ -193,12 +194,17 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
                           exact_limit=n_rows)
 
     def fit(self, X, y=None, callback=None):
-        """Fit on X of shape (n_samples, n_features); ``callback(state)`` after each pass.
+        """Fit on X of shape (n_samples, n_features); ``callback(state)`` after each pass. An X of zarr, dask
+        or an ``np.memmap`` (`kpca.out_of_core`) is read a block of rows at a time, never copied whole:
+        memory O(r l) plus blocks for the iterative solvers.
 
         Cost: the centring pass plus ``passes`` passes of kernel rows,
         ``2 l^2 n`` flops each, and O(r l) per step; ``exact`` is O(l^3).
         """
-        X = validate_data(self, X, dtype=[np.float64, np.float32], copy=True)  # the fit's own rows, not the caller's
+        if is_out_of_core(X):  # read a block of rows at a time, kept as it is (kpca.out_of_core)
+            self.n_features_in_ = checked_source(X)[1]
+        else:
+            X = validate_data(self, X, dtype=[np.float64, np.float32], copy=True)  # a copy: the fit's own rows
         if X.shape[0] < 2:
             raise ValueError(f"X: n_samples = {X.shape[0]}; kernel PCA needs at least 2 samples")
         rows = self._rows(X, self._kernel_spec(X.shape[1]))  # the fit sets its kernel precision on them
@@ -218,6 +224,9 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         """
         if not hasattr(self, "coefficients_"):
             return self.fit(X, callback=callback)
+        if is_out_of_core(X) or is_out_of_core(self.rows_.source):
+            raise ValueError("X: partial_fit appends rows in memory; for data read in blocks (zarr, dask, memmap) "
+                             "append them to the array and call fit")
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         X_all = np.concatenate([np.asarray(self.rows_.source, dtype=np.float64), X])
         solver = get_solver(self.state_.solver)
@@ -249,6 +258,9 @@ class KernelHebbianPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     def transform(self, X):
         """Kernel principal components of X: ``A k'(x)``, shape (n_samples, n_components). O(m l n)."""
         check_is_fitted(self, "model_")
+        if is_out_of_core(X):  # a block of rows at a time (kpca.out_of_core)
+            checked_source(X, self.n_features_in_)
+            return np.concatenate([self.model_.project(block) for _, block in row_blocks(X)])
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         return self.model_.project(X)
 

@@ -32,6 +32,10 @@ dense there), and for a kernel given as a matrix (it is in memory already). They
 scikit-learn's do; ``auto`` above `DENSE_ROWS` lets the project choose float32 tiles where its
 rounding check allows (`kpca.fitting`).
 
+Beyond scikit-learn: X may be a ``zarr.Array``, a dask array or an ``np.memmap`` (`kpca.out_of_core`), read a
+block of rows at a time by the fit (the tile kernels and the matrix-free solvers: memory O(r l) plus
+blocks, where scikit-learn forms the 8 l^2 bytes of K) and by ``transform``.
+
 Deliberate differences from scikit-learn, each for a reason a user would want:
 
 * the eigenvalues are computed in float64 for float32 data (outputs are float32): the number of
@@ -67,6 +71,7 @@ from kpca.centering import Centering, center_block
 from kpca.driver import PassHooks
 from kpca.fitting import FitRequest, prepare_fit
 from kpca.kernels import KernelSpec
+from kpca.out_of_core import checked_source, column_mean, is_out_of_core, row_blocks
 from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, get_solver, served_components
 from kpca.solvers._ritz import RELATIVE_RANK_TOL
@@ -232,7 +237,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         centred matrix K' is the same in any origin (eq. 5 removes the terms an origin adds), and a constant
         offset of the data no longer cancels catastrophically in it (radial kernels are centred so by
         `kpca.rows.default_origin`). O(l n)."""
-        origin = np.asarray(X, dtype=np.float64).mean(axis=0) if spec.type == "linear" else "auto"
+        if spec.type != "linear":
+            return KernelRows(X, spec, dtype=np.float64)
+        origin = column_mean(X) if is_out_of_core(X) else np.asarray(X, dtype=np.float64).mean(axis=0)
         return KernelRows(X, spec, dtype=np.float64, origin=origin)
 
     def _get_kernel(self, X, Y=None) -> np.ndarray:
@@ -314,7 +321,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.solver_ = self._solver(l)
         if self.solver_ == "dense":
             # K formed once (the tiles', or the matrix), centred in place (eq. 5); the rows keep its centring
-            K = self._matrix(X) if self._rows is None else self._rows.raw_block(self._points(X))
+            K = self._matrix(X) if self._rows is None else self._rows.raw_block(self._points(np.asarray(X)))
             self._centering = Centering.weighted(K)
             Kc = center_block(K, self._centering.row_means(K), self._centering)
             if self._rows is not None:
@@ -343,17 +350,39 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def fit(self, X, y=None):
         """Fit on X (n_samples, n_features), or on a kernel matrix (n_samples, n_samples) for
-        ``kernel="precomputed"``. Cost: the kernel and the solver's (module table)."""
+        ``kernel="precomputed"``. An X of zarr, dask or an ``np.memmap`` (`kpca.out_of_core`) is read a block
+        of rows at a time and kept as it is (``X_fit_``; ``copy_X`` does not copy it): memory O(r l) plus
+        blocks with the matrix-free solvers. Cost: the kernel and the solver's (module table)."""
         self._validate_params()
         if self.fit_inverse_transform and self.kernel == "precomputed":
             raise ValueError("Cannot fit_inverse_transform with a precomputed kernel.")
-        X = validate_data(self, X, accept_sparse="csr", copy=self.copy_X, dtype=[np.float64, np.float32])
+        if is_out_of_core(X):
+            self.n_features_in_ = checked_source(X)[1]
+        else:
+            X = validate_data(self, X, accept_sparse="csr", copy=self.copy_X, dtype=[np.float64, np.float32])
         self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
+        if is_out_of_core(X):
+            self._check_out_of_core(X)
         self._fit_eigenpairs(X)
         if self.fit_inverse_transform:
             self._fit_inverse_transform(self._training_projections(X.dtype), X)
         self.X_fit_ = X
         return self
+
+    def _check_out_of_core(self, X) -> None:
+        """ValueError naming the argument where an out-of-core X (`kpca.out_of_core`) cannot be fitted as
+        asked: a kernel the tiles do not compute (they read X a block at a time), the dense solver above
+        `DENSE_ROWS` rows (it forms the l x l matrix), or the learned inverse (an l x l solve over X)."""
+        if self._tile_spec(X) is None or self.kernel == "cosine":
+            raise ValueError(f"kernel: {self.kernel!r} with these parameters needs X in memory; data read in blocks "
+                             "(zarr, dask, memmap) is fitted with 'linear', 'rbf', 'poly' (a whole degree, coef0 >= "
+                             "0) or 'sigmoid'")
+        if self.eigen_solver in ("dense", "exact") and X.shape[0] > DENSE_ROWS:
+            raise ValueError(f"eigen_solver: 'dense' forms the {X.shape[0]} x {X.shape[0]} kernel matrix; for data "
+                             "read in blocks choose 'auto', 'arpack' or 'randomized' (matrix-free)")
+        if self.fit_inverse_transform:
+            raise ValueError("fit_inverse_transform: the learned inverse solves an l x l system over X in memory; "
+                             "for data read in blocks leave it False")
 
     def _training_projections(self, dtype) -> np.ndarray:
         """The training rows' components ``V sqrt(lambda)`` in the data's precision. O(l r)."""
@@ -366,15 +395,21 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def transform(self, X):
         """Components of X: ``k'(x) V / sqrt(lambda)`` (zero for a zero eigenvalue), (n_samples,
-        n_components), in X's precision. O(n_samples l n), `BLOCK_ROWS` rows of kernel at a time."""
+        n_components), in X's precision. O(n_samples l n), `BLOCK_ROWS` rows of kernel at a time (an
+        out-of-core X, `kpca.out_of_core`, read a block at a time)."""
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", reset=False, dtype=[np.float64, np.float32])
+        if is_out_of_core(X):
+            checked_source(X, self.n_features_in_)
+            blocks = row_blocks(X, np.float32 if X.dtype == np.float32 else np.float64)
+        else:
+            X = validate_data(self, X, accept_sparse="csr", reset=False, dtype=[np.float64, np.float32])
+            blocks = ((a, X[a : a + BLOCK_ROWS]) for a in range(0, X.shape[0], BLOCK_ROWS))
         nonzero = self.eigenvalues_ > 0
         alphas = np.zeros_like(self.eigenvectors_)
         alphas[:, nonzero] = self.eigenvectors_[:, nonzero] / np.sqrt(self.eigenvalues_[nonzero])
-        out = np.empty((X.shape[0], alphas.shape[1]), dtype=X.dtype)
-        for a in range(0, X.shape[0], BLOCK_ROWS):
-            out[a : a + BLOCK_ROWS] = self._centred_rows(X[a : a + BLOCK_ROWS]) @ alphas
+        out = np.empty((X.shape[0], alphas.shape[1]), dtype=np.float32 if X.dtype == np.float32 else np.float64)
+        for a, block in blocks:
+            out[a : a + block.shape[0]] = self._centred_rows(block) @ alphas
         return out
 
     def inverse_transform(self, X):
