@@ -34,7 +34,8 @@ rounding check allows (`kpca.fitting`).
 
 Beyond scikit-learn: X may be a ``zarr.Array``, a dask array or an ``np.memmap`` (`kpca.out_of_core`), read a
 block of rows at a time by the fit (the tile kernels and the matrix-free solvers: memory O(r l) plus
-blocks, where scikit-learn forms the 8 l^2 bytes of K) and by ``transform``.
+blocks, where scikit-learn forms the 8 l^2 bytes of K) and by ``transform``. With a kernel given as a matrix
+or a callable, or ``fit_inverse_transform``, such an X is read into memory, as scikit-learn reads it.
 
 Deliberate differences from scikit-learn, each for a reason a user would want:
 
@@ -117,6 +118,18 @@ def _seed(random_state) -> int:
     if isinstance(random_state, Integral):
         return int(random_state)
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+class _UnitRows:
+    """The rows of an out-of-core X scaled to unit norm as they are read (``cosine``'s points, for
+    `kpca.rows.KernelRows`, which reads ``source[a:b]``)."""
+
+    def __init__(self, source):
+        self.source, self.shape, self.dtype = source, tuple(source.shape), np.dtype(np.float64)
+        self.chunks = getattr(source, "chunks", None)
+
+    def __getitem__(self, key) -> np.ndarray:
+        return normalize(np.asarray(self.source[key], dtype=np.float64))
 
 
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -228,8 +241,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return KernelSpec("polynomial", degree=int(self.degree), offset=float(self.coef0), gamma=gamma)
 
     def _points(self, X):
-        """X as the tiles see it: rows scaled to unit norm for ``cosine``."""
-        return normalize(X) if self.kernel == "cosine" else X
+        """X as the tiles see it: rows scaled to unit norm for ``cosine`` (as they are read, for an
+        out-of-core X)."""
+        if self.kernel != "cosine":
+            return X
+        return _UnitRows(X) if is_out_of_core(X) else normalize(X)
 
     @staticmethod
     def _kernel_rows(X: np.ndarray, spec: KernelSpec) -> KernelRows:
@@ -239,7 +255,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         `kpca.rows.default_origin`). O(l n)."""
         if spec.type != "linear":
             return KernelRows(X, spec, dtype=np.float64)
-        origin = column_mean(X) if is_out_of_core(X) else np.asarray(X, dtype=np.float64).mean(axis=0)
+        origin = column_mean(X)
         return KernelRows(X, spec, dtype=np.float64, origin=origin)
 
     def _get_kernel(self, X, Y=None) -> np.ndarray:
@@ -356,33 +372,25 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self._validate_params()
         if self.fit_inverse_transform and self.kernel == "precomputed":
             raise ValueError("Cannot fit_inverse_transform with a precomputed kernel.")
-        if is_out_of_core(X):
+        if self._streams(X):
             self.n_features_in_ = checked_source(X)[1]
         else:
             X = validate_data(self, X, accept_sparse="csr", copy=self.copy_X, dtype=[np.float64, np.float32])
         self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
-        if is_out_of_core(X):
-            self._check_out_of_core(X)
         self._fit_eigenpairs(X)
         if self.fit_inverse_transform:
             self._fit_inverse_transform(self._training_projections(X.dtype), X)
         self.X_fit_ = X
         return self
 
-    def _check_out_of_core(self, X) -> None:
-        """ValueError naming the argument where an out-of-core X (`kpca.out_of_core`) cannot be fitted as
-        asked: a kernel the tiles do not compute (they read X a block at a time), the dense solver above
-        `DENSE_ROWS` rows (it forms the l x l matrix), or the learned inverse (an l x l solve over X)."""
-        if self._tile_spec(X) is None or self.kernel == "cosine":
-            raise ValueError(f"kernel: {self.kernel!r} with these parameters needs X in memory; data read in blocks "
-                             "(zarr, dask, memmap) is fitted with 'linear', 'rbf', 'poly' (a whole degree, coef0 >= "
-                             "0) or 'sigmoid'")
-        if self.eigen_solver in ("dense", "exact") and X.shape[0] > DENSE_ROWS:
-            raise ValueError(f"eigen_solver: 'dense' forms the {X.shape[0]} x {X.shape[0]} kernel matrix; for data "
-                             "read in blocks choose 'auto', 'arpack' or 'randomized' (matrix-free)")
-        if self.fit_inverse_transform:
-            raise ValueError("fit_inverse_transform: the learned inverse solves an l x l system over X in memory; "
-                             "for data read in blocks leave it False")
+    def _streams(self, X) -> bool:
+        """Whether the fit reads X a block of rows at a time: an out-of-core X (`kpca.out_of_core`) with a
+        kernel the tiles compute and no learned inverse (an l x l solve over X in memory); any other X is
+        read into memory, as scikit-learn reads it."""
+        if not is_out_of_core(X) or self.fit_inverse_transform:
+            return False
+        self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
+        return self._tile_spec(X) is not None
 
     def _training_projections(self, dtype) -> np.ndarray:
         """The training rows' components ``V sqrt(lambda)`` in the data's precision. O(l r)."""
