@@ -18,11 +18,13 @@ the eigenvectors (degrees), and seed 000 eq. 22's excess error ``E / E_min - 1``
 Prints JSON and a table; writes bench/results/vs_sklearn.json.
 
     python bench/vs_sklearn.py [--sizes 1000,5000,20000] [--dense-max 5000]
+    python bench/vs_sklearn.py --markdown bench/results/vs_sklearn.json   # docs/scikit-learn.md's table
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -85,11 +87,34 @@ def run(sizes, dense_max: int) -> dict:
     return {"data": "jittered digits (n = 64), rbf, gamma = 1 / 64", "n_components": R, "cases": cases}
 
 
+def markdown(result: dict) -> str:
+    """The table docs/scikit-learn.md prints: per size, seconds of each fit and ours over scikit-learn's auto,
+    and the accuracy of ours against it."""
+    lines = ["| rows | scikit-learn auto | scikit-learn dense | ours auto | ours arpack | ours auto / theirs | "
+             "ours arpack / theirs | ours auto: eigenvalues, angle | ours arpack: eigenvalues, angle |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in result["cases"]:
+        s, ratio, acc = c["seconds"], c["ratio_to_sklearn_auto"], c["accuracy"]
+        dense = f"{s['sklearn dense']:.2f} s" if "sklearn dense" in s else "not run"
+        auto = f"{s['ours auto']:.2f} s ({c['solver']['ours auto']})"
+        lines.append(
+            f"| {c['rows']:,} | {s['sklearn auto']:.2f} s | {dense} | {auto} "
+            f"| {s['ours arpack']:.2f} s ({c['solver']['ours arpack']}) | {ratio['ours auto']:.2f}x | "
+            f"{ratio['ours arpack']:.2f}x | {acc['ours auto']['eigenvalue_rel_diff']:.0e}, "
+            f"{acc['ours auto']['max_angle_deg']:.2g} deg | {acc['ours arpack']['eigenvalue_rel_diff']:.0e}, "
+            f"{acc['ours arpack']['max_angle_deg']:.2g} deg |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,5000,20000")
     parser.add_argument("--dense-max", type=int, default=5000)
+    parser.add_argument("--markdown", help="print the table of a saved result (a JSON file) and exit")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return
     started = time.perf_counter()
     result = run([int(s) for s in args.sizes.split(",")], args.dense_max)
     result["wall_seconds"] = time.perf_counter() - started
