@@ -26,7 +26,7 @@ CITED = [
     "shard_cost_100k_8workers_gpu_16core.json", "panel_threads.json", "service_fit.json", "service_fit_60000.json",
     "service_fit_60000_one_worker.json", "service_fit_sharded_20000.json", "service_fit_sharded_20000_no_guards.json",
     "service_fit_threshold_20000.json", "hostile_figures.json", "time_to_accuracy.json", "denoise_profile.json",
-    "denoise_profile_before.json",
+    "denoise_profile_before.json", "vs_sklearn.json", "estimator_memory.json",
 ]
 
 
@@ -575,3 +575,16 @@ def test_the_denoising_speed_table_is_denoise_profile():
                f"{b['psnr_db']:.2f} | {a['psnr_db']:.2f} |")
         assert row in text, row
     assert f"at\n{before['environment']['commit'][:7]}" in text and f"at {after['environment']['commit'][:7]}" in text
+
+
+def test_the_scikit_learn_tables_are_their_results():
+    """docs/scikit-learn.md's speed and memory tables (issue 56) as bench/vs_sklearn.py and
+    bench/estimator_memory.py print them from their results files (``--markdown``), with the commits they ran
+    at; and its constant-offset figure is what tests/kpca/test_kernel_pca.py holds to (within 1e-7)."""
+    from bench import estimator_memory, vs_sklearn
+
+    text = page("docs/scikit-learn.md")
+    for module, name in ((vs_sklearn, "vs_sklearn.json"), (estimator_memory, "estimator_memory.json")):
+        table = module.markdown(results(name))
+        assert table in text, table
+        assert f"at {results(name)['environment']['commit'][:7]}" in text
