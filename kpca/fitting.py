@@ -154,13 +154,20 @@ class PreparedFit:
         """The warning of an iterative fit that ended its passes with its convergence figure (the relative
         residual, `kpca.solvers._rayleigh_ritz`) still above its ``tol``: a request that names an accuracy
         gets it or is told why not; the paper's stochastic passes, which run every pass unless given a tol,
-        are judged by the default one (`kpca.defaults.RESIDUAL_TOL`) at their end. Empty when it converged,
-        has no such figure or is asked to run every pass (``tol`` 0). O(1)."""
+        are judged by the default one (`kpca.defaults.RESIDUAL_TOL`) at their end; a one-shot solver that
+        iterates to a tol (``lanczos``) and stopped at its ``max_iter`` before it is told so too. Empty when it
+        converged, has no such figure or is asked to run every pass (``tol`` 0). O(1)."""
         state = as_state(state)
         tol, residual, named = self.params.get("tol"), state.residual, "params.tol"
         if tol is None and self.solver.measure is not None and not state.refines:
             tol, named = defaults.RESIDUAL_TOL, "the default tol"  # stochastic passes run them all; judged at the end
-        if not self.solver.iterative or not tol or state.converged:
+        if not self.solver.iterative:  # a one-shot solver that iterates to a tol (lanczos) reports converged
+            if tol and state.converged is False and residual is not None:
+                return [f"{named} {tol:g} not met in {int(getattr(state, 'iterations', 0) or 0)} iterations "
+                        f"(relative residual {float(residual):.3g}): fit again with a larger max_iter, or ask for a "
+                        "larger tol"]
+            return []
+        if not tol or state.converged:
             return []
         if residual is None:
             passes = int(state.pass_ or 0)

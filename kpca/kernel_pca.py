@@ -28,9 +28,10 @@ name          (``exact``, ``lanczos``, ``ritz``, the KHA family), with ``tol``, 
 ============  ====================================================================================
 
 ``arpack`` and ``randomized`` run ``dense`` up to `MATRIX_FREE_ROWS` rows (scikit-learn's own ``auto`` goes
-dense there), and for a kernel given as a matrix (it is in memory already). They run in float64, as
-scikit-learn's do; ``auto`` above `DENSE_ROWS` lets the project choose float32 tiles where its
-rounding check allows (`kpca.fitting`).
+dense there), and every solver name does for a kernel given as a matrix (it is in memory already) or for
+``n_components=None`` (every component: the whole decomposition). They run in float64, as scikit-learn's do;
+``auto`` above `DENSE_ROWS` lets the project choose float32 tiles where its rounding check allows
+(`kpca.fitting`).
 
 Beyond scikit-learn: X may be a ``zarr.Array``, a dask array or an ``np.memmap`` (`kpca.out_of_core`), read a
 block of rows at a time by the fit (the tile kernels and the matrix-free solvers: memory O(r l) plus
@@ -48,6 +49,9 @@ Deliberate differences from scikit-learn, each for a reason a user would want:
   ``dense`` does, instead of raising because its power iteration ranked them by magnitude
   (scikit-learn's test ``test_precomputed_kernel_not_psd[randomized]`` expects that error; it is marked
   as this documented difference in tests/sklearn_upstream);
+* the learned inverse (``fit_inverse_transform``) regresses X less its mean and adds the mean back
+  (``mean_``): it reconstructs the data's mean, which scikit-learn's map, without an intercept, loses
+  (scikit-learn's issue #16654: with the linear kernel its reconstruction is off by the mean);
 * a ``random_state`` of None is seed 0: the same data gives the same components every time;
 * a non-symmetric precomputed K' is symmetrised, ``(K' + K'^T) / 2``, before its eigenpairs are taken
   (scikit-learn reads its lower triangle).
@@ -55,16 +59,18 @@ Deliberate differences from scikit-learn, each for a reason a user would want:
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.preprocessing import normalize
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from kpca._dense import leading_eigh
@@ -74,7 +80,7 @@ from kpca.fitting import FitRequest, prepare_fit
 from kpca.kernels import KernelSpec
 from kpca.out_of_core import checked_source, column_mean, is_out_of_core, row_blocks
 from kpca.rows import KernelRows
-from kpca.solvers import SOLVERS, get_solver, served_components
+from kpca.solvers import SOLVERS, SolverState, get_solver, rank_warnings, served_components
 from kpca.solvers._ritz import RELATIVE_RANK_TOL
 
 #: scikit-learn's solver names and the project's solver each runs above `MATRIX_FREE_ROWS` rows
@@ -104,10 +110,11 @@ def psd_eigenvalues(eigenvalues: np.ndarray, rounding: float = 0.0) -> np.ndarra
     return np.where((w > RELATIVE_RANK_TOL * top) & (w > rounding), w, 0.0)
 
 
-def rounding_level(Kc: np.ndarray) -> float:
-    """The size of the rounding error in the eigenvalues of a centred kernel matrix of l rows:
-    ``l eps max |K'|`` (eigenvalues of a matrix whose entries are exact to half an ulp). O(l^2)."""
-    return float(Kc.shape[0] * np.finfo(np.float64).eps * np.abs(Kc).max()) if Kc.size else 0.0
+def rounding_level(K: np.ndarray) -> float:
+    """The size of the rounding error in the eigenvalues of the centred matrix K' of a raw kernel matrix K
+    (l, l): ``l eps max |K|``. K' is K less its row and column means (eq. 5), so its entries carry the rounding
+    of K's, however much smaller they are (a constant offset of the data under a dot-product kernel). O(l^2)."""
+    return float(K.shape[0] * np.finfo(np.float64).eps * np.abs(K).max()) if K.size else 0.0
 
 
 def _seed(random_state) -> int:
@@ -176,11 +183,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Its unit eigenvectors, each one's largest-magnitude entry positive (deterministic signs).
     gamma_ : float
     X_fit_ : the training data (or kernel matrix)
-    dual_coef_, X_transformed_fit_ : the learned inverse map (``fit_inverse_transform``)
+    dual_coef_, X_transformed_fit_, mean_ : the learned inverse map (``fit_inverse_transform``; ``mean_``, its
+        intercept, is the module's deliberate difference)
     solver_ : str
         What found the eigenpairs: ``"dense"`` or the project solver's name.
+    warnings_ : list of str
+        What a project solver said of its fit (a tolerance not met within ``max_iter``, its audit of the
+        components), each also issued by ``fit`` as a `sklearn.exceptions.ConvergenceWarning`; and components
+        asked for past the numerical rank, which carry no variance (eigenvalue 0, projecting every point to 0;
+        `kpca.solvers.rank_warnings`), issued as a `UserWarning` (scikit-learn's class says nothing of them).
     """
 
+    _state: SolverState | None = None  # a matrix-free solver's last state (`partial_fit` resumes it)
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [StrOptions({*_TILE_KERNELS, "precomputed"}), callable],
@@ -284,7 +298,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _solver(self, n_rows: int) -> str:
         """``"dense"`` or the project solver that finds the eigenpairs (module table)."""
         name = self.eigen_solver
-        if name in ("dense", "exact") or self._rows is None:
+        if name in ("dense", "exact") or self._rows is None or self.n_components is None:
             return "dense"
         if name == "auto":
             return "dense" if n_rows <= DENSE_ROWS else "ritz"
@@ -293,16 +307,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return name
 
     @staticmethod
-    def _dense_eigenpairs(Kc: np.ndarray, r: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _dense_eigenpairs(Kc: np.ndarray, r: int, symmetric: bool, rounding: float) -> tuple[np.ndarray, np.ndarray]:
         """The r leading eigenpairs of K' (symmetrised unless ``symmetric``: a kernel's, up to rounding),
-        eigenvalues checked (`psd_eigenvalues`). O(l^2 r) to O(l^3)."""
+        eigenvalues checked against its ``rounding`` level (`psd_eigenvalues`, `rounding_level`). O(l^2 r) to
+        O(l^3)."""
         if not symmetric:
             Kc = 0.5 * (Kc + Kc.T)
         w, V = leading_eigh(Kc, r)
-        return psd_eigenvalues(w, rounding_level(Kc)), V
+        return psd_eigenvalues(w, rounding), V
 
-    def _iterative_eigenpairs(self, name: str, r: int) -> tuple[np.ndarray, np.ndarray]:
-        """The r leading eigenpairs by a project solver over the kernel rows (`kpca.fitting.prepare_fit`):
+    def _iterative_eigenpairs(self, name: str, r: int, resume=None) -> tuple[np.ndarray, np.ndarray]:
+        """The r leading eigenpairs by a project solver over the kernel rows (`kpca.fitting.prepare_fit`),
+        from its start or resuming an iterative solver's ``resume`` state for as many passes more:
         eigenvectors ``A^T sqrt(lambda)`` of its served expansion. The solver's cost."""
         solver = get_solver(name)
         if solver.model is not None or solver.serves != "expansion" or solver.dense:
@@ -321,9 +337,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             params["kernel_precision"] = "float64"  # as scikit-learn's solvers compute
         rows = self._rows
         assert rows is not None  # `_solver` names a project solver only where the tiles compute the kernel
-        prepared = prepare_fit(rows, FitRequest(name, r, params, exact_limit=rows.n_rows), where="")
-        state, _ = prepared.run(rows, PassHooks())
+        prepared = prepare_fit(rows, FitRequest(name, r, params, exact_limit=rows.n_rows), resume=resume, where="")
+        more = None if resume is None else int(resume.pass_ or 0) + int(prepared.params["passes"])
+        state, _ = prepared.run(rows, PassHooks(), passes=more)
         rows.use_precision(np.float64)
+        self._state = state
+        self.warnings_ = prepared.notes(state, rows)  # a tol not met, the solver's audit: said, never silent
+        for message in self.warnings_:
+            warnings.warn(message, ConvergenceWarning, stacklevel=4)
         A, _, w = served_components(state)
         w = psd_eigenvalues(w)
         return w, np.asarray(A).T * np.sqrt(w)
@@ -334,17 +355,22 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         l = X.shape[0]
         r = l if self.n_components is None else min(l, int(self.n_components))
         self._rows = None if spec is None else self._kernel_rows(self._points(X), spec)
-        self.solver_ = self._solver(l)
+        self.solver_, self.warnings_, self._state = self._solver(l), [], None
         if self.solver_ == "dense":
             # K formed once (the tiles', or the matrix), centred in place (eq. 5); the rows keep its centring
             K = self._matrix(X) if self._rows is None else self._rows.raw_block(self._points(np.asarray(X)))
-            self._centering = Centering.weighted(K)
+            self._centering, rounding = Centering.weighted(K), rounding_level(K)
             Kc = center_block(K, self._centering.row_means(K), self._centering)
             if self._rows is not None:
                 self._rows.centering = self._centering
-            w, V = self._dense_eigenpairs(Kc, r, symmetric=self._rows is not None)
+            w, V = self._dense_eigenpairs(Kc, r, symmetric=self._rows is not None, rounding=rounding)
         else:
             w, V = self._iterative_eigenpairs(self.solver_, r)
+        self._set_eigenpairs(w, V)
+
+    def _set_eigenpairs(self, w: np.ndarray, V: np.ndarray) -> None:
+        """``eigenvalues_`` and ``eigenvectors_``: descending, each vector's largest-magnitude entry positive,
+        the zero ones dropped where asked. O(l r)."""
         signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(V.shape[1])])  # largest-magnitude entry positive
         V = V * np.where(signs == 0, 1.0, signs)
         order = np.argsort(w, kind="stable")[::-1]
@@ -352,16 +378,21 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.remove_zero_eig or self.n_components is None:
             V, w = V[:, w > 0], w[w > 0]
         self.eigenvalues_, self.eigenvectors_ = w, np.ascontiguousarray(V)
+        for message in rank_warnings(w):  # components asked for past the numerical rank: said (UserWarning)
+            self.warnings_.append(message)
+            warnings.warn(message, UserWarning, stacklevel=4)
 
     def _fit_inverse_transform(self, X_transformed, X) -> None:
-        """The learned pre-image map: ``dual_coef_ = (K(Z, Z) + alpha I)^-1 X`` over the training
-        projections Z (scikit-learn's, Bakir et al. 2004). O(l^3)."""
+        """The learned pre-image map, kernel ridge regression of X on the training projections Z (Bakir et
+        al. 2004, as scikit-learn's) with the data's mean as its intercept: ``mean_`` and ``dual_coef_ =
+        (K(Z, Z) + alpha I)^-1 (X - mean_)``. O(l^3)."""
         if scipy.sparse.issparse(X):
             raise NotImplementedError("Inverse transform not implemented for sparse matrices!")
         n = X_transformed.shape[0]
         K = self._get_kernel(X_transformed)
         K.flat[:: n + 1] += self.alpha
-        self.dual_coef_ = scipy.linalg.solve(K, X, assume_a="pos", overwrite_a=True)
+        self.mean_ = np.asarray(X, dtype=np.float64).mean(axis=0).astype(X.dtype)
+        self.dual_coef_ = scipy.linalg.solve(K, X - self.mean_, assume_a="pos", overwrite_a=True)
         self.X_transformed_fit_ = X_transformed
 
     def fit(self, X, y=None):
@@ -381,6 +412,35 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.fit_inverse_transform:
             self._fit_inverse_transform(self._training_projections(X.dtype), X)
         self.X_fit_ = X
+        return self
+
+    @available_if(lambda self: self.kernel != "precomputed")  # rows of a kernel matrix cannot be appended
+    def partial_fit(self, X, y=None):
+        """Add the rows of X to the training data (scikit-learn's issues #18013 and #15895: its class has
+        none); the first call is `fit`. A matrix-free iterative fit (``ritz``, the KHA family) resumes from its
+        last state: the new rows' coefficients start at zero, the centring is extended (seed 002 appendix A,
+        `kpca.streaming.extend_state`) and its passes continue over all rows to its tolerance. Any other fit
+        (dense, ``lanczos``, a callable kernel's, sparse data's) is made again on all rows. Rows in memory
+        only; there is none for ``kernel="precomputed"``. Cost: the resumed passes, or a whole fit."""
+        if not hasattr(self, "eigenvalues_"):
+            return self.fit(X)
+        if is_out_of_core(X) or is_out_of_core(self.X_fit_):
+            raise ValueError("X: partial_fit appends rows in memory; for data read in blocks (zarr, dask, memmap) "
+                             "append them to the array and call fit")
+        X = validate_data(self, X, accept_sparse="csr", reset=False, dtype=[np.float64, np.float32])
+        if scipy.sparse.issparse(X) or scipy.sparse.issparse(self.X_fit_):
+            return self.fit(scipy.sparse.vstack([self.X_fit_, X], format="csr"))
+        X_all = np.concatenate([self.X_fit_, X])
+        state, rows = self._state, self._rows
+        if state is None or rows is None or not get_solver(state.solver).iterative or \
+                self._solver(X_all.shape[0]) != state.solver:
+            return self.fit(X_all)
+        self._rows = KernelRows(self._points(X_all), rows.kernel, dtype=np.float64, origin=rows.origin)
+        r = min(X_all.shape[0], int(self.n_components))  # an iterative fit has n_components (`_solver`)
+        self._set_eigenpairs(*self._iterative_eigenpairs(state.solver, r, resume=state))
+        if self.fit_inverse_transform:
+            self._fit_inverse_transform(self._training_projections(X_all.dtype), X_all)
+        self.X_fit_ = X_all
         return self
 
     def _streams(self, X) -> bool:
@@ -421,13 +481,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return out
 
     def inverse_transform(self, X):
-        """Pre-images of components X by the learned map: ``K(X, Z) dual_coef_`` (``fit_inverse_transform``).
-        O(n_samples l (r + n))."""
+        """Pre-images of components X by the learned map: ``mean_ + K(X, Z) dual_coef_``
+        (``fit_inverse_transform``). O(n_samples l (r + n))."""
         if not self.fit_inverse_transform:
             raise NotFittedError("The fit_inverse_transform parameter was not set to True when instantiating and "
                                  "hence the inverse transform is not available.")
         check_is_fitted(self)
-        return np.dot(self._get_kernel(X, self.X_transformed_fit_), self.dual_coef_)
+        return np.dot(self._get_kernel(X, self.X_transformed_fit_), self.dual_coef_) + self.mean_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -12,6 +12,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from bench._common import jittered_digits
 from kpca import KernelPCA
 from kpca.kernel_pca import MATRIX_FREE_ROWS
 
@@ -83,7 +84,8 @@ def test_rank_below_n_components(rng, solver):
     """Linear kernel of 3 features, 6 components asked: 3 carry variance, the others eigenvalue 0 and project
     to 0; ``remove_zero_eig`` drops them; n_components None keeps the 3."""
     X = rng.normal(size=(MATRIX_FREE_ROWS + 40, 3)) @ np.diag([3.0, 2.0, 1.0])
-    est = KernelPCA(6, eigen_solver=solver).fit(X)
+    with pytest.warns(UserWarning, match="components 4 to 6 .* carry no variance"):
+        est = KernelPCA(6, eigen_solver=solver).fit(X)
     assert est.eigenvalues_.shape == (6,) and np.all(est.eigenvalues_[3:] == 0) and np.all(est.eigenvalues_[:3] > 0)
     Z = est.transform(X[:10])
     assert np.all(Z[:, 3:] == 0)
@@ -135,8 +137,21 @@ def test_same_components_as_sklearn(digits):
         theirs = SklearnKernelPCA(5, kernel=kernel, fit_inverse_transform=True).fit(X)
         np.testing.assert_allclose(ours.eigenvalues_, theirs.eigenvalues_, rtol=1e-9)
         np.testing.assert_allclose(ours.transform(X[:10]), theirs.transform(X[:10]), atol=1e-8)
-        Z = ours.transform(X[:10])
-        np.testing.assert_allclose(ours.inverse_transform(Z), theirs.inverse_transform(Z), atol=1e-6)
+        Z = ours.transform(X)
+        mine, its = ours.inverse_transform(Z), theirs.inverse_transform(Z)
+        assert np.linalg.norm(mine - X) <= np.linalg.norm(its - X)  # the same map, plus the mean (next test)
+
+
+def test_learned_inverse_keeps_the_mean(rng):
+    """scikit-learn's issue #16654: its learned inverse has no intercept, so with the linear kernel and every
+    component its reconstruction of the training data is off by the data's mean; ours regresses X less its
+    mean and adds it back, so it reconstructs X (and answers the mean for the origin of component space)."""
+    X = rng.normal(size=(50, 3)) + [10.0, -5.0, 3.0]
+    ours = KernelPCA(3, fit_inverse_transform=True, alpha=1e-8).fit(X)
+    np.testing.assert_allclose(ours.inverse_transform(ours.transform(X)), X, atol=1e-5)
+    theirs = SklearnKernelPCA(3, fit_inverse_transform=True, alpha=1e-8).fit(X)
+    assert np.abs(theirs.inverse_transform(theirs.transform(X)) - X).max() > 1.0  # what was reported
+    np.testing.assert_allclose(ours.inverse_transform(np.zeros((1, 3)))[0], X.mean(axis=0), atol=1e-9)
 
 
 def test_sparse_callable_and_precomputed_agree(digits):
@@ -186,3 +201,40 @@ def test_copy_x_false_keeps_the_callers_array(rng):
     kept = KernelPCA(2, copy_X=True).fit(X)
     shared = KernelPCA(2, copy_X=False).fit(X)
     assert kept.X_fit_ is not X and np.shares_memory(shared.X_fit_, X)
+
+
+def test_a_tolerance_not_met_is_said():
+    """A matrix-free fit stopped by max_iter before its tolerance says so (a ConvergenceWarning, ``warnings_``)
+    instead of reading as converged, ritz's passes and lanczos's iterations alike (lanczos said nothing before
+    issue 56); a converged one says nothing. 1,500 rows: more than the warm start's subset, which is exact."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = jittered_digits(1500)
+    for solver, tol in (("ritz", 1e-12), ("lanczos", 1e-14)):
+        with pytest.warns(ConvergenceWarning, match="not met"):
+            stopped = KernelPCA(6, kernel="rbf", eigen_solver=solver, tol=tol, max_iter=1).fit(X)
+        assert any("not met" in w for w in stopped.warnings_)
+    assert KernelPCA(6, kernel="rbf", eigen_solver="arpack").fit(X).warnings_ == []
+
+
+def test_partial_fit_resumes_and_fits_all_rows():
+    """scikit-learn's issues #18013 / #15895: rows added by partial_fit. A ritz fit resumes from its state and
+    ends with the eigenpairs of all the rows (the exact ones, to its tolerance); a dense fit is made again on
+    all rows, equal to a fit of them; kernel matrices and out-of-core data are refused, naming X."""
+    X = jittered_digits(1500)
+    resumed = KernelPCA(6, kernel="rbf", eigen_solver="ritz").partial_fit(X[:1000])
+    first_passes = resumed._state.pass_
+    resumed.partial_fit(X[1000:])
+    assert resumed._state.pass_ > first_passes and resumed.X_fit_.shape == (1500, 64)  # resumed, not restarted
+    exact = KernelPCA(6, kernel="rbf", eigen_solver="dense").fit(X)
+    np.testing.assert_allclose(resumed.eigenvalues_, exact.eigenvalues_, rtol=1e-6)
+    angles = scipy.linalg.subspace_angles(resumed.eigenvectors_, exact.eigenvectors_)
+    assert np.degrees(angles.max()) < 0.5
+    dense = KernelPCA(4, kernel="rbf").partial_fit(X[:100]).partial_fit(X[100:150])
+    np.testing.assert_allclose(dense.transform(X[:5]), KernelPCA(4, kernel="rbf").fit(X[:150]).transform(X[:5]),
+                               atol=1e-12)
+    assert not hasattr(KernelPCA(2, kernel="precomputed"), "partial_fit")  # no rows to append to a matrix
+    sparse = KernelPCA(3, kernel="rbf").partial_fit(scipy.sparse.csr_matrix(X[:80]))
+    sparse.partial_fit(scipy.sparse.csr_matrix(X[80:120]))
+    np.testing.assert_allclose(sparse.transform(X[:5]), KernelPCA(3, kernel="rbf").fit(X[:120]).transform(X[:5]),
+                               atol=1e-9)
