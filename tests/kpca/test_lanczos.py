@@ -246,3 +246,13 @@ def test_parameters_are_checked(params, field):
     with pytest.raises(ParamError) as caught:
         SOLVERS["lanczos"].resolved(params, context)
     assert caught.value.field == f"params.{field}"
+
+
+def test_a_tol_not_met_within_max_iter_is_said(digits):
+    """A lanczos fit that stops at max_iter above its tol warns (the estimator's ``warnings_``, a model's
+    warnings): before issue 56 only the iterative solvers' unmet tol was said, and this fit read as converged."""
+    X = np.resize(digits, (1500, 64)) + np.random.default_rng(0).normal(scale=0.05, size=(1500, 64))
+    with pytest.warns(UserWarning, match="params.tol 1e-14 not met in 1 iterations"):
+        est = KernelHebbianPCA(6, solver="lanczos", sigma=3.0, solver_params={"tol": 1e-14, "max_iter": 1}).fit(X)
+    assert est.state_.converged is False and any("not met" in w for w in est.warnings_)
+    assert not [w for w in KernelHebbianPCA(6, solver="lanczos", sigma=3.0).fit(X).warnings_ if "not met" in w]
