@@ -11,6 +11,7 @@ bench/results/estimator_memory.json and a plot (.png).
 
     python bench/estimator_memory.py [--rows 25000,50000,100000,200000] [--features 8] [--passes 6]
     python bench/estimator_memory.py --markdown bench/results/estimator_memory.json   # docs/scikit-learn.md's table
+    python bench/estimator_memory.py --plot bench/results/estimator_memory.json       # its plot again
 """
 
 from __future__ import annotations
@@ -72,10 +73,12 @@ def plot(result: dict) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     rows = [c["rows"] for c in result["cases"]]
-    for key in ("KernelPCA", "KernelHebbianPCA", "baseline", "sklearn"):
+    styles = {"KernelPCA": ("o", "-"), "KernelHebbianPCA": ("x", ":"), "baseline": ("o", "-"), "sklearn": ("s", "-")}
+    for key, (marker, line) in styles.items():  # the two estimators overlap: a marker and a line style each
         points = [(c["rows"], c[key]["peak_rss_mib"]) for c in result["cases"] if key in c]
         if points:
-            ax.plot(*zip(*points), marker="o", label=key if key != "sklearn" else "scikit-learn KernelPCA")
+            ax.plot(*zip(*points), marker=marker, linestyle=line, markersize=8,
+                    label={"sklearn": "scikit-learn KernelPCA", "baseline": "interpreter and libraries"}.get(key, key))
     ax.plot(rows, [8 * r * r / 2**20 for r in rows], linestyle="--", color="grey", label="8 l^2 bytes (the dense K)")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -106,9 +109,13 @@ def main(argv=None) -> None:
     parser.add_argument("--passes", type=int, default=6)
     parser.add_argument("--sklearn-max", type=int, default=25000)
     parser.add_argument("--markdown", help="print the table of a saved result (a JSON file) and exit")
+    parser.add_argument("--plot", help="draw the plot of a saved result (a JSON file) and exit")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())))
+        return
+    if args.plot:
+        plot(json.loads(Path(args.plot).read_text()))
         return
     cases = []
     with tempfile.TemporaryDirectory() as folder:
