@@ -78,43 +78,17 @@ from kpca.centering import Centering, center_block
 from kpca.driver import PassHooks
 from kpca.fitting import FitRequest, prepare_fit
 from kpca.kernels import KernelSpec
-from kpca.out_of_core import checked_source, column_mean, is_out_of_core, row_blocks
+from kpca.out_of_core import UnitRows, checked_source, column_mean, is_out_of_core, row_blocks
+from kpca.psd import psd_eigenvalues, rounding_level
 from kpca.rows import KernelRows
 from kpca.solvers import SOLVERS, SolverState, get_solver, rank_warnings, served_components
-from kpca.solvers._ritz import RELATIVE_RANK_TOL
 
 #: scikit-learn's solver names and the project's solver each runs above `MATRIX_FREE_ROWS` rows
 SKLEARN_SOLVERS = {"arpack": "lanczos", "randomized": "ritz"}
 MATRIX_FREE_ROWS = 200  # up to these rows the dense eigendecomposition answers every solver name
 DENSE_ROWS = 4000  # ``auto``: K' formed up to these rows (128 MB), the matrix-free ``ritz`` above
-NEGATIVE_RTOL = 1e-5  # a negative eigenvalue below -NEGATIVE_RTOL * scale is significant (scikit-learn's)
 BLOCK_ROWS = 2048  # rows of new points whose kernel rows are formed at once by `transform`
 _TILE_KERNELS = ("linear", "rbf", "poly", "sigmoid", "cosine")
-
-
-def psd_eigenvalues(eigenvalues: np.ndarray, rounding: float = 0.0) -> np.ndarray:
-    """The eigenvalues of a centred kernel matrix as components are served from them: ValueError if one
-    is significantly negative (below ``-NEGATIVE_RTOL`` times the largest, or times ``rounding``, the
-    matrix's rounding level, whichever is larger; scikit-learn's messages), else those not above
-    ``RELATIVE_RANK_TOL`` times the largest (nor above ``rounding``) set to 0. O(r)."""
-    w = np.asarray(eigenvalues, dtype=np.float64)
-    top = float(w.max())
-    if top < 0 and -top > rounding:
-        raise ValueError(f"All eigenvalues are negative (maximum is {top:g}). Either the matrix is not PSD, or "
-                         "there was an issue while computing the eigendecomposition of the matrix.")
-    scale = max(top, rounding, 0.0)
-    if w.min() < -NEGATIVE_RTOL * scale:
-        raise ValueError(f"There are significant negative eigenvalues ({-w.min() / max(top, 1e-300):g} of the "
-                         "maximum positive). Either the matrix is not PSD, or there was an issue while computing "
-                         "the eigendecomposition of the matrix.")
-    return np.where((w > RELATIVE_RANK_TOL * top) & (w > rounding), w, 0.0)
-
-
-def rounding_level(K: np.ndarray) -> float:
-    """The size of the rounding error in the eigenvalues of the centred matrix K' of a raw kernel matrix K
-    (l, l): ``l eps max |K|``. K' is K less its row and column means (eq. 5), so its entries carry the rounding
-    of K's, however much smaller they are (a constant offset of the data under a dot-product kernel). O(l^2)."""
-    return float(K.shape[0] * np.finfo(np.float64).eps * np.abs(K).max()) if K.size else 0.0
 
 
 def _seed(random_state) -> int:
@@ -125,18 +99,6 @@ def _seed(random_state) -> int:
     if isinstance(random_state, Integral):
         return int(random_state)
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
-
-
-class _UnitRows:
-    """The rows of an out-of-core X scaled to unit norm as they are read (``cosine``'s points, for
-    `kpca.rows.KernelRows`, which reads ``source[a:b]``)."""
-
-    def __init__(self, source):
-        self.source, self.shape, self.dtype = source, tuple(source.shape), np.dtype(np.float64)
-        self.chunks = getattr(source, "chunks", None)
-
-    def __getitem__(self, key) -> np.ndarray:
-        return normalize(np.asarray(self.source[key], dtype=np.float64))
 
 
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -259,7 +221,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         out-of-core X)."""
         if self.kernel != "cosine":
             return X
-        return _UnitRows(X) if is_out_of_core(X) else normalize(X)
+        return UnitRows(X) if is_out_of_core(X) else normalize(X)
 
     @staticmethod
     def _kernel_rows(X: np.ndarray, spec: KernelSpec) -> KernelRows:
@@ -502,4 +464,4 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return self.eigenvalues_.shape[0]
 
 
-__all__ = ["KernelPCA", "psd_eigenvalues", "rounding_level", "SKLEARN_SOLVERS"]
+__all__ = ["KernelPCA", "SKLEARN_SOLVERS"]

@@ -72,4 +72,19 @@ def column_mean(X) -> np.ndarray:
     return total / int(X.shape[0])
 
 
-__all__ = ["is_out_of_core", "block_rows", "row_blocks", "checked_source", "column_mean"]
+class UnitRows:
+    """The rows of an out-of-core X scaled to unit norm as they are read (the cosine kernel's points, for
+    `kpca.rows.KernelRows`, which reads ``source[a:b]``); an array-like of X's shape, float64. O(1); each read
+    O(rows n)."""
+
+    def __init__(self, source):
+        self.source, self.shape, self.dtype = source, tuple(source.shape), np.dtype(np.float64)
+        self.chunks = getattr(source, "chunks", None)
+
+    def __getitem__(self, key) -> np.ndarray:
+        rows = np.asarray(self.source[key], dtype=np.float64)
+        norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+        return rows / np.where(norms == 0, 1.0, norms)  # a zero row stays zero, as scikit-learn's normalize
+
+
+__all__ = ["UnitRows", "is_out_of_core", "block_rows", "row_blocks", "checked_source", "column_mean"]
