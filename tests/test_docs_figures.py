@@ -26,7 +26,7 @@ CITED = [
     "shard_cost_100k_8workers_gpu_16core.json", "panel_threads.json", "service_fit.json", "service_fit_60000.json",
     "service_fit_60000_one_worker.json", "service_fit_sharded_20000.json", "service_fit_sharded_20000_no_guards.json",
     "service_fit_threshold_20000.json", "hostile_figures.json", "time_to_accuracy.json", "denoise_profile.json",
-    "denoise_profile_before.json", "vs_sklearn.json", "estimator_memory.json",
+    "denoise_profile_before.json", "vs_sklearn.json", "estimator_memory.json", "object_store.json",
 ]
 
 
@@ -588,3 +588,18 @@ def test_the_scikit_learn_tables_are_their_results():
         table = module.markdown(results(name))
         assert table in text, table
         assert f"at {results(name)['environment']['commit'][:7]}" in text
+
+
+def test_the_object_store_table_is_its_results():
+    """docs/scaling.md's object-store table (issue 57) as bench/object_store.py prints it from its results file,
+    the commit it ran at, and the prose's ratios of s3fs's figures to obstore's."""
+    from bench import object_store
+
+    text, result = page("docs/scaling.md"), results("object_store.json")
+    assert object_store.markdown(result) in text
+    assert f"at {result['environment']['commit'][:7]}" in text
+    ours, theirs = result["results"]["s3 obstore"], result["results"]["s3 s3fs"]
+    records = [theirs[k] / ours[k] for k in ("create_ms", "get_ms", "compare_and_swap_ms")]
+    chunks = [ours[k] / theirs[k] for k in ("chunk_put_mib_s", "chunk_get_mib_s")]
+    assert (f"{min(records):.1f}-{max(records):.1f}x faster on records and {min(chunks):.1f}-{max(chunks):.1f}x on "
+            "chunks") in " ".join(text.split())

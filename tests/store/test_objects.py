@@ -9,12 +9,12 @@ import uuid
 
 import pytest
 
+from bench._s3_server import BUCKET, s3_server
 from store.objects.folder import FolderObjects
 from store.objects.interface import ObjectExists, ObjectMissing, StoreUnavailable, VersionMismatch
 from store.objects.leases import LeaseLost, acquire, holder_of, release, renew
 from store.objects.open import open_objects
 from store.objects.s3 import S3Objects, parse_url
-from tests.s3_server import BUCKET, s3_server
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
-"""An S3 API over HTTP on 127.0.0.1 for the tests: moto's server (the test extra's ``moto[server]``), in a thread
-of the test process, stopped by the fixture that started it. Its objects live in moto's in-process backend, so
-a server stopped and started again on the same port (a store outage) still holds them."""
+"""An S3 API over HTTP on 127.0.0.1 for the tests and bench/object_store.py: moto's server (the test extra's
+``moto[server]``), in a thread of the calling process, stopped by whoever started it. Its objects live in
+moto's in-process backend, so a server stopped and started again on the same port (a store outage) still
+holds them."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ class S3Server:
 
     def environment(self) -> dict:
         """The variables an S3 client reads to reach it (any credentials: moto checks none)."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "kpca-test", "AWS_SECRET_ACCESS_KEY": "kpca-test",
-                "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "kpca-test",
+                "AWS_SECRET_ACCESS_KEY": "kpca-test", "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
 
     def stop(self) -> None:
         self._server.stop()
