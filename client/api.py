@@ -366,12 +366,6 @@ def _route(kind: str) -> str:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}") from None
 
 
-def load_npy(path) -> np.ndarray:
-    """A 2-D array from a ``.npy`` file (a 1-D one is one row)."""
-    array = np.load(path, allow_pickle=False)
-    return array.reshape(1, -1) if array.ndim == 1 else array
-
-
 def save_npy(path, array) -> None:
     """Write ``array`` to ``path`` as ``.npy``."""
     with open(path, "wb") as out:

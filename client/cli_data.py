@@ -6,8 +6,19 @@ from pathlib import Path
 
 import click
 
-from client.api import KINDS, load_npy
+from client.api import KINDS
 from client.cli_base import State, pass_state
+from client.files import BadFile, load_table
+
+
+def read_table(file: str):
+    """The rows of FILE (`client.files.load_table`); a file that is not a table of numbers is a usage error
+    (exit status 2) naming the file, the line and what to give instead."""
+    try:
+        return load_table(file)
+    except BadFile as exc:
+        raise click.BadParameter(str(exc), param_hint="FILE") from None
+
 
 #: singular spellings accepted by ``rm``, ``ls`` and ``show``
 SINGULAR = {kind[:-1]: kind for kind in KINDS}
@@ -21,9 +32,10 @@ SINGULAR = {kind[:-1]: kind for kind in KINDS}
 @click.option("--append", is_flag=True, help="add the rows as the data set's next version")
 @pass_state
 def upload(state: State, name: str, file: str, chunk_rows: int | None, append: bool) -> None:
-    """Upload FILE (a 2-D .npy array, one row per sample) as data set NAME, resumably, and commit it.
-    The same rows again (however they were cut into chunks) change nothing."""
-    meta = state.client.upload(name, load_npy(file), chunk_rows=chunk_rows, append=append,
+    """Upload FILE (a 2-D .npy array, or a CSV of numbers with an optional header line; one row per sample)
+    as data set NAME, resumably, and commit it. The same rows again (however they were cut into chunks)
+    change nothing."""
+    meta = state.client.upload(name, read_table(file), chunk_rows=chunk_rows, append=append,
                                progress=not state.json)
     state.emit(meta, f"{name}: {meta.get('n_rows')} rows x {meta.get('n_features')} features, "
                f"version {meta.get('version')}, {meta.get('status')}")

@@ -12,8 +12,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from client.api import load_npy, save_npy
+from client.api import save_npy
 from client.cli_base import State, pass_state
+from client.cli_data import read_table
 
 METHOD_HELP = "pre-image method: auto, fixed-point, kwok-tsang, gradient or learned (docs/denoising.md)"
 
@@ -35,8 +36,8 @@ def _write_or_print(state: State, array: np.ndarray, out: str | None, key: str) 
               help="write the components to this .npy file (default: print them)")
 @pass_state
 def project(state: State, name: str, file: str, out: str | None) -> None:
-    """Kernel principal components of FILE's rows (a .npy array) through model NAME."""
-    _write_or_print(state, state.client.project(name, load_npy(file)), out, "components")
+    """Kernel principal components of FILE's rows (a .npy array or a CSV of numbers) through model NAME."""
+    _write_or_print(state, state.client.project(name, read_table(file)), out, "components")
 
 
 @click.command()
@@ -47,8 +48,8 @@ def project(state: State, name: str, file: str, out: str | None) -> None:
 @click.option("--method", default="auto", show_default=True, help=METHOD_HELP)
 @pass_state
 def denoise(state: State, name: str, file: str, out: str, method: str) -> None:
-    """Denoise FILE's rows (a .npy array) through model NAME: pre-images of their projections."""
-    _write_or_print(state, state.client.denoise(name, load_npy(file), method), out, "rows")
+    """Denoise FILE's rows (a .npy array or a CSV) through model NAME: pre-images of their projections."""
+    _write_or_print(state, state.client.denoise(name, read_table(file), method), out, "rows")
 
 
 @click.command("denoise-image")
