@@ -117,3 +117,15 @@ def test_the_dask_dashboard_is_described_as_the_log_says():
     unavailable = "dask dashboard unavailable: it needs bokeh (pip install bokeh)"
     assert unavailable in security and "dask dashboard unavailable: it needs bokeh (pip install bokeh)" in source
     assert "dask dashboard (this machine only)" in security
+
+
+def test_docker_compose_points_to_sections_that_exist():
+    """Each "(FILE, *Section*)" a comment of docker-compose.yml points to is a heading of that file (issue 58,
+    item 9: it pointed to the README for a section of docs/scaling.md)."""
+    root = Path(__file__).resolve().parents[1]
+    text = " ".join(line.strip().lstrip("#").strip() for line in (root / "docker-compose.yml").read_text().splitlines())
+    pointers = re.findall(r"\((README|[\w/.-]+\.md), \*([^*]+)\*", text)
+    assert pointers
+    for name, heading in pointers:
+        page = (root / ("README.md" if name == "README" else name)).read_text()
+        assert re.search(rf"^#+ {re.escape(heading)}$", page, re.M), f"docker-compose.yml: {name} has no {heading!r}"
