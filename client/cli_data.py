@@ -37,8 +37,9 @@ def upload(state: State, name: str, file: str, chunk_rows: int | None, append: b
     change nothing."""
     meta = state.client.upload(name, read_table(file), chunk_rows=chunk_rows, append=append,
                                progress=not state.json)
+    unchanged = " (unchanged: the set already held these rows; nothing was sent)" if meta.get("unchanged") else ""
     state.emit(meta, f"{name}: {meta.get('n_rows')} rows x {meta.get('n_features')} features, "
-               f"version {meta.get('version')}, {meta.get('status')}")
+               f"version {meta.get('version')}, {meta.get('status')}{unchanged}")
 
 
 @click.command("upload-image")
@@ -65,12 +66,32 @@ def kind_of(value: str) -> str:
     return kind
 
 
-def _summary(kind: str, item: dict) -> str:
-    if kind == "datasets":
-        return f"{item['name']}\t{item.get('status')}\t{item.get('n_rows')}x{item.get('n_features')}"
-    progress = item.get("progress") or {}
-    done = f"pass {progress.get('pass')}/{progress.get('passes')}" if progress else ""
-    return f"{item['name']}\t{item.get('status')}\t{item.get('dataset')}\t{item.get('solver', '')}\t{done}".rstrip()
+#: the columns of `ls` for each kind: (header, the value of an item)
+COLUMNS = {
+    "datasets": (("NAME", lambda i: i["name"]), ("STATUS", lambda i: i.get("status")),
+                 ("ROWS", lambda i: i.get("n_rows")), ("FEATURES", lambda i: i.get("n_features")),
+                 ("VERSION", lambda i: i.get("version"))),
+    "jobs": (("NAME", lambda i: i["name"]), ("STATUS", lambda i: i.get("status")),
+             ("DATASET", lambda i: i.get("dataset")), ("SOLVER", lambda i: i.get("solver", "")),
+             ("PASSES", lambda i: _passes(i.get("progress") or {}))),
+}
+
+
+def _passes(progress: dict) -> str:
+    """A fit's passes as ``done/asked`` (``done`` alone where none were asked), "" before the first."""
+    done, asked = progress.get("pass"), progress.get("passes")
+    if done is None:
+        return ""
+    return f"{done}/{asked}" if asked else str(done)
+
+
+def table(kind: str, items: list[dict]) -> str:
+    """``ls``'s text: a header row, then one row per item, in columns padded to their widths."""
+    columns = COLUMNS["datasets" if kind == "datasets" else "jobs"]
+    rows = [[header for header, _ in columns]] + [["" if get(item) is None else str(get(item))
+                                                   for _, get in columns] for item in items]
+    widths = [max(len(row[j]) for row in rows) for j in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
 
 @click.command()
@@ -80,7 +101,7 @@ def ls(state: State, kind: str) -> None:
     """List data sets, models (the default) or clusterings."""
     kind = kind_of(kind)
     items = state.client.ls(kind)
-    state.emit(items, "\n".join(_summary(kind, item) for item in items) if items else f"no {kind}")
+    state.emit(items, table(kind, items) if items else f"no {kind}")
 
 
 @click.command()

@@ -85,9 +85,23 @@ def denoise_image(state: State, name: str, image: str, out: str, patch: int | No
     png, chosen = state.client.denoise_image_chosen(name, Path(image).read_bytes(), stride, method, upscale, compare,
                                                     tune, n_components, second_stage)
     Path(out).write_bytes(png)
-    shown = ("method", "n_components", "noise", "second_stage")
-    said = ", ".join(f"{key} {value}" for key, value in chosen.items() if key in shown)
+    said = chosen_words(chosen)
     state.emit({"output": out, "bytes": len(png), "chosen": chosen}, f"wrote {out}" + (f" ({said})" if said else ""))
+
+
+def chosen_words(chosen: dict) -> str:
+    """What a denoising chose, for people: ``pre-image fixed-point, 8 components, noise 0.097 (estimated), second
+    stage wiener`` (no Python values: ``None`` is "no second stage")."""
+    words = []
+    if chosen.get("method"):
+        words.append(f"pre-image {chosen['method']}" if chosen["method"] != "linear" else "linear PCA")
+    if chosen.get("n_components") is not None:
+        words.append(f"{chosen['n_components']} components")
+    if chosen.get("noise") is not None:
+        words.append(f"noise {float(chosen['noise']):.3g}" + (" (estimated)" if chosen.get("noise_estimated") else ""))
+    if "second_stage" in chosen:
+        words.append(f"second stage {chosen['second_stage']}" if chosen["second_stage"] else "no second stage")
+    return ", ".join(words)
 
 
 def progress_line(record: dict) -> str:

@@ -251,7 +251,8 @@ def upload_array(
 
     Returns
     -------
-    dict : the data set's metadata after the upload (and commit).
+    dict : the data set's metadata after the upload (and commit), and ``unchanged``: True where the set
+        already held exactly these rows and nothing was sent, else False.
 
     Raises
     ------
@@ -287,7 +288,7 @@ def upload_array(
             if not append:
                 if (same_rows(meta, array, [rows, default_chunk_rows(array)])
                         or stored_rows_equal(client, meta, array, retries, backoff)):
-                    return meta  # the same rows are already committed: nothing to send
+                    return {**meta, "unchanged": True}  # the same rows are already committed: nothing sent
                 raise RowsDiffer(
                     f"data set {name!r} already holds {meta['n_rows']} committed rows (version {meta['version']}, "
                     f"{meta['checksum']}) that differ from this array's {l} rows; nothing was uploaded. Use "
@@ -317,4 +318,4 @@ def upload_array(
         meta = _ok(_request(client, "POST", f"/v1/datasets/{name}/commit", retries, backoff, json={}), 200)
     else:
         meta = _ok(_request(client, "GET", f"/v1/datasets/{name}", retries, backoff), 200)
-    return meta
+    return {**meta, "unchanged": False}

@@ -57,7 +57,14 @@ def test_upload_fit_watch_project(kpca, rows, tmp_path):
 
     listed = kpca("--json", "ls", "models")
     assert [m["name"] for m in json.loads(listed.stdout)] == ["m"]
-    assert "points" in kpca("ls", "datasets").stdout
+    header, row = kpca("ls", "datasets").stdout.splitlines()[:2]  # a header row, then the sets (issue 58)
+    assert header.split() == ["NAME", "STATUS", "ROWS", "FEATURES", "VERSION"] and row.split()[:4] == [
+        "points", "ready", "120", "5"]
+    header, row = kpca("ls", "models").stdout.splitlines()[:2]
+    assert header.split() == ["NAME", "STATUS", "DATASET", "SOLVER", "PASSES"] and row.split()[:3] == [
+        "m", "completed", "points"]
+    again = kpca("upload", "points", str(path))  # the same rows: said, and nothing sent
+    assert again.exit_code == 0 and "unchanged" in again.stdout, again.output
 
 
 def test_fit_wait_and_rm(kpca, rows):
@@ -90,12 +97,13 @@ def test_denoise_rows_and_an_image(kpca, api, rng, tmp_path):
     result = kpca("denoise-image", "p", str(image), "-o", str(out), "--patch", "4", "--stride", "2")
     assert result.exit_code == 0, result.output
     assert Image.open(out).size == (12, 12)
-    assert "n_components" in result.output and "noise" in result.output  # what the tuning chose
+    assert "components" in result.output and "noise" in result.output  # what the tuning chose
     result = kpca("denoise-image", "p", str(image), "-o", str(out), "--tune", "off", "--n-components", "1")
     assert result.exit_code == 0, result.output
-    assert "second_stage None" in result.output  # tune off: the second stage is off unless asked for
+    assert "1 components" in result.output and "no second stage" in result.output  # tune off: off unless asked for
+    assert "None" not in result.output and "second_stage" not in result.output  # words, not Python values (issue 58)
     result = kpca("denoise-image", "p", str(image), "-o", str(out), "--tune", "off", "--second-stage", "wiener")
-    assert result.exit_code == 0 and "second_stage wiener" in result.output, result.output
+    assert result.exit_code == 0 and "second stage wiener" in result.output, result.output
     side_by_side = tmp_path / "compare.png"
     result = kpca("denoise-image", "p", str(image), "-o", str(side_by_side), "--compare")
     assert result.exit_code == 0, result.output
