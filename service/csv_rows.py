@@ -15,6 +15,7 @@ import array
 import codecs
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass
 
@@ -160,8 +161,8 @@ def rows_from_csv(body: bytes | bytearray, n_columns: int = 0, max_rows: int | N
     other line is a header, and skipped, if none of its fields is a number (``x1,x2,x3``, or pandas'
     ``,x1,x2``); a first line with some numbers is data, so a typo in the first row is reported
     instead of being dropped as a header. Values are parsed as Python's ``float`` reads them
-    (surrounding spaces allowed; ``nan`` and ``inf`` parse, and the store then refuses the row
-    holding them).
+    (surrounding spaces allowed); one that is not finite (``nan``, ``inf``, ``1e999``) is refused naming
+    its line and column.
 
     Parameters
     ----------
@@ -182,8 +183,9 @@ def rows_from_csv(body: bytes | bytearray, n_columns: int = 0, max_rows: int | N
     ApiError
         400 on ``"body"``: not UTF-8, malformed quoting, or a field that is not a number (naming its
         line, counting from 1 over the whole body including header and blank lines, its column and
-        the field). 422 on ``"rows"``: lines with different numbers of values (naming the line), or a
-        line longer than a row of ``n_columns`` values can be (`max_line_bytes`), refused unparsed.
+        the field). 422 on ``"rows"``: lines with different numbers of values (naming the line), a value
+        that is not finite (naming its line and column), or a line longer than a row of ``n_columns``
+        values can be (`max_line_bytes`), refused unparsed.
 
     Notes
     -----
@@ -236,8 +238,8 @@ def _fast_piece(piece: bytes, width: int, state: _State) -> bool:
         values = np.fromstring(piece.translate(_COMMAS_TO_SPACES) + _SENTINEL, dtype=np.float64, sep=" ")
     except (ValueError, DeprecationWarning):
         return False
-    if values.size != n_rows * width + 1 or values[-1] != _SENTINEL_VALUE:
-        return False
+    if values.size != n_rows * width + 1 or values[-1] != _SENTINEL_VALUE or not np.isfinite(values).all():
+        return False  # (a value that overflows to inf: `_slow_piece` names its line)
     state.add(values[:-1].reshape(n_rows, width))
     return True
 
@@ -281,12 +283,18 @@ def _slow_piece(piece: bytes, offset: int, state: _State) -> None:
                 raise ApiError(422, "invalid", f"CSV rows are ragged: line {line} has {len(fields)} values, "
                                f"line {state.first_line} (the first row) has {state.width}", "rows")
             try:
-                values.extend(map(float, fields))
+                parsed = [float(field) for field in fields]
             except ValueError:
                 column, bad = next((j, f) for j, f in enumerate(fields) if not _is_number(f))
                 shown = bad if len(bad) <= 40 else bad[:40] + "..."
                 raise ApiError(400, "bad_request", f"CSV line {line}, column {column + 1}: {shown!r} is not a number",
                                "body") from None
+            if not all(map(math.isfinite, parsed)):  # named by its line here: the store knows only data rows
+                column = next(j for j, v in enumerate(parsed) if not math.isfinite(v))
+                raise ApiError(422, "invalid", f"rows: CSV line {line}, column {column + 1} is "
+                               f"{fields[column].strip()!r}; every value must be finite (remove or impute the "
+                               "rows that are not)", "rows")
+            values.extend(parsed)
     except csv.Error as exc:
         raise ApiError(400, "bad_request", f"CSV line {state.lines + reader.line_num} is malformed: {exc}",
                        "body") from None

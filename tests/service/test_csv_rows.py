@@ -87,3 +87,15 @@ def test_pieces_keep_values_and_line_numbers_across_their_cuts(line_end):
     with pytest.raises(ApiError) as caught:
         rows_from_csv(body + line_end + "é".encode("latin-1"), 3)
     assert f"invalid byte at offset {len(body) + len(line_end)}" in caught.value.message
+
+
+@pytest.mark.parametrize(("bad", "shown"), [(b"1,nan,3", "'nan'"), (b"1,2, inf", "'inf'"), (b"1e999,2,3", "'1e999'")])
+def test_a_value_that_is_not_finite_is_named_by_its_line(bad, shown):
+    """A CSV whose first line is a header: a NaN, an inf, or a number that overflows to inf is refused naming its
+    CSV line and column (issue 58, item 5: the store's "row 1" counted data rows, not the file's lines)."""
+    body = b"a,b,c\n\n1,2,3\n" + bad + b"\n4,5,6\n"
+    with pytest.raises(ApiError) as caught:
+        rows_from_csv(body, 3)
+    column = 2 if b"nan" in bad else 3 if b"inf" in bad else 1
+    assert caught.value.status_code == 422 and caught.value.field == "rows"
+    assert f"CSV line 4, column {column} is {shown}; every value must be finite" in caught.value.message
