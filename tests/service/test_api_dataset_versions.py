@@ -89,8 +89,8 @@ def test_csv_ragged_is_422_on_rows_naming_the_line(api):
 @pytest.mark.parametrize(
     "body, fragment",
     [
-        (b"1,2,3,4\n\n5,nan,7,8\n9,10,11,inf\n", "row 1 contains NaN or inf"),
-        (b"a,b,c,d\n1,2,3,-Infinity\n", "row 0 contains NaN or inf"),
+        (b"1,2,3,4\n\n5,nan,7,8\n9,10,11,inf\n", "CSV line 3, column 2 is 'nan'"),  # the file's lines (issue 58)
+        (b"a,b,c,d\n1,2,3,-Infinity\n", "CSV line 2, column 4 is '-Infinity'"),
         (b"1,2,3,4\n1,2,3,1e39\n", "row 1 contains values too large for float32"),
         (b"1,2,3\n4,5,6\n", "expected 4 columns, got 3"),
         (b"", "empty chunk"),
