@@ -16,8 +16,12 @@ async function remove(name, cascade) {
     showMessage("deleted data set " + name + (cascade ? " and the models and clusterings fit on it" : ""), "info");
     if (shown === name) closeDetails();
   } catch (error) {
-    fail("delete " + name, error);
-    if (error.status === 409) offerCascade(name);
+    if (error.status !== 409) fail("delete " + name, error);
+    else {
+      // the service's words end with its query's syntax (?cascade=true): here the button does it
+      showMessage("delete " + name + ": " + describe(error).replace(/,? or delete with \?cascade=true to delete them too/, ""), "error");
+      offerCascade(name);
+    }
   }
   await refresh();
 }
