@@ -165,11 +165,15 @@ class Client:
             body["labels_dataset"] = labels_dataset
         return self._json("POST", "/v1/clusterings", json=body)
 
-    def events(self, name: str) -> Iterator[tuple[str, dict]]:
-        """Model ``name``'s server-sent events as ``(event, data)`` pairs, until the stream ends."""
+    def events(self, name: str, after_pass: int = 0) -> Iterator[tuple[str, dict]]:
+        """Model ``name``'s server-sent events as ``(event, data)`` pairs, until the stream ends; the passes
+        after ``after_pass`` only (0: the whole history first, as the stream replays it)."""
+        headers = {"Accept": "text/event-stream"}
+        if after_pass:
+            headers["Last-Event-ID"] = str(int(after_pass))
         try:
             with self.http.stream("GET", f"/v1/models/{name}/events", timeout=httpx.Timeout(10.0, read=None),
-                                  headers={"Accept": "text/event-stream"}) as response:
+                                  headers=headers) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise ApiError.from_response(response)

@@ -55,6 +55,8 @@ def _bar_line(name: str, passes: int | None, event: dict) -> str:
     parts = [f"{name} {bar(done, total)} pass {done}/{total or '?'}"]
     if value is not None:
         parts.append(f"{convergence.get('metric', 'convergence')} {value:.3g}")
+    if event.get("elapsed_s") is not None:
+        parts.append(f"{float(event['elapsed_s']):.0f} s in")
     if remaining is not None:
         parts.append(f"~{remaining:.0f} s left")
     return "  ".join(parts)
@@ -75,14 +77,20 @@ def _ended(ctx, state: State, name: str, status: str, error: dict | None) -> Non
 @pass_state
 @click.pass_context
 def watch(ctx, state: State, name: str) -> None:
-    """Follow model NAME's fit live (pass, convergence, remaining time) from its events stream.
+    """Follow model NAME's fit live (pass, convergence, time spent and left) from its events stream.
 
     Exits 0 when the fit completes, 4 when it failed or was cancelled. With --json, one JSON line
     per event."""
+    follow(ctx, state, name)
+
+
+def follow(ctx, state: State, name: str, after_pass: int = 0) -> None:
+    """`watch`'s work: the fit's passes after ``after_pass`` (a resumed fit's new ones; 0: its whole history
+    first), then how it ended."""
     record = state.client.model(name)
-    passes = (record.get("progress") or {}).get("passes") or (record.get("params") or {}).get("passes")
+    passes = (record.get("params") or {}).get("passes") or (record.get("progress") or {}).get("passes")
     status, error, live = record["status"], None, sys.stderr.isatty() and not state.json
-    for event, data in state.client.events(name):
+    for event, data in state.client.events(name, after_pass):
         if state.json:
             click.echo(json.dumps({"event": event, **data}))
         if event == "progress" and not state.json:
@@ -182,10 +190,11 @@ def resume(ctx, state: State, name: str, passes: int | None, dataset_version: in
     kind = state.client.job_kind(name)
     record = state.client.resume(name, passes, dataset_version, kind)
     total = (record.get("params") or {}).get("passes")
-    state.emit(record, f"{name}: {record['status']}, resumed to {total} passes in all")
+    done = int((record.get("progress") or {}).get("pass") or 0)
+    state.emit(record, f"{name}: {record['status']}, resumed from pass {done} to {total} passes in all")
     if wait:
         if kind == "models":
-            ctx.invoke(watch, name=name)
+            follow(ctx, state, name, after_pass=done)  # the new passes: the ones done are not replayed
         else:
             _wait_clustering(ctx, state, name)
 

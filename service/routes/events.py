@@ -22,7 +22,7 @@ from service.event_hub import EventHub, Slot
 from service.routes.models import ERRORS, ModelName
 from service.schemas.openapi import Responses
 from service.security import READ, access
-from store.jobs.records import TERMINAL, ModelRecord, PassRecord
+from store.jobs.records import ACTIVE, TERMINAL, ModelRecord, PassRecord
 
 #: Seconds a stream waits for news before it checks that its client is still there.
 DISCONNECT_CHECK_S = 1.0
@@ -50,15 +50,18 @@ def _last_event_id(request: Request) -> int:
 
 
 def progress_event(entry: PassRecord, record: ModelRecord) -> dict:
-    """A ``progress`` event's data: the pass's history record, plus ``passes`` (the fit's total),
-    ``remaining_s`` (the record's estimate for its latest pass; for an earlier pass, seconds per
-    pass so far times the passes left then) and ``workers`` (1 where the record says None: one)."""
+    """A ``progress`` event's data: the pass's history record, plus ``passes`` (the fit's total: what an ended
+    fit ran to, what a running one is asked for, resumed or not), ``remaining_s`` (the record's estimate for its
+    latest pass; for an earlier pass, or the last pass before a resume, seconds per pass so far times the passes
+    left then) and ``workers`` (1 where the record says None: one)."""
     data = entry.model_dump(mode="json", by_alias=True)
     passes = record.passes
     progress = record.progress
-    if progress is not None and progress.pass_ == entry.pass_:
-        passes, remaining = progress.passes, progress.remaining_s
-    else:
+    if progress is not None and progress.pass_ == entry.pass_ and record.status not in ACTIVE:
+        passes, remaining = progress.passes, progress.remaining_s  # an ended fit's own count (it may stop early)
+    elif progress is not None and progress.pass_ == entry.pass_ and progress.passes == record.passes:
+        remaining = progress.remaining_s
+    else:  # an earlier pass, or the last pass of a fit resumed to more passes: the fit's total now
         remaining = entry.elapsed_s / max(entry.pass_, 1) * max(passes - entry.pass_, 0)
     return {**data, "passes": passes, "remaining_s": remaining, "workers": entry.workers or 1}
 

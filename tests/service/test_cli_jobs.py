@@ -99,7 +99,7 @@ def test_cancel_resume_with_passes_and_show(kpca, api, rng):
 
     resumed = kpca("resume", "long", "--passes", str(done + 2), "--wait")
     assert resumed.exit_code == 0, resumed.output
-    assert f"resumed to {done + 2} passes" in resumed.stdout and "long: completed" in resumed.stdout
+    assert f"resumed from pass {done} to {done + 2} passes" in resumed.stdout and "long: completed" in resumed.stdout
     again = kpca("resume", "long")  # a completed fit needs more passes: the message says how, in flags
     assert again.exit_code == 1 and f"--passes {done + 12}" in again.stderr, again.stderr
 
@@ -151,3 +151,21 @@ def test_serve_help_is_in_the_style_of_every_other_command():
                              timeout=PATIENCE_S)
     flags = set(re.findall(r"^\s+(--[a-z-]+)", service.stdout, re.M)) - {"--help"}
     assert len(flags) > 20 and all(re.search(rf"^\s+{flag}\b", shown.stdout, re.M) for flag in flags), flags
+
+
+def test_resume_wait_follows_the_new_passes_only(kpca, api, rng):
+    """``kpca resume NAME --passes N --wait`` shows passes after the ones done, each of N in all (issue 58,
+    item 2: it replayed the history from pass 1, and the last old pass said "5/5" between "4/12" and "6/12"),
+    with the time spent beside the time left."""
+    upload_rows(api, "resumed-set", rng.normal(size=(300, 5)))
+    fitted = kpca("fit", "resumed", "--dataset", "resumed-set", "--sigma", "3", "--components", "3", "--passes", "5",
+                  "--solver", "kha", "--param", "seed=0", "--param", "init=random", "--param", "tol=0", "--wait")
+    assert fitted.exit_code == 0, fitted.output
+    resumed = kpca("resume", "resumed", "--passes", "12", "--wait")
+    assert resumed.exit_code == 0, resumed.output
+    assert "resumed from pass 5 to 12 passes in all" in resumed.stdout
+    shown = re.findall(r"pass (\d+)/(\d+)", resumed.stderr)
+    assert shown == [(str(p), "12") for p in range(6, 13)], shown
+    assert re.search(r"pass 6/12 .* \d+ s in", resumed.stderr)
+    replayed = re.findall(r"pass (\d+)/(\d+)", kpca("watch", "resumed").stderr)  # the whole history, one total
+    assert replayed == [(str(p), "12") for p in range(1, 13)], replayed
