@@ -66,6 +66,18 @@ def embedded_sizing(cores: int, n_workers: int | None = None) -> tuple[int, int]
     return workers, max(1, cores // workers)
 
 
+class KillAtStopLine(logging.Filter):
+    """dask's nanny's "Worker process still alive after N seconds, killing" while the service stops its
+    embedded cluster, as one line at INFO saying why: a worker busy in a fit's jitted step does not answer
+    the stop, and is ended (the fit resumes from its last checkpoint at the next start)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Worker process still alive"):
+            record.msg, record.args = "a worker busy in a fit's step did not stop at once: ended", ()
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 class DaskCluster:
     """An external dask cluster (``scheduler``: its address) or the embedded `LocalCluster` (None).
 
@@ -167,10 +179,14 @@ class DaskCluster:
                 log.warning("dask client did not close within %.0f s", timeout_s, exc_info=True)
             self.client = None
         if self.cluster is not None:
+            nanny, worded = logging.getLogger("distributed.nanny"), KillAtStopLine()
+            nanny.addFilter(worded)  # a worker still in a jitted step is stopped on purpose: said in our words
             try:
                 self.cluster.close(timeout=timeout_s)
             except Exception:
                 log.warning("dask cluster did not close within %.0f s", timeout_s, exc_info=True)
+            finally:
+                nanny.removeFilter(worded)
             self.cluster = None
         restore_environ(self._environ_before)
         self._environ_before = {}

@@ -72,16 +72,29 @@ class HeartbeatFailureLine(logging.Filter):
         return True
 
 
+class CancelledAtStopLine(logging.Filter):
+    """Drops dask's warning that a task it was running "ended with CancelledError": what every task
+    running when its worker stops ends with (the service's stop closes the embedded cluster; a fit so
+    stopped resumes from its last checkpoint at the next start, and the service says so,
+    `workers.backend.Backend.close`). Other records pass unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().endswith("ended with CancelledError")
+
+
 class QuietHeartbeatFailures(WorkerPlugin):
     """A dask worker plugin for the embedded cluster's worker processes: `HeartbeatFailureLine` on
-    dask's worker logger."""
+    dask's worker logger, and `CancelledAtStopLine` on its state machine's: a stop's races and
+    cancellations, not warnings and tracebacks."""
 
     name = "kpca-quiet-heartbeat-failures"
 
     def setup(self, worker) -> None:
-        logger = logging.getLogger("distributed.worker")
-        if not any(isinstance(f, HeartbeatFailureLine) for f in logger.filters):
-            logger.addFilter(HeartbeatFailureLine())
+        for name, kind in (("distributed.worker", HeartbeatFailureLine),
+                           ("distributed.worker.state_machine", CancelledAtStopLine)):
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, kind) for f in logger.filters):
+                logger.addFilter(kind())
 
 
 def warm_projections_here() -> bool:

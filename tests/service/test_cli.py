@@ -228,7 +228,13 @@ def test_serve_stops_with_the_service_and_passes_its_status(tmp_path, stop):
             return answers_healthz(f"http://127.0.0.1:{port}")
 
         wait_until(up, what="the service to answer /healthz", interval=0.2)
-        if stop == "ctrl-c":
+        if stop == "ctrl-c":  # with a fit running: the stop says it resumes, in words (issue 58, item 7)
+            with Client(f"http://127.0.0.1:{port}") as client:
+                client.upload("busy-set", np.random.default_rng(0).normal(size=(2000, 8)))
+                client.fit("busy", "busy-set", {"type": "gaussian", "sigma": 3}, 4, "kha",
+                           params={"passes": 10000, "tol": 0, "init": "random"})
+                wait_until(lambda: ((client.model("busy").get("progress") or {}).get("pass") or 0) >= 1,
+                           what="the fit's first pass", interval=0.2)
             os.killpg(cli_process.pid, signal.SIGINT)
         else:
             cli_process.send_signal(signal.SIGTERM)
@@ -239,6 +245,10 @@ def test_serve_stops_with_the_service_and_passes_its_status(tmp_path, stop):
         # issue 29's walkthrough: Ctrl-C reached the dask worker processes too, which died printing
         # KeyboardInterrupt tracebacks; they now stop when the service closes its cluster
         assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
+        if stop == "ctrl-c":  # dask's CancelledError and "still alive ... killing" are a stop's, said once, ours
+            assert "stopping with 1 fit(s) running (model 'busy' (pass " in log, log[-3000:]
+            assert "resumes from its last checkpoint when the service starts again" in log, log[-3000:]
+            assert "CancelledError" not in log and "still alive" not in log, log[-3000:]
         with pytest.raises(httpx.TransportError):
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
     finally:
