@@ -126,11 +126,18 @@ def encode_png(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+#: what an image request's choice holds that its ``X-KPCA-Chosen`` header leaves out: the estimated risk of every
+#: second stage tried (about 1 KB), kept in the image job's record (``job=NAME``: ``GET /v1/image-jobs/NAME``)
+DETAILS_NOT_IN_HEADER = ("second_stage_risks",)
+
+
 def chosen_headers(info: dict) -> dict:
     """Response headers that say what an image request chose and how long each step took:
-    ``X-KPCA-Chosen`` (JSON: the tuning's choice, the noise level and whether it was estimated) and
-    ``Server-Timing`` (one ``step;dur=milliseconds`` entry per step, the standard header)."""
-    chosen = {"tune": info.get("tune"), **(info.get("chosen") or {})}
+    ``X-KPCA-Chosen`` (compact JSON: the tuning's choice, the noise level and whether it was estimated; the
+    details of `DETAILS_NOT_IN_HEADER` are in the job's record) and ``Server-Timing`` (one
+    ``step;dur=milliseconds`` entry per step, the standard header)."""
+    chosen = {"tune": info.get("tune"), **{key: value for key, value in (info.get("chosen") or {}).items()
+                                           if key not in DETAILS_NOT_IN_HEADER}}
     for key in ("noise", "noise_estimated", "candidates"):
         if key in info:
             chosen[key] = info[key]
