@@ -40,6 +40,17 @@ def test_a_clustering_from_the_form_its_page_labels_and_delete(api, server, brow
         assert page.locator("#clustering-body tbody tr").count() == len(record["history"])
         board.until_text("clustering-body", "cluster sizes: 0: 40, 1: 40, 2: 40")
         page.wait_for_selector("#clusterings tbody tr[data-name=three] .status.completed")
+        # nothing reads as a failure (issue 58, item 3): the kernel in words, the figure named, passes explained
+        body = board.text("#clustering-body")
+        assert "kernel gaussian, sigma 1" in body and "{" not in body, body
+        assert "excess error" in body and "top eigenvalue" in body and "e-16" not in body, body  # 0 (rounding)
+        done = record["progress"]["pass"]
+        assert page.is_disabled("#clustering-resume")  # completed: Resume waits for a total above the passes done
+        page.fill("#clustering-passes", str(done))
+        assert page.is_disabled("#clustering-resume")
+        page.fill("#clustering-passes", str(done + 2))
+        assert page.is_enabled("#clustering-resume")
+        page.fill("#clustering-passes", "")
         board.shot("20-clustering", docs="clustering")
 
         # export: the labels as CSV, one a line in row order

@@ -76,6 +76,36 @@ function notice(r) {
   return "failed: " + (r.error ? r.error.code + ": " + r.error.message : "no reason given");
 }
 
+// The kernel in words ("gaussian, sigma 3.065"), not its JSON.
+export function kernelWords(kernel) {
+  if (!kernel) return "-";
+  const params = Object.entries(kernel).filter(([key]) => key !== "type")
+    .map(([key, value]) => key + " " + (typeof value === "number" ? Number(value.toPrecision(4)) : value));
+  return [kernel.type, ...params].join(", ");
+}
+
+// A figure at rounding level (an exact fit's excess error, -8.9e-16) is 0, said so, not a negative error.
+const roundingWords = (value) => (value !== null && value !== undefined && Math.abs(value) < 1e-12 ? "0 (rounding)" : value);
+
+// How many passes ran of how many asked, and why it stopped there: a fit that met its tol early is done.
+function passesWords(r) {
+  const p = r.progress;
+  if (!p || r.status !== "completed") return "";
+  if (p.pass < p.passes) return "; converged at pass " + p.pass + " (of at most " + p.passes + ": its tol met)";
+  return "; " + p.pass + " passes";
+}
+
+// Resume: a completed fit continues only to more passes than it ran, so the button waits for that number.
+let resumable = false;
+function updateResume() {
+  const button = $("clustering-resume"), box = $("clustering-passes");
+  const done = record && record.progress ? record.progress.pass : 0;
+  box.placeholder = record && record.status === "completed" ? "more than " + done : "";
+  const wanted = box.value === "" ? null : Number(box.value);
+  button.disabled = !resumable || (record.status === "completed" && !(wanted > done));
+  button.title = button.disabled && resumable ? "give a new total of passes above " + done : "";
+}
+
 function sizes(labels) {
   const counts = new Map();
   for (const label of labels) counts.set(label, (counts.get(label) || 0) + 1);
@@ -100,13 +130,16 @@ export async function openClustering(name, quiet) {
     $("clustering-notice").className = "notice " + r.status;
     $("clustering-cancel").disabled = !ACTIVE.includes(r.status);
     const solver = solvers.find((x) => x.name === r.solver);
-    $("clustering-resume").disabled = ACTIVE.includes(r.status) || (solver && !solver.iterative);
+    resumable = !ACTIVE.includes(r.status) && !(solver && !solver.iterative);
+    updateResume();
     const history = r.history || [];
+    const metric = history.length ? history[0].convergence.metric.replace(/_/g, " ") : "convergence";
     $("clustering-body").replaceChildren(...[
       el("p", { className: "small", textContent: r.solver + ", " + r.n_clusters + " clusters of " + r.dataset + " version " +
-        r.dataset_version + ", kernel " + JSON.stringify(r.fit_kernel || r.kernel) }),
-      history.length ? table(["pass", "elapsed", "convergence", "labels change", "VI"], history.map((h) =>
-        [h.pass, seconds(h.elapsed_s), h.convergence.value, h.labels_change, h.variation_of_information]), "compact")
+        r.dataset_version + ", kernel " + kernelWords(r.fit_kernel || r.kernel) + passesWords(r) }),
+      history.length ? table(["pass", "elapsed", metric, "top eigenvalue", "labels change", "VI"], history.map((h) =>
+        [h.pass, seconds(h.elapsed_s), roundingWords(h.convergence.value), h.eigenvalues && h.eigenvalues.length ? h.eigenvalues[0] : null,
+          h.labels_change, h.variation_of_information]), "compact")
         : el("p", { className: "small", textContent: "no pass yet" }),
       r.labels ? el("p", { className: "small", textContent: "cluster sizes: " +
         sizes(r.labels).map(([label, count]) => label + ": " + count).join(", ") +
@@ -152,6 +185,7 @@ export function installClusterings() {
   }), "cluster-status"));
   $("clustering-cancel").addEventListener("click", () => act("cancel"));
   $("clustering-resume").addEventListener("click", () => act("resume"));
+  $("clustering-passes").addEventListener("input", updateResume);
   $("clustering-close").addEventListener("click", () => { location.hash = "#/clusterings"; });
   // a running clustering's page follows its passes
   setInterval(() => { if (shown && record && ACTIVE.includes(record.status)) openClustering(shown, true); }, 1000);
