@@ -125,6 +125,12 @@ def _install_security(app: FastAPI, settings: Settings) -> None:
     app.openapi = lambda: security.document_security(plain_openapi(), bool(keys))  # type: ignore[method-assign]
 
 
+def operation_id(route) -> str:
+    """A route's OpenAPI ``operationId``: its function's name, unique over the API (tests/service/test_openapi*
+    hold it). O(1)."""
+    return route.name
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new kpca-stream app; ``settings`` default to the environment (`get_settings`). A RuntimeError
     if a route does not declare its access (`service.security.route_rules`)."""
@@ -137,6 +143,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,  # Swagger UI loads from a CDN: /docs is our own page (service.routes.docs)
         redoc_url=None,
         openapi_url=None,  # served by service.routes.docs, which declares its scope like every route
+        # operation ids are the route functions' names (create_model, denoise_image), not FastAPI's default of
+        # name, path and method (create_model_v1_models_post): what generated clients name their calls by
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.metrics = Metrics()

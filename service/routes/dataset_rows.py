@@ -85,9 +85,9 @@ def _npy_stream(array, ranges: list[tuple[int, int]], header: bytes) -> Iterator
 
 
 @router.get("/{name}/data.npy", openapi_extra=access(READ), responses={**_ERRORS, 200: NPY_CONTENT},
-            response_class=StreamingResponse)
+            response_class=StreamingResponse, operation_id="download_dataset_npy")
 @router.get("/{name}/download", openapi_extra=access(READ), responses={**_ERRORS, 200: NPY_CONTENT},
-            response_class=StreamingResponse)
+            response_class=StreamingResponse, operation_id="download_dataset")
 def download(name: DatasetName, datasets: DatasetsDep, version: Version = None) -> StreamingResponse:
     """The whole committed ``version`` (default the latest) as one ``.npy`` file of shape (n_rows,
     n_features), streamed chunk by chunk (memory: one chunk) with its ``Content-Length``.

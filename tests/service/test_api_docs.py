@@ -84,3 +84,13 @@ def test_every_schema_property_has_a_description_in_words(document):
                 cited.append(f"{name}.{prop}: {description}")
     assert not missing, f"{len(missing)} properties without a description: {missing}"
     assert not cited, cited
+
+
+def test_operation_ids_are_the_route_names_and_unique(api):
+    """Generated clients name their calls by operationId (issue 58, item 10): FastAPI's default made
+    ``create_dataset_v1_datasets_post``; ours are the route functions' names, unique over the API."""
+    schema = api.get("/openapi.json").json()
+    ids = [op["operationId"] for path in schema["paths"].values() for op in path.values() if isinstance(op, dict)]
+    assert len(ids) == len(set(ids)) and len(ids) >= 40, ids
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", i) and "_v1_" not in i for i in ids), ids
+    assert {"create_dataset", "put_chunk", "commit_dataset", "create_model", "project", "denoise_image"} <= set(ids)
