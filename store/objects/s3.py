@@ -1,12 +1,12 @@
 """`ObjectStore` over an S3-compatible object store (AWS S3, MinIO, Ceph, R2, moto), through obstore.
 
 ``s3://bucket/prefix`` names it; the endpoint, the credentials and the region are the standard variables
-(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``; ``AWS_ALLOW_HTTP`` is
-set for an ``http://`` endpoint), read by obstore. Why obstore and not fsspec/s3fs: the records and leases need
-compare-and-swap, and obstore (Rust's object_store) has it as a put mode (``mode="create"``: ``If-None-Match:
-*``; ``mode={"e_tag": ...}``: ``If-Match``), while fsspec's interface has at most create-once; obstore also
-retries a store that cannot be reached with backoff, and zarr 3 reads and writes through it
-(``zarr.storage.ObjectStore``).
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, and
+``AWS_ALLOW_HTTP=true`` for an ``http://`` endpoint), read by obstore itself. Why obstore and not
+fsspec/s3fs: the records and leases need compare-and-swap, and obstore (Rust's object_store) has it as a put
+mode (``mode="create"``: ``If-None-Match: *``; ``mode={"e_tag": ...}``: ``If-Match``), while fsspec's interface
+has at most create-once; obstore also retries a store that cannot be reached with backoff, and zarr 3 reads
+and writes through it (``zarr.storage.ObjectStore``).
 
 A transient failure (the store down, a connection reset, a 5xx) is retried for up to `RETRY_SECONDS` with
 exponential backoff (obstore's retry), then is `StoreUnavailable`. A conditional delete is a version check
@@ -16,7 +16,6 @@ then a delete (obstore has no conditional delete): a write between the two is lo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -54,10 +53,8 @@ class S3Objects(ObjectStore):
     def __init__(self, url: str, retry_seconds: float = RETRY_SECONDS):
         bucket, prefix = parse_url(url)
         self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-        endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-        self._store = S3Store(
+        self._store = S3Store(  # the endpoint, credentials, region and AWS_ALLOW_HTTP: read by obstore
             bucket, prefix=prefix or None, conditional_put="etag",
-            client_options={"allow_http": endpoint.startswith("http://")},
             retry_config={"max_retries": 1000, "retry_timeout": timedelta(seconds=retry_seconds),
                           "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2),
                                       "base": 2.0}})

@@ -162,6 +162,7 @@ def test_s3_store_unreachable_says_so(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
     with pytest.raises(StoreUnavailable, match="AWS_ENDPOINT_URL"):
         S3Objects("s3://b/p", retry_seconds=1.0).put("x", b"1")
 
