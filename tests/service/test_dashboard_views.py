@@ -103,7 +103,22 @@ def test_several_fits_on_one_chart(api, server, browser, artefacts, digits):
               else if (d[i] < 80 && d[i + 1] > 100 && d[i + 2] < 80) seen.green++; }
             return seen; }""")
         assert all(count > 30 for count in colours.values()), colours
-        assert "excess_error" in board.text("#compare-metric")
+        assert "figure: excess error" in board.text("#compare-metric")
+        # every pass is drawn, a figure at or below 0 (rounding) on the bottom edge too (issue 58, item 4)
+        assert page.get_attribute("#compare-chart", "data-points") == str(sum(len(h) for h in histories.values()))
+        # one figure at a time; against seconds on a log scale
+        page.select_option("#compare-figure", "residual")
+        residuals = sum(1 for h in histories.values() for p in h if p["convergence"].get("residual") is not None)
+        board.until(f"document.getElementById('compare-chart').dataset.points === '{residuals}'")
+        assert "relative residual" in board.text("#compare-metric") and "last relative residual" in board.text(
+            "#compare-table thead")
+        page.select_option("#compare-x", "seconds")
+        page.check("#compare-logx")
+        board.until("document.getElementById('compare-chart').dataset.x === 'seconds log'")
+        page.select_option("#compare-figure", "excess_error")
+        page.select_option("#compare-x", "pass")
+        page.uncheck("#compare-logx")
+        board.until("document.getElementById('compare-chart').dataset.x === 'pass'")
         board.shot("30-compare", docs="compare")
         page.uncheck("#compare-choices input[value=et]")
         board.until("document.getElementById('compare-chart').dataset.series === '2'")

@@ -1,6 +1,7 @@
-// Several fits' convergence on one chart (#/compare): tick the models to compare; each is one line of its
-// convergence figure per pass (log scale), with a table of where each ended. Running fits are re-read
-// with the lists.
+// Several fits on one chart (#/compare): tick the models to compare; each is one line of one figure (the excess
+// error, or the relative residual: one at a time, they are not on one scale) per pass or per second, with a log
+// scale for x on request and values at or below 0 drawn on the bottom edge, and a table of where each ended.
+// Running fits are re-read with the lists.
 
 import { getJson } from "./api.js";
 import { COLOURS, drawChart } from "./chart.js";
@@ -20,21 +21,36 @@ async function load(name) {
   }
 }
 
+// A pass's value of the chosen figure: the recorded figure when it is that one, the residual beside it otherwise
+function figure(h, which) {
+  const c = h.convergence || {};
+  if (which === "residual") return c.residual !== undefined && c.residual !== null ? c.residual : (c.metric === "residual" ? c.value : null);
+  return c.metric === which ? c.value : null;
+}
+
 function draw() {
   const shown = [...chosen].filter((name) => records.has(name)).map((name) => records.get(name));
-  const series = shown.map((r) => ({ label: r.name, points: r.history.map((h) => ({ pass: h.pass, value: h.convergence.value })) }));
-  const passes = Math.max(1, ...shown.map((r) => (r.progress ? r.progress.passes : r.history.length)));
+  const which = $("compare-figure").value, byTime = $("compare-x").value === "seconds";
+  const series = shown.map((r) => ({ label: r.name, points: r.history.map((h) => ({ pass: h.pass, x: h.elapsed_s, value: figure(h, which) }))
+    .filter((p) => p.value !== null && p.value !== undefined) }));
+  const passes = Math.max(1, ...shown.map((r) => Math.max(r.history.length, r.params && r.params.passes ? r.params.passes : 0)));
   const canvas = $("compare-chart");
   canvas.dataset.series = String(series.length);
-  drawChart(canvas, series, passes);
-  const metrics = [...new Set(shown.flatMap((r) => r.history.map((h) => h.convergence.metric)))];
-  $("compare-metric").textContent = metrics.length ? "figure: " + metrics.join(", ") +
-    (metrics.length > 1 ? " (different figures: compare with care)" : "") : "tick two or more models";
+  canvas.dataset.points = String(series.reduce((n, s) => n + s.points.length, 0));
+  canvas.dataset.x = (byTime ? "seconds" : "pass") + ($("compare-logx").checked ? " log" : "");
+  const name = $("compare-figure").selectedOptions[0].textContent;
+  drawChart(canvas, series, passes, { x: byTime ? "seconds" : "pass", logX: $("compare-logx").checked, yLabel: name.split(" (")[0] });
+  const without = series.filter((s) => !s.points.length).map((s) => s.label);
+  $("compare-metric").textContent = shown.length ? "figure: " + name + (without.length ? "; none recorded by " + without.join(", ") : "")
+    : "tick two or more models";
+  $("compare-last").textContent = "last " + name.split(" (")[0];
   $("compare-table").tBodies[0].replaceChildren(...shown.map((r, k) => {
     const last = r.history[r.history.length - 1];
+    const value = last ? figure(last, which) : null;
     return el("tr", {}, el("td", {}, el("span", { className: "swatch", style: "background:" + COLOURS[k % COLOURS.length] }), " " + r.name),
       el("td", {}, statusBadge(r.status)), el("td", { textContent: r.solver }), el("td", { textContent: r.history.length }),
-      el("td", { textContent: last ? number(last.convergence.value) : "-" }), el("td", { textContent: last ? seconds(last.elapsed_s) : "-" }));
+      el("td", { textContent: value === null || value === undefined ? "-" : number(value) }),
+      el("td", { textContent: last ? seconds(last.elapsed_s) : "-" }));
   }));
 }
 
@@ -64,6 +80,7 @@ function render({ models }) {
 
 export function installCompare() {
   onLists(render);
+  for (const id of ["compare-figure", "compare-x", "compare-logx"]) $(id).addEventListener("change", draw);
   $("compare-table").tBodies[0].replaceChildren(emptyRow(6, ""));
   window.addEventListener("resize", () => chosen.size && draw());
 }
