@@ -142,3 +142,22 @@ def test_the_api_reference_shows_code_and_leads_back(server, browser, artefacts)
         assert not board.problems, (board.problems, board.refused)
     finally:
         board.close()
+
+
+def test_a_fit_that_needed_no_pass_does_not_read_as_pass_0_of_20(api, server, browser, artefacts, digits):
+    """A default (ritz) fit of 150 rows is exact at its warm start: completed at pass 0 of its 20. The lists
+    say so in words (issue 58, item 4: "completed fits show pass 0/20")."""
+    upload_rows(api, "small", digits[:150])
+    api.post("/v1/models", json={"name": "at-start", "dataset": "small", "n_components": 4,
+                                 "kernel": {"type": "gaussian", "sigma": 3.0}}).raise_for_status()
+    record = wait_for_fit(api, "at-start")
+    assert (record["status"], record["progress"]["pass"], record["progress"]["passes"]) == ("completed", 0, 20)
+    board = Dashboard(browser, server, artefacts)
+    try:
+        board.open("models")
+        board.page.wait_for_selector("#models tbody tr[data-name=at-start] .status.completed")
+        cells = board.page.locator("#models tbody tr[data-name=at-start] td").all_text_contents()
+        assert "0, exact start" in cells and "0/20" not in cells, cells
+        assert not board.problems, (board.problems, board.refused)
+    finally:
+        board.close()

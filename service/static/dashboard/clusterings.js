@@ -6,7 +6,7 @@ import { call, getJson, sendJson } from "./api.js";
 import { onLists, refresh } from "./lists.js";
 import { solvers, startJob } from "./models.js";
 import { $, ACTIVE, deleteButton, describe, el, emptyRow, fail, fillSelect, number, save, seconds, showMessage,
-         statusBadge, table } from "./ui.js";
+         passesText, statusBadge, table } from "./ui.js";
 
 const path = (name) => "/v1/clusterings/" + encodeURIComponent(name);
 const AFFINITIES = ["gaussian", "laplacian"];
@@ -44,7 +44,7 @@ async function exportLabels(name) {
 
 function render({ datasets, clusterings }) {
   const rows = clusterings.map((c) => {
-    const progress = c.progress ? c.progress.pass + "/" + c.progress.passes : "-";
+    const progress = passesText(c);
     const row = el("tr", { className: "clustering-row clickable" + (c.name === shown ? " selected" : "") },
       el("td", { textContent: c.name }), el("td", {}, statusBadge(c.status)), el("td", { textContent: c.dataset }),
       el("td", { textContent: c.n_clusters }), el("td", { textContent: c.solver }), el("td", { textContent: progress }),

@@ -3,7 +3,7 @@
 
 import { call, getJson, sendJson } from "./api.js";
 import { onLists, refresh } from "./lists.js";
-import { $, deleteButton, describe, download, el, emptyRow, fail, fillSelect, showMessage, statusBadge } from "./ui.js";
+import { $, deleteButton, describe, download, el, emptyRow, fail, fillSelect, passesText, showMessage, statusBadge } from "./ui.js";
 
 export let solvers = [];
 let kernels = [];
@@ -38,7 +38,7 @@ function currentModel() {
 function render({ datasets, models }) {
   const open = currentModel();
   const rows = models.map((m) => {
-    const progress = m.progress ? m.progress.pass + "/" + m.progress.passes : "-";
+    const progress = passesText(m);
     const row = el("tr", { className: "model-row clickable" + (m.name === open ? " selected" : ""), title: "open this model" },
       el("td", { textContent: m.name }), el("td", {}, statusBadge(m.status)), el("td", { textContent: m.dataset }),
       el("td", { textContent: m.solver }), el("td", { textContent: progress }),

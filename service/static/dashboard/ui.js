@@ -43,6 +43,15 @@ export function number(value) {
   return Number.isInteger(value) ? String(value) : Number(value).toPrecision(4);
 }
 
+// A job's passes for a list: "3/20" while it runs; once completed, what it ran ("3, converged" where its tol
+// stopped it before the passes asked for, "0, exact start" where its start was already the answer).
+export function passesText(job) {
+  const p = job.progress;
+  if (!p) return "-";
+  if (job.status !== "completed" || p.pass >= p.passes) return p.pass + "/" + p.passes;
+  return p.pass === 0 ? "0, exact start" : p.pass + ", converged";
+}
+
 export function statusBadge(status) {
   return el("span", { className: "status " + status, textContent: status });
 }
