@@ -208,6 +208,14 @@ def clustering_from_state(state: SolverState, rows: AffinityRows, seed: int = 0,
                       coefficients=A * extension[:, None], rows=rows, state=state)
 
 
+def picture_coordinates(embedding: np.ndarray) -> np.ndarray:
+    """Two coordinates per row to draw a clustering by (l, 2): the embedding's (NJW's unit rows, `Clustering`)
+    second and third columns, the leading eigenvectors after the top one (which is D^1/2 1 before the rows are
+    scaled, the same for every cluster of a connected graph); the first two where there are only two. O(l)."""
+    Y = np.asarray(embedding, dtype=np.float64)
+    return np.ascontiguousarray(Y[:, 1:3] if Y.shape[1] >= 3 else Y[:, :2])
+
+
 def nearest(Y: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """Index of the nearest centre (k, m) to each row of Y (b, m), Euclidean. O(b k m)."""
     d2 = np.sum(Y * Y, axis=1)[:, None] - 2.0 * Y @ centres.T + np.sum(centres * centres, axis=1)[None, :]

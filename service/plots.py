@@ -54,6 +54,58 @@ def _png(figure) -> bytes:
     return buffer.getvalue()
 
 
+MAX_DRAWN_POINTS = 20_000  # rows a clusters picture draws at most (a fixed-seed sample beyond)
+
+
+def clusters_png(coordinates: np.ndarray, labels: np.ndarray, reference: np.ndarray | None, title: str,
+                 width: int = 900, height: int = 420) -> bytes:
+    """A clustering drawn: each row at its two spectral coordinates (`kpca.clustering.picture_coordinates`),
+    coloured by its cluster; beside it, where reference labels are given, the same points coloured by those.
+    At most `MAX_DRAWN_POINTS` rows (a fixed-seed sample). A PNG of ``width`` x ``height`` pixels.
+    Cost O(rows drawn)."""
+    rows = coordinates.shape[0]
+    keep = np.arange(rows) if rows <= MAX_DRAWN_POINTS else np.sort(
+        np.random.default_rng(0).choice(rows, MAX_DRAWN_POINTS, replace=False))
+    xy, panels = np.asarray(coordinates)[keep], [("clusters found", np.asarray(labels)[keep])]
+    if reference is not None:
+        panels.append(("reference labels", np.asarray(reference)[keep]))
+    figure = _figure(width, height)
+    figure.suptitle(title, fontsize=10)
+    for k, (name, values) in enumerate(panels):
+        axes = figure.add_subplot(1, len(panels), k + 1)
+        kinds = np.unique(values)
+        colours = _colours(len(kinds))
+        for j, kind in enumerate(kinds):
+            chosen = values == kind
+            axes.scatter(xy[chosen, 0], xy[chosen, 1], s=6, color=colours[j], label=_label_text(kind), linewidths=0)
+        sample = "" if rows <= MAX_DRAWN_POINTS else f" ({len(keep):,} of {rows:,} rows)"
+        axes.set_title(f"{name}: {len(kinds)}{sample}", fontsize=9)
+        axes.set_xlabel("spectral coordinate 2", fontsize=8)
+        axes.set_ylabel("spectral coordinate 3", fontsize=8)
+        axes.tick_params(labelsize=7)
+        if len(kinds) <= 20:
+            axes.legend(fontsize=6, markerscale=2, loc="best", ncol=2 if len(kinds) > 10 else 1)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def _colours(count: int) -> list:
+    """``count`` distinct colours: matplotlib's tab10 or tab20, else evenly spaced hues."""
+    from matplotlib import colormaps
+
+    if count <= 10:
+        return [colormaps["tab10"](j) for j in range(count)]
+    if count <= 20:
+        return [colormaps["tab20"](j) for j in range(count)]
+    return [colormaps["hsv"](j / count) for j in range(count)]
+
+
+def _label_text(value) -> str:
+    """A label as a legend shows it: a whole number without its ``.0``."""
+    number = float(value)
+    return str(int(number)) if number.is_integer() else f"{number:g}"
+
+
 def convergence_png(history: list[dict], title: str, width: int = 900, height: int = 700) -> bytes:
     """`convergence_figure` as a PNG of ``width`` x ``height`` pixels."""
     return _png(convergence_figure(history, title, width, height))

@@ -42,7 +42,14 @@ from pathlib import Path
 import numpy as np
 
 from kpca.affinity import AffinityRows
-from kpca.clustering import Clustering, check_clustering, clustering_from_state, kept_labels, solver_state
+from kpca.clustering import (
+    Clustering,
+    check_clustering,
+    clustering_from_state,
+    kept_labels,
+    picture_coordinates,
+    solver_state,
+)
 from kpca.metrics import variation_of_information
 from kpca.rows import KernelRows
 from kpca.solvers import SolverState
@@ -114,7 +121,9 @@ class ClusteringJob(FitJob):
             clustering = clustering_from_state(solver_state(state), affinity_rows(rows), self.seed)
         still_ours(self.registry, record)
         digest = self.registry.save_labels(record.name, clustering.labels)
-        return {"variation_of_information": self._against_reference(clustering.labels), "labels_sha256": digest}
+        drawn = self.registry.save_coordinates(record.name, picture_coordinates(clustering.embedding))
+        return {"variation_of_information": self._against_reference(clustering.labels), "labels_sha256": digest,
+                "coordinates_sha256": drawn}
 
     def _against_reference(self, labels: np.ndarray) -> float | None:
         return None if self.reference is None else variation_of_information(self.reference, labels)

@@ -24,8 +24,10 @@ import numpy as np
 from fastapi import APIRouter, Body, Path, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from service import jobs
+from service import jobs, plots
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
+from service.errors import ApiError
+from service.images import PNG_MEDIA_TYPE
 from service.job_checks import checked_clustering_params
 from service.limits import FitOwner, check_rows
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
@@ -104,6 +106,38 @@ def get_clustering(
     following = f"{router.prefix}/{name}?labels_offset={after}&labels_limit={labels_limit}" if after < total else None
     return clustering_labelled(record, labels=labels, labels_offset=labels_offset, labels_total=total,
                                next=following)
+
+
+@router.get("/{name}/clusters.png", openapi_extra=access(READ), response_class=Response,
+            responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the clusters drawn, a PNG"}})
+async def clusters_png(name: ClusteringName, clusterings: ClusteringsDep, datasets: DatasetsDep) -> Response:
+    """The clustering drawn (`service.plots.clusters_png`): each row at its two leading spectral coordinates
+    (after the top eigenvector), coloured by its cluster, and beside it, where the clustering has reference
+    labels, coloured by those. A 409 on ``name`` until it has completed, and for one that completed before
+    the coordinates were kept (it says to fit it again); a damaged coordinates file is a 409 ``corrupt``."""
+    record = await run_in_threadpool(clusterings.get, name)
+    if record.status != "completed" or record.coordinates_sha256 is None:
+        why = (f"clustering {name!r} is {record.status!r}: its picture is drawn once it has completed"
+               if record.status != "completed" else
+               f"clustering {name!r} completed before its rows' coordinates were kept; create it again (or resume "
+               "it with more passes) to draw it")
+        raise ApiError(409, "conflict", why, "name")
+    drawn = record.coordinates_sha256
+
+    def draw() -> bytes:
+        coordinates = clusterings.coordinates(name, drawn)
+        labels, _ = clusterings.labels(name, 0, None, record.labels_sha256)
+        reference = None
+        if record.labels_dataset is not None:
+            rows = datasets.open_array(record.labels_dataset, record.labels_dataset_version)
+            reference = np.asarray(rows[:, 0]).ravel()
+        title = (f"clustering {name!r}: {record.n_clusters} clusters of {record.dataset}"
+                 + (f", VI {record.variation_of_information:.3g} against {record.labels_dataset}"
+                    if record.variation_of_information is not None else ""))
+        return plots.clusters_png(coordinates, np.asarray(labels), reference, title)
+
+    body = await run_in_threadpool(draw)
+    return Response(content=body, media_type=PNG_MEDIA_TYPE, headers={"Cache-Control": "no-cache"})
 
 
 @router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)

@@ -49,6 +49,7 @@ from store.npy import map_npy, write_npy
 
 CLUSTERING_SCHEMA_VERSION = 3
 _LABELS = "labels.npy"
+_COORDINATES = "coordinates.npy"
 
 
 class ClusteringPassRecord(PassRecord):
@@ -81,6 +82,10 @@ class ClusteringRecord(JobRecord):
     labels_sha256: str | None = Field(default=None, description="sha256 of labels.npy as written when the "
                                       "clustering completed, checked when they are read; None before, and in "
                                       "records written before it was kept")
+    coordinates_sha256: str | None = Field(
+        default=None, description="sha256 of coordinates.npy, the rows' two leading spectral coordinates that "
+        "clusters.png draws, as written when the clustering completed; None before, and in records written "
+        "before they were kept")
 
     @property
     def n_components(self) -> int:
@@ -137,10 +142,39 @@ class ClusteringRegistry(JobRegistry[ClusteringRecord]):
         labels = np.ascontiguousarray(labels, dtype=np.int64)
         if labels.ndim != 1:
             raise ValueError(f"labels: expected a 1-D array, got shape {labels.shape}")
-        buffer = io.BytesIO()
-        write_npy(buffer, labels)
+        return self._write_array(name, _LABELS, labels)
+
+    def save_coordinates(self, name: str, coordinates: np.ndarray) -> str:
+        """Write the rows' two spectral coordinates (l, 2) of clustering ``name`` atomically as float32; the
+        sha256 of the file written (for the record's ``coordinates_sha256``). `NotFound` if the clustering was
+        deleted. Cost O(l) plus two fsyncs."""
+        coordinates = np.ascontiguousarray(coordinates, dtype=np.float32)
+        if coordinates.ndim != 2 or coordinates.shape[1] != 2:
+            raise ValueError(f"coordinates: expected shape (rows, 2), got {coordinates.shape}")
+        return self._write_array(name, _COORDINATES, coordinates)
+
+    def coordinates(self, name: str, sha256: str) -> np.ndarray:
+        """The rows' two spectral coordinates (l, 2) of clustering ``name``, checked against the record's
+        ``coordinates_sha256``: a file missing, unreadable, of another shape, not finite or failing that digest
+        is a `store.errors.Damaged` (409 ``corrupt`` naming it). Cost O(l)."""
+        path = self.folders.path(name) / _COORDINATES
         try:
-            write_via_temp(self._labels_path(name), lambda handle: handle.write(buffer.getbuffer()))
+            _check_digest(path, sha256)
+            stored = np.asarray(map_npy(path))
+            if stored.ndim != 2 or stored.shape[1] != 2 or not np.isfinite(stored).all():
+                raise ValueError(f"not the finite (rows, 2) coordinates it should hold (shape {stored.shape})")
+        except (FileNotFoundError, NotADirectoryError):
+            raise self._damaged_file(name, _COORDINATES, "it is missing") from None
+        except (ValueError, OSError, EOFError) as exc:
+            raise self._damaged_file(name, _COORDINATES, str(exc) or type(exc).__name__) from None
+        return stored
+
+    def _write_array(self, name: str, filename: str, array: np.ndarray) -> str:
+        """Write ``array`` as ``filename`` in the clustering's folder atomically; the sha256 of the bytes."""
+        buffer = io.BytesIO()
+        write_npy(buffer, array)
+        try:
+            write_via_temp(self.folders.path(name) / filename, lambda handle: handle.write(buffer.getbuffer()))
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(self.kind, name) from None
         return hashlib.sha256(buffer.getbuffer()).hexdigest()
@@ -178,10 +212,14 @@ class ClusteringRegistry(JobRegistry[ClusteringRecord]):
         return self.folders.path(name) / _LABELS
 
     def _damaged_labels(self, name: str, cause: str) -> Damaged:
-        error = Damaged(f"clustering {name!r}: its labels, {self.kind_folder}/{name}/{_LABELS}, cannot be read "
+        return self._damaged_file(name, _LABELS, cause)
+
+    def _damaged_file(self, name: str, filename: str, cause: str) -> Damaged:
+        what = "labels" if filename == _LABELS else "spectral coordinates"
+        error = Damaged(f"clustering {name!r}: its {what}, {self.kind_folder}/{name}/{filename}, cannot be read "
                         f"({cause}); delete the clustering (DELETE /v1/clusterings/{name}) and create it again",
                         field="name", cause=cause)
-        quarantine.note(self._labels_path(name), error)
+        quarantine.note(self.folders.path(name) / filename, error)
         return error
 
 

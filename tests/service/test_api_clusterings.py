@@ -226,3 +226,33 @@ def test_fewer_directions_than_clusters_fail_naming_n_clusters(api):
     record = wait(api, "rank-two")
     assert record["status"] == "failed" and record["error"]["code"] == "degenerate", record
     assert "n_clusters <= 2" in record["error"]["message"], record["error"]
+
+
+def test_the_clusters_are_drawn_and_their_coordinates_kept(api, found, blobs, data_dir):
+    """``GET /v1/clusterings/{name}/clusters.png`` (issue 58): the rows at their two leading spectral coordinates,
+    coloured by cluster and, beside them, by the reference labels; the coordinates kept when the clustering
+    completed (checked against their digest) separate the three blobs. Refused (409 on name, saying why) while a
+    clustering runs."""
+    import io
+
+    from PIL import Image
+
+    from store.jobs.clusterings import ClusteringRegistry
+
+    assert found["pictures"] == {"clusters": f"{ROUTE}/found/clusters.png"}
+    r = api.get(f"{ROUTE}/found/clusters.png")
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png", r.text[:300]
+    picture = np.asarray(Image.open(io.BytesIO(r.content)).convert("RGB"))
+    assert picture.shape[1] > picture.shape[0] and len(np.unique(picture.reshape(-1, 3), axis=0)) > 20
+    registry = ClusteringRegistry(data_dir)
+    xy = registry.coordinates("found", registry.get("found").coordinates_sha256)
+    _, truth, _ = blobs
+    centres = np.array([xy[truth == k].mean(axis=0) for k in range(3)])
+    spread = max(np.abs(xy[truth == k] - centres[k]).max() for k in range(3))
+    gaps = [np.linalg.norm(centres[a] - centres[b]) for a in range(3) for b in range(a + 1, 3)]
+    assert xy.shape == (N, 2) and min(gaps) > 2 * spread, (gaps, spread)
+    start(api, name="drawn-early", params={"passes": 3000, "seed": 1, "init": "random", "tol": 0})
+    early = api.get(f"{ROUTE}/drawn-early/clusters.png")
+    if early.status_code == 409:  # still running (it usually is): said, on name
+        assert early.json()["error"]["field"] == "name" and "once it has completed" in early.json()["error"]["message"]
+    api.post(f"{ROUTE}/drawn-early/cancel")

@@ -51,7 +51,10 @@ def test_a_clustering_from_the_form_its_page_labels_and_delete(api, server, brow
         page.fill("#clustering-passes", str(done + 2))
         assert page.is_enabled("#clustering-resume")
         page.fill("#clustering-passes", "")
-        board.shot("20-clustering", docs="clustering")
+        # the clusters drawn (issue 58): the picture loaded, through the API like every call (a key, if any)
+        board.until("(() => { const i = document.getElementById('clustering-picture'); "
+                    "return i && i.complete && i.naturalWidth > 400; })()")
+        board.shot("20-clustering", docs="clustering", element="#clustering-details")
 
         # export: the labels as CSV, one a line in row order
         with page.expect_download() as download:

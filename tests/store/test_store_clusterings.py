@@ -7,8 +7,17 @@ import numpy as np
 import pytest
 from store_helpers import temp_leftovers
 
-from store import (CheckpointStore, ClusteringRecord, ClusteringRegistry, Conflict, DatasetInfo, Invalid,
-                   ModelRegistry, NotFound)
+from store import (
+    CheckpointStore,
+    ClusteringRecord,
+    ClusteringRegistry,
+    Conflict,
+    DatasetInfo,
+    Invalid,
+    ModelRegistry,
+    NotFound,
+)
+from store.errors import Damaged
 from store.jobs.clusterings import ClusteringPassRecord
 from store.jobs.records import Convergence, ModelRecord, Progress
 
@@ -70,6 +79,27 @@ def test_labels_are_written_atomically_and_paged(root, rng):
     registry.create(new())
     with pytest.raises(NotFound):
         registry.labels("c")
+
+
+def test_coordinates_are_kept_checked_and_damage_is_said(root, rng):
+    """The rows' two spectral coordinates a clustering's picture draws (issue 58): written atomically, read back
+    against their digest; altered, truncated or missing, a `Damaged` naming the file and what to do."""
+    registry = ClusteringRegistry(root)
+    registry.create(new())
+    xy = rng.normal(size=(90, 2))
+    digest = registry.save_coordinates("c", xy)
+    np.testing.assert_array_equal(registry.coordinates("c", digest), xy.astype(np.float32))
+    with pytest.raises(ValueError, match="rows, 2"):
+        registry.save_coordinates("c", xy[:, :1])
+    path = root / "clusterings" / "c" / "coordinates.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x40  # one bit of the last value
+    path.write_bytes(bytes(data))
+    with pytest.raises(Damaged, match="coordinates.npy.*does not match its digest.*DELETE /v1/clusterings/c"):
+        registry.coordinates("c", digest)
+    path.unlink()
+    with pytest.raises(Damaged, match="it is missing"):
+        registry.coordinates("c", digest)
 
 
 @pytest.mark.parametrize("labels", [LABELS.model_copy(update={"n_rows": 89}),

@@ -5,8 +5,8 @@
 import { call, getJson, sendJson } from "./api.js";
 import { onLists, refresh } from "./lists.js";
 import { solvers, startJob } from "./models.js";
-import { $, ACTIVE, deleteButton, describe, el, emptyRow, fail, fillSelect, number, save, seconds, showMessage,
-         passesText, statusBadge, table } from "./ui.js";
+import { $, ACTIVE, deleteButton, describe, el, emptyRow, fail, fillSelect, loadPicture, number, save, seconds,
+         showMessage, passesText, statusBadge, table } from "./ui.js";
 
 const path = (name) => "/v1/clusterings/" + encodeURIComponent(name);
 const AFFINITIES = ["gaussian", "laplacian"];
@@ -144,7 +144,11 @@ export async function openClustering(name, quiet) {
       r.labels ? el("p", { className: "small", textContent: "cluster sizes: " +
         sizes(r.labels).map(([label, count]) => label + ": " + count).join(", ") +
         (r.next ? " (of the first " + r.labels.length + " labels)" : "") }) : null,
+      r.pictures && r.pictures.clusters ? el("img", { id: "clustering-picture", className: "zoomable",
+        alt: "the rows at their spectral coordinates, coloured by cluster" + (r.labels_dataset ? " and by the reference labels" : "") })
+        : null,
     ].filter(Boolean));
+    if (r.pictures && r.pictures.clusters) loadPicture("clustering-picture", r.pictures.clusters); // with the key, if any
   } catch (error) {
     $("clustering-notice").textContent = describe(error);
   }
