@@ -114,7 +114,7 @@ def _clustering_fields(record: ClusteringRecord) -> dict[str, Any]:
     return dict(_job_fields(record, ClusteringPassRecord), n_clusters=record.n_clusters, n_rows=record.n_rows,
                 labels_dataset=record.labels_dataset, labels_dataset_version=record.labels_dataset_version,
                 variation_of_information=record.variation_of_information, labels_sha256=record.labels_sha256,
-                pictures={} if record.coordinates_sha256 is None else
+                coordinates_sha256=record.coordinates_sha256, pictures={} if record.coordinates_sha256 is None else
                 {"clusters": f"/v1/clusterings/{record.name}/clusters.png"})
 
 

@@ -83,6 +83,10 @@ class ClusteringPublic(JobPublic):
     labels_sha256: str | None = Field(default=None, description="sha256 of labels.npy as written when the "
                                       "clustering completed, checked when they are read; None before, and in "
                                       "records written before it was kept")
+    coordinates_sha256: str | None = Field(
+        default=None, description="sha256 of coordinates.npy, the rows' two leading spectral coordinates that "
+        "clusters.png draws, as written when the clustering completed; None before, and in records written "
+        "before they were kept")
     pictures: dict[str, str] = Field(
         default_factory=dict, description="URLs of its pictures: clusters (the rows at their two leading spectral "
         "coordinates, coloured by cluster and by the reference labels) once it has completed")

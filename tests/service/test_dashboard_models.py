@@ -150,6 +150,12 @@ def test_cancel_and_resume_messages_follow_the_state(api, server, browser, artef
         page.click("#resume-button")
         board.until("document.getElementById('watch-status').textContent === 'running'")
         board.until_text("model-notice", "running")
+        # a long resume in progress (issue 58): the counter goes on from the pass it stopped at, of the same
+        # total, and says it is alive (the passes keep coming, the time left shown)
+        stopped = record["progress"]["pass"]
+        board.until(f"(() => {{ const m = /^(\\d+)\\/(\\d+)/.exec(document.getElementById('watch-pass').textContent);"
+                    f" return m && Number(m[1]) > {stopped} + 1 && m[2] === '5000'; }})()")
+        board.shot("11-model-resumed", docs="model-resumed", element="#model-details")
         page.click("#cancel-button")
         board.until_text("model-notice", "cancelled after pass")
         assert api.get("/v1/models/long").json()["status"] == "cancelled"

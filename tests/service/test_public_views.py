@@ -65,10 +65,15 @@ def test_a_model_view_shows_every_field_of_its_record_but_the_private_ones():
 def test_a_clustering_view_shows_every_field_of_its_record_but_the_private_ones():
     history = [{**entry, "variation_of_information": 0.5, "labels_change": 0.25} for entry in HISTORY]
     record = ClusteringRecord(**{**JOB, "history": history}, n_clusters=3, n_rows=10, labels_dataset="l",
-                              labels_dataset_version=1, variation_of_information=0.4, labels_sha256="aa")
-    assert clustering_public(record).model_dump(by_alias=True) == expected_view(record)
+                              labels_dataset_version=1, variation_of_information=0.4, labels_sha256="aa",
+                              coordinates_sha256="bb")
+    drawn = {"pictures": {"clusters": "/v1/clusterings/m1/clusters.png"}}  # what the view adds: its pictures
+    assert clustering_public(record).model_dump(by_alias=True) == {**expected_view(record), **drawn}
     page = {"labels": [0, 1], "labels_offset": 4, "labels_total": 10, "next": "/v1/clusterings/m1?x"}
-    assert clustering_labelled(record, **page).model_dump(by_alias=True) == {**expected_view(record), **page}
+    assert clustering_labelled(record, **page).model_dump(by_alias=True) == {**expected_view(record), **drawn,
+                                                                             **page}
+    undrawn = record.model_copy(update={"coordinates_sha256": None})  # completed before coordinates were kept
+    assert clustering_public(undrawn).model_dump(by_alias=True)["pictures"] == {}
 
 
 def test_image_job_dataset_and_checkpoint_views_carry_every_field():
