@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-BLOCK_ROWS = 4096  # rows read at a time by `row_blocks` (a source's own chunking along rows, where it has one)
+from kpca.rows import default_chunk_rows
+
 _LAZY_PACKAGES = ("zarr", "dask")
 
 
@@ -24,12 +25,12 @@ def is_out_of_core(X) -> bool:
 
 
 def block_rows(X) -> int:
-    """Rows per read of X: its chunking along rows where it has one (zarr, dask), else `BLOCK_ROWS`."""
+    """Rows per read of X: `kpca.rows.default_chunk_rows` (its chunking along rows where it has one, else
+    4,096), and for a dask array, whose chunks along rows are a tuple of sizes, the largest of them."""
     chunks = getattr(X, "chunks", None)
-    first = chunks[0] if chunks else None
-    if isinstance(first, tuple):  # dask: the chunk sizes along the axis
-        first = max(first) if first else None
-    return int(first) if isinstance(first, (int, np.integer)) and first > 0 else BLOCK_ROWS
+    if chunks and isinstance(chunks[0], tuple) and chunks[0]:
+        return int(max(chunks[0]))
+    return default_chunk_rows(X)
 
 
 def row_blocks(X, dtype=np.float64) -> Iterator[tuple[int, np.ndarray]]:

@@ -24,7 +24,7 @@ class RecordedMemmap(np.memmap):
         return super().__getitem__(key)
 
 
-BIG = 9000  # rows of the recorded array: more than two blocks of kpca.out_of_core.BLOCK_ROWS
+BIG = 9000  # rows of the recorded array: more than two blocks of 4,096 rows (kpca.out_of_core.block_rows)
 
 
 @pytest.fixture
