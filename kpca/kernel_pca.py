@@ -204,7 +204,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return None
         if self.kernel in ("linear", "cosine"):
             return KernelSpec("linear")
-        gamma = float(self.gamma_)
+        gamma = float(self._gamma(X.shape[1]))
         if gamma <= 0:
             return None
         if self.kernel == "rbf":
@@ -215,6 +215,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if not whole or self.coef0 < 0:
             return None
         return KernelSpec("polynomial", degree=int(self.degree), offset=float(self.coef0), gamma=gamma)
+
+    def _gamma(self, n_features: int):
+        """``gamma_``: ``gamma``, or ``1 / n_features`` where it is None (scikit-learn's default)."""
+        return 1 / n_features if self.gamma is None else self.gamma
 
     def _points(self, X):
         """X as the tiles see it: rows scaled to unit norm for ``cosine`` (as they are read, for an
@@ -369,7 +373,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self.n_features_in_ = checked_source(X)[1]
         else:
             X = validate_data(self, X, accept_sparse="csr", copy=self.copy_X, dtype=[np.float64, np.float32])
-        self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
+        self.gamma_ = self._gamma(X.shape[1])
         self._fit_eigenpairs(X)
         if self.fit_inverse_transform:
             self._fit_inverse_transform(self._training_projections(X.dtype), X)
@@ -409,10 +413,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """Whether the fit reads X a block of rows at a time: an out-of-core X (`kpca.out_of_core`) with a
         kernel the tiles compute and no learned inverse (an l x l solve over X in memory); any other X is
         read into memory, as scikit-learn reads it."""
-        if not is_out_of_core(X) or self.fit_inverse_transform:
-            return False
-        self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
-        return self._tile_spec(X) is not None
+        return is_out_of_core(X) and not self.fit_inverse_transform and self._tile_spec(X) is not None
 
     def _training_projections(self, dtype) -> np.ndarray:
         """The training rows' components ``V sqrt(lambda)`` in the data's precision. O(l r)."""
@@ -430,14 +431,16 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self)
         if is_out_of_core(X):
             checked_source(X, self.n_features_in_)
-            blocks = row_blocks(X, np.float32 if X.dtype == np.float32 else np.float64)
+            precision = np.float32 if X.dtype == np.float32 else np.float64
+            blocks = row_blocks(X, precision)
         else:
             X = validate_data(self, X, accept_sparse="csr", reset=False, dtype=[np.float64, np.float32])
+            precision = X.dtype
             blocks = ((a, X[a : a + BLOCK_ROWS]) for a in range(0, X.shape[0], BLOCK_ROWS))
         nonzero = self.eigenvalues_ > 0
         alphas = np.zeros_like(self.eigenvectors_)
         alphas[:, nonzero] = self.eigenvectors_[:, nonzero] / np.sqrt(self.eigenvalues_[nonzero])
-        out = np.empty((X.shape[0], alphas.shape[1]), dtype=np.float32 if X.dtype == np.float32 else np.float64)
+        out = np.empty((X.shape[0], alphas.shape[1]), dtype=precision)
         for a, block in blocks:
             out[a : a + block.shape[0]] = self._centred_rows(block) @ alphas
         return out
