@@ -96,7 +96,9 @@ class FolderObjects(ObjectStore):
 
     def delete(self, key: str, version: str | None = None) -> None:
         path = self._path(key)
-        if not path.parent.is_dir():
+        if not path.parent.is_dir():  # no object, nor a folder to lock in: deleted since read, where a version says
+            if version is not None:
+                raise VersionMismatch(f"{key}: deleted since it was read", key)
             return
         with self._lock(path):
             current = self._read(path)

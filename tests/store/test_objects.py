@@ -99,6 +99,9 @@ def test_compare_and_swap_loses_no_update(objects):
     objects.delete("counter", objects.version("counter"))
     with pytest.raises(VersionMismatch):
         objects.replace("counter", b"gone", old)
+    for gone in ("counter", "never/was/here"):  # a versioned delete of no object: the same answer from both stores
+        with pytest.raises(VersionMismatch):
+            objects.delete(gone, old)
 
 
 def test_leases(objects):
