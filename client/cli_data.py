@@ -73,15 +73,19 @@ COLUMNS = {
                  ("VERSION", lambda i: i.get("version"))),
     "jobs": (("NAME", lambda i: i["name"]), ("STATUS", lambda i: i.get("status")),
              ("DATASET", lambda i: i.get("dataset")), ("SOLVER", lambda i: i.get("solver", "")),
-             ("PASSES", lambda i: _passes(i.get("progress") or {}))),
+             ("PASSES", lambda i: _passes(i.get("progress") or {}, i.get("status")))),
 }
 
 
-def _passes(progress: dict) -> str:
-    """A fit's passes as ``done/asked`` (``done`` alone where none were asked), "" before the first."""
+def _passes(progress: dict, status: str | None = None) -> str:
+    """A fit's passes as ``done/asked`` (``done`` alone where none were asked), "" before the first; a fit
+    completed before its asked passes says why, as the dashboard does: ``0, exact start`` (served from its
+    start, no pass needed) or ``N, converged``."""
     done, asked = progress.get("pass"), progress.get("passes")
     if done is None:
         return ""
+    if status == "completed" and asked and done < asked:
+        return "0, exact start" if done == 0 else f"{done}, converged"
     return f"{done}/{asked}" if asked else str(done)
 
 

@@ -335,3 +335,15 @@ def test_export_and_import_failures_have_their_exit_status(kpca, api, rng, tmp_p
     assert offline.exit_code == 3 and "cannot reach" in offline.stderr
     offline = CliRunner().invoke(cli, ["--url", "http://127.0.0.1:9", "export", "small-m", "-o", str(archive)])
     assert offline.exit_code == 3
+
+
+@pytest.mark.parametrize("progress, status, shown", [
+    ({"pass": 3, "passes": 20}, "running", "3/20"), ({"pass": 20, "passes": 20}, "completed", "20/20"),
+    ({"pass": 0, "passes": 20}, "completed", "0, exact start"), ({"pass": 7, "passes": 20}, "completed", "7, converged"),
+    ({"pass": 4, "passes": 20}, "cancelled", "4/20"), ({}, "queued", ""),
+])
+def test_ls_says_why_a_completed_fit_ran_fewer_passes(progress, status, shown):
+    """`kpca ls` reads as the dashboard (issue 58, item 4): a completed fit is not "0/20"."""
+    from client.cli_data import _passes
+
+    assert _passes(progress, status) == shown
