@@ -187,6 +187,20 @@ class ClusteringRegistry(JobRegistry[ClusteringRecord]):
         missing, unreadable or fails that digest is a `store.errors.Damaged` (a 409 ``corrupt`` naming
         it). The file is memory-mapped: cost O(limit), whatever the rows, plus one hash of the file
         (O(l)) the first time this process reads it after it changed (`store.kept`)."""
+        stored = self._stored_labels(name, sha256)
+        total = int(stored.shape[0])
+        if offset > total:
+            raise Invalid("labels_offset", f"labels_offset must be at most the {total} labels, got {offset}")
+        stop = total if limit is None else min(total, offset + limit)
+        return np.asarray(stored[offset:stop]).tolist(), total
+
+    def labels_array(self, name: str, sha256: str | None = None) -> np.ndarray:
+        """Every label of clustering ``name`` as one int64 array (for a picture of them), checked as `labels`
+        checks them, with its errors. O(l)."""
+        return np.array(self._stored_labels(name, sha256), dtype=np.int64)
+
+    def _stored_labels(self, name: str, sha256: str | None) -> np.ndarray:
+        """The labels file memory-mapped, its digest checked against ``sha256`` where given (`labels`)."""
         path = self._labels_path(name)
         try:
             if sha256 is not None:
@@ -202,11 +216,7 @@ class ClusteringRegistry(JobRegistry[ClusteringRecord]):
                 from None
         except (ValueError, OSError, EOFError) as exc:
             raise self._damaged_labels(name, str(exc) or type(exc).__name__) from None
-        total = int(stored.shape[0])
-        if offset > total:
-            raise Invalid("labels_offset", f"labels_offset must be at most the {total} labels, got {offset}")
-        stop = total if limit is None else min(total, offset + limit)
-        return np.asarray(stored[offset:stop]).tolist(), total
+        return stored
 
     def _labels_path(self, name: str) -> Path:
         return self.folders.path(name) / _LABELS
