@@ -129,8 +129,8 @@ class Param:
             for bound, value, is_open in (("minimum", self.low, self.low_open), ("maximum", self.high, self.high_open)):
                 if value is not None:
                     schema["exclusiveM" + bound[1:] if is_open else bound] = value
-            if self.auto:
-                schema = {"anyOf": [schema, {"const": "auto"}]}
+            if self.auto:  # an enum of one word, not a const: client generators parse a const in a union badly
+                schema = {"anyOf": [schema, {"type": "string", "enum": ["auto"]}]}
             if self.words:
                 schema = {"anyOf": [schema, {"enum": list(self.words)}]}
         if self.default is None:

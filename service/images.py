@@ -15,14 +15,37 @@ import zlib
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+from starlette.requests import Request
+from starlette.responses import Response
 
 from kpca.images.patches import PatchPlan, channels_of, patch_plan
+from service.binary_answers import BYTES_MEDIA_TYPE, answer_media_type, binary_content
 from service.errors import ApiError
+from service.security import access
 
 PNG_MEDIA_TYPE = "image/png"
+#: the media types a PNG body may be sent as (`service.binary_answers`); the bytes are a PNG's either way
+#: (`png_header` checks the signature)
+PNG_BODY_MEDIA_TYPES = (PNG_MEDIA_TYPE, BYTES_MEDIA_TYPE)
 #: ``openapi_extra`` of a route that reads a PNG body itself (`read_body`): the body the document declares
-PNG_REQUEST_BODY = {"requestBody": {"required": True, "description": "a PNG image (grey or colour)", "content": {
-    PNG_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
+PNG_REQUEST_BODY = {"requestBody": {"required": True, "description": "a PNG image (grey or colour)",
+                                    "content": binary_content(PNG_MEDIA_TYPE)}}
+
+
+def png_body(scope: str) -> dict:
+    """``openapi_extra`` of a route whose body is a PNG (`PNG_REQUEST_BODY`) and whose access is ``scope``
+    (`service.security.access`): the PNG's media types are the ones accepted."""
+    return {**access(scope, *PNG_BODY_MEDIA_TYPES), **PNG_REQUEST_BODY}
+
+
+#: a PNG answer as the document declares it (`png_answer` picks the type sent)
+PNG_RESPONSE_CONTENT = binary_content(PNG_MEDIA_TYPE)
+
+
+def png_answer(request: Request, body: bytes, headers: dict | None = None) -> Response:
+    """A PNG's bytes as the answer: ``image/png``, or octet-stream to a client that asks for only that
+    (`service.binary_answers.answer_media_type`). O(1)."""
+    return Response(content=body, media_type=answer_media_type(request, PNG_MEDIA_TYPE), headers=headers)
 MAX_PIXELS = 2048 * 2048  # default of Settings.max_image_pixels
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # colour type -> (channels, allowed bit depths), PNG specification §11.2.2

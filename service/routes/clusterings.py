@@ -21,18 +21,19 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, Body, Path, Query, Response, status
+from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service import jobs, plots
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, SettingsDep
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE
+from service.images import PNG_RESPONSE_CONTENT, png_answer
 from service.job_checks import checked_clustering_params
 from service.limits import FitOwner, check_rows
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.payloads import JSON_MEDIA_TYPE, ThreadParsedRoute
 from service.public import clustering_labelled, clustering_public, listed
+from service.responses import NPY_CONTENT, Format, npy_answer, wants_npy
 from service.routes.models import ERRORS
 from service.routes.served import checked_rows, rows_body, serve, served_job
 from service.schemas.clusterings import (
@@ -109,8 +110,9 @@ def get_clustering(
 
 
 @router.get("/{name}/clusters.png", openapi_extra=access(READ), response_class=Response,
-            responses={**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the clusters drawn, a PNG"}})
-async def clusters_png(name: ClusteringName, clusterings: ClusteringsDep, datasets: DatasetsDep) -> Response:
+            responses={**ERRORS, 200: {"content": PNG_RESPONSE_CONTENT, "description": "the clusters drawn, a PNG"}})
+async def clusters_png(name: ClusteringName, request: Request, clusterings: ClusteringsDep,
+                       datasets: DatasetsDep) -> Response:
     """The clustering drawn (`service.plots.clusters_png`): each row at its two leading spectral coordinates
     (after the top eigenvector), coloured by its cluster, and beside it, where the clustering has reference
     labels, coloured by those. A 409 on ``name`` until it has completed, and for one that completed before
@@ -126,7 +128,7 @@ async def clusters_png(name: ClusteringName, clusterings: ClusteringsDep, datase
 
     def draw() -> bytes:
         coordinates = clusterings.coordinates(name, drawn)
-        labels, _ = clusterings.labels(name, 0, None, record.labels_sha256)
+        labels = clusterings.labels_array(name, record.labels_sha256)
         reference = None
         if record.labels_dataset is not None:
             rows = datasets.open_array(record.labels_dataset, record.labels_dataset_version)
@@ -134,10 +136,10 @@ async def clusters_png(name: ClusteringName, clusterings: ClusteringsDep, datase
         title = (f"clustering {name!r}: {record.n_clusters} clusters of {record.dataset}"
                  + (f", VI {record.variation_of_information:.3g} against {record.labels_dataset}"
                     if record.variation_of_information is not None else ""))
-        return plots.clusters_png(coordinates, np.asarray(labels), reference, title)
+        return plots.clusters_png(coordinates, labels, reference, title)
 
     body = await run_in_threadpool(draw)
-    return Response(content=body, media_type=PNG_MEDIA_TYPE, headers={"Cache-Control": "no-cache"})
+    return png_answer(request, body, {"Cache-Control": "no-cache"})
 
 
 @router.delete("/{name}", openapi_extra=access(WRITE), status_code=status.HTTP_204_NO_CONTENT, responses=ERRORS)
@@ -163,15 +165,20 @@ def resume_clustering(name: ClusteringName, clusterings: ClusteringsDep, backend
     return clustering_public(jobs.resume(backend, clusterings, name, response, body.passes))
 
 
-@router.post("/{name}/predict", openapi_extra=rows_body(), responses=ERRORS)
-async def predict(name: ClusteringName, body: ProjectRequest, clusterings: ClusteringsDep, datasets: DatasetsDep,
-                  backend: BackendDep, settings: SettingsDep) -> PredictResponse:
+@router.post("/{name}/predict", openapi_extra=rows_body(), responses={**ERRORS, 200: NPY_CONTENT},
+             response_model=PredictResponse)
+async def predict(name: ClusteringName, body: ProjectRequest, request: Request, clusterings: ClusteringsDep,
+                  datasets: DatasetsDep, backend: BackendDep, settings: SettingsDep,
+                  format: Format = None) -> PredictResponse | Response:
     """The cluster of each of ``rows`` (the data set's columns): the Nystrom extension of the eigenvectors,
     normalised, then the nearest k-means centre. A 409 naming the clustering's state until it completes;
     at most ``max_rows_per_request`` rows (413 on ``rows``). A large body is decoded, validated and
-    made an array off the event loop."""
+    made an array off the event loop. ``Accept: application/octet-stream`` (or ``format=npy``): the labels
+    as ``.npy`` bytes (int64), as the other serving routes answer."""
     check_rows(len(body.rows), settings.max_rows_per_request)
     record, n_features = await served_job(name, clusterings, datasets)
     rows = await run_in_threadpool(checked_rows, body.rows, n_features)
-    labels = await serve(clusterings, name, record, backend, PredictClusters(name, rows))
-    return PredictResponse(labels=np.asarray(labels, dtype=np.int64).tolist())
+    labels = np.asarray(await serve(clusterings, name, record, backend, PredictClusters(name, rows)), dtype=np.int64)
+    if wants_npy(request, format):
+        return npy_answer(labels)
+    return PredictResponse(labels=labels.tolist())

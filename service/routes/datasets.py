@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, cast
 
-from fastapi import APIRouter, Path, Query, Request, Response, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service import jobs
+from service.content_digest import DESCRIPTION as DIGEST_DESCRIPTION
+from service.content_digest import check_content_digest
 from service.deps import BackendDep, ClusteringsDep, DatasetsDep, ModelsDep, SettingsDep
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, decode_png, png_plan
+from service.images import decode_png, png_body, png_plan
 from service.limits import DataUsageDep, check_image_dataset, check_patches, check_rows, data_usage
 from service.pagination import DEFAULT_LIMIT, LIST_RESPONSES, PageCursor, PageLimit, page
 from service.payloads import (
@@ -145,7 +147,9 @@ def delete_dataset(
         }
     },
 )
-async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, datasets: DatasetsDep) -> DatasetPublic:
+async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, datasets: DatasetsDep,
+                    content_digest: Annotated[str | None, Header(description=DIGEST_DESCRIPTION)] = None,
+                    ) -> DatasetPublic:
     """Store chunk ``index``: ``.npy`` bytes, ``{"rows": [[...]]}`` or CSV text (``text/csv``).
 
     Versions: on a set whose latest version holds chunks 0..k-1, an index
@@ -166,22 +170,27 @@ async def put_chunk(name: DatasetName, index: ChunkIndex, request: Request, data
     first line is a header if none of its fields is a number. A field that is
     not a number is a 400 on ``body`` naming its line; lines of different
     lengths a 422 on ``rows`` naming the line.
+
+    ``Content-Digest`` (optional, RFC 9530 ``sha-256`` or ``sha-512``): the body is checked against it before
+    it is parsed; a mismatch is a 400 on ``content-digest`` and nothing is stored.
     """
     n_features = await run_in_threadpool(datasets.n_features, name)  # 404 before reading the body
     kind = media_type(request)  # one of the declared three: SecurityMiddleware refused any other
     usage = data_usage(request)
     body = await read_body(request, usage)  # 413 storage_full as soon as it is past the room left
     max_rows = request.app.state.settings.max_rows_per_request  # 413 while parsing, before the rows are built
+    # one hand-over to the pool for the digest, the parsing and the store (docs/development.md)
     record = await run_in_threadpool(_parse_and_store, datasets, name, index, kind, body, n_features,
-                                     max_rows, usage)  # one hand-over to the pool for both (docs/development.md)
+                                     max_rows, usage, content_digest)
     return dataset_public(record)
 
 
 def _parse_and_store(datasets, name: str, index: int, kind: str, body: bytes | bytearray, n_features: int,
-                     max_rows: int, usage):
-    """A chunk's body parsed as its media type says, its rows' bytes taken from the data folder's room
-    (``usage``, `service.limits.DataUsage.take`) and stored (`DatasetStore.put_chunk`): the data set's
-    record. Blocking: call it from the thread pool."""
+                     max_rows: int, usage, digest: str | None = None):
+    """A chunk's body checked against its ``Content-Digest`` (``digest``, if sent), parsed as its media type says,
+    its rows' bytes taken from the data folder's room (``usage``, `service.limits.DataUsage.take`) and stored
+    (`DatasetStore.put_chunk`): the data set's record. Blocking: call it from the thread pool."""
+    check_content_digest(digest, body)
     if kind == NPY_MEDIA_TYPE:
         rows = rows_from_npy(body, max_rows)
     elif kind == CSV_MEDIA_TYPE:
@@ -210,7 +219,7 @@ def commit_dataset(name: DatasetName, datasets: DatasetsDep) -> DatasetPublic:
     "/{name}/from-image",
     status_code=status.HTTP_201_CREATED,
     responses={**_ERRORS, 415: {"model": ErrorBody}},
-    openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
+    openapi_extra=png_body(WRITE),
 )
 async def dataset_from_image(
     name: DatasetName,

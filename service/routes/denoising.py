@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from service import jobs, plots
 from service.deps import BackendDep, DatasetsDep, ImageJobsDep, ModelsDep, SettingsDep
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE, PNG_REQUEST_BODY, chosen_headers, decode_png, encode_png
+from service.images import chosen_headers, decode_png, encode_png, png_answer, png_body
 from service.limits import FitOwner, check_patches, data_usage
 from service.payloads import JSON_MEDIA_TYPE, read_body
 from service.public import image_job_public
@@ -46,7 +46,7 @@ router = APIRouter(tags=["denoising"])
 DEFAULT_TILE = 32
 
 
-@router.post("/v1/denoise-image", openapi_extra={**access(WRITE, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
+@router.post("/v1/denoise-image", openapi_extra=png_body(WRITE),
              responses=PNG_RESPONSES, response_class=Response)
 async def denoise_image_fit(
     request: Request, datasets: DatasetsDep, models: ModelsDep, backend: BackendDep, settings: SettingsDep,
@@ -131,8 +131,8 @@ async def denoise_image_fit(
     if compare:
         title = f"denoise-image: {patch}x{patch} patches, stride {stride}, tuned {tune}"
         body, _ = await run_in_threadpool(plots.compare_png, image, cleaned, ("noisy input", "denoised"), title)
-        return Response(content=body, media_type=PNG_MEDIA_TYPE, headers=headers)
-    return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE, headers=headers)
+        return png_answer(request, body, headers)
+    return png_answer(request, encode_png(cleaned), headers)
 
 
 @router.get("/v1/image-jobs/{job}", openapi_extra=access(READ), responses=ERRORS)
@@ -144,7 +144,7 @@ def get_image_job(job: str, image_jobs: ImageJobsDep) -> ImageJobPublic:
 
 @router.get("/v1/image-jobs/{job}/result", openapi_extra=access(READ), responses=PNG_RESPONSES,
             response_class=Response)
-def get_image_job_result(job: str, image_jobs: ImageJobsDep) -> Response:
+def get_image_job_result(job: str, request: Request, image_jobs: ImageJobsDep) -> Response:
     """The PNG a background image job (``background=true``) answered, with the headers its request would
     have had (``X-KPCA-Chosen``, ``Server-Timing``); 409 while it runs (``Retry-After``) or if it failed or
     was cancelled, 404 for a job that answered its own request."""
@@ -161,7 +161,7 @@ def get_image_job_result(job: str, image_jobs: ImageJobsDep) -> Response:
         raise ApiError(404, "not_found", f"image job {job!r} answered its own request; only a background job "
                        "(background=true) keeps its answer", "job")
     image, info = image_jobs.result(job)
-    return Response(content=encode_png(image), media_type=PNG_MEDIA_TYPE, headers=chosen_headers(info))
+    return png_answer(request, encode_png(image), chosen_headers(info))
 
 
 @router.post("/v1/image-jobs/{job}/cancel", openapi_extra=access(WRITE, JSON_MEDIA_TYPE), status_code=202,

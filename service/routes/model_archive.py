@@ -21,6 +21,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from service.binary_answers import BYTES_MEDIA_TYPE, answer_media_type, binary_content
 from service.deps import BackendDep, ModelsDep
 from service.errors import ApiError
 from service.limits import DataUsageDep, principal
@@ -41,14 +42,17 @@ router = APIRouter(prefix=models_router.prefix, tags=["models"])
 #: for their checks (`store.jobs.archive.import_archive`), then its rows as a data set (at most as large)
 IMPORT_COPIES = 2
 
-_TAR = {"content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+#: an import's body and an export's answer: ``application/x-tar``, or the same bytes as octet-stream
+#: (`service.binary_answers`); an import's is checked member by member either way
+_IMPORT_MEDIA_TYPES = (MEDIA_TYPE, BYTES_MEDIA_TYPE)
+_TAR = {"content": binary_content(MEDIA_TYPE)}
 _IMPORT_BODY = {"requestBody": {"required": True, "description": "a model archive made by GET "
                                 "/v1/models/{name}/export (an uncompressed tar)", **_TAR}}
 
 
 @router.get("/{name}/export", openapi_extra=access(READ), response_class=StreamingResponse,
             responses={**ERRORS, 200: {**_TAR, "description": "the model archive"}})
-async def export_model(name: ModelName, models: ModelsDep) -> StreamingResponse:
+async def export_model(name: ModelName, request: Request, models: ModelsDep) -> StreamingResponse:
     """The completed model ``name`` as one archive (``application/x-tar``, with its ``Content-Length``):
     ``model.json`` (its record, history included), ``checkpoint.npz`` (the checkpoint it serves from, a
     sharded one joined), ``rows.npy`` (its training rows: the data set version it was fitted on) and
@@ -61,7 +65,8 @@ async def export_model(name: ModelName, models: ModelsDep) -> StreamingResponse:
     archive = await run_in_threadpool(ModelExport, models.root, name)
     headers = {"Content-Length": str(archive.size),
                "Content-Disposition": f'attachment; filename="{name}.kpca.tar"'}
-    return StreamingResponse(iterate_in_threadpool(iter(archive)), media_type=MEDIA_TYPE, headers=headers)
+    return StreamingResponse(iterate_in_threadpool(iter(archive)), media_type=answer_media_type(request, MEDIA_TYPE),
+                             headers=headers)
 
 
 async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
@@ -92,10 +97,10 @@ async def _body_to_file(request: Request, folder: FilePath, usage) -> FilePath:
 
 
 @router.post("/import", status_code=status.HTTP_201_CREATED,
-             openapi_extra={**access(WRITE, MEDIA_TYPE), **_IMPORT_BODY},
+             openapi_extra={**access(WRITE, *_IMPORT_MEDIA_TYPES), **_IMPORT_BODY},
              responses={**ERRORS, 413: {"model": ErrorBody, "description": "the archive is over max_import_bytes, "
                                         "or the data folder is full"},
-                        415: {"model": ErrorBody, "description": "the body is not application/x-tar"}})
+                        415: {"model": ErrorBody, "description": "the body is not a tar"}})
 async def import_model(
     request: Request, response: Response, models: ModelsDep, backend: BackendDep, usage: DataUsageDep,
     name: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH,

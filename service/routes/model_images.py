@@ -16,13 +16,13 @@ from service import plots
 from service.deps import ServingDep
 from service.errors import ApiError
 from service.images import (
-    PNG_MEDIA_TYPE,
-    PNG_REQUEST_BODY,
     check_pixels,
     chosen_headers,
     decode_png,
     encode_png,
     image_patch_plan,
+    png_answer,
+    png_body,
 )
 from service.job_checks import checked_preimage, fit_kernel, own_decoder
 from service.limits import check_patches, fit_owner
@@ -39,14 +39,14 @@ from service.routes.served import (
     watched,
 )
 from service.schemas.serving import SECOND_STAGE_HELP, PreimageMethod, SecondStage, Tune
-from service.security import READ, access
+from service.security import READ
 from service.serving_work import check_serving_work, check_tuned_work, image_tuning_rows
 from workers.operations import DenoiseImageTuned
 
 router = APIRouter(prefix="/v1/models", tags=["serving"], route_class=ThreadParsedRoute)
 
 
-@router.post("/{name}/denoise-image", openapi_extra={**access(READ, PNG_MEDIA_TYPE), **PNG_REQUEST_BODY},
+@router.post("/{name}/denoise-image", openapi_extra=png_body(READ),
              responses=PNG_RESPONSES, response_class=Response)
 async def denoise_image(
     name: ModelName,
@@ -144,5 +144,5 @@ async def denoise_image(
                   "denoised" if upscale == 1 else "hyper-resolved")
         title = f"model {name!r}: denoise-image, {patch}x{patch} patches, stride {stride}, method {method}"
         body, _ = await run_in_threadpool(plots.compare_png, image, cleaned, labels, title)
-        return Response(content=body, media_type=PNG_MEDIA_TYPE, headers=headers)
-    return Response(content=encode_png(cleaned), media_type=PNG_MEDIA_TYPE, headers=headers)
+        return png_answer(request, body, headers)
+    return png_answer(request, encode_png(cleaned), headers)

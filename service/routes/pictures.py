@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from service import plots
 from service.deps import BackendDep, DatasetsDep, ModelsDep
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE
+from service.images import PNG_RESPONSE_CONTENT, png_answer
 from service.routes.models import ERRORS, ModelName
 from service.routes.served import serve, served_job
 from service.security import READ, access
@@ -32,7 +32,7 @@ SHAPE_PATTERN = r"^[0-9]{1,5}x[0-9]{1,5}$"
 
 
 def _png_response(description: str) -> dict:
-    return {**ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": description}}
+    return {**ERRORS, 200: {"content": PNG_RESPONSE_CONTENT, "description": description}}
 
 
 def _no_pass_message(record, name: str) -> str:
@@ -60,6 +60,7 @@ def _title(record) -> str:
             responses=_png_response("convergence figures and eigenvalue estimates per pass, as a PNG"))
 async def convergence_png(
     name: ModelName,
+    request: Request,
     models: ModelsDep,
     width: Annotated[int, Query(ge=400, le=4000, description="width of the picture in pixels, 400 to 4000")] = 900,
     height: Annotated[int, Query(ge=300, le=3000, description="height of the picture in pixels, 300 to 3000")] = 700,
@@ -75,13 +76,14 @@ async def convergence_png(
         raise ApiError(409, "conflict", _no_pass_message(record, name), "name")
     history = [h.model_dump(by_alias=True) for h in record.history]
     body = await run_in_threadpool(plots.convergence_png, history, _title(record), width, height)
-    return Response(content=body, media_type=PNG_MEDIA_TYPE, headers={"Cache-Control": "no-cache"})
+    return png_answer(request, body, {"Cache-Control": "no-cache"})
 
 
 @router.get("/{name}/components.png", openapi_extra=access(READ), response_class=Response,
             responses=_png_response("the leading components drawn in input space, one tile each, as a PNG"))
 async def components_png(
     name: ModelName,
+    request: Request,
     models: ModelsDep,
     datasets: DatasetsDep,
     backend: BackendDep,
@@ -129,5 +131,5 @@ async def components_png(
     title = (f"model {name!r}: the first {count} components as {image[0]}x{image[1]} {kind} images, "
              "sum_i A_ki (x_i - mean); each on its own scale (the bar under it)")
     body = await run_in_threadpool(plots.components_png, components, eigenvalues, image, title)
-    return Response(content=body, media_type=PNG_MEDIA_TYPE)
+    return png_answer(request, body)
 

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.errors import ApiError
-from service.images import PNG_MEDIA_TYPE
+from service.images import PNG_RESPONSE_CONTENT
 from service.payloads import FIELDS_HEADER, JSON_MEDIA_TYPE, NPY_MEDIA_TYPE, rows_to_array
 from service.public import image_job_public
 from service.responses import NPY_CONTENT
@@ -215,7 +215,7 @@ def changed_while_serving(registry, name: str, job: JobRecord) -> None:
 
 #: what an image route answers (``/v1/models/{name}/denoise-image``, ``/v1/denoise-image``), with
 #: ``response_class=Response``
-PNG_RESPONSES: Responses = {**SERVING_ERRORS, 200: {"content": {PNG_MEDIA_TYPE: {}}, "description": "the denoised PNG"}}
+PNG_RESPONSES: Responses = {**SERVING_ERRORS, 200: {"content": PNG_RESPONSE_CONTENT, "description": "the denoised PNG"}}
 #: the ``job`` query parameter of an image route
 JobQuery = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=(
     "name this request: follow it at GET /v1/image-jobs/{job}, cancel it at POST /v1/image-jobs/{job}/cancel"))]

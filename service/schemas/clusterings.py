@@ -45,8 +45,11 @@ class ClusteringCreate(BaseModel):
     name: Name
     dataset: Name
     n_clusters: int = Field(ge=2, description="number of clusters k, 2 .. n_rows - 1 of the data set")
-    kernel: Kernel = Field(default={"type": "gaussian", "sigma": "auto"}, validate_default=True,
-                           description="the affinity: gaussian or laplacian (positive values)")
+    # a factory, not a default: the document then declares no object as the default (generated clients refuse one:
+    # openapi-python-client's "ModelProperty cannot have a default value"); the description says what it is
+    kernel: Kernel = Field(default_factory=lambda: {"type": "gaussian", "sigma": "auto"}, validate_default=True,
+                           description="the affinity: gaussian or laplacian (positive values); default gaussian "
+                                       "with sigma auto")
     solver: ClusteringSolver = "ritz"
     params: SolverParams
     labels_dataset: Name | None = Field(

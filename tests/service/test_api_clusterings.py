@@ -3,6 +3,8 @@ against reference labels), a random reference labelling (VI near its expected va
 bad input as 4xx naming the field, cancel and resume ending where an uninterrupted run ends, predict,
 and the pages of labels."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -200,6 +202,11 @@ def test_predict_new_points_of_the_blobs(api, found, blobs):
                       headers={"Content-Type": "application/octet-stream"})  # the rows as .npy bytes
     assert as_npy.status_code == 200, as_npy.text
     assert as_npy.json()["labels"] == [cluster_of[c] for c in new_truth]
+    for asked in ({"params": {"format": "npy"}}, {"headers": {"Accept": "application/octet-stream"}}):
+        labels_npy = api.post(f"{ROUTE}/found/predict", json={"rows": new.tolist()}, **asked)  # labels as .npy
+        assert labels_npy.headers["content-type"] == "application/octet-stream", labels_npy.text
+        answer = np.load(io.BytesIO(labels_npy.content), allow_pickle=False)
+        assert answer.dtype == np.int64 and answer.tolist() == [cluster_of[c] for c in new_truth]
 
 
 def test_labels_come_a_page_at_a_time(api, found):

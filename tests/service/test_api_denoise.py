@@ -102,6 +102,11 @@ def test_denoise_image_round_trips_shape_and_dtype_and_improves_snr(api, patch_m
         return 10 * np.log10(np.sum(scene.astype(float) ** 2) / np.sum(err**2))
 
     assert snr(out) > snr(noisy) + 2.0
+    # the same PNG sent and asked for as octet-stream (as generated clients do): the same bytes back, so typed
+    as_bytes = api.post(f"/v1/models/{patch_model}/denoise-image?stride=1", content=png(noisy),
+                        headers={"Content-Type": "application/octet-stream", "Accept": "application/octet-stream"})
+    assert as_bytes.status_code == 200 and as_bytes.headers["content-type"] == "application/octet-stream"
+    assert as_bytes.content == r.content
 
 
 def test_hyperresolution_doubles_the_shape(api, patch_model, scene):
@@ -118,9 +123,11 @@ def test_image_errors(api, patch_model, scene):
     assert r.status_code == 422 and r.json()["error"]["field"] == "image"
     r = api.post(f"/v1/models/{patch_model}/denoise-image", content=b"not a png", headers={"Content-Type": "image/png"})
     assert r.status_code == 400 and r.json()["error"]["field"] == "body"
-    r = api.post(f"/v1/models/{patch_model}/denoise-image", content=png(scene),
-                 headers={"Content-Type": "application/octet-stream"})
+    r = api.post(f"/v1/models/{patch_model}/denoise-image", content=png(scene), headers={"Content-Type": "image/jpeg"})
     assert r.status_code == 415
+    r = api.post(f"/v1/models/{patch_model}/denoise-image", content=b"not a png",
+                 headers={"Content-Type": "application/octet-stream"})  # a PNG's bytes as generated clients send them
+    assert r.status_code == 400 and r.json()["error"]["field"] == "body"
     r = api.post(f"/v1/models/{patch_model}/denoise-image?stride=9", content=png(scene),
                  headers={"Content-Type": "image/png"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "stride"

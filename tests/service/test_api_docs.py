@@ -57,7 +57,8 @@ def test_the_page_reads_the_document_and_unknown_assets_are_404(api):
 def test_image_routes_declare_a_png_body(document, path):
     body = document["paths"][path]["post"]["requestBody"]
     assert body["required"] is True
-    assert body["content"] == {"image/png": {"schema": {"type": "string", "format": "binary"}}}
+    binary = {"schema": {"type": "string", "format": "binary"}}  # the PNG's bytes, also sent as octet-stream
+    assert body["content"] == {"image/png": binary, "application/octet-stream": binary}
 
 
 def test_events_declare_an_event_stream(document):

@@ -32,7 +32,7 @@ def test_the_plugin_solver_is_in_the_schema_and_the_catalogue(api):
         p["name"] for p in solvers["kha-smd"]["params"]}
     kernels = {k["type"]: k for k in api.get("/v1/kernels").json()["kernels"]}
     sigma = kernels["gaussian"]["params"][0]
-    assert sigma["name"] == "sigma" and not sigma["required"] and {"const": "auto"} in sigma["schema"]["anyOf"]
+    assert sigma["name"] == "sigma" and not sigma["required"] and {"type": "string", "enum": ["auto"]} in sigma["schema"]["anyOf"]
 
 
 def test_fit_and_serve_the_plugin_solver(api, digits_set, digits):
