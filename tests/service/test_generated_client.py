@@ -75,9 +75,9 @@ def test_upload_fit_project_denoise_export_import_through_the_generated_client(g
     models = importlib.import_module(f"{PACKAGE}.models")
     File = importlib.import_module(f"{PACKAGE}.types").File
     ops = {name: importlib.import_module(f"{PACKAGE}.api.{name}") for name in (
-        "datasets.create_dataset", "datasets.get_dataset", "datasets.put_chunk", "datasets.commit_dataset", "models.create_model",
-        "models.get_model", "serving.project", "denoising.denoise_image_fit", "models.export_model",
-        "models.import_model")}
+        "datasets.create_dataset", "datasets.get_dataset", "datasets.put_chunk", "datasets.commit_dataset",
+        "models.create_model", "models.get_model", "serving.project", "denoising.denoise_image_fit",
+        "models.export_model", "models.import_model")}
     client = package.Client(base_url=server, timeout=PATIENCE_S, raise_on_unexpected_status=True)
 
     rows = rng.normal(size=(120, 4))
@@ -131,8 +131,9 @@ def test_the_docs_example_generates_a_client_and_uses_it(server, tmp_path):
     """docs/api.md's two blocks, as pasted: the generator on the served document, then the Python session."""
     from tests.service.test_readme import block, run
 
-    generate = run(block("docs/api.md", "Python generator (openapi-python-client; `make run` installs it into `.venv`, or "
-                                        "`pip install openapi-python-client`):", "bash"), server, tmp_path)
+    after = "Python generator (openapi-python-client; `make run` installs it into `.venv`, or " \
+            "`pip install openapi-python-client`):"
+    generate = run(block("docs/api.md", after, "bash"), server, tmp_path)
     assert generate.returncode == 0 and (tmp_path / "kpca_api" / "client.py").exists(), generate.stderr[-3000:]
     script = block("docs/api.md", "Then, in Python, in the same folder:", "python")
     session = run(f"{sys.executable} - <<'PYTHON'\n{script}PYTHON\n", server, tmp_path)
