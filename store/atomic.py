@@ -177,7 +177,7 @@ class DamagedDocument(ValueError):
     object, of a ``schema_version`` this code does not read, failing its digest, or a folder in its
     place. ``cause`` says which, in a few words (the message names the file too)."""
 
-    def __init__(self, path: Path, cause: str):
+    def __init__(self, path: Path | str, cause: str):
         super().__init__(f"{path}: {cause}")
         self.path = Path(path)
         self.cause = cause
@@ -197,20 +197,26 @@ def read_json(path: Path, max_version: int = SCHEMA_VERSION) -> dict:
             data = handle.read()
     except IsADirectoryError:
         raise DamagedDocument(path, "a folder stands in its place") from None
+    return parse_json(data, path, max_version)
+
+
+def parse_json(data: bytes, where: Path | str, max_version: int = SCHEMA_VERSION) -> dict:
+    """A stored JSON document from its bytes (`dump_json`'s), checked as `read_json` checks it; ``where`` (a
+    path, an object's key) is named by `DamagedDocument`. Cost O(len(data))."""
     if not data.strip():
-        raise DamagedDocument(path, "the file is empty")
+        raise DamagedDocument(where, "the file is empty")
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise DamagedDocument(path, f"not JSON, truncated or altered: {type(exc).__name__}") from None
+        raise DamagedDocument(where, f"not JSON, truncated or altered: {type(exc).__name__}") from None
     if not isinstance(doc, dict):
-        raise DamagedDocument(path, "not a JSON object")
+        raise DamagedDocument(where, "not a JSON object")
     version = doc.get("schema_version")
     if not isinstance(version, int) or version > max_version:
-        raise DamagedDocument(path, f"unsupported schema_version {version!r}")
+        raise DamagedDocument(where, f"unsupported schema_version {version!r}")
     recorded = doc.pop(DIGEST_KEY, None)
     if recorded is not None and recorded != document_digest(doc):
-        raise DamagedDocument(path, "its content does not match its digest: altered on disk")
+        raise DamagedDocument(where, "its content does not match its digest: altered on disk")
     return doc
 
 
