@@ -156,7 +156,7 @@ class NpzArchive:
     `zipfile.BadZipFile` or a `ValueError`. Cost: the zip's directory when opened, O(member bytes) per
     member read."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike | IO[bytes]):
         self._zip = zipfile.ZipFile(path)
         self._members = {name[:-4]: name for name in self._zip.namelist() if name.endswith(".npy")}
         self.files = list(self._members)

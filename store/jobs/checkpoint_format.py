@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -153,10 +153,12 @@ def _bounds_of(archive, path: Path) -> list[tuple[int, int]] | None:
 
 
 @contextlib.contextmanager
-def _open_part(path: Path, pass_index: int, first: int, stop: int) -> Iterator[CheckedArchive]:
-    """An open part file, checked to record ``pass_index``, ``first`` and ``stop``."""
+def _open_part(path: Path, pass_index: int, first: int, stop: int,
+               opener: Callable[[Path], NpzArchive] = NpzArchive) -> Iterator[CheckedArchive]:
+    """An open part file (``opener(path)``: `store.jobs.checkpoint_places`), checked to record ``pass_index``,
+    ``first`` and ``stop``."""
     try:
-        loaded = NpzArchive(path)
+        loaded = opener(path)
     except FileNotFoundError:
         raise _inconsistent(path, "the part is missing") from None
     with loaded:

@@ -5,7 +5,6 @@ identify a file for caches, and the `store.errors.DamagedCheckpoint` a damaged o
 from __future__ import annotations
 
 import logging
-import os
 import zipfile
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -23,6 +22,7 @@ from store.jobs.checkpoint_format import (
     _part_digests,
     _part_name,
 )
+from store.jobs.checkpoint_places import FolderPlace, ObjectPlace
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,12 @@ MAX_PASS = 10**9
 
 class CheckpointVerification:
     """What `CheckpointStore` does to check the checkpoints it reads back (it supplies ``_dir``,
-    ``_parts_dir``, ``_passes``, ``_open_manifest``, ``_jobs`` and ``_field``)."""
+    ``_parts_dir``, ``_passes``, ``_open_manifest``, ``_jobs``, ``_field`` and ``_place``)."""
 
     # What `CheckpointStore` supplies, declared for the type checker.
     _jobs: ResourceFolders
     _field: str
+    _place: FolderPlace | ObjectPlace
 
     def _dir(self, model: str) -> Path:
         raise NotImplementedError
@@ -68,7 +69,7 @@ class CheckpointVerification:
                 recorded = _part_digests(archive, bounds)
             for number, (first, stop) in enumerate(bounds or ()):
                 part_path = self._parts_dir(path.parent, pass_index) / _part_name(first, stop)
-                with _open_part(part_path, pass_index, first, stop) as part:
+                with _open_part(part_path, pass_index, first, stop, self._place.open) as part:
                     _check_part_digest(part_path, part, recorded, number)
                     for key in part.files:
                         part[key]
@@ -106,11 +107,7 @@ class CheckpointVerification:
         """What changes whenever checkpoint ``pass_index``'s file does (device, inode, size, mtime and
         ctime in ns: see `store.datasets.integrity`), for caches of what was built from it; None if it
         is missing. Cost one ``stat``."""
-        try:
-            info = os.stat(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz")
-        except FileNotFoundError:
-            return None
-        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        return self._place.identity(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz")
 
     def _damaged(self, model: str, pass_index: int, exc: Exception) -> DamagedCheckpoint:
         detail = str(exc) or type(exc).__name__

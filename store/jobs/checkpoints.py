@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from store.atomic import SCHEMA_VERSION, remove_tree, write_via_temp
+from store.atomic import SCHEMA_VERSION
 from store.errors import NotFound
 from store.folders import ResourceFolders
 from store.jobs.checkpoint_format import (
@@ -67,10 +66,10 @@ from store.jobs.checkpoint_format import (
     _slice_columns,
     _write_npz,
 )
+from store.jobs.checkpoint_places import FolderPlace, ObjectPlace
 from store.jobs.checkpoint_verify import _UNREADABLE, MAX_PASS, CheckpointVerification, _check_pass  # noqa: F401 (MAX_PASS: re-exported)
 from store.names import validate_name
-from store.npy import NpzArchive
-from store.timestamps import to_iso
+from store.objects.interface import ObjectStore
 
 _CHECKPOINT = re.compile(r"pass-(\d{5,})\.npz")
 
@@ -90,10 +89,19 @@ class CheckpointStore(CheckpointVerification):
         The field a bad name is reported on.
     """
 
-    def __init__(self, root: Path | str, kind_folder: str = "models", kind: str = "model"):
+    def __init__(self, root: Path | str, kind_folder: str = "models", kind: str = "model",
+                 place: FolderPlace | ObjectPlace | None = None):
         self.root = Path(root)
         self._jobs = ResourceFolders(self.root, kind_folder, kind)
         self._field = kind
+        self._place = place or FolderPlace()
+
+    @classmethod
+    def on_objects(cls, objects: ObjectStore, kind_folder: str = "models", kind: str = "model") -> CheckpointStore:
+        """The checkpoints of the jobs of a kind kept on an object store (`store.jobs.checkpoint_places.ObjectPlace`):
+        each file an object whose key is its path in a data folder (``models/{name}/checkpoints/pass-00003.npz``)."""
+        root = Path(objects.url)  # what messages name a file by: the folder, or s3:/bucket/prefix
+        return cls(root, kind_folder, kind, ObjectPlace(objects, root))
 
     @classmethod
     def of(cls, registry) -> CheckpointStore:
@@ -164,11 +172,9 @@ class CheckpointStore(CheckpointVerification):
             arrays[_PARTS_KEY] = np.asarray(bounds, dtype=np.int64).reshape(len(bounds), 2)
             if all(digest is not None for digest in part_digests):
                 arrays[_PART_DIGESTS_KEY] = np.asarray(part_digests, dtype=np.str_)
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"pass-{pass_index:05d}.npz"
-        written: dict[str, str] = {}
-        write_via_temp(path, lambda handle: written.update(sha256=_write_npz(handle, arrays)))
-        return {**_describe(path, pass_index), "sha256": written["sha256"]}
+        sha256 = self._place.write(path, lambda handle: _write_npz(handle, arrays))
+        return {**self._describe(path, pass_index), "sha256": sha256}
 
     def save_part(self, model: str, pass_index: int, first: int, stop: int,
                   columns: dict[str, np.ndarray]) -> None:
@@ -223,8 +229,7 @@ class CheckpointStore(CheckpointVerification):
         arrays[_FIRST_KEY] = np.asarray(first, dtype=np.int64)
         arrays[_STOP_KEY] = np.asarray(stop, dtype=np.int64)
         parts_folder = self._parts_dir(folder, pass_index)
-        parts_folder.mkdir(parents=True, exist_ok=True)
-        write_via_temp(parts_folder / _part_name(first, stop), lambda handle: _write_npz(handle, arrays))
+        self._place.write(parts_folder / _part_name(first, stop), lambda handle: _write_npz(handle, arrays))
 
     def load(self, model: str, pass_index: int | None = None, without: Iterable[str] = (),
              expect: str | None = None) -> dict:
@@ -288,7 +293,7 @@ class CheckpointStore(CheckpointVerification):
         keys = None
         for number, (first, stop) in enumerate(bounds):
             part_path = self._parts_dir(path.parent, pass_index) / _part_name(first, stop)
-            with _open_part(part_path, pass_index, first, stop) as archive:
+            with _open_part(part_path, pass_index, first, stop, self._place.open) as archive:
                 _check_part_digest(part_path, archive, recorded, number)
                 members = {key for key in archive.files if not key.startswith("__")}
                 columns = _read_state(archive, skip)
@@ -369,7 +374,7 @@ class CheckpointStore(CheckpointVerification):
                 continue
             part_path = self._parts_dir(path.parent, pass_index) / _part_name(part_first, part_stop)
             low, high = max(first, part_first) - part_first, min(stop, part_stop) - part_first
-            with _open_part(part_path, pass_index, part_first, part_stop) as archive:
+            with _open_part(part_path, pass_index, part_first, part_stop, self._place.open) as archive:
                 _check_part_digest(part_path, archive, recorded, number)
                 names = {key for key in archive.files if not key.startswith("__")}
                 _check_part_keys(part_path, names, part_keys)
@@ -406,7 +411,7 @@ class CheckpointStore(CheckpointVerification):
         described = []
         for pass_index, path in sorted(self._passes(model).items()):
             try:
-                described.append(_describe(path, pass_index))
+                described.append(self._describe(path, pass_index))
             except FileNotFoundError:
                 continue
         return described
@@ -425,9 +430,8 @@ class CheckpointStore(CheckpointVerification):
         pass_index = _check_pass(pass_index)
         path = self._passes(model).get(pass_index)
         if path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        remove_tree(self._parts_dir(self._dir(model), pass_index))
+            self._place.remove(path)
+        self._place.remove_tree(self._parts_dir(self._dir(model), pass_index))
 
     @staticmethod
     def _parts_dir(folder: Path, pass_index: int) -> Path:
@@ -439,7 +443,7 @@ class CheckpointStore(CheckpointVerification):
         checked against their digests as they are read."""
         path = self._dir(model) / f"pass-{pass_index:05d}.npz"
         try:
-            loaded = NpzArchive(path)
+            loaded = self._place.open(path)
         except FileNotFoundError:
             raise NotFound("checkpoint", f"{model}/pass-{pass_index:05d}") from None
         with loaded:
@@ -455,7 +459,7 @@ class CheckpointStore(CheckpointVerification):
         keys, digests = None, []
         for first, stop in bounds:
             part_path = folder / _part_name(first, stop)
-            with _open_part(part_path, pass_index, first, stop) as archive:
+            with _open_part(part_path, pass_index, first, stop, self._place.open) as archive:
                 part_keys = {key for key in archive.files if not key.startswith("__")}
                 digests.append(archive.digest)
             _check_part_keys(part_path, part_keys, keys)
@@ -464,17 +468,9 @@ class CheckpointStore(CheckpointVerification):
 
     def _passes(self, model: str) -> dict[int, Path]:
         folder = self._dir(model)
-        try:
-            with os.scandir(folder) as entries:
-                return {
-                    int(match.group(1)): Path(entry.path)
-                    for entry in entries
-                    if (match := _CHECKPOINT.fullmatch(entry.name))
-                }
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
+        return {int(match.group(1)): folder / name for name in self._place.names(folder)
+                if (match := _CHECKPOINT.fullmatch(name))}
 
-
-def _describe(path: Path, pass_index: int) -> dict:
-    info = os.stat(path)
-    return {"pass": pass_index, "size_bytes": info.st_size, "created_at": to_iso(info.st_mtime)}
+    def _describe(self, path: Path, pass_index: int) -> dict:
+        size, created = self._place.describe(path)
+        return {"pass": pass_index, "size_bytes": size, "created_at": created}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from store.atomic import atomic_write_bytes, disk_full, file_lock
 from store.objects.interface import (
+    Described,
     ObjectExists,
     ObjectMissing,
     ObjectStore,
@@ -75,6 +76,13 @@ class FolderObjects(ObjectStore):
     def version(self, key: str) -> str | None:
         data = self._read(self._path(key))
         return None if data is None else _version(data)
+
+    def describe(self, key: str) -> Described | None:
+        try:
+            info = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return Described(info.st_size, info.st_mtime)
 
     def put(self, key: str, data: bytes) -> str:
         path = self._path(key)

@@ -63,6 +63,15 @@ class Stored:
     version: str
 
 
+@dataclass(frozen=True)
+class Described:
+    """What a listing says of an object without reading it: its size in bytes and when it was last written
+    (epoch seconds)."""
+
+    size: int
+    modified: float
+
+
 def check_key(key: str) -> str:
     """The key itself, or ValueError: a relative ``/``-separated path without empty, ``.`` or ``..`` parts and
     without a part starting with ``.`` (names the folder store keeps to itself). O(len(key))."""
@@ -88,6 +97,10 @@ class ObjectStore(abc.ABC):
         """The object's version, None if there is none (no bytes read where the store can avoid it)."""
 
     @abc.abstractmethod
+    def describe(self, key: str) -> Described | None:
+        """The object's size and time of writing, None if there is none; no bytes read."""
+
+    @abc.abstractmethod
     def put(self, key: str, data: bytes) -> str:
         """Store ``data`` at ``key`` atomically, replacing what is there; the new version."""
 
@@ -111,5 +124,5 @@ class ObjectStore(abc.ABC):
         """The keys under ``prefix`` (a folder's path, ``models/``; "" for all), in sorted order."""
 
 
-__all__ = ["ObjectStore", "Stored", "ObjectStoreError", "ObjectMissing", "ObjectExists", "VersionMismatch",
+__all__ = ["ObjectStore", "Stored", "Described", "ObjectStoreError", "ObjectMissing", "ObjectExists", "VersionMismatch",
            "StoreUnavailable", "StoreRefused", "check_key"]

@@ -24,6 +24,7 @@ from obstore import exceptions as errors
 from obstore.store import S3Store
 
 from store.objects.interface import (
+    Described,
     ObjectExists,
     ObjectMissing,
     ObjectStore,
@@ -90,6 +91,16 @@ class S3Objects(ObjectStore):
             return None
         except Exception as exc:
             raise self._failed(key, exc) from exc
+
+    def describe(self, key: str) -> Described | None:
+        check_key(key)
+        try:
+            meta = obstore.head(self._store, key)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._failed(key, exc) from exc
+        return Described(int(meta["size"]), meta["last_modified"].timestamp())
 
     def _put(self, key: str, data: bytes, mode) -> str:
         check_key(key)

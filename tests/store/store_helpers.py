@@ -21,8 +21,10 @@ def temp_leftovers(root: Path) -> list[str]:
 
 
 def all_files(path: Path) -> set[str]:
-    """Every file and folder below ``path``, relative to it."""
-    return {str(p.relative_to(path)) for p in path.rglob("*")}
+    """Every file and folder below ``path``, relative to it, but the lock files a folder object store keeps beside
+    its objects (``.{name}.lock``, `store.objects.folder`)."""
+    return {str(p.relative_to(path)) for p in path.rglob("*")
+            if not (p.name.startswith(".") and p.name.endswith(".lock"))}
 
 
 # ---------------------------------------------------------------- model archives (tar members)

@@ -11,13 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from store.objects.folder import FolderObjects
 from store import CheckpointStore
 from store.errors import DamagedCheckpoint, NotFound
 from store.jobs.records import ModelRecord, migrate
 
 
-@pytest.fixture
-def checkpoints(root: Path) -> CheckpointStore:
+@pytest.fixture(params=["folder", "objects"])
+def checkpoints(root: Path, request) -> CheckpointStore:
+    """The data folder's checkpoints, and the same files kept through the object-store interface over the same
+    folder (`CheckpointStore.on_objects` on `FolderObjects`: one file per object, the same layout; issue 57)."""
+    if request.param == "objects":
+        return CheckpointStore.on_objects(FolderObjects(root))
     return CheckpointStore(root)
 
 

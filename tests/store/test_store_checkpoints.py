@@ -10,6 +10,7 @@ import pytest
 from store_helpers import temp_leftovers
 
 from store import CheckpointStore, Invalid, NotFound
+from store.objects.folder import FolderObjects
 
 
 def solver_state(rng: np.random.Generator) -> dict:
@@ -176,3 +177,62 @@ class TestLocalCheckpointStore(CheckpointStoreConformance):
     @pytest.fixture
     def checkpoints(self, root: Path) -> CheckpointStore:
         return CheckpointStore(root)
+
+
+class TestObjectCheckpointStore(CheckpointStoreConformance):
+    """The same files through the object-store interface over the data folder (issue 57)."""
+
+    @pytest.fixture
+    def checkpoints(self, root: Path) -> CheckpointStore:
+        return CheckpointStore.on_objects(FolderObjects(root))
+
+
+@pytest.fixture(scope="module")
+def s3():
+    from bench._s3_server import s3_server
+
+    with s3_server() as running:
+        yield running
+
+
+class TestS3CheckpointStore(CheckpointStoreConformance):
+    """The checkpoints as objects of an S3 API over HTTP on loopback (moto's server; issue 57)."""
+
+    @pytest.fixture
+    def checkpoints(self, s3, monkeypatch) -> CheckpointStore:
+        import uuid
+
+        from bench._s3_server import BUCKET
+        from store.objects.open import open_objects
+
+        for name, value in s3.environment().items():
+            monkeypatch.setenv(name, value)
+        return CheckpointStore.on_objects(open_objects(f"s3://{BUCKET}/{uuid.uuid4().hex}"))
+
+    def test_file_is_a_plain_npz_with_schema_version(self, checkpoints, root):
+        import io
+
+        checkpoints.save("m", 12, {"A": np.eye(2), "t": 4})
+        data = checkpoints._place.objects.get("models/m/checkpoints/pass-00012.npz").data
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            assert sorted(archive.files) == ["A", "__schema_version__", "__sha256__", "t"]
+
+    def test_no_temp_files_and_crash_leftovers_ignored(self, checkpoints, root, rng):
+        state = solver_state(rng)
+        checkpoints.save("m", 1, state)
+        objects = checkpoints._place.objects
+        objects.put("models/m/checkpoints/pass-00008.npz.partial", b"junk")  # not a checkpoint's name
+        objects.put("models/m/checkpoints/pass-00009.parts/000000000000-000000000004.npz", b"PK")  # no manifest
+        assert [c["pass"] for c in checkpoints.list("m")] == [1] and checkpoints.latest_pass("m") == 1
+        assert_same_state(checkpoints.load("m"), state)
+
+    def test_sharded_round_trip_and_columns(self, checkpoints, rng):
+        columns = {"A": rng.normal(size=(3, 10)), "AK": rng.normal(size=(3, 10)).astype(np.float32)}
+        for first, stop in ((0, 4), (4, 10)):
+            checkpoints.save_part("m", 2, first, stop, {key: value[..., first:stop] for key, value in columns.items()})
+        checkpoints.save("m", 2, {"t": 7}, parts=[(0, 4), (4, 10)])
+        assert_same_state(checkpoints.load("m", 2), {**columns, "t": 7})
+        np.testing.assert_array_equal(checkpoints.load_columns("m", 2, 3, 6, ["A"])["A"], columns["A"][:, 3:6])
+        assert checkpoints.verify("m", 2) is not None and checkpoints.identity("m", 2) is not None
+        checkpoints.delete("m", 2)
+        assert checkpoints.list("m") == [] and checkpoints.identity("m", 2) is None
