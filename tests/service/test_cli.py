@@ -324,9 +324,11 @@ def test_export_and_import_failures_have_their_exit_status(kpca, api, rng, tmp_p
     assert kpca("import", str(truncated), "--name", "small-copy").exit_code == 1
     assert api.get("/v1/models/small-copy").status_code == 404
     assert not [p for p in (data_dir / ".imports").rglob("*") if p.is_file()]  # nothing left behind
-    wrong_type = api.post("/v1/models/import", content=archive.read_bytes(),
-                          headers={"Content-Type": "application/octet-stream"})
+    wrong_type = api.post("/v1/models/import", content=archive.read_bytes(), headers={"Content-Type": "application/gzip"})
     assert wrong_type.status_code == 415 and wrong_type.json()["error"]["field"] == "content-type"
+    as_bytes = api.post("/v1/models/import", content=archive.read_bytes(),  # a tar as generated clients send it
+                        headers={"Content-Type": "application/octet-stream"})
+    assert as_bytes.status_code == 409 and as_bytes.json()["error"]["field"] == "name"  # read: its name is taken
 
     assert kpca("import", str(tmp_path / "missing.tar")).exit_code == 2
     assert kpca("export", "small-m").exit_code == 2  # -o is required
