@@ -92,6 +92,15 @@ class ImageJobRecord(BaseModel):
         return self.phase_elapsed_s * (self.total - self.done) / self.done
 
 
+def stale_as_failed(record: ImageJobRecord) -> ImageJobRecord:
+    """The record as read: a ``running`` one not written for `STALE_S` seconds is ``failed`` (its worker
+    stopped), with what to do. O(1)."""
+    if record.status == "running" and seconds_since(record.updated_at) > STALE_S:
+        return record.model_copy(update={"status": "failed", "error": (
+            f"its worker stopped: no word from it for over {STALE_S:g} s; send the request again")})
+    return record
+
+
 class ImageJobStore:
     """Image job records under ``root/image-jobs``; safe across threads and processes."""
 
@@ -124,12 +133,8 @@ class ImageJobStore:
         Cost: one small read."""
         self.folders.path(name, field="job")
         try:
-            record = ImageJobRecord.model_validate(self.folders.read(name, DOCUMENT,
-                                                                     max_version=IMAGE_JOB_SCHEMA_VERSION))
-            if record.status == "running" and seconds_since(record.updated_at) > STALE_S:
-                return record.model_copy(update={"status": "failed", "error": (
-                    f"its worker stopped: no word from it for over {STALE_S:g} s; send the request again")})
-            return record
+            return stale_as_failed(ImageJobRecord.model_validate(
+                self.folders.read(name, DOCUMENT, max_version=IMAGE_JOB_SCHEMA_VERSION)))
         except NotFound:
             raise NotFound("image job", name, field="job") from None
         except (ValueError, OSError) as exc:  # DamagedDocument, a document that is not a record
@@ -147,6 +152,10 @@ class ImageJobStore:
             record = ImageJobRecord.model_validate({**record.model_dump(), **fields, "updated_at": utc_now()})
             atomic_write_json(self.folders.path(name) / DOCUMENT, record.model_dump(mode="json"))
         return record
+
+    def names(self) -> list[str]:
+        """The names of the jobs' folders, sorted. One listing."""
+        return self.folders.names()
 
     def running(self, owner: str | None) -> int:
         """Background jobs of ``owner`` still running (counted against its fits, `service.limits`). Cost: one

@@ -65,4 +65,9 @@ def aged_image_job(jobs, name: str, seconds: float) -> None:
     from store.timestamps import to_iso
 
     record = jobs.get(name).model_copy(update={"updated_at": to_iso(time.time() - seconds)})
+    if hasattr(jobs, "objects"):  # `store.image_job_objects.ObjectImageJobStore`
+        from store.atomic import dump_json
+
+        jobs.objects.put(f"image-jobs/{name}/job.json", dump_json(record.model_dump(mode="json")))
+        return
     atomic_write_json(jobs.folders.path(name) / "job.json", record.model_dump(mode="json"))
