@@ -27,6 +27,7 @@ CITED = [
     "service_fit_60000_one_worker.json", "service_fit_sharded_20000.json", "service_fit_sharded_20000_no_guards.json",
     "service_fit_threshold_20000.json", "hostile_figures.json", "time_to_accuracy.json", "denoise_profile.json",
     "denoise_profile_before.json", "vs_sklearn.json", "estimator_memory.json", "object_store.json",
+    "store_backends.json",
 ]
 
 
@@ -603,3 +604,18 @@ def test_the_object_store_table_is_its_results():
     chunks = [ours[k] / theirs[k] for k in ("chunk_put_mib_s", "chunk_get_mib_s")]
     assert (f"{min(records):.1f}-{max(records):.1f}x faster on records and {min(chunks):.1f}-{max(chunks):.1f}x on "
             "chunks") in " ".join(text.split())
+
+
+def test_the_store_backends_table_is_its_results():
+    """docs/scaling.md's table of the store's classes on each backend (issue 57) as bench/store_backends.py prints it
+    from its results file, the commit it ran at, and the prose's figures of a pass."""
+    from bench import store_backends
+
+    text, result = page("docs/scaling.md"), results("store_backends.json")
+    assert store_backends.markdown(result) in text
+    assert f"at {result['environment']['commit'][:7]}" in text
+    s3 = result["results"]["objects on S3 (moto)"]
+    flat_text = " ".join(text.split())
+    assert (f"one checkpoint, {s3['record_update_ms']:.0f} ms and "
+            f"{result['checkpoint_mib'] / s3['checkpoint_save_mib_s']:.2f} s") in flat_text
+    assert f"round trip ({s3['record_read_ms']:.1f} ms here" in flat_text
