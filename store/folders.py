@@ -126,16 +126,7 @@ class ResourceFolders:
         """``read(name)`` for the names after ``after``, in name order, until ``limit`` results (all
         if None); a name ``read`` answers None for (no document, or not one to list) is skipped. What
         every paged list of the store shares. Cost: one listing plus one ``read`` per name visited."""
-        found: list = []
-        for name in self.names():
-            if after is not None and name <= after:
-                continue
-            if limit is not None and len(found) >= limit:
-                break
-            item = read(name)
-            if item is not None:
-                found.append(item)
-        return found
+        return page_of(self.names(), read, after, limit)
 
     def claim(
         self,
@@ -202,6 +193,21 @@ class ResourceFolders:
             except FileNotFoundError:
                 _unlink_quietly(written)  # a delete removed the folder meanwhile
         raise Conflict(f"{self.noun} {name!r} is being deleted; try again", field="name")
+
+
+def page_of(names, read, after: str | None = None, limit: int | None = None) -> list:
+    """``read(name)`` for the sorted ``names`` after ``after`` until ``limit`` results (all if None), those ``read``
+    answers None for skipped: a page of any store's listing (`ResourceFolders.page`). O(names visited)."""
+    found: list = []
+    for name in names:
+        if after is not None and name <= after:
+            continue
+        if limit is not None and len(found) >= limit:
+            break
+        item = read(name)
+        if item is not None:
+            found.append(item)
+    return found
 
 
 def _valid(name: str) -> bool:

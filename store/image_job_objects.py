@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import time
 
 import numpy as np
@@ -30,10 +29,11 @@ from store.image_jobs import (
     RESULT_DOCUMENT,
     ImageJobRecord,
     _finite,
+    checked_answer,
     stale_as_failed,
 )
 from store.names import validate_name
-from store.npy import read_array, write_npy
+from store.npy import write_npy
 from store.objects.interface import ObjectExists, ObjectMissing, ObjectStore, VersionMismatch
 from store.timestamps import seconds_since, utc_now
 
@@ -167,17 +167,9 @@ class ObjectImageJobStore:
             data = self.objects.get(self._key(name, RESULT)).data
         except ObjectMissing:
             raise NotFound("answer of image job", name, field="job") from None
-        except (ValueError, json.JSONDecodeError) as exc:
+        except ValueError as exc:  # a DamagedDocument too
             raise self._damaged(name, f"its answer cannot be read ({type(exc).__name__})") from None
-        if hashlib.sha256(data).hexdigest() != document.get("sha256"):
-            raise self._damaged(name, "its answer does not match its digest: altered in the store")
-        try:
-            image = read_array(io.BytesIO(data), len(data))
-        except ValueError as exc:
-            raise self._damaged(name, f"its answer is not an array ({exc})") from None
-        if list(image.shape) != document.get("shape") or str(image.dtype) != document.get("dtype"):
-            raise self._damaged(name, "its answer's shape or dtype is not the one recorded")
-        return image, dict(document.get("info") or {})
+        return checked_answer(data, document, lambda cause: self._damaged(name, cause))
 
     def _damaged(self, name: str, cause: str) -> Damaged:
         return Damaged(f"image job {name!r}: {cause}; send the request again", field="job", cause=cause)

@@ -205,15 +205,7 @@ class ImageJobStore:
             raise NotFound("answer of image job", name, field="job") from None
         except (ValueError, OSError) as exc:
             raise self._damaged(name, f"its answer cannot be read ({type(exc).__name__})") from None
-        if hashlib.sha256(data).hexdigest() != document.get("sha256"):
-            raise self._damaged(name, "its answer does not match its digest: altered on disk")
-        try:  # store.npy's reader: numpy's header parse can fail when two threads read at once
-            image = read_array(io.BytesIO(data), len(data))
-        except ValueError as exc:
-            raise self._damaged(name, f"its answer is not an array ({exc})") from None
-        if list(image.shape) != document.get("shape") or str(image.dtype) != document.get("dtype"):
-            raise self._damaged(name, "its answer's shape or dtype is not the one recorded")
-        return image, dict(document.get("info") or {})
+        return checked_answer(data, document, lambda cause: self._damaged(name, cause))
 
     def _damaged(self, name: str, cause: str) -> Damaged:
         error = Damaged(f"image job {name!r}: {cause}; send the request again", field="job", cause=cause)
@@ -238,6 +230,20 @@ class ImageJobStore:
         if not folder.exists():
             raise NotFound("image job", name, field="job")
         remove_tree(folder)
+
+
+def checked_answer(data: bytes, document: dict, damaged) -> tuple[np.ndarray, dict]:
+    """A background job's answer ``(image, info)`` from its ``.npy`` bytes and its document, checked against the
+    sha256, shape and dtype recorded; ``damaged(cause)`` is the error raised otherwise. O(pixels)."""
+    if hashlib.sha256(data).hexdigest() != document.get("sha256"):
+        raise damaged("its answer does not match its digest: altered where it was kept")
+    try:  # store.npy's reader: numpy's header parse can fail when two threads read at once
+        image = read_array(io.BytesIO(data), len(data))
+    except ValueError as exc:
+        raise damaged(f"its answer is not an array ({exc})") from None
+    if list(image.shape) != document.get("shape") or str(image.dtype) != document.get("dtype"):
+        raise damaged("its answer's shape or dtype is not the one recorded")
+    return image, dict(document.get("info") or {})
 
 
 def _finite(value):

@@ -45,6 +45,7 @@ from typing import Any, Generic, cast
 
 from store.atomic import SCHEMA_VERSION, DamagedDocument, dump_json, parse_json
 from store.errors import Conflict, Damaged, Invalid, NotFound
+from store.folders import page_of
 from store.jobs.registry import _CREATE_ATTEMPTS, MANAGED_FIELDS, JobRegistry, R, _first_line, _plain
 from store.kept import KeptBySignature
 from store.names import validate_name
@@ -216,16 +217,7 @@ class ObjectJobRegistry(Generic[R]):
         return sorted(found)
 
     def _page(self, read, after: str | None, limit: int | None) -> builtins.list:
-        found: builtins.list = []
-        for name in self.names():
-            if after is not None and name <= after:
-                continue
-            if limit is not None and len(found) >= limit:
-                break
-            item = read(name)
-            if item is not None:
-                found.append(item)
-        return found
+        return page_of(self.names(), read, after, limit)
 
     def list(self, after: str | None = None, limit: int | None = None) -> builtins.list[R]:
         """The readable records, sorted by name, after ``after``, at most ``limit``; damaged ones skipped."""
