@@ -55,6 +55,17 @@ class ServerSettings(BaseModel):
     def _plugin_list(cls, value: list[str] | str) -> list[str]:
         return _string_list(value, "solver_plugins")
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _a_folder(cls, value):
+        """A folder, not a URL: ``s3://bucket/prefix`` would otherwise become a folder named ``s3:`` in the working
+        directory. The object store is not the service's store yet (docs/scaling.md, issue 57)."""
+        if isinstance(value, str) and "://" in value:
+            raise ValueError(f"{value!r} is a URL; the service keeps its data in a folder for now (an object store "
+                             "holds its records, checkpoints and image jobs in the store's own code, not yet its "
+                             "data sets: docs/scaling.md); give a folder's path")
+        return value
+
 
 class ProcessSettings(BaseModel):
     """The dask cluster, the API processes and their threads."""
