@@ -22,7 +22,10 @@ What the folder registry does with a lock and a rename, this one does with the s
   than `STALE_DELETE_S`;
 * **fit lease**: an expiring lease (`store.objects.leases`) renewed by a thread while its holder runs
   (`fit_lease`): a worker that dies frees its jobs `LEASE_TTL_S` after its last renewal, instead of at once
-  as a ``flock`` is freed.
+  as a ``flock`` is freed. A runner whose lease was taken over (it stopped renewing for a whole ttl: a
+  paused process, a store it could not reach) must not write on: from then on this registry's `update` and
+  `cancel_requested` of that job raise `NotFound`, which a fit's worker reads as "deleted or replaced during
+  its fit" and stops without writing (`workers.fit`).
 
 A record that cannot be read (not JSON, altered, of an unknown version), or missing beside the job's other
 objects, is damaged, as in the folder registry: `get` raises `Damaged`, `list` skips it, `entries` lists it,
@@ -97,6 +100,7 @@ class ObjectJobRegistry(Generic[R]):
         self.lease_ttl = float(lease_ttl)
         self.clock = clock
         self.holder = holder_id()
+        self._lost: set[str] = set()  # jobs whose fit lease this registry's runner lost (`fit_lease`)
 
     @property
     def schema_version(self) -> int:
@@ -248,6 +252,7 @@ class ObjectJobRegistry(Generic[R]):
         no concurrent update is lost; ``updated_at`` set to now. The managed fields cannot be set (`Invalid`);
         `NotFound` if the job does not exist, ValueError if a value does not fit. Cost: a read and a write per
         try."""
+        self._check_not_lost(name)
         for field in fields:
             if field in MANAGED_FIELDS:
                 raise Invalid(field, f"{field} is managed by the {self.kind} registry")
@@ -291,8 +296,16 @@ class ObjectJobRegistry(Generic[R]):
             self.objects.delete(key)
             raise NotFound(self.kind, name)
 
+    def _check_not_lost(self, name: str) -> None:
+        """`NotFound` if this registry's runner of ``name`` lost its fit lease (module docstring)."""
+        if name in self._lost:
+            raise NotFound(self.kind, name, message=f"{self.kind} {name!r}: this process's fit lease on it was "
+                                                    "taken over by another runner; it stops here")
+
     def cancel_requested(self, name: str) -> bool:
-        """Whether a cancel was requested and not cleared; `NotFound` if no such job. One or two requests."""
+        """Whether a cancel was requested and not cleared; `NotFound` if no such job, or if this registry's runner
+        lost its fit lease (module docstring). One or two requests."""
+        self._check_not_lost(name)
         if self.objects.version(self._key(name, CANCEL)) is not None:
             return True
         if self.objects.version(self._key(name, self.document)) is None:
@@ -310,9 +323,9 @@ class ObjectJobRegistry(Generic[R]):
     def fit_lease(self, name: str) -> Iterator[bool]:
         """Try to become the one runner of job ``name``; yields True if this caller is. The lease
         (`store.objects.leases`) is renewed by a thread every third of `lease_ttl` for the ``with`` block and
-        released at its end; a renewal that finds it taken over stops renewing and logs it (the other runner
-        was given the job because this one stopped renewing for a whole ``lease_ttl``). `NotFound` if no such
-        job."""
+        released at its end; a renewal that finds it taken over stops renewing, logs it and marks the job lost
+        to this runner (`update` and `cancel_requested` raise `NotFound` from then on: the other runner was given
+        the job because this one stopped renewing for a whole ``lease_ttl``). `NotFound` if no such job."""
         self.get(name)
         key = self._key(name, LEASE)
         holder = f"{self.holder}:{uuid.uuid4().hex[:8]}"  # each taker its own: a second in this process is refused
@@ -322,14 +335,16 @@ class ObjectJobRegistry(Generic[R]):
             return
         stop = threading.Event()
         held = [lease]
+        self._lost.discard(name)
 
         def renew() -> None:
             while not stop.wait(self.lease_ttl / 3):
                 try:
                     held[0] = leases.renew(self.objects, held[0], self.lease_ttl, now=self.clock)
                 except leases.LeaseLost:
-                    log.warning("%s %r: its fit lease was taken over; this runner's writes may conflict",
+                    log.warning("%s %r: its fit lease was taken over by another runner; this one stops writing",
                                 self.kind, name)
+                    self._lost.add(name)
                     return
                 except Exception as exc:  # a store that cannot be reached now: try again at the next tick
                     log.warning("%s %r: renewing its fit lease failed (%s); retrying", self.kind, name, exc)

@@ -210,3 +210,31 @@ def test_a_lease_not_renewed_is_free_after_its_ttl(tmp_path, clock):
     assert not alive.fit_alive("orphan")
     with alive.fit_lease("orphan") as taken:
         assert taken
+
+
+def test_a_runner_whose_lease_was_taken_over_stops_writing(tmp_path):
+    """A runner that lost its lease (another took the job after it stopped renewing) must not write over the new
+    runner's record: its registry's update and cancel check raise NotFound, which a fit's worker reads as "stop,
+    write nothing"; another process's registry is not affected."""
+    import time
+
+    from store.objects import leases
+
+    objects = FolderObjects(tmp_path / "objects")
+    runner = ObjectJobRegistry(objects, ModelRegistry, lease_ttl=0.6)  # renewed every 0.2 s, on the real clock
+    other = ObjectJobRegistry(objects, ModelRegistry, lease_ttl=0.6)
+    runner.create(record("taken"))
+    with runner.fit_lease("taken") as ours:
+        assert ours
+        runner.update("taken", status="running")
+        objects.put("models/taken/fit-lease", leases._document("someone-else", time.time() + 60))  # taken over
+        deadline = time.monotonic() + 10
+        while "taken" not in runner._lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(NotFound, match="taken over"):
+            runner.update("taken", status="completed")
+        with pytest.raises(NotFound, match="taken over"):
+            runner.cancel_requested("taken")
+        assert other.update("taken", checkpoint_keep=3).status == "running"  # the new runner's writes go on
+        assert not other.cancel_requested("taken")
+    assert runner.get("taken").status == "running"  # nothing written by the runner that lost it
