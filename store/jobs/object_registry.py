@@ -47,9 +47,18 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, cast
 
 from store.atomic import SCHEMA_VERSION, DamagedDocument, dump_json, parse_json
-from store.errors import Conflict, Damaged, Invalid, NotFound
+from store.errors import Conflict, Damaged, NotFound
 from store.folders import page_of
-from store.jobs.registry import _CREATE_ATTEMPTS, MANAGED_FIELDS, JobRegistry, R, _first_line, _plain
+from store.jobs.registry import (
+    _CREATE_ATTEMPTS,
+    JobRegistry,
+    R,
+    _first_line,
+    _plain,
+    check_fields,
+    listed,
+    readable,
+)
 from store.kept import KeptBySignature
 from store.names import validate_name
 from store.objects import leases
@@ -225,25 +234,11 @@ class ObjectJobRegistry(Generic[R]):
 
     def list(self, after: str | None = None, limit: int | None = None) -> builtins.list[R]:
         """The readable records, sorted by name, after ``after``, at most ``limit``; damaged ones skipped."""
-        def read(name: str) -> R | None:
-            try:
-                return self.get(name)
-            except (NotFound, Invalid, Damaged):
-                return None
-
-        return self._page(read, after, limit)
+        return self._page(lambda name: readable(self.get, name), after, limit)
 
     def entries(self, after: str | None = None, limit: int | None = None) -> builtins.list[R | DamagedEntry]:
         """As `list`, with each damaged record as a `DamagedEntry`."""
-        def read(name: str) -> R | DamagedEntry | None:
-            try:
-                return self.get(name)
-            except (NotFound, Invalid):
-                return None
-            except Damaged as exc:
-                return DamagedEntry.of(name, exc)
-
-        return self._page(read, after, limit)
+        return self._page(lambda name: listed(self.get, name), after, limit)
 
     # -- write -------------------------------------------------------------------------------------------------
 
@@ -253,11 +248,7 @@ class ObjectJobRegistry(Generic[R]):
         `NotFound` if the job does not exist, ValueError if a value does not fit. Cost: a read and a write per
         try."""
         self._check_not_lost(name)
-        for field in fields:
-            if field in MANAGED_FIELDS:
-                raise Invalid(field, f"{field} is managed by the {self.kind} registry")
-            if field not in self.record_type.model_fields:
-                raise Invalid(field, f"{field} is not a field of a {self.kind} record")
+        check_fields(self.record_type, self.kind, fields)
         key = self._key(name, self.document)
         for attempt in range(UPDATE_ATTEMPTS):
             record, version = self._read(name)

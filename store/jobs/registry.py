@@ -174,26 +174,12 @@ class JobRegistry(Generic[R]):
         given (a page). A damaged record is skipped (and logged once, `store.quarantine`): what the
         fits that must go on read (the watchdog, the count of a key's fits). Cost: a folder listing and
         one `get` per record returned."""
-        def read(name: str) -> R | None:
-            try:
-                return self.get(name)
-            except (NotFound, Invalid, Damaged):
-                return None  # folders without a record; damaged records
-
-        return self.folders.page(read, after, limit)
+        return self.folders.page(lambda name: readable(self.get, name), after, limit)
 
     def entries(self, after: str | None = None, limit: int | None = None) -> builtins.list[R | DamagedEntry]:
         """As `list`, with each damaged record listed as a `store.quarantine.DamagedEntry` (status
         ``corrupt`` and the reason): what the API's list shows. Cost: as `list`."""
-        def read(name: str) -> R | DamagedEntry | None:
-            try:
-                return self.get(name)
-            except (NotFound, Invalid):
-                return None
-            except Damaged as exc:
-                return DamagedEntry.of(name, exc)
-
-        return self.folders.page(read, after, limit)
+        return self.folders.page(lambda name: listed(self.get, name), after, limit)
 
     def update(self, name: str, /, **fields) -> R:
         """Set fields of a record (read-modify-write under the job's exclusive lock), validated.
@@ -204,11 +190,7 @@ class JobRegistry(Generic[R]):
         job does not exist, ValueError if a value does not fit the record.
         Returns the new record. Cost O(record size).
         """
-        for field in fields:
-            if field in MANAGED_FIELDS:
-                raise Invalid(field, f"{field} is managed by the {self.kind} registry")
-            if field not in self.record_type.model_fields:
-                raise Invalid(field, f"{field} is not a field of a {self.kind} record")
+        check_fields(self.record_type, self.kind, fields)
         with self.folders.locked(name):
             current = self.get(name).document()
             current.update({k: _plain(v) for k, v in fields.items()}, updated_at=utc_now())
@@ -278,6 +260,36 @@ class JobRegistry(Generic[R]):
         """Whether some live process holds ``name``'s lease. Cost O(1)."""
         with self.fit_lease(name) as acquired:
             return not acquired
+
+
+def readable(get, name: str):
+    """``get(name)``, or None where there is no readable record (none, a bad name, damaged): an item of `list`,
+    the fits that must go on read. O(get)."""
+    try:
+        return get(name)
+    except (NotFound, Invalid, Damaged):
+        return None  # folders without a record; damaged records
+
+
+def listed(get, name: str):
+    """``get(name)``, a `DamagedEntry` for a damaged record, None where there is none: an item of `entries`, what
+    the API's list shows. O(get)."""
+    try:
+        return get(name)
+    except (NotFound, Invalid):
+        return None
+    except Damaged as exc:
+        return DamagedEntry.of(name, exc)
+
+
+def check_fields(record_type, kind: str, fields) -> None:
+    """`Invalid` naming the first of ``fields`` an update may not set: one the registry manages, or not a field of
+    ``record_type``. O(fields)."""
+    for field in fields:
+        if field in MANAGED_FIELDS:
+            raise Invalid(field, f"{field} is managed by the {kind} registry")
+        if field not in record_type.model_fields:
+            raise Invalid(field, f"{field} is not a field of a {kind} record")
 
 
 def _first_line(exc: Exception) -> str:
