@@ -26,7 +26,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -36,6 +35,7 @@ import numpy as np  # noqa: E402
 
 from bench._common import save  # noqa: E402
 from bench._s3_server import BUCKET, s3_server  # noqa: E402
+from bench.object_store import timed, times_the  # noqa: E402
 from store.image_job_objects import ObjectImageJobStore  # noqa: E402
 from store.image_jobs import ImageJobStore  # noqa: E402
 from store.jobs.checkpoints import CheckpointStore  # noqa: E402
@@ -44,14 +44,6 @@ from store.jobs.object_registry import ObjectJobRegistry  # noqa: E402
 from store.jobs.records import ModelRecord  # noqa: E402
 from store.objects.folder import FolderObjects  # noqa: E402
 from store.objects.s3 import S3Objects  # noqa: E402
-
-
-def timed(call, count: int) -> float:
-    """Mean seconds of ``call(i)`` over i < count."""
-    started = time.perf_counter()
-    for i in range(count):
-        call(i)
-    return (time.perf_counter() - started) / count
 
 
 def record(name: str) -> ModelRecord:
@@ -122,8 +114,7 @@ def main(argv=None) -> None:
         results["objects on S3 (moto)"] = measure(
             "objects on S3 (moto)", ObjectJobRegistry(s3, ModelRegistry), CheckpointStore.on_objects(s3),
             ObjectImageJobStore(s3), args)
-    ratios = {name: {key: (value / results["folder"][key] if key.endswith("_ms") else results["folder"][key] / value)
-                     for key, value in figures.items()} for name, figures in results.items() if name != "folder"}
+    ratios = {name: times_the(figures, results["folder"]) for name, figures in results.items() if name != "folder"}
     save("store_backends", {"records": args.records, "checkpoint_mib": args.components * args.rows * 8 / 2**20,
                             "server": "moto (Python) on 127.0.0.1", "results": results, "times_the_folder": ratios})
 
