@@ -34,7 +34,7 @@ from store.image_jobs import (
 )
 from store.names import validate_name
 from store.npy import write_npy
-from store.objects.interface import ObjectExists, ObjectMissing, ObjectStore, VersionMismatch
+from store.objects.interface import ObjectExists, ObjectMissing, ObjectStore, VersionMismatch, child_names
 from store.timestamps import seconds_since, utc_now
 
 FOLDER = "image-jobs"
@@ -118,7 +118,7 @@ class ObjectImageJobStore:
 
     def names(self) -> list[str]:
         """The names that have objects, sorted. One listing."""
-        return sorted({key.split("/", 2)[1] for key in self.objects.keys(FOLDER + "/") if key.count("/") >= 2})
+        return child_names(self.objects, FOLDER, folders_only=True)
 
     def running(self, owner: str | None) -> int:
         """Background jobs of ``owner`` still running. One listing and a read per job."""

@@ -15,7 +15,7 @@ from typing import IO, TypeVar
 
 from store.atomic import remove_tree, write_via_temp
 from store.npy import NpzArchive
-from store.objects.interface import ObjectMissing, ObjectStore
+from store.objects.interface import ObjectMissing, ObjectStore, child_names
 from store.timestamps import to_iso
 
 T = TypeVar("T")
@@ -92,8 +92,7 @@ class ObjectPlace:
         return NpzArchive(io.BytesIO(data))
 
     def names(self, folder: Path) -> list[str]:
-        prefix = self._key(folder) + "/"
-        return sorted({key[len(prefix):].split("/", 1)[0] for key in self.objects.keys(prefix)})
+        return child_names(self.objects, self._key(folder))
 
     def remove(self, path: Path) -> None:
         self.objects.delete(self._key(path))

@@ -62,7 +62,7 @@ from store.jobs.registry import (
 from store.kept import KeptBySignature
 from store.names import validate_name
 from store.objects import leases
-from store.objects.interface import ObjectExists, ObjectMissing, ObjectStore, VersionMismatch
+from store.objects.interface import ObjectExists, ObjectMissing, ObjectStore, VersionMismatch, child_names
 from store.quarantine import DamagedEntry
 from store.timestamps import utc_now
 
@@ -226,8 +226,7 @@ class ObjectJobRegistry(Generic[R]):
 
     def names(self) -> builtins.list[str]:
         """The names that have objects, sorted. One listing."""
-        found = {key.split("/", 2)[1] for key in self.objects.keys(self.kind_folder + "/") if key.count("/") >= 2}
-        return sorted(found)
+        return child_names(self.objects, self.kind_folder, folders_only=True)
 
     def _page(self, read, after: str | None, limit: int | None) -> builtins.list:
         return page_of(self.names(), read, after, limit)

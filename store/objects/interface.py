@@ -124,5 +124,17 @@ class ObjectStore(abc.ABC):
         """The keys under ``prefix`` (a folder's path, ``models/``; "" for all), in sorted order."""
 
 
-__all__ = ["ObjectStore", "Stored", "Described", "ObjectStoreError", "ObjectMissing", "ObjectExists", "VersionMismatch",
-           "StoreUnavailable", "StoreRefused", "check_key"]
+def child_names(objects: ObjectStore, folder: str, folders_only: bool = False) -> list[str]:
+    """The names directly under ``folder`` (a key prefix, without its trailing ``/``), sorted: each key's next
+    part; with ``folders_only``, only the names that have objects beneath them. One listing."""
+    prefix = folder + "/"
+    found = set()
+    for key in objects.keys(prefix):
+        part, below, _ = key[len(prefix):].partition("/")
+        if below or not folders_only:
+            found.add(part)
+    return sorted(found)
+
+
+__all__ = ["ObjectStore", "Stored", "Described", "child_names", "ObjectStoreError", "ObjectMissing", "ObjectExists",
+           "VersionMismatch", "StoreUnavailable", "StoreRefused", "check_key"]
