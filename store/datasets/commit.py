@@ -76,7 +76,7 @@ def commit_staged(folder: Path, meta: DatasetRecord) -> DatasetInfo:
             shutil.rmtree(staging, ignore_errors=True)  # only leftovers of a crashed commit
             return meta.info({})
         raise Invalid("chunks", "no chunks uploaded")
-    _refuse_gaps(meta, committed, staged)
+    refuse_gaps(meta, committed, staged)
     indices = sorted(staged)
     rows_per_chunk = staged_rows(folder) or {}
     damaged = [i for i in indices if rows_per_chunk.get(i, DAMAGED) == DAMAGED]
@@ -116,8 +116,9 @@ def _repair(folder: Path, meta: DatasetRecord, uploads: dict[int, Path]) -> None
             uploads[index].unlink(missing_ok=True)
 
 
-def _refuse_gaps(meta: DatasetRecord, committed: int, staged: dict[int, Path]) -> None:
-    """Refuse staged chunks that are not exactly ``committed..max(staged)``."""
+def refuse_gaps(meta: DatasetRecord, committed: int, staged) -> None:
+    """Refuse (`Invalid` on ``"chunks"``, naming the missing indices) staged chunk indices ``staged`` (a
+    collection of them) that are not exactly ``committed..max(staged)``. O(chunks)."""
     missing = sorted(set(range(committed, max(staged) + 1)) - set(staged))
     if missing:
         after = ""

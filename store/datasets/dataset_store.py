@@ -246,18 +246,7 @@ class DatasetStore:
     def ready(self, name: str, field: str = "dataset") -> DatasetInfo:
         """Public metadata (`get`) of a data set that has a committed version, for a caller that needs
         its rows: `NotFound` or `Conflict` naming ``field`` otherwise (the latter says to commit). Cost: `get`."""
-        try:
-            meta = self.get(validate_name(name, field=field))
-        except NotFound:
-            raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
-        except Damaged as exc:  # its meta.json is damaged: a 409 corrupt on the caller's field
-            raise Damaged(exc.message, field=field, cause=exc.cause) from None
-        if meta.corrupt_chunks:
-            raise Corrupt(name, meta.version, meta.corrupt_chunks, "found damaged and not yet repaired")
-        if meta.status != "ready" and not (meta.status == "corrupt" and meta.version):
-            raise Conflict(f"data set {name!r} is {meta.status!r}, not 'ready': upload all its chunks and commit "
-                           f"it first (POST /v1/datasets/{name}/commit)", field=field)
-        return meta
+        return ready_info(self.get, name, field)
 
     def list(self, after: str | None = None, limit: int | None = None) -> list[DatasetInfo]:
         """Metadata of every data set, sorted by name; only names after ``after`` and at most ``limit``
@@ -493,3 +482,21 @@ class DatasetStore:
     def _require(self, name: str) -> None:
         if not self.exists(name):
             raise NotFound(self._folders.kind, name)
+
+
+def ready_info(get, name: str, field: str = "dataset") -> DatasetInfo:
+    """``get(name)`` (a store's public metadata) of a data set that has a committed version: `NotFound` or
+    `Conflict` naming ``field`` otherwise (the latter says to commit), `Corrupt` while chunks of it are marked
+    damaged. What `DatasetStore.ready` and the object store's answer. Cost: ``get``."""
+    try:
+        meta = get(validate_name(name, field=field))
+    except NotFound:
+        raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
+    except Damaged as exc:  # its meta.json is damaged: a 409 corrupt on the caller's field
+        raise Damaged(exc.message, field=field, cause=exc.cause) from None
+    if meta.corrupt_chunks:
+        raise Corrupt(name, meta.version, meta.corrupt_chunks, "found damaged and not yet repaired")
+    if meta.status != "ready" and not (meta.status == "corrupt" and meta.version):
+        raise Conflict(f"data set {name!r} is {meta.status!r}, not 'ready': upload all its chunks and commit "
+                       f"it first (POST /v1/datasets/{name}/commit)", field=field)
+    return meta

@@ -32,6 +32,7 @@ The layout of a data set folder and the meaning of versions: see `store.datasets
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -81,16 +82,21 @@ class SegmentRecord(_Document):
         """Whether global chunk ``index`` is one of this segment's. Cost O(1)."""
         return self.first_chunk <= index < self.first_chunk + self.n_chunks
 
-    def read_digests(self, folder: Path, name: str | None = None) -> SegmentDigests:
-        """Its digest document, read from the data set folder ``folder`` and checked (`ValueError` if
-        it does not fit `SegmentDigests`). With the data set's ``name``, a missing or damaged document
-        is `store.errors.Corrupt` naming the segment's chunks instead. Cost O(chunks of the segment)."""
-        path = folder / self.digests
+    def read_digests(self, folder: Path | Callable[[str], dict], name: str | None = None) -> SegmentDigests:
+        """Its digest document, read from the data set folder ``folder`` (or by ``folder(path)``, the document at
+        a path relative to the set: an object store's reader) and checked (`ValueError` if it does not fit
+        `SegmentDigests`). With the data set's ``name``, a missing or damaged document is `store.errors.Corrupt`
+        naming the segment's chunks instead. Cost O(chunks of the segment)."""
+        def load() -> SegmentDigests:
+            if callable(folder):
+                return _checked(SegmentDigests, folder(self.digests), self.digests)
+            return _checked(SegmentDigests, read_json(folder / self.digests), folder / self.digests)
+
         if name is None:
-            return _checked(SegmentDigests, read_json(path), path)
+            return load()
         try:
-            return _checked(SegmentDigests, read_json(path), path)
-        except (OSError, ValueError) as exc:
+            return load()
+        except (OSError, KeyError, ValueError) as exc:
             raise Corrupt(name, None, range(self.first_chunk, self.first_chunk + self.n_chunks),
                           f"the digest document of segment {self.segment}, {self.digests}, cannot be read: "
                           f"{getattr(exc, 'cause', None) or type(exc).__name__}") from None
@@ -288,7 +294,7 @@ class DatasetRecord(_Document):
         self.zarr_chunk_rows, self.committed_at = segment.chunk_rows, committed_at
 
     # ------------------------------------------------------------ digests
-    def committed_digest(self, folder: Path, index: int) -> str:
+    def committed_digest(self, folder: Path | Callable[[str], dict], index: int) -> str:
         """The recorded sha256 of committed chunk ``index`` of the set in ``folder``.
 
         Cost: reading the digest document of its segment, O(chunks of that segment).
@@ -296,14 +302,14 @@ class DatasetRecord(_Document):
         segment = next(s for s in self.segments if s.holds(index))
         return segment.read_digests(folder, self.name).chunk_sha256[index - segment.first_chunk]
 
-    def recorded_digests(self, folder: Path) -> list[str]:
+    def recorded_digests(self, folder: Path | Callable[[str], dict]) -> list[str]:
         """The recorded sha256 of every committed chunk of the set in ``folder``, in index order.
 
         Cost: reading every segment's digest document, O(committed chunks).
         """
         return [digest for segment in self.segments for digest in segment.read_digests(folder, self.name).chunk_sha256]
 
-    def chunk_row_counts(self, folder: Path, record: VersionRecord) -> list[int]:
+    def chunk_row_counts(self, folder: Path | Callable[[str], dict], record: VersionRecord) -> list[int]:
         """Rows of each (upload) chunk of committed version ``record``, in index order, from the digest
         documents of its segments. Cost: reading those documents, O(chunks of the version)."""
         counts = [c for segment in self.segments_of(record) for c in segment.read_digests(folder, self.name).chunk_rows]
@@ -335,7 +341,7 @@ class DatasetRecord(_Document):
             corrupt_chunks=corrupt_chunks, damaged_staged=damaged_staged)
 
 
-def _checked(kind: type[_Document], doc: dict, path: Path):
+def _checked(kind: type[_Document], doc: dict, path: Path | str):
     """``doc`` (read from ``path``) as a ``kind``; a `ValueError` naming the file if it does not fit."""
     try:
         return kind.model_validate(doc)

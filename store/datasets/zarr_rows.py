@@ -23,15 +23,16 @@ def zarr_chunk_rows(n_rows: int, n_features: int, itemsize: int) -> int:
     return max(1, min(n_rows, power_of_two))
 
 
-def create_row_array(path: Path, n_rows: int, n_features: int, dtype: str, chunk_rows: int) -> zarr.Array:
-    """Create an empty zarr v3 array of shape (n_rows, n_features) at folder ``path``.
+def create_row_array(path, n_rows: int, n_features: int, dtype: str, chunk_rows: int) -> zarr.Array:
+    """Create an empty zarr v3 array of shape (n_rows, n_features) at folder ``path`` (or in a zarr store: an
+    object store's, `store.objects.interface.ObjectStore.zarr_store`).
 
     Chunks are (chunk_rows, n_features) with zarr's default codecs (bytes +
     zstd); every chunk is stored, even an all-zero one, so the stored bytes are
     exactly the rows written (``-0.0`` stays ``-0.0``). Cost O(1) (metadata only).
     """
     return zarr.create_array(
-        store=str(path),
+        store=str(path) if isinstance(path, (str, Path)) else path,
         shape=(n_rows, n_features),
         dtype=dtype,
         chunks=(chunk_rows, n_features),

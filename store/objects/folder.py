@@ -118,6 +118,11 @@ class FolderObjects(ObjectStore):
                 raise VersionMismatch(f"{key}: changed since it was read; read it again", key)
             path.unlink()
 
+    def zarr_store(self, folder: str, read_only: bool = True):
+        from zarr.storage import LocalStore
+
+        return LocalStore(self._path(folder), read_only=read_only)
+
     def keys(self, prefix: str = "") -> Iterator[str]:
         folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
         found = []

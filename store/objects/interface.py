@@ -123,6 +123,13 @@ class ObjectStore(abc.ABC):
     def keys(self, prefix: str = "") -> Iterator[str]:
         """The keys under ``prefix`` (a folder's path, ``models/``; "" for all), in sorted order."""
 
+    @abc.abstractmethod
+    def zarr_store(self, folder: str, read_only: bool = True):
+        """A zarr 3 store (``zarr.abc.store.Store``) of the objects under ``folder`` (a key prefix without its
+        trailing ``/``): how a data set's rows are written and read as a zarr array here. Its writes are
+        zarr's own, one object per chunk, not the atomic writes above: a caller writes an array under a
+        fresh name and publishes it afterwards (`store.datasets.object_datasets`). O(1)."""
+
 
 def child_names(objects: ObjectStore, folder: str, folders_only: bool = False) -> list[str]:
     """The names directly under ``folder`` (a key prefix, without its trailing ``/``), sorted: each key's next

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import obstore
 from obstore import exceptions as errors
@@ -34,6 +35,9 @@ from store.objects.interface import (
     VersionMismatch,
     check_key,
 )
+
+if TYPE_CHECKING:
+    from obstore.store import RetryConfig
 
 RETRY_SECONDS = 30.0  # how long a transient failure is retried before it is `StoreUnavailable`
 
@@ -54,11 +58,16 @@ class S3Objects(ObjectStore):
     def __init__(self, url: str, retry_seconds: float = RETRY_SECONDS):
         bucket, prefix = parse_url(url)
         self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-        self._store = S3Store(  # the endpoint, credentials, region and AWS_ALLOW_HTTP: read by obstore
-            bucket, prefix=prefix or None, conditional_put="etag",
-            retry_config={"max_retries": 1000, "retry_timeout": timedelta(seconds=retry_seconds),
-                          "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2),
-                                      "base": 2.0}})
+        self._bucket, self._prefix = bucket, prefix
+        self._retry: RetryConfig = {"max_retries": 1000, "retry_timeout": timedelta(seconds=retry_seconds),
+                       "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2),
+                                   "base": 2.0}}
+        self._store = self._s3(prefix)
+
+    def _s3(self, prefix: str) -> S3Store:
+        """obstore's client of the objects under ``prefix`` (the endpoint, credentials, region and
+        AWS_ALLOW_HTTP: read by obstore from the environment)."""
+        return S3Store(self._bucket, prefix=prefix or None, conditional_put="etag", retry_config=self._retry)
 
     def _failed(self, key: str | None, exc: Exception) -> Exception:
         """Our error for obstore's ``exc``."""
@@ -130,6 +139,12 @@ class S3Objects(ObjectStore):
             return
         except Exception as exc:
             raise self._failed(key, exc) from exc
+
+    def zarr_store(self, folder: str, read_only: bool = True):
+        from zarr.storage import ObjectStore as ZarrObjectStore
+
+        check_key(folder)
+        return ZarrObjectStore(self._s3(f"{self._prefix}/{folder}" if self._prefix else folder), read_only=read_only)
 
     def keys(self, prefix: str = "") -> Iterator[str]:
         try:

@@ -25,7 +25,21 @@ def sha256_of(*chunks: np.ndarray) -> str:
 
 
 class DatasetStoreConformance:
-    """Behaviour every data set store must show. Subclasses provide the ``store`` fixture."""
+    """Behaviour every data set store must show. Subclasses provide the ``store`` fixture, and the three
+    looks at its layout below where it is not the folder's."""
+
+    def staged_version(self, store, name: str, index: int) -> tuple:
+        """What changes when staged chunk ``index`` is written again (its inode and mtime)."""
+        info = os.stat(store.array_path(name).parent.parent / "staging" / f"{index:06d}.npy")
+        return info.st_ino, info.st_mtime_ns
+
+    def zarr_json(self, store, name: str) -> dict:
+        """The ``zarr.json`` of the set's first segment."""
+        return json.loads((store.array_path(name) / "zarr.json").read_text())
+
+    def staging_left(self, store, name: str) -> bool:
+        """Whether anything of the set's staging is left."""
+        return (store.array_path(name).parent.parent / "staging").exists()
 
     # ------------------------------------------------------------ create/get
     def test_create_get_list_delete(self, store):
@@ -85,7 +99,7 @@ class DatasetStoreConformance:
             lambda: store.put_chunk(bad, 0, np.zeros((1, 3))),
             lambda: store.commit(bad),
             lambda: store.open_array(bad),
-            lambda: store.array_path(bad),
+            lambda: store.exists(bad),
         ]
         for call in calls:
             with pytest.raises(Invalid) as info:
@@ -213,13 +227,11 @@ class DatasetStoreConformance:
         store.create("d", 3, "float32")
         rows = rng.normal(size=(6, 3))
         store.put_chunk("d", 0, rows)
-        staged = store.array_path("d").parent.parent / "staging" / "000000.npy"
-        before = os.stat(staged)
+        before = self.staged_version(store, "d", 0)
         # same values given as float64 and as float32: identical after the cast
         meta = store.put_chunk("d", 0, rows)
         meta = store.put_chunk("d", 0, rows.astype(np.float32))
-        after = os.stat(staged)
-        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+        assert self.staged_version(store, "d", 0) == before
         assert meta.chunks == [0] and meta.n_rows == 6
 
     def test_reput_different_content_conflicts(self, store, rng):
@@ -274,9 +286,8 @@ class DatasetStoreConformance:
         assert array[:].tobytes() == expected.tobytes()
         assert array[4:9].tobytes() == expected[4:9].tobytes()
         assert isinstance(array[4:9], np.ndarray)
-        zarr_json = json.loads((store.array_path("d") / "zarr.json").read_text())
-        assert zarr_json["zarr_format"] == 3
-        assert not (store.array_path("d").parent.parent / "staging").exists()
+        assert self.zarr_json(store, "d")["zarr_format"] == 3
+        assert not self.staging_left(store, "d")
         assert store.get("d") == meta
 
     def test_commit_idempotent_and_checksum_stable(self, store, rng):
@@ -467,6 +478,11 @@ class TestLocalDatasetStore(DatasetStoreConformance):
     @pytest.fixture
     def store(self, root: Path) -> DatasetStore:
         return DatasetStore(root)
+
+    @pytest.mark.parametrize("bad", ["../x", "a/b", "", ".x"])
+    def test_array_path_rejects_bad_names(self, store, bad):
+        with pytest.raises(Invalid):
+            store.array_path(bad)
 
 
 # ------------------------------------------------------------------ helpers of the file backend
