@@ -6,6 +6,7 @@ holds them."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import urllib.request
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ class S3Server:
     """A moto S3 server on a free loopback port, with `BUCKET` created; `stop` and `start` again (same port)."""
 
     def __init__(self):
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not a line per request on the caller's log
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()
         self.host, self.port = self._server.get_host_and_port()

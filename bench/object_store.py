@@ -11,11 +11,18 @@ issue asks for, in one run:
   written and read back.
 
 Milliseconds per record operation and MiB/s per chunk direction, and each S3 client's ratio to the folder.
+
+Then the service's own stores on both, the issue's goals (``--rows`` x ``--features`` float32 rows, in chunks of
+``--chunk-rows``): a data set's upload (every chunk staged, then the commit; MiB/s of rows) through the folder
+store (`store.DatasetStore`) and the object store over S3 (`store.datasets.object_datasets.ObjectDatasetStore`),
+and a default fit (the service's default solver and parameters, 8 components, run in this process by
+`workers.fit.FitJob` from its record to its last checkpoint) on each, with the largest difference between the two
+fits' projections of 100 rows, relative to their largest value.
 moto is a Python server: its own cost dominates the loopback figures, so they bound what a real store's
 client costs from above; a real store adds its network's latency (the cost model of docs/scaling.md). Prints
 JSON; writes bench/results/object_store.json.
 
-    python bench/object_store.py [--records 100] [--chunks 20] [--chunk-mib 1]
+    python bench/object_store.py [--records 100] [--chunks 20] [--chunk-mib 1] [--rows 20000] [--features 64]
     python bench/object_store.py --markdown bench/results/object_store.json   # docs/scaling.md's table
 """
 
@@ -64,6 +71,16 @@ class S3fsObjects:
         self.fs.pipe_file(f"{self.root}/{key}", data, IfMatch=etag)
 
 
+def _rows(n: int, d: int) -> np.ndarray:
+    """``n`` float32 rows of ``d`` features: 10 Gaussian clusters in a 5-dimensional subspace plus noise (structure a
+    kernel PCA finds), seeded."""
+    rng = np.random.default_rng(57)
+    centres = rng.normal(scale=3.0, size=(10, 5))
+    basis = np.linalg.qr(rng.normal(size=(d, 5)))[0]
+    latent = centres[rng.integers(0, 10, n)] + rng.normal(size=(n, 5))
+    return (latent @ basis.T + 0.1 * rng.normal(size=(n, d))).astype(np.float32)
+
+
 def timed(call, count: int) -> float:
     """Mean seconds of ``call(i)`` over i < count."""
     started = time.perf_counter()
@@ -103,6 +120,37 @@ def measure(name: str, store, records: int, chunks: int, chunk: bytes) -> dict:
     return out
 
 
+def service_stores(where: str, X: np.ndarray, chunk_rows: int) -> dict:
+    """Upload ``X`` as a data set at ``where`` (a folder or an S3 URL, `store.places`) and fit a default model on
+    it in this process: seconds and MiB/s, and the model's projections of 100 rows."""
+    from service.schemas.models import ModelCreate
+    from store.jobs.records import ModelRecord
+    from store.places import datasets_at, models_at
+    from workers.fit import FitJob
+    from workers.serve import project_rows
+
+    datasets = datasets_at(where)
+    started = time.perf_counter()
+    datasets.create("bench", X.shape[1], "float32")
+    for index, first in enumerate(range(0, X.shape[0], chunk_rows)):
+        datasets.put_chunk("bench", index, X[first: first + chunk_rows])
+    staging_s = time.perf_counter() - started
+    meta = datasets.commit("bench")
+    upload_s = time.perf_counter() - started
+    default = ModelCreate(name="fit", dataset="bench", n_components=8, kernel={"type": "gaussian", "sigma": 8.0})
+    models_at(where).create(ModelRecord.new("fit", meta, kernel=default.kernel.model_dump(), n_components=8,
+                                            solver=default.solver, params=default.params or {}))
+    started = time.perf_counter()
+    status = FitJob(where).run("fit")
+    fit_s = time.perf_counter() - started
+    assert status == "completed", (status, models_at(where).get("fit").error)
+    mib = X.nbytes / 2**20
+    out = {"upload_s": upload_s, "upload_mib_s": mib / upload_s, "staging_s": staging_s,
+           "commit_s": upload_s - staging_s, "fit_s": fit_s, "fit_passes": len(models_at(where).get("fit").history)}
+    out["projections"] = project_rows(where, "fit", X[:100].astype(np.float64))
+    return out
+
+
 def markdown(result: dict) -> str:
     """The table docs/scaling.md prints: each store's record milliseconds and chunk MiB/s."""
     lines = ["| | create (ms) | read (ms) | compare-and-swap (ms) | 1 MiB chunk write (MiB/s) | "
@@ -121,6 +169,9 @@ def main(argv=None) -> None:
     parser.add_argument("--records", type=int, default=100)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--chunk-mib", type=float, default=1.0)
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--features", type=int, default=64)
+    parser.add_argument("--chunk-rows", type=int, default=4096)
     parser.add_argument("--markdown", help="print the table of a saved result (a JSON file) and exit")
     args = parser.parse_args(argv)
     if args.markdown:
@@ -139,11 +190,20 @@ def main(argv=None) -> None:
             results["s3 s3fs"] = "not installed (pip install s3fs)"
         else:
             results["s3 s3fs"] = measure("s3 s3fs", s3fs_store, args.records, args.chunks, chunk)
+        X = _rows(args.rows, args.features)
+        service = {"folder": service_stores(str(Path(folder) / "data"), X, args.chunk_rows),
+                   "s3": service_stores(f"s3://{BUCKET}/{uuid.uuid4().hex}", X, args.chunk_rows)}
+    want, got = service["folder"].pop("projections"), service["s3"].pop("projections")
+    goals = {"upload_time_s3_over_folder": service["s3"]["upload_s"] / service["folder"]["upload_s"],
+             "fit_time_s3_over_folder": service["s3"]["fit_s"] / service["folder"]["fit_s"],
+             "projections_max_relative_difference": float(np.abs(got - want).max() / np.abs(want).max())}
+    print(json.dumps({"service": service, "goals": goals}, indent=1), file=sys.stderr, flush=True)
     ratios = {name: times_the(results[name], results["folder"]) for name in ("s3 obstore", "s3 s3fs")
               if isinstance(results.get(name), dict)}
     save("object_store", {"records": args.records, "chunks": args.chunks, "chunk_mib": args.chunk_mib,
                           "server": "moto (Python) on 127.0.0.1", "results": results,
-                          "times_the_folder": ratios})
+                          "times_the_folder": ratios, "rows": args.rows, "features": args.features,
+                          "chunk_rows": args.chunk_rows, "service": service, "goals": goals})
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import cast
 
 from fastapi import FastAPI
@@ -32,10 +31,20 @@ from service.routes import ROUTERS
 from service.schemas.openapi import install_openapi
 from service.settings import Settings, get_settings
 from service.threads import set_thread_limits, wait_for_cluster
-from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
-from store.image_jobs import ImageJobStore
 from store.jobs.archive import sweep_imports
 from store.jobs.registry import JobRegistry
+from store.places import (
+    checkpoints_at,
+    clusterings_at,
+    datasets_at,
+    image_jobs_at,
+    is_url,
+    local_folder,
+    location,
+    models_at,
+    prepared,
+    tune,
+)
 from store.running import RunningRequests
 from workers import Backend
 from workers.plugins import import_modules, warm_projections_here
@@ -47,17 +56,19 @@ log = logging.getLogger(__name__)
 async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     settings: Settings = app.state.settings
     set_thread_limits(settings.api_threads, settings.api_wait_threads)  # service/threads.py
-    data_dir = Path(settings.data_dir).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    app.state.datasets = DatasetStore(data_dir)
-    app.state.models = ModelRegistry(data_dir)
-    app.state.image_jobs = ImageJobStore(data_dir)
-    app.state.checkpoints = CheckpointStore(data_dir)
-    app.state.clusterings = ClusteringRegistry(data_dir)
-    app.state.running = RunningRequests(data_dir)  # the /v1/denoise-image requests running, by key
-    swept = await run_in_threadpool(sweep_imports, data_dir)
+    data_dir = prepared(settings.data_dir)  # a folder's absolute path or an object store's URL (store.places)
+    tune(settings.lease_ttl_s, settings.read_cache_mb)  # this process's leases and read cache, as its workers
+    app.state.datasets = datasets_at(data_dir)
+    app.state.models = models_at(data_dir)
+    app.state.image_jobs = image_jobs_at(data_dir)
+    app.state.checkpoints = checkpoints_at(data_dir)
+    app.state.clusterings = clusterings_at(data_dir)
+    # the /v1/denoise-image requests running, by key: this machine's API processes' (store.places.local_folder)
+    app.state.running = RunningRequests(local_folder(data_dir))
+    swept = await run_in_threadpool(sweep_imports, local_folder(data_dir))
     if swept:
-        log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), data_dir / ".imports")
+        log.warning("removed %d leftovers of interrupted model imports from %s", len(swept),
+                    local_folder(data_dir) / ".imports")
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
                       plugins=cast(list[str], settings.solver_plugins),  # `Settings`' validator made it a list
                       local_projections=(settings.local_projection_values, settings.local_projection_work),
@@ -149,9 +160,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
-    data_dir = Path(settings.data_dir).resolve()
-    used = folder_bytes(str(data_dir)) if settings.max_data_bytes != 0 else 0  # one walk: the limit's and the figure's
-    app.state.data_usage = DataUsage(data_dir, resolved_data_limit(data_dir, settings.max_data_bytes, used), used=used)
+    data_dir = location(settings.data_dir)
+    if is_url(data_dir):  # an object store's quota is the store's own: a refused write is a 507 (StoreRefused)
+        app.state.data_usage = DataUsage(data_dir, None, used=0)
+    else:
+        used = folder_bytes(data_dir) if settings.max_data_bytes != 0 else 0  # one walk: the limit's and the figure's
+        app.state.data_usage = DataUsage(data_dir, resolved_data_limit(data_dir, settings.max_data_bytes, used),
+                                         used=used)
     app.state.metrics.watch_models(lambda: app.state.models.list())
     app.state.record_views = RecordViews()
     app.state.event_hub = EventHub(lambda name: app.state.models.get(name), settings.max_event_streams)

@@ -13,8 +13,8 @@ from fastapi import Depends, Request
 
 from service.errors import ApiError
 from service.settings import Settings
-from store import CheckpointStore, ClusteringRegistry, DatasetStore, ModelRegistry
-from store.image_jobs import ImageJobStore
+from store import CheckpointStore
+from store.places import Clusterings, Datasets, ImageJobs, Models
 from workers import Backend
 
 
@@ -29,15 +29,15 @@ async def get_app_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def get_datasets(request: Request) -> DatasetStore:
+async def get_datasets(request: Request) -> Datasets:
     return _state(request, "datasets")
 
 
-async def get_models(request: Request) -> ModelRegistry:
+async def get_models(request: Request) -> Models:
     return _state(request, "models")
 
 
-async def get_clusterings(request: Request) -> ClusteringRegistry:
+async def get_clusterings(request: Request) -> Clusterings:
     return _state(request, "clusterings")
 
 
@@ -45,7 +45,7 @@ async def get_checkpoints(request: Request) -> CheckpointStore:
     return _state(request, "checkpoints")
 
 
-async def get_image_jobs(request: Request) -> ImageJobStore:
+async def get_image_jobs(request: Request) -> ImageJobs:
     return _state(request, "image_jobs")
 
 
@@ -57,8 +57,8 @@ class Serving(NamedTuple):
     """What the serving routes use, as one dependency: FastAPI's work per dependency and request (a
     sub-solve, its cache, the call) cost a ``/project`` about as much as its own checks did, four times."""
 
-    models: ModelRegistry
-    datasets: DatasetStore
+    models: Models
+    datasets: Datasets
     backend: Backend
     settings: Settings
 
@@ -69,10 +69,10 @@ async def get_serving(request: Request) -> Serving:
 
 
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
-DatasetsDep = Annotated[DatasetStore, Depends(get_datasets)]
-ModelsDep = Annotated[ModelRegistry, Depends(get_models)]
-ClusteringsDep = Annotated[ClusteringRegistry, Depends(get_clusterings)]
+DatasetsDep = Annotated[Datasets, Depends(get_datasets)]
+ModelsDep = Annotated[Models, Depends(get_models)]
+ClusteringsDep = Annotated[Clusterings, Depends(get_clusterings)]
 CheckpointsDep = Annotated[CheckpointStore, Depends(get_checkpoints)]
 BackendDep = Annotated[Backend, Depends(get_backend)]
-ImageJobsDep = Annotated[ImageJobStore, Depends(get_image_jobs)]
+ImageJobsDep = Annotated[ImageJobs, Depends(get_image_jobs)]
 ServingDep = Annotated[Serving, Depends(get_serving)]

@@ -33,6 +33,7 @@ from kpca.params import ParamError
 from service.schemas.errors import ErrorBody, ErrorDetail
 from store.atomic import disk_full
 from store.errors import NotFound, StoreError
+from store.objects.interface import ObjectStoreError, StoreRefused, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,21 @@ async def _os_error(request: Request, exc: OSError) -> JSONResponse:
                           "or old checkpoints, then retry")
 
 
+async def _object_store_error(request: Request, exc: ObjectStoreError) -> JSONResponse:
+    """The object store (``KPCA_DATA_DIR=s3://...``): unreachable after its retries is a 503 with ``Retry-After``;
+    a refused write (a quota, no space, no permission) a 507; an object changed or gone between two reads (a race
+    with another writer) a 409 saying to retry. Its writes are whole objects: nothing is half-written."""
+    if isinstance(exc, StoreUnavailable):
+        log.error("object store unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(503, "store_unavailable", f"the object store could not be reached: {exc}",
+                              headers={"Retry-After": "10"})
+    if isinstance(exc, StoreRefused):
+        log.error("object store refused a write on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(507, "insufficient_storage", f"the object store refused the write (a quota, no space, "
+                              f"or no permission); nothing was changed: {exc}")
+    return error_response(409, "conflict", f"what this request read changed meanwhile; retry: {exc}")
+
+
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     """500 ``internal``, logged, with ``Connection: close``: an exception that reaches Starlette's
     ``ServerErrorMiddleware`` is raised again after the answer and uvicorn drops the connection, so a
@@ -245,5 +261,6 @@ def install_error_handlers(app: FastAPI) -> None:
     _handle(app, StoreError, _store_error)
     _handle(app, ParamError, _param_error)
     _handle(app, RequestValidationError, _validation_error)
+    _handle(app, ObjectStoreError, _object_store_error)
     _handle(app, OSError, _os_error)
     _handle(app, Exception, _internal_error)

@@ -17,9 +17,10 @@ from fastapi import Response, status
 
 from service.errors import ApiError
 from store.errors import Damaged, NotFound
-from store.jobs.checkpoints import CheckpointStore
+from store.jobs.object_registry import ObjectJobRegistry
 from store.jobs.records import ACTIVE, JobRecord
 from store.jobs.registry import JobRegistry
+from store.places import Registry, checkpoints_of
 from workers.operations import PatchDataset
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R", bound=JobRecord)
 
 
-def submit(backend, registry: JobRegistry, name: str, response: Response | None = None) -> None:
+def submit(backend, registry: Registry, name: str, response: Response | None = None) -> None:
     """Hand job ``name`` to the cluster (``Location`` set on ``response``); if the cluster cannot take
     it, the record says so and the client gets a 503."""
     try:
@@ -64,7 +65,8 @@ def check_workers(backend, placement) -> None:
                        "\"all\" to use every one", "placement.workers")
 
 
-def start(backend, registry: JobRegistry[R], record: R, response: Response, owner: str | None = None) -> R:
+def start(backend, registry: JobRegistry[R] | ObjectJobRegistry[R], record: R, response: Response,
+          owner: str | None = None) -> R:
     """Check ``placement.workers`` against the cluster (`check_workers`), store a new job's ``queued``
     record (409 on a name clash; ``owner``: the principal that asked, `service.limits.fit_owner`) and
     submit it: the stored record."""
@@ -74,7 +76,7 @@ def start(backend, registry: JobRegistry[R], record: R, response: Response, owne
     return stored
 
 
-def delete(registry: JobRegistry, name: str) -> Response:
+def delete(registry: Registry, name: str) -> Response:
     """Ask a running job to stop, then delete it with its checkpoints: 204. A job whose record is damaged
     (`store.quarantine`) is deleted all the same: a fit of it still running stops at its next write,
     which finds the job gone."""
@@ -84,7 +86,7 @@ def delete(registry: JobRegistry, name: str) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def cancel(registry: JobRegistry[R], name: str) -> R:
+def cancel(registry: JobRegistry[R] | ObjectJobRegistry[R], name: str) -> R:
     """Ask a queued or running job to stop after its current block (409 otherwise); the record."""
     record = registry.get(name)
     if record.status not in ACTIVE:
@@ -94,7 +96,7 @@ def cancel(registry: JobRegistry[R], name: str) -> R:
     return registry.get(name)
 
 
-def resume(backend, registry: JobRegistry[R], name: str, response: Response, passes: int | None,
+def resume(backend, registry: JobRegistry[R] | ObjectJobRegistry[R], name: str, response: Response, passes: int | None,
            dataset_version: int | None = None, versions: Sequence[int] = ()) -> R:
     """Continue a cancelled, failed or completed job from its last intact checkpoint (`JobRecord.resumed`
     says what makes no sense, naming the field); the queued record. A completed job whose checkpoint is
@@ -103,8 +105,8 @@ def resume(backend, registry: JobRegistry[R], name: str, response: Response, pas
     record = registry.get(name)
     back_to = None
     if record.status == "completed" and record.checkpoint is not None:
-        back_to = CheckpointStore.of(registry).damaged_back_to(name, record.checkpoint.pass_,
-                                                               record.checkpoint.sha256)
+        back_to = checkpoints_of(registry).damaged_back_to(name, record.checkpoint.pass_,
+                                                            record.checkpoint.sha256)
     changes = record.resumed(passes, dataset_version, versions, back_to)
     registry.clear_cancel(name)
     registry.update(name, **changes)

@@ -257,7 +257,7 @@ class DataUsage:
             return self._used_locked()
 
     def _used_locked(self) -> int:
-        if time.monotonic() - self._walked_at > self.ttl_s and not self._walking:
+        if self.limit is not None and time.monotonic() - self._walked_at > self.ttl_s and not self._walking:
             self._walking = True
             threading.Thread(target=self._walk, args=(self._added,), name="data-usage-walk", daemon=True).start()
         return self._bytes

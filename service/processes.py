@@ -39,6 +39,7 @@ from service.app import create_app
 from service.flags import settings_source
 from service.http_protocol import HTTP_PROTOCOL
 from service.settings import ProcessHandoff, Settings
+from store.places import prepared
 from workers import Backend
 from workers.environ import restore_environ, saved_environ
 from workers.placement import machine_cores
@@ -68,8 +69,7 @@ def serve_processes(settings: Settings, argv: list[str], processes: int) -> None
     backend, metrics = None, tempfile.mkdtemp(prefix="kpca-metrics-")
     try:
         if settings.scheduler is None:
-            data_dir = settings.data_dir.resolve()
-            data_dir.mkdir(parents=True, exist_ok=True)
+            data_dir = prepared(settings.data_dir)
             plugins = cast(list[str], settings.solver_plugins)  # a list: `Settings`' validator made it one
             backend = Backend(data_dir, n_workers=settings.n_workers, plugins=plugins,
                               warm_workers=settings.warm_workers, worker_environ=settings.worker_environ()).start()

@@ -36,7 +36,10 @@ class ServerSettings(BaseModel):
 
     host: str = Field(default="127.0.0.1", description="interface the service listens on")
     port: int = Field(default=8000, ge=0, le=65535, description="TCP port the service listens on")
-    data_dir: Path = Field(default=Path("./data"), description="data folder: data sets, models, checkpoints")
+    data_dir: Path | str = Field(default=Path("./data"), description="where data sets, models and checkpoints are "
+                                 "kept: a folder, or an S3-compatible object store as s3://bucket/prefix (with "
+                                 "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION; "
+                                 "docs/scaling.md)")
     exact_limit: int = Field(default=defaults.EXACT_LIMIT, ge=0,
                              description="largest data set (rows) on which a fit reports the exact excess error "
                                          "(the worker reads it from the job's record; the service only carries it)")
@@ -57,14 +60,15 @@ class ServerSettings(BaseModel):
 
     @field_validator("data_dir", mode="before")
     @classmethod
-    def _a_folder(cls, value):
-        """A folder, not a URL: ``s3://bucket/prefix`` would otherwise become a folder named ``s3:`` in the working
-        directory. The object store is not the service's store yet (docs/scaling.md, issue 57)."""
+    def _a_folder_or_s3(cls, value):
+        """A folder's path (a `Path`), or ``s3://bucket/prefix`` kept as a string (a `Path` would mangle it); any other
+        URL is refused, not taken for a folder named ``gs:`` in the working directory (docs/scaling.md)."""
         if isinstance(value, str) and "://" in value:
-            raise ValueError(f"{value!r} is a URL; the service keeps its data in a folder for now (an object store "
-                             "holds its records, checkpoints and image jobs in the store's own code, not yet its "
-                             "data sets: docs/scaling.md); give a folder's path")
-        return value
+            if not value.startswith("s3://") or not value[5:].split("/", 1)[0]:
+                raise ValueError(f"{value!r} is a URL but not s3://bucket[/prefix], the one object store the service "
+                                 "keeps its data in (docs/scaling.md); give s3://bucket/prefix or a folder's path")
+            return value.rstrip("/")
+        return Path(value) if isinstance(value, str) else value
 
 
 class ProcessSettings(BaseModel):

@@ -13,9 +13,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from store.jobs.clusterings import ClusteringRegistry
-from store.jobs.models import ModelRegistry
 from store.jobs.records import ACTIVE
+from store.places import clusterings_at, location, models_at
 from workers.dask_cluster import DaskCluster
 from workers.fits import SUBMITTED_RECENTLY_S, Fits
 from workers.serving import Operation, Serving
@@ -28,7 +27,7 @@ def running_fits(data_dir: str) -> list[str]:
     """The jobs of the data folder whose fit is queued or running, as ``model 'm' (pass 12 of 2000)``: what a
     stop of the embedded cluster interrupts. A folder that cannot be read gives []. O(jobs)."""
     found = []
-    for registry in (ModelRegistry(data_dir), ClusteringRegistry(data_dir)):
+    for registry in (models_at(data_dir), clusterings_at(data_dir)):
         try:
             records = registry.list()
         except Exception:  # a stop never fails on its message
@@ -71,7 +70,7 @@ class Backend:
     def __init__(self, data_dir: str | Path, scheduler: str | None = None, n_workers: int | None = None,
                  plugins: list[str] | tuple[str, ...] = (), local_projections: tuple[int, int] = (0, 0),
                  warm_workers: bool = False, worker_environ: dict[str, str] | None = None):
-        self.data_dir = str(Path(data_dir).resolve())
+        self.data_dir = location(data_dir)  # a folder's absolute path or an object store's URL (`store.places`)
         self.dask = DaskCluster(scheduler, n_workers, plugins, warm_workers, worker_environ)
         self.fits = Fits(self.dask, self.data_dir)
         self.serving = Serving(self.dask, self.data_dir, local_projections)

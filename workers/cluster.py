@@ -53,9 +53,10 @@ from kpca.clustering import (
 from kpca.metrics import variation_of_information
 from kpca.rows import KernelRows
 from kpca.solvers import SolverState
-from store import ClusteringRegistry, DatasetStore
+from store import ClusteringRegistry
 from store.jobs.clusterings import ClusteringPassRecord, ClusteringRecord
 from store.jobs.records import Convergence, JobRecord
+from store.places import clusterings_at, datasets_at
 from workers.fit import FitJob
 from workers.priority import fit_nice, run_niced
 from workers.progress import FitFigure, still_ours
@@ -170,16 +171,14 @@ def run_clustering(data_dir: str, name: str) -> str:
 def load_clustering(data_dir: str, name: str) -> Clustering:
     """The clustering of the latest checkpoint (labels and k-means centres kept in it), over the rows
     of its data set version; kept by this process (`workers.serve.load_latest`)."""
-    root = Path(data_dir)
-
     def build(record: ClusteringRecord, state: SolverState) -> Clustering:
         if record.fit_kernel is None:  # written with the fit's first pass, before the checkpoint it serves
             raise ValueError(f"clustering {name!r} has a checkpoint but its record names no fit_kernel")
-        source = DatasetStore(root).open_array(record.dataset, record.dataset_version)
+        source = datasets_at(data_dir).open_array(record.dataset, record.dataset_version)
         return clustering_from_state(state, AffinityRows(source, record.fit_kernel),
                                      kmeans_seed(record))
 
-    return load_latest(ClusteringRegistry(root), name, build)
+    return load_latest(clusterings_at(data_dir), name, build)
 
 
 def predict_rows(data_dir: str, name: str, X: np.ndarray) -> np.ndarray:

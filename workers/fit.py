@@ -41,11 +41,13 @@ from kpca.fitting import FitRequest, PreparedFit, prepare_fit
 from kpca.params import ParamError
 from kpca.rows import KernelRows
 from kpca.solvers import Diverged, Iteration, SolverState, Stopped, as_state, get_solver
-from store import CheckpointStore, DatasetStore, ModelRegistry, NotFound
+from store import ModelRegistry, NotFound
 from store.atomic import disk_full
 from store.errors import Corrupt, Damaged
 from store.jobs.records import ACTIVE, Convergence, JobRecord, PassRecord, Progress
 from store.jobs.registry import JobRegistry
+from store.objects.interface import StoreRefused, StoreUnavailable
+from store.places import Datasets, checkpoints_of, datasets_at, location, registry_at
 from workers.placement import fit_threads, machine_cores, running_fits
 from workers.priority import fit_nice, run_niced, thread_policy
 from workers.progress import (
@@ -58,12 +60,13 @@ from workers.progress import (
     save_while_present,
     still_ours,
 )
+from workers.settings import tune_store
 from workers.sharded_fit import fit_sharded, shard_request
 
 log = logging.getLogger(__name__)
 
 
-def open_rows(datasets: DatasetStore, record: JobRecord, for_fit: bool = False) -> KernelRows:
+def open_rows(datasets: Datasets, record: JobRecord, for_fit: bool = False) -> KernelRows:
     """Kernel rows over the model's committed data set version, with the kernel the fit uses
     (`ModelRecord.fit_kernel`, ``"auto"`` resolved once, at the fit's first start; before it, the
     kernel as asked, which `kpca.fitting.prepare_fit` resolves), float64, a fit's on the GPU its
@@ -95,10 +98,11 @@ class FitJob:
     pass_record: type[PassRecord] = PassRecord
 
     def __init__(self, data_dir: str | Path):
-        root = self.root = Path(data_dir)
-        self.registry = self.registry_type(root)
-        self.datasets = DatasetStore(root)
-        self.checkpoints = CheckpointStore.of(self.registry)
+        tune_store()  # an object store's lease time and read cache: this worker's settings
+        self.root = location(data_dir)  # a folder's path or an object store's URL (`store.places`)
+        self.registry = registry_at(self.registry_type, self.root)
+        self.datasets = datasets_at(self.root)
+        self.checkpoints = checkpoints_of(self.registry)
 
     def open_rows(self, record: JobRecord) -> KernelRows:
         """The rows the solver runs on: the centred kernel rows of the record's data set version."""
@@ -178,6 +182,17 @@ class FitJob:
             registry.update(name, status="failed", error={"code": "corrupt", "message": exc.message})
         except ParamError as exc:  # a parameter the data refuses, found only now (the data set changed)
             registry.update(name, status="failed", error={"code": "invalid", "message": str(exc)})
+        except StoreUnavailable:
+            # the object store did not answer through its retries: the record cannot be written either. It stays
+            # running; once its lease expires the API's watchdog resubmits the fit, which resumes from its last
+            # checkpoint (docs/scaling.md, *An object store instead of a shared folder*)
+            raise
+        except StoreRefused as exc:  # a quota or a policy: the last checkpoint is intact (objects are put whole)
+            registry.update(name, status="failed", error={
+                "code": "insufficient_storage",
+                "message": f"the object store refused a write ({exc}); raise its quota or free space, then resume: "
+                           f"POST {record.route}/{name}/resume"})
+            return "failed"
         except Exception as exc:  # the record must say why, whatever happened
             if disk_full(exc):  # the last checkpoint is intact (atomic writes): a resume continues from it
                 registry.update(name, status="failed", error={

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from pathlib import Path
 
 from dask.distributed import Future, fire_and_forget
 
 from store.atomic import try_file_lock
+from store.places import local_folder
 from store.timestamps import seconds_since
 from workers import cluster as cluster_task
 from workers import fit as fit_task
@@ -82,9 +82,12 @@ class Fits:
         process that queued it: its submission may not have reached the scheduler
         yet (it travels on another connection than the query). One recovery at a
         time among the processes sharing the data folder (an flock), so two never
-        resubmit the same job. Cost: one registry listing and one scheduler query.
+        resubmit the same job; with an object store, among this machine's
+        (`store.places.local_folder`): API processes on two machines may both
+        resubmit a job, whose fit lease then lets one run. Cost: one registry
+        listing and one scheduler query.
         """
-        with try_file_lock(Path(self.data_dir) / ".recover.lock") as ours:
+        with try_file_lock(local_folder(self.data_dir) / ".recover.lock") as ours:  # this machine's, on objects
             return self._recover(registry, recent_s) if ours else []
 
     def _recover(self, registry, recent_s: float) -> list[str]:

@@ -20,7 +20,6 @@ import contextlib
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -45,7 +44,8 @@ from kpca.images.tuning import tune_patches, tuning_windows
 from kpca.model import KernelModel
 from kpca.preimage import reconstruct
 from store.errors import Conflict
-from store.image_jobs import HEARTBEAT_S, ImageJobStore
+from store.image_jobs import HEARTBEAT_S
+from store.places import image_jobs_at
 from store.stop_flags import StopFlags
 from workers.placement import fit_threads, machine_cores, running_fits
 from workers.serve import load_model, reconstruct_rows
@@ -65,7 +65,7 @@ class JobProgress:
 
     def __init__(self, data_dir: str, job: str | None, kind: str, stop: str | None = None, started: bool = False):
         self.data_dir = data_dir
-        self.store = ImageJobStore(Path(data_dir)) if job else None
+        self.store = image_jobs_at(data_dir) if job else None
         self.stops, self.stop = StopFlags(data_dir), stop
         self.asked_to_stop = self.stops.checker(stop)
         self.job = job

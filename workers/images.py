@@ -7,12 +7,11 @@ and a denoised image goes back in the input's dtype and range.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from kpca.images.patches import assemble_patches, extract_patches, from_unit, to_unit, upscale_replicate
-from store import DatasetInfo, DatasetStore
+from store import DatasetInfo
+from store.places import datasets_at
 from workers.serve import reconstruct_rows
 
 CHUNK_ROWS = 4096
@@ -27,7 +26,7 @@ def patch_dataset(data_dir: str, name: str, image: np.ndarray, patch: int, strid
     """
     unit, _ = to_unit(image)
     patches, _ = extract_patches(np.asarray(unit, dtype=np.float64), patch, stride)
-    store = DatasetStore(Path(data_dir))
+    store = datasets_at(data_dir)
     store.create(name, patches.shape[1], "float32")
     for i, start in enumerate(range(0, patches.shape[0], CHUNK_ROWS)):
         store.put_chunk(name, i, patches[start : start + CHUNK_ROWS].astype(np.float32))

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from store import DatasetInfo, DatasetStore, ModelRegistry, NotFound
+from store import DatasetInfo, NotFound
 from store.errors import Conflict
 from store.jobs.records import ModelRecord
+from store.places import datasets_at, models_at
 from workers import archive as archive_task
 from workers import cluster as cluster_task
 from workers import image_jobs as image_job_task
@@ -247,10 +248,10 @@ class TransformDataset(Operation):
     key = "transform_chunk"
 
     def run(self, serving: Serving, watch: Watch | None) -> DatasetInfo:
-        store = DatasetStore(serving.data_dir)
+        store = datasets_at(serving.data_dir)
         meta = store.get(self.dataset)
         n_rows, version = meta.n_rows, meta.version
-        width = ModelRegistry(serving.data_dir).get(self.model).n_components if self.operation == "project" \
+        width = models_at(serving.data_dir).get(self.model).n_components if self.operation == "project" \
             else meta.n_features
         store.create(self.output, width, "float32")
         bounds = [(a, min(a + self.chunk_rows, n_rows)) for a in range(0, n_rows, self.chunk_rows)]

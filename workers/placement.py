@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from store.jobs.clusterings import ClusteringRegistry
-from store.jobs.models import ModelRegistry
+from store.places import clusterings_at, models_at
 from workers.settings import SHARD_MIN_ROWS, worker_settings
 
 __all__ = ["SHARD_MIN_ROWS", "fit_threads", "machine_cores", "running_fits", "shard_count", "shard_min_rows"]
@@ -62,6 +61,5 @@ def fit_threads(cores: int, running: int) -> int:
 def running_fits(data_dir: str | Path) -> int:
     """Fits and clusterings whose record says ``running`` in the data folder: what shares the cores.
     Cost one read of every job record."""
-    root = Path(data_dir)
-    return sum(record.status == "running" for registry in (ModelRegistry(root), ClusteringRegistry(root))
+    return sum(record.status == "running" for registry in (models_at(data_dir), clusterings_at(data_dir))
                for record in registry.list())

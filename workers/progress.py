@@ -38,7 +38,7 @@ from kpca.rows import KernelRows
 from kpca.solvers import Diverged, IterativeState, SolverState, as_state, rank_warnings, served_model
 from store import CheckpointStore, NotFound
 from store.jobs.records import Convergence, JobRecord, PassRecord, Progress
-from store.jobs.registry import JobRegistry
+from store.places import Registry
 
 
 class ModelGone(Exception):
@@ -131,7 +131,7 @@ class ConvergenceFigure:
         return Convergence(metric="eigenvalue_change", value=float(change))
 
 
-def still_ours(registry: JobRegistry, record: JobRecord) -> None:
+def still_ours(registry: Registry, record: JobRecord) -> None:
     """Raise `ModelGone` unless the registry still holds the record this fit started from."""
     try:
         current = registry.get(record.name)
@@ -271,7 +271,19 @@ def save_while_present(job, name: str, pass_index: int, state: SolverState) -> N
     job's shared lock: a delete (which takes it exclusive) waits
     for the write and removes it with the folder, and a job deleted before is `store.NotFound`, so a
     checkpoint never brings a deleted job's folder back (it did: a fit's last write after the delete
-    left ``models/{name}/checkpoints``). Cost: one flock more per checkpoint."""
-    with job.registry.folders.locked(name, shared=True):
+    left ``models/{name}/checkpoints``). Cost: one flock more per checkpoint. On an object store (no locks) the
+    record is read before and after the write, and a checkpoint written under a job deleted meanwhile is removed
+    again (`store.NotFound` as well): two reads more per checkpoint."""
+    folders = getattr(job.registry, "folders", None)
+    if folders is None:
+        job.registry.get(name)
+        job.checkpoints.save(name, pass_index, state.to_checkpoint())
+        try:
+            job.registry.get(name)
+        except NotFound:
+            job.checkpoints.remove_all(name)
+            raise
+        return
+    with folders.locked(name, shared=True):
         job.registry.get(name)
         job.checkpoints.save(name, pass_index, state.to_checkpoint())

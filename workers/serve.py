@@ -16,16 +16,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from kpca.model import KernelModel
 from kpca.preimage import LearnedInverse, reconstruct
 from kpca.solvers import SolverState, as_state, get_solver, served_model
-from store import CheckpointStore, DatasetStore, ModelRegistry
 from store.errors import DamagedCheckpoint
 from store.jobs.records import ModelRecord
+from store.places import checkpoints_of, datasets_at, models_at, where_of
 from store.stop_flags import StopFlags
 from workers.fit import open_rows
 
@@ -57,7 +56,7 @@ def load_latest(registry, name: str, build):
     checked against their digests. Cost: a record read and a ``stat``; plus ``build`` and the
     checkpoint's read when not kept."""
     record = registry.get(name)
-    checkpoints = CheckpointStore.of(registry)
+    checkpoints = checkpoints_of(registry)
     named = getattr(record, "checkpoint", None) if record.status == "completed" else None
     if named is not None:
         served, expect = named.pass_, named.sha256
@@ -70,7 +69,7 @@ def load_latest(registry, name: str, build):
     else:
         served, expect = checkpoints.latest_pass(name), None
         identity = None if served is None else checkpoints.identity(name, served)
-    key = (str(registry.root), registry.kind, name, record.created_at, served, expect, identity,
+    key = (where_of(registry), registry.kind, name, record.created_at, served, expect, identity,
            record.dataset_version)
     with _LOADED_LOCK:
         hit = _LOADED.get(key)
@@ -88,14 +87,12 @@ def load_latest(registry, name: str, build):
 
 def load_model(data_dir: str, model_name: str) -> LoadedModel:
     """The model's latest checkpoint as a `LoadedModel`, cached per process (`load_latest`)."""
-    root = Path(data_dir)
-
     def build(record: ModelRecord, state: SolverState) -> LoadedModel:
         over_centres = get_solver(record.solver).serves == "centres"
-        rows = None if over_centres else open_rows(DatasetStore(root), record)
+        rows = None if over_centres else open_rows(datasets_at(data_dir), record)
         return LoadedModel(served_model(state, rows, record.fit_kernel), record)
 
-    return load_latest(ModelRegistry(root), model_name, build)
+    return load_latest(models_at(data_dir), model_name, build)
 
 
 def project_rows(data_dir: str, model_name: str, X: np.ndarray) -> np.ndarray:
@@ -137,7 +134,7 @@ def transform_chunk(data_dir: str, model_name: str, dataset: str, version: int |
                     operation: str, method: str = "auto", options: dict | None = None) -> np.ndarray:
     """Rows ``start:stop`` of a data set (version) projected (``"project"``, shape (b, r))
     or denoised (``"denoise"``, shape (b, n)) through the model: one task of a chunked transform."""
-    X = np.asarray(DatasetStore(Path(data_dir)).open_array(dataset, version)[start:stop], dtype=np.float64)
+    X = np.asarray(datasets_at(data_dir).open_array(dataset, version)[start:stop], dtype=np.float64)
     if operation == "project":
         return project_rows(data_dir, model_name, X)
     return reconstruct_rows(data_dir, model_name, X, method, options)

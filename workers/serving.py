@@ -24,6 +24,7 @@ from dask.distributed import fire_and_forget
 from store.stop_flags import StopFlags
 from workers.dask_cluster import PREIMAGE_RESOURCE, DaskCluster
 from workers.priority import run_niced
+from workers.settings import tune_store
 from workers.shards import scheduler_workers
 from workers.watch import RequestEnded, Watch, watched_results
 
@@ -81,6 +82,7 @@ class Operation:
 
 def run_task(operation: Operation, data_dir: str, stop: str | None) -> Any:
     """On a worker: ``operation.task``, in a thread of lowered OS priority in the pre-image lane."""
+    tune_store()  # an object store's read cache: this worker's settings
     if operation.lane.preimage:
         return run_niced(operation.task, data_dir, stop)
     return operation.task(data_dir, stop)

@@ -14,6 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from store.datasets.object_rows import DEFAULT_CACHE_MB
+from store.jobs.object_registry import LEASE_TTL_S
+
 #: Niceness added to a fit, unless ``KPCA_FIT_NICE`` says otherwise (0: fits at the serving priority).
 FIT_NICE = 10
 #: Niceness added to a serving request's pre-image work unless ``KPCA_PREIMAGE_NICE`` says otherwise: below
@@ -33,9 +36,9 @@ SHARD_MIN_ROWS = 50_000
 
 
 class WorkerGroup(BaseModel):
-    """The processes and placement settings every dask worker reads (``KPCA_FIT_NICE``,
-    ``KPCA_PREIMAGE_NICE``, ``KPCA_BACKGROUND_POLICY``, ``KPCA_SHARD_MIN_ROWS``): the fields of
-    `WorkerSettings`, and a group of `service.settings.Settings`."""
+    """The processes, placement and object-store settings every dask worker reads (``KPCA_FIT_NICE``,
+    ``KPCA_PREIMAGE_NICE``, ``KPCA_BACKGROUND_POLICY``, ``KPCA_SHARD_MIN_ROWS``, ``KPCA_LEASE_TTL_S``,
+    ``KPCA_READ_CACHE_MB``): the fields of `WorkerSettings`, and a group of `service.settings.Settings`."""
 
     fit_nice: int = Field(default=FIT_NICE, description="OS priority levels a fit (its threads, its shards' "
                           "actor threads) runs below projections on its worker, 0 to 19 (clipped); 0: at the "
@@ -50,8 +53,15 @@ class WorkerGroup(BaseModel):
     shard_min_rows: int = Field(default=SHARD_MIN_ROWS, description="rows from which a fit without "
                                 "placement.workers is sharded over every worker offering fits (read by the "
                                 "fit's worker)")
+    lease_ttl_s: float = Field(default=LEASE_TTL_S, ge=3, description="with an object store (data_dir s3://...): "
+                               "seconds a fit's lease lives after its last renewal, renewed every third of it; a fit "
+                               "whose worker died is taken over by another this long after (the same in every "
+                               "process of a deployment)")
+    read_cache_mb: float = Field(default=DEFAULT_CACHE_MB, ge=0, description="with an object store: MiB of "
+                                 "verified data set chunks each worker process keeps, so that a fit's later passes "
+                                 "read nothing from the store (size it to a worker's share of the data); 0: none")
 
-    @field_validator("fit_nice", "preimage_nice", "shard_min_rows", mode="before")
+    @field_validator("fit_nice", "preimage_nice", "shard_min_rows", "lease_ttl_s", "read_cache_mb", mode="before")
     @classmethod
     def _blank_is_default(cls, value: object, info) -> object:
         if isinstance(value, str) and not value.strip():
@@ -95,3 +105,12 @@ def worker_settings() -> WorkerSettings:
         problems = "; ".join(f"KPCA_{str(e['loc'][0]).upper()}: {e['msg']}" if e["loc"] else e["msg"]
                              for e in exc.errors())
         raise ValueError(problems) from None
+
+
+def tune_store(settings: WorkerGroup | None = None) -> None:
+    """Give this process's object-store stores the settings' lease time and read cache (`store.places.tune`):
+    what a worker does before it opens a store. O(1) plus `worker_settings`."""
+    from store.places import tune
+
+    chosen = worker_settings() if settings is None else settings
+    tune(chosen.lease_ttl_s, chosen.read_cache_mb)

@@ -113,12 +113,12 @@ def _run(job, record: JobRecord, rows, client, shards: int, lost: set[str]) -> s
     addresses = _place(client, shards, lost)
     bounds = unit_bounds(l, len(addresses), unit)
     rows.resolve_kernel()  # the shards compute their own kernel tiles: they need the widths first
-    group = ActorGroup.start(client, addresses[: len(bounds)], bounds, data_dir=str(job.registry.root),
+    group = ActorGroup.start(client, addresses[: len(bounds)], bounds, data_dir=job.root,
                              dataset=record.dataset, version=record.dataset_version, kernel=rows.kernel,
                              precision=job.request(record).kernel_precision(l, kernel_spread=kernel_spread(rows)),
                              unit_rows=unit,
                              n_components=r, d=state_rows(r, record.solver), kind_folder=registry.kind_folder,
-                             kind=registry.kind, running=running_fits(registry.root), origin=rows.origin)
+                             kind=registry.kind, running=running_fits(job.root), origin=rows.origin)
     try:
         latest = checkpoints.latest_intact(name)  # a damaged later checkpoint is skipped
         # the coordinator's entries and the centring; each shard reads its own columns of A, AK, B, BK

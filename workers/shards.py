@@ -32,10 +32,11 @@ from kpca.rows import Centering, KernelRows
 from kpca.sharded.messages import Gathered, SegmentUpdate, ShardCall, shard_call, summed
 from kpca.sharded.shards import Shard, ShardGroup
 from kpca.solvers import KHAState
-from store import CheckpointStore, DatasetStore
 from store.datasets.segments import RowWindow
+from store.places import checkpoints_at, datasets_at
 from workers.placement import fit_threads, machine_cores
 from workers.priority import fit_nice, keep_below_process
+from workers.settings import tune_store
 
 __all__ = ["ShardLost", "ShardActor", "ActorShards", "ActorGroup", "fit_workers", "scheduler_workers", "host_of",
            "COLUMN_KEYS"]
@@ -112,12 +113,13 @@ class ShardActor(Shard):
     def __init__(self, data_dir: str, dataset: str, version: int | None, kernel: dict, precision: str, first: int,
                  stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model", share: int = 1,
                  origin: list | None = None):
-        source = RowWindow(DatasetStore(data_dir).open_array(dataset, version), int(first), int(stop))
+        tune_store()  # an object store's read cache: this worker's settings
+        source = RowWindow(datasets_at(data_dir).open_array(dataset, version), int(first), int(stop))
         dtype = np.dtype(precision)
         super().__init__(KernelRows(source, KernelSpec.from_dict(kernel), dtype=dtype, compute_dtype=dtype,
                                     origin=None if origin is None else np.asarray(origin, dtype=np.float64)),
                          first, unit_rows)
-        self._checkpoints = CheckpointStore(data_dir, kind_folder, kind)
+        self._checkpoints = checkpoints_at(data_dir, kind_folder, kind)
         self.threads = fit_threads(machine_cores(), share)
 
     def run_calls(self, updates: Sequence[SegmentUpdate], calls: Sequence[ShardCall]) -> list:

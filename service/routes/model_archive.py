@@ -34,6 +34,7 @@ from service.schemas.models import ModelPublic
 from service.security import READ, WRITE, access
 from service.threads import wait_for_cluster
 from store.jobs.archive import MEDIA_TYPE, ModelExport
+from store.places import local_folder, where_of
 from workers.operations import ImportModel
 
 router = APIRouter(prefix=models_router.prefix, tags=["models"])
@@ -62,7 +63,7 @@ async def export_model(name: ModelName, request: Request, models: ModelsDep) -> 
     ``name`` saying what to do; so is one whose data set has been deleted (its rows cannot travel).
     ``POST /v1/models/import`` on another service (or this one) serves it again.
     """
-    archive = await run_in_threadpool(ModelExport, models.root, name)
+    archive = await run_in_threadpool(ModelExport, where_of(models), name)
     headers = {"Content-Length": str(archive.size),
                "Content-Disposition": f'attachment; filename="{name}.kpca.tar"'}
     return StreamingResponse(iterate_in_threadpool(iter(archive)), media_type=answer_media_type(request, MEDIA_TYPE),
@@ -123,7 +124,7 @@ async def import_model(
     data set ``dataset``, or reuse it when it already holds the same rows (same checksum); a data set
     of that name with other rows is a 409 on ``dataset``. A failed import leaves nothing behind.
     """
-    folder = FilePath(models.root) / ".imports"
+    folder = local_folder(where_of(models)) / ".imports"
     path = await _body_to_file(request, folder, usage)
     size = path.stat().st_size
     try:

@@ -32,6 +32,7 @@ from service.security import READ, access
 from service.threads import wait_for_cluster
 from store.datasets.records import DatasetInfo
 from store.errors import Corrupt, NotFound, StoreError
+from store.jobs.object_registry import ObjectJobRegistry
 from store.jobs.records import JobRecord
 from store.jobs.registry import JobRegistry
 from workers.serving import Operation
@@ -61,14 +62,14 @@ def rows_body() -> dict:
         "content": {NPY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
 
 
-async def served_job(name: str, registry: JobRegistry[R], datasets) -> tuple[R, int]:
+async def served_job(name: str, registry: JobRegistry[R] | ObjectJobRegistry[R], datasets) -> tuple[R, int]:
     """The record of a completed job (a model, a clustering) and the width (``n_features``) of its data
     set, or the 404/409 that explains why not (`served_job_now`, in one trip to the thread pool)."""
     job, n_features, _ = await run_in_threadpool(served_job_now, name, registry, datasets)
     return job, n_features
 
 
-def served_job_now(name: str, registry: JobRegistry[R], datasets) -> tuple[R, int, int]:
+def served_job_now(name: str, registry: JobRegistry[R] | ObjectJobRegistry[R], datasets) -> tuple[R, int, int]:
     """``(job, n_features, points)``: the record of a completed job, the width of its data set and the
     points its kernel rows run over (`points_of`), or the 404/409 that explains why not (the 409 names the
     job's state). A model over centres (`ModelRecord.serves_without_dataset`) serves after its data set is

@@ -53,7 +53,7 @@ import numpy as np
 
 from store.atomic import remove_tree
 from store.datasets.commit import commit_staged
-from store.datasets.records import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord
+from store.datasets.records import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord, ready_info
 from store.datasets.register import register_array
 from store.datasets.repair import mark, open_segment, refuse_marked, verify_version
 from store.datasets.segments import SegmentedRows
@@ -483,20 +483,3 @@ class DatasetStore:
         if not self.exists(name):
             raise NotFound(self._folders.kind, name)
 
-
-def ready_info(get, name: str, field: str = "dataset") -> DatasetInfo:
-    """``get(name)`` (a store's public metadata) of a data set that has a committed version: `NotFound` or
-    `Conflict` naming ``field`` otherwise (the latter says to commit), `Corrupt` while chunks of it are marked
-    damaged. What `DatasetStore.ready` and the object store's answer. Cost: ``get``."""
-    try:
-        meta = get(validate_name(name, field=field))
-    except NotFound:
-        raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
-    except Damaged as exc:  # its meta.json is damaged: a 409 corrupt on the caller's field
-        raise Damaged(exc.message, field=field, cause=exc.cause) from None
-    if meta.corrupt_chunks:
-        raise Corrupt(name, meta.version, meta.corrupt_chunks, "found damaged and not yet repaired")
-    if meta.status != "ready" and not (meta.status == "corrupt" and meta.version):
-        raise Conflict(f"data set {name!r} is {meta.status!r}, not 'ready': upload all its chunks and commit "
-                       f"it first (POST /v1/datasets/{name}/commit)", field=field)
-    return meta

@@ -44,7 +44,7 @@ import zarr
 from store.atomic import dump_json, parse_json
 from store.checksums import chunk_digest, version_checksum
 from store.datasets.commit import refuse_gaps
-from store.datasets.dataset_store import MAX_CHUNK_INDEX, ready_info
+from store.datasets.dataset_store import MAX_CHUNK_INDEX
 from store.datasets.integrity import upload_chunks_of, verify_rows
 from store.datasets.object_rows import CachedRows
 from store.datasets.object_staging import Staged, chunk_key, mark, npy_bytes, read_checked, rows_of, staged_listing
@@ -57,6 +57,7 @@ from store.datasets.records import (
     SegmentDigests,
     SegmentRecord,
     VersionRecord,
+    ready_info,
 )
 from store.datasets.repair import refuse_marked
 from store.datasets.rows import prepare_rows

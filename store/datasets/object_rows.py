@@ -8,14 +8,13 @@ bytes: a second pass over a shard that fits reads nothing from the store. A segm
 name of its own (`store.datasets.object_datasets`) and never rewritten, so the name and the chunk number say
 what the cached rows are; only verified rows enter the cache.
 
-The budget is ``KPCA_READ_CACHE_MB`` (default `DEFAULT_CACHE_MB`) per process; 0 turns the cache off (every
-read downloads and hashes). Cost: a miss reads, decodes and hashes one zarr chunk (O(chunk bytes)); a hit is a
-copy of the rows asked for.
+The budget is `DEFAULT_CACHE_MB` per process unless the process's settings say otherwise (the workers'
+``read_cache_mb``, set through `store.places.tune`); 0 turns the cache off (every read downloads and hashes).
+Cost: a miss reads, decodes and hashes one zarr chunk (O(chunk bytes)); a hit is a copy of the rows asked for.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -67,6 +66,14 @@ class ChunkCache:
             self._items[key] = array
             self.held += size
 
+    def resize(self, budget: int) -> None:
+        """Hold at most ``budget`` bytes from now on (dropping the least recently used to fit). O(arrays dropped)."""
+        with self._lock:
+            self.budget = int(budget)
+            while self._items and self.held > self.budget:
+                _, dropped = self._items.popitem(last=False)
+                self.held -= int(dropped.nbytes)
+
     def clear(self) -> None:
         """Forget everything kept. O(arrays)."""
         with self._lock:
@@ -74,14 +81,7 @@ class ChunkCache:
             self.held = 0
 
 
-def _budget() -> int:
-    try:
-        return max(0, int(float(os.environ.get("KPCA_READ_CACHE_MB", DEFAULT_CACHE_MB)) * 2**20))
-    except ValueError:
-        return DEFAULT_CACHE_MB * 2**20
-
-
-CHUNK_CACHE = ChunkCache(_budget())
+CHUNK_CACHE = ChunkCache(DEFAULT_CACHE_MB * 2**20)
 
 
 class CachedRows(RowIndexing):

@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from store import quarantine
 from store.atomic import SCHEMA_VERSION, atomic_write_json, read_json
-from store.errors import Corrupt, Damaged, Invalid, NotFound
+from store.errors import Conflict, Corrupt, Damaged, Invalid, NotFound
+from store.names import validate_name
 from store.timestamps import utc_now
 
 DTYPES = ("float32", "float64")
@@ -339,6 +340,24 @@ class DatasetRecord(_Document):
             chunks=list(range(committed)) if ready else sorted(staged),
             n_rows=self.n_rows if ready else int(sum(rows for rows in staged.values() if rows > 0)),
             corrupt_chunks=corrupt_chunks, damaged_staged=damaged_staged)
+
+
+def ready_info(get, name: str, field: str = "dataset") -> DatasetInfo:
+    """``get(name)`` (a store's public metadata) of a data set that has a committed version: `NotFound` or
+    `Conflict` naming ``field`` otherwise (the latter says to commit), `Corrupt` while chunks of it are marked
+    damaged. What `DatasetStore.ready` and the object store's answer. Cost: ``get``."""
+    try:
+        meta = get(validate_name(name, field=field))
+    except NotFound:
+        raise NotFound("dataset", name, field=field, message=f"data set {name!r} does not exist") from None
+    except Damaged as exc:  # its meta.json is damaged: a 409 corrupt on the caller's field
+        raise Damaged(exc.message, field=field, cause=exc.cause) from None
+    if meta.corrupt_chunks:
+        raise Corrupt(name, meta.version, meta.corrupt_chunks, "found damaged and not yet repaired")
+    if meta.status != "ready" and not (meta.status == "corrupt" and meta.version):
+        raise Conflict(f"data set {name!r} is {meta.status!r}, not 'ready': upload all its chunks and commit "
+                       f"it first (POST /v1/datasets/{name}/commit)", field=field)
+    return meta
 
 
 def _checked(kind: type[_Document], doc: dict, path: Path | str):

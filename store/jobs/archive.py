@@ -58,7 +58,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from store.atomic import SCHEMA_VERSION, fsync_dir, remove_tree
-from store.datasets.dataset_store import DatasetStore
+from store.datasets.open import Datasets, datasets_at
 from store.datasets.records import DatasetInfo
 from store.errors import Conflict, DamagedCheckpoint, NotFound
 from store.jobs.archive_format import (
@@ -77,9 +77,11 @@ from store.jobs.archive_format import (
 )
 from store.jobs.checkpoint_format import _VERSION_KEY, _encode, _write_npz
 from store.jobs.checkpoints import CheckpointStore
-from store.jobs.models import ModelRegistry
+from store.jobs.object_registry import ObjectJobRegistry
+from store.jobs.open import Models, checkpoints_of, models_at
 from store.jobs.records import CheckpointRef, ModelRecord
 from store.names import validate_name
+from store.objects.open import local_folder
 from store.timestamps import utc_now
 
 __all__ = ["MEDIA_TYPE", "MEMBERS", "ModelExport", "import_archive", "verify_archive"]
@@ -121,14 +123,14 @@ class ModelExport:
     """
 
     def __init__(self, root: Path | str, name: str):
-        root = Path(root)
-        registry = ModelRegistry(root)
+        where = str(root)
+        registry = models_at(where)
         record = registry.get(name)
         if record.status != "completed":
             raise Conflict(f"model {name!r} is {record.status!r}: only a completed model can be exported; "
                            f"wait for its fit to end (GET /v1/models/{name}), or resume it "
                            f"(POST /v1/models/{name}/resume) and export it when it completes", field="name")
-        checkpoints = CheckpointStore.of(registry)
+        checkpoints = checkpoints_of(registry)
         latest = record.checkpoint.pass_ if record.checkpoint is not None else checkpoints.latest_pass(name)
         if latest is None:
             raise Conflict(f"model {name!r} has no checkpoint to export", field="name")
@@ -139,7 +141,7 @@ class ModelExport:
                                     "missing; it cannot be exported. Resume the fit (it goes back to its last "
                                     "intact checkpoint) or fit it again", field="name",
                                     cause="FileNotFoundError") from None
-        datasets = DatasetStore(root)
+        datasets = datasets_at(where)
         try:
             meta = datasets.get(record.dataset)
         except NotFound:
@@ -149,7 +151,7 @@ class ModelExport:
         described = next(v for v in meta.versions if v.version == version)
         self.rows = datasets.open_array(record.dataset, version)
         self.name, self.pass_index, self.ranges = name, latest, ranges
-        self._checkpoint = self._open_checkpoint(root, checkpoints, name, latest)
+        self._checkpoint = self._open_checkpoint(local_folder(where), checkpoints, name, latest)
         dtype = np.dtype(self.rows.dtype)
         n_rows, n_features = (int(s) for s in self.rows.shape)
         header = io.BytesIO()
@@ -160,7 +162,7 @@ class ModelExport:
                         "n_rows": n_rows, "n_features": n_features, "dtype": dtype.name,
                         "chunk_rows": [stop - start for start, stop in ranges]}
         record_bytes = json.dumps(record.document(), indent=1).encode("utf-8")
-        checkpoint_size = os.fstat(self._checkpoint.fileno()).st_size
+        checkpoint_size = self._checkpoint.seek(0, io.SEEK_END)  # a file's, or an object's bytes in memory
         self._members = [
             _Member(RECORD, len(record_bytes), lambda: iter([record_bytes])),
             _Member(CHECKPOINT, checkpoint_size, self._checkpoint_chunks),
@@ -173,19 +175,19 @@ class ModelExport:
         self._manifest_size = manifest_size
 
     @staticmethod
-    def _open_checkpoint(root: Path, checkpoints: CheckpointStore, name: str, pass_index: int) -> IO[bytes]:
+    def _open_checkpoint(scratch: Path, checkpoints: CheckpointStore, name: str, pass_index: int) -> IO[bytes]:
         """The served checkpoint as an open file: the plain file itself (kept readable if a resume removes
-        it meanwhile), or a sharded one joined into an anonymous temporary file."""
+        it meanwhile; an object's bytes in memory), or a sharded one joined into an anonymous temporary file in
+        ``scratch``."""
         if checkpoints.parts_of(name, pass_index) is None:
-            path = root / "models" / name / "checkpoints" / f"pass-{pass_index:05d}.npz"
             try:
-                return open(path, "rb")
+                return checkpoints.open_file(name, pass_index)
             except FileNotFoundError:
                 raise Conflict(f"model {name!r} changed while exporting; retry", field="name") from None
         state = checkpoints.load(name, pass_index)
         arrays = {key: _encode(key, value) for key, value in state.items()}
         arrays[_VERSION_KEY] = np.asarray(SCHEMA_VERSION, dtype=np.int64)
-        handle = tempfile.TemporaryFile(dir=root)
+        handle = tempfile.TemporaryFile(dir=scratch)
         _write_npz(handle, arrays)
         handle.seek(0)
         return handle
@@ -241,7 +243,7 @@ def _matching_version(meta: DatasetInfo, dataset: dict) -> int | None:
     return next((v.version for v in meta.versions if v.checksum == dataset["checksum"]), None)
 
 
-def _create_dataset(datasets: DatasetStore, name: str, rows: np.ndarray, dataset: dict) -> DatasetInfo:
+def _create_dataset(datasets: Datasets, name: str, rows: np.ndarray, dataset: dict) -> DatasetInfo:
     """A new data set ``name`` holding ``rows`` as version 1, cut into the archive's chunks. Cost O(rows)."""
     try:
         datasets.create(name, dataset["n_features"], dataset["dtype"])
@@ -291,9 +293,9 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
     archive's bytes read about three times (extract and hash, verify, upload as chunks), ``check_served``,
     plus one commit of the rows.
     """
-    root = Path(root)
-    registry, datasets = ModelRegistry(root), DatasetStore(root)
-    work = root / ".imports" / uuid.uuid4().hex
+    where = str(root)
+    registry, datasets = models_at(where), datasets_at(where)
+    work = local_folder(where) / ".imports" / uuid.uuid4().hex
     work.mkdir(parents=True)
     created_dataset = None
     try:
@@ -326,19 +328,8 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
             "dataset_checksum": source["checksum"], "n_features": source["n_features"], "owner": owner,
             "created_at": now, "updated_at": now, "error": None,  # a completed model has none; never keep one
             "checkpoint": CheckpointRef(pass_=manifest["pass"], sha256=verified.checkpoint_sha256)})
-        folder = registry.folders.path(model_name)
-        target = folder / "checkpoints" / f"pass-{manifest['pass']:05d}.npz"
-
-        def place_checkpoint() -> Path:
-            remove_tree(folder / "checkpoints")  # leftovers of an earlier model of that name
-            target.parent.mkdir()
-            os.rename(work / CHECKPOINT, target)
-            fsync_dir(target.parent)
-            return target
-
         try:
-            registry.folders.claim(model_name, registry.document, record.document(), before=place_checkpoint,
-                                   under_lock=True, attempts=5)
+            _claim(registry, record, work / CHECKPOINT, manifest["pass"])
         except Conflict as exc:
             raise Conflict(f"{exc.message}; import under another name (name=...) or delete it first"
                            if "already exists" in exc.message else exc.message, field="name") from None
@@ -349,6 +340,28 @@ def import_archive(root: Path | str, path: Path | str, name: str | None = None, 
         if created_dataset is not None:
             with contextlib.suppress(NotFound):
                 datasets.delete(created_dataset)
+
+
+def _claim(registry: Models, record: ModelRecord, checkpoint: Path, pass_index: int) -> None:
+    """Create the imported model's record, its checkpoint (the verified file at ``checkpoint``) in place first:
+    renamed into the model's folder under the registry's lock, or put as an object before the record is
+    created once (`ObjectJobRegistry.create`). `Conflict` on ``name`` if the model exists."""
+    if isinstance(registry, ObjectJobRegistry):
+        checkpoints = checkpoints_of(registry)
+        registry.create(record, before=lambda: checkpoints.place_file(record.name, pass_index, checkpoint))
+        return
+    folder = registry.folders.path(record.name)
+    target = folder / "checkpoints" / f"pass-{pass_index:05d}.npz"
+
+    def place_checkpoint() -> Path:
+        remove_tree(folder / "checkpoints")  # leftovers of an earlier model of that name
+        target.parent.mkdir()
+        os.rename(checkpoint, target)
+        fsync_dir(target.parent)
+        return target
+
+    registry.folders.claim(record.name, registry.document, record.document(), before=place_checkpoint,
+                           under_lock=True, attempts=5)
 
 
 #: what `sweep_imports` leaves alone: an import may still be writing or verifying anything younger

@@ -31,6 +31,10 @@ class FolderPlace:
         write_via_temp(path, lambda handle: result.append(writer(handle)))
         return result[0]
 
+    def open_bytes(self, path: Path) -> IO[bytes]:
+        """The file at ``path`` open for reading its bytes; `FileNotFoundError` if there is none. O(1)."""
+        return open(path, "rb")
+
     def open(self, path: Path) -> NpzArchive:
         """The ``.npz`` at ``path``, open; `FileNotFoundError` if there is none. O(its directory)."""
         return NpzArchive(path)
@@ -83,6 +87,12 @@ class ObjectPlace:
         result = writer(buffer)
         self.objects.put(self._key(path), buffer.getbuffer().tobytes())
         return result
+
+    def open_bytes(self, path: Path) -> IO[bytes]:
+        try:
+            return io.BytesIO(self.objects.get(self._key(path)).data)
+        except ObjectMissing:
+            raise FileNotFoundError(f"{self.objects.url}/{self._key(path)}") from None
 
     def open(self, path: Path) -> NpzArchive:
         try:

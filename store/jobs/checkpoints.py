@@ -32,8 +32,10 @@ from __future__ import annotations
 import builtins
 import contextlib
 import re
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -110,6 +112,21 @@ class CheckpointStore(CheckpointVerification):
 
     def _dir(self, model: str) -> Path:
         return self._jobs.path(model, field=self._field) / "checkpoints"
+
+    def open_file(self, model: str, pass_index: int) -> IO[bytes]:
+        """The stored file of pass ``pass_index`` (a plain checkpoint, or a sharded one's manifest), open for
+        reading its bytes as they are (an export streams them); `FileNotFoundError` if there is none. O(1) on a
+        folder; an object's bytes are read into memory."""
+        return self._place.open_bytes(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz")
+
+    def place_file(self, model: str, pass_index: int, source: Path) -> None:
+        """Store the checkpoint file at ``source`` (verified by the caller: an import) as pass ``pass_index`` of
+        ``model``, its bytes unchanged, after removing the model's other checkpoints (an earlier model's of that
+        name). O(file bytes)."""
+        self._place.remove_tree(self._dir(model))
+        with open(source, "rb") as handle:
+            self._place.write(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz",
+                              lambda out: shutil.copyfileobj(handle, out, 1 << 20))
 
     def save(self, model: str, pass_index: int, state: dict,
              parts: Sequence[tuple[int, int]] | None = None) -> dict:
@@ -432,6 +449,10 @@ class CheckpointStore(CheckpointVerification):
         if path is not None:
             self._place.remove(path)
         self._place.remove_tree(self._parts_dir(self._dir(model), pass_index))
+
+    def remove_all(self, model: str) -> None:
+        """Remove every checkpoint of ``model`` (what a fit wrote after its job was deleted). O(files)."""
+        self._place.remove_tree(self._dir(model))
 
     @staticmethod
     def _parts_dir(folder: Path, pass_index: int) -> Path:

@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 UPDATE_ATTEMPTS = 100  # compare-and-swap tries of one update before it gives up (each a read and a write)
 LEASE_TTL_S = leases.TTL_SECONDS  # a fit lease lives this long after its last renewal
 STALE_DELETE_S = 60.0  # a deleting marker older than this is a delete that died: a create clears it
+CANCEL_LOOK_S = 1.0  # `cancel_requested` repeats a "no" for this long without asking the store
 CANCEL, LEASE, DELETING = "cancel", "fit-lease", "deleting"
 
 #: the records this process read last, by store, key and record type, under their version (as `_KEPT` of
@@ -110,6 +111,7 @@ class ObjectJobRegistry(Generic[R]):
         self.clock = clock
         self.holder = holder_id()
         self._lost: set[str] = set()  # jobs whose fit lease this registry's runner lost (`fit_lease`)
+        self._cancel_looked: dict[str, float] = {}  # when `cancel_requested` last found no flag, by job
 
     @property
     def schema_version(self) -> int:
@@ -128,9 +130,10 @@ class ObjectJobRegistry(Generic[R]):
 
     # -- create, read ------------------------------------------------------------------------------------------
 
-    def create(self, record: R) -> R:
+    def create(self, record: R, before: Callable[[], object] | None = None) -> R:
         """Store a new record (`ObjectStore.create`) and return it with ``created_at`` and ``updated_at`` set;
-        an earlier job's leftovers under the name are removed first. `Conflict` (field ``name``) if a job of
+        an earlier job's leftovers under the name are removed first, then ``before()`` runs (what must be in
+        place when the record appears: an import's checkpoint). `Conflict` (field ``name``) if a job of
         that name exists or is being deleted; `Invalid` for a bad name. Cost: a listing, a marker read, the
         leftovers' deletes and one write."""
         prefix = self._prefix(record.name)
@@ -146,6 +149,8 @@ class ObjectJobRegistry(Generic[R]):
             for leftover in self.objects.keys(prefix):  # an earlier job's objects (checkpoints, flags)
                 if leftover != key:
                     self.objects.delete(leftover)
+            if before is not None:
+                before()
             try:
                 self.objects.create(key, dump_json(stored.document()))
                 return stored
@@ -281,6 +286,7 @@ class ObjectJobRegistry(Generic[R]):
         was deleted meanwhile: the flag is taken back). Cost: three requests."""
         self.get(name)
         key = self._key(name, CANCEL)
+        self._cancel_looked.pop(name, None)
         self.objects.put(key, dump_json({"schema_version": SCHEMA_VERSION, "requested_at": utc_now()}))
         if self.objects.version(self._key(name, self.document)) is None:
             self.objects.delete(key)
@@ -294,17 +300,24 @@ class ObjectJobRegistry(Generic[R]):
 
     def cancel_requested(self, name: str) -> bool:
         """Whether a cancel was requested and not cleared; `NotFound` if no such job, or if this registry's runner
-        lost its fit lease (module docstring). One or two requests."""
+        lost its fit lease (module docstring). A fit asks before every block: a "no" is answered again without a
+        request for `CANCEL_LOOK_S` (a cancel from another process is seen within it; one through this registry at
+        once). One or two requests at most every `CANCEL_LOOK_S`."""
         self._check_not_lost(name)
+        looked = self._cancel_looked.get(name)
+        if looked is not None and time.monotonic() - looked < CANCEL_LOOK_S:
+            return False
         if self.objects.version(self._key(name, CANCEL)) is not None:
             return True
         if self.objects.version(self._key(name, self.document)) is None:
             raise NotFound(self.kind, name)
+        self._cancel_looked[name] = time.monotonic()
         return False
 
     def clear_cancel(self, name: str) -> None:
         """Remove the cancel flag (nothing if it is not set); `NotFound` if no such job."""
         self.get(name)
+        self._cancel_looked.pop(name, None)
         self.objects.delete(self._key(name, CANCEL))
 
     # -- the one runner of a job -------------------------------------------------------------------------------
@@ -354,4 +367,4 @@ class ObjectJobRegistry(Generic[R]):
         return leases.holder_of(self.objects, self._key(name, LEASE), now=self.clock) is not None
 
 
-__all__ = ["ObjectJobRegistry", "UPDATE_ATTEMPTS", "LEASE_TTL_S", "STALE_DELETE_S", "holder_id"]
+__all__ = ["ObjectJobRegistry", "UPDATE_ATTEMPTS", "LEASE_TTL_S", "STALE_DELETE_S", "CANCEL_LOOK_S", "holder_id"]

@@ -4,7 +4,8 @@ commands run for real: against this module's server and a real ``dask scheduler`
 Defends against: an image with no port, health check, command or non-root user; a numba cache in /tmp
 (every container compiling from scratch) or one not filled at build time; compose services that start
 before what they need is healthy, or stay down after a crash; an image built from pyproject.toml's ranges
-(whatever was newest that day) instead of uv.lock's versions, those tested (issue 54).
+(whatever was newest that day) instead of uv.lock's versions, those tested (issue 54); workers and API that
+share a volume, or see different object stores, where they should share nothing but the store (issue 57).
 """
 
 from __future__ import annotations
@@ -115,16 +116,77 @@ def test_the_image_installs_the_locked_versions_then_the_project_without_resolvi
     assert text.count("--hash=sha256:") >= len(pinned)
 
 
+LONG_RUNNING = {"minio", "scheduler", "worker", "api"}
+BUCKET_SETUP = {"condition": "service_completed_successfully"}
+
+
 def test_compose_restarts_everything_and_waits_for_health(compose):
+    """Every long-running service restarts unless stopped and has a health check its dependents wait for;
+    the bucket's setup runs once (a restart policy would run it again and again) once MinIO is healthy, and
+    what reads or writes the bucket starts only after it completed."""
     services = compose["services"]
-    assert set(services) == {"scheduler", "worker", "api"}
-    for name, service in services.items():
-        assert service.get("restart") == "unless-stopped", name
-        assert service["healthcheck"]["test"][0] == "CMD", name
-    assert services["worker"]["depends_on"] == {"scheduler": {"condition": "service_healthy"}}
+    assert set(services) == LONG_RUNNING | {"minio-setup"}
+    for name in LONG_RUNNING:
+        assert services[name].get("restart") == "unless-stopped", name
+        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+    assert services["minio-setup"].get("restart", "no") == "no" and "healthcheck" not in services["minio-setup"]
+    assert services["minio-setup"]["depends_on"] == {"minio": {"condition": "service_healthy"}}
+    assert services["worker"]["depends_on"] == {"scheduler": {"condition": "service_healthy"},
+                                                "minio-setup": BUCKET_SETUP}
     assert services["api"]["depends_on"] == {"scheduler": {"condition": "service_healthy"},
-                                             "worker": {"condition": "service_healthy"}}
+                                             "worker": {"condition": "service_healthy"},
+                                             "minio-setup": BUCKET_SETUP}
     assert "KPCA_API_KEYS" in services["api"]["environment"]  # the image's 0.0.0.0 needs keys
+
+
+def _aws(service: dict) -> dict:
+    return {k: v for k, v in service.get("environment", {}).items() if k.startswith("AWS_")}
+
+
+def test_workers_and_api_share_nothing_but_the_object_store(compose):
+    """Issue 57: the workers and the API share no volume; the API keeps its data in the bucket
+    (``--data-dir s3://kpca/...``) and passes that to the fit tasks, so the workers get no KPCA_DATA_DIR,
+    only the same AWS_* settings as the API (another endpoint or key and a worker would read another store,
+    or none). The endpoint is MinIO's, plain http, which obstore refuses unless AWS_ALLOW_HTTP is true;
+    the keys are MinIO's root user's, and the bucket made is the one the API names."""
+    services = compose["services"]
+    for name in ("scheduler", "worker", "api"):
+        assert "volumes" not in services[name], name
+    assert set(compose["volumes"]) == {"minio-data"}
+    assert services["minio"]["volumes"] == ["minio-data:/data"]
+
+    command = shlex.split(services["api"]["command"])
+    data_dir = command[command.index("--data-dir") + 1]
+    assert re.fullmatch(r"s3://kpca/[\w/-]+", data_dir), data_dir
+    assert "KPCA_DATA_DIR" not in services["worker"]["environment"]
+
+    aws = _aws(services["api"])
+    assert aws == _aws(services["worker"])
+    assert set(aws) == {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                        "AWS_ALLOW_HTTP"}
+    assert aws["AWS_ENDPOINT_URL"] == "http://minio:9000" and aws["AWS_ALLOW_HTTP"] == "true"
+    minio = services["minio"]["environment"]
+    assert (aws["AWS_ACCESS_KEY_ID"], aws["AWS_SECRET_ACCESS_KEY"]) == (minio["MINIO_ROOT_USER"],
+                                                                         minio["MINIO_ROOT_PASSWORD"])
+    assert _aws(services["scheduler"]) == {}  # the scheduler never touches the store
+
+    setup = " ".join(services["minio-setup"]["command"])
+    assert "mc mb --ignore-existing local/kpca" in setup and "http://minio:9000" in setup
+    # $$ reaches the container as $: its shell reads the credentials from its own environment
+    assert "$$MINIO_ROOT_USER" in setup and "$$MINIO_ROOT_PASSWORD" in setup
+    assert services["minio-setup"]["environment"] == minio
+
+
+def test_the_minio_images_are_pinned_and_checked_without_curl(compose):
+    """MinIO's images are pinned to a release (the upstream repositories are archived: a floating tag can
+    only move sideways) on quay.io, where they are still published; the server's health check runs the
+    image's own ``mc ready`` (recent images dropped curl for a minimal base image)."""
+    services = compose["services"]
+    for name, image in (("minio", "quay.io/minio/minio"), ("minio-setup", "quay.io/minio/mc")):
+        repository, _, tag = services[name]["image"].partition(":")
+        assert repository == image and tag.startswith("RELEASE."), services[name]["image"]
+    assert services["minio"]["healthcheck"]["test"] == ["CMD", "mc", "ready", "local"]
+    assert services["minio"]["command"].split()[:2] == ["server", "/data"]
 
 
 def _run_check(command: list[str], port_from: int, port_to: int) -> int:

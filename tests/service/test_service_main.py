@@ -153,16 +153,18 @@ def test_api_processes_one_per_core_at_most_four_unless_configured(clean_setting
         Settings()
 
 
-def test_a_url_as_the_data_folder_stops_the_start_saying_why(clean_settings, capsys, tmp_path, monkeypatch):
-    """KPCA_DATA_DIR=s3://... (docs/scaling.md describes the object store) made a folder named "s3:" in the working
-    directory and ran on it; it is refused until the service's data sets live there too (issue 57)."""
+def test_the_data_location_is_a_folder_or_an_s3_url_and_nothing_else(clean_settings, capsys, tmp_path, monkeypatch):
+    """KPCA_DATA_DIR=s3://bucket/prefix is kept as the URL it is (a `Path` made it a folder named "s3:" in the working
+    directory, where the service ran); any other URL stops the start saying what to give (issue 57)."""
     monkeypatch.chdir(tmp_path)
-    clean_settings.setenv("KPCA_DATA_DIR", "s3://bucket/prefix")
+    clean_settings.setenv("KPCA_DATA_DIR", "s3://bucket/prefix/")
+    assert entry.settings_from([]).data_dir == "s3://bucket/prefix"
+    clean_settings.setenv("KPCA_DATA_DIR", "gs://bucket/prefix")
     with pytest.raises(SystemExit) as done:
         entry.settings_from([])
     assert done.value.code == 2
     err = capsys.readouterr().err
-    assert "--data-dir (KPCA_DATA_DIR)" in err and "is a URL" in err and "folder" in err, err
-    assert not (tmp_path / "s3:").exists()
+    assert "--data-dir (KPCA_DATA_DIR)" in err and "s3://bucket/prefix" in err and "folder" in err, err
+    assert not (tmp_path / "s3:").exists() and not (tmp_path / "gs:").exists()
     clean_settings.delenv("KPCA_DATA_DIR")
     assert Settings(data_dir="relative/data").data_dir.name == "data"  # a path is a path

@@ -89,7 +89,7 @@ def test_a_worker_setting_that_cannot_be_read_names_its_variable(monkeypatch):
     assert Settings().background_policy == "normal"
     assert Settings(fit_nice=40, preimage_nice=-1).worker_environ() == {
         "KPCA_FIT_NICE": "19", "KPCA_PREIMAGE_NICE": "0", "KPCA_BACKGROUND_POLICY": "normal",
-        "KPCA_SHARD_MIN_ROWS": "50000"}
+        "KPCA_SHARD_MIN_ROWS": "50000", "KPCA_LEASE_TTL_S": "60.0", "KPCA_READ_CACHE_MB": "1024.0"}
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/api.md", "docs/limits.md", "docs/scaling.md",

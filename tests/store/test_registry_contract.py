@@ -181,6 +181,24 @@ def test_cancel_flags(registry):
     assert not registry.cancel_requested("c")
 
 
+def test_a_cancel_from_another_process_is_seen_once_the_look_interval_passed(registry):
+    """A fit asks before every block; on an object store a "no" is repeated for CANCEL_LOOK_S without a request
+    (a HEAD per block was most of a fit's requests), so another process's cancel is seen within that time."""
+    import time
+
+    from store.jobs.object_registry import CANCEL_LOOK_S
+
+    registry.create(record("x"))
+    if isinstance(registry, ObjectJobRegistry):
+        other = ObjectJobRegistry(registry.objects, ModelRegistry, lease_ttl=30, clock=registry.clock)
+    else:
+        other = ModelRegistry(registry.root)
+    assert not registry.cancel_requested("x")
+    other.request_cancel("x")
+    time.sleep(CANCEL_LOOK_S)  # the interval passed: the next question asks the store
+    assert registry.cancel_requested("x")
+
+
 def test_one_runner_at_a_time(registry):
     registry.create(record("run"))
     with registry.fit_lease("run") as first:
