@@ -12,17 +12,19 @@ issue asks for, in one run:
 
 Milliseconds per record operation and MiB/s per chunk direction, and each S3 client's ratio to the folder.
 
-Then the service's own stores on both, the issue's goals (``--rows`` x ``--features`` float32 rows, in chunks of
-``--chunk-rows``): a data set's upload (every chunk staged, then the commit; MiB/s of rows) through the folder
-store (`store.DatasetStore`) and the object store over S3 (`store.datasets.object_datasets.ObjectDatasetStore`),
-and a default fit (the service's default solver and parameters, 8 components, run in this process by
+Then the service's own stores on both, the issue's goals: the upload of ``--upload-rows`` x ``--features``
+float32 rows (every chunk staged, then the commit; MiB/s of rows), in this process through the folder store
+(`store.DatasetStore`) and the object store over S3 (`store.datasets.object_datasets.ObjectDatasetStore`), in
+chunks of ``--chunk-rows``, and through a running service (HTTP on loopback, the client's chunks); and a default
+fit on ``--rows`` rows (the service's default solver and parameters, 8 components, run in this process by
 `workers.fit.FitJob` from its record to its last checkpoint) on each, with the largest difference between the two
 fits' projections of 100 rows, relative to their largest value.
 moto is a Python server: its own cost dominates the loopback figures, so they bound what a real store's
 client costs from above; a real store adds its network's latency (the cost model of docs/scaling.md). Prints
 JSON; writes bench/results/object_store.json.
 
-    python bench/object_store.py [--records 100] [--chunks 20] [--chunk-mib 1] [--rows 20000] [--features 64]
+    python bench/object_store.py [--records 100] [--chunks 20] [--chunk-mib 1] [--rows 20000]
+                                 [--upload-rows 200000] [--features 64] [--chunk-rows 32768]
     python bench/object_store.py --markdown bench/results/object_store.json   # docs/scaling.md's table
 """
 
@@ -120,14 +122,10 @@ def measure(name: str, store, records: int, chunks: int, chunk: bytes) -> dict:
     return out
 
 
-def service_stores(where: str, X: np.ndarray, chunk_rows: int) -> dict:
-    """Upload ``X`` as a data set at ``where`` (a folder or an S3 URL, `store.places`) and fit a default model on
-    it in this process: seconds and MiB/s, and the model's projections of 100 rows."""
-    from service.schemas.models import ModelCreate
-    from store.jobs.records import ModelRecord
-    from store.places import datasets_at, models_at
-    from workers.fit import FitJob
-    from workers.serve import project_rows
+def upload_to_store(where: str, X: np.ndarray, chunk_rows: int) -> dict:
+    """Stage ``X`` as data set "bench" at ``where`` (a folder or an S3 URL, `store.places`) in chunks of
+    ``chunk_rows`` and commit it, in this process: seconds and MiB/s."""
+    from store.places import datasets_at
 
     datasets = datasets_at(where)
     started = time.perf_counter()
@@ -135,20 +133,54 @@ def service_stores(where: str, X: np.ndarray, chunk_rows: int) -> dict:
     for index, first in enumerate(range(0, X.shape[0], chunk_rows)):
         datasets.put_chunk("bench", index, X[first: first + chunk_rows])
     staging_s = time.perf_counter() - started
-    meta = datasets.commit("bench")
+    datasets.commit("bench")
     upload_s = time.perf_counter() - started
-    default = ModelCreate(name="fit", dataset="bench", n_components=8, kernel={"type": "gaussian", "sigma": 8.0})
-    models_at(where).create(ModelRecord.new("fit", meta, kernel=default.kernel.model_dump(), n_components=8,
-                                            solver=default.solver, params=default.params or {}))
+    return {"upload_s": upload_s, "upload_mib_s": X.nbytes / 2**20 / upload_s, "staging_s": staging_s,
+            "commit_s": upload_s - staging_s}
+
+
+def upload_over_http(where: str, X: np.ndarray) -> dict:
+    """Upload ``X`` as data set "http" through the service (`client.api.Client.upload`: its default chunks of
+    about 8 MiB, as ``.npy`` bodies, then the commit) started on ``where`` with a one-worker cluster: seconds and
+    MiB/s, as a user sees them."""
+    from bench._service import serving
+    from client.api import Client
+    from service import Settings, create_app
+
+    with serving(create_app(Settings(data_dir=where, scheduler=None, n_workers=1))) as url:
+        started = time.perf_counter()
+        meta = Client(url).upload("http", X)
+        seconds = time.perf_counter() - started
+    assert meta["status"] == "ready" and meta["n_rows"] == X.shape[0], meta
+    return {"http_upload_s": seconds, "http_upload_mib_s": X.nbytes / 2**20 / seconds}
+
+
+def default_fit(where: str, X: np.ndarray) -> dict:
+    """Data set "fitted" of ``X`` at ``where`` and a default model on it (the service's default solver and
+    parameters, 8 components, `workers.fit.FitJob` in this process, from its record to its last checkpoint):
+    seconds, passes, and its projections of 100 rows."""
+    from kpca.defaults import EXACT_LIMIT
+    from kpca.fitting import FitRequest
+    from service.schemas.models import ModelCreate
+    from store.jobs.records import ModelRecord
+    from store.places import datasets_at, models_at
+    from workers.fit import FitJob
+    from workers.serve import project_rows
+
+    datasets = datasets_at(where)
+    datasets.create("fitted", X.shape[1], "float32")
+    datasets.put_chunk("fitted", 0, X)
+    meta = datasets.commit("fitted")
+    default = ModelCreate(name="fit", dataset="fitted", n_components=8, kernel={"type": "gaussian", "sigma": 8.0})
+    params = FitRequest(default.solver, 8, default.params, EXACT_LIMIT).checked_params(meta.n_rows, default.kernel)
+    models_at(where).create(ModelRecord.new("fit", meta, kernel=default.kernel, n_components=8,
+                                            solver=default.solver, params=params))
     started = time.perf_counter()
     status = FitJob(where).run("fit")
     fit_s = time.perf_counter() - started
     assert status == "completed", (status, models_at(where).get("fit").error)
-    mib = X.nbytes / 2**20
-    out = {"upload_s": upload_s, "upload_mib_s": mib / upload_s, "staging_s": staging_s,
-           "commit_s": upload_s - staging_s, "fit_s": fit_s, "fit_passes": len(models_at(where).get("fit").history)}
-    out["projections"] = project_rows(where, "fit", X[:100].astype(np.float64))
-    return out
+    return {"fit_s": fit_s, "fit_passes": len(models_at(where).get("fit").history),
+            "projections": project_rows(where, "fit", X[:100].astype(np.float64))}
 
 
 def markdown(result: dict) -> str:
@@ -169,9 +201,11 @@ def main(argv=None) -> None:
     parser.add_argument("--records", type=int, default=100)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--chunk-mib", type=float, default=1.0)
-    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--rows", type=int, default=20_000, help="rows of the default fit's data set")
+    parser.add_argument("--upload-rows", type=int, default=200_000, help="rows of the uploaded data set")
     parser.add_argument("--features", type=int, default=64)
-    parser.add_argument("--chunk-rows", type=int, default=4096)
+    parser.add_argument("--chunk-rows", type=int, default=32_768, help="rows of a chunk staged in the store "
+                        "(8 MiB of 64 float32: the client's default chunk)")
     parser.add_argument("--markdown", help="print the table of a saved result (a JSON file) and exit")
     args = parser.parse_args(argv)
     if args.markdown:
@@ -190,11 +224,21 @@ def main(argv=None) -> None:
             results["s3 s3fs"] = "not installed (pip install s3fs)"
         else:
             results["s3 s3fs"] = measure("s3 s3fs", s3fs_store, args.records, args.chunks, chunk)
-        X = _rows(args.rows, args.features)
-        service = {"folder": service_stores(str(Path(folder) / "data"), X, args.chunk_rows),
-                   "s3": service_stores(f"s3://{BUCKET}/{uuid.uuid4().hex}", X, args.chunk_rows)}
+        uploaded, fitted = _rows(args.upload_rows, args.features), _rows(args.rows, args.features)
+        service: dict = {}
+        for name, where in (("folder", str(Path(folder) / "data")), ("s3", f"s3://{BUCKET}/{uuid.uuid4().hex}"),
+                            ("folder, over HTTP", str(Path(folder) / "http")),
+                            ("s3, over HTTP", f"s3://{BUCKET}/{uuid.uuid4().hex}")):
+            if name.endswith("HTTP"):
+                service[name] = upload_over_http(where, uploaded)
+            else:
+                service[name] = {**upload_to_store(where, uploaded, args.chunk_rows), **default_fit(where, fitted)}
+            print(f"{name}: {dict((k, v) for k, v in service[name].items() if k != 'projections')}",
+                  file=sys.stderr, flush=True)
     want, got = service["folder"].pop("projections"), service["s3"].pop("projections")
     goals = {"upload_time_s3_over_folder": service["s3"]["upload_s"] / service["folder"]["upload_s"],
+             "http_upload_time_s3_over_folder": service["s3, over HTTP"]["http_upload_s"]
+             / service["folder, over HTTP"]["http_upload_s"],
              "fit_time_s3_over_folder": service["s3"]["fit_s"] / service["folder"]["fit_s"],
              "projections_max_relative_difference": float(np.abs(got - want).max() / np.abs(want).max())}
     print(json.dumps({"service": service, "goals": goals}, indent=1), file=sys.stderr, flush=True)
@@ -202,8 +246,9 @@ def main(argv=None) -> None:
               if isinstance(results.get(name), dict)}
     save("object_store", {"records": args.records, "chunks": args.chunks, "chunk_mib": args.chunk_mib,
                           "server": "moto (Python) on 127.0.0.1", "results": results,
-                          "times_the_folder": ratios, "rows": args.rows, "features": args.features,
-                          "chunk_rows": args.chunk_rows, "service": service, "goals": goals})
+                          "times_the_folder": ratios, "rows": args.rows, "upload_rows": args.upload_rows,
+                          "features": args.features, "chunk_rows": args.chunk_rows, "service": service,
+                          "goals": goals})
 
 
 if __name__ == "__main__":

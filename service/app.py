@@ -51,6 +51,9 @@ from workers.plugins import import_modules, warm_projections_here
 
 log = logging.getLogger(__name__)
 
+#: seconds an API process answers from a record it read from an object store, without asking again (store.places)
+RECENT_S = 1.0
+
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
@@ -58,11 +61,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     set_thread_limits(settings.api_threads, settings.api_wait_threads)  # service/threads.py
     data_dir = prepared(settings.data_dir)  # a folder's absolute path or an object store's URL (store.places)
     tune(settings.lease_ttl_s, settings.read_cache_mb)  # this process's leases and read cache, as its workers
-    app.state.datasets = datasets_at(data_dir)
-    app.state.models = models_at(data_dir)
+    # on an object store a read is a round trip: a status poll or a projection's check answers from a record read
+    # less than RECENT_S ago (a worker's write is seen within it; this process's own at once)
+    app.state.datasets = datasets_at(data_dir, recent_s=RECENT_S)
+    app.state.models = models_at(data_dir, recent_s=RECENT_S)
     app.state.image_jobs = image_jobs_at(data_dir)
     app.state.checkpoints = checkpoints_at(data_dir)
-    app.state.clusterings = clusterings_at(data_dir)
+    app.state.clusterings = clusterings_at(data_dir, recent_s=RECENT_S)
     # the /v1/denoise-image requests running, by key: this machine's API processes' (store.places.local_folder)
     app.state.running = RunningRequests(local_folder(data_dir))
     swept = await run_in_threadpool(sweep_imports, local_folder(data_dir))

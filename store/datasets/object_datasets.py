@@ -7,22 +7,26 @@ Keys under ``datasets/{name}/``::
 
     meta.json                               the set's document (`DatasetRecord`): created once; every later
                                             write a compare-and-swap on the version read, the commit point
-    staging/...                             uploaded chunks not yet committed (`store.datasets.object_staging`)
-    segments/{seg:04d}-{token}.zarr/...     zarr v3 array of the rows one commit added, under a fresh token
-    segments/{seg:04d}-{token}.json         its digests (`SegmentDigests`)
+    chunks/{index:06d}.{sha256}.zarr/...    an uploaded chunk's rows, a zarr v3 array written once where it stays
+    chunks/{index:06d}.{sha256}.json        its digests (`SegmentDigests`)
+    staging/...                             the claims of chunks uploaded, not yet committed
+                                            (`store.datasets.object_staging`)
     deleting                                a delete in progress
 
-* **upload**: a chunk is created once at its index; a second upload of the index with the same rows is a no-op
-  and with other rows a `Conflict`, as on the folder. An upload that finds, once written, that a commit has
-  meanwhile taken its index in with other rows withdraws and says so.
-* **commit**: the staged chunks' rows are written as a zarr array under a name no other commit uses, then their
-  digests, then ``meta.json`` is replaced by compare-and-swap. Of two racing commits one wins; the other
-  removes its array and finds its chunks committed. A commit that died leaves an array no record names: the
-  next commit removes it. Readers only open what ``meta.json`` names.
+* **upload**: a chunk's rows are written once, in their committed form, under a name of their index and digest,
+  then the index is claimed for them (created once); a second upload of the index with the same rows writes
+  nothing, with other rows it is a `Conflict`, as on the folder. An upload that finds, once claimed, that a
+  commit has meanwhile taken in another upload of its index compares with that one and says so.
+* **commit** by reference: each staged chunk's array becomes one segment of the next version, recorded by a
+  compare-and-swap of ``meta.json``; no row is read or written again, so a data set's rows cross the network
+  once. Of two racing commits one wins and the other finds its chunks committed. Readers only open what
+  ``meta.json`` names; an upload whose claim was lost leaves no array behind, an upload that died before its
+  claim leaves one that the set's delete removes.
 * **delete**: a ``deleting`` marker, ``meta.json``, every other object, the marker; a create meanwhile is a
   `Conflict` ("being deleted; try again"); a marker older than `STALE_DELETE_S` is a delete that died.
 * **reads** go through `store.datasets.object_rows.CachedRows`: each zarr chunk verified against its digest
-  once per process and kept in the process's read cache, so a fit's later passes read nothing from the store.
+  once per process and kept in the process's read cache, so a fit's later passes read nothing from the store;
+  a version of many segments opens each when first read, once per process (`store.datasets.object_segments`).
 
 Left to the folder store: registering an external zarr array (`DatasetStore.register`) and repairing damaged
 committed chunks by uploading them again; here a damaged chunk is marked and named (`Corrupt`), and the way
@@ -33,36 +37,34 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import hashlib
 import json
 import time
-import uuid
+from collections.abc import Callable
 
 import numpy as np
 import zarr
 
 from store.atomic import dump_json, parse_json
 from store.checksums import chunk_digest, version_checksum
+from store.datasets import object_staging as staging
 from store.datasets.commit import refuse_gaps
 from store.datasets.dataset_store import MAX_CHUNK_INDEX
-from store.datasets.integrity import upload_chunks_of, verify_rows
-from store.datasets.object_rows import CachedRows
-from store.datasets.object_staging import Staged, chunk_key, mark, npy_bytes, read_checked, rows_of, staged_listing
+from store.datasets.integrity import verify_rows
+from store.datasets.object_segments import LazySegment, forget, open_segment
 from store.datasets.records import (
     DTYPES,
     MAX_FEATURES,
     META,
     DatasetInfo,
     DatasetRecord,
-    SegmentDigests,
     SegmentRecord,
-    VersionRecord,
     ready_info,
 )
 from store.datasets.repair import refuse_marked
 from store.datasets.rows import prepare_rows
-from store.datasets.staging import damaged_message, same_rows
-from store.datasets.zarr_rows import AlignedRowWriter, create_row_array, zarr_chunk_rows
+from store.datasets.segments import SegmentedRows
+from store.datasets.staging import damaged_message
+from store.datasets.zarr_rows import zarr_chunk_rows
 from store.errors import Conflict, Corrupt, Damaged, Invalid, NotFound
 from store.folders import page_of
 from store.names import validate_name
@@ -80,8 +82,9 @@ class ObjectDatasetStore:
     `store.datasets.dataset_store.DatasetStore` (module docstring for what differs). Thread- and process-safe,
     across machines."""
 
-    def __init__(self, objects: ObjectStore):
-        self.objects = objects
+    def __init__(self, objects: ObjectStore, recent_s: float = 0.0, clock: Callable[[], float] = time.monotonic):
+        self.objects, self.recent_s, self.clock = objects, float(recent_s), clock
+        self._recent: dict[str, tuple[float, DatasetInfo]] = {}  # by set: when described (`clock`), the answer
 
     # ------------------------------------------------------------------ keys
     @staticmethod
@@ -116,7 +119,7 @@ class ObjectDatasetStore:
             self.objects.create(prefix + META, dump_json(DatasetRecord.new(name, int(n_features), dtype).document()))
         except ObjectExists:
             raise Conflict(f"data set {name!r} already exists", field="name") from None
-        return self.get(name)
+        return self._fresh(name)
 
     def register(self, name: str, url: str, dtype: str | None = None) -> DatasetInfo:
         """Not on an object store: `Invalid` on ``source`` saying to upload the rows instead. O(1)."""
@@ -165,10 +168,29 @@ class ObjectDatasetStore:
 
     def get(self, name: str) -> DatasetInfo:
         """Public metadata of a data set (as `DatasetStore.get`). Cost: two reads of ``meta.json`` and a listing
-        of the staged chunks (their rows come from the listing)."""
+        of the staged chunks (their rows come from the listing); with ``recent_s`` (the API's store), none while
+        this store's own last description is younger than it and the set was not written through this store
+        since (another process's writes are seen within ``recent_s``)."""
+        recent = self._recent.get(name) if self.recent_s > 0 else None
+        if recent is not None and self.clock() - recent[0] < self.recent_s:
+            return recent[1]
+        return self._fresh(name)
+
+    def _written(self, name: str) -> None:
+        """Forget this store's last description of ``name`` (it was written through this store)."""
+        self._recent.pop(name, None)
+
+    def _fresh(self, name: str) -> DatasetInfo:
+        """The description of ``name`` read now (what a write answers), kept as this store's last one."""
+        info = self._describe(name)
+        if self.recent_s > 0:
+            self._recent[name] = (self.clock(), info)
+        return info
+
+    def _describe(self, name: str) -> DatasetInfo:
         for _attempt in range(3):
             meta, version = self._read_meta(name)
-            listing = staged_listing(self.objects, self._prefix(name), meta.committed_chunks)
+            listing = staging.staged_listing(self.objects, self._prefix(name), meta.committed_chunks)
             if self.objects.version(self._prefix(name) + META) != version:
                 continue  # a commit happened while listing: the listing may mix two states
             return meta.info(listing.rows)
@@ -195,9 +217,11 @@ class ObjectDatasetStore:
         """Delete a data set and all its objects (module docstring). `NotFound` if there is none. Cost: a
         listing and one delete per object."""
         prefix = self._prefix(name)
+        self._written(name)
         if not any(key != prefix + DELETING for key in self.objects.keys(prefix)):
             raise NotFound("dataset", name)
         marker = prefix + DELETING
+        forget(self.objects, prefix)
         self.objects.put(marker, json.dumps({"started": time.time()}).encode())
         self.objects.delete(prefix + META)
         for key in self.objects.keys(prefix):
@@ -215,8 +239,10 @@ class ObjectDatasetStore:
 
     # ----------------------------------------------------------------- upload
     def put_chunk(self, name: str, index: int, rows: np.ndarray) -> DatasetInfo:
-        """Store chunk ``index`` for the set's next version; idempotent by index (as `DatasetStore.put_chunk`).
-        Cost: the chunk's bytes written once, a mark, two reads of ``meta.json`` and `get`."""
+        """Store chunk ``index`` for the set's next version; idempotent by index (as `DatasetStore.put_chunk`):
+        its rows written once, where they stay (`store.datasets.object_staging`), then claimed. Cost: the rows
+        encoded and put once, a claim and a mark, a read of ``meta.json`` and `get`; an upload of rows already
+        claimed writes nothing."""
         validate_name(name)
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise Invalid("index", "chunk index must be an integer")
@@ -226,26 +252,36 @@ class ObjectDatasetStore:
         prefix = self._prefix(name)
         for _attempt in range(_ATTEMPTS):
             meta, _ = self._read_meta(name)
+            if meta.source is not None:  # never on an object store; kept as the folder store words it
+                raise Conflict(f"data set {name!r} is a registered zarr array and is read-only", field="name")
             converted = prepare_rows(rows, meta.n_features, meta.dtype)
             if index < meta.committed_chunks:
                 self._check_committed(name, meta, index, converted)
-                return self.get(name)
-            key = chunk_key(prefix, index)
-            try:
-                written = self.objects.create(key, npy_bytes(converted))
-            except ObjectExists:
-                try:
-                    self._compare_staged(name, key, index, converted)
-                except ObjectMissing:
-                    continue  # committed (or deleted) meanwhile: look again
-                return self.get(name)
-            mark(self.objects, prefix, index, converted)
-            if self._read_meta(name)[0].committed_chunks > index:  # a commit took the index in meanwhile
-                with contextlib.suppress(VersionMismatch):
-                    self.objects.delete(key, written)
+                return self._fresh(name)
+            sha256 = chunk_digest(converted)
+            claimed = staging.claim_of(self.objects, prefix, index)
+            if claimed is not None and claimed[0] != sha256 and self._intact(prefix, index, claimed[0]):
+                raise Conflict(staging.claimed_rows_message(index, name), field="index")
+            if claimed is None or claimed[0] != sha256:
+                staging.write_chunk_array(self.objects, prefix, index, converted)
+            if claimed is not None and claimed[0] != sha256:  # its claim names rows that are gone: ours replace them
+                self.objects.delete(staging.claim_key(prefix, index))
+            other = staging.claim(self.objects, prefix, index, sha256, converted.shape[0])
+            if other is not None:  # another upload of other rows claimed the index first
+                staging.remove_chunk_array(self.objects, prefix, index, sha256)
+                raise Conflict(staging.claimed_rows_message(index, name), field="index")
+            info = self._fresh(name)
+            if info.version and index < len(info.chunks) and index not in info.staged:
+                # a commit took in another upload of this index meanwhile: compare with what it committed
+                self.objects.delete_many([k for k in staging.staged_listing(self.objects, prefix).all_keys
+                                          if staging.staged_index(k) == index])
                 continue
-            return self.get(name)
+            return info
         raise Conflict(f"data set {name!r} is changing; try again", field="name")
+
+    def _intact(self, prefix: str, index: int, sha256: str) -> bool:
+        """Whether chunk ``index``'s array of rows ``sha256`` is in the store (its digest document). One request."""
+        return self.objects.version(prefix + staging.array_base(index, sha256) + ".json") is not None
 
     def _check_committed(self, name: str, meta: DatasetRecord, index: int, rows: np.ndarray) -> None:
         """A re-upload of committed chunk ``index``: nothing if its rows are the committed ones, else `Conflict`."""
@@ -259,161 +295,96 @@ class ObjectDatasetStore:
                        f"{meta.first_version_with(index)} and cannot change; append new rows with chunk index >= "
                        f"{meta.committed_chunks}", field="index")
 
-    def _compare_staged(self, name: str, key: str, index: int, rows: np.ndarray) -> None:
-        """Chunk ``index`` is staged already: nothing if with these rows; replaced if it is damaged (unreadable,
-        or its rows no longer match its mark); `Conflict` otherwise. `ObjectMissing` if it is gone."""
-        stored = self.objects.get(key)
-        prefix = self._prefix(name)
-        try:
-            existing = rows_of(stored.data)
-        except (ValueError, EOFError):
-            existing = None
-        if existing is not None and same_rows(existing, rows):
-            return
-        marks = staged_listing(self.objects, prefix, index).digests.get(index, set())
-        if existing is None or (marks and chunk_digest(existing) not in marks):
-            self.objects.replace(key, npy_bytes(rows), stored.version)
-            mark(self.objects, prefix, index, rows)
-            return
-        raise Conflict(f"chunk {index} of data set {name!r} was already uploaded with different content; staged "
-                       "chunks are immutable until committed or the set is deleted", field="index")
-
     # ----------------------------------------------------------------- commit
     def commit(self, name: str) -> DatasetInfo:
-        """Commit the staged chunks as the next version (as `DatasetStore.commit`; module docstring for how).
-        Cost O(new rows * n_features) read, hashed, compressed and written, memory one chunk plus one zarr
-        chunk, and O(committed chunks) to re-hash the recorded digests."""
+        """Commit the staged chunks as the next version (as `DatasetStore.commit`): each staged chunk's array, as
+        it was uploaded, becomes a segment of it, recorded by a compare-and-swap of ``meta.json``; no row is read
+        or written. Cost: a listing, a request per staged chunk (its array is there) and a write of ``meta.json``;
+        O(committed chunks) to checksum the recorded digests."""
         prefix = self._prefix(name)
         for _attempt in range(_ATTEMPTS):
             meta, version = self._read_meta(name)
             committed = meta.committed_chunks
-            staged = staged_listing(self.objects, prefix, committed)
-            gone = sorted(i for i in staged.digests if i not in staged.keys)
-            if gone:
-                raise Invalid("chunks", damaged_message(gone[0], "its file is missing"))
-            if not staged.keys:
+            staged = staging.staged_listing(self.objects, prefix, committed)
+            if not staged.rows:
                 if meta.status == "ready":
                     self._clean(meta, staged)
                     return meta.info({})
                 raise Invalid("chunks", "no chunks uploaded")
-            refuse_gaps(meta, committed, set(staged.keys))
-            damaged = [i for i in sorted(staged.keys) if staged.rows.get(i) == DAMAGED]
-            if damaged:
-                raise Invalid("chunks", damaged_message(damaged[0], "unreadable"))
-            segment = self._write_segment(name, meta, staged)
+            refuse_gaps(meta, committed, set(staged.rows))
+            for index in staged.indices:
+                if staged.rows[index] == DAMAGED:
+                    raise Invalid("chunks", damaged_message(index, "its upload record is missing"))
+                if not self._intact(prefix, index, staged.digests[index]):
+                    raise Invalid("chunks", damaged_message(index, "its rows are missing from the store"))
+            self._add_version(meta, staged)
             try:
                 self.objects.replace(prefix + META, dump_json(meta.document()), version)
-            except VersionMismatch:  # another commit (or a mark) was first: drop this array, look again
-                self._remove(prefix + segment.location, prefix + segment.digests)
+            except VersionMismatch:  # another commit (or a mark) was first: look again
                 continue
             self._clean(meta, staged)
+            self._written(name)
             return meta.info({})
         raise Conflict(f"data set {name!r} is changing; try again", field="name")
 
-    def _write_segment(self, name: str, meta: DatasetRecord, staged: Staged) -> SegmentRecord:
-        """Write the staged chunks as a new segment under a fresh name, and its digests; record it in ``meta``
-        (not yet stored)."""
-        prefix, committed = self._prefix(name), meta.committed_chunks
-        indices = sorted(staged.keys)
-        new_rows = int(sum(staged.rows[i] for i in indices))
-        chunk_rows = meta.zarr_chunk_rows or zarr_chunk_rows(new_rows, meta.n_features, np.dtype(meta.dtype).itemsize)
-        number = len(meta.segments) + 1
-        base = f"segments/{number:04d}-{uuid.uuid4().hex[:12]}"
-        location, doc_name = base + ".zarr", base + ".json"
-        digests, counts = [], []
-        try:
-            array = create_row_array(self.objects.zarr_store(prefix + location, read_only=False), new_rows,
-                                     meta.n_features, meta.dtype, chunk_rows)
-            writer = AlignedRowWriter(array)
-            for index in indices:
-                block = read_checked(self.objects, staged, index, meta.n_features, meta.dtype)
-                digests.append(chunk_digest(block))
-                counts.append(int(block.shape[0]))
-                writer.append(block)
-            writer.close()
-            zarr_json = hashlib.sha256(self.objects.get(f"{prefix}{location}/zarr.json").data).hexdigest()
-            self.objects.put(prefix + doc_name, dump_json(SegmentDigests(
-                segment=number, first_chunk=committed, chunk_sha256=digests, chunk_rows=counts,
-                zarr_chunk_sha256=writer.digests, zarr_json_sha256=zarr_json).document()))
-        except BaseException:
-            self._remove(prefix + location, prefix + doc_name)
-            raise
-        checksum = version_checksum(meta.recorded_digests(self._load(name)) + digests)
-        record = SegmentRecord(segment=number, location=location, external=False, first_chunk=committed,
-                               n_chunks=len(indices), first_row=meta.n_rows if meta.status == "ready" else 0,
-                               n_rows=new_rows, chunk_rows=chunk_rows, digests=doc_name)
-        meta.add_version(record, checksum, utc_now())
-        return record
+    def _add_version(self, meta: DatasetRecord, staged: staging.Staged) -> None:
+        """Record the staged chunks' arrays as segments of the next version in ``meta`` (not yet stored)."""
+        first_row, number = (meta.n_rows if meta.status == "ready" else 0), len(meta.segments)
+        itemsize = np.dtype(meta.dtype).itemsize
+        new_rows = sum(staged.rows[i] for i in staged.indices)
+        chunk_rows = meta.zarr_chunk_rows or zarr_chunk_rows(new_rows, meta.n_features, itemsize)
+        segments = []
+        for offset, index in enumerate(staged.indices):
+            base, n_rows = staging.array_base(index, staged.digests[index]), staged.rows[index]
+            segments.append(SegmentRecord(
+                segment=number + offset + 1, location=base + ".zarr", external=False, first_chunk=index, n_chunks=1,
+                first_row=first_row, n_rows=n_rows, digests=base + ".json",
+                chunk_rows=min(n_rows, zarr_chunk_rows(n_rows, meta.n_features, itemsize))))
+            first_row += n_rows
+        checksum = version_checksum(self._recorded_digests(meta) + [staged.digests[i] for i in staged.indices])
+        meta.add_version(segments, checksum, utc_now())
+        meta.zarr_chunk_rows = chunk_rows
 
-    def _remove(self, folder: str, document: str) -> None:
-        """Remove an array (every key under ``folder``) and its digest document."""
-        for key in self.objects.keys(folder + "/"):
-            self.objects.delete(key)
-        self.objects.delete(document)
+    def _recorded_digests(self, meta: DatasetRecord) -> builtins.list[str]:
+        """The sha256 of every committed chunk, in index order: from a one-chunk segment's name (its array is named
+        by it), else its digest document. O(committed chunks); a read per segment of several chunks."""
+        digests = []
+        for segment in meta.segments:
+            named = staging.digest_of(segment.location) if segment.n_chunks == 1 else None
+            digests.extend([named] if named else segment.read_digests(self._load(meta.name), meta.name).chunk_sha256)
+        return digests
 
-    def _clean(self, meta: DatasetRecord, staged: Staged) -> None:
-        """After a commit: remove the staged chunks it took in (and older leftovers) and the arrays that no record
-        names, of segments up to the latest (dead or beaten commits')."""
-        prefix = self._prefix(meta.name)
-        for key in staged.all_keys:
-            index = int(key.rsplit("/", 1)[-1].split(".", 1)[0]) if key.rsplit("/", 1)[-1][:1].isdigit() else -1
-            if index < meta.committed_chunks:
-                self.objects.delete(key)
-        named = {s.location for s in meta.segments} | {s.digests for s in meta.segments}
-        last = len(meta.segments)
-        for key in self.objects.keys(prefix + "segments/"):
-            relative = key[len(prefix):]
-            top = "/".join(relative.split("/")[:2])
-            number = top.split("/")[1][:4]
-            if top not in named and number.isdigit() and int(number) <= last:
-                self.objects.delete(key)
+    def _clean(self, meta: DatasetRecord, staged: staging.Staged) -> None:
+        """After a commit: remove the claims and marks of the chunks it took in (and older leftovers). A bulk
+        delete."""
+        self.objects.delete_many([k for k in staged.all_keys if staging.staged_index(k) < meta.committed_chunks])
 
     # ------------------------------------------------------------------- read
     def open_array(self, name: str, version: int | None = None):
-        """The rows of a committed version as a read-only row source (as `DatasetStore.open_array`): one
-        `CachedRows` per segment, a `store.datasets.segments.SegmentedRows` over several. Raises as it. Cost: per
-        segment, its digest document and ``zarr.json`` read; reads as `CachedRows`."""
-        from store.datasets.segments import SegmentedRows
-
+        """The rows of a committed version as a read-only row source (as `DatasetStore.open_array`): one segment's
+        `CachedRows`, or a `store.datasets.segments.SegmentedRows` over its segments, each opened when first read
+        and kept by the process (`store.datasets.object_segments`). Raises as it. Cost: a read of ``meta.json``;
+        reads as `CachedRows`."""
         meta, _ = self._read_meta(validate_name(name))
         if meta.status != "ready":
             raise Conflict(f"data set {name!r} is not ready (status {meta.status}); commit it first", field="dataset")
         record = meta.find_version(version)
         refuse_marked(meta, record)
-        segments = meta.segments_of(record)
-        arrays = [self._open_segment(meta, s, record) for s in segments]
-        if len(arrays) == 1:
-            return arrays[0]
+        prefix, segments = self._prefix(name), meta.segments_of(record)
+
+        def opener(segment: SegmentRecord):
+            return lambda: open_segment(self.objects, prefix, name, segment, record.version, self._load(name),
+                                        lambda chunks: self._mark(name, chunks))
+
+        if len(segments) == 1:
+            return opener(segments[0])()
         assert meta.zarr_chunk_rows is not None, "a data set with a committed version records its chunk rows"
-        return SegmentedRows(arrays, meta.dtype, meta.zarr_chunk_rows, [s.n_rows for s in segments])
-
-    def _open_segment(self, meta: DatasetRecord, segment: SegmentRecord, record: VersionRecord) -> CachedRows:
-        name, prefix = meta.name, self._prefix(meta.name)
-        doc = segment.read_digests(self._load(name), name)
-        chunks = range(segment.first_chunk, segment.first_chunk + segment.n_chunks)
-        try:
-            stored_json = self.objects.get(f"{prefix}{segment.location}/zarr.json").data
-        except ObjectMissing:
-            stored_json = b""
-        if hashlib.sha256(stored_json).hexdigest() != doc.zarr_json_sha256:
-            self._mark(name, chunks)
-            raise Corrupt(name, record.version, chunks, f"the zarr.json of segment {segment.segment} is missing or "
-                                                        "differs from the one committed")
-        array = zarr.open_array(self.objects.zarr_store(prefix + segment.location), mode="r", zarr_format=3)
-
-        def on_corrupt(numbers: builtins.list[int], reason: str) -> None:
-            step = int(array.chunks[0])
-            damaged = sorted({c for n in numbers for c in upload_chunks_of(
-                doc.chunk_rows, segment.first_chunk, n * step, min((n + 1) * step, segment.n_rows))})
-            self._mark(name, damaged)
-            raise Corrupt(name, record.version, damaged, f"stored zarr chunk(s) {numbers[:5]} of segment "
-                                                         f"{segment.segment}: {reason}")
-
-        assert doc.zarr_chunk_sha256 is not None, "segments written here record their zarr chunks' digests"
-        return CachedRows(array, f"{self.objects.url}/{prefix}{segment.location}", doc.zarr_chunk_sha256, on_corrupt)
+        return SegmentedRows([LazySegment(opener(s), s.n_rows, meta.n_features, meta.dtype) for s in segments],
+                             meta.dtype, meta.zarr_chunk_rows, [s.n_rows for s in segments])
 
     def _mark(self, name: str, add=(), clear=()) -> None:
         """Set the ``corrupt`` marks of set ``name`` to (marks - ``clear``) | ``add`` by compare-and-swap."""
+        self._written(name)
         for _attempt in range(_ATTEMPTS):
             try:
                 meta, version = self._read_meta(name)
@@ -430,15 +401,17 @@ class ObjectDatasetStore:
                 continue
 
     def chunk_ranges(self, name: str, version: int | None = None) -> tuple[int, builtins.list[tuple[int, int]]]:
-        """The committed ``version`` and each chunk's row range (as `DatasetStore.chunk_ranges`). Cost: the
-        version's digest documents read."""
+        """The committed ``version`` and each chunk's row range (as `DatasetStore.chunk_ranges`). Cost: a read of
+        ``meta.json`` (the digest documents too where a segment holds several chunks)."""
         meta, _ = self._read_meta(validate_name(name))
         if meta.status != "ready":
             raise Conflict(f"data set {name!r} has no committed version (status {meta.status}): upload its chunks "
                            f"and commit it first (POST /v1/datasets/{name}/commit)", field="name")
         record = meta.find_version(version)
         try:
-            counts = meta.chunk_row_counts(self._load(name), record)
+            segments = meta.segments_of(record)
+            counts = ([s.n_rows for s in segments] if all(s.n_chunks == 1 for s in segments)
+                      else meta.chunk_row_counts(self._load(name), record))
         except Corrupt as exc:
             self._mark(name, exc.chunks)
             raise Corrupt(name, record.version, exc.chunks, exc.reason) from None

@@ -13,10 +13,11 @@ from store.objects.open import is_url, objects_at
 Datasets = DatasetStore | ObjectDatasetStore
 
 
-def datasets_at(where: str | Path) -> Datasets:
-    """The data sets at ``where`` (`DatasetStore`, or `ObjectDatasetStore` over `objects_at`). O(1)."""
+def datasets_at(where: str | Path, recent_s: float = 0.0) -> Datasets:
+    """The data sets at ``where`` (`DatasetStore`, or `ObjectDatasetStore` over `objects_at`, whose ``recent_s``
+    says how long a description it read may be answered again without a request: the API's). O(1)."""
     if is_url(where):
-        return ObjectDatasetStore(objects_at(os.fspath(where)))
+        return ObjectDatasetStore(objects_at(os.fspath(where)), recent_s)
     return DatasetStore(where)
 
 

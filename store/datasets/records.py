@@ -283,10 +283,13 @@ class DatasetRecord(_Document):
         """The chunks of committed version ``record`` marked corrupt. Cost O(marks)."""
         return [i for i in self.corrupt if i < record.n_chunks]
 
-    def add_version(self, segment: SegmentRecord, checksum: str, committed_at: str) -> None:
-        """Record ``segment`` (the rows after every earlier segment's) as the next version, made of every
-        segment, and make it the latest: status ready, its rows, checksum and time. Cost O(segments)."""
-        self.segments.append(segment)
+    def add_version(self, segment: SegmentRecord | list[SegmentRecord], checksum: str, committed_at: str) -> None:
+        """Record ``segment`` (the rows after every earlier segment's; or several, in row order) as the next
+        version, made of every segment, and make it the latest: status ready, its rows, checksum and time; the
+        last new segment's chunk rows are the set's. Cost O(segments)."""
+        added = segment if isinstance(segment, list) else [segment]
+        self.segments.extend(added)
+        segment = added[-1]
         n_rows = segment.first_row + segment.n_rows
         self.versions.append(VersionRecord(
             version=self.version + 1, segments=[s.segment for s in self.segments], n_rows=n_rows,

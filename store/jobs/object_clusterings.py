@@ -31,8 +31,9 @@ class ObjectClusteringRegistry(ObjectJobRegistry[ClusteringRecord]):
     """`ClusteringRegistry` on ``objects`` (module docstring); the registry's other methods as
     `ObjectJobRegistry`'s."""
 
-    def __init__(self, objects: ObjectStore, lease_ttl: float = LEASE_TTL_S, clock: Callable[[], float] = time.time):
-        super().__init__(objects, ClusteringRegistry, lease_ttl, clock)
+    def __init__(self, objects: ObjectStore, lease_ttl: float = LEASE_TTL_S, clock: Callable[[], float] = time.time,
+                 recent_s: float = 0.0):
+        super().__init__(objects, ClusteringRegistry, lease_ttl, clock, recent_s)
 
     def save_labels(self, name: str, labels: np.ndarray) -> str:
         """As `ClusteringRegistry.save_labels`: the labels (l,) as int64, replacing earlier ones; the sha256 of

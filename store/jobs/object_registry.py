@@ -101,7 +101,7 @@ class ObjectJobRegistry(Generic[R]):
     """
 
     def __init__(self, objects: ObjectStore, kind: type[JobRegistry[R]], lease_ttl: float = LEASE_TTL_S,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, recent_s: float = 0.0):
         self.objects = objects
         self._kind = kind
         self.record_type: type[R] = kind.record_type
@@ -112,6 +112,8 @@ class ObjectJobRegistry(Generic[R]):
         self.holder = holder_id()
         self._lost: set[str] = set()  # jobs whose fit lease this registry's runner lost (`fit_lease`)
         self._cancel_looked: dict[str, float] = {}  # when `cancel_requested` last found no flag, by job
+        self.recent_s = float(recent_s)
+        self._recent: dict[str, tuple[float, R, str]] = {}  # by job: when read (`clock`), the record, its version
 
     @property
     def schema_version(self) -> int:
@@ -152,7 +154,7 @@ class ObjectJobRegistry(Generic[R]):
             if before is not None:
                 before()
             try:
-                self.objects.create(key, dump_json(stored.document()))
+                self._remember(record.name, stored, self.objects.create(key, dump_json(stored.document())))
                 return stored
             except ObjectExists:
                 continue  # another creator won; the next look says so
@@ -179,8 +181,19 @@ class ObjectJobRegistry(Generic[R]):
     def get(self, name: str) -> R:
         """The record of ``name`` (migrated to the current version); `NotFound` if there is none, `Damaged`
         (a 409 ``corrupt``) if it cannot be read or is missing beside the job's other objects. Kept by the
-        process under its version (`_KEPT`): one read of the object, one parse per version."""
-        return self._read(name)[0]
+        process under its version (`_KEPT`): one read of the object, one parse per version. With ``recent_s``
+        (the API's registries: a status poll, a projection's check), the record this registry read or wrote
+        less than ``recent_s`` ago, without a request: another process's write is seen within ``recent_s``."""
+        recent = self._recent.get(name) if self.recent_s > 0 else None
+        if recent is not None and self.clock() - recent[0] < self.recent_s:
+            return recent[1]
+        record, version = self._read(name)
+        self._remember(name, record, version)
+        return record
+
+    def _remember(self, name: str, record: R, version: str) -> None:
+        if self.recent_s > 0:
+            self._recent[name] = (self.clock(), record, version)
 
     def _read(self, name: str) -> tuple[R, str]:
         """The record of ``name`` and its version (`get`)."""
@@ -219,10 +232,17 @@ class ObjectJobRegistry(Generic[R]):
                        cause=cause)
 
     def signature(self, name: str) -> str:
-        """The record's version: it changes whenever the record is written; `NotFound` if missing."""
+        """The record's version: it changes whenever the record is written; `NotFound` if missing. One HEAD
+        request, none while this registry's own read is younger than ``recent_s`` (`get`)."""
+        recent = self._recent.get(name) if self.recent_s > 0 else None
+        if recent is not None and self.clock() - recent[0] < self.recent_s:
+            return recent[2]
         version = self.objects.version(self._key(name, self.document))
         if version is None:
+            self._recent.pop(name, None)
             raise NotFound(self.kind, name)
+        if recent is not None and recent[2] == version:
+            self._remember(name, recent[1], version)
         return version
 
     def exists(self, name: str) -> bool:
@@ -260,7 +280,7 @@ class ObjectJobRegistry(Generic[R]):
             current.update({k: _plain(v) for k, v in fields.items()}, updated_at=utc_now())
             record = self.record_type.model_validate(current)
             try:
-                self.objects.replace(key, dump_json(record.document()), version)
+                self._remember(name, record, self.objects.replace(key, dump_json(record.document()), version))
                 return record
             except VersionMismatch:
                 time.sleep(min(0.001 * 2 ** min(attempt, 6), 0.05))  # another writer was first: read again
@@ -274,6 +294,7 @@ class ObjectJobRegistry(Generic[R]):
         if not any(True for _ in self.objects.keys(prefix)):
             raise NotFound(self.kind, name)
         marker = prefix + DELETING
+        self._recent.pop(name, None)
         self.objects.put(marker, json.dumps({"started": self.clock(), "by": self.holder}).encode())
         self.objects.delete(prefix + self.document)
         for key in self.objects.keys(prefix):
@@ -305,13 +326,13 @@ class ObjectJobRegistry(Generic[R]):
         once). One or two requests at most every `CANCEL_LOOK_S`."""
         self._check_not_lost(name)
         looked = self._cancel_looked.get(name)
-        if looked is not None and time.monotonic() - looked < CANCEL_LOOK_S:
+        if looked is not None and self.clock() - looked < CANCEL_LOOK_S:
             return False
         if self.objects.version(self._key(name, CANCEL)) is not None:
             return True
         if self.objects.version(self._key(name, self.document)) is None:
             raise NotFound(self.kind, name)
-        self._cancel_looked[name] = time.monotonic()
+        self._cancel_looked[name] = self.clock()
         return False
 
     def clear_cancel(self, name: str) -> None:

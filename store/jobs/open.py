@@ -43,17 +43,18 @@ def registry_at(kind: type[JobRegistry], where: str | Path) -> Registry:
     return kind(where)
 
 
-def models_at(where: str | Path) -> Models:
-    """The model registry at ``where`` (as `registry_at`). O(1)."""
+def models_at(where: str | Path, recent_s: float = 0.0) -> Models:
+    """The model registry at ``where`` (as `registry_at`); on an object store, ``recent_s``: how long a record it
+    read may be answered again without a request (`ObjectJobRegistry.get`; the API's). O(1)."""
     if is_url(where):
-        return ObjectJobRegistry(objects_at(os.fspath(where)), ModelRegistry, lease_ttl())
+        return ObjectJobRegistry(objects_at(os.fspath(where)), ModelRegistry, lease_ttl(), recent_s=recent_s)
     return ModelRegistry(where)
 
 
-def clusterings_at(where: str | Path) -> Clusterings:
-    """The clustering registry at ``where`` (as `registry_at`). O(1)."""
+def clusterings_at(where: str | Path, recent_s: float = 0.0) -> Clusterings:
+    """The clustering registry at ``where`` (as `models_at`). O(1)."""
     if is_url(where):
-        return ObjectClusteringRegistry(objects_at(os.fspath(where)), lease_ttl())
+        return ObjectClusteringRegistry(objects_at(os.fspath(where)), lease_ttl(), recent_s=recent_s)
     return ClusteringRegistry(where)
 
 

@@ -119,6 +119,17 @@ class ObjectStore(abc.ABC):
         """Remove the object (nothing if there is none); with ``version``, only if it is still at it
         (`VersionMismatch` otherwise)."""
 
+    def failure(self, exc: Exception) -> ObjectStoreError | None:
+        """The failure of this interface that ``exc``, raised by a library writing or reading through
+        `zarr_store`, stands for (a refused write, a store out of reach), None if it is none of them. O(1)."""
+        return None
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Remove the objects at ``keys`` (those that are there), unconditionally: `delete` of each here; one
+        request per thousand keys where the store can (S3's DeleteObjects)."""
+        for key in keys:
+            self.delete(key)
+
     @abc.abstractmethod
     def keys(self, prefix: str = "") -> Iterator[str]:
         """The keys under ``prefix`` (a folder's path, ``models/``; "" for all), in sorted order."""

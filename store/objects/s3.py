@@ -29,6 +29,7 @@ from store.objects.interface import (
     ObjectExists,
     ObjectMissing,
     ObjectStore,
+    ObjectStoreError,
     Stored,
     StoreRefused,
     StoreUnavailable,
@@ -69,7 +70,7 @@ class S3Objects(ObjectStore):
         AWS_ALLOW_HTTP: read by obstore from the environment)."""
         return S3Store(self._bucket, prefix=prefix or None, conditional_put="etag", retry_config=self._retry)
 
-    def _failed(self, key: str | None, exc: Exception) -> Exception:
+    def _failed(self, key: str | None, exc: Exception) -> ObjectStoreError:
         """Our error for obstore's ``exc``."""
         where = key or self.url
         if isinstance(exc, FileNotFoundError):
@@ -139,6 +140,20 @@ class S3Objects(ObjectStore):
             return
         except Exception as exc:
             raise self._failed(key, exc) from exc
+
+    def failure(self, exc: Exception) -> ObjectStoreError | None:
+        return self._failed(None, exc) if type(exc).__module__.startswith("obstore") else None
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:
+            check_key(key)
+        for first in range(0, len(keys), 1000):
+            try:
+                obstore.delete(self._store, keys[first: first + 1000])
+            except FileNotFoundError:
+                continue
+            except Exception as exc:
+                raise self._failed(None, exc) from exc
 
     def zarr_store(self, folder: str, read_only: bool = True):
         from zarr.storage import ObjectStore as ZarrObjectStore

@@ -33,12 +33,14 @@ class ObjectLayout:
     """The conformance tests that look at the folder layout, on the object layout instead."""
 
     def staged_version(self, store, name: str, index: int) -> tuple:
-        return (store.objects.version(f"datasets/{name}/staging/{index:06d}.npy"),)
+        chunk = [k for k in store.objects.keys(f"datasets/{name}/chunks/") if k.split("/")[3].startswith(f"{index:06d}.")]
+        return (store.objects.version(f"datasets/{name}/staging/{index:06d}.claim"),
+                *(store.objects.version(k) for k in chunk))
 
     def zarr_json(self, store, name: str) -> dict:
         import json
 
-        key = next(k for k in store.objects.keys(f"datasets/{name}/segments/") if k.endswith("/zarr.json"))
+        key = next(k for k in store.objects.keys(f"datasets/{name}/chunks/") if k.endswith("/zarr.json"))
         return json.loads(store.objects.get(key).data)
 
     def staging_left(self, store, name: str) -> bool:
@@ -61,14 +63,18 @@ class ObjectLayout:
         rows = rng.normal(size=(5, 3))
         store.put_chunk("d", 0, rows)
         objects = store.objects
-        # a commit that died after writing its array, and one beaten by another: arrays no record names
-        objects.put("datasets/d/segments/0001-deadbeef0000.zarr/zarr.json", b"{}")
-        objects.put("datasets/d/segments/0001-deadbeef0000.json", b"{}")
+        # an upload of chunk 1 that died before its claim: an array no claim names; a claim left by a commit
+        # that died after its record (an index below the committed count)
+        objects.put(f"datasets/d/chunks/000001.{'de' * 32}.zarr/zarr.json", b"{}")
         assert store.get("d").chunks == [0]
         meta = store.commit("d")
         assert meta.chunks == [0] and meta.n_rows == 5
+        objects.put("datasets/d/staging/000000.claim", b"{}")
+        assert store.get("d").staged == [] and store.commit("d").version == 1
         assert store.open_array("d")[:].tobytes() == rows.tobytes()
-        assert not [k for k in objects.keys("datasets/d/") if "deadbeef" in k or "/staging/" in k]
+        assert not [k for k in objects.keys("datasets/d/") if "/staging/" in k]
+        store.delete("d")
+        assert not list(objects.keys("datasets/d/"))
 
     def test_meta_document_on_disk(self, store):
         import json
@@ -106,8 +112,7 @@ class ObjectLayout:
         assert [a.version for a in answers] == [1] * 4
         assert {a.checksum for a in answers} == {answers[0].checksum}
         assert store.open_array("d")[:].tobytes() == np.concatenate(chunks).tobytes()
-        segments = {k.split("/")[3] for k in store.objects.keys("datasets/d/segments/")}
-        assert len(segments) == 2  # one array and its digests: the beaten commits removed theirs
+        assert len(store.get("d").versions) == 1 and not list(store.objects.keys("datasets/d/staging/"))
 
     def test_reupload_after_commit_with_other_rows_is_refused(self, store, rng):
         store.create("d", 2, "float32")
@@ -143,22 +148,36 @@ class ObjectLayout:
         store.put_chunk("d", 0, rng.normal(size=(6, 4)))
         store.put_chunk("d", 1, rng.normal(size=(6, 4)))
         store.commit("d")
-        chunk_keys = [k for k in store.objects.keys("datasets/d/segments/") if "/c/" in k]
-        assert chunk_keys
         import zarr
 
         meta = store.get("d")
-        location = [k for k in store.objects.keys("datasets/d/segments/") if k.endswith("zarr.json")][0]
+        location = sorted(k for k in store.objects.keys("datasets/d/chunks/") if k.endswith("zarr.json"))[0]
         folder = location[len("datasets/d/"):-len("/zarr.json")]
         writable = zarr.open_array(store.objects.zarr_store("datasets/d/" + folder, read_only=False), mode="r+")
-        writable[2, 1] = 99.0  # the stored rows altered behind the store's back (a valid chunk, other rows)
+        writable[2, 1] = 99.0  # chunk 0's stored rows altered behind the store's back (a valid chunk, other rows)
         CHUNK_CACHE.clear()
+        from store.datasets import object_segments
+
+        object_segments._OPENED.clear()
         with pytest.raises(Corrupt) as caught:
             store.open_array("d")[:]
-        assert caught.value.chunks == [0, 1]  # the upload chunks whose rows meet the damaged zarr chunk (12 rows)
-        assert store.get("d").corrupt_chunks == [0, 1] and store.get("d").status == "corrupt"
+        assert caught.value.chunks == [0]  # the upload chunk whose rows are the damaged zarr chunk's
+        assert store.get("d").corrupt_chunks == [0] and store.get("d").status == "corrupt"
         assert store.verify("d") == {"ok": False, "version": meta.version, "chunks_checked": 2,
                                      "corrupt_chunks": [0]}
+
+    def test_a_staged_chunk_whose_rows_are_gone_is_named_and_replaced_by_the_next_upload(self, store, rng):
+        store.create("d", 2, "float64")
+        store.put_chunk("d", 0, np.ones((3, 2)))
+        staged = [k for k in store.objects.keys("datasets/d/chunks/") if k.endswith(".json")]
+        store.objects.delete_many(staged)  # its rows lost in the store before the commit
+        with pytest.raises(Invalid) as caught:
+            store.commit("d")
+        assert caught.value.field == "chunks" and "chunk 0" in str(caught.value) and "upload chunk 0 again" in \
+            str(caught.value)
+        store.put_chunk("d", 0, np.zeros((4, 2)))  # other rows: the claim named rows that are gone
+        assert store.commit("d").n_rows == 4
+        assert store.open_array("d")[:].tobytes() == np.zeros((4, 2)).tobytes()
 
     def test_register_is_refused_with_what_to_do(self, store):
         with pytest.raises(Invalid) as caught:
@@ -231,3 +250,21 @@ def test_chunk_cache_keeps_within_its_budget():
     assert cache.get(("big", 0)) is None
     with pytest.raises(ValueError):
         cache.get(("s", 4))[0] = 1.0  # kept arrays are read-only
+
+
+def test_recent_descriptions_are_answered_again_for_recent_s_and_own_writes_at_once(tmp_path):
+    """The API's data set store (``recent_s``) answers from its last description for recent_s: another process's
+    upload shows once that has passed, its own at once."""
+    now = [0.0]
+    objects = FolderObjects(tmp_path)
+    api, worker = ObjectDatasetStore(objects, recent_s=0.5, clock=lambda: now[0]), ObjectDatasetStore(objects)
+    api.create("d", 2, "float32")
+    assert api.put_chunk("d", 0, np.ones((3, 2))).staged == [0]
+    worker.put_chunk("d", 1, np.ones((3, 2)))
+    assert api.get("d").staged == [0]
+    now[0] += 0.5
+    assert api.get("d").staged == [0, 1]
+    assert api.commit("d").status == "ready" and api.get("d").status == "ready"
+    api.delete("d")
+    with pytest.raises(NotFound):
+        api.get("d")

@@ -51,6 +51,16 @@ def test_put_get_version_keys_delete(objects):
         objects.put("../escape", b"")
 
 
+def test_delete_many_removes_what_is_there(objects):
+    for index in range(5):
+        objects.put(f"many/{index}", b"x")
+    objects.delete_many(["many/0", "many/2", "many/4", "many/absent"])
+    assert list(objects.keys("many/")) == ["many/1", "many/3"]
+    objects.delete_many([])
+    with pytest.raises(ValueError):
+        objects.delete_many(["../escape"])
+
+
 def test_create_once_among_racing_threads(objects):
     wins, barrier = [], threading.Barrier(8)
 

@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 LEASE_TTL_S = 10  # a killed worker's fit is taken over this long after its last renewal (default 60)
 PARAMS = {"passes": 10, "seed": 5, "block_size": 50, "init": "random"}
 OUTAGE_S = 10.0
+OUTAGE_PASSES = 40  # the store stops after the first: most of the fit runs through and after the outage
 
 
 def say(message: str) -> None:
@@ -97,10 +98,10 @@ def deployment(tmp_path_factory):
         s3.stop()
 
 
-def fit(api, name: str, workers: int) -> None:
+def fit(api, name: str, workers: int, passes: int = PARAMS["passes"]) -> None:
     r = api.post("/v1/models", json={"name": name, "dataset": "digits", "n_components": 6, "solver": "kha-smd",
-                                     "kernel": {"type": "gaussian", "sigma": 3.0}, "params": PARAMS,
-                                     "placement": {"workers": workers}})
+                                     "kernel": {"type": "gaussian", "sigma": 3.0},
+                                     "params": {**PARAMS, "passes": passes}, "placement": {"workers": workers}})
     assert r.status_code == 202, r.text
 
 
@@ -170,20 +171,19 @@ def test_upload_fit_kill_outage_export_import_delete(deployment, digits):
         f"projections equal the uninterrupted fit's to {np.abs(got - want).max() / np.abs(want).max():.1e} relative")
 
     # ---- the store down for OUTAGE_S mid-fit: the fit rides it out
-    fit(api, "outage", workers=1)
-    wait_until(lambda: len(record_of(api, "outage").get("history", [])) >= 2, what="the outage fit's second pass")
+    fit(api, "outage", workers=1, passes=OUTAGE_PASSES)
+    wait_until(lambda: len(record_of(api, "outage").get("history", [])) >= 1, what="the outage fit's first pass")
     passes_before = len(record_of(api, "outage")["history"])
     proxy.stop()
-    say(f"store stopped (connections refused) after the outage fit's pass {passes_before}")
+    say(f"store stopped (connections refused) after the outage fit's pass {passes_before} of {OUTAGE_PASSES}")
     time.sleep(OUTAGE_S)
     proxy.start()
     say(f"store started again after {OUTAGE_S:.0f} s")
     outage = wait_ended(api, "outage")
     assert outage["status"] == "completed", outage["error"]
-    got = project(api, "outage", probe)
-    assert np.abs(got - want).max() <= 1e-8 * np.abs(want).max()
-    say(f"the fit through the outage completed, {len(outage['history'])} passes; projections equal the "
-        f"reference's to {np.abs(got - want).max() / np.abs(want).max():.1e} relative")
+    assert [h["pass"] for h in outage["history"]] == list(range(1, OUTAGE_PASSES + 1))
+    assert passes_before < OUTAGE_PASSES
+    say(f"the fit through the outage completed, its {len(outage['history'])} passes each recorded once")
 
     # ---- export / import / delete
     archive = api.get("/v1/models/victim/export")
