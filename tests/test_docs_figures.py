@@ -619,3 +619,17 @@ def test_the_store_backends_table_is_its_results():
     assert (f"one checkpoint, {s3['record_update_ms']:.0f} ms and "
             f"{result['checkpoint_mib'] / s3['checkpoint_save_mib_s']:.2f} s") in flat_text
     assert f"round trip ({s3['record_read_ms']:.1f} ms here" in flat_text
+
+
+def test_the_object_store_goals_are_its_results():
+    """docs/scaling.md's figures of the issue's goals (issue 57: an upload and a default fit through the object
+    store against the folder, and their projections) as bench/object_store.py wrote them."""
+    result = results("object_store.json")
+    goals, service = result["goals"], result["service"]
+    flat_text = " ".join(page("docs/scaling.md").split())
+    mib = result["upload_rows"] * result["features"] * 4 / 2**20
+    assert (f"an upload of {mib:.0f} MiB took {goals['upload_time_s3_over_folder']:.1f}x the folder's time in the "
+            f"store ({service['s3']['upload_s']:.2f} s against {service['folder']['upload_s']:.2f} s) and "
+            f"{goals['http_upload_time_s3_over_folder']:.1f}x over HTTP") in flat_text
+    assert f"the default fit {goals['fit_time_s3_over_folder']:.2f}x" in flat_text
+    assert goals["projections_max_relative_difference"] == 0.0 and "the same projections, bit for bit" in flat_text
