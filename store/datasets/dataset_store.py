@@ -53,7 +53,7 @@ import numpy as np
 
 from store.atomic import remove_tree
 from store.datasets.commit import commit_staged
-from store.datasets.records import DTYPES, MAX_FEATURES, META, DatasetInfo, DatasetRecord, ready_info
+from store.datasets.records import META, DatasetInfo, DatasetRecord, check_new, ready_info
 from store.datasets.register import register_array
 from store.datasets.repair import mark, open_segment, refuse_marked, verify_version
 from store.datasets.segments import SegmentedRows
@@ -125,13 +125,7 @@ class DatasetStore:
         creates cannot both succeed, and a folder left without ``meta.json`` by
         a crash does not block the name.
         """
-        validate_name(name)
-        if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)):
-            raise Invalid("n_features", "n_features must be an integer")
-        if not 1 <= n_features <= MAX_FEATURES:
-            raise Invalid("n_features", f"n_features must be between 1 and {MAX_FEATURES}, got {n_features}")
-        if dtype not in DTYPES:
-            raise Invalid("dtype", f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        check_new(name, n_features, dtype)
         self._folders.claim(name, META, DatasetRecord.new(name, int(n_features), dtype).document())
         return self.get(name)
 

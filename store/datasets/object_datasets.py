@@ -36,7 +36,6 @@ out is to delete the set and upload it again.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -52,12 +51,11 @@ from store.datasets.dataset_store import MAX_CHUNK_INDEX
 from store.datasets.integrity import verify_rows
 from store.datasets.object_segments import LazySegment, forget, open_segment
 from store.datasets.records import (
-    DTYPES,
-    MAX_FEATURES,
     META,
     DatasetInfo,
     DatasetRecord,
     SegmentRecord,
+    check_new,
     ready_info,
 )
 from store.datasets.repair import refuse_marked
@@ -70,6 +68,7 @@ from store.folders import page_of
 from store.names import validate_name
 from store.npy import DAMAGED
 from store.objects.interface import ObjectExists, ObjectMissing, ObjectStore, VersionMismatch, child_names
+from store.objects.leases import marker_live
 from store.timestamps import utc_now
 
 STALE_DELETE_S = 60.0
@@ -101,13 +100,7 @@ class ObjectDatasetStore:
         """Create an empty, open data set (as `DatasetStore.create`): `Invalid` for a bad name, n_features or
         dtype, `Conflict` on ``name`` if it exists or is being deleted. Cost: a listing, a read and one write
         (plus the removal of a dead set's leftovers)."""
-        validate_name(name)
-        if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)):
-            raise Invalid("n_features", "n_features must be an integer")
-        if not 1 <= n_features <= MAX_FEATURES:
-            raise Invalid("n_features", f"n_features must be between 1 and {MAX_FEATURES}, got {n_features}")
-        if dtype not in DTYPES:
-            raise Invalid("dtype", f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        check_new(name, n_features, dtype)
         prefix = self._prefix(name)
         if self.objects.version(prefix + META) is not None:
             raise Conflict(f"data set {name!r} already exists", field="name")
@@ -129,20 +122,7 @@ class ObjectDatasetStore:
 
     def _deleting(self, name: str) -> bool:
         """Whether a delete of ``name`` is in progress (its marker, younger than `STALE_DELETE_S`). One read."""
-        key = self._prefix(name) + DELETING
-        try:
-            stored = self.objects.get(key)
-        except ObjectMissing:
-            return False
-        try:
-            started = float(json.loads(stored.data)["started"])
-        except (ValueError, KeyError, TypeError):
-            started = 0.0
-        if time.time() - started < STALE_DELETE_S:
-            return True
-        with contextlib.suppress(VersionMismatch):
-            self.objects.delete(key, stored.version)
-        return False
+        return marker_live(self.objects, self._prefix(name) + DELETING, STALE_DELETE_S)
 
     def _read_meta(self, name: str) -> tuple[DatasetRecord, str]:
         """The set's ``meta.json`` and its version: `NotFound`, or `Damaged` if it does not read or is missing

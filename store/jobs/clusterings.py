@@ -187,12 +187,7 @@ class ClusteringRegistry(JobRegistry[ClusteringRecord]):
         missing, unreadable or fails that digest is a `store.errors.Damaged` (a 409 ``corrupt`` naming
         it). The file is memory-mapped: cost O(limit), whatever the rows, plus one hash of the file
         (O(l)) the first time this process reads it after it changed (`store.kept`)."""
-        stored = self._stored_labels(name, sha256)
-        total = int(stored.shape[0])
-        if offset > total:
-            raise Invalid("labels_offset", f"labels_offset must be at most the {total} labels, got {offset}")
-        stop = total if limit is None else min(total, offset + limit)
-        return np.asarray(stored[offset:stop]).tolist(), total
+        return labels_page(self._stored_labels(name, sha256), offset, limit)
 
     def labels_array(self, name: str, sha256: str | None = None) -> np.ndarray:
         """Every label of clustering ``name`` as one int64 array (for a picture of them), checked as `labels`
@@ -231,6 +226,16 @@ class ClusteringRegistry(JobRegistry[ClusteringRecord]):
                         field="name", cause=cause)
         quarantine.note(self.folders.path(name) / filename, error)
         return error
+
+
+def labels_page(stored: np.ndarray, offset: int, limit: int | None) -> tuple[list[int], int]:
+    """``(stored[offset : offset + limit], total)`` of a clustering's labels; `Invalid` naming ``labels_offset``
+    past the end. O(limit)."""
+    total = int(stored.shape[0])
+    if offset > total:
+        raise Invalid("labels_offset", f"labels_offset must be at most the {total} labels, got {offset}")
+    stop = total if limit is None else min(total, offset + limit)
+    return np.asarray(stored[offset:stop]).tolist(), total
 
 
 #: the labels files this process found intact, by path, under their file's signature (`store.kept`)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from store.errors import Damaged, Invalid, NotFound
-from store.jobs.clusterings import _COORDINATES, _LABELS, ClusteringRecord, ClusteringRegistry
+from store.errors import Damaged, NotFound
+from store.jobs.clusterings import _COORDINATES, _LABELS, ClusteringRecord, ClusteringRegistry, labels_page
 from store.jobs.object_registry import LEASE_TTL_S, ObjectJobRegistry
 from store.kept import KeptBySignature
 from store.npy import read_array, write_npy
@@ -93,12 +93,7 @@ class ObjectClusteringRegistry(ObjectJobRegistry[ClusteringRecord]):
                sha256: str | None = None) -> tuple[list[int], int]:
         """As `ClusteringRegistry.labels`: ``(labels[offset : offset + limit], total)``; `NotFound` before the
         clustering completes, `Invalid` on ``labels_offset`` past the end, `Damaged` for damaged labels."""
-        stored = self._stored_labels(name, sha256)
-        total = int(stored.shape[0])
-        if offset > total:
-            raise Invalid("labels_offset", f"labels_offset must be at most the {total} labels, got {offset}")
-        stop = total if limit is None else min(total, offset + limit)
-        return np.asarray(stored[offset:stop]).tolist(), total
+        return labels_page(self._stored_labels(name, sha256), offset, limit)
 
     def labels_array(self, name: str, sha256: str | None = None) -> np.ndarray:
         """As `ClusteringRegistry.labels_array`: every label as one (writable) int64 array. O(l)."""

@@ -163,20 +163,7 @@ class ObjectJobRegistry(Generic[R]):
     def _deleting(self, name: str) -> bool:
         """Whether a delete of ``name`` is in progress: its marker, younger than `STALE_DELETE_S` (an older one
         is a delete that died: removed here). One read."""
-        key = self._key(name, DELETING)
-        try:
-            stored = self.objects.get(key)
-        except ObjectMissing:
-            return False
-        try:
-            started = float(json.loads(stored.data)["started"])
-        except (ValueError, KeyError, TypeError):
-            started = 0.0
-        if self.clock() - started < STALE_DELETE_S:
-            return True
-        with contextlib.suppress(VersionMismatch):
-            self.objects.delete(key, stored.version)
-        return False
+        return leases.marker_live(self.objects, self._key(name, DELETING), STALE_DELETE_S, now=self.clock)
 
     def get(self, name: str) -> R:
         """The record of ``name`` (migrated to the current version); `NotFound` if there is none, `Damaged`

@@ -42,6 +42,26 @@ def _document(holder: str | None, expires: float) -> bytes:
     return json.dumps({"holder": holder, "expires": expires}, sort_keys=True).encode()
 
 
+def marker_live(store: ObjectStore, key: str, stale_s: float, now: Callable[[], float] = time.time) -> bool:
+    """Whether the marker at ``key`` (``{"started": epoch seconds, ...}``: a delete in progress) is younger than
+    ``stale_s``; an older one is work that died, removed here if unchanged since read. One read."""
+    try:
+        stored = store.get(key)
+    except ObjectMissing:
+        return False
+    try:
+        started = float(json.loads(stored.data)["started"])
+    except (ValueError, KeyError, TypeError):
+        started = 0.0
+    if now() - started < stale_s:
+        return True
+    try:
+        store.delete(key, stored.version)
+    except VersionMismatch:
+        pass
+    return False
+
+
 def holder_of(store: ObjectStore, key: str, now: Callable[[], float] = time.time) -> str | None:
     """Who holds the lease at ``key`` now, None if nobody (none, released or expired). One read."""
     try:
