@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from store.errors import NotFound
+from store.jobs.object_registry import ObjectJobRegistry
 from store.kept import KeptBySignature
 
 #: views kept at most (the least recently used is dropped)
@@ -29,7 +30,10 @@ class RecordViews:
     def kept(self, registry, name: str) -> bytes | None:
         """The kept view of the current record of ``name``, or None when it was written since (or never
         viewed). `store.errors.NotFound` if there is none. Cost: one ``stat``, so that an async route may
-        call it on the event loop and go to the thread pool only for `json`."""
+        call it on the event loop and go to the thread pool only for `json`. None at once for a registry on an
+        object store, whose signature may be a request: the route takes it to the thread pool (`json`)."""
+        if isinstance(registry, ObjectJobRegistry):
+            return None
         return self._lookup(registry, name)[1]
 
     def json(self, registry, name: str, render: Callable[[object], bytes]) -> bytes:

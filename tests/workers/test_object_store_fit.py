@@ -115,3 +115,19 @@ def test_a_location_is_a_path_or_an_s3_url(tmp_path):
     with pytest.raises(ValueError, match="s3://bucket"):
         prepared("s3:///nobucket")
     assert local_folder("s3://b/p") == local_folder("s3://b/p") != local_folder("s3://b/q")
+
+
+def test_a_status_poll_on_an_object_store_never_reads_on_the_event_loop(s3_url):
+    """`service.record_views.RecordViews.kept` runs on the event loop: on a folder it is a ``stat``, on an object
+    store a request, so it answers None there and the route reads in the thread pool (`RecordViews.json`)."""
+    from service.record_views import RecordViews
+
+    where = s3_url + "/views"
+    datasets = datasets_at(where)
+    datasets.create("v", 2, "float64")
+    datasets.put_chunk("v", 0, np.ones((5, 2)))
+    registry, views, name = models_at(where, recent_s=1.0), RecordViews(), "polled"
+    registry.create(ModelRecord.new(name, datasets.commit("v"), kernel={"type": "gaussian", "sigma": 1.0},
+                                    n_components=1, solver="kha", params={"passes": 1}))
+    assert views.kept(registry, name) is None
+    assert views.json(registry, name, lambda record: record.name.encode()) == name.encode()
