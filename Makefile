@@ -53,7 +53,7 @@ PYTEST_WORKERS ?= 2
 PYTEST_RUN = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP) browser warm
-	@echo "make test: the suite but its slow cases, about 7 minutes on 2 cores (make test-all, CI's: about 10)"
+	@echo "make test: the suite but its slow cases, about 9 minutes on 2 cores (make test-all, CI's: about 11)"
 	$(PYTEST_RUN) -m "not slow"
 
 test-all: $(STAMP) browser warm
