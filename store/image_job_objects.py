@@ -192,8 +192,7 @@ class ObjectImageJobStore:
         if not keys:
             raise NotFound("image job", name, field="job")
         self.objects.delete(self._key(name, DOCUMENT))  # the record first: the job is gone for readers
-        for key in keys:
-            self.objects.delete(key)
+        self.objects.delete_many(keys)
 
 
 __all__ = ["ObjectImageJobStore"]

@@ -33,6 +33,11 @@ class KeptBySignature:
             self._values.move_to_end(key)
             return kept[1]
 
+    def clear(self) -> None:
+        """Forget every value. O(values)."""
+        with self._lock:
+            self._values.clear()
+
     def put(self, key: Hashable, signature: tuple, value) -> None:
         """Keep ``value``, made from a file that had ``signature`` before it was read. O(1)."""
         with self._lock:

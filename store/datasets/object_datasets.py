@@ -36,7 +36,6 @@ out is to delete the set and upload it again.
 from __future__ import annotations
 
 import builtins
-import json
 import time
 from collections.abc import Callable
 
@@ -49,7 +48,7 @@ from store.datasets import object_staging as staging
 from store.datasets.commit import refuse_gaps
 from store.datasets.dataset_store import MAX_CHUNK_INDEX
 from store.datasets.integrity import verify_rows
-from store.datasets.object_segments import LazySegment, forget, open_segment
+from store.datasets.object_segments import LazySegment, open_segment
 from store.datasets.records import (
     META,
     DatasetInfo,
@@ -68,7 +67,7 @@ from store.folders import page_of
 from store.names import validate_name
 from store.npy import DAMAGED
 from store.objects.interface import ObjectExists, ObjectMissing, ObjectStore, VersionMismatch, child_names
-from store.objects.leases import marker_live
+from store.objects.leases import delete_behind_marker, marker_live
 from store.timestamps import utc_now
 
 STALE_DELETE_S = 60.0
@@ -106,8 +105,7 @@ class ObjectDatasetStore:
             raise Conflict(f"data set {name!r} already exists", field="name")
         if self._deleting(name):
             raise Conflict(f"data set {name!r} is being deleted; try again", field="name")
-        for leftover in self.objects.keys(prefix):  # a dead create's or delete's objects
-            self.objects.delete(leftover)
+        self.objects.delete_many(list(self.objects.keys(prefix)))  # a dead create's or delete's objects
         try:
             self.objects.create(prefix + META, dump_json(DatasetRecord.new(name, int(n_features), dtype).document()))
         except ObjectExists:
@@ -194,20 +192,13 @@ class ObjectDatasetStore:
         return page_of(child_names(self.objects, "datasets", folders_only=True), read, after, limit)
 
     def delete(self, name: str) -> None:
-        """Delete a data set and all its objects (module docstring). `NotFound` if there is none. Cost: a
-        listing and one delete per object."""
+        """Delete a data set and all its objects (module docstring). `NotFound` if there is none. Cost: two
+        listings and a bulk delete (`store.objects.leases.delete_behind_marker`)."""
         prefix = self._prefix(name)
         self._written(name)
         if not any(key != prefix + DELETING for key in self.objects.keys(prefix)):
             raise NotFound("dataset", name)
-        marker = prefix + DELETING
-        forget(self.objects, prefix)
-        self.objects.put(marker, json.dumps({"started": time.time()}).encode())
-        self.objects.delete(prefix + META)
-        for key in self.objects.keys(prefix):
-            if key != marker:
-                self.objects.delete(key)
-        self.objects.delete(marker)
+        delete_behind_marker(self.objects, prefix, prefix + META, prefix + DELETING, time.time())
 
     def exists(self, name: str) -> bool:
         """Whether data set ``name`` exists (its ``meta.json``, or its objects without it). One or two requests."""
@@ -232,20 +223,19 @@ class ObjectDatasetStore:
         prefix = self._prefix(name)
         for _attempt in range(_ATTEMPTS):
             meta, _ = self._read_meta(name)
-            if meta.source is not None:  # never on an object store; kept as the folder store words it
-                raise Conflict(f"data set {name!r} is a registered zarr array and is read-only", field="name")
             converted = prepare_rows(rows, meta.n_features, meta.dtype)
             if index < meta.committed_chunks:
                 self._check_committed(name, meta, index, converted)
                 return self._fresh(name)
             sha256 = chunk_digest(converted)
             claimed = staging.claim_of(self.objects, prefix, index)
-            if claimed is not None and claimed[0] != sha256 and self._intact(prefix, index, claimed[0]):
-                raise Conflict(staging.claimed_rows_message(index, name), field="index")
-            if claimed is None or claimed[0] != sha256:
+            if claimed is None:
                 staging.write_chunk_array(self.objects, prefix, index, converted)
-            if claimed is not None and claimed[0] != sha256:  # its claim names rows that are gone: ours replace them
-                self.objects.delete(staging.claim_key(prefix, index))
+            elif claimed[0] != sha256:
+                if self._intact(prefix, index, claimed[0]):
+                    raise Conflict(staging.claimed_rows_message(index, name), field="index")
+                staging.write_chunk_array(self.objects, prefix, index, converted)
+                self.objects.delete(staging.claim_key(prefix, index))  # it names rows that are gone: ours replace them
             other = staging.claim(self.objects, prefix, index, sha256, converted.shape[0])
             if other is not None:  # another upload of other rows claimed the index first
                 staging.remove_chunk_array(self.objects, prefix, index, sha256)
@@ -253,8 +243,7 @@ class ObjectDatasetStore:
             info = self._fresh(name)
             if info.version and index < len(info.chunks) and index not in info.staged:
                 # a commit took in another upload of this index meanwhile: compare with what it committed
-                self.objects.delete_many([k for k in staging.staged_listing(self.objects, prefix).all_keys
-                                          if staging.staged_index(k) == index])
+                staging.unclaim(self.objects, prefix, index, converted.shape[0], sha256)
                 continue
             return info
         raise Conflict(f"data set {name!r} is changing; try again", field="name")

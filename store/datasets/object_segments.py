@@ -11,8 +11,6 @@ and wraps the array in `store.datasets.object_rows.CachedRows`.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -23,11 +21,11 @@ from store.datasets.object_rows import CachedRows
 from store.datasets.records import SegmentRecord
 from store.datasets.segments import RowIndexing
 from store.errors import Corrupt
+from store.kept import KeptBySignature
 from store.objects.interface import ObjectMissing, ObjectStore
 
-_OPENED: OrderedDict[tuple[str, str], CachedRows] = OrderedDict()
-_OPENED_MAX = 8192
-_LOCK = threading.Lock()
+#: the segments this process opened, by the store's URL and the segment's key (immutable: no signature to check)
+_OPENED = KeptBySignature(8192)
 
 
 def open_segment(objects: ObjectStore, prefix: str, name: str, segment: SegmentRecord, version: int,
@@ -37,10 +35,9 @@ def open_segment(objects: ObjectStore, prefix: str, name: str, segment: SegmentR
     marking) if the digest document is missing or damaged or ``zarr.json`` differs from the one committed; reads
     that meet a damaged chunk mark it and raise `Corrupt`. Cost: two reads and zarr's open, the first time."""
     key = (objects.url, prefix + segment.location)
-    with _LOCK:
-        if key in _OPENED:
-            _OPENED.move_to_end(key)
-            return _OPENED[key]
+    opened = _OPENED.get(key, ())
+    if opened is not None:
+        return opened
     chunks = list(range(segment.first_chunk, segment.first_chunk + segment.n_chunks))
     try:
         doc = segment.read_digests(load, name)
@@ -66,19 +63,8 @@ def open_segment(objects: ObjectStore, prefix: str, name: str, segment: SegmentR
                                           f"{reason}")
 
     rows = CachedRows(array, f"{objects.url}/{prefix}{segment.location}", doc.zarr_chunk_sha256, on_corrupt)
-    with _LOCK:
-        _OPENED[key] = rows
-        while len(_OPENED) > _OPENED_MAX:
-            _OPENED.popitem(last=False)
+    _OPENED.put(key, (), rows)
     return rows
-
-
-def forget(objects: ObjectStore, prefix: str) -> None:
-    """Drop what this process opened under ``prefix`` (a data set deleted: a new one of its name is other rows
-    under other keys, but its memory is freed). O(opened)."""
-    with _LOCK:
-        for key in [k for k in _OPENED if k[0] == objects.url and k[1].startswith(prefix)]:
-            del _OPENED[key]
 
 
 class LazySegment(RowIndexing):
@@ -99,4 +85,4 @@ class LazySegment(RowIndexing):
         return opened._read(start, stop)
 
 
-__all__ = ["open_segment", "forget", "LazySegment"]
+__all__ = ["open_segment", "LazySegment"]

@@ -115,10 +115,20 @@ def claim_of(objects: ObjectStore, prefix: str, index: int) -> tuple[str, int] |
         return None
 
 
+def _mark_key(prefix: str, index: int, n_rows: int, sha256: str) -> str:
+    return f"{prefix}staging/{index:06d}.{int(n_rows)}.{sha256}.mark"
+
+
 def mark(objects: ObjectStore, prefix: str, index: int, n_rows: int, sha256: str) -> None:
     """Write the mark of staged chunk ``index`` (module docstring); nothing if it is there. One request."""
     with contextlib.suppress(ObjectExists):
-        objects.create(f"{prefix}staging/{index:06d}.{int(n_rows)}.{sha256}.mark", b"")
+        objects.create(_mark_key(prefix, index, n_rows, sha256), b"")
+
+
+def unclaim(objects: ObjectStore, prefix: str, index: int, n_rows: int, sha256: str) -> None:
+    """Remove the claim and mark of chunk ``index`` with rows ``sha256`` (a claim a commit did not take in). One
+    bulk delete."""
+    objects.delete_many([claim_key(prefix, index), _mark_key(prefix, index, n_rows, sha256)])
 
 
 @dataclass
@@ -175,4 +185,4 @@ def claimed_rows_message(index: int, name: str) -> str:
 
 
 __all__ = ["Staged", "staged_listing", "staged_index", "array_base", "digest_of", "claim_key", "write_chunk_array",
-           "remove_chunk_array", "claim", "claim_of", "mark", "claimed_rows_message"]
+           "remove_chunk_array", "claim", "claim_of", "mark", "unclaim", "claimed_rows_message"]

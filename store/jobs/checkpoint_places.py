@@ -108,8 +108,7 @@ class ObjectPlace:
         self.objects.delete(self._key(path))
 
     def remove_tree(self, folder: Path) -> None:
-        for key in list(self.objects.keys(self._key(folder) + "/")):
-            self.objects.delete(key)
+        self.objects.delete_many(list(self.objects.keys(self._key(folder) + "/")))
 
     def describe(self, path: Path) -> tuple[int, str]:
         described = self.objects.describe(self._key(path))

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -148,9 +147,8 @@ class ObjectJobRegistry(Generic[R]):
                 raise Conflict(f"{self.kind} {record.name!r} already exists", field="name")
             if self._deleting(record.name):
                 raise Conflict(f"{self.kind} {record.name!r} is being deleted; try again", field="name")
-            for leftover in self.objects.keys(prefix):  # an earlier job's objects (checkpoints, flags)
-                if leftover != key:
-                    self.objects.delete(leftover)
+            # an earlier job's objects (checkpoints, flags)
+            self.objects.delete_many([leftover for leftover in self.objects.keys(prefix) if leftover != key])
             if before is not None:
                 before()
             try:
@@ -276,18 +274,14 @@ class ObjectJobRegistry(Generic[R]):
 
     def delete(self, name: str) -> None:
         """Delete a job: a ``deleting`` marker, the record, every other object of the job, the marker (module
-        docstring). `NotFound` if there is no such job. Cost: a listing and one delete per object."""
+        docstring). `NotFound` if there is no such job. Cost: two listings and a bulk delete
+        (`store.objects.leases.delete_behind_marker`)."""
         prefix = self._prefix(name)
         if not any(True for _ in self.objects.keys(prefix)):
             raise NotFound(self.kind, name)
-        marker = prefix + DELETING
         self._recent.pop(name, None)
-        self.objects.put(marker, json.dumps({"started": self.clock(), "by": self.holder}).encode())
-        self.objects.delete(prefix + self.document)
-        for key in self.objects.keys(prefix):
-            if key != marker:
-                self.objects.delete(key)
-        self.objects.delete(marker)
+        leases.delete_behind_marker(self.objects, prefix, prefix + self.document, prefix + DELETING, self.clock(),
+                                    by=self.holder)
 
     def request_cancel(self, name: str) -> None:
         """Ask job ``name`` to stop after its current block (its cancel flag). `NotFound` if there is none (or it

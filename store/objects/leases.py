@@ -62,6 +62,18 @@ def marker_live(store: ObjectStore, key: str, stale_s: float, now: Callable[[], 
     return False
 
 
+def delete_behind_marker(store: ObjectStore, prefix: str, document: str, marker: str, started: float,
+                         **note) -> None:
+    """Delete every object under ``prefix`` (a resource's): a marker at ``marker`` first (``{"started":
+    started, **note}``, `marker_live` for whoever meets it), then ``document`` (the resource is gone for readers),
+    the rest at once (`ObjectStore.delete_many`), and the marker last. A delete that dies leaves the marker, stale
+    after the caller's time. One listing and four requests, plus one per thousand objects."""
+    store.put(marker, json.dumps({"started": started, **note}).encode())
+    store.delete(document)
+    store.delete_many([key for key in store.keys(prefix) if key != marker])
+    store.delete(marker)
+
+
 def holder_of(store: ObjectStore, key: str, now: Callable[[], float] = time.time) -> str | None:
     """Who holds the lease at ``key`` now, None if nobody (none, released or expired). One read."""
     try:
