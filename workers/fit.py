@@ -98,8 +98,8 @@ class FitJob:
     pass_record: type[PassRecord] = PassRecord
 
     def __init__(self, data_dir: str | Path):
-        tune_store()  # an object store's lease time and read cache: this worker's settings
         self.root = location(data_dir)  # a folder's path or an object store's URL (`store.places`)
+        tune_store(self.root)  # an object store's lease time and read cache: this worker's settings
         self.registry = registry_at(self.registry_type, self.root)
         self.datasets = datasets_at(self.root)
         self.checkpoints = checkpoints_of(self.registry)

@@ -82,7 +82,7 @@ class Operation:
 
 def run_task(operation: Operation, data_dir: str, stop: str | None) -> Any:
     """On a worker: ``operation.task``, in a thread of lowered OS priority in the pre-image lane."""
-    tune_store()  # an object store's read cache: this worker's settings
+    tune_store(data_dir)  # an object store's read cache: this worker's settings
     if operation.lane.preimage:
         return run_niced(operation.task, data_dir, stop)
     return operation.task(data_dir, stop)

@@ -113,7 +113,7 @@ class ShardActor(Shard):
     def __init__(self, data_dir: str, dataset: str, version: int | None, kernel: dict, precision: str, first: int,
                  stop: int, unit_rows: int, kind_folder: str = "models", kind: str = "model", share: int = 1,
                  origin: list | None = None):
-        tune_store()  # an object store's read cache: this worker's settings
+        tune_store(data_dir)  # an object store's read cache: this worker's settings
         source = RowWindow(datasets_at(data_dir).open_array(dataset, version), int(first), int(stop))
         dtype = np.dtype(precision)
         super().__init__(KernelRows(source, KernelSpec.from_dict(kernel), dtype=dtype, compute_dtype=dtype,
