@@ -13,31 +13,18 @@ from store.objects.folder import FolderObjects
 from tests.store_checks import aged_image_job as aged
 
 
-@pytest.fixture(scope="module")
-def s3_server():
-    from bench._s3_server import s3_server as running
-
-    with running() as server:
-        yield server
-
-
 @pytest.fixture(params=["folder", "objects-folder", "objects-s3"])
-def make(request, monkeypatch):
+def make(request):
     """The store of a data folder: the folder's, the object-store one over the same folder (the same files), and
     the object-store one on S3 (moto on loopback; the data folder unused) (issue 57)."""
     if request.param == "folder":
         return ImageJobStore
     if request.param == "objects-folder":
         return lambda root: ObjectImageJobStore(FolderObjects(root))
-    import uuid
-
-    from bench._s3_server import BUCKET
     from store.objects.open import open_objects
 
-    for name, value in request.getfixturevalue("s3_server").environment().items():
-        monkeypatch.setenv(name, value)
-    prefix = uuid.uuid4().hex
-    return lambda root: ObjectImageJobStore(open_objects(f"s3://{BUCKET}/{prefix}"))
+    url = request.getfixturevalue("s3_url")
+    return lambda root: ObjectImageJobStore(open_objects(url))
 
 
 def poke(jobs, root, key: str, data: bytes | None) -> None:

@@ -7,26 +7,16 @@ damage found and named, a store that stops answering."""
 from __future__ import annotations
 
 import threading
-import uuid
 
 import numpy as np
 import pytest
 from test_store_datasets import DatasetStoreConformance
 
-from bench._s3_server import BUCKET
 from store.datasets.object_datasets import ObjectDatasetStore
 from store.datasets.object_rows import CHUNK_CACHE, CachedRows, ChunkCache
 from store.errors import Conflict, Corrupt, Invalid, NotFound
 from store.objects.folder import FolderObjects
 from store.objects.open import open_objects
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    from bench._s3_server import s3_server as running
-
-    with running() as server:
-        yield server
 
 
 class ObjectLayout:
@@ -205,10 +195,8 @@ class TestObjectDatasetStoreOnFolder(ObjectLayout, DatasetStoreConformance):
 
 class TestObjectDatasetStoreOnS3(ObjectLayout, DatasetStoreConformance):
     @pytest.fixture
-    def store(self, s3_server, monkeypatch):
-        for name, value in s3_server.environment().items():
-            monkeypatch.setenv(name, value)
-        return ObjectDatasetStore(open_objects(f"s3://{BUCKET}/{uuid.uuid4().hex}"))
+    def store(self, s3_url):
+        return ObjectDatasetStore(open_objects(s3_url))
 
     def test_commit_streams_chunk_by_chunk(self, store, rng):
         """moto keeps its objects in this process, where tracemalloc counts them (the 16 MiB staged and the 16

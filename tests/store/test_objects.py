@@ -5,11 +5,9 @@ leases, and the S3 store riding out an outage."""
 import json
 import threading
 import time
-import uuid
 
 import pytest
 
-from bench._s3_server import BUCKET, s3_server
 from store.objects.folder import FolderObjects
 from store.objects.interface import ObjectExists, ObjectMissing, StoreUnavailable, VersionMismatch
 from store.objects.leases import LeaseLost, acquire, holder_of, release, renew
@@ -17,20 +15,11 @@ from store.objects.open import open_objects
 from store.objects.s3 import S3Objects, parse_url
 
 
-@pytest.fixture(scope="module")
-def server():
-    with s3_server() as running:
-        yield running
-
-
 @pytest.fixture(params=["folder", "s3"])
-def objects(request, tmp_path, monkeypatch):
+def objects(request, tmp_path):
     if request.param == "folder":
         return FolderObjects(tmp_path / "objects")
-    server = request.getfixturevalue("server")
-    for name, value in server.environment().items():
-        monkeypatch.setenv(name, value)
-    return open_objects(f"s3://{BUCKET}/{uuid.uuid4().hex}")  # a fresh prefix per test
+    return open_objects(request.getfixturevalue("s3_url"))  # a fresh prefix per test
 
 
 def test_put_get_version_keys_delete(objects):
@@ -150,12 +139,11 @@ def test_one_lease_among_racing_holders(objects):
     assert len(won) == 1 and holder_of(objects, "leases/m2") == f"worker-{won[0]}"
 
 
-def test_s3_store_rides_out_an_outage(server, monkeypatch):
+def test_s3_store_rides_out_an_outage(s3_server, s3_url):
     """The S3 server stopped for 2 s: a write made meanwhile is retried and lands once it is back; the objects
     written before are still there."""
-    for name, value in server.environment().items():
-        monkeypatch.setenv(name, value)
-    objects = S3Objects(f"s3://{BUCKET}/outage-{uuid.uuid4().hex}")
+    server = s3_server
+    objects = S3Objects(s3_url)
     objects.put("before", b"kept")
     server.stop()
     restarter = threading.Timer(2.0, server.start)

@@ -7,11 +7,9 @@ cancel flags, deletes, and one runner per job."""
 from __future__ import annotations
 
 import threading
-import uuid
 
 import pytest
 
-from bench._s3_server import BUCKET, s3_server
 from store.errors import Conflict, Damaged, Invalid, NotFound
 from store.jobs.models import ModelRegistry
 from store.jobs.object_registry import ObjectJobRegistry
@@ -19,12 +17,6 @@ from store.jobs.records import ModelRecord
 from store.objects.folder import FolderObjects
 from store.objects.open import open_objects
 from store.quarantine import DamagedEntry
-
-
-@pytest.fixture(scope="module")
-def server():
-    with s3_server() as running:
-        yield running
 
 
 class Clock:
@@ -43,15 +35,12 @@ def clock() -> Clock:
 
 
 @pytest.fixture(params=["folder", "objects-folder", "objects-s3"])
-def registry(request, tmp_path, monkeypatch, clock):
+def registry(request, tmp_path, clock):
     if request.param == "folder":
         return ModelRegistry(tmp_path / "data")
     if request.param == "objects-folder":
         return ObjectJobRegistry(FolderObjects(tmp_path / "objects"), ModelRegistry, lease_ttl=30, clock=clock)
-    server = request.getfixturevalue("server")
-    for name, value in server.environment().items():
-        monkeypatch.setenv(name, value)
-    return ObjectJobRegistry(open_objects(f"s3://{BUCKET}/{uuid.uuid4().hex}"), ModelRegistry, lease_ttl=30,
+    return ObjectJobRegistry(open_objects(request.getfixturevalue("s3_url")), ModelRegistry, lease_ttl=30,
                              clock=clock)
 
 

@@ -187,27 +187,14 @@ class TestObjectCheckpointStore(CheckpointStoreConformance):
         return CheckpointStore.on_objects(FolderObjects(root))
 
 
-@pytest.fixture(scope="module")
-def s3():
-    from bench._s3_server import s3_server
-
-    with s3_server() as running:
-        yield running
-
-
 class TestS3CheckpointStore(CheckpointStoreConformance):
     """The checkpoints as objects of an S3 API over HTTP on loopback (moto's server; issue 57)."""
 
     @pytest.fixture
-    def checkpoints(self, s3, monkeypatch) -> CheckpointStore:
-        import uuid
-
-        from bench._s3_server import BUCKET
+    def checkpoints(self, s3_url) -> CheckpointStore:
         from store.objects.open import open_objects
 
-        for name, value in s3.environment().items():
-            monkeypatch.setenv(name, value)
-        return CheckpointStore.on_objects(open_objects(f"s3://{BUCKET}/{uuid.uuid4().hex}"))
+        return CheckpointStore.on_objects(open_objects(s3_url))
 
     def test_file_is_a_plain_npz_with_schema_version(self, checkpoints, root):
         import io
