@@ -68,12 +68,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
     app.state.image_jobs = image_jobs_at(data_dir)
     app.state.checkpoints = checkpoints_at(data_dir)
     app.state.clusterings = clusterings_at(data_dir, recent_s=RECENT_S)
-    # the /v1/denoise-image requests running, by key: this machine's API processes' (store.places.local_folder)
-    app.state.running = RunningRequests(local_folder(data_dir))
-    swept = await run_in_threadpool(sweep_imports, local_folder(data_dir))
+    local = local_folder(data_dir)  # this machine's part: the data folder, or a folder of it for an object store
+    app.state.running = RunningRequests(local)  # the /v1/denoise-image requests running, by key
+    swept = await run_in_threadpool(sweep_imports, local)
     if swept:
-        log.warning("removed %d leftovers of interrupted model imports from %s", len(swept),
-                    local_folder(data_dir) / ".imports")
+        log.warning("removed %d leftovers of interrupted model imports from %s", len(swept), local / ".imports")
     backend = Backend(data_dir, scheduler=settings.scheduler, n_workers=settings.n_workers,
                       plugins=cast(list[str], settings.solver_plugins),  # `Settings`' validator made it a list
                       local_projections=(settings.local_projection_values, settings.local_projection_work),

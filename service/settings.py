@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kpca import defaults
+from store.objects.urls import parse_url
 from workers.settings import WorkerGroup
 
 #: a list setting's form in the environment and in a flag
@@ -64,9 +65,12 @@ class ServerSettings(BaseModel):
         """A folder's path (a `Path`), or ``s3://bucket/prefix`` kept as a string (a `Path` would mangle it); any other
         URL is refused, not taken for a folder named ``gs:`` in the working directory (docs/scaling.md)."""
         if isinstance(value, str) and "://" in value:
-            if not value.startswith("s3://") or not value[5:].split("/", 1)[0]:
+            try:
+                parse_url(value)
+            except ValueError:
                 raise ValueError(f"{value!r} is a URL but not s3://bucket[/prefix], the one object store the service "
-                                 "keeps its data in (docs/scaling.md); give s3://bucket/prefix or a folder's path")
+                                 "keeps its data in (docs/scaling.md); give s3://bucket/prefix or a folder's path"
+                                 ) from None
             return value.rstrip("/")
         return Path(value) if isinstance(value, str) else value
 

@@ -17,25 +17,19 @@ import tempfile
 from pathlib import Path
 
 from store.objects.interface import ObjectStore
-
-URL_SCHEME = "s3://"
+from store.objects.urls import URL_SCHEME, is_url, parse_url
 
 
 def open_objects(location: str | os.PathLike) -> ObjectStore:
     """The object store at ``location`` (``KPCA_DATA_DIR``'s value). O(1); an S3 store is not contacted yet."""
     text = os.fspath(location)
-    if text.startswith("s3://"):
+    if is_url(text):
         from store.objects.s3 import S3Objects  # obstore is loaded only for an object store
 
         return S3Objects(text)
     from store.objects.folder import FolderObjects
 
     return FolderObjects(text)
-
-
-def is_url(location: str | os.PathLike) -> bool:
-    """Whether ``location`` names an object store (``s3://...``) rather than a folder. O(1)."""
-    return os.fspath(location).startswith(URL_SCHEME)
 
 
 def location(setting: str | os.PathLike) -> str:
@@ -50,8 +44,6 @@ def prepared(setting: str | os.PathLike) -> str:
     setting: not ``s3://bucket[/prefix]``) but not contacted. O(1)."""
     where = location(setting)
     if is_url(where):
-        from store.objects.s3 import parse_url
-
         parse_url(where)
     else:
         Path(where).mkdir(parents=True, exist_ok=True)
@@ -74,4 +66,4 @@ def local_folder(where: str | os.PathLike) -> Path:
     return folder
 
 
-__all__ = ["open_objects", "is_url", "location", "prepared", "objects_at", "local_folder", "URL_SCHEME"]
+__all__ = ["open_objects", "parse_url", "is_url", "location", "prepared", "objects_at", "local_folder", "URL_SCHEME"]

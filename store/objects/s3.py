@@ -36,20 +36,12 @@ from store.objects.interface import (
     VersionMismatch,
     check_key,
 )
+from store.objects.urls import parse_url
 
 if TYPE_CHECKING:
     from obstore.store import RetryConfig
 
 RETRY_SECONDS = 30.0  # how long a transient failure is retried before it is `StoreUnavailable`
-
-
-def parse_url(url: str) -> tuple[str, str]:
-    """``(bucket, prefix)`` of ``s3://bucket/prefix`` (prefix without slashes at its ends; may be "");
-    ValueError naming the URL otherwise. O(len(url))."""
-    if not url.startswith("s3://") or not url[5:].split("/", 1)[0]:
-        raise ValueError(f"KPCA_DATA_DIR: {url!r} is not s3://bucket[/prefix]")
-    bucket, _, prefix = url[5:].partition("/")
-    return bucket, prefix.strip("/")
 
 
 class S3Objects(ObjectStore):
