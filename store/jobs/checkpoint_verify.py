@@ -43,6 +43,10 @@ class CheckpointVerification:
     def _dir(self, model: str) -> Path:
         raise NotImplementedError
 
+    def _file(self, model: str, pass_index: int) -> Path:
+        """The file of pass ``pass_index`` of ``model``: a plain checkpoint, or a sharded one's manifest."""
+        return self._dir(model) / f"pass-{pass_index:05d}.npz"
+
     @staticmethod
     def _parts_dir(folder: Path, pass_index: int) -> Path:
         raise NotImplementedError
@@ -59,7 +63,7 @@ class CheckpointVerification:
         written before digests were kept). `NotFound` if it is missing, `DamagedCheckpoint` as `load`.
         Cost O(checkpoint bytes) read and hashed; memory one member."""
         pass_index = _check_pass(pass_index)
-        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        path = self._file(model, pass_index)
         try:
             with self._open_manifest(model, pass_index) as archive:
                 _check_expected(archive, path, expect)
@@ -107,7 +111,7 @@ class CheckpointVerification:
         """What changes whenever checkpoint ``pass_index``'s file does (device, inode, size, mtime and
         ctime in ns: see `store.datasets.integrity`), for caches of what was built from it; None if it
         is missing. Cost one ``stat``."""
-        return self._place.identity(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz")
+        return self._place.identity(self._file(model, _check_pass(pass_index)))
 
     def _damaged(self, model: str, pass_index: int, exc: Exception) -> DamagedCheckpoint:
         detail = str(exc) or type(exc).__name__

@@ -117,15 +117,15 @@ class CheckpointStore(CheckpointVerification):
         """The stored file of pass ``pass_index`` (a plain checkpoint, or a sharded one's manifest), open for
         reading its bytes as they are (an export streams them); `FileNotFoundError` if there is none. O(1) on a
         folder; an object's bytes are read into memory."""
-        return self._place.open_bytes(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz")
+        return self._place.open_bytes(self._file(model, _check_pass(pass_index)))
 
     def place_file(self, model: str, pass_index: int, source: Path) -> None:
         """Store the checkpoint file at ``source`` (verified by the caller: an import) as pass ``pass_index`` of
         ``model``, its bytes unchanged, after removing the model's other checkpoints (an earlier model's of that
         name). O(file bytes)."""
-        self._place.remove_tree(self._dir(model))
+        self.remove_all(model)
         with open(source, "rb") as handle:
-            self._place.write(self._dir(model) / f"pass-{_check_pass(pass_index):05d}.npz",
+            self._place.write(self._file(model, _check_pass(pass_index)),
                               lambda out: shutil.copyfileobj(handle, out, 1 << 20))
 
     def save(self, model: str, pass_index: int, state: dict,
@@ -298,7 +298,7 @@ class CheckpointStore(CheckpointVerification):
             raise self._damaged(model, pass_index, exc) from None
 
     def _load(self, model: str, pass_index: int, skip: frozenset, expect: str | None) -> dict:
-        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        path = self._file(model, pass_index)
         with self._open_manifest(model, pass_index) as archive:
             _check_expected(archive, path, expect)
             state = _read_state(archive, skip)
@@ -376,7 +376,7 @@ class CheckpointStore(CheckpointVerification):
 
     def _load_columns(self, model: str, pass_index: int, first: int, stop: int,
                       keys: list[str]) -> dict[str, np.ndarray]:
-        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        path = self._file(model, pass_index)
         with self._open_manifest(model, pass_index) as archive:
             bounds = _bounds_of(archive, path)
             recorded = _part_digests(archive, bounds)
@@ -412,7 +412,7 @@ class CheckpointStore(CheckpointVerification):
         open of the manifest and a read of its ``__parts__`` member.
         """
         pass_index = _check_pass(pass_index)
-        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        path = self._file(model, pass_index)
         try:
             with self._open_manifest(model, pass_index) as archive:
                 return _bounds_of(archive, path)
@@ -462,7 +462,7 @@ class CheckpointStore(CheckpointVerification):
     def _open_manifest(self, model: str, pass_index: int) -> Iterator[CheckedArchive]:
         """The checkpoint file of a pass (plain or manifest), its schema version checked, its members
         checked against their digests as they are read."""
-        path = self._dir(model) / f"pass-{pass_index:05d}.npz"
+        path = self._file(model, pass_index)
         try:
             loaded = self._place.open(path)
         except FileNotFoundError:
