@@ -148,6 +148,15 @@ def _fixed_point_step(model: KernelModel, B: np.ndarray) -> np.ndarray:
     return out
 
 
+def corner_span(corners: np.ndarray, part: range, fine: np.ndarray) -> range:
+    """The indices of the ``fine`` corners (sorted) in the span of a tile's ``part`` of ``corners``: from its
+    first corner up to the next part's first (the last corner included for the last part). With ``fine``
+    equal to ``corners`` it is ``part``. O(log len(fine))."""
+    low = corners[part.start]
+    high = corners[part.stop] if part.stop < len(corners) else fine[-1] + 1
+    return range(int(np.searchsorted(fine, low)), int(np.searchsorted(fine, high)))
+
+
 def training_rows(indices: np.ndarray, max_rows: int, seed: int) -> np.ndarray:
     """At most ``max_rows`` of ``indices``, a fixed-seed sample (sorted), all of them if fewer."""
     if indices.size <= max_rows:
@@ -172,7 +181,8 @@ class Candidate:
 
 def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float, candidates: Iterable[Candidate],
                        max_rows: int = MAX_ROWS, report: Callable[[int, int], None] | None = None,
-                       seed: int = 0, threads: int | None = None) -> dict[tuple, np.ndarray]:
+                       seed: int = 0, threads: int | None = None,
+                       fit_stride: int | None = None) -> dict[tuple, np.ndarray]:
     """The image denoised by every candidate (rank, method) at ``settings``' patches, tiles and width,
     sharing one fit per tile (at the largest rank). Returns ``{candidate.key(): image}``.
 
@@ -193,6 +203,11 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     threads : int, optional
         Tiles denoised at once (`kpca.images.patch_bands.map_ordered`; default the cores the caller may
         use). The result does not depend on it.
+    fit_stride : int, optional
+        Each tile's model is fitted on a sample of the tile's patches at this stride (default
+        ``settings.stride``: of the patches it denoises). A coarser ``settings.stride`` with ``fit_stride``
+        1 denoises a quarter of the patches (stride 2) through the models a stride-1 request fits: the
+        tuner's probe (`kpca.images.tuning.TUNING_STRIDE`).
 
     Cost per tile of b patches and l = min(b, max_rows) training rows: the fit O(l^2 n + l^3), each
     candidate's pre-images O(b l n) per step.
@@ -206,15 +221,22 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
     sigma = settings.sigma(noise)
     assert sigma is not None, "a kernel candidate's settings give a width (LINEAR has linear_pca_candidates)"
     per_band = len(col_parts)
+    fitted = grid if fit_stride in (None, settings.stride) else patch_grid(image.shape, settings.patch, fit_stride)
 
     def tile(k: int) -> dict[tuple, np.ndarray]:
         """Tile k's candidates: one fit (at the largest rank) and the projections they share."""
         band, cols = row_parts[k // per_band], col_parts[k % per_band]
         patches = band_patches(image, grid, band, slice(cols.start, cols.stop))
-        training = training_rows(np.arange(len(patches)), max_rows, seed + k)
         with tile_threads(1):  # the tiles share the cores; each one's kernel tiles run in its own thread
-            model = fit_patch_model(patches[training], sigma, r_max)
-            shared = TilePreimages(model, patches, training)
+            if fitted is grid:  # the model's rows are among the patches denoised
+                training = training_rows(np.arange(len(patches)), max_rows, seed + k)
+                model = fit_patch_model(patches[training], sigma, r_max)
+                shared = TilePreimages(model, patches, training)
+            else:  # the model's rows are the tile's patches on the fitting grid
+                rows, span = corner_span(grid.rows, band, fitted.rows), corner_span(grid.cols, cols, fitted.cols)
+                pool = band_patches(image, fitted, rows, slice(span.start, span.stop))
+                model = fit_patch_model(pool[training_rows(np.arange(len(pool)), max_rows, seed + k)], sigma, r_max)
+                shared = TilePreimages(model, patches, training_components=model.AK.T)
             return {c.key(): shared.preimages(c.n_components, c.method, c.options, n_samples=max_rows)
                     for c in candidates}
 
@@ -236,17 +258,18 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
 
 
 def denoise_image(image: np.ndarray, settings: PatchSettings, noise: float, max_rows: int = MAX_ROWS,
-                  report: Callable[[int, int], None] | None = None) -> np.ndarray:
+                  report: Callable[[int, int], None] | None = None, fit_stride: int | None = None) -> np.ndarray:
     """The image denoised with ``settings`` (module note): shape and scale of ``image``, grey (H, W)
-    or colour (H, W, C), each channel on its own. Cost: `denoise_candidates` with one candidate."""
+    or colour (H, W, C), each channel on its own; ``fit_stride``: of the patches the tiles' models are
+    fitted on (`denoise_candidates`). Cost: `denoise_candidates` with one candidate."""
     image = np.asarray(image, dtype=np.float64)
     if image.ndim == 3:
-        return np.stack([denoise_image(image[:, :, c], settings, noise, max_rows, report)
+        return np.stack([denoise_image(image[:, :, c], settings, noise, max_rows, report, fit_stride)
                          for c in range(image.shape[2])], axis=-1)
     if settings.method == LINEAR:
         return linear_pca_denoise(image, settings.patch, settings.stride, settings.n_components, report)
     one = Candidate(settings.n_components, settings.method, dict(settings.options))
-    return denoise_candidates(image, settings, noise, [one], max_rows, report)[one.key()]
+    return denoise_candidates(image, settings, noise, [one], max_rows, report, fit_stride=fit_stride)[one.key()]
 
 
 def linear_pca_denoise(image: np.ndarray, patch: int, stride: int, n_components: int,

@@ -214,35 +214,40 @@ def stage_risks(first: Callable[[np.ndarray, float], np.ndarray], windows: list[
 
 
 def second_stage_risks(noisy: np.ndarray, settings: PatchSettings, noise: float, seed: int = 0,
-                       draws: int = DRAWS, keep_losses: bool = False, first_outputs: list | None = None) -> dict:
+                       draws: int = DRAWS, keep_losses: bool = False, first_outputs: list | None = None,
+                       stride: int | None = None) -> dict:
     """(T1) of the first stage ``settings`` alone and followed by the Wiener stage, with the draws of
     `kpca.images.tuning.tune_patches` (same ``seed``: z over the whole image), on its tuning windows: as
     `stage_risks`. A colour image is read as its mean over channels, as the tuning does. Cost per draw:
     the first stage on the windows (``linear``: on the whole image) and 12 Wiener stages per window.
     ``keep_losses``: also the per-pixel losses (`_risks`), for a probe. ``first_outputs``: the first stage's
     outputs on the windows where already computed (``[draw][window]``, None for a draw that was not,
-    `kpca.images.tuning.Tuned.first_outputs`), read instead of run again."""
+    `kpca.images.tuning.Tuned.first_outputs`), read instead of run again. ``stride``: of the patches of the
+    estimate, first stage and Wiener stages (default ``settings.stride``; the tuning's probe,
+    `kpca.images.tuning.probe_settings`, with its first stage's models fitted at ``settings.stride``)."""
     image = np.asarray(noisy, dtype=np.float64)
     if image.ndim == 3:
         image = image.mean(axis=2)
     windows = tuning_windows(image.shape, settings.tile)
     s1, _ = recorrupted_levels(noise)
+    probe = replace(settings, stride=settings.stride if stride is None else int(stride))
 
     def outputs():
         for d, (y1, target) in enumerate(recorruptions(image, noise, seed, draws)):
             known = first_outputs[d] if first_outputs is not None and d < len(first_outputs) else None
-            whole = linear_pca_denoise(y1, settings.patch, settings.stride, settings.n_components) \
-                if settings.method == LINEAR and known is None else None
+            whole = linear_pca_denoise(y1, probe.patch, probe.stride, probe.n_components) \
+                if probe.method == LINEAR and known is None else None
             for w, (rows, cols) in enumerate(windows):
                 y1_w = y1[rows, cols]
                 if known is not None:
                     first = known[w]
                 else:
-                    first = whole[rows, cols] if whole is not None else denoise_image(y1_w, settings, s1)
+                    first = whole[rows, cols] if whole is not None else denoise_image(
+                        y1_w, probe, s1, fit_stride=settings.stride)
                 yield w, y1_w, target[rows, cols], first
 
     largest = min(min(r.stop - r.start, c.stop - c.start) for r, c in windows)
-    return _risks(outputs(), noise, settings.patch, settings.stride, draws, largest, keep_losses)
+    return _risks(outputs(), noise, probe.patch, probe.stride, draws, largest, keep_losses)
 
 
 def lower_stage(risks: dict) -> str | None:
@@ -258,12 +263,13 @@ def lower_stage(risks: dict) -> str | None:
 def choose_second_stage(noisy: np.ndarray, tuned: Tuned, seed: int = 0, draws: int = DRAWS) -> Tuned:
     """``tuned`` with ``second_stage`` set: ``{"stage": name or None, "risks": second_stage_risks(...)}``,
     the stage `lower_stage` keeps by (T1) (`WIENER` where its estimated risk is lower than the first
-    stage's alone, a variant where clearly lower still). Reads nothing but the noisy image. Cost:
-    `second_stage_risks`, less the first stage's runs the tuning kept (``tuned.first_outputs``)."""
+    stage's alone, a variant where clearly lower still), estimated at the stride the tuning's were
+    (``tuned.stride``). Reads nothing but the noisy image. Cost: `second_stage_risks`, less the first stage's
+    runs the tuning kept (``tuned.first_outputs``)."""
     assert isinstance(tuned.settings, PatchSettings), "a second stage follows `tune_patches`' choice"
     same_draws = tuned.seed == seed and tuned.first_outputs is not None and len(tuned.first_outputs) == draws
     risks = second_stage_risks(noisy, tuned.settings, tuned.noise, seed, draws,
-                               first_outputs=tuned.first_outputs if same_draws else None)
+                               first_outputs=tuned.first_outputs if same_draws else None, stride=tuned.stride)
     return replace(tuned, second_stage={"stage": lower_stage(risks), "risks": risks})
 
 

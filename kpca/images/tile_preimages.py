@@ -48,7 +48,10 @@ class TilePreimages:
     kernel values that every candidate (rank, pre-image method) shares (module docstring).
 
     ``training`` : positions in P of the model's training rows, in the model's order, when they are all
-    among P (a tile's model is fitted on a sample of its own patches); None otherwise. ``learned``: the
+    among P (a tile's model is fitted on a sample of its own patches); None otherwise.
+    ``training_components`` : the projections (l, r) of the model's training rows where the caller has them and
+    ``training`` is None (a model fitted on other patches of the tile: ``model.AK.T``, since ``AK = A K'``).
+    The learned map's sample reads its projections from either instead of computing them. ``learned``: the
     learned maps by rank, shared with other inputs through the same model (a stored model's windows and
     draws). Cost: O(b l (n + r)) once; memory O(b r), and O(b l) for the fixed-point step's slopes where
     that is at most `SLOPES_ENTRIES` (past it the step computes them block by block, as
@@ -57,10 +60,11 @@ class TilePreimages:
     """
 
     def __init__(self, model: KernelModel, P: np.ndarray, training: np.ndarray | None = None,
-                 learned: dict | None = None):
+                 learned: dict | None = None, training_components: np.ndarray | None = None):
         self.model = model
         self.P = model.check_points(P)
         self.training = training
+        self.training_components = training_components
         self.learned = {} if learned is None else learned  # rank -> its learned map, fitted once (it reads no P)
         self._moments: tuple[np.ndarray, np.ndarray] | None = None  # the slopes f' (b, l), the rows (l, n)
         if (model.kernel.type == "gaussian" and model.rows.compute_dtype == np.float64
@@ -97,7 +101,12 @@ class TilePreimages:
         if method == "learned":
             inverse = self.learned.get(served.n_components)
             if inverse is None:
-                training = None if self.training is None else self.components[self.training, : served.n_components]
+                if self.training is not None:
+                    training = self.components[self.training, : served.n_components]
+                elif self.training_components is not None:
+                    training = np.ascontiguousarray(self.training_components[:, : served.n_components])
+                else:
+                    training = None
                 inverse = self.learned[served.n_components] = LearnedInverse.fit(
                     served, n_samples=n_samples, rng=np.random.default_rng(0), components=training)
             return inverse.map_components(B)

@@ -23,6 +23,13 @@ of least risk there are estimated again on the others, and the choice is among t
 their risks averaged over all the draws. (Reading the other draws only, independent of the screening,
 left too few: brick 128 at noise 0.1 kept linear PCA where the kernel is 2 dB better.)
 
+The candidates are estimated as a coarser probe of themselves (`probe_settings`): each denoises the patches at
+stride `TUNING_STRIDE` (2: a quarter of the pre-images of stride 1, and still every pixel in about a dozen
+patches of 7 x 7) through tile models fitted, as the request's are, on a sample of the tile's patches at the
+request's stride. The probe ranks the candidates as the request's stride would at a third of the cost: a
+model fitted on the probe's own patches (half the rows) ranked small kernel widths too low
+(docs/denoising.md). The chosen candidate then runs at the request's stride.
+
 s is the estimate of `kpca.images.noise_level` (nothing else about the input is known). On an image larger
 than `TUNING_PIXELS` the kernel candidates' risk is estimated on windows of it (`tuning_windows`),
 each a multiple of the tile size; z is drawn for the whole image, so that ``linear`` (linear PCA of all
@@ -55,6 +62,9 @@ ALPHA = 0.5  # (T1)'s alpha
 DRAWS = 2  # draws of z whose estimates (T1) are averaged (docs/denoising.md: three kept the same answers)
 SHORTLIST = 3  # kernel candidates of least risk on the first draw, estimated again on the others
 TUNING_PIXELS = 128 * 128  # pixels the kernel candidates' risk is estimated on, at most
+#: the stride of the patches the candidates denoise while their risk is estimated (at least the request's; a
+#: quarter of the pre-images of stride 1), through tile models fitted on the request's patches (`probe_settings`)
+TUNING_STRIDE = 2
 BLOCK = 16  # side of the blocks of pixels whose mean losses give the standard error of `choose`
 MARGIN = 2.0  # standard errors by which a kernel candidate must beat linear PCA to be chosen
 #: method -> (kernel widths (D1), ranks, options) tried: where each method has done well on natural images;
@@ -67,16 +77,22 @@ GRID = {
     "learned": ((1.6,), (4, 8), {}),
     LINEAR: ((None,), (1, 2, 4, 6, 8, 12, 16, 24, 32), {}),  # no kernel width: the wide-kernel limit, untiled
 }
-#: what is tried when no method is asked for: `GRID` less what bench/denoise_quality.py's cases never chose
-#: (docs/denoising.md): the gradient descent (Kwok-Tsang's start, which it refines, is kept), the fixed point at
-#: the wide kernels, where ``linear`` wins, and Kwok-Tsang at rank 16; a whole kernel width (4.0) fewer to fit per
-#: tile and draw, and every tile's model of rank 8 instead of 16
+#: what is tried when no method is asked for: `GRID` less what bench/denoise_quality.py's cases never chose or
+#: gained little by (docs/denoising.md): the gradient descent (Kwok-Tsang's start, which it refines, is kept), the
+#: fixed point at the wide kernels, where ``linear`` wins, Kwok-Tsang at rank 16, and the width 0.75 (the fixed
+#: point and Kwok-Tsang there); two kernel widths to fit per tile and draw, every tile's model of rank 8
 SWEEP = {
-    "fixed-point": ((0.5, 0.75), *GRID["fixed-point"][1:]),
-    "kwok-tsang": (GRID["kwok-tsang"][0], (8,), GRID["kwok-tsang"][2]),
+    "fixed-point": ((0.5,), *GRID["fixed-point"][1:]),
+    "kwok-tsang": ((1.6,), (8,), GRID["kwok-tsang"][2]),
     "learned": GRID["learned"],
     LINEAR: GRID[LINEAR],
 }
+
+
+def probe_settings(base: PatchSettings) -> PatchSettings:
+    """``base`` at the stride its candidates are estimated at: `TUNING_STRIDE` or the request's, if coarser (at
+    most the patch side). O(1)."""
+    return replace(base, stride=min(max(base.stride, TUNING_STRIDE), base.patch))
 
 
 def recorruptions(noisy: np.ndarray, noise: float, seed: int = 0, draws: int = 1, alpha: float = ALPHA):
@@ -189,6 +205,9 @@ class Tuned:
         them instead of running the first stage again.
     seed : int
         Of the draws z (`recorruptions`) the risks were estimated with.
+    stride : int or None
+        Of the patches the candidates denoised while their risks were estimated (`probe_settings`; None: the
+        settings'), the stride of ``first_outputs`` too.
     """
 
     settings: PatchSettings | Candidate  # a Candidate from `tune_model` (a stored model's rank and pre-image)
@@ -200,6 +219,7 @@ class Tuned:
     second_stage: dict | None = None
     first_outputs: list | None = field(default=None, repr=False)
     seed: int = 0  # of the draws z the risks were estimated with
+    stride: int | None = None  # of the patches the risks were estimated with (`probe_settings`)
 
     def summary(self) -> dict:
         """What was chosen, the noise level and the chosen row's estimate, as one flat dict. O(candidates)."""
@@ -306,7 +326,8 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     Returns
     -------
     Tuned. Cost: per draw and kernel width of the grid one run of `denoise_candidates` on the tuning
-    windows; ``linear``: per draw one SVD of the image's patches' covariance and one projection per rank.
+    windows, at the probe's stride (`probe_settings`); ``linear``: per draw one eigendecomposition of the
+    image's patches' covariance and one projection per rank, at the probe's stride.
     """
     image = np.asarray(noisy, dtype=np.float64)
     if image.ndim == 3:
@@ -332,6 +353,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         if _done == _total:
             tick()
 
+    probe = probe_settings(base)
     pairs = list(recorruptions(image, noise, seed, draws))
     s1, offset = recorrupted_levels(noise)
     pixels = sum((r.stop - r.start) * (c.stop - c.start) for r, c in windows)
@@ -347,11 +369,12 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         ``first_draw ..``); every output kept (`keep`)."""
         out: dict[tuple, list[np.ndarray]] = {}
         for width, candidates in by_width.items():
-            settings = replace(base, width=width)
+            settings = replace(probe, width=width)
             for w, (rows, cols) in enumerate(windows):
                 sums: dict[tuple, np.ndarray] = {}
                 for d, (y1, target) in enumerate(draw_pairs):
-                    outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed)
+                    outputs = denoise_candidates(y1[rows, cols], settings, s1, candidates, report=step, seed=seed,
+                                                 fit_stride=base.stride)
                     for key, value in outputs.items():
                         keep((width, *key), first_draw + d, w, value)
                         sums[key] = sums.get(key, 0.0) + ((value - target[rows, cols]) ** 2 - offset) / len(draw_pairs)
@@ -370,7 +393,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     if None in grid:  # linear: one model of all of y1's patches, its rank chosen on the whole image
         ranks = [c.n_components for c in grid[None]]
         for d, (y1, target) in enumerate(pairs):
-            outs = linear_pca_candidates(y1, base.patch, base.stride, ranks)
+            outs = linear_pca_candidates(y1, base.patch, probe.stride, ranks)
             for c in grid[None]:
                 loss = (outs[c.n_components] - target) ** 2 - offset
                 linear_sums[(None, *c.key())] = linear_sums[(None, *c.key())] + loss if d else loss
@@ -413,4 +436,4 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
     by_draw = kept.get((row["width"], row["n_components"], row["method"], tuple(sorted(row["options"].items()))), {})
     first_outputs = [by_draw.get(d) for d in range(len(pairs))]
     return Tuned(chosen, noise, estimated, sorted(table, key=lambda r: r["risk"]), pixels, row,
-                 first_outputs=first_outputs, seed=seed)
+                 first_outputs=first_outputs, seed=seed, stride=probe.stride)

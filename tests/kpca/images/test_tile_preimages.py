@@ -92,3 +92,18 @@ def test_the_fixed_point_step_past_the_slopes_budget_is_the_same_step(patches, m
     monkeypatch.setattr(tile_preimages, "SLOPES_ENTRIES", 10)
     got = TilePreimages(model, patches).preimages(4, "fixed-point", {"n_iter": 1})
     assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
+
+
+def test_a_model_of_other_patches_serves_every_candidate_from_its_own_projections(patches):
+    """Issue 55: the tuner's probe denoises stride-2 patches through a model fitted on a sample of the
+    stride-1 ones, so the model's rows are not among the patches; the learned map reads their projections
+    from the model (``AK = A K'``, ``training_components``) and every candidate still equals its own
+    pre-images."""
+    model = fit_patch_model(patches[::2], sigma=0.1 * 1.6 * np.sqrt(50), n_components=12)
+    others = patches[1::2]
+    tile = TilePreimages(model, others, training_components=model.AK.T)
+    for rank, method, options in CANDIDATES:
+        want = preimages(leading(model, rank), others, method, options)
+        got = tile.preimages(rank, method, options, n_samples=model.rows.n_rows)
+        assert np.abs(got - want).max() <= 1e-10 * float(np.abs(want).max()), (rank, method, options)
+    np.testing.assert_allclose(model.AK.T, model.project(patches[::2]), atol=1e-10)
