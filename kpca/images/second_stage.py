@@ -51,6 +51,9 @@ VARIANTS = ((None, 1, 1.0), (None, 2, 1.0), (None, 1, 0.8), (None, 2, 0.8), (5, 
 #: half of float64's; the estimate is of the stage as applied
 WIENER_DTYPE = np.float32
 MARGIN = 1.0  # standard errors by which a variant must beat the single stage's choice (second_stage_probe.json)
+#: a Wiener stage of patches this wide or wider reads every second patch (`wiener_stride`): a pixel is still in 30
+#: or more of them, its answer within 0.05 dB on bench/denoise_quality.py's cases, at a quarter of the cost
+WIDE_PATCH = 11
 _NAME = re.compile(r"wiener(2)?(?:-(\d+)x\d+)?(?:-s([0-9.]+))?")
 
 
@@ -84,6 +87,12 @@ def parse_stage(stage: str, first_patch: int) -> tuple[int, int, float]:
             float(match.group(3)) if match.group(3) else 1.0)
 
 
+def wiener_stride(side: int, stride: int) -> int:
+    """The stride a Wiener stage of patch side ``side`` runs at for a first stage of ``stride``: at least 2 for
+    patches of `WIDE_PATCH` or more (estimated and applied alike), else ``stride``. O(1)."""
+    return max(int(stride), 2) if side >= WIDE_PATCH else int(stride)
+
+
 def stage_choice(value: bool | str) -> str:
     """A request's ``second_stage`` as one of `STAGE_CHOICES`; a bool (the flag before the choice had
     three values) is ``auto`` (True) or ``off`` (False). ValueError naming ``second_stage`` otherwise."""
@@ -98,7 +107,7 @@ def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSett
                        noise: float, stage: str | None, report: Callable[[int, int], None] | None = None) -> np.ndarray:
     """``first`` (the first stage's output for ``noisy``) followed by the second stage ``stage``
     (`WIENER`, a variant's name, `variant_name`, or None: ``first`` unchanged), with the stride of
-    ``settings`` (a `PatchSettings` or a ``(patch, stride)`` pair) and its patch unless the variant names
+    ``settings`` (a `PatchSettings` or a ``(patch, stride)`` pair; `wiener_stride` for wide patches) and its patch unless the variant names
     one; a colour image (H, W, C) channel by channel; ``report(done, total)`` after each band of patches of
     each pass. Cost: `kpca.images.wiener.wiener_stage` per channel and pass, O(N n^2)."""
     if stage is None:
@@ -111,7 +120,8 @@ def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSett
                          for c in range(y.shape[2])], axis=-1)
     for k in range(passes):  # one count of units over the passes
         counted = None if report is None else (lambda done, total, k=k: report(k * total + done, passes * total))
-        p = wiener_stage(y, p, side, stride, scale * noise, shrink=SHRINK, tile=WIENER_TILE, report=counted,
+        p = wiener_stage(y, p, side, wiener_stride(side, stride), scale * noise, shrink=SHRINK, tile=WIENER_TILE,
+                         report=counted,
                          dtype=WIENER_DTYPE)
     return p
 
@@ -137,12 +147,14 @@ def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], no
     for window, y1, target, first in outputs:
         outs = {"first": first}
         for side, factors in scales.items():  # one basis per side serves every factor's first pass
-            stages = wiener_stages(y1, first, side, stride, [f * s1 for f in factors], shrink=SHRINK, tile=WIENER_TILE,
+            stages = wiener_stages(y1, first, side, wiener_stride(side, stride), [f * s1 for f in factors],
+                                   shrink=SHRINK, tile=WIENER_TILE,
                                    dtype=WIENER_DTYPE)
             outs.update({variant_name(side, 1, f, patch): out for f, out in zip(factors, stages)})
         for name, (side, passes, scale) in names.items():  # a second pass's pilot is the first pass's output
             if passes == 2:
-                outs[name] = wiener_stage(y1, outs[variant_name(side, 1, scale, patch)], side, stride, scale * s1,
+                outs[name] = wiener_stage(y1, outs[variant_name(side, 1, scale, patch)], side,
+                                          wiener_stride(side, stride), scale * s1,
                                           shrink=SHRINK, tile=WIENER_TILE, dtype=WIENER_DTYPE)
         outs = {name: outs[name] for name in ("first", *names)}
         for name, out in outs.items():
@@ -273,6 +285,7 @@ def choose_second_stage(noisy: np.ndarray, tuned: Tuned, seed: int = 0, draws: i
     return replace(tuned, second_stage={"stage": lower_stage(risks), "risks": risks})
 
 
-__all__ = ["WIENER", "STAGE_CHOICES", "SHRINK", "WIENER_TILE", "VARIANTS", "MARGIN", "variant_name", "variants",
+__all__ = ["WIENER", "STAGE_CHOICES", "SHRINK", "WIENER_TILE", "VARIANTS", "MARGIN", "WIDE_PATCH", "wiener_stride",
+           "variant_name", "variants",
            "parse_stage", "stage_choice", "apply_second_stage", "choose_variant", "stage_risks", "second_stage_risks",
            "lower_stage", "choose_second_stage"]

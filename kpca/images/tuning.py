@@ -18,7 +18,7 @@ at s1 is used at s. All candidates share the same draws z (common random numbers
 differ by ``2 <f_a(y1) - f_b(y1), e - z / alpha> / N`` of noise, small where they differ little.
 (T1) is averaged over draws of z (`recorruptions`): each draw is unbiased, and the part of the
 estimate's noise that comes from z falls as one over the root of the draws. `tune_patches` makes
-`DRAWS` draws: every candidate is estimated on the first (screening); the `SHORTLIST` kernel candidates
+`DRAWS` draws: every candidate is estimated on the first (screening); the `PATCH_SHORTLIST` kernel candidates
 of least risk there are estimated again on the others, and the choice is among them and ``linear`` by
 their risks averaged over all the draws. (Reading the other draws only, independent of the screening,
 left too few: brick 128 at noise 0.1 kept linear PCA where the kernel is 2 dB better.)
@@ -60,7 +60,8 @@ from kpca.images.noise_level import noise_level
 
 ALPHA = 0.5  # (T1)'s alpha
 DRAWS = 2  # draws of z whose estimates (T1) are averaged (docs/denoising.md: three kept the same answers)
-SHORTLIST = 3  # kernel candidates of least risk on the first draw, estimated again on the others
+SHORTLIST = 3  # a stored model's candidates of least risk on the first draw, estimated again on the others
+PATCH_SHORTLIST = 2  # `tune_patches`' kernel candidates of least risk on the first draw, estimated again
 TUNING_PIXELS = 128 * 128  # pixels the kernel candidates' risk is estimated on, at most
 #: the stride of the patches the candidates denoise while their risk is estimated (at least the request's; a
 #: quarter of the pre-images of stride 1), through tile models fitted on the request's patches (`probe_settings`)
@@ -79,12 +80,13 @@ GRID = {
 }
 #: what is tried when no method is asked for: `GRID` less what bench/denoise_quality.py's cases never chose or
 #: gained little by (docs/denoising.md): the gradient descent (Kwok-Tsang's start, which it refines, is kept), the
-#: fixed point at the wide kernels, where ``linear`` wins, Kwok-Tsang at rank 16, and the width 0.75 (the fixed
-#: point and Kwok-Tsang there); two kernel widths to fit per tile and draw, every tile's model of rank 8
+#: fixed point at the wide kernels, where ``linear`` wins, Kwok-Tsang at rank 16, the learned map at rank 4 and
+#: the width 0.75 (the fixed point and Kwok-Tsang there); two kernel widths to fit per tile and draw, every tile's
+#: model of rank 8
 SWEEP = {
     "fixed-point": ((0.5,), *GRID["fixed-point"][1:]),
     "kwok-tsang": ((1.6,), (8,), GRID["kwok-tsang"][2]),
-    "learned": GRID["learned"],
+    "learned": (GRID["learned"][0], (8,), GRID["learned"][2]),
     LINEAR: GRID[LINEAR],
 }
 
@@ -340,7 +342,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
         grid[None] = [c for c in grid[None] if c.n_components <= base.patch**2] or grid[None][:1]
     windows = tuning_windows(image.shape, base.tile)
     kernel_widths = [w for w in grid if w is not None]
-    confirming = min(SHORTLIST, len(kernel_widths)) * (draws - 1)  # at most: the shortlist's widths, later draws
+    confirming = min(PATCH_SHORTLIST, len(kernel_widths)) * (draws - 1)  # at most: the shortlist's widths, later draws
     total = (len(kernel_widths) + confirming) * len(windows) + (draws if None in grid else 0)
     done = [0]
 
@@ -408,7 +410,7 @@ def tune_patches(noisy: np.ndarray, base: PatchSettings, fixed: Mapping | None =
                 for key, total in linear_sums.items()}
 
     screened = kernel_losses({w: grid[w] for w in kernel_widths}, pairs[:1], 0)  # every candidate, the first draw
-    shortlist = sorted(screened, key=lambda key: sum(np.sum(a) for a in screened[key]))[:SHORTLIST]
+    shortlist = sorted(screened, key=lambda key: sum(np.sum(a) for a in screened[key]))[:PATCH_SHORTLIST]
     confirmed = {}
     if len(pairs) > 1 and shortlist:  # the shortlist again, on the other draws
         by_width: dict[float, list[Candidate]] = {}

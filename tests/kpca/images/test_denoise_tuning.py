@@ -15,7 +15,7 @@ from kpca.images.noise_level import noise_level, noise_level_rows
 from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_patch_model, leading, linear_pca_denoise,
                                   preimages)
 from kpca.images.model_tuning import model_candidates, tune_model
-from kpca.images.tuning import (DRAWS, SHORTLIST, candidate_grid, choose, linear_rank, recorrupted_risks, tune_patches,
+from kpca.images.tuning import (DRAWS, PATCH_SHORTLIST, SHORTLIST, candidate_grid, choose, linear_rank, recorrupted_risks, tune_patches,
                                 tuning_windows)
 
 
@@ -166,14 +166,14 @@ def test_averaging_draws_makes_the_risk_differences_less_noisy(rng):
 
 
 def test_the_shortlist_is_estimated_again_on_every_draw():
-    """Every candidate is screened on the first draw; the `SHORTLIST` kernel candidates of least risk there
-    and linear PCA are estimated on all `DRAWS`, and the choice is among them."""
+    """Every candidate is screened on the first draw; the `PATCH_SHORTLIST` kernel candidates of least risk
+    there and linear PCA are estimated on all `DRAWS`, and the choice is among them."""
     clean = scene(48, 9)
     noisy = clean + np.random.default_rng(9).normal(0.0, 0.1, clean.shape)
     tuned = tune_patches(noisy, PatchSettings(patch=5, stride=2, tile=None), noise=0.1)
     kernel = [row for row in tuned.risks if row["method"] != LINEAR]
     again = [row for row in kernel if row["draws"] == DRAWS]
-    assert len(again) == SHORTLIST and all("confirmed_risk" in row for row in again)
+    assert len(again) == PATCH_SHORTLIST and all("confirmed_risk" in row for row in again)
     assert all(row["draws"] == 1 for row in kernel if row not in again)
     assert all(row["draws"] == DRAWS for row in tuned.risks if row["method"] == LINEAR)
     assert tuned.chosen["draws"] == DRAWS

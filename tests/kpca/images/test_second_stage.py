@@ -12,7 +12,7 @@ from kpca.images.denoising import (LINEAR, PatchSettings, denoise_image, fit_pat
                                   preimages)
 from kpca.images.second_stage import (WIENER_DTYPE, MARGIN, SHRINK, WIENER, apply_second_stage, choose_variant,
                                       lower_stage, parse_stage, second_stage_risks, stage_choice, stage_risks,
-                                      variant_name, variants)
+                                      variant_name, variants, WIDE_PATCH, wiener_stride)
 from kpca.images.wiener import wiener_stage
 from kpca.images.model_tuning import tune_model
 from kpca.images.tuning import ALPHA, DRAWS, recorruptions, tuning_windows
@@ -172,6 +172,11 @@ def test_a_variant_is_the_single_stage_with_its_patch_passes_and_gain(rng):
     assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, "wiener2"), twice)
     assert np.array_equal(apply_second_stage(noisy, first, (7, 1), 0.1, "wiener-5x5-s0.8"),
                           wiener_stage(noisy, first, 5, 1, 0.8 * 0.1, dtype=WIENER_DTYPE))
+    # patches of WIDE_PATCH or more read every second patch (issue 55), estimated as applied
+    wide = apply_second_stage(noisy, first, (7, 1), 0.1, "wiener-11x11")
+    assert WIDE_PATCH == 11 and wiener_stride(11, 1) == 2 and wiener_stride(7, 1) == 1 and wiener_stride(15, 3) == 3
+    assert np.array_equal(wide, wiener_stage(noisy, first, 11, 2, 0.1, dtype=WIENER_DTYPE))
+    assert not np.array_equal(wide, wiener_stage(noisy, first, 11, 1, 0.1, dtype=WIENER_DTYPE))
 
 
 def test_auto_picks_two_passes_of_a_larger_patch_on_a_smooth_image(rng):
@@ -234,3 +239,19 @@ def test_the_second_stage_reads_the_tunings_first_stage_outputs_and_estimates_th
     assert reused["chosen"] == again["chosen"]
     other_seed = choose_second_stage(noisy, tuned, seed=1).second_stage["risks"]  # other draws: run again
     assert other_seed == second_stage_risks(noisy, tuned.settings, tuned.noise, seed=1)
+
+
+def test_a_wide_variant_is_estimated_at_the_stride_it_is_applied_at(rng):
+    """Issue 55: the estimate (T1) of ``wiener-11x11`` is the loss of the stage as `apply_second_stage` applies
+    it (every second patch, `wiener_stride`), on y1 against y2, draw by draw."""
+    clean = smooth_scene(40, 3)
+    noisy = clean + rng.normal(0.0, 0.1, clean.shape)
+    settings = PatchSettings(patch=5, stride=1, method=LINEAR, width=None, n_components=2, tile=None)
+    risks = second_stage_risks(noisy, settings, 0.1)
+    s1, offset = 0.1 * np.sqrt(1.0 + ALPHA**2), 0.1**2 * (1.0 + 1.0 / ALPHA**2)
+    total = 0.0
+    for y1, target in recorruptions(noisy, 0.1, 0, DRAWS):
+        first = linear_pca_denoise(y1, 5, 1, 2)
+        out = apply_second_stage(y1, first, settings, s1, "wiener-11x11")
+        total += float(np.mean((out - target) ** 2)) - offset
+    assert risks["wiener-11x11"] == pytest.approx(total / DRAWS, rel=1e-9)
