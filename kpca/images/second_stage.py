@@ -107,9 +107,9 @@ def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSett
                        noise: float, stage: str | None, report: Callable[[int, int], None] | None = None) -> np.ndarray:
     """``first`` (the first stage's output for ``noisy``) followed by the second stage ``stage``
     (`WIENER`, a variant's name, `variant_name`, or None: ``first`` unchanged), with the stride of
-    ``settings`` (a `PatchSettings` or a ``(patch, stride)`` pair; `wiener_stride` for wide patches) and its patch unless the variant names
-    one; a colour image (H, W, C) channel by channel; ``report(done, total)`` after each band of patches of
-    each pass. Cost: `kpca.images.wiener.wiener_stage` per channel and pass, O(N n^2)."""
+    ``settings`` (a `PatchSettings` or a ``(patch, stride)`` pair; `wiener_stride` for wide patches) and its
+    patch unless the variant names one; a colour image (H, W, C) channel by channel; ``report(done, total)``
+    after each band of patches of each pass. Cost: `kpca.images.wiener.wiener_stage` per channel and pass, O(N n^2)."""
     if stage is None:
         return first
     patch, stride = (settings.patch, settings.stride) if isinstance(settings, PatchSettings) else settings
