@@ -162,15 +162,17 @@ def linear_rank(noisy: np.ndarray, patch: int, stride: int, noise: float, ranks=
 def tuning_windows(shape: tuple, tile: int | None, pixels: int = TUNING_PIXELS) -> list[tuple[slice, slice]]:
     """Windows of an image of ``shape`` on which the risk is estimated: the whole image when it has at
     most ``pixels`` pixels, else squares of side ``2 tile`` (128 without tiles) spread evenly over it,
-    as many as fit in ``pixels``. Deterministic. O(windows)."""
+    as many as fit in ``pixels``: each centred in its cell of an even grid over the image (a stratified
+    sample of it; before issue 55's probe they touched the image's edges and corners, which over-sampled its
+    border). Deterministic. O(windows)."""
     H, W = shape[:2]
     if H * W <= pixels:
         return [(slice(0, H), slice(0, W))]
     side = min(2 * tile if tile else 128, H, W)
     count = max(1, pixels // (side * side))
     per_axis = max(1, int(np.ceil(np.sqrt(count))))
-    tops = np.linspace(0, H - side, per_axis).round().astype(int)
-    lefts = np.linspace(0, W - side, per_axis).round().astype(int)
+    tops = ((np.arange(per_axis) + 0.5) * H / per_axis - side / 2).clip(0, H - side).round().astype(int)
+    lefts = ((np.arange(per_axis) + 0.5) * W / per_axis - side / 2).clip(0, W - side).round().astype(int)
     spots = [(t, left) for t in tops for left in lefts]
     picks = np.linspace(0, len(spots) - 1, min(count, len(spots))).round().astype(int)
     return [(slice(spots[i][0], spots[i][0] + side), slice(spots[i][1], spots[i][1] + side)) for i in picks]

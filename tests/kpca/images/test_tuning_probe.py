@@ -63,3 +63,23 @@ def test_the_tuner_estimates_at_the_probe_stride_and_the_second_stage_reads_its_
     again = second_stage_risks(image, tuned.settings, 0.1, first_outputs=None, stride=tuned.stride)
     for key in ("first", "wiener"):  # the kept outputs are the probe's: recomputing them gives the same risks
         assert again[key] == pytest.approx(staged.second_stage["risks"][key], rel=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(256, 256), (1024, 768), (200, 900)])
+def test_tuning_windows_are_centred_in_the_cells_of_an_even_grid(shape):
+    """Issue 55: each window sits at the centre of its cell of an even grid over the image (a stratified sample),
+    not against the image's edges: inside the image, apart, and as many as fit in the pixels."""
+    from kpca.images.tuning import TUNING_PIXELS, tuning_windows
+
+    windows = tuning_windows(shape, 32)
+    H, W = shape
+    side = windows[0][0].stop - windows[0][0].start
+    assert side == 64 and len(windows) == TUNING_PIXELS // side**2
+    per_axis = int(np.ceil(np.sqrt(len(windows))))
+    for rows, cols in windows:
+        assert 0 <= rows.start and rows.stop <= H and 0 <= cols.start and cols.stop <= W
+        centre = ((rows.start + rows.stop) / 2 / H * per_axis, (cols.start + cols.stop) / 2 / W * per_axis)
+        assert all(abs(c - (np.floor(c) + 0.5)) < 0.02 or side > extent / per_axis
+                   for c, extent in zip(centre, shape)), (rows, cols)
+    corners = {(r.start, c.start) for r, c in windows}
+    assert len(corners) == len(windows) and (0, 0) not in corners
