@@ -3,9 +3,11 @@ kernel ridge regression from components to inputs, fitted once per model."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from kpca._dense import solve
+from kpca._dense import positive_solve
 from kpca.kernels import squared_norms
 from kpca.model import KernelModel
 
@@ -13,6 +15,15 @@ from kpca.model import KernelModel
 def _pairwise_sq(B: np.ndarray, C: np.ndarray) -> np.ndarray:
     d = squared_norms(B)[:, None] + squared_norms(C)[None, :] - 2.0 * (B @ C.T)
     return np.maximum(d, 0.0, out=d)
+
+
+@functools.lru_cache(maxsize=8)
+def _upper_triangle(s: int) -> tuple[np.ndarray, np.ndarray]:
+    """`numpy.triu_indices` ``(s, k=1)``, made once per size (a learned map is fitted per tile and draw). O(s^2)."""
+    rows, cols = np.triu_indices(s, k=1)
+    rows.setflags(write=False)
+    cols.setflags(write=False)
+    return rows, cols
 
 
 class LearnedInverse:
@@ -86,7 +97,7 @@ class LearnedInverse:
             Bs = components[idx]
         D = _pairwise_sq(Bs, Bs)
         if gamma is None:
-            off_diagonal = D[np.triu_indices(s, k=1)]
+            off_diagonal = D[_upper_triangle(s)]
             positive = off_diagonal[off_diagonal > 0]
             median = float(np.median(positive)) if positive.size else 0.0
             gamma = 1.0 / median if median > 0 and np.isfinite(median) else 1.0
@@ -99,7 +110,7 @@ class LearnedInverse:
             raise ValueError(f"alpha: must be > 0, got {alpha}")
         offset = Xs.mean(axis=0)
         Kappa[np.diag_indices(s)] += alpha
-        W = solve(Kappa, Xs - offset, assume_a="pos")
+        W = positive_solve(Kappa, Xs - offset)
         return cls(Bs, W, offset, gamma, alpha, model)
 
     def map_components(self, B) -> np.ndarray:
