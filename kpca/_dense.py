@@ -11,20 +11,43 @@ it; bench/dense_threads.py measures both on the machine at hand, idle and beside
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
+from kpca._lapack import leading_evr
 from kpca._threads import serial_blas
 
 SERIAL_MAX = 4096  # largest matrix order run on one BLAS thread (bench/dense_threads.py)
+#: `leading_eigh` inside `unlocked_eigh`: largest order answered by LAPACK's MRRR without the GIL
+#: (`kpca._lapack.leading_evr`): as fast as ARPACK on a 512 x 512 Gaussian kernel matrix of 7 x 7 noisy image
+#: patches on one thread, twice as slow at 1024 (issue 55's note)
+NOGIL_MAX_ORDER = 640
 KRYLOV_MIN_ORDER = 400  # `leading_eigh`: smallest order given to ARPACK (bench/leading_eigh.py)
 KRYLOV_MAX_SHARE = 32  # ... and only for q <= max(KRYLOV_MIN_Q, order // KRYLOV_MAX_SHARE)
 KRYLOV_MIN_Q = 16
 RESIDUAL_TOL = 1e-9  # an ARPACK pair is kept when ||a v - w v|| <= RESIDUAL_TOL * |w_max|
 RANK_TOL = 1e-10  # ... and its least w > RANK_TOL * |w_max| (kpca.solvers._ritz.RELATIVE_RANK_TOL's level)
 CHECK_TOL = 1e-8  # `_none_missed`: relative accuracy of the largest eigenvalue outside the span
+
+
+_unlocked = threading.local()
+
+
+@contextlib.contextmanager
+def unlocked_eigh():
+    """Within the block, in the calling thread, `leading_eigh` answers matrices of order up to `NOGIL_MAX_ORDER`
+    by LAPACK without Python's lock (`kpca._lapack.leading_evr`) instead of ARPACK, whose loop holds it: for
+    threads that fit small models at once (an image's tiles). On one thread ARPACK is as fast or faster where
+    the spectrum decays (bench/leading_eigh.py), so it stays the default."""
+    previous = getattr(_unlocked, "on", False)
+    _unlocked.on = True
+    try:
+        yield
+    finally:
+        _unlocked.on = previous
 
 
 def sized_blas(order: int):
@@ -56,6 +79,10 @@ def leading_eigh(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``q`` largest eigenpairs of the symmetric ``a`` (n, n), ascending as `eigh`'s
     ``subset_by_index=[n - q, n - 1]`` gives them: ``(w (q,), V (n, q))``.
 
+    Below order `KRYLOV_MIN_ORDER`, and up to `NOGIL_MAX_ORDER` inside `unlocked_eigh`, LAPACK's MRRR answers,
+    called without Python's lock (`kpca._lapack.leading_evr`: `eigh`'s driver, its numbers to rounding), so
+    that threads fitting small models at once run at once; ARPACK's loop and `scipy.linalg.eigh` hold the lock.
+
     Where q is small against n (n >= `KRYLOV_MIN_ORDER`, q <= max(`KRYLOV_MIN_Q`, n / `KRYLOV_MAX_SHARE`))
     implicitly restarted Lanczos (ARPACK, `scipy.sparse.linalg.eigsh`, to machine precision, from a
     fixed-seed start so that the answer does not vary between calls) costs O(n^2 q) per restart
@@ -67,10 +94,14 @@ def leading_eigh(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
     next eigenvalue down in their place); otherwise, or if ARPACK fails (no convergence, or no shift to
     apply on a matrix with one eigenvalue of multiplicity n - 1, such as K' = I - 1 1^T / l), LAPACK's
     `eigh` answers.
-    BLAS threads by `sized_blas`. Cost O(n^2 q) per restart, O(n^3) on the fallback.
+    BLAS threads by `sized_blas`. Cost O(n^2 q) per restart, O(n^3) on the fallback and by LAPACK.
     """
     n, q = a.shape[0], int(q)
-    if n < KRYLOV_MIN_ORDER or q > max(KRYLOV_MIN_Q, n // KRYLOV_MAX_SHARE) or q >= n - 1:
+    if n < KRYLOV_MIN_ORDER or (n <= NOGIL_MAX_ORDER and getattr(_unlocked, "on", False)):
+        with sized_blas(n):  # LAPACK, releasing the GIL; `eigh` where it reports a failure
+            found = leading_evr(a, q)
+        return found if found is not None else eigh(a, subset_by_index=[n - q, n - 1])
+    if q > max(KRYLOV_MIN_Q, n // KRYLOV_MAX_SHARE) or q >= n - 1:
         return eigh(a, subset_by_index=[n - q, n - 1])
     start = np.random.default_rng(0).standard_normal(n)
     with sized_blas(n):

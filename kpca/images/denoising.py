@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kpca._dense import unlocked_eigh
 from kpca._threads import tile_threads
 from kpca.fitting import FitRequest, prepare_fit
 from kpca.images.patch_bands import PatchSum, band_moments, band_patches, band_ranges, map_ordered, tile_parts
@@ -227,7 +228,9 @@ def denoise_candidates(image: np.ndarray, settings: PatchSettings, noise: float,
         """Tile k's candidates: one fit (at the largest rank) and the projections they share."""
         band, cols = row_parts[k // per_band], col_parts[k % per_band]
         patches = band_patches(image, grid, band, slice(cols.start, cols.stop))
-        with tile_threads(1):  # the tiles share the cores; each one's kernel tiles run in its own thread
+        # the tiles share the cores: each one's kernel tiles run in its own thread, and its fit's eigenpairs by LAPACK
+        # without Python's lock (ARPACK's loop holds it, and two tiles' fits would take turns)
+        with tile_threads(1), unlocked_eigh():
             if fitted is grid:  # the model's rows are among the patches denoised
                 training = training_rows(np.arange(len(patches)), max_rows, seed + k)
                 model = fit_patch_model(patches[training], sigma, r_max)

@@ -1,5 +1,8 @@
-"""`kpca._dense.leading_eigh`: ARPACK where few pairs of a large matrix are asked, with the same answer
-as LAPACK's eigh, and LAPACK wherever ARPACK's answer could be wrong."""
+"""`kpca._dense.leading_eigh`: ARPACK where few pairs of a large matrix are asked, with the same answer as
+LAPACK's eigh, and LAPACK wherever ARPACK's answer could be wrong; LAPACK without Python's lock
+(`kpca._lapack`) below `KRYLOV_MIN_ORDER`, and up to `NOGIL_MAX_ORDER` inside `unlocked_eigh`."""
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -81,12 +84,50 @@ def test_a_rank_deficient_matrix_is_answered_by_lapack(rng, calls):
     np.testing.assert_allclose(np.sort(w[-3:]), np.sort(np.linalg.eigvalsh(X.T @ X)), rtol=1e-10)
 
 
-@pytest.mark.parametrize("n, q", [(_dense.KRYLOV_MIN_ORDER - 1, 4), (600, 600 // _dense.KRYLOV_MAX_SHARE + 17)])
-def test_small_matrices_and_many_pairs_go_to_lapack(rng, calls, n, q):
+@pytest.mark.parametrize("n, q", [(600, 600 // _dense.KRYLOV_MAX_SHARE + 17)])
+def test_many_pairs_go_to_lapack(rng, calls, n, q):
     a = with_spectrum(rng, np.linspace(1.0, 0.0, n))
     w, V = leading_eigh(a, q)
     assert calls == ["eigh"]
     assert_same_pairs(a, q, w, V)
+
+
+@pytest.mark.parametrize("n, q, unlocked", [(5, 1, False), (5, 5, False), (_dense.KRYLOV_MIN_ORDER - 1, 4, False),
+                                             (512, 8, True), (_dense.NOGIL_MAX_ORDER, 40, True)])
+def test_small_matrices_go_to_lapack_without_the_gil_and_equal_its_eigh(rng, calls, n, q, unlocked):
+    """Issue 55: below `KRYLOV_MIN_ORDER`, and up to `NOGIL_MAX_ORDER` inside `unlocked_eigh` (an image's tiles),
+    LAPACK's dsyevr answers from a jitted function that releases the GIL (neither SciPy's eigh nor ARPACK is
+    called), with eigh's numbers to rounding (the same driver)."""
+    from kpca._lapack import _dsyevr_leading
+
+    assert _dsyevr_leading.targetoptions["nogil"]
+    a = with_spectrum(rng, np.linspace(1.0, 0.0, n))
+    if unlocked:
+        leading_eigh(a, q)
+        assert calls[:1] in (["eigsh"], ["eigh"])  # outside the block ARPACK (or SciPy's eigh) answers
+        calls.clear()
+    with _dense.unlocked_eigh() if unlocked else contextlib.nullcontext():
+        w, V = leading_eigh(a, q)
+    assert calls == [] and w.shape == (q,) and V.shape == (n, q)
+    assert_same_pairs(a, q, w, V)
+    w0, V0 = scipy.linalg.eigh(a, subset_by_index=[n - q, n - 1], driver="evr")
+    np.testing.assert_allclose(w, w0, rtol=1e-13)
+    np.testing.assert_allclose(np.abs(V), np.abs(V0), rtol=0, atol=1e-12)
+    calls.clear()
+    X = rng.normal(size=(n, 3))  # rank deficient: its zero eigenvalues' pairs an orthonormal basis
+    with _dense.unlocked_eigh() if unlocked else contextlib.nullcontext():
+        w, V = leading_eigh(X @ X.T, min(q, n))
+    assert calls == []
+    np.testing.assert_allclose(V.T @ V, np.eye(V.shape[1]), atol=1e-10)
+    np.testing.assert_allclose((X @ X.T) @ V, V * w, atol=1e-9 * abs(w[-1]))
+
+
+def test_a_matrix_that_is_not_finite_gets_eigh_s_error(calls):
+    a = np.eye(6)
+    a[2, 3] = a[3, 2] = np.nan
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        leading_eigh(a, 2)
+    assert calls == ["eigh"]
 
 
 def test_the_exact_solver_takes_the_arpack_path_and_its_components_are_unchanged(calls):
