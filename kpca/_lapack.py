@@ -29,7 +29,8 @@ def leading_evr(a: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The ``q`` largest eigenpairs of the symmetric ``a`` (n, n), ascending, as `scipy.linalg.eigh` with
     ``subset_by_index=[n - q, n - 1]`` gives them: ``(w (q,), V (n, q))``, or None where ``a`` is not finite
     or LAPACK reports a failure (the caller falls back). Reads one triangle of ``a``; does not modify it. Runs
-    without the GIL; BLAS threads as the caller set them. Cost O(n^3) (the reduction to tridiagonal form) plus O(n^2 q)."""
+    without the GIL; BLAS threads as the caller set them. Cost O(n^3) (the reduction to tridiagonal form) plus
+    O(n^2 q)."""
     a = np.ascontiguousarray(a, dtype=np.float64)
     n, q = a.shape[0], int(q)
     if a.ndim != 2 or a.shape[1] != n or not 1 <= q <= n:
