@@ -22,9 +22,8 @@ from kpca._threads import serial_blas
 
 SERIAL_MAX = 4096  # largest matrix order run on one BLAS thread (bench/dense_threads.py)
 #: `leading_eigh` inside `unlocked_eigh`: largest order answered by LAPACK's MRRR without the GIL
-#: (`kpca._lapack.leading_evr`): as fast as ARPACK on a 512 x 512 Gaussian kernel matrix of 7 x 7 noisy image
-#: patches on one thread, twice as slow at 1024 (issue 55's note)
-NOGIL_MAX_ORDER = 640
+#: (`kpca._lapack.leading_evr`), where it is not slower than ARPACK on two threads (bench/unlocked_eigh.py)
+NOGIL_MAX_ORDER = 512
 KRYLOV_MIN_ORDER = 400  # `leading_eigh`: smallest order given to ARPACK (bench/leading_eigh.py)
 KRYLOV_MAX_SHARE = 32  # ... and only for q <= max(KRYLOV_MIN_Q, order // KRYLOV_MAX_SHARE)
 KRYLOV_MIN_Q = 16
