@@ -10,6 +10,7 @@ import json
 import tracemalloc
 
 import numpy as np
+import pytest
 
 from service.responses import STREAM_BLOCK_VALUES, json_rows_stream
 from service.schemas.serving import DenoiseResponse, ProjectResponse, ReconstructResponse
@@ -23,12 +24,19 @@ def whole(model, **fields) -> bytes:
     return model(**fields).model_dump_json(by_alias=True).encode()
 
 
-def test_a_large_projection_is_chunked_and_byte_identical_to_the_whole_answer(api):
-    rng = np.random.default_rng(0)
-    upload_rows(api, "six", rng.normal(size=(40, 6)))
+@pytest.fixture(scope="module")
+def six_lin(api) -> str:
+    """A linear model of 40 rows of 6 values, fitted once for the module's tests (each may run alone)."""
+    upload_rows(api, "six", np.random.default_rng(0).normal(size=(40, 6)))
     api.post("/v1/models", json={"name": "six-lin", "dataset": "six", "n_components": 4,
                                  "kernel": {"type": "linear"}, "solver": "exact"}).raise_for_status()
     assert wait_for_fit(api, "six-lin")["status"] == "completed"
+    return "six-lin"
+
+
+def test_a_large_projection_is_chunked_and_byte_identical_to_the_whole_answer(api, six_lin):
+    rng = np.random.default_rng(0)
+    rng.normal(size=(40, 6))  # the model's rows (`six_lin`): the same draws as before the fixture
     rows = rng.normal(size=(20_000, 6))  # 80,000 numbers out: about 5 blocks
     with api.stream("POST", "/v1/models/six-lin/project", json={"rows": rows.tolist()}) as r:
         pieces = [piece for piece in r.iter_raw()]
@@ -45,7 +53,7 @@ def test_a_large_projection_is_chunked_and_byte_identical_to_the_whole_answer(ap
     assert len(parts) == 20_000 and 4 * 20_000 > 4 * STREAM_BLOCK_VALUES
 
 
-def test_large_reconstructions_and_denoisings_are_streamed_whole(api):
+def test_large_reconstructions_and_denoisings_are_streamed_whole(api, six_lin):
     rows = np.random.default_rng(1).normal(size=(3_000, 6))  # 18,000 numbers: two blocks
     for route, body, model in [("reconstruct", {"rows": rows.tolist()}, ReconstructResponse),
                                ("denoise", {"rows": rows.tolist(), "tune": "off"}, DenoiseResponse)]:
@@ -76,7 +84,7 @@ def test_the_streamed_encoder_holds_one_block_not_the_answer():
     assert peak < 4 * 2**20, f"peak {peak / 2**20:.1f} MiB while streaming {len(expected) / 2**20:.0f} MiB"
 
 
-def test_rows_come_as_npy_bytes_when_asked(api):
+def test_rows_come_as_npy_bytes_when_asked(api, six_lin):
     """``Accept: application/octet-stream`` (or ``format=npy``): the JSON answer's rows as one ``.npy``
     file, float64 bit for bit, with its Content-Length; streamed above a megabyte; JSON otherwise."""
     rows = np.random.default_rng(3).normal(size=(300, 6))
@@ -108,7 +116,7 @@ def test_rows_come_as_npy_bytes_when_asked(api):
         "rows": many[:1000].tolist()}).json()["components"]))
 
 
-def test_a_tuned_denoising_as_npy_carries_its_other_fields_in_a_header(api):
+def test_a_tuned_denoising_as_npy_carries_its_other_fields_in_a_header(api, six_lin):
     rows = np.random.default_rng(5).normal(size=(200, 6))
     as_json = api.post("/v1/models/six-lin/denoise", json={"rows": rows.tolist(), "tune": "auto"})
     assert as_json.status_code == 200, as_json.text[:300]
