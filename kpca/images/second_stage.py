@@ -121,8 +121,7 @@ def apply_second_stage(noisy: np.ndarray, first: np.ndarray, settings: PatchSett
     for k in range(passes):  # one count of units over the passes
         counted = None if report is None else (lambda done, total, k=k: report(k * total + done, passes * total))
         p = wiener_stage(y, p, side, wiener_stride(side, stride), scale * noise, shrink=SHRINK, tile=WIENER_TILE,
-                         report=counted,
-                         dtype=WIENER_DTYPE)
+                         report=counted, dtype=WIENER_DTYPE)
     return p
 
 
@@ -148,8 +147,7 @@ def _risks(outputs: Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]], no
         outs = {"first": first}
         for side, factors in scales.items():  # one basis per side serves every factor's first pass
             stages = wiener_stages(y1, first, side, wiener_stride(side, stride), [f * s1 for f in factors],
-                                   shrink=SHRINK, tile=WIENER_TILE,
-                                   dtype=WIENER_DTYPE)
+                                   shrink=SHRINK, tile=WIENER_TILE, dtype=WIENER_DTYPE)
             outs.update({variant_name(side, 1, f, patch): out for f, out in zip(factors, stages)})
         for name, (side, passes, scale) in names.items():  # a second pass's pilot is the first pass's output
             if passes == 2:
