@@ -108,12 +108,13 @@ def test_a_tuned_request_past_its_deadline_is_a_503_too(api, app, model, digits)
 
 
 def test_a_one_call_denoise_image_past_its_deadline_is_a_503_and_stops(api, app):
-    """Issue 52, item 8: ``POST /v1/denoise-image`` had no deadline. A 256 x 256 image tuned on its own tiles
-    takes far longer than the 2 s deadline: a 503 with ``Retry-After``, and its task stops at its next
-    tuning candidate or tile (its named job ends cancelled)."""
-    from tests.service.test_api_denoise_tuned import PNG, noisy_of, png, scene
+    """Issue 52, item 8: ``POST /v1/denoise-image`` had no deadline. A large image tuned on its own tiles
+    (`tests.service.test_denoise_image_bounds.BIG`) takes far longer than the 2 s deadline: a 503 with
+    ``Retry-After``, and its task stops at its next tuning candidate or tile (its named job ends cancelled)."""
+    from tests.service.test_api_denoise_tuned import PNG
+    from tests.service.test_denoise_image_bounds import BIG
 
-    r = api.post("/v1/denoise-image?job=late", content=png(noisy_of(scene(256, 3), 0.1, 4)), headers=PNG)
+    r = api.post("/v1/denoise-image?job=late", content=BIG, headers=PNG)
     error = assert_error(r, 503, "unavailable", "body")
     assert "KPCA_SERVING_DEADLINE_S" in error["message"] and r.headers["retry-after"] == "10"
     wait_until(lambda: api.get("/v1/image-jobs/late").json()["status"] != "running", timeout=stretched(120.0),
