@@ -279,6 +279,8 @@ class ObjectDatasetStore:
                 if meta.status == "ready":
                     self._clean(meta, staged)
                     return meta.info({})
+                if self._read_meta(name)[1] != version:  # a racing commit took the chunks in after our read
+                    continue
                 raise Invalid("chunks", "no chunks uploaded")
             refuse_gaps(meta, committed, set(staged.rows))
             for index in staged.indices:
